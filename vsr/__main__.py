@@ -1,0 +1,3 @@
+from vsr.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,23 @@
+"""Errors a user can act on.  The CLI prints ``str(err)`` on one line and exits 2."""
+
+
+class VsrError(Exception):
+    """Base class of every error vsr raises on purpose."""
+
+    exit_code = 2
+
+
+class InputError(VsrError):
+    """A path, file or option given by the user is unusable (missing, unreadable, wrong kind)."""
+
+
+class WeightsError(VsrError):
+    """A checkpoint cannot be loaded into the chosen configuration."""
+
+
+class ConfigError(VsrError):
+    """A model configuration is unknown or malformed."""
+
+
+class BackendError(VsrError):
+    """An inference backend is unavailable or failed to build."""
