@@ -1,0 +1,57 @@
+"""Thin command-line interface: parse, call one library function, print.
+
+Each subcommand lives in its own module here with ``add_parser(subparsers)`` and ``run(args) -> int``.
+Every :class:`vsr.errors.VsrError` becomes one line on stderr and exit code 2; Ctrl-C exits 130.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+import warnings
+
+COMMANDS = ("upscale", "export", "eval", "models", "train")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from vsr import __version__
+
+    parser = argparse.ArgumentParser(prog="vsr", description="Video super-resolution x4 with EDVR.")
+    parser.add_argument("--version", action="version", version=f"vsr {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log more (and show tracebacks)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for name in COMMANDS:
+        importlib.import_module(f"vsr.cli.{name}").add_parser(sub)
+    return parser
+
+
+
+def _warning_line(message, category, filename, lineno, file=None, line=None):
+    print(f"vsr: warning: {message}", file=sys.stderr)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from vsr.errors import VsrError
+
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="vsr: %(message)s")
+    warnings.showwarning = _warning_line
+    try:
+        return int(args.func(args) or 0)
+    except VsrError as e:
+        if args.verbose:
+            raise
+        print(f"vsr: error: {e}", file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt:
+        print("vsr: interrupted", file=sys.stderr)
+        return 130
+    except (MemoryError, OSError) as e:
+        if args.verbose:
+            raise
+        print(f"vsr: error: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1

@@ -1,0 +1,203 @@
+"""Checkpoint loading: BasicSR, mmagic/mmediting and plain state dicts, ``weights_only=True`` always.
+
+Entry point: :func:`load_model` (path or ``"random"`` or ``"default"`` -> ready EDVR in eval mode).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import pickle
+import re
+import warnings
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from vsr.errors import InputError, WeightsError
+from vsr.model.config import ModelConfig, load_config
+
+
+@dataclass(frozen=True)
+class OfficialCheckpoint:
+    filename: str
+    config: str
+    sha256: str | None  # None where only the 8-digit prefix in the file name is published
+    prefix: str
+    psnr: str
+
+
+OFFICIAL = (
+    OfficialCheckpoint("EDVR_M_x4_SR_REDS_official-32075921.pth", "edvr-m",
+                       "32075921635eb07d56c83ec4009341bd82d882900ca7043f9c51cc7951033efd", "32075921",
+                       "REDS4 30.53 dB / 0.8699 (RGB)"),
+    OfficialCheckpoint("EDVR_M_woTSA_x4_SR_REDS_official-1edf645c.pth", "edvr-m-wotsa",
+                       "1edf645c117ba34ea1c7fcf5506079cf9dd361c2bd26b6f3cad9197a0ba7adbf", "1edf645c",
+                       "REDS4 30.31 dB (RGB)"),
+    OfficialCheckpoint("EDVR_L_x4_SR_REDS_official-9f5f5039.pth", "edvr-l", None, "9f5f5039",
+                       "REDS4 31.09 dB / 0.8800 (RGB)"),
+    OfficialCheckpoint("EDVR_L_x4_SR_Vimeo90K_official-162b54e4.pth", "edvr-l-7f", None, "162b54e4",
+                       "Vid4 27.35 dB / 0.8264 (Y)"),
+)
+
+DEFAULT_WEIGHTS = Path(__file__).resolve().parents[1] / "weights" / "default.pth"
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def identify_official(path: Path, digest: str | None = None) -> OfficialCheckpoint | None:
+    """Recognise an official BasicSR file by sha256, or by BasicSR's ``-<sha256[:8]>`` file-name suffix."""
+    digest = digest or sha256_file(path)
+    for off in OFFICIAL:
+        if off.sha256 == digest:
+            return off
+    for off in OFFICIAL:
+        if off.sha256 is None and digest.startswith(off.prefix):
+            return off
+    return None
+
+
+def read_checkpoint(path: str | Path) -> dict:
+    """``torch.load(weights_only=True)`` with one-line errors for every way a file can be bad."""
+    p = Path(path)
+    if not p.exists():
+        raise InputError(f"weights file not found: {p}")
+    if not p.is_file():
+        raise InputError(f"weights path is not a file: {p}")
+    try:
+        obj = torch.load(p, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as e:
+        msg = str(e).splitlines()[0] if str(e) else ""
+        if "Weights only load failed" in str(e) or "weights_only" in str(e):
+            raise WeightsError(f"{p}: refused: the file needs arbitrary code to unpickle "
+                               "(only plain tensors/dicts are loaded, weights_only=True)") from None
+        raise WeightsError(f"{p}: not a readable checkpoint ({msg})") from None
+    except (RuntimeError, EOFError, zipfile.BadZipFile, OSError, ValueError, io.UnsupportedOperation) as e:
+        first = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise WeightsError(f"{p}: not a readable checkpoint, truncated or corrupt ({first[:160]})") from None
+    if not isinstance(obj, dict):
+        raise WeightsError(f"{p}: checkpoint holds a {type(obj).__name__}, not a state dict")
+    return obj
+
+
+_MMAGIC_RENAMES = (
+    (re.compile(r"^feat_l([23])_conv([12])\."), lambda m: f"conv_l{m.group(1)}_{m.group(2)}."),
+    (re.compile(r"^pcd_alignment\."), lambda m: "pcd_align."),
+    (re.compile(r"^upsample([12])\.upsample_conv\."), lambda m: f"upconv{m.group(1)}."),
+    (re.compile(r"\.conv\.(weight|bias)$"), lambda m: f".{m.group(1)}"),  # mmcv ConvModule wrapper
+)
+
+
+def extract_state_dict(obj: dict, *, prefer_ema: bool = True) -> tuple[dict, str]:
+    """Find the EDVR state dict inside a checkpoint; returns (state_dict, format description)."""
+    if "params_ema" in obj and prefer_ema and isinstance(obj["params_ema"], dict):
+        return dict(obj["params_ema"]), "basicsr:params_ema"
+    if "params" in obj and isinstance(obj["params"], dict):
+        return dict(obj["params"]), "basicsr:params"
+    if "state_dict" in obj and isinstance(obj["state_dict"], dict):
+        sd = obj["state_dict"]
+        gen = {k[len("generator."):]: v for k, v in sd.items() if k.startswith("generator.")}
+        if gen:
+            sd, fmt = gen, "mmagic"
+        else:
+            fmt = "state_dict"
+        out = {}
+        for k, v in sd.items():
+            for pat, rep in _MMAGIC_RENAMES:
+                k = pat.sub(rep, k)
+            out[k] = v
+        return out, fmt
+    sd = {k[len("module."):] if k.startswith("module.") else k: v for k, v in obj.items()}
+    if not all(isinstance(v, torch.Tensor) for v in sd.values()):
+        raise WeightsError("checkpoint has no 'params', 'params_ema' or 'state_dict' entry and is not a state dict")
+    return sd, "plain"
+
+
+def random_state(model: torch.nn.Module, seed: int = 0) -> None:
+    """Seeded random init, with *non-zero* offset convolutions so that DCN samples really move."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            fan_in = max(p[0].numel(), 1) if p.dim() > 1 else 64
+            bound = 1.0 / fan_in**0.5
+            if "conv_offset" in name:
+                bound = 0.5 / fan_in**0.5 * 4  # offsets of a pixel or more: samples leave the regular grid
+            p.copy_(torch.empty_like(p).uniform_(-bound, bound, generator=g))
+
+
+def build_model(config: ModelConfig) -> torch.nn.Module:
+    from vsr.model.edvr import EDVR
+
+    return EDVR(**config.arch_kwargs())
+
+
+def load_state(model: torch.nn.Module, sd: dict, config: ModelConfig, source: str, strict: bool = True) -> None:
+    own = model.state_dict()
+    missing = [k for k in own if k not in sd]
+    unexpected = [k for k in sd if k not in own]
+    if strict and (missing or unexpected):
+        parts = []
+        if missing:
+            parts.append(f"missing {len(missing)} keys (first: {', '.join(missing[:3])})")
+        if unexpected:
+            parts.append(f"unexpected {len(unexpected)} keys (first: {', '.join(unexpected[:3])})")
+        raise WeightsError(f"{source} does not fit config {config.name!r}: {'; '.join(parts)}")
+    for k, v in sd.items():
+        if k in own and tuple(own[k].shape) != tuple(v.shape):
+            raise WeightsError(f"{source} does not fit config {config.name!r}: {k} has shape "
+                               f"{tuple(v.shape)}, config expects {tuple(own[k].shape)}")
+    model.load_state_dict({k: v.float() for k, v in sd.items() if k in own}, strict=strict)
+
+
+def resolve_config(weights: str | Path, config: str | ModelConfig | None) -> tuple[ModelConfig, str]:
+    """The config to use for ``weights``: explicit, official-by-hash, stored in the checkpoint, or edvr-m."""
+    if isinstance(config, ModelConfig):
+        return config, "given"
+    if config is not None:
+        return load_config(config), "given"
+    w = str(weights)
+    if w == "random":
+        return load_config("edvr-m"), "default for random"
+    p = DEFAULT_WEIGHTS if w == "default" else Path(w)
+    if p.is_file():
+        off = identify_official(p)
+        if off is not None:
+            return load_config(off.config), f"official {off.filename}"
+        try:
+            obj = read_checkpoint(p)
+        except WeightsError:
+            return load_config("edvr-m"), "fallback"
+        meta = obj.get("vsr") if isinstance(obj.get("vsr"), dict) else None
+        if meta and "config" in meta:
+            return load_config(meta["config"]), "stored in checkpoint"
+    return load_config("edvr-m"), "fallback"
+
+
+def load_model(weights: str | Path = "default", config: str | ModelConfig | None = None, *, seed: int = 0,
+               strict: bool = True) -> tuple[torch.nn.Module, ModelConfig]:
+    """Build EDVR for ``config`` and load ``weights`` (a path, ``"default"`` or ``"random"``).
+
+    Returns ``(model in eval mode, float32, CPU; config)``.
+    """
+    w = str(weights)
+    if w == "default" and not DEFAULT_WEIGHTS.is_file():
+        raise InputError("no bundled default weights in this build; pass --weights FILE (or --weights random)")
+    cfg, _ = resolve_config(weights, config)
+    model = build_model(cfg)
+    if w == "random":
+        warnings.warn("using seeded random weights (--weights random): output is meaningless, for testing only",
+                      stacklevel=2)
+        random_state(model, seed)
+    else:
+        path = DEFAULT_WEIGHTS if w == "default" else Path(w)
+        sd, _fmt = extract_state_dict(read_checkpoint(path))
+        load_state(model, sd, cfg, str(path), strict=strict)
+    return model.eval(), cfg
