@@ -1,0 +1,1 @@
+"""Frame-queue runner: decode -> windows -> batches -> backend -> encode."""
