@@ -77,13 +77,14 @@ def deform_conv2d_op(
     padding: int,
     stride: int,
     dilation: int,
+    offset_group: int,
 ) -> torch.Tensor:
     """Opaque DCN op: exported as one ONNX ``DeformConv`` node (see :mod:`vsr.export.onnx`)."""
     return deform_conv2d_reference(x, offset, mask, weight, bias, padding, stride, dilation)
 
 
 @deform_conv2d_op.register_fake
-def _deform_conv2d_fake(x, offset, mask, weight, bias, padding, stride, dilation):
+def _deform_conv2d_fake(x, offset, mask, weight, bias, padding, stride, dilation, offset_group):
     return x.new_empty((x.shape[0], weight.shape[0], offset.shape[2], offset.shape[3]))
 
 
@@ -98,7 +99,8 @@ def _torchvision_deform_conv2d():
 def deform_conv2d(x, offset, mask, weight, bias, padding=1, stride=1, dilation=1):
     """Dispatch: the custom op while exporting, torchvision on CUDA when present, else the reference."""
     if torch.compiler.is_exporting():
-        return deform_conv2d_op(x, offset, mask, weight, bias, padding, stride, dilation)
+        kk = weight.shape[2] * weight.shape[3]
+        return deform_conv2d_op(x, offset, mask, weight, bias, padding, stride, dilation, offset.shape[1] // (2 * kk))
     if x.is_cuda:
         tv = _torchvision_deform_conv2d()
         if tv is not None:

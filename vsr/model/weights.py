@@ -129,7 +129,9 @@ def random_state(model: torch.nn.Module, seed: int = 0) -> None:
             fan_in = max(p[0].numel(), 1) if p.dim() > 1 else 64
             bound = 1.0 / fan_in**0.5
             if "conv_offset" in name:
-                bound = 0.5 / fan_in**0.5 * 4  # offsets of a pixel or more: samples leave the regular grid
+                # Offsets of up to a few pixels, varying per pixel: samples leave the regular grid
+                # (and the image near its borders), masks spread over (0.1, 0.9).
+                bound = 2.5 if name.endswith("bias") else 8.0 / fan_in**0.5
             p.copy_(torch.empty_like(p).uniform_(-bound, bound, generator=g))
 
 

@@ -1,0 +1,41 @@
+"""What every inference backend declares and does.
+
+A backend turns a batch of LR windows into HR centre frames:
+
+    infer(x: float32 (N, T, 3, H, W) in [0, 1]) -> float32 (N, 3, 4H, 4W)
+
+H and W may be any size >= 1: a backend pads to its shape bucket (a multiple of 4 at least) and crops back.
+Output values are *not* clipped (callers clip when they quantise).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """A declared tensor: name, shape (``None`` or a string for a dynamic dimension) and dtype."""
+
+    name: str
+    shape: tuple
+    dtype: str = "float32"
+
+
+class Backend(Protocol):
+    name: str
+    num_frame: int
+    scale: int
+
+    def input_spec(self) -> TensorSpec: ...
+
+    def output_spec(self) -> TensorSpec: ...
+
+    def infer(self, x: np.ndarray) -> np.ndarray: ...
+
+    def timings(self) -> dict[str, float]:
+        """Seconds spent per internal step since creation (e.g. per subgraph); empty if not tracked."""
+        ...
