@@ -1,14 +1,85 @@
-"""`vsr eval` (not implemented yet)."""
+"""`vsr eval`: PSNR/SSIM (Y and RGB) of the model and of bicubic x4 on a PNG sequence with ground truth."""
 
 from __future__ import annotations
 
+import json
+import sys
+
+NO_MODEL = "bicubic"
+
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("eval", help="(not implemented yet)")
+    p = sub.add_parser(
+        "eval", help="PSNR/SSIM of model vs bicubic on a PNG sequence with ground truth",
+        description="Score x4 super-resolution against ground truth (BasicSR conventions: Y = BT.601 "
+                    "limited range, no border crop, mean of per-frame values). Without --lr the LR is made "
+                    "from the GT with MATLAB bicubic x1/4.")
+    p.add_argument("--gt", required=True, metavar="DIR", help="ground-truth frames (*.png, sorted by name)")
+    p.add_argument("--lr", metavar="DIR", help="LR frames, GT size / 4 (default: made from the GT)")
+    p.add_argument("--weights", default="default", metavar="W",
+                   help="checkpoint path, 'default', 'random' (testing) or 'bicubic' (no model; default: default)")
+    p.add_argument("--no-model", action="store_true", help="score only the bicubic baseline (same as --weights bicubic)")
+    p.add_argument("--config", metavar="C", help="model configuration name or file (default: from the weights)")
+    p.add_argument("--backend", default="auto", metavar="B", help="inference backend (default: auto)")
+    p.add_argument("--frames", metavar="A:B", help="score frames A..B-1 only (0-based; neighbours still feed the model)")
+    p.add_argument("--crop-border", type=int, default=0, metavar="N", help="ignore N pixels at each edge (default 0)")
+    p.add_argument("--batch", type=int, default=2, metavar="N", help="windows per inference call (default 2)")
+    p.add_argument("--json", action="store_true", help="print a JSON object (with per-frame values) instead of a table")
     p.set_defaults(func=run)
 
 
-def run(args) -> int:
-    from vsr.errors import VsrError
+def parse_frames(text: str | None) -> slice | None:
+    """``"A:B"``, ``"A:"``, ``":B"`` or ``"A"`` (one frame) -> a slice of frame indices."""
+    from vsr.errors import InputError
 
-    raise VsrError("'vsr eval' is not implemented yet")
+    if text is None:
+        return None
+    try:
+        if ":" not in text:
+            a = int(text)
+            bounds = (a, a + 1)
+        else:
+            lo, hi = text.split(":")
+            bounds = (int(lo) if lo.strip() else None, int(hi) if hi.strip() else None)
+    except ValueError:
+        raise InputError(f"--frames {text!r}: expected A:B with whole numbers (e.g. 0:10)") from None
+    if any(b is not None and b < 0 for b in bounds):
+        raise InputError(f"--frames {text!r}: frame numbers start at 0")
+    return slice(*bounds)
+
+
+def run(args) -> int:
+    from tqdm import tqdm
+
+    from vsr.quality.evaluate import evaluate
+
+    frames = parse_frames(args.frames)
+    weights = None if args.no_model or args.weights == NO_MODEL else args.weights
+    with tqdm(desc="vsr eval", unit="frame", file=sys.stderr, disable=None, leave=False) as bar:
+        def progress(done: int, total: int) -> None:
+            bar.total = total
+            bar.update(done - bar.n)
+
+        result = evaluate(args.gt, args.lr, weights=weights, config=args.config, backend=args.backend,
+                          frames=frames, crop_border=args.crop_border, batch_size=args.batch, progress=progress)
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=2))
+    else:
+        print(format_table(result))
+    return 0
+
+
+def format_table(result) -> str:
+    rows = []
+    if result.model is not None:
+        rows.append((f"model ({result.model_name})", result.mean("model")))
+    rows.append(("bicubic", result.mean("bicubic")))
+    width = max(len(name) for name, _ in rows)
+    lr = "LR given" if result.lr_dir else "LR made from GT"
+    crop = f", crop border {result.crop_border}" if result.crop_border else ""
+    frames = "1 frame" if result.count == 1 else f"mean over {result.count} frames"
+    lines = [f"{result.gt_dir}: {frames} ({lr}{crop})",
+             f"{'':{width}}  {'PSNR-Y':>7}  {'SSIM-Y':>7}  {'PSNR-RGB':>8}  {'SSIM-RGB':>8}"]
+    for name, s in rows:
+        lines.append(f"{name:{width}}  {s.psnr_y:7.2f}  {s.ssim_y:7.4f}  {s.psnr_rgb:8.2f}  {s.ssim_rgb:8.4f}")
+    return "\n".join(lines)

@@ -112,8 +112,11 @@ def imresize(img: np.ndarray, scale: float | tuple[float, float]) -> np.ndarray:
 
 def to_uint8_matlab(img: np.ndarray) -> np.ndarray:
     """MATLAB's ``uint8(x)``: round half away from zero, saturate to 0..255."""
-    rounded = np.sign(img) * np.floor(np.abs(img) + 0.5)
-    return np.clip(rounded, 0, 255).astype(np.uint8)
+    # saturating first leaves only non-negative values, where half-away-from-zero is floor(x + 0.5)
+    out = np.clip(img, 0.0, 255.0)
+    out += 0.5
+    np.floor(out, out=out)
+    return out.astype(np.uint8)
 
 
 def bicubic_downscale_x4(img: np.ndarray) -> np.ndarray:
