@@ -1,14 +1,42 @@
-"""`vsr export` (not implemented yet)."""
+"""``vsr export``: EDVR -> ONNX (and optionally the subgraph plan)."""
 
 from __future__ import annotations
 
+from vsr.cli.common import add_model_args, positive_int
+
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("export", help="(not implemented yet)")
+    p = sub.add_parser(
+        "export", help="export EDVR to ONNX (opset 19, DeformConv + DepthToSpace)",
+        description="Export EDVR to ONNX: input 'lr' float32 (N, T, 3, H, W) in [0, 1], output 'hr' float32 "
+                    "(N, 3, 4H, 4W). Dynamic: N (batch). Fixed at export: T (the config's frames), H and W "
+                    "(multiples of 4; vsr's backends pad other frame sizes up to such a bucket).")
+    add_model_args(p, default_weights=None)
+    p.add_argument("--height", type=positive_int, required=True, help="LR frame height (multiple of 4)")
+    p.add_argument("--width", type=positive_int, required=True, help="LR frame width (multiple of 4)")
+    p.add_argument("--out", required=True, help="output .onnx path")
+    p.add_argument("--split", metavar="DIR", help="also write the subgraph plan (segments + manifest) to DIR")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
-    from vsr.errors import VsrError
+    from pathlib import Path
 
-    raise VsrError("'vsr export' is not implemented yet")
+    from vsr.errors import InputError
+    from vsr.export import export_onnx
+    from vsr.model import load_model
+
+    out = Path(args.out)
+    if out.suffix != ".onnx":
+        raise InputError(f"--out must name a .onnx file, got {out}")
+    if not out.parent.exists():
+        raise InputError(f"output folder does not exist: {out.parent}")
+    model, cfg = load_model(args.weights, args.config)
+    path = export_onnx(model, cfg, out, args.height, args.width)
+    print(f"wrote {path} ({cfg.name}, input (N, {cfg.num_frame}, 3, {args.height}, {args.width}))")
+    if args.split:
+        from vsr.plan import write_plan
+
+        plan_dir = write_plan(path, Path(args.split))
+        print(f"wrote plan {plan_dir}")
+    return 0

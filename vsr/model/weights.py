@@ -35,7 +35,7 @@ OFFICIAL = (
                        "REDS4 30.53 dB / 0.8699 (RGB)"),
     OfficialCheckpoint("EDVR_M_woTSA_x4_SR_REDS_official-1edf645c.pth", "edvr-m-wotsa",
                        "1edf645c117ba34ea1c7fcf5506079cf9dd361c2bd26b6f3cad9197a0ba7adbf", "1edf645c",
-                       "REDS4 30.31 dB (RGB)"),
+                       "not in BasicSR's ModelZoo table (mmediting's own woTSA retrain: REDS4 30.34 dB RGB)"),
     OfficialCheckpoint("EDVR_L_x4_SR_REDS_official-9f5f5039.pth", "edvr-l", None, "9f5f5039",
                        "REDS4 31.09 dB / 0.8800 (RGB)"),
     OfficialCheckpoint("EDVR_L_x4_SR_Vimeo90K_official-162b54e4.pth", "edvr-l-7f", None, "162b54e4",
@@ -75,14 +75,16 @@ def read_checkpoint(path: str | Path) -> dict:
     try:
         obj = torch.load(p, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as e:
-        msg = str(e).splitlines()[0] if str(e) else ""
-        if "Weights only load failed" in str(e) or "weights_only" in str(e):
-            raise WeightsError(f"{p}: refused: the file needs arbitrary code to unpickle "
-                               "(only plain tensors/dicts are loaded, weights_only=True)") from None
-        raise WeightsError(f"{p}: not a readable checkpoint ({msg})") from None
+        text = str(e)
+        glob = next((ln.strip() for ln in text.splitlines() if "GLOBAL" in ln or "Unsupported global" in ln), "")
+        if glob:
+            raise WeightsError(f"{p}: refused: unpickling needs code execution ({glob[:120]}); only plain "
+                               "tensor checkpoints are loaded (weights_only=True)") from None
+        raise WeightsError(f"{p}: not a PyTorch checkpoint that loads safely (weights_only=True could not "
+                           "read it: not a torch.save file, or one holding arbitrary Python objects)") from None
     except (RuntimeError, EOFError, zipfile.BadZipFile, OSError, ValueError, io.UnsupportedOperation) as e:
-        first = str(e).splitlines()[0] if str(e) else type(e).__name__
-        raise WeightsError(f"{p}: not a readable checkpoint, truncated or corrupt ({first[:160]})") from None
+        first = (str(e).splitlines()[0] if str(e) else type(e).__name__).split(". ")[0]
+        raise WeightsError(f"{p}: not a readable checkpoint, truncated or corrupt ({first[:120]})") from None
     if not isinstance(obj, dict):
         raise WeightsError(f"{p}: checkpoint holds a {type(obj).__name__}, not a state dict")
     return obj

@@ -1,0 +1,61 @@
+"""EDVR: state_dict layout of the official checkpoints, and the batched model equals BasicSR's loop."""
+
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.model.basicsr_ref import EDVRRef, naive_modulated_deform_conv, randomise
+from vsr.model import build_model, load_config
+from vsr.model.dcn import deform_conv2d_reference
+
+KEYS = Path(__file__).resolve().parents[3] / "shared" / "data" / "edvr_keys"
+OFFICIAL_KEYS = {"edvr-m": "EDVR_M_x4_SR_REDS", "edvr-m-wotsa": "EDVR_M_woTSA_x4_SR_REDS",
+                 "edvr-l": "EDVR_L_x4_SR_REDS", "edvr-l-7f": "EDVR_L_x4_SR_Vimeo90K"}
+
+
+def read_keys(path):
+    out = {}
+    for line in path.read_text().splitlines():
+        if line and not line.startswith("#"):
+            k, shape = line.split("\t")
+            out[k] = tuple(int(v) for v in re.findall(r"\d+", shape))
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(OFFICIAL_KEYS))
+def test_state_dict_matches_official_checkpoint_exactly(name):
+    f = KEYS / f"{OFFICIAL_KEYS[name]}.txt"
+    if not f.is_file():
+        pytest.skip(f"{f} not available")
+    sd = build_model(load_config(name)).state_dict()
+    assert [(k, tuple(v.shape)) for k, v in sd.items()] == list(read_keys(f).items())
+
+
+def test_dcn_reference_matches_definition_with_large_offsets():
+    g = torch.Generator().manual_seed(1)
+    n, c, h, w, co, groups = 2, 16, 9, 11, 8, 8
+    x = torch.randn(n, c, h, w, generator=g, dtype=torch.float64)
+    offset = torch.randn(n, 2 * groups * 9, h, w, generator=g, dtype=torch.float64) * 4  # leaves the image
+    mask = torch.rand(n, groups * 9, h, w, generator=g, dtype=torch.float64)
+    weight = torch.randn(co, c, 3, 3, generator=g, dtype=torch.float64)
+    bias = torch.randn(co, generator=g, dtype=torch.float64)
+    ref = naive_modulated_deform_conv(x, offset, mask, weight, bias)
+    got = deform_conv2d_reference(x, offset, mask, weight, bias)
+    assert (offset.abs() > 3).float().mean() > 0.3  # a good share of samples leaves its pixel
+    torch.testing.assert_close(got, ref, atol=1e-9, rtol=1e-9)
+
+
+@pytest.mark.parametrize("name,hw", [("edvr-tiny", (12, 16)), ("edvr-m", (8, 12)), ("edvr-m-wotsa", (8, 8))])
+def test_batched_model_equals_basicsr_frame_loop(name, hw):
+    cfg = load_config(name)
+    ref = randomise(EDVRRef(num_feat=cfg.num_feat, num_frame=cfg.num_frame, num_extract_block=cfg.num_extract_block,
+                            num_reconstruct_block=cfg.num_reconstruct_block, with_tsa=cfg.with_tsa), seed=3).eval()
+    ours = build_model(cfg).eval()
+    ours.load_state_dict(ref.state_dict(), strict=True)
+    x = torch.rand(2, cfg.num_frame, 3, *hw, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        a, b = ours(x), ref(x)
+    assert a.shape == (2, 3, 4 * hw[0], 4 * hw[1])
+    assert (a - b).abs().max().item() < 1e-4

@@ -1,0 +1,118 @@
+"""Checkpoint loading: formats, strictness, safety, and one-line errors through the CLI."""
+
+import collections
+import os
+import pickle
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from vsr.errors import InputError, WeightsError
+from vsr.model import build_model, load_config, load_model
+from vsr.model.weights import extract_state_dict, identify_official, read_checkpoint
+
+
+@pytest.fixture(scope="module")
+def tiny_sd():
+    torch.manual_seed(0)
+    return build_model(load_config("edvr-tiny")).state_dict()
+
+
+def test_basicsr_params_and_ema_and_plain_load(tmp_path, tiny_sd):
+    ema = {k: v + 1 for k, v in tiny_sd.items()}
+    for obj, expect in [({"params": tiny_sd}, tiny_sd), ({"params": tiny_sd, "params_ema": ema}, ema),
+                        (dict(tiny_sd), tiny_sd), ({f"module.{k}": v for k, v in tiny_sd.items()}, tiny_sd)]:
+        p = tmp_path / "w.pth"
+        torch.save(obj, p)
+        m, _ = load_model(p, "edvr-tiny")
+        for k, v in m.state_dict().items():
+            assert torch.equal(v, expect[k]), k
+
+
+def test_mmagic_generator_prefix_and_key_names_are_mapped(tiny_sd):
+    renamed = {}
+    for k, v in tiny_sd.items():
+        k2 = k.replace("conv_l2_1.", "feat_l2_conv1.conv.").replace("pcd_align.", "pcd_alignment.")
+        k2 = k2.replace("upconv1.", "upsample1.upsample_conv.")
+        if k2.startswith("pcd_alignment.offset_conv1"):
+            k2 = k2.replace(".weight", ".conv.weight").replace(".bias", ".conv.bias")
+        renamed["generator." + k2] = v
+    sd, fmt = extract_state_dict({"state_dict": renamed, "meta": {}})
+    assert fmt == "mmagic" and sd.keys() == tiny_sd.keys()
+
+
+def test_strict_mismatch_names_config_and_keys(tmp_path, tiny_sd):
+    p = tmp_path / "w.pth"
+    bad = dict(tiny_sd)
+    bad.pop("conv_first.weight")
+    bad["extra.weight"] = torch.zeros(1)
+    torch.save({"params": bad}, p)
+    with pytest.raises(WeightsError, match=r"edvr-tiny.*missing 1 keys.*conv_first.weight.*unexpected.*extra"):
+        load_model(p, "edvr-tiny")
+    shapes = dict(tiny_sd)
+    shapes["conv_first.weight"] = torch.zeros(3, 3, 3, 3)
+    torch.save({"params": shapes}, p)
+    with pytest.raises(WeightsError, match="conv_first.weight has shape"):
+        load_model(p, "edvr-tiny")
+
+
+def test_pickle_needing_code_is_refused_and_not_run(tmp_path):
+    marker = tmp_path / "ran"
+
+    class Evil:
+        def __reduce__(self):
+            return (os.system, (f"touch {marker}",))
+
+    p = tmp_path / "evil.pth"
+    with open(p, "wb") as f:
+        pickle.dump({"params": Evil()}, f, protocol=2)
+    with pytest.raises(WeightsError, match="refused"):
+        read_checkpoint(p)
+    assert not marker.exists()
+
+
+def test_official_files_recognised_by_sha256(tmp_path, monkeypatch):
+    p = tmp_path / "renamed.pth"
+    p.write_bytes(b"x")
+    import vsr.model.weights as w
+
+    monkeypatch.setattr(w, "sha256_file", lambda _: "1edf645c117ba34ea1c7fcf5506079cf9dd361c2bd26b6f3cad9197a0ba7adbf")
+    assert identify_official(p).config == "edvr-m-wotsa"
+    monkeypatch.setattr(w, "sha256_file", lambda _: "162b54e4" + "0" * 56)
+    assert identify_official(p).config == "edvr-l-7f"
+    monkeypatch.setattr(w, "sha256_file", lambda _: "0" * 64)
+    assert identify_official(p) is None
+
+
+def test_missing_path_is_input_error(tmp_path):
+    with pytest.raises(InputError):
+        load_model(tmp_path / "nope.pth", "edvr-tiny")
+
+
+def _cli(*args):
+    return subprocess.run([sys.executable, "-m", "vsr", *args], capture_output=True, text=True)
+
+
+@pytest.mark.parametrize("case", ["missing", "truncated", "wrong_keys", "wrong_shapes", "code", "garbage"])
+def test_broken_weights_give_one_line_and_exit_2(tmp_path, tiny_sd, case):
+    p = tmp_path / "w.pth"
+    if case == "truncated":
+        torch.save({"params": tiny_sd}, p)
+        p.write_bytes(p.read_bytes()[: p.stat().st_size // 2])
+    elif case == "wrong_keys":
+        torch.save({"params": {"a": torch.zeros(1)}}, p)
+    elif case == "wrong_shapes":
+        torch.save({"params": {k: torch.zeros(1) for k in tiny_sd}}, p)
+    elif case == "code":
+        with open(p, "wb") as f:
+            pickle.dump(collections.OrderedDict(params=os.getcwd), f, protocol=2)
+    elif case == "garbage":
+        p.write_bytes(b"\x00not a checkpoint" * 10)
+    r = _cli("export", "--weights", str(p), "--config", "edvr-tiny", "--height", "8", "--width", "8",
+             "--out", str(tmp_path / "m.onnx"))
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert r.returncode == 2
+    assert len(lines) == 1 and lines[0].startswith("vsr: error:"), r.stderr
+    assert not (tmp_path / "m.onnx").exists()
