@@ -1,0 +1,130 @@
+"""`vsr eval` end to end (subprocess) on Vid4 calendar frames; figures checked independently."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+from tests.quality.test_metrics import ref_psnr, ref_ssim, ref_y
+
+DATA = Path(os.environ.get("VSR_TEST_DATA", "/work/shared/data"))
+CALENDAR = DATA / "sequences" / "vid4" / "calendar"
+needs_calendar = pytest.mark.skipif(not (CALENDAR / "gt").is_dir() or not (CALENDAR / "lr").is_dir(),
+                                    reason=f"Vid4 calendar GT/LR not found under {CALENDAR} (set VSR_TEST_DATA)")
+
+
+def vsr_eval(*args: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    return subprocess.run([sys.executable, "-m", "vsr", "eval", *map(str, args)], capture_output=True, text=True,
+                          timeout=300, env=env)
+
+
+def read_rgb(path: Path) -> np.ndarray:
+    return cv2.cvtColor(cv2.imread(str(path)), cv2.COLOR_BGR2RGB)
+
+
+def bicubic_x4_reference(lr: np.ndarray) -> np.ndarray:
+    """MATLAB bicubic x4 upsampling of uint8, written out directly: per output pixel, 4 taps, mirrored edges."""
+
+    def axis_weights(n: int) -> tuple[np.ndarray, np.ndarray]:
+        u = (np.arange(4 * n) + 0.5) / 4 - 0.5  # output centres in 0-based input coordinates
+        first = np.floor(u).astype(int) - 1
+        idx = first[:, None] + np.arange(4)
+        t = np.abs(u[:, None] - idx)
+        w = np.where(t <= 1, 1.5 * t**3 - 2.5 * t**2 + 1, -0.5 * t**3 + 2.5 * t**2 - 4 * t + 2)
+        idx = np.where(idx < 0, -idx - 1, np.where(idx >= n, 2 * n - 1 - idx, idx))
+        return idx, w / w.sum(1, keepdims=True)
+
+    def to_u8(x: np.ndarray) -> np.ndarray:
+        return np.floor(np.clip(x, 0, 255) + 0.5)
+
+    ih, wh = axis_weights(lr.shape[0])
+    iw, ww = axis_weights(lr.shape[1])
+    rows = to_u8(np.einsum("ok,okwc->owc", wh, lr.astype(np.float64)[ih]))  # MATLAB: uint8 between passes
+    return to_u8(np.einsum("ok,hokc->hoc", ww, rows[:, iw])).astype(np.uint8)
+
+
+@needs_calendar
+def test_bicubic_only_json_agrees_with_independent_computation():
+    proc = vsr_eval("--lr", CALENDAR / "lr", "--gt", CALENDAR / "gt", "--frames", "0:3", "--weights", "bicubic",
+                    "--json")
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["frames"] == 3 and out["model"] is None
+    for rec, name in zip(out["bicubic"]["per_frame"], ("00000000.png", "00000001.png", "00000002.png")):
+        assert rec["frame"] == name
+        up, gt = bicubic_x4_reference(read_rgb(CALENDAR / "lr" / name)), read_rgb(CALENDAR / "gt" / name)
+        assert rec["psnr_y"] == pytest.approx(ref_psnr(ref_y(up), ref_y(gt)), abs=0.01)
+        assert rec["ssim_y"] == pytest.approx(ref_ssim(ref_y(up), ref_y(gt)), abs=0.0005)
+        assert rec["psnr_rgb"] == pytest.approx(ref_psnr(up, gt), abs=0.01)
+        assert rec["ssim_rgb"] == pytest.approx(ref_ssim(up, gt), abs=0.0005)
+    per_frame = out["bicubic"]["per_frame"]
+    assert out["bicubic"]["mean"]["psnr_y"] == pytest.approx(np.mean([r["psnr_y"] for r in per_frame]), abs=1e-9)
+    assert 19.5 < out["bicubic"]["mean"]["psnr_y"] < 21.0  # calendar bicubic is ~20.4 dB on Y
+
+
+@needs_calendar
+def test_table_reports_model_and_bicubic_with_frame_count():
+    proc = vsr_eval("--gt", CALENDAR / "gt", "--frames", "5", "--no-model")
+    assert proc.returncode == 0, proc.stderr
+    assert "1 frame" in proc.stdout and "LR made from GT" in proc.stdout
+    header, row = proc.stdout.splitlines()[1:3]
+    assert header.split() == ["PSNR-Y", "SSIM-Y", "PSNR-RGB", "SSIM-RGB"]
+    assert row.split()[0] == "bicubic" and len(row.split()) == 5
+
+
+@needs_calendar
+def test_random_tiny_model_on_three_calendar_frames_returns_json(tmp_path):
+    # a 160x160 GT window of 3 frames (LR 40x40) keeps the CPU model run short
+    for sub, box in (("gt", (200, 360, 240, 400)), ("lr", (50, 90, 60, 100))):
+        (tmp_path / sub).mkdir()
+        for i in range(3):
+            name = f"{i:08d}.png"
+            img = cv2.imread(str(CALENDAR / sub / name))
+            cv2.imwrite(str(tmp_path / sub / name), img[box[0]:box[1], box[2]:box[3]])
+    proc = vsr_eval("--lr", tmp_path / "lr", "--gt", tmp_path / "gt", "--weights", "random", "--config", "edvr-tiny",
+                    "--backend", "torch", "--json")
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["frames"] == 3 and out["model"]["name"]
+    assert len(out["model"]["per_frame"]) == 3
+    for method in ("model", "bicubic"):
+        assert all(math.isfinite(v) for v in out[method]["mean"].values())
+        assert all(0 < r["ssim_rgb"] <= 1 for r in out[method]["per_frame"])
+
+
+@pytest.mark.parametrize("case", ["missing_gt", "no_pngs", "count", "size", "frames_syntax", "default_weights"])
+def test_bad_input_exits_2_with_one_line(tmp_path, case):
+    gt = tmp_path / "gt"
+    gt.mkdir()
+    frame = np.zeros((32, 32, 3), np.uint8)
+    for i in range(2):
+        cv2.imwrite(str(gt / f"{i:08d}.png"), frame)
+    lr = tmp_path / "lr"
+    lr.mkdir()
+    args = {
+        "missing_gt": ["--gt", tmp_path / "nope", "--no-model"],
+        "no_pngs": ["--gt", lr, "--no-model"],
+        "count": ["--gt", gt, "--lr", gt.parent / "one", "--no-model"],
+        "size": ["--gt", gt, "--lr", gt, "--no-model"],
+        "frames_syntax": ["--gt", gt, "--frames", "a:b", "--no-model"],
+        "default_weights": ["--gt", gt],  # no bundled weights in this build: a clean error
+    }[case]
+    if case == "count":
+        (gt.parent / "one").mkdir()
+        cv2.imwrite(str(gt.parent / "one" / "00000000.png"), frame[:8, :8])
+    if case == "default_weights" and (Path(__file__).parents[2] / "vsr" / "weights" / "default.pth").is_file():
+        pytest.skip("this build bundles default weights")
+    proc = vsr_eval(*args)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("vsr: error:"), proc.stderr
+    assert "Traceback" not in proc.stderr
