@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Create .venv (if missing) and install vsr with what its tests need.  Idempotent.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if [ ! -x .venv/bin/python ]; then
+  python3 -m venv .venv
+fi
+. .venv/bin/activate
+# torch first, pinned: a bare 'torch' requirement with none installed would pull GBs of CUDA wheels;
+# 2.13.0 resolves to the local CPU wheel on this project's machines.
+python -m pip install -q --disable-pip-version-check "torch==2.13.0"
+python -m pip install -q --disable-pip-version-check -e ".[test]"
