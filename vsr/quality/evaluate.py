@@ -10,7 +10,6 @@ predicted from the window :func:`vsr.pipeline.windows.window_indices` of the *wh
 
 from __future__ import annotations
 
-import logging
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,8 +22,6 @@ from vsr.errors import BackendError, InputError
 from vsr.pipeline.windows import window_indices
 from vsr.quality.metrics import FrameScores, frame_scores
 from vsr.quality.resize import bicubic_downscale_x4, bicubic_upscale_x4, mod_crop
-
-log = logging.getLogger(__name__)
 
 SCALE = 4
 LR_GIVEN = "given"
@@ -260,60 +257,7 @@ def _infer(backend, x: np.ndarray) -> np.ndarray:
 
 
 def open_model_backend(weights: str = "default", config: str | None = None, backend: str = "auto"):
-    """The inference backend for ``weights``/``config`` (``vsr.backends.open_backend``).
+    """The inference backend for ``weights``/``config``: :func:`vsr.backends.open_backend`."""
+    from vsr.backends import open_backend
 
-    While :mod:`vsr.backends` has no ``open_backend`` yet, this falls back, with a logged warning, to
-    running the PyTorch model directly.
-    """
-    try:
-        from vsr.backends import open_backend
-    except ImportError as e:
-        if e.name not in ("vsr.backends", "vsr"):
-            raise
-        open_backend = None
-    if open_backend is not None:
-        return open_backend(weights=weights, config=config, backend=backend)
-    if backend not in ("auto", "torch"):
-        raise BackendError(f"backend {backend!r} is not available in this build (only 'torch')")
-    log.warning("vsr.backends.open_backend is not available yet: running the PyTorch model directly")
-    return _TorchModel(weights, config)
-
-
-class _TorchModel:
-    """Stand-in backend until :func:`vsr.backends.open_backend` exists: EDVR in PyTorch, ``no_grad``, CPU."""
-
-    scale = SCALE
-
-    def __init__(self, weights: str, config: str | None):
-        from vsr.model import load_model
-
-        self.model, self.config = load_model(weights, config)
-        self.name = f"torch ({self.config.name})"
-        self.num_frame = self.config.num_frame
-        self.padding = self.config.padding
-
-    def input_spec(self):
-        from vsr.backends.base import TensorSpec
-
-        return TensorSpec("x", ("N", self.num_frame, 3, "H", "W"))
-
-    def output_spec(self):
-        from vsr.backends.base import TensorSpec
-
-        return TensorSpec("y", ("N", 3, "4H", "4W"))
-
-    def infer(self, x: np.ndarray) -> np.ndarray:
-        import torch
-        import torch.nn.functional as F
-
-        n, t, c, h, w = x.shape
-        ph, pw = -h % 4, -w % 4  # EDVR's pyramid needs H, W divisible by 4: pad by edge replication, crop back
-        with torch.no_grad():
-            xt = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))
-            if ph or pw:
-                xt = F.pad(xt.view(n * t, c, h, w), (0, pw, 0, ph), mode="replicate").view(n, t, c, h + ph, w + pw)
-            y = self.model(xt)
-        return y[..., : SCALE * h, : SCALE * w].numpy()
-
-    def timings(self) -> dict[str, float]:
-        return {}
+    return open_backend(weights=weights, config=config, backend=backend)
