@@ -1,0 +1,135 @@
+"""`upscale` keeps what the source has: frames, timestamps, audio packets, subtitles, metadata, colour."""
+
+from __future__ import annotations
+
+import warnings
+from fractions import Fraction
+
+import pytest
+
+from tests.conftest import Audio, Subtitles, ffprobe_frames, probe
+from vsr.pipeline import RunnerSettings, upscale
+from vsr.video import EncoderSettings
+
+
+def run(src, dst, backend, **kw):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        report = upscale(src, dst, backend=backend, **kw)
+    return report, [str(w.message) for w in caught]
+
+
+def video(p):
+    return next(s for s in p["streams"] if s["type"] == "video")
+
+
+def test_vfr_10bit_full_range_rotation_audio_and_subtitles_survive_into_mkv(make_clip, tmp_path, tiny_backend):
+    src = make_clip("vfr.mkv", width=22, height=14, pts=[0, 33, 70, 100, 180, 200, 233, 300],
+                    time_base=Fraction(1, 1000), rate=Fraction(30), pix_fmt="yuv420p10le", matrix=1, range=2,
+                    primaries=1, transfer=1, rotation=90, sar=Fraction(4, 3), title="main", language="eng",
+                    audio=[Audio("aac", "stereo", language="fre", title="commentary"),
+                           Audio("libopus", "mono", language="ger")],
+                    subtitles=[Subtitles(language="spa")])
+    out = tmp_path / "out.mkv"
+    report, _ = run(src, out, tiny_backend, runner=RunnerSettings(batch=3))
+    a, b = probe(src), probe(out)
+    assert b["frames"] == a["frames"] == 8 == report.frames
+    assert b["video_times"] == a["video_times"]
+    va, vb = video(a), video(b)
+    assert (vb["width"], vb["height"]) == (4 * va["width"], 4 * va["height"])
+    assert vb["pix_fmt"] == "yuv420p10le"
+    assert (vb["matrix"], vb["range"], vb["primaries"], vb["transfer"]) == (1, 2, 1, 1)
+    assert b["frame_colour"] == (1, 2)
+    assert vb["sar"] == Fraction(4, 3)
+    assert b["rotation"] == 90
+    assert vb["metadata"].get("title") == "main" and vb["metadata"].get("language") == "eng"
+    def kinds(p):
+        return [(s["type"], s["codec"], s["metadata"].get("language")) for s in p["streams"][1:]]
+    assert kinds(b) == kinds(a) == [("audio", "aac", "fre"), ("audio", "opus", "ger"), ("subtitle", "srt", "spa")]
+    assert b["streams"][1]["metadata"].get("title") == "commentary"
+    for i in (1, 2, 3):  # packet payloads and times identical: copied, not re-encoded
+        assert b["packets"][i] == a["packets"][i]
+    n = ffprobe_frames(out)
+    assert n is None or n == 8
+
+
+def test_mp4_output_converts_srt_to_mov_text_and_keeps_exact_timestamps(make_clip, tmp_path, tiny_backend):
+    src = make_clip("sub.mkv", pts=[0, 40, 80, 200, 240], time_base=Fraction(1, 1000),
+                    audio=[Audio("aac", "mono", language="fre")], subtitles=[Subtitles(language="spa")])
+    out = tmp_path / "out.mp4"
+    _, warned = run(src, out, tiny_backend)
+    a, b = probe(src), probe(out)
+    assert b["video_times"] == a["video_times"]
+    assert b["packets"][1] == a["packets"][1]
+    assert [s["codec"] for s in b["streams"]] == ["h264", "aac", "mov_text"]
+    assert b["streams"][2]["metadata"].get("language") == "spa"
+    cues = [(t, d[2:]) for t, d in b["packets"][2] if d != b"\0\0"]  # movenc fills gaps with empty samples
+    assert cues == a["packets"][2]
+    assert any("mov_text" in w for w in warned)
+
+
+def test_fractional_rate_odd_size_untagged_sd_source_is_tagged_bt601(make_clip, tmp_path, tiny_backend):
+    src = make_clip("ntsc.mp4", width=33, height=25, frames=5, rate=Fraction(30000, 1001), pix_fmt="yuv444p")
+    out = tmp_path / "out.mp4"
+    run(src, out, tiny_backend)
+    a, b = probe(src), probe(out)
+    assert b["video_times"] == a["video_times"]
+    assert b["video_times"][1] - b["video_times"][0] == Fraction(1001, 30000)
+    vb = video(b)
+    assert (vb["width"], vb["height"], vb["pix_fmt"]) == (132, 100, "yuv444p")
+    # untagged SD: read as BT.601 limited, and the output says so (a player would guess BT.709 for its size)
+    assert (vb["matrix"], vb["range"], vb["primaries"], vb["transfer"]) == (6, 1, 6, 6)
+
+
+@pytest.mark.parametrize("pix_fmt,matrix", [("yuv422p", 9), ("yuv420p", 5)])
+def test_chroma_layouts_and_matrices_are_kept(make_clip, tmp_path, tiny_backend, pix_fmt, matrix):
+    src = make_clip("c.mkv", frames=3, pix_fmt=pix_fmt, matrix=matrix, range=1, primaries=9 if matrix == 9 else 5,
+                    transfer=14 if matrix == 9 else 6)
+    out = tmp_path / "out.mkv"
+    run(src, out, tiny_backend)
+    va, vb = video(probe(src)), video(probe(out))
+    assert vb["pix_fmt"] == pix_fmt
+    assert (vb["matrix"], vb["range"], vb["primaries"], vb["transfer"]) == \
+        (va["matrix"], va["range"], va["primaries"], va["transfer"])
+
+
+def test_ten_bit_output_on_request_from_8bit_source(make_clip, tmp_path, tiny_backend):
+    src = make_clip("8.mp4", frames=3)
+    out = tmp_path / "out.mp4"
+    run(src, out, tiny_backend, encoder=EncoderSettings(pix_fmt="yuv420p10le", crf=18, preset="ultrafast"))
+    b = probe(out)
+    assert video(b)["pix_fmt"] == "yuv420p10le" and b["frames"] == 3
+
+
+def test_audio_the_container_cannot_hold_is_reencoded_with_a_warning(make_clip, tmp_path, tiny_backend):
+    src = make_clip("a.mkv", frames=3, audio=[Audio("aac", "stereo", language="fre")])
+    out = tmp_path / "out.webm"
+    _, warned = run(src, out, tiny_backend, encoder=EncoderSettings(codec="libvpx-vp9", options=(
+        ("deadline", "realtime"), ("cpu-used", "8"))))
+    b = probe(out)
+    assert [s["codec"] for s in b["streams"]] == ["vp9", "opus"]
+    assert b["streams"][1]["metadata"].get("language") == "fre"
+    assert b["video_times"] == probe(src)["video_times"]
+    assert any("re-encoding" in w for w in warned)
+
+
+def test_frames_range_starts_output_at_the_source_start_and_trims_audio(make_clip, tmp_path, tiny_backend):
+    src = make_clip("r.mkv", frames=10, rate=Fraction(25), audio=[Audio("aac", "mono")])
+    out = tmp_path / "out.mkv"
+    report, _ = run(src, out, tiny_backend, runner=RunnerSettings(frames=(4, 7)))
+    a, b = probe(src), probe(out)
+    assert b["frames"] == report.frames == 3
+    assert b["video_times"] == [t - a["video_times"][4] for t in a["video_times"][4:7]]
+    src_audio = [d for t, d in a["packets"][1] if a["video_times"][4] <= t < a["video_times"][7]]
+    assert [d for _, d in b["packets"][1]] == src_audio and src_audio
+
+
+@pytest.mark.parametrize("codec,suffix,pix_fmt", [("libx265", ".mp4", "yuv420p"), ("libsvtav1", ".mkv", "yuv420p"),
+                                                  ("ffv1", ".mkv", "yuv420p"), ("prores_ks", ".mov", "yuv422p10le")])
+def test_other_encoders(make_clip, tmp_path, tiny_backend, codec, suffix, pix_fmt):
+    src = make_clip("e.mp4", width=16, height=16, frames=2)
+    out = tmp_path / f"out{suffix}"
+    opts = (("preset", "ultrafast"),) if codec == "libx265" else (("preset", "12"),) if codec == "libsvtav1" else ()
+    run(src, out, tiny_backend, encoder=EncoderSettings(codec=codec, options=opts))
+    b = probe(out)
+    assert b["frames"] == 2 and video(b)["pix_fmt"] == pix_fmt and video(b)["width"] == 64

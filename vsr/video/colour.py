@@ -1,0 +1,251 @@
+"""Colour description of a video stream and the YUV <-> RGB conversions that honour it.
+
+Numbers are FFmpeg's enums (``AVColorSpace``, ``AVColorRange``, ``AVColorPrimaries``,
+``AVColorTransferCharacteristic``) because that is what streams and frames carry.
+
+Untagged sources are read the way players read them: matrix BT.709 for HD (height >= 720 or width
+>= 1280), BT.601 below; limited range unless the pixel format is a ``yuvj`` one.  The output is always
+tagged explicitly with what it really has, because a x4 output is "HD" even where its source was not,
+and a player's guess would then differ from the source's.
+
+The matrix itself is applied here in float32 (exact formulas, one rounding), not by swscale: swscale's
+high-bit-depth paths are off by up to one 8-bit step (e.g. white at 65280/65535).  swscale only resamples
+chroma (4:2:0 <-> 4:4:4), which it does with the right siting.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import av
+import numpy as np
+from av.video.reformatter import Interpolation
+
+from vsr.errors import InputError
+
+# AVColorSpace
+SPC_RGB, SPC_BT709, SPC_UNSPECIFIED, SPC_FCC, SPC_BT470BG, SPC_SMPTE170M, SPC_SMPTE240M = 0, 1, 2, 4, 5, 6, 7
+SPC_BT2020_NCL = 9
+# AVColorRange
+RANGE_UNSPECIFIED, RANGE_LIMITED, RANGE_FULL = 0, 1, 2
+# AVColorPrimaries / AVColorTransferCharacteristic (only those we set ourselves)
+PRI_BT709, PRI_UNSPECIFIED, PRI_BT470BG, PRI_SMPTE170M = 1, 2, 5, 6
+TRC_BT709, TRC_UNSPECIFIED, TRC_SMPTE170M, TRC_SRGB = 1, 2, 6, 13
+
+# (Kr, Kb) of each YUV matrix
+KR_KB = {SPC_BT709: (0.2126, 0.0722), SPC_FCC: (0.30, 0.11), SPC_BT470BG: (0.299, 0.114),
+         SPC_SMPTE170M: (0.299, 0.114), SPC_SMPTE240M: (0.212, 0.087), SPC_BT2020_NCL: (0.2627, 0.0593)}
+MATRIX_NAMES = {SPC_RGB: "rgb", SPC_BT709: "bt709", SPC_FCC: "fcc", SPC_BT470BG: "bt470bg",
+                SPC_SMPTE170M: "smpte170m", SPC_SMPTE240M: "smpte240m", SPC_BT2020_NCL: "bt2020nc"}
+RANGE_NAMES = {RANGE_UNSPECIFIED: "unspecified", RANGE_LIMITED: "tv", RANGE_FULL: "pc"}
+
+RESAMPLE = Interpolation.BILINEAR | Interpolation.ACCURATE_RND | Interpolation.FULL_CHR_H_INT \
+    | Interpolation.FULL_CHR_H_INP
+
+
+def is_rgb_format(pix_fmt: str) -> bool:
+    return pix_fmt.startswith(("gbr", "rgb", "bgr", "argb", "abgr", "0rgb", "0bgr", "pal8"))
+
+
+def is_gray_format(pix_fmt: str) -> bool:
+    return pix_fmt.startswith(("gray", "ya", "monow", "monob"))
+
+
+def bit_depth(pix_fmt: str) -> int:
+    """Bits of the deepest component (8 for yuv420p, 10 for yuv420p10le, 16 for rgb48le)."""
+    return max(c.bits for c in av.VideoFormat(pix_fmt).components)
+
+
+def planar444(pix_fmt: str) -> str:
+    """The 4:4:4 planar format of the same kind and depth, in which the matrix is applied."""
+    bits = bit_depth(pix_fmt)
+    if is_rgb_format(pix_fmt):
+        return "gbrp" if bits <= 8 else "gbrp16le"
+    if is_gray_format(pix_fmt):
+        return "gray" if bits <= 8 else "gray16le"
+    if pix_fmt.startswith("yuvj"):
+        return "yuvj444p"
+    return {8: "yuv444p", 9: "yuv444p10le", 10: "yuv444p10le", 12: "yuv444p12le"}.get(bits, "yuv444p16le")
+
+
+@dataclass(frozen=True)
+class ColourSpec:
+    """How to read a stream's pixels, and how to tag pixels written the same way.
+
+    ``guessed`` names the fields that were not tagged in the source and were filled in by the rules above.
+    """
+
+    matrix: int
+    range: int
+    primaries: int
+    transfer: int
+    guessed: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, pix_fmt: str, width: int, height: int, matrix: int, range_: int, primaries: int,
+           transfer: int) -> "ColourSpec":
+        guessed = []
+        hd = height >= 720 or width >= 1280
+        if is_rgb_format(pix_fmt):
+            matrix, range_ = SPC_RGB, RANGE_FULL
+        else:
+            if matrix not in KR_KB:
+                if matrix not in (SPC_UNSPECIFIED, 3):
+                    raise InputError(f"unsupported YUV matrix (AVColorSpace {matrix}) in the source")
+                matrix = SPC_BT709 if hd else SPC_SMPTE170M
+                guessed.append("matrix")
+            if range_ not in (RANGE_LIMITED, RANGE_FULL):
+                range_ = RANGE_FULL if pix_fmt.startswith("yuvj") else RANGE_LIMITED
+                guessed.append("range")
+        if primaries in (PRI_UNSPECIFIED, 0, 3):
+            primaries = PRI_BT709 if (matrix in (SPC_BT709, SPC_RGB) or hd) else (
+                PRI_BT470BG if height in (576, 288) else PRI_SMPTE170M)
+            guessed.append("primaries")
+        if transfer in (TRC_UNSPECIFIED, 0, 3):
+            transfer = TRC_SRGB if matrix == SPC_RGB else (TRC_BT709 if primaries == PRI_BT709 else TRC_SMPTE170M)
+            guessed.append("transfer")
+        return cls(matrix, range_, primaries, transfer, tuple(guessed))
+
+    @classmethod
+    def srgb(cls) -> "ColourSpec":
+        """PNG frames."""
+        return cls(SPC_RGB, RANGE_FULL, PRI_BT709, TRC_SRGB)
+
+    def for_output(self, pix_fmt: str) -> "ColourSpec":
+        """The spec of pixels in ``pix_fmt`` written from RGB that was read with this spec.
+
+        RGB read from an RGB source and written as YUV gets BT.709 limited range (what players assume
+        for HD); YUV written as RGB keeps primaries and transfer.
+        """
+        if is_rgb_format(pix_fmt) or is_gray_format(pix_fmt):
+            return ColourSpec(SPC_RGB, RANGE_FULL, self.primaries, self.transfer, self.guessed)
+        if self.matrix == SPC_RGB:
+            rng = RANGE_FULL if pix_fmt.startswith("yuvj") else RANGE_LIMITED
+            return ColourSpec(SPC_BT709, rng, self.primaries, self.transfer, self.guessed)
+        if pix_fmt.startswith("yuvj"):
+            return ColourSpec(self.matrix, RANGE_FULL, self.primaries, self.transfer, self.guessed)
+        return self
+
+    def describe(self) -> dict:
+        return {"matrix": MATRIX_NAMES.get(self.matrix, str(self.matrix)),
+                "range": RANGE_NAMES.get(self.range, str(self.range)),
+                "primaries": int(self.primaries), "transfer": int(self.transfer), "guessed": list(self.guessed)}
+
+
+def _levels(spec: ColourSpec, bits: int) -> tuple[float, float, float, float]:
+    """(luma offset, luma scale, chroma offset, chroma scale) in code values of ``bits`` depth."""
+    s = float(1 << (bits - 8))
+    if spec.range == RANGE_FULL:
+        m = float((1 << bits) - 1)
+        return 0.0, m, 128.0 * s, m
+    return 16.0 * s, 219.0 * s, 128.0 * s, 224.0 * s
+
+
+def yuv_to_rgb(planes: np.ndarray, spec: ColourSpec, bits: int, out: np.ndarray | None = None) -> np.ndarray:
+    """``(3, H, W)`` integer Y, Cb, Cr (4:4:4) -> float32 RGB ``(3, H, W)`` in [0, 1] (clipped)."""
+    yo, ys, co, cs = _levels(spec, bits)
+    kr, kb = KR_KB[spec.matrix]
+    kg = 1.0 - kr - kb
+    y = (planes[0].astype(np.float32) - np.float32(yo)) * np.float32(1.0 / ys)
+    cb = (planes[1].astype(np.float32) - np.float32(co)) * np.float32(1.0 / cs)
+    cr = (planes[2].astype(np.float32) - np.float32(co)) * np.float32(1.0 / cs)
+    if out is None:
+        out = np.empty((3,) + y.shape, np.float32)
+    np.add(y, np.float32(2 * (1 - kr)) * cr, out=out[0])
+    np.add(y, np.float32(2 * (1 - kb)) * cb, out=out[2])
+    np.subtract(y, np.float32(2 * (1 - kr) * kr / kg) * cr + np.float32(2 * (1 - kb) * kb / kg) * cb, out=out[1])
+    return np.clip(out, 0.0, 1.0, out=out)
+
+
+def rgb_to_yuv(rgb: np.ndarray, spec: ColourSpec, bits: int, out: np.ndarray | None = None) -> np.ndarray:
+    """float RGB ``(3, H, W)`` (clipped to [0, 1] here) -> integer Y, Cb, Cr ``(3, H, W)`` of ``bits`` depth."""
+    yo, ys, co, cs = _levels(spec, bits)
+    kr, kb = KR_KB[spec.matrix]
+    kg = 1.0 - kr - kb
+    r, g, b = (np.clip(c, 0.0, 1.0) for c in rgb)
+    y = np.float32(kr) * r + np.float32(kg) * g + np.float32(kb) * b
+    dt = np.uint8 if bits <= 8 else np.uint16
+    if out is None:
+        out = np.empty(rgb.shape, dt)
+    top = float((1 << bits) - 1)
+    for i, v in enumerate((y * np.float32(ys) + np.float32(yo + 0.5),
+                           (b - y) * np.float32(cs / (2 * (1 - kb))) + np.float32(co + 0.5),
+                           (r - y) * np.float32(cs / (2 * (1 - kr))) + np.float32(co + 0.5))):
+        np.clip(v, 0.0, top, out=v)
+        out[i] = v  # float -> int truncates; +0.5 above makes it round half up
+    return out
+
+
+def quantise_rgb(rgb: np.ndarray, bits: int, out: np.ndarray | None = None) -> np.ndarray:
+    """float RGB in [0, 1] -> integer RGB of ``bits`` depth (round half up, clipped)."""
+    top = float((1 << bits) - 1)
+    v = np.clip(rgb * np.float32(top) + np.float32(0.5), 0.0, top)
+    if out is None:
+        return v.astype(np.uint8 if bits <= 8 else np.uint16)
+    out[...] = v
+    return out
+
+
+# ---- frames <-> planes ------------------------------------------------------------------------------
+
+
+def frame_planes(frame: av.VideoFrame) -> np.ndarray:
+    """The three planes of a planar 4:4:4 frame as one ``(3, H, W)`` array (copied out of the frame)."""
+    dt = np.uint8 if bit_depth(frame.format.name) <= 8 else np.uint16
+    out = np.empty((3, frame.height, frame.width), dt)
+    for i, p in enumerate(frame.planes[:3]):
+        a = np.frombuffer(p, dt).reshape(p.height, p.line_size // dt().itemsize)
+        out[i] = a[:, : p.width]
+    return out
+
+
+def planes_frame(planes: np.ndarray, pix_fmt: str) -> av.VideoFrame:
+    """A new planar 4:4:4 frame in ``pix_fmt`` holding ``(3, H, W)`` planes (Y/Cb/Cr or G/B/R order)."""
+    _, h, w = planes.shape
+    f = av.VideoFrame(w, h, pix_fmt)
+    for i, p in enumerate(f.planes[:3]):
+        a = np.frombuffer(p, planes.dtype).reshape(p.height, p.line_size // planes.itemsize)
+        a[:, :w] = planes[i]
+    return f
+
+
+def decode_rgb(frame: av.VideoFrame, spec: ColourSpec) -> np.ndarray:
+    """A decoded frame -> float32 RGB ``(3, H, W)`` in [0, 1], read with ``spec``."""
+    fmt = frame.format.name
+    bits = bit_depth(fmt)
+    if spec.matrix == SPC_RGB or is_gray_format(fmt):
+        arr = frame.to_ndarray(format="rgb24" if bits <= 8 else "rgb48le", interpolation=RESAMPLE)
+        top = np.float32(255.0 if bits <= 8 else 65535.0)
+        return np.ascontiguousarray(arr.transpose(2, 0, 1), dtype=np.float32) / top
+    p444 = planar444(fmt)
+    if fmt != p444:
+        frame = frame.reformat(format=p444, interpolation=RESAMPLE)
+    return yuv_to_rgb(frame_planes(frame), spec, bit_depth(p444))
+
+
+def encode_planes(rgb: np.ndarray, pix_fmt: str, spec: ColourSpec, out: np.ndarray | None = None) -> np.ndarray:
+    """float RGB ``(3, H, W)`` -> integer planes of ``planar444(pix_fmt)``: Y/Cb/Cr, or R/G/B for RGB formats."""
+    bits = bit_depth(planar444(pix_fmt))
+    if spec.matrix == SPC_RGB:
+        return quantise_rgb(rgb, bits, out)
+    return rgb_to_yuv(rgb, spec, bits, out)
+
+
+def planes_to_frame(planes: np.ndarray, pix_fmt: str, spec: ColourSpec) -> av.VideoFrame:
+    """Integer planes from :func:`encode_planes` -> a frame in ``pix_fmt``, tagged with ``spec``."""
+    p444 = planar444(pix_fmt)
+    if spec.matrix == SPC_RGB:
+        fmt = "rgb24" if planes.dtype == np.uint8 else "rgb48le"
+        f = av.VideoFrame.from_ndarray(np.ascontiguousarray(planes.transpose(1, 2, 0)), format=fmt)
+        if fmt != pix_fmt:
+            f = f.reformat(format=pix_fmt, interpolation=RESAMPLE)
+    else:
+        f = planes_frame(planes, p444)
+        if p444 != pix_fmt:
+            f = f.reformat(format=pix_fmt, src_color_range=spec.range, dst_color_range=spec.range,
+                           interpolation=RESAMPLE)
+        f.colorspace = spec.matrix
+        f.color_range = spec.range
+    f.color_primaries = spec.primaries
+    f.color_trc = spec.transfer
+    return f

@@ -1,0 +1,394 @@
+"""Frame sinks: an encoded video file (PyAV) or a folder of PNG frames.
+
+Both write under a temporary name in the destination's folder and rename on :meth:`commit`; :meth:`abort`
+(any failure, Ctrl-C) removes the temporary, so an interrupted run never leaves a file at the output path.
+
+The video sink copies the source's timestamps frame by frame (variable frame rate stays variable), its
+audio and subtitle packets (re-encoding audio only where the container cannot hold the codec), stream
+metadata, display rotation and sample aspect ratio, and tags the colour it really wrote.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shutil
+import struct
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import av
+import numpy as np
+
+from vsr.errors import InputError
+from vsr.video.colour import (ColourSpec, bit_depth, encode_planes, is_gray_format, is_rgb_format, planar444,
+                              planes_to_frame)
+from vsr.video.source import VideoInfo
+
+log = logging.getLogger(__name__)
+
+DEFAULT_CODEC = "libx264"
+
+
+@dataclass(frozen=True)
+class EncoderSettings:
+    """``codec``, ``crf``, ``preset``, ``pix_fmt`` (None: the source's, where the codec allows) and extra
+    encoder ``options`` (``-x key=value``)."""
+
+    codec: str = DEFAULT_CODEC
+    crf: float | None = None
+    preset: str | None = None
+    pix_fmt: str | None = None
+    options: tuple[tuple[str, str], ...] = field(default_factory=tuple)
+
+
+TEXT_SUBTITLES = ("subrip", "srt", "ass", "ssa", "webvtt", "text")
+
+
+def subtitle_text(data: bytes, codec: str) -> str:
+    """The plain text of one subtitle packet (ASS events lose their fields and override tags)."""
+    text = data.decode("utf-8", errors="replace")
+    if codec in ("ass", "ssa"):
+        text = text.split(",", 8)[-1]
+        text = re.sub(r"\{[^}]*\}", "", text).replace("\\N", "\n").replace("\\n", "\n")
+    return text
+
+
+def is_png_folder(path: Path) -> bool:
+    """Output/input naming rule: an existing folder, or a name without a suffix, is a PNG-frame folder."""
+    return path.is_dir() or path.suffix == ""
+
+
+def temporary_path(dst: Path) -> Path:
+    """A hidden name beside ``dst`` with the same suffix (so the container is still guessed from it)."""
+    return dst.with_name(f".{dst.stem}.vsr-partial-{os.getpid()}{dst.suffix}")
+
+
+def check_output(dst: Path, src: Path, overwrite: bool) -> None:
+    """One-line errors for outputs that cannot work: the input itself, an unwritable folder, an existing file."""
+    if dst.exists() and src.exists() and dst.resolve() == src.resolve():
+        raise InputError(f"output is the input: {dst}")
+    if src.is_dir() and dst.resolve().is_relative_to(src.resolve()) and dst.resolve() != src.resolve():
+        pass  # writing into a sub-folder of the input frames is fine: only *.png directly in it are read
+    parent = dst.parent if str(dst.parent) else Path(".")
+    if not parent.is_dir():
+        raise InputError(f"output folder does not exist: {parent}")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise InputError(f"output folder is not writable: {parent}")
+    if dst.exists() and not overwrite:
+        if dst.is_dir() and not any(dst.iterdir()):
+            return
+        raise InputError(f"output exists: {dst} (pass --overwrite to replace it)")
+
+
+def output_bits(pix_fmt: str) -> int:
+    return bit_depth(planar444(pix_fmt))
+
+
+class PngFolderSink:
+    """``%08d.png`` frames (8-bit RGB, or 16-bit where the source or ``pix_fmt`` is deeper than 8 bits)."""
+
+    def __init__(self, dst: Path, info: VideoInfo, settings: EncoderSettings):
+        self.dst = Path(dst)
+        deep = (settings.pix_fmt or "").startswith(("rgb48", "rgba64")) or (settings.pix_fmt is None and info.bits > 8)
+        if settings.pix_fmt not in (None, "rgb24", "rgb48be", "rgb48le", "rgb48"):
+            raise InputError(f"PNG frames are rgb24 or rgb48be, not --pix-fmt {settings.pix_fmt}")
+        self.pix_fmt = "rgb48be" if deep else "rgb24"
+        self.colour = info.colour.for_output(self.pix_fmt)
+        self.tmp = self.dst.with_name(f".{self.dst.name}.vsr-partial-{os.getpid()}")
+        self.tmp.mkdir()
+        self.count = 0
+
+    def plane_dtype(self):
+        return np.uint16 if self.pix_fmt == "rgb48be" else np.uint8
+
+    def planes_format(self) -> tuple[str, ColourSpec]:
+        return self.pix_fmt, self.colour
+
+    def write(self, planes: np.ndarray, pts: int, duration: int) -> None:
+        import cv2
+
+        bgr = np.ascontiguousarray(planes[::-1].transpose(1, 2, 0))
+        name = self.tmp / f"{self.count:08d}.png"
+        if not cv2.imwrite(str(name), bgr, [cv2.IMWRITE_PNG_COMPRESSION, 1]):
+            raise OSError(f"could not write {name}")
+        self.count += 1
+
+    def commit(self) -> None:
+        if self.dst.exists():
+            shutil.rmtree(self.dst) if self.dst.is_dir() else self.dst.unlink()
+        os.replace(self.tmp, self.dst)
+
+    def abort(self) -> None:
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def choose_pix_fmt(codec: av.Codec, info: VideoInfo, requested: str | None) -> str:
+    formats = [f.name for f in (codec.video_formats or [])]
+    if requested is not None:
+        try:
+            av.VideoFormat(requested)
+        except (ValueError, av.FFmpegError):
+            raise InputError(f"unknown --pix-fmt {requested!r}") from None
+        if formats and requested not in formats:
+            raise InputError(f"{codec.name} cannot encode --pix-fmt {requested} "
+                             f"(it takes: {', '.join(formats)})")
+        return requested
+    if not formats:
+        return info.pix_fmt
+    deep = info.bits > 8
+    src = info.pix_fmt
+    if is_rgb_format(src) or is_gray_format(src):
+        src = "yuv444p10le" if deep else "yuv444p"
+    src = src.replace("yuvj", "yuv")
+    candidates = [src]
+    if deep:
+        candidates += [src.replace("p12le", "p10le").replace("p16le", "p10le"), "yuv420p10le", "yuv422p10le",
+                       "yuv444p10le"]
+    candidates += ["yuv420p", "yuv444p", "yuv422p"]
+    for c in candidates:
+        if c in formats:
+            return c
+    return formats[0]
+
+
+def open_codec(name: str) -> av.Codec:
+    try:
+        codec = av.Codec(name, "w")
+    except (ValueError, av.FFmpegError):
+        raise InputError(f"unknown codec {name!r} (try libx264, libx265, libsvtav1, ffv1, prores_ks)") from None
+    if codec.type != "video":
+        raise InputError(f"--codec {name} is a {codec.type} codec, not a video one")
+    return codec
+
+
+class VideoSink:
+    """Encodes ``(3, H, W)`` planes from :func:`vsr.video.colour.encode_planes` into a container.
+
+    With ``trim`` (``--frames A:B``) the output starts where the source starts: timestamps move back by
+    the time of frame A, and only audio/subtitle packets inside the written frames' span are copied.
+    """
+
+    def __init__(self, dst: Path, info: VideoInfo, settings: EncoderSettings, scale: int = 4,
+                 trim: bool = False):
+        self.dst = Path(dst)
+        self.info = info
+        self.tmp = temporary_path(self.dst)
+        self.pts_offset = 0
+        self.keep_window = trim
+        self._window_start: float | None = None
+        self._window_end = 0.0
+        codec = open_codec(settings.codec)
+        self.pix_fmt = choose_pix_fmt(codec, info, settings.pix_fmt)
+        self.colour = info.colour.for_output(self.pix_fmt)
+        try:
+            self.oc = av.open(str(self.tmp), "w")
+        except ValueError:
+            raise InputError(f"unknown output container for {self.dst.name!r} (use .mp4, .mkv, .mov, ...)") from None
+        except (av.FFmpegError, OSError) as e:
+            raise InputError(f"cannot write {self.dst}: {e}") from None
+        self._passthrough = []
+        self._in = None
+        try:
+            if codec.name not in self.oc.supported_codecs:
+                raise InputError(f"{self.oc.format.name} cannot hold {codec.name} video (choose another codec or "
+                                 f"an .mkv output)")
+            self.vs = self._add_video(codec, settings, scale)
+            if info.kind == "video":
+                self._add_passthrough()
+            self.oc.metadata.update(info.container_metadata)
+            try:
+                self.oc.start_encoding()
+            except (av.FFmpegError, ValueError) as e:
+                raise InputError(f"the encoder rejected the options: {str(e).splitlines()[0][:200]}") from None
+        except BaseException:
+            self.abort()
+            raise
+
+    def plane_dtype(self):
+        return np.uint8 if bit_depth(planar444(self.pix_fmt)) <= 8 else np.uint16
+
+    def planes_format(self) -> tuple[str, ColourSpec]:
+        return self.pix_fmt, self.colour
+
+    # ---- setup ---------------------------------------------------------------------------------
+
+    def _add_video(self, codec: av.Codec, s: EncoderSettings, scale: int):
+        info = self.info
+        rate = info.rate if info.rate else None
+        vs = self.oc.add_stream(codec.name, rate=rate)
+        vs.width, vs.height = info.width * scale, info.height * scale
+        vs.pix_fmt = self.pix_fmt
+        vs.time_base = info.time_base
+        cc = vs.codec_context
+        cc.time_base = info.time_base
+        if info.sample_aspect_ratio:
+            cc.sample_aspect_ratio = info.sample_aspect_ratio
+        spec = self.colour
+        if not (is_rgb_format(self.pix_fmt) or is_gray_format(self.pix_fmt)):
+            cc.colorspace = spec.matrix
+            cc.color_range = spec.range
+        cc.color_primaries = spec.primaries
+        cc.color_trc = spec.transfer
+        opts = {}
+        if s.crf is not None:
+            opts["crf"] = f"{s.crf:g}"
+        if s.preset is not None:
+            opts["preset"] = s.preset
+        opts.update(dict(s.options))
+        vs.options = opts
+        vs.thread_type = "AUTO"
+        if info.rotation:
+            vs.set_display_rotation(info.rotation)
+        for k, v in info.metadata.items():
+            if k.upper() not in ("DURATION", "ENCODER", "HANDLER_NAME", "VENDOR_ID"):
+                vs.metadata[k] = v
+        return vs
+
+    def _add_passthrough(self) -> None:
+        self._in = av.open(str(self.info.path), "r")
+        for st in self._in.streams:
+            if st.type not in ("audio", "subtitle"):
+                continue
+            name = st.codec_context.name if st.codec_context else None
+            meta = {k: v for k, v in st.metadata.items() if k.upper() not in ("DURATION", "ENCODER")}
+            if name in self.oc.supported_codecs:
+                out = self.oc.add_stream_from_template(st)
+                mode = "copy"
+            elif st.type == "audio" and self.oc.default_audio_codec not in (None, "none"):
+                target = self.oc.default_audio_codec
+                warnings.warn(f"{self.oc.format.name} cannot hold {name} audio (stream {st.index}): "
+                              f"re-encoding it to {target}", stacklevel=2)
+                out = self.oc.add_stream(target, rate=st.codec_context.sample_rate)
+                out.layout = st.codec_context.layout
+                mode = "encode"
+            elif st.type == "subtitle" and name in TEXT_SUBTITLES and "mov_text" in self.oc.supported_codecs:
+                warnings.warn(f"{self.oc.format.name} cannot hold {name} subtitles (stream {st.index}): "
+                              "converting them to mov_text (plain text, styling dropped)", stacklevel=2)
+                out = self.oc.add_mux_stream("mov_text")
+                out.time_base = st.time_base
+                mode = f"text:{name}"
+            else:
+                warnings.warn(f"{self.oc.format.name} cannot hold {name} {st.type} (stream {st.index}): dropped",
+                              stacklevel=2)
+                continue
+            for k, v in meta.items():
+                out.metadata[k] = v
+            out.disposition = st.disposition
+            self._passthrough.append((st, out, mode))
+        if self._passthrough:
+            self._packets = self._in.demux([st for st, _, _ in self._passthrough])
+            self._pending = None
+            self._routes = {st.index: (out, mode) for st, out, mode in self._passthrough}
+        else:
+            self._in.close()
+            self._in = None
+
+    # ---- writing -------------------------------------------------------------------------------
+
+    def write(self, planes: np.ndarray, pts: int, duration: int) -> None:
+        t = float(pts * self.info.time_base)
+        if self._window_start is None:
+            self._window_start = t
+            if self.keep_window:
+                self.pts_offset = pts - self.info.start_pts
+        frame = planes_to_frame(planes, self.pix_fmt, self.colour)
+        frame.pts = pts - self.pts_offset
+        frame.time_base = self.info.time_base
+        if duration:
+            frame.duration = duration
+        self._window_end = t + float((duration or 0) * self.info.time_base)
+        for pkt in self.vs.encode(frame):
+            self._copy_until(float(pkt.dts * pkt.time_base) + float(self.pts_offset * self.info.time_base)
+                             if pkt.dts is not None else t)
+            self.oc.mux(pkt)
+
+    def _copy_until(self, t_src: float | None) -> None:
+        """Mux passthrough packets whose source time is before ``t_src`` (None: all that remain)."""
+        if self._in is None:
+            return
+        shift = float(self.pts_offset * self.info.time_base)
+        while True:
+            pkt = self._pending
+            if pkt is None:
+                try:
+                    pkt = next(self._packets)
+                except StopIteration:
+                    self._in.close()
+                    self._in = None
+                    return
+                if pkt.dts is None and pkt.pts is None:
+                    continue  # flush marker
+                self._pending = pkt
+            ts = pkt.dts if pkt.dts is not None else pkt.pts
+            t = float(ts * pkt.time_base)
+            if t_src is not None and t >= t_src:
+                return
+            self._pending = None
+            if self.keep_window:
+                start = self._window_start if self._window_start is not None else 0.0
+                if float((pkt.pts if pkt.pts is not None else ts) * pkt.time_base) < start - 1e-9:
+                    continue
+                if t >= self._window_end and t_src is None:
+                    continue
+            out, mode = self._routes[pkt.stream.index]
+            off = int(round(shift / pkt.time_base)) if shift else 0
+            if mode == "copy":
+                if off:
+                    if pkt.pts is not None:
+                        pkt.pts -= off
+                    if pkt.dts is not None:
+                        pkt.dts -= off
+                pkt.stream = out
+                self.oc.mux(pkt)
+            elif mode.startswith("text:"):
+                text = subtitle_text(bytes(pkt), mode[5:]).encode("utf-8")
+                conv = av.Packet(struct.pack(">H", len(text)) + text)
+                conv.pts = None if pkt.pts is None else pkt.pts - off
+                conv.dts = None if pkt.dts is None else pkt.dts - off
+                conv.duration = pkt.duration
+                conv.time_base = pkt.time_base
+                conv.stream = out
+                self.oc.mux(conv)
+            else:
+                for fr in pkt.decode():
+                    if fr.pts is not None and off:
+                        fr.pts -= off
+                    for p in out.encode(fr):
+                        self.oc.mux(p)
+
+    def commit(self) -> None:
+        for pkt in self.vs.encode(None):
+            self.oc.mux(pkt)
+        self._copy_until(None)
+        for _, out, mode in self._passthrough:
+            if mode == "encode":
+                for p in out.encode(None):
+                    self.oc.mux(p)
+        self.oc.close()
+        os.replace(self.tmp, self.dst)
+
+    def abort(self) -> None:
+        for c in (getattr(self, "oc", None), self._in):
+            try:
+                if c is not None:
+                    c.close()
+            except Exception:  # closing a half-written container may fail; the file goes anyway
+                pass
+        try:
+            self.tmp.unlink()
+        except FileNotFoundError:
+            pass
+
+
+def open_sink(dst: Path, info: VideoInfo, settings: EncoderSettings, scale: int = 4, trim: bool = False):
+    """A :class:`PngFolderSink` for a folder name, else a :class:`VideoSink` (container from the suffix)."""
+    if is_png_folder(Path(dst)):
+        return PngFolderSink(Path(dst), info, settings)
+    return VideoSink(Path(dst), info, settings, scale, trim)
+
+
+__all__ = ["EncoderSettings", "VideoSink", "PngFolderSink", "open_sink", "check_output", "is_png_folder",
+           "output_bits"]

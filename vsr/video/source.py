@@ -1,0 +1,188 @@
+"""Frame sources: a video file (PyAV) or a folder of PNG frames, yielding float32 RGB frames in order.
+
+Opening a source checks everything a user can get wrong (missing path, not a video, no video stream,
+no frames) and raises :class:`vsr.errors.InputError` with one line.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+from typing import Iterator
+
+import av
+import numpy as np
+
+from vsr.errors import InputError
+from vsr.video.colour import ColourSpec, bit_depth, decode_rgb
+
+log = logging.getLogger(__name__)
+
+PNG_TIME_BASE = Fraction(1, 25)
+
+
+@dataclass(frozen=True)
+class SourceFrame:
+    """One decoded frame: ``rgb`` float32 ``(3, H, W)`` in [0, 1]; ``pts``/``duration`` in the source's
+    time base (``duration`` may be 0 where the source does not say)."""
+
+    index: int
+    pts: int
+    duration: int
+    rgb: np.ndarray
+
+
+@dataclass(frozen=True)
+class VideoInfo:
+    """What the writer needs to reproduce the source faithfully."""
+
+    path: Path
+    kind: str  # "video" or "png"
+    width: int
+    height: int
+    pix_fmt: str
+    bits: int
+    colour: ColourSpec
+    time_base: Fraction
+    rate: Fraction | None  # average frame rate (informational: timestamps are copied, not recomputed)
+    frames: int | None  # from the header or a count; None when unknown
+    rotation: int = 0  # display rotation in degrees (counter-clockwise), kept as metadata
+    sample_aspect_ratio: Fraction | None = None
+    stream_index: int = 0
+    metadata: dict = field(default_factory=dict)  # the video stream's tags (language, title, ...)
+    container_metadata: dict = field(default_factory=dict)
+    start_pts: int = 0
+
+
+def _one_line(e: Exception) -> str:
+    return (str(e).splitlines() or [type(e).__name__])[0][:200]
+
+
+def open_source(path: str | Path) -> "VideoSource | PngFolderSource":
+    p = Path(path)
+    if not p.exists():
+        raise InputError(f"no such file or folder: {p}")
+    if p.is_dir():
+        return PngFolderSource(p)
+    return VideoSource(p)
+
+
+class VideoSource:
+    """Decodes the first video stream of a file.  ``frames()`` may be called once."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        try:
+            self._container = av.open(str(self.path), "r")
+        except PermissionError:
+            raise InputError(f"cannot read {self.path}: permission denied") from None
+        except (av.FFmpegError, OSError, ValueError) as e:
+            raise InputError(f"not a video file: {self.path} ({_one_line(e)})") from None
+        try:
+            self.info = self._probe()
+        except BaseException:
+            self._container.close()
+            raise
+
+    def _probe(self) -> VideoInfo:
+        c = self._container
+        if not c.streams.video:
+            raise InputError(f"no video stream in {self.path}")
+        st = c.streams.video[0]
+        cc = st.codec_context
+        if not cc.width or not cc.height or cc.pix_fmt is None:
+            raise InputError(f"no decodable video stream in {self.path}")
+        # the first frame decides format, colour tags and rotation; it also proves there is one
+        first = self._first_frame(st)
+        pix_fmt = first.format.name
+        colour = ColourSpec.of(pix_fmt, first.width, first.height, int(first.colorspace), int(first.color_range),
+                               int(first.color_primaries), int(first.color_trc))
+        rotation = int(round(first.rotation or 0)) % 360
+        frames = st.frames or None
+        return VideoInfo(
+            path=self.path, kind="video", width=first.width, height=first.height, pix_fmt=pix_fmt,
+            bits=bit_depth(pix_fmt), colour=colour, time_base=st.time_base, rate=st.average_rate or st.guessed_rate,
+            frames=frames, rotation=rotation, sample_aspect_ratio=cc.sample_aspect_ratio or st.sample_aspect_ratio,
+            stream_index=st.index, metadata=dict(st.metadata), container_metadata=dict(c.metadata),
+            start_pts=first.pts if first.pts is not None else 0)
+
+    def _first_frame(self, st) -> av.VideoFrame:
+        try:
+            for frame in self._container.decode(st):
+                return frame
+        except (av.FFmpegError, ValueError) as e:
+            raise InputError(f"cannot decode the video of {self.path} ({_one_line(e)})") from None
+        raise InputError(f"zero frames: the video stream of {self.path} holds no decodable frame")
+
+    def frames(self) -> Iterator[SourceFrame]:
+        # a fresh demuxer: seeking back after the probe is not exact in every container
+        self._container.close()
+        c = self._container = av.open(str(self.path), "r")
+        st = c.streams.video[0]
+        st.thread_type = "AUTO"
+        spec = self.info.colour
+        index = 0
+        last_pts = None
+        last_dur = 0
+        try:
+            for frame in c.decode(st):
+                pts = frame.pts
+                if pts is None:  # some raw streams: continue the timeline
+                    pts = 0 if last_pts is None else last_pts + max(last_dur, 1)
+                dur = int(frame.duration or 0)
+                yield SourceFrame(index, int(pts), dur, decode_rgb(frame, spec))
+                last_pts, last_dur = pts, dur
+                index += 1
+        except av.FFmpegError as e:
+            raise InputError(f"decoding {self.path} failed at frame {index} ({_one_line(e)})") from None
+        finally:
+            c.close()
+
+    def close(self) -> None:
+        self._container.close()
+
+
+class PngFolderSource:
+    """Sorted ``*.png`` of a folder; timestamps ``0, 1, 2, ...`` in a 1/25 s time base."""
+
+    def __init__(self, path: Path):
+        import cv2
+
+        self.path = Path(path)
+        self.files = sorted(self.path.glob("*.png"))
+        if not self.files:
+            raise InputError(f"zero frames: no *.png files in folder {self.path}")
+        first = cv2.imread(str(self.files[0]), cv2.IMREAD_UNCHANGED)
+        if first is None:
+            raise InputError(f"not a PNG image: {self.files[0]}")
+        h, w = first.shape[:2]
+        bits = 16 if first.dtype == np.uint16 else 8
+        self.info = VideoInfo(path=self.path, kind="png", width=w, height=h,
+                              pix_fmt="rgb48le" if bits == 16 else "rgb24", bits=bits, colour=ColourSpec.srgb(),
+                              time_base=PNG_TIME_BASE, rate=1 / PNG_TIME_BASE, frames=len(self.files))
+
+    def frames(self) -> Iterator[SourceFrame]:
+        for i, f in enumerate(self.files):
+            yield SourceFrame(i, i, 1, read_png(f, (self.info.height, self.info.width)))
+
+    def close(self) -> None:
+        pass
+
+
+def read_png(path: Path, size: tuple[int, int] | None = None) -> np.ndarray:
+    """A PNG file -> float32 RGB ``(3, H, W)`` in [0, 1] (grey and alpha handled; 8 or 16 bit)."""
+    import cv2
+
+    img = cv2.imread(str(path), cv2.IMREAD_UNCHANGED)
+    if img is None:
+        raise InputError(f"not a PNG image: {path}")
+    if img.ndim == 2:
+        img = np.repeat(img[:, :, None], 3, axis=2)
+    elif img.shape[2] == 4:
+        img = img[:, :, :3]  # alpha dropped: the model has no alpha channel
+    if size is not None and img.shape[:2] != size:
+        raise InputError(f"{path} is {img.shape[1]}x{img.shape[0]}, the other frames are {size[1]}x{size[0]}")
+    top = np.float32(65535.0 if img.dtype == np.uint16 else 255.0)
+    return np.ascontiguousarray(img[:, :, ::-1].transpose(2, 0, 1), dtype=np.float32) / top
