@@ -1,14 +1,62 @@
-"""`vsr train` (not implemented yet)."""
+"""`vsr train`: train or fine-tune an EDVR configuration (resumes from ``OUT/latest.pth`` when present)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("train", help="(not implemented yet)")
+    from vsr.train.trainer import TrainOptions as T
+
+    p = sub.add_parser("train", help="train or fine-tune EDVR on folders of images and videos",
+                       description="Train (or fine-tune with --init) an EDVR config on images and videos. "
+                                   "Re-running with the same --out resumes exactly from OUT/latest.pth.")
+    p.add_argument("--config", default=None, help="model config name (configs/NAME.toml) or path; "
+                                                  "default: the one stored in --init weights")
+    p.add_argument("--data", nargs="+", required=True, help="image/video files or folders (searched recursively)")
+    p.add_argument("--out", default=None, help="run folder for checkpoints and log (default: runs/<config>)")
+    p.add_argument("--iters", type=int, required=True, help="total iterations (sets the cosine schedule)")
+    p.add_argument("--init", default=None, help="start from these weights: a file or 'default'")
+    p.add_argument("--batch-size", type=int, default=T.batch_size)
+    p.add_argument("--patch", type=int, default=T.lr_patch, help="LR patch side (HR is 4x); multiple of 4")
+    p.add_argument("--lr", type=float, default=T.lr, help="peak learning rate (Adam)")
+    p.add_argument("--min-lr", type=float, default=T.min_lr)
+    p.add_argument("--warmup", type=int, default=T.warmup, help="warm-up iterations")
+    p.add_argument("--offset-lr-mult", type=float, default=T.offset_lr_mult)
+    p.add_argument("--grad-clip", type=float, default=T.grad_clip, help="max gradient norm (0: off)")
+    p.add_argument("--loss", choices=("charbonnier", "l1"), default=T.loss)
+    p.add_argument("--ema-decay", type=float, default=T.ema_decay)
+    p.add_argument("--seed", type=int, default=T.seed)
+    p.add_argument("--video-fraction", type=float, default=T.video_fraction,
+                   help="share of training windows taken from videos (rest: still images with synthetic motion)")
+    p.add_argument("--holdout", type=float, default=T.holdout,
+                   help="fraction of each video's last frames kept out of training (validated with --val holdout)")
+    p.add_argument("--val", nargs="*", default=list(T.val),
+                   help="validation sets: calendar, city (Vid4) and/or holdout; none: no validation")
+    p.add_argument("--val-every", type=int, default=T.val_every)
+    p.add_argument("--ckpt-every", type=int, default=T.ckpt_every)
+    p.add_argument("--threads", type=int, default=T.threads, help="torch CPU threads (0: torch default)")
+    p.add_argument("--amp", choices=("auto", "bf16", "fp16", "off"), default=T.amp)
+    p.add_argument("--device", default=T.device, help="auto, cpu, cuda, cuda:1 ...")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar (the log file still fills)")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
-    from vsr.errors import VsrError
+    from vsr.train.trainer import TrainOptions, Trainer
 
-    raise VsrError("'vsr train' is not implemented yet")
+    name = args.config or (Path(args.init).stem if args.init else "run")
+    opts = TrainOptions(
+        config=args.config, data=tuple(args.data), out=args.out or str(Path("runs") / Path(name).stem),
+        iters=args.iters, init=args.init, batch_size=args.batch_size, lr_patch=args.patch, lr=args.lr,
+        min_lr=args.min_lr, warmup=args.warmup, offset_lr_mult=args.offset_lr_mult, grad_clip=args.grad_clip,
+        loss=args.loss, ema_decay=args.ema_decay, seed=args.seed, video_fraction=args.video_fraction,
+        holdout=args.holdout, val=tuple(v for v in args.val if v != "none"), val_every=args.val_every,
+        ckpt_every=args.ckpt_every, threads=args.threads, amp=args.amp, device=args.device)
+    trainer = Trainer(opts)
+    where = f"resuming at iteration {trainer.state.iteration}" if trainer.resumed else "starting"
+    print(f"vsr train: {trainer.cfg.name}, {trainer.sources.describe()}; {where}; run folder {trainer.dir}")
+    state = trainer.run(progress=not args.no_progress)
+    print(f"vsr train: stopped at iteration {state.iteration}; best validation gain over bicubic "
+          f"{state.best_psnr:+.2f} dB at iteration {state.best_iteration}; checkpoints in {trainer.dir}")
+    return 0

@@ -1,0 +1,316 @@
+"""Training pairs made on the fly: HR windows of T frames and their bicubic x1/4 LR.
+
+Data flow: files (images, videos) -> :class:`FramePool` (decoded HR material in memory) ->
+:class:`PairSampler` (one batch per iteration) -> ``lr (N, T, 3, h, w)``, ``hr (N, 3, 4h, 4w)`` in [0, 1].
+
+Every random choice is a pure function of ``(seed, iteration)`` (the pool of video segments is a function of
+``(seed, iteration // refresh_every)``), so a resumed run sees exactly the batches a run that never stopped
+would have seen: the data position *is* the iteration number.
+
+* Videos: segments of consecutive frames are decoded with PyAV and kept as HR crops (true HR pixels); a window
+  is T consecutive frames (temporal stride 1 or 2, forwards or backwards) of a segment, randomly cropped.
+* Still images: a window is synthesised by a smooth random camera motion (translation with acceleration, small
+  rotation and zoom, consistent across the window) about a random point; the centre frame is an exact crop.
+* Both: random flips and transposition of the whole window; LR = MATLAB bicubic x1/4 on uint8
+  (:func:`vsr.quality.resize.bicubic_downscale_x4`, the degradation ``vsr eval`` uses).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+from vsr.errors import InputError
+from vsr.quality.resize import bicubic_downscale_x4
+
+log = logging.getLogger(__name__)
+
+SCALE = 4
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp")
+VIDEO_SUFFIXES = (".mp4", ".mkv", ".mov", ".webm", ".avi", ".m4v", ".y4m")
+
+
+@dataclass(frozen=True)
+class VideoSource:
+    """A video file and the frame range ``[first, stop)`` that training may use."""
+
+    path: Path
+    frames: int  # decodable frames in the file
+    first: int = 0
+    stop: int | None = None  # None: to the end
+
+    @property
+    def usable(self) -> range:
+        return range(self.first, self.frames if self.stop is None else min(self.stop, self.frames))
+
+
+@dataclass(frozen=True)
+class DataSources:
+    """Everything training reads: still images and video frame ranges."""
+
+    images: tuple[Path, ...]
+    videos: tuple[VideoSource, ...]
+
+    def describe(self) -> str:
+        n = sum(len(v.usable) for v in self.videos)
+        return f"{len(self.images)} images, {len(self.videos)} videos ({n} usable frames)"
+
+
+def count_frames(path: Path) -> int:
+    """Decodable frames of a video (decodes the stream once: container frame counts are unreliable)."""
+    import av
+
+    try:
+        with av.open(str(path)) as c:
+            stream = c.streams.video[0]
+            stream.thread_type = "AUTO"
+            return sum(1 for _ in c.decode(stream))
+    except (av.error.FFmpegError, IndexError) as e:
+        raise InputError(f"cannot decode video {path}: {e}") from None
+
+
+def find_sources(paths: list[str | Path], *, holdout: float = 0.0, exclude: tuple[str, ...] = ()) -> DataSources:
+    """Images and videos under ``paths`` (files or folders, searched recursively), sorted.
+
+    ``holdout``: the last fraction of every video's frames is left out (kept for validation, see
+    :func:`holdout_ranges`).  ``exclude``: path fragments that must never be trained on (e.g. ``"vid4"``).
+    """
+    images: list[Path] = []
+    videos: list[Path] = []
+    for raw in paths:
+        p = Path(raw)
+        if not p.exists():
+            raise InputError(f"training data not found: {p}")
+        files = sorted(f for f in p.rglob("*") if f.is_file()) if p.is_dir() else [p]
+        for f in files:
+            low = str(f).lower()
+            if any(x.lower() in low for x in exclude):
+                continue
+            if f.suffix.lower() in IMAGE_SUFFIXES:
+                images.append(f)
+            elif f.suffix.lower() in VIDEO_SUFFIXES:
+                videos.append(f)
+    srcs = []
+    for v in videos:
+        n = count_frames(v)
+        keep = n - int(round(n * holdout)) if holdout > 0 else n
+        srcs.append(VideoSource(v, n, 0, keep))
+    if not images and not srcs:
+        raise InputError(f"no images or videos found in {', '.join(map(str, paths))}")
+    return DataSources(tuple(images), tuple(srcs))
+
+
+def read_image(path: Path) -> np.ndarray:
+    img = cv2.imread(str(path), cv2.IMREAD_COLOR)
+    if img is None:
+        raise InputError(f"cannot read image {path}")
+    return cv2.cvtColor(img, cv2.COLOR_BGR2RGB)
+
+
+def decode_frames(path: Path, wanted: dict[int, list[tuple[int, int, int, int]]]) -> dict[tuple, np.ndarray]:
+    """Decode ``path`` once; for frame ``i`` in ``wanted`` return the crops ``(y, x, h, w)`` listed for it."""
+    import av
+
+    out: dict[tuple, np.ndarray] = {}
+    last = max(wanted) if wanted else -1
+    with av.open(str(path)) as c:
+        stream = c.streams.video[0]
+        stream.thread_type = "AUTO"
+        for i, frame in enumerate(c.decode(stream)):
+            if i > last:
+                break
+            if i in wanted:
+                rgb = frame.to_ndarray(format="rgb24")
+                for (y, x, h, w) in wanted[i]:
+                    out[(i, y, x, h, w)] = np.ascontiguousarray(rgb[y:y + h, x:x + w])
+    return out
+
+
+def video_size(path: Path) -> tuple[int, int]:
+    import av
+
+    with av.open(str(path)) as c:
+        s = c.streams.video[0]
+        return s.codec_context.height, s.codec_context.width
+
+
+class FramePool:
+    """Decoded HR material for a stretch of iterations: all still images and random video segments.
+
+    ``segments[k]`` is a uint8 array ``(L, h, w, 3)``: ``L`` consecutive frames of one video, cropped to one
+    region of up to ``region`` x ``region`` pixels.  Rebuilt by :meth:`build` for each pool epoch.
+    """
+
+    def __init__(self, sources: DataSources, *, segments_per_video: int = 12, segment_length: int = 9,
+                 region: int = 256, max_image_side: int = 0):
+        self.sources = sources
+        self.segments_per_video = segments_per_video
+        self.segment_length = segment_length
+        self.region = region
+        self.images = [read_image(p) for p in sources.images]
+        if max_image_side:
+            self.images = [_limit_side(im, max_image_side) for im in self.images]
+        self._sizes = [video_size(v.path) for v in sources.videos]
+        self.segments: list[np.ndarray] = []
+        self.epoch: int | None = None
+
+    def build(self, seed: int, epoch: int) -> None:
+        if self.epoch == epoch:
+            return
+        rng = np.random.default_rng([seed, 1, epoch])
+        segments = []
+        for v, (h, w) in zip(self.sources.videos, self._sizes):
+            usable = v.usable
+            n = len(usable)
+            if n < 1:
+                continue
+            length = min(self.segment_length, n)
+            rh, rw = min(self.region, h), min(self.region, w)
+            wanted: dict[int, list] = {}
+            plans = []
+            for _ in range(self.segments_per_video):
+                start = usable.start + int(rng.integers(0, n - length + 1))
+                y, x = int(rng.integers(0, h - rh + 1)), int(rng.integers(0, w - rw + 1))
+                plans.append((start, y, x))
+                for i in range(start, start + length):
+                    wanted.setdefault(i, []).append((y, x, rh, rw))
+            frames = decode_frames(v.path, wanted)
+            for start, y, x in plans:
+                segments.append(np.stack([frames[(i, y, x, rh, rw)] for i in range(start, start + length)]))
+        self.segments = segments
+        self.epoch = epoch
+        log.info("frame pool epoch %d: %d images, %d video segments", epoch, len(self.images), len(segments))
+
+
+def _limit_side(img: np.ndarray, side: int) -> np.ndarray:
+    h, w = img.shape[:2]
+    if max(h, w) <= side:
+        return img
+    y, x = (h - min(h, side)) // 2, (w - min(w, side)) // 2
+    return img[y:y + side, x:x + side]
+
+
+@dataclass(frozen=True)
+class MotionRange:
+    """Per-frame limits of the synthetic camera motion for still images (HR pixels, degrees, relative zoom)."""
+
+    shift: float = 4.0
+    accel: float = 0.6
+    rotate_deg: float = 0.8
+    zoom: float = 0.01
+
+
+def synth_window(img: np.ndarray, num_frame: int, size: int, rng: np.random.Generator,
+                 motion: MotionRange = MotionRange()) -> np.ndarray:
+    """``num_frame`` HR frames ``(T, size, size, 3)`` uint8 of a smooth camera motion over a still image.
+
+    Frame ``t`` shows the patch around ``c + v*d + a*d^2/2`` rotated by ``w*d`` and zoomed by ``(1+z)^d``,
+    with ``d = t - centre``; the centre frame is an exact crop (no resampling).
+    """
+    h, w = img.shape[:2]
+    r = num_frame // 2
+    v = rng.uniform(-motion.shift, motion.shift, 2)
+    a = rng.uniform(-motion.accel, motion.accel, 2)
+    wdeg = rng.uniform(-motion.rotate_deg, motion.rotate_deg)
+    z = rng.uniform(-motion.zoom, motion.zoom)
+    # Room needed around the centre for the farthest frame: shift plus the rotated/zoomed half-diagonal.
+    reach = np.abs(v) * r + np.abs(a) * r * r / 2 + size / 2 * math.sqrt(2) * (1 + abs(z)) ** r + 2
+    lo_y, hi_y = reach[1], h - reach[1]
+    lo_x, hi_x = reach[0], w - reach[0]
+    if hi_y <= lo_y or hi_x <= lo_x:  # too small for this motion: a static window from a plain crop
+        y, x = int(rng.integers(0, h - size + 1)), int(rng.integers(0, w - size + 1))
+        return np.repeat(img[None, y:y + size, x:x + size], num_frame, axis=0)
+    # Integer patch corner, so that the centre frame is an exact crop.
+    cy = int(rng.integers(math.ceil(lo_y), math.floor(hi_y) + 1)) - size // 2
+    cx = int(rng.integers(math.ceil(lo_x), math.floor(hi_x) + 1)) - size // 2
+    half = (size - 1) / 2
+    frames = []
+    for t in range(num_frame):
+        d = t - r
+        if d == 0:
+            frames.append(img[cy:cy + size, cx:cx + size])
+            continue
+        th = math.radians(wdeg * d)
+        s = (1 + z) ** d
+        cos, sin = math.cos(th) * s, math.sin(th) * s
+        off = v * d + a * d * d / 2
+        # Output (u, v) -> source: centre + R*s*((u, v) - half) + offset.
+        src_cx, src_cy = cx + half + off[0], cy + half + off[1]
+        m = np.array([[cos, -sin, src_cx - cos * half + sin * half],
+                      [sin, cos, src_cy - sin * half - cos * half]], dtype=np.float64)
+        frames.append(cv2.warpAffine(img, m, (size, size), flags=cv2.INTER_CUBIC | cv2.WARP_INVERSE_MAP,
+                                     borderMode=cv2.BORDER_REFLECT_101))
+    return np.stack(frames)
+
+
+def augment(window: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Random horizontal flip, vertical flip and transposition of a ``(T, H, W, 3)`` window."""
+    if rng.random() < 0.5:
+        window = window[:, :, ::-1]
+    if rng.random() < 0.5:
+        window = window[:, ::-1]
+    if rng.random() < 0.5:
+        window = window.transpose(0, 2, 1, 3)
+    return np.ascontiguousarray(window)
+
+
+class PairSampler:
+    """Batches of training pairs; ``batch(iteration)`` depends only on ``(seed, iteration)``.
+
+    Returns ``lr (N, T, 3, h, w)`` and ``hr (N, 3, 4h, 4w)`` float32 in [0, 1] (numpy).
+    """
+
+    def __init__(self, pool: FramePool, *, num_frame: int, lr_patch: int, batch_size: int, seed: int,
+                 video_fraction: float = 0.5, refresh_every: int = 500, motion: MotionRange = MotionRange()):
+        if lr_patch % 4:
+            raise InputError(f"LR patch size must be a multiple of 4 (EDVR's pyramid), got {lr_patch}")
+        self.pool = pool
+        self.num_frame = num_frame
+        self.lr_patch = lr_patch
+        self.batch_size = batch_size
+        self.seed = seed
+        self.video_fraction = video_fraction
+        self.refresh_every = refresh_every
+        self.motion = motion
+
+    def window(self, rng: np.random.Generator) -> np.ndarray:
+        """One HR window ``(T, P, P, 3)`` uint8, ``P = 4 * lr_patch``."""
+        size = self.lr_patch * SCALE
+        t = self.num_frame
+        segs = [s for s in self.pool.segments if s.shape[1] >= size and s.shape[2] >= size and len(s) >= t]
+        imgs = self.pool.images
+        use_video = bool(segs) and (not imgs or rng.random() < self.video_fraction)
+        if use_video:
+            seg = segs[int(rng.integers(len(segs)))]
+            stride = 2 if len(seg) >= 2 * t - 1 and rng.random() < 0.3 else 1
+            span = (t - 1) * stride + 1
+            start = int(rng.integers(0, len(seg) - span + 1))
+            idx = list(range(start, start + span, stride))
+            if rng.random() < 0.5:
+                idx.reverse()
+            y = int(rng.integers(0, seg.shape[1] - size + 1))
+            x = int(rng.integers(0, seg.shape[2] - size + 1))
+            win = seg[idx, y:y + size, x:x + size]
+        else:
+            ok = [im for im in imgs if min(im.shape[:2]) >= size]
+            if not ok:
+                raise InputError(f"no training image or video is at least {size}x{size} pixels")
+            win = synth_window(ok[int(rng.integers(len(ok)))], t, size, rng, self.motion)
+        return augment(win, rng)
+
+    def batch(self, iteration: int) -> tuple[np.ndarray, np.ndarray]:
+        self.pool.build(self.seed, iteration // self.refresh_every)
+        rng = np.random.default_rng([self.seed, 2, iteration])
+        lrs, hrs = [], []
+        for _ in range(self.batch_size):
+            win = self.window(rng)
+            lrs.append(np.stack([bicubic_downscale_x4(f) for f in win]))
+            hrs.append(win[self.num_frame // 2])
+        lr = np.stack(lrs).transpose(0, 1, 4, 2, 3).astype(np.float32) / np.float32(255.0)
+        hr = np.stack(hrs).transpose(0, 3, 1, 2).astype(np.float32) / np.float32(255.0)
+        return np.ascontiguousarray(lr), np.ascontiguousarray(hr)

@@ -1,0 +1,157 @@
+"""Validation during training: Y-PSNR of the model and of bicubic on a few frames of held-out sequences.
+
+Sets: ``calendar`` (Vid4, official LR), ``city`` (Vid4, LR made from GT with the BI degradation) -- both only
+ever *validated* on -- and held-out tails of training videos (fine-tuning on one video).
+Scoring goes through :func:`vsr.quality.evaluate.evaluate_sequence`, the same code as ``vsr eval``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import cv2
+import numpy as np
+import torch
+
+from vsr.errors import InputError
+from vsr.train.data import VideoSource
+
+
+def data_root() -> Path:
+    """``$VSR_DATA`` or the shared data folder next to the repository (``../shared/data``)."""
+    env = os.environ.get("VSR_DATA")
+    return Path(env) if env else Path(__file__).resolve().parents[3] / "shared" / "data"
+
+
+@dataclass(frozen=True)
+class ValSet:
+    """A PNG sequence to validate on: GT folder, LR folder (``None``: made from GT), output frames to score
+    and an optional LR crop ``(y, x, h, w)`` (scored region; the model sees a margin of context around it)."""
+
+    name: str
+    gt_dir: Path
+    lr_dir: Path | None
+    frames: tuple[int, ...]
+    crop: tuple[int, int, int, int] | None = None
+
+
+def vid4_sets(names: list[str], frames: tuple[int, ...] = (10, 20),
+              crop: tuple[int, int, int, int] | None = (32, 48, 64, 64)) -> list[ValSet]:
+    root = data_root() / "sequences" / "vid4"
+    out = []
+    for name in names:
+        d = root / name
+        if not (d / "gt").is_dir():
+            raise InputError(f"validation set {name!r} not found under {root}")
+        lr = d / "lr" if (d / "lr").is_dir() else None
+        out.append(ValSet(name, d / "gt", lr, frames, crop))
+    return out
+
+
+def holdout_sets(videos: tuple[VideoSource, ...], folder: Path, count: int = 3) -> list[ValSet]:
+    """Write the held-out tail frames of each video as PNG (GT) and return them as validation sets.
+
+    The windows of the scored frames stay inside the held-out tail (the sequence *is* the tail), so no
+    training frame is ever scored.
+    """
+    from vsr.train.data import decode_frames, video_size
+
+    sets = []
+    for k, v in enumerate(videos):
+        tail = range(v.usable.stop, v.frames)
+        if len(tail) < 1:
+            continue
+        h, w = video_size(v.path)
+        frames = decode_frames(v.path, {i: [(0, 0, h - h % 4, w - w % 4)] for i in tail})
+        d = folder / f"holdout{k}_{v.path.stem}"
+        d.mkdir(parents=True, exist_ok=True)
+        for j, i in enumerate(tail):
+            img = frames[(i, 0, 0, h - h % 4, w - w % 4)]
+            cv2.imwrite(str(d / f"{j:08d}.png"), cv2.cvtColor(img, cv2.COLOR_RGB2BGR))
+        n = len(tail)
+        picks = tuple(sorted({int(round(x)) for x in np.linspace(0, n - 1, min(count, n))}))
+        lh, lw = (h - h % 4) // 4, (w - w % 4) // 4
+        ch, cw = min(96, lh), min(96, lw)
+        sets.append(ValSet(f"holdout:{v.path.name}", d, None, picks, ((lh - ch) // 2, (lw - cw) // 2, ch, cw)))
+    return sets
+
+
+@dataclass
+class _Prepared:
+    """One scored frame, read once: LR window (cropped with margin), GT crop, bicubic Y-PSNR of the crop."""
+
+    window: np.ndarray  # (T, 3, h, w) float32
+    inner: tuple[int, int, int, int]  # HR region of the model output that is scored
+    gt: np.ndarray  # (H, W, 3) uint8
+    bicubic_y: float
+
+
+MARGIN = 8  # LR pixels of context around a validation crop
+
+
+def prepare(s: ValSet, num_frame: int, padding: str) -> list[_Prepared]:
+    from vsr.pipeline.windows import window_indices
+    from vsr.quality.evaluate import list_frames, read_rgb
+    from vsr.quality.metrics import psnr, rgb_to_y
+    from vsr.quality.resize import bicubic_downscale_x4, bicubic_upscale_x4, mod_crop
+
+    gt_files = list_frames(s.gt_dir, "GT")
+    lr_files = list_frames(s.lr_dir, "LR") if s.lr_dir is not None else None
+    lr_cache: dict[int, np.ndarray] = {}
+
+    def lr(i: int) -> np.ndarray:
+        if i not in lr_cache:
+            lr_cache[i] = (read_rgb(lr_files[i]) if lr_files is not None
+                           else bicubic_downscale_x4(mod_crop(read_rgb(gt_files[i]), 4)))
+        return lr_cache[i]
+
+    out = []
+    n = len(gt_files)
+    for i in s.frames:
+        gt = mod_crop(read_rgb(gt_files[i]), 4)
+        h, w = lr(i).shape[:2]
+        y, x, ch, cw = s.crop if s.crop is not None else (0, 0, h, w)
+        y0, x0 = max(y - MARGIN, 0) // 4 * 4, max(x - MARGIN, 0) // 4 * 4
+        y1, x1 = min(y + ch + MARGIN, h), min(x + cw + MARGIN, w)
+        y1, x1 = y0 + (y1 - y0) // 4 * 4, x0 + (x1 - x0) // 4 * 4
+        win = np.stack([lr(j)[y0:y1, x0:x1] for j in window_indices(i, n, num_frame, padding)])
+        window = np.ascontiguousarray(win.transpose(0, 3, 1, 2), dtype=np.float32) / np.float32(255.0)
+        g = gt[4 * y:4 * (y + ch), 4 * x:4 * (x + cw)]
+        bic = bicubic_upscale_x4(lr(i))[4 * y:4 * (y + ch), 4 * x:4 * (x + cw)]
+        out.append(_Prepared(window, (4 * (y - y0), 4 * (x - x0), 4 * ch, 4 * cw), g,
+                             psnr(rgb_to_y(bic), rgb_to_y(g))))
+    return out
+
+
+@torch.no_grad()
+def validate(model: torch.nn.Module, sets: list[ValSet], *, padding: str, device: torch.device,
+             cache: dict | None = None) -> dict[str, dict[str, float]]:
+    """``{set name: {"psnr_y": model, "bicubic_y": bicubic}}``: mean frame Y-PSNR over each set's frames.
+
+    Scores like :mod:`vsr.quality.evaluate` (output clipped and rounded to 8 bits, BT.601 Y, no border crop),
+    on the set's crop.  ``cache`` keeps prepared frames between calls.
+    """
+    from vsr.quality.evaluate import quantize
+    from vsr.quality.metrics import psnr, rgb_to_y
+
+    cache = {} if cache is None else cache
+    was_training = model.training
+    model.eval()
+    out = {}
+    try:
+        for s in sets:
+            if s.name not in cache:
+                cache[s.name] = prepare(s, model.num_frame, padding)
+            scores, bic = [], []
+            for f in cache[s.name]:
+                y = model(torch.from_numpy(f.window[None]).to(device)).float().cpu().numpy()
+                iy, ix, ih, iw = f.inner
+                img = quantize(y)[0][iy:iy + ih, ix:ix + iw]
+                scores.append(psnr(rgb_to_y(img), rgb_to_y(f.gt)))
+                bic.append(f.bicubic_y)
+            out[s.name] = {"psnr_y": float(np.mean(scores)), "bicubic_y": float(np.mean(bic))}
+    finally:
+        model.train(was_training)
+    return out
