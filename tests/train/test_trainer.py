@@ -1,0 +1,106 @@
+"""`vsr train` on edvr-tiny and a tiny clip: the loss goes down, a resumed run is bit-exact, checkpoints
+load wherever EDVR weights load, and shipping writes compact weights that `load_model` configures by itself."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from vsr.model import load_model
+from vsr.model.weights import read_checkpoint
+from vsr.train import TrainOptions, Trainer, lr_at
+from vsr.train.trainer import charbonnier
+
+
+@pytest.fixture
+def clip(make_clip):
+    return make_clip("train.mp4", width=48, height=40, frames=10)
+
+
+def options(clip, out, **kw):
+    base = dict(config="edvr-tiny", data=(str(clip),), out=str(out), iters=6, batch_size=2, lr_patch=8,
+                lr=1e-3, warmup=2, val=(), ckpt_every=100, log_every=1, threads=1, segments_per_video=2)
+    base.update(kw)
+    return TrainOptions(**base)
+
+
+def fixed_batch_loss(trainer, iteration=0):
+    lr, hr = trainer.sampler.batch(iteration)
+    with torch.no_grad():
+        return float(charbonnier(trainer.model.eval()(torch.from_numpy(lr)), torch.from_numpy(hr)))
+
+
+def test_loss_goes_down(clip, tmp_path):
+    tr = Trainer(options(clip, tmp_path / "run", iters=25))
+    before = fixed_batch_loss(tr)
+    tr.run(progress=False)
+    assert fixed_batch_loss(tr) < 0.8 * before
+
+
+def test_resume_is_bit_exact(clip, tmp_path):
+    whole = Trainer(options(clip, tmp_path / "a"))
+    whole.run(progress=False)
+    first = Trainer(options(clip, tmp_path / "b"))
+    first.run(stop_after=3, progress=False)  # stops and checkpoints at iteration 3
+    second = Trainer(options(clip, tmp_path / "b"))
+    assert second.resumed and second.state.iteration == 3
+    second.run(progress=False)
+    a, b = read_checkpoint(tmp_path / "a" / "latest.pth"), read_checkpoint(tmp_path / "b" / "latest.pth")
+    assert a["train"]["iteration"] == b["train"]["iteration"] == 6
+    for key in ("params", "params_ema"):
+        for k in a[key]:
+            assert torch.equal(a[key][k], b[key][k]), f"{key}.{k} differs after resume"
+    for i, st in a["optimizer"]["state"].items():
+        for k, v in st.items():
+            assert torch.equal(v, b["optimizer"]["state"][i][k])
+    assert torch.equal(a["rng"]["torch"], b["rng"]["torch"])
+
+
+def test_resume_refuses_other_options(clip, tmp_path):
+    from vsr.errors import InputError
+
+    Trainer(options(clip, tmp_path / "r")).run(stop_after=1, progress=False)
+    with pytest.raises(InputError, match="lr"):
+        Trainer(options(clip, tmp_path / "r", lr=5e-4))
+
+
+def test_checkpoint_is_basicsr_format_and_loads(clip, tmp_path):
+    Trainer(options(clip, tmp_path / "c", iters=2)).run(progress=False)
+    path = tmp_path / "c" / "latest.pth"
+    ck = torch.load(path, weights_only=True)
+    assert {"params", "params_ema"} <= set(ck)
+    model, cfg = load_model(path)  # config read from the checkpoint's "vsr" entry
+    assert cfg.name == "edvr-tiny"
+    assert torch.equal(model.state_dict()["conv_last.weight"], ck["params_ema"]["conv_last.weight"])
+
+
+def test_init_starts_from_given_weights(clip, tmp_path):
+    Trainer(options(clip, tmp_path / "src", iters=2)).run(progress=False)
+    src = read_checkpoint(tmp_path / "src" / "latest.pth")["params_ema"]
+    tr = Trainer(options(clip, tmp_path / "ft", config=None, init=str(tmp_path / "src" / "latest.pth")))
+    assert tr.cfg.name == "edvr-tiny"
+    assert all(torch.equal(v, src[k]) for k, v in tr.model.state_dict().items())
+
+
+def test_ship_writes_fp16_params_that_load(clip, tmp_path):
+    from vsr.train.ship import ship
+
+    Trainer(options(clip, tmp_path / "s", iters=2)).run(progress=False)
+    out = tmp_path / "w" / "default.pth"
+    info = ship(tmp_path / "s" / "latest.pth", out, which="ema")
+    ck = torch.load(out, weights_only=True)
+    assert set(ck) == {"params", "vsr"}
+    assert all(v.dtype == torch.float16 for v in ck["params"].values())
+    assert out.with_suffix(".json").is_file() and info["iteration"] == 2
+    model, cfg = load_model(out)
+    assert cfg.name == "edvr-tiny"
+
+
+def test_schedule_warms_up_then_decays_to_min():
+    o = TrainOptions(config="edvr-tiny", data=(), out="", iters=100, lr=1e-3, min_lr=1e-6, warmup=10)
+    lrs = [lr_at(i, o) for i in range(100)]
+    assert lrs[0] == pytest.approx(1e-4) and lrs[9] == pytest.approx(1e-3)
+    assert all(a >= b for a, b in zip(lrs[10:], lrs[11:]))
+    assert lr_at(100, o) == pytest.approx(1e-6) and not math.isnan(lrs[-1])

@@ -1,0 +1,60 @@
+"""Turn a training checkpoint into bundled weights: fp16 ``params`` (BasicSR layout) plus a JSON record.
+
+``python -m vsr.train.ship runs/edvr-s-default/best.pth`` writes ``vsr/weights/default.pth`` and
+``vsr/weights/default.json`` (what was trained, on what, for how long, and the validation curve).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import torch
+
+from vsr.model.weights import DEFAULT_WEIGHTS, read_checkpoint
+
+
+def ship(checkpoint: str | Path, out: str | Path = DEFAULT_WEIGHTS, *, which: str = "auto",
+         record: dict | None = None) -> dict:
+    """Write the chosen weights of ``checkpoint`` to ``out`` as fp16 ``params``; returns the JSON record.
+
+    ``which``: ``"ema"``, ``"model"``, or ``"auto"`` (the weights that scored best, as noted in ``best.pth``).
+    The file keeps ``vsr.config`` so :func:`vsr.model.load_model` picks the right configuration by itself.
+    """
+    ck = read_checkpoint(checkpoint)
+    meta = ck.get("vsr", {})
+    if which == "auto":
+        which = meta.get("best_of", "ema")
+    sd = ck["params_ema"] if which == "ema" else ck["params"]
+    train = ck.get("train", {})
+    info = {
+        "config": meta["config"],
+        "weights": which,
+        "iteration": int(train.get("iteration", 0)),
+        "train_wall_s": float(train.get("wall_s", 0.0)),
+        "options": meta.get("options", {}),
+        "validation": train.get("history", []),
+        **(record or {}),
+    }
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    torch.save({"params": {k: v.half().contiguous() for k, v in sd.items()},
+                "vsr": {"config": meta["config"], "iteration": info["iteration"], "weights": which}}, out)
+    out.with_suffix(".json").write_text(json.dumps(info, indent=1) + "\n")
+    return info
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m vsr.train.ship", description=__doc__.splitlines()[0])
+    p.add_argument("checkpoint")
+    p.add_argument("--out", default=str(DEFAULT_WEIGHTS))
+    p.add_argument("--which", choices=("auto", "ema", "model"), default="auto")
+    args = p.parse_args(argv)
+    info = ship(args.checkpoint, args.out, which=args.which)
+    print(f"wrote {args.out} ({info['config']}, {info['weights']} weights of iteration {info['iteration']})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
