@@ -65,6 +65,15 @@ class FrameWindow:
     sources: tuple[int, ...]
 
 
+@dataclass(frozen=True)
+class _Slot:
+    """Where a result goes: output frame ``index`` with its timestamp."""
+
+    index: int
+    pts: int
+    duration: int
+
+
 @dataclass
 class _HrFrame:
     index: int
@@ -180,6 +189,7 @@ class FrameQueueRunner:
                     continue
                 st_dec.timer.count()
                 st_dec.put(q_frames, f)
+                f = None
             st_dec.put(q_frames, _END)
 
         def assemble():
@@ -193,6 +203,7 @@ class FrameQueueRunner:
                     total = seen_total[0] if seen_total[0] >= 0 else huge
                 else:
                     buf[item.index] = item
+                    item = None
                 while stop_at is None or center < stop_at:
                     if total is not None and center >= total:
                         break
@@ -211,6 +222,7 @@ class FrameQueueRunner:
                         break
                     st_win.timer.count()
                     st_win.put(q_windows, w)
+                    w = c = None
                     center += 1
                 if total is not None:
                     break
@@ -238,8 +250,12 @@ class FrameQueueRunner:
                     for n, (w, t) in enumerate(items):
                         for k, f in enumerate(w.frames):
                             x[n, k] = f[:, t.y0:t.y1, t.x0:t.x1]
+                    # downstream needs where each result goes, not the LR frames: let them go now
+                    items = [(_Slot(w.index, w.pts, w.duration), t) for w, t in items]
+                    w = None
                 st_bat.timer.count(len(items))
                 st_bat.put(q_batches, (items, x))
+                x = items = None
             st_bat.put(q_batches, _END)
 
         def infer():
