@@ -29,6 +29,8 @@ def add_parser(sub) -> None:
     p.add_argument("--seed", type=int, default=T.seed)
     p.add_argument("--video-fraction", type=float, default=T.video_fraction,
                    help="share of training windows taken from videos (rest: still images with synthetic motion)")
+    p.add_argument("--exclude", nargs="*", default=[],
+                   help="path fragments never to train on (Vid4 is always excluded)")
     p.add_argument("--holdout", type=float, default=T.holdout,
                    help="fraction of each video's last frames kept out of training (validated with --val holdout)")
     p.add_argument("--val", nargs="*", default=list(T.val),
@@ -45,6 +47,8 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     from vsr.train.trainer import TrainOptions, Trainer
 
+    T_EXCLUDE = TrainOptions.exclude
+
     name = args.config or (Path(args.init).stem if args.init else "run")
     opts = TrainOptions(
         config=args.config, data=tuple(args.data), out=args.out or str(Path("runs") / Path(name).stem),
@@ -52,7 +56,8 @@ def run(args) -> int:
         min_lr=args.min_lr, warmup=args.warmup, offset_lr_mult=args.offset_lr_mult, grad_clip=args.grad_clip,
         loss=args.loss, ema_decay=args.ema_decay, seed=args.seed, video_fraction=args.video_fraction,
         holdout=args.holdout, val=tuple(v for v in args.val if v != "none"), val_every=args.val_every,
-        ckpt_every=args.ckpt_every, threads=args.threads, amp=args.amp, device=args.device)
+        ckpt_every=args.ckpt_every, threads=args.threads, amp=args.amp, device=args.device,
+        exclude=tuple(dict.fromkeys((*T_EXCLUDE, *args.exclude))))
     trainer = Trainer(opts)
     where = f"resuming at iteration {trainer.state.iteration}" if trainer.resumed else "starting"
     print(f"vsr train: {trainer.cfg.name}, {trainer.sources.describe()}; {where}; run folder {trainer.dir}")

@@ -300,6 +300,8 @@ class Trainer:
         bar = tqdm(total=o.iters, initial=start, disable=not progress, dynamic_ncols=True, unit="it",
                    mininterval=5.0)
         t_last, losses = time.time(), []
+        if start == 0 and self.val_sets and o.val_every:
+            self._record_validation()  # the starting point: random init (near bilinear) or the --init weights
         try:
             while self.state.iteration < end:
                 t0 = time.time()
