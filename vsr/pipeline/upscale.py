@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Callable
 
 from vsr.pipeline.runner import FrameQueueRunner, RunnerSettings
+from vsr.errors import InputError
 from vsr.report import RunReport
 from vsr.video import EncoderSettings, check_output, open_sink, open_source
 
@@ -28,16 +29,19 @@ def upscale(src: str | Path, dst: str | Path, *, backend=None, weights: str = "d
     source = open_source(src)
     try:
         check_output(dst, src, overwrite)
-        if backend is None:
-            from vsr.backends import open_backend
-
-            backend = open_backend(weights=weights, config=config, backend=backend_name, plan=plan,
-                                   threads=threads)
         start, stop = runner.frames
         trim = start > 0 or stop is not None
+        # the sink first: a wrong codec or container is reported before minutes of model loading
         sink = open_sink(dst, source.info, encoder, scale=getattr(backend, "scale", 4), trim=trim)
         try:
-            total = source.info.frames
+            if backend is None:
+                from vsr.backends import open_backend
+
+                backend = open_backend(weights=weights, config=config, backend=backend_name, plan=plan,
+                                       threads=threads)
+                if backend.scale != 4:
+                    raise InputError(f"the model upscales x{backend.scale}; vsr upscale writes x4 outputs")
+            total = source.info.frames_estimate
             if total is not None:
                 total = max(0, min(total, stop if stop is not None else total) - start)
             elif stop is not None:

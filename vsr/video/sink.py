@@ -77,10 +77,35 @@ def check_output(dst: Path, src: Path, overwrite: bool) -> None:
         raise InputError(f"output folder does not exist: {parent}")
     if not os.access(parent, os.W_OK | os.X_OK):
         raise InputError(f"output folder is not writable: {parent}")
+    probe = parent / f".vsr-write-test-{os.getpid()}"
+    try:  # access() says yes to root even on read-only mounts; creating a file is the real test
+        probe.touch()
+        probe.unlink()
+    except OSError as e:
+        raise InputError(f"output folder is not writable: {parent} ({e.strerror})") from None
+    remove_stale_partials(dst)
     if dst.exists() and not overwrite:
         if dst.is_dir() and not any(dst.iterdir()):
             return
         raise InputError(f"output exists: {dst} (pass --overwrite to replace it)")
+
+
+def remove_stale_partials(dst: Path) -> None:
+    """Remove temporaries of ``dst`` left by runs that were killed outright (SIGKILL, power loss)."""
+    pattern = re.compile(re.escape(f".{dst.stem}.vsr-partial-") + r"(\d+)" + re.escape(dst.suffix) + "$")
+    for p in dst.parent.glob(f".{dst.stem}.vsr-partial-*"):
+        m = pattern.match(p.name) or re.match(re.escape(f".{dst.name}.vsr-partial-") + r"(\d+)$", p.name)
+        if not m or int(m.group(1)) == os.getpid():
+            continue
+        try:
+            os.kill(int(m.group(1)), 0)
+            continue  # that run is still going
+        except ProcessLookupError:
+            pass
+        except PermissionError:
+            continue
+        log.info("removing %s left by an interrupted run", p)
+        shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
 
 
 def output_bits(pix_fmt: str) -> int:
@@ -202,7 +227,9 @@ class VideoSink:
             try:
                 self.oc.start_encoding()
             except (av.FFmpegError, ValueError) as e:
-                raise InputError(f"the encoder rejected the options: {str(e).splitlines()[0][:200]}") from None
+                opts = " ".join(f"{k}={v}" for k, v in self.vs.options.items()) or "defaults"
+                why = e.strerror if isinstance(e, av.FFmpegError) and e.strerror else str(e).splitlines()[0][:120]
+                raise InputError(f"{codec.name} rejected its options ({opts}): {why}") from None
         except BaseException:
             self.abort()
             raise

@@ -54,9 +54,21 @@ class VideoInfo:
     metadata: dict = field(default_factory=dict)  # the video stream's tags (language, title, ...)
     container_metadata: dict = field(default_factory=dict)
     start_pts: int = 0
+    duration_s: float | None = None
+
+    @property
+    def frames_estimate(self) -> int | None:
+        """The frame count from the header, else duration x average rate (for progress bars only)."""
+        if self.frames:
+            return self.frames
+        if self.duration_s and self.rate:
+            return int(round(self.duration_s * float(self.rate)))
+        return None
 
 
 def _one_line(e: Exception) -> str:
+    if isinstance(e, av.FFmpegError) and e.strerror:
+        return e.strerror
     return (str(e).splitlines() or [type(e).__name__])[0][:200]
 
 
@@ -74,10 +86,14 @@ class VideoSource:
 
     def __init__(self, path: Path):
         self.path = Path(path)
+        if self.path.stat().st_size == 0:
+            raise InputError(f"not a video file: {self.path} is empty")
         try:
             self._container = av.open(str(self.path), "r")
         except PermissionError:
             raise InputError(f"cannot read {self.path}: permission denied") from None
+        except av.EOFError:
+            raise InputError(f"zero frames: {self.path} ends before its first frame") from None
         except (av.FFmpegError, OSError, ValueError) as e:
             raise InputError(f"not a video file: {self.path} ({_one_line(e)})") from None
         try:
@@ -106,7 +122,9 @@ class VideoSource:
             bits=bit_depth(pix_fmt), colour=colour, time_base=st.time_base, rate=st.average_rate or st.guessed_rate,
             frames=frames, rotation=rotation, sample_aspect_ratio=cc.sample_aspect_ratio or st.sample_aspect_ratio,
             stream_index=st.index, metadata=dict(st.metadata), container_metadata=dict(c.metadata),
-            start_pts=first.pts if first.pts is not None else 0)
+            start_pts=first.pts if first.pts is not None else 0,
+            duration_s=(float(st.duration * st.time_base) if st.duration else
+                        (c.duration / 1e6 if c.duration else None)))
 
     def _first_frame(self, st) -> av.VideoFrame:
         try:

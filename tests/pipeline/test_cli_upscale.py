@@ -1,0 +1,195 @@
+"""`vsr upscale` from the command line: the default job, the report, bad inputs (one line, exit 2), and
+interruption (no output file, ever)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from fractions import Fraction
+from pathlib import Path
+
+import av
+import pytest
+
+from tests.conftest import Audio, probe
+from vsr.cli import main
+
+TINY = ["--weights", "random", "--config", "edvr-tiny"]
+REPO = Path(__file__).resolve().parents[2]
+
+
+def cli(capsys, *args) -> tuple[int, str]:
+    rc = main(["upscale", *map(str, args)])
+    return rc, capsys.readouterr().err
+
+
+def errors(err: str) -> list[str]:
+    return [line for line in err.splitlines() if line.startswith("vsr: error:")]
+
+
+def test_default_backend_job_with_report(make_clip, tmp_path, capsys):
+    """The main job on the default (ONNX Runtime) backend, with a JSON report and the end table."""
+    src = make_clip("in.mp4", width=16, height=12, frames=4, rate=Fraction(30000, 1001), audio=[Audio("aac")])
+    out, rep = tmp_path / "out.mp4", tmp_path / "run.json"
+    rc, err = cli(capsys, src, out, *TINY, "--threads", 1, "--batch", 2, "--report", rep)
+    assert rc == 0, err
+    a, b = probe(src), probe(out)
+    assert b["frames"] == 4 and b["video_times"] == a["video_times"] and b["packets"][1] == a["packets"][1]
+    report = json.loads(rep.read_text())
+    assert report["frames"] == 4 and report["settings"]["backend"] == "ort"
+    assert report["settings"]["config"] == "edvr-tiny" and report["settings"]["batch"] == 2
+    assert [s["name"] for s in report["stages"]] == ["decode", "window", "batch", "infer", "post", "encode"]
+    assert report["bottleneck"] in {s["name"] for s in report["stages"]}
+    assert "run" in report["backend_steps_s"]
+    assert "bottleneck:" in err
+
+
+def test_without_default_weights_says_so_in_one_line(make_clip, tmp_path, capsys):
+    from vsr.model.weights import DEFAULT_WEIGHTS
+
+    if DEFAULT_WEIGHTS.is_file():
+        pytest.skip("this build bundles default weights")
+    src = make_clip("in.mp4", frames=2)
+    rc, err = cli(capsys, src, tmp_path / "out.mp4")
+    assert rc == 2 and len(errors(err)) == 1 and "default weights" in err
+    assert not (tmp_path / "out.mp4").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.mp4"]
+
+
+def make_bad(tmp_path: Path, kind: str, make_clip) -> list:
+    good = make_clip("good.mp4", frames=2)
+    if kind == "missing":
+        return [tmp_path / "nope.mp4", tmp_path / "o.mp4"]
+    if kind == "not a video":
+        p = tmp_path / "text.mp4"
+        p.write_text("hello\n")
+        return [p, tmp_path / "o.mp4"]
+    if kind == "no video stream":
+        p = tmp_path / "audio.m4a"
+        with av.open(str(p), "w") as oc:
+            s = oc.add_stream("aac", rate=48000)
+            import numpy as np
+            fr = av.AudioFrame.from_ndarray(np.zeros((1, 2048), np.float32), format="flt", layout="stereo")
+            fr.sample_rate, fr.pts = 48000, 0
+            for pk in list(s.encode(fr)) + list(s.encode(None)):
+                oc.mux(pk)
+        return [p, tmp_path / "o.mp4"]
+    if kind == "zero frames":
+        p = tmp_path / "empty.mkv"
+        with av.open(str(p), "w") as oc:
+            s = oc.add_stream("libx264", rate=25)
+            s.width, s.height, s.pix_fmt = 16, 16, "yuv420p"
+            oc.start_encoding()
+        return [p, tmp_path / "o.mp4"]
+    if kind == "zero frames mp4":
+        p = tmp_path / "empty.mp4"
+        with av.open(str(p), "w") as oc:
+            s = oc.add_stream("libx264", rate=25)
+            s.width, s.height, s.pix_fmt = 16, 16, "yuv420p"
+            oc.start_encoding()
+        return [p, tmp_path / "o.mp4"]
+    if kind == "empty file":
+        p = tmp_path / "empty.mov"
+        p.write_bytes(b"")
+        return [p, tmp_path / "o.mp4"]
+    if kind == "empty png folder":
+        (tmp_path / "frames").mkdir()
+        return [tmp_path / "frames", tmp_path / "o.mp4"]
+    if kind == "unwritable output":
+        (tmp_path / "file").write_text("x")
+        return [good, tmp_path / "file" / "o.mp4"]
+    if kind == "output is input":
+        return [good, good]
+    if kind == "unknown codec":
+        return [good, tmp_path / "o.mp4", "--codec", "libnothing"]
+    if kind == "codec/container mismatch":
+        return [good, tmp_path / "o.webm", "--codec", "libx264"]
+    if kind == "unknown container":
+        return [good, tmp_path / "o.xyz"]
+    if kind == "bad pix fmt":
+        return [good, tmp_path / "o.mp4", "--pix-fmt", "yuv411p"]
+    if kind == "bad crf":
+        return [good, tmp_path / "o.mp4", "--crf", "high"]
+    if kind == "encoder rejects option":
+        return [good, tmp_path / "o.mp4", "-x", "crf=abc"]
+    if kind == "bad batch":
+        return [good, tmp_path / "o.mp4", "--batch", "0"]
+    if kind == "bad frames":
+        return [good, tmp_path / "o.mp4", "--frames", "5:2"]
+    if kind == "frames past the end":
+        return [good, tmp_path / "o.mp4", "--frames", "10:12"]
+    if kind == "bad -x":
+        return [good, tmp_path / "o.mp4", "-x", "novalue"]
+    if kind == "bad backend":
+        return [good, tmp_path / "o.mp4", "--backend", "tpu"]
+    if kind == "bad tile":
+        return [good, tmp_path / "o.mp4", "--tile", "16", "--tile-overlap", "16"]
+    raise AssertionError(kind)
+
+
+@pytest.mark.parametrize("kind", ["missing", "not a video", "no video stream", "zero frames", "zero frames mp4",
+                                  "empty file", "empty png folder",
+                                  "unwritable output", "output is input", "unknown codec",
+                                  "codec/container mismatch", "unknown container", "bad pix fmt", "bad crf",
+                                  "encoder rejects option",
+                                  "bad batch", "bad frames", "frames past the end", "bad -x", "bad backend",
+                                  "bad tile"])
+def test_bad_inputs_give_one_line_and_exit_2(make_clip, tmp_path, capsys, kind):
+    args = make_bad(tmp_path, kind, make_clip)
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    rc, err = cli(capsys, *args, *TINY, "--backend" if "--backend" not in args else "--quiet",
+                  *(["torch"] if "--backend" not in args else []), "--quiet")
+    assert rc == 2, err
+    assert len(errors(err)) == 1, err
+    if kind in ("zero frames", "empty png folder"):
+        assert "zero frames" in err
+    assert "Traceback" not in err
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before  # nothing written, no temporaries
+
+
+def start_run(src: Path, out: Path) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "vsr", "upscale", str(src), str(out), *TINY, "--backend", "torch",
+           "--threads", "1", "--quiet"]
+    return subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def wait_for_partial(folder: Path, proc: subprocess.Popen, timeout: float = 60.0) -> Path:
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        parts = list(folder.glob(".*vsr-partial*"))
+        if parts:
+            return parts[0]
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.05)
+    raise AssertionError("the run never started writing")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_interrupt_mid_run_leaves_nothing(make_clip, tmp_path, sig):
+    src = make_clip("long.mp4", width=32, height=24, frames=300)
+    out = tmp_path / "out.mp4"
+    proc = start_run(src, out)
+    wait_for_partial(tmp_path, proc)
+    time.sleep(0.5)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["long.mp4"]
+
+
+def test_sigkill_never_leaves_an_output_file_and_the_next_run_cleans_up(make_clip, tmp_path, capsys):
+    src = make_clip("long.mp4", width=32, height=24, frames=300)
+    out = tmp_path / "out.mp4"
+    proc = start_run(src, out)
+    partial = wait_for_partial(tmp_path, proc)
+    time.sleep(0.5)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.communicate(timeout=60)
+    assert not out.exists() and partial.exists()
+    rc, err = cli(capsys, src, out, *TINY, "--backend", "torch", "--frames", "0:2", "--quiet")
+    assert rc == 0, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["long.mp4", "out.mp4"]
