@@ -1,0 +1,143 @@
+"""vsr's DeformConv kernel equals ONNX Runtime's ``DeformConv``, ``onnx.reference`` and the PyTorch reference.
+
+Tolerance: 1e-4 absolute, with weights at the model's initialisation scale (uniform +-1/sqrt(C*k*k)) so that
+outputs are O(1).  Offsets are scaled so that many samples fall outside the image (zero padding) or exactly on
+its border.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from tests.kernels.onnx_refs import run_ort, run_reference, single_node_model
+from vsr.kernels import DeformConvGeometry, DeformConvKernel, deform_conv
+from vsr.model.dcn import deform_conv2d_reference
+
+TOL = 1e-4
+
+
+def make_case(seed, n, c, h, w, co, kh, kw, *, pads, strides=(1, 1), dilations=(1, 1), group=1, offset_group=1,
+              offset_scale=3.0):
+    rng = np.random.default_rng(seed)
+    geom = DeformConvGeometry.from_attrs((n, c, h, w), (co, c // group, kh, kw), pads=pads, strides=strides,
+                                         dilations=dilations, group=group, offset_group=offset_group)
+    bound = 1.0 / np.sqrt(c // group * kh * kw)
+    return geom, dict(
+        X=rng.standard_normal((n, c, h, w), dtype=np.float32),
+        W=rng.uniform(-bound, bound, (co, c // group, kh, kw)).astype(np.float32),
+        O=(rng.standard_normal(geom.offset_shape) * offset_scale).astype(np.float32),
+        B=rng.standard_normal(co).astype(np.float32),
+        M=rng.random(geom.mask_shape, dtype=np.float32),
+    )
+
+
+def ort_deform_conv(feeds, geom, pads, strides=(1, 1), dilations=(1, 1), mask=True):
+    inputs = ["X", "W", "O", "B", "M"] if mask else ["X", "W", "O", "B"]
+    model = single_node_model("DeformConv", inputs, kernel_shape=[geom.kh, geom.kw], pads=list(pads),
+                              strides=list(strides), dilations=list(dilations), group=geom.group,
+                              offset_group=geom.offset_group)
+    return model, {k: feeds[k] for k in inputs}
+
+
+CASES = {
+    # name: (n, c, h, w, co, kh, kw, attrs)
+    "edvr-like": (2, 16, 9, 13, 16, 3, 3, dict(pads=[1, 1, 1, 1], offset_group=8)),
+    "one-group": (1, 4, 7, 6, 5, 3, 3, dict(pads=[1, 1, 1, 1])),
+    "stride2-dilation2": (1, 8, 11, 10, 6, 3, 3, dict(pads=[2, 2, 2, 2], strides=[2, 2], dilations=[2, 2],
+                                                      offset_group=2)),
+    "no-pad-rect-kernel": (2, 6, 8, 9, 4, 2, 3, dict(pads=[0, 0, 0, 0], offset_group=3)),
+    "asym-pads": (1, 4, 6, 7, 3, 3, 3, dict(pads=[0, 1, 2, 1], offset_group=1)),
+    "conv-groups": (1, 8, 6, 6, 6, 3, 3, dict(pads=[1, 1, 1, 1], group=2, offset_group=4)),
+    "sixteen-per-group": (1, 32, 5, 7, 8, 3, 3, dict(pads=[1, 1, 1, 1], offset_group=2)),  # 8-wide + remainder
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_matches_onnxruntime(name):
+    n, c, h, w, co, kh, kw, attrs = CASES[name]
+    geom, f = make_case(1, n, c, h, w, co, kh, kw, **attrs)
+    model, feeds = ort_deform_conv(f, geom, attrs["pads"], attrs.get("strides", (1, 1)),
+                                   attrs.get("dilations", (1, 1)))
+    want = run_ort(model, feeds)
+    got = deform_conv(f["X"], f["W"], f["O"], f["B"], f["M"], **attrs)
+    assert got.shape == want.shape == geom.out_shape
+    assert np.abs(got - want).max() <= TOL
+
+
+def test_matches_onnx_reference_evaluator():
+    # onnx.reference is a plain-Python loop nest: keep the case tiny
+    geom, f = make_case(2, 1, 4, 5, 6, 3, 3, 3, pads=[1, 1, 1, 1], offset_group=2, offset_scale=4.0)
+    model, feeds = ort_deform_conv(f, geom, [1, 1, 1, 1])
+    want = run_reference(model, feeds)
+    got = deform_conv(f["X"], f["W"], f["O"], f["B"], f["M"], pads=[1, 1, 1, 1], offset_group=2)
+    assert np.abs(got - want).max() <= TOL
+
+
+def test_matches_pytorch_reference_with_tiles_smaller_than_an_image():
+    geom, f = make_case(3, 3, 16, 10, 12, 16, 3, 3, pads=[1, 1, 1, 1], offset_group=8)
+    kernel = DeformConvKernel(geom, f["W"], f["B"], tile_pixels=7)  # 120 pixels -> 18 tiles, last one partial
+    got = kernel.run(f["X"], f["O"], f["M"])
+    t = {k: torch.from_numpy(v) for k, v in f.items()}
+    want = deform_conv2d_reference(t["X"], t["O"], t["M"], t["W"], t["B"], padding=1).numpy()
+    assert np.abs(got - want).max() <= TOL
+
+
+def test_samples_far_outside_the_image_contribute_nothing():
+    geom, f = make_case(4, 1, 8, 5, 5, 4, 3, 3, pads=[1, 1, 1, 1], offset_group=1)
+    f["O"][:] = 1e6  # every sample far below/right of the image (and no integer overflow)
+    got = deform_conv(f["X"], f["W"], f["O"], f["B"], f["M"], pads=[1, 1, 1, 1])
+    assert np.array_equal(got, np.broadcast_to(f["B"][None, :, None, None], got.shape))
+    f["O"][:] = -1e6
+    got = deform_conv(f["X"], f["W"], f["O"], f["B"], f["M"], pads=[1, 1, 1, 1])
+    assert np.array_equal(got, np.broadcast_to(f["B"][None, :, None, None], got.shape))
+
+
+@pytest.mark.parametrize("shift", [-1.0, -0.5, 0.0, 0.5, 1.0])
+def test_samples_exactly_on_and_just_past_the_border(shift):
+    # integer and half-integer offsets put samples on the first/last row and column, or one pixel beyond
+    geom, f = make_case(5, 1, 8, 6, 7, 4, 3, 3, pads=[1, 1, 1, 1], offset_group=1)
+    f["O"][:] = shift
+    model, feeds = ort_deform_conv(f, geom, [1, 1, 1, 1])
+    want = run_ort(model, feeds)
+    got = deform_conv(f["X"], f["W"], f["O"], f["B"], f["M"], pads=[1, 1, 1, 1])
+    assert np.abs(got - want).max() <= TOL
+
+
+def test_without_mask_equals_mask_of_ones():
+    geom, f = make_case(6, 1, 8, 6, 6, 8, 3, 3, pads=[1, 1, 1, 1], offset_group=2)
+    model, feeds = ort_deform_conv(f, geom, [1, 1, 1, 1], mask=False)
+    want = run_ort(model, feeds)
+    got = deform_conv(f["X"], f["W"], f["O"], f["B"], None, pads=[1, 1, 1, 1], offset_group=2)
+    assert np.abs(got - want).max() <= TOL
+
+
+def test_fused_leaky_relu():
+    geom, f = make_case(7, 2, 16, 6, 5, 16, 3, 3, pads=[1, 1, 1, 1], offset_group=8)
+    plain = deform_conv(f["X"], f["W"], f["O"], f["B"], f["M"], pads=[1, 1, 1, 1], offset_group=8)
+    fused = deform_conv(f["X"], f["W"], f["O"], f["B"], f["M"], pads=[1, 1, 1, 1], offset_group=8,
+                        negative_slope=0.1)
+    assert (plain < 0).any()
+    np.testing.assert_array_equal(fused, np.where(plain >= 0, plain, plain * np.float32(0.1)))
+
+
+def test_workspace_is_reused_and_checked():
+    geom, f = make_case(8, 1, 8, 6, 6, 8, 3, 3, pads=[1, 1, 1, 1], offset_group=2)
+    kernel = DeformConvKernel(geom, f["W"], f["B"], tile_pixels=16)
+    ws = np.full(kernel.workspace_nbytes(), 255, np.uint8)  # garbage (NaN patterns) must not leak through
+    out = np.empty(geom.out_shape, np.float32)
+    kernel.run(f["X"], f["O"], f["M"], out, ws)
+    want = deform_conv(f["X"], f["W"], f["O"], f["B"], f["M"], pads=[1, 1, 1, 1], offset_group=2)
+    assert np.abs(out - want).max() <= TOL
+    with pytest.raises(ValueError, match="workspace"):
+        kernel.run(f["X"], f["O"], f["M"], out, ws[:-1])
+
+
+def test_rejects_shapes_that_do_not_match_the_geometry():
+    geom, f = make_case(9, 1, 4, 5, 5, 4, 3, 3, pads=[1, 1, 1, 1])
+    kernel = DeformConvKernel(geom, f["W"], f["B"])
+    with pytest.raises(ValueError, match="DeformConv"):
+        kernel.run(f["X"][:, :, :4], f["O"], f["M"])
+    with pytest.raises(ValueError, match="offset groups"):
+        DeformConvGeometry.from_attrs((1, 6, 5, 5), (4, 6, 3, 3), offset_group=4)

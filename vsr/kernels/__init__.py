@@ -1,0 +1,8 @@
+"""vsr's own CPU kernels for the ops a subgraph plan bridges (DCN, PixelShuffle); see :mod:`.registry`."""
+
+from vsr.kernels.deform_conv import DeformConvGeometry, DeformConvKernel, deform_conv
+from vsr.kernels.depth_to_space import depth_to_space_crd
+from vsr.kernels.registry import BridgeKernel, BridgeNode, kernel_factory, register_kernel, registered_ops
+
+__all__ = ["BridgeKernel", "BridgeNode", "DeformConvGeometry", "DeformConvKernel", "deform_conv",
+           "depth_to_space_crd", "kernel_factory", "register_kernel", "registered_ops"]

@@ -1,0 +1,60 @@
+"""The CPU bridge kernels vsr ships, registered under their ONNX op types."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from vsr.errors import BackendError
+from vsr.kernels.deform_conv import DeformConvGeometry, DeformConvKernel
+from vsr.kernels.depth_to_space import depth_to_space_crd
+from vsr.kernels.registry import BridgeNode, register_kernel
+
+
+class _DeformConvStep:
+    """ONNX ``DeformConv(X, W, offset, B?, mask?)``; W (and B) must be constants."""
+
+    def __init__(self, node: BridgeNode, shapes, constants):
+        if 1 not in constants:
+            raise BackendError("DeformConv bridge: the weight must be a constant (initializer)")
+        if any(i in (0, 2, 4) for i in constants):
+            raise BackendError("DeformConv bridge: X, offset and mask must be runtime tensors")
+        a = node.attrs
+        self.geom = DeformConvGeometry.from_attrs(
+            shapes[0], constants[1].shape, pads=a.get("pads"), strides=a.get("strides"),
+            dilations=a.get("dilations"), group=int(a.get("group", 1)), offset_group=int(a.get("offset_group", 1)))
+        self.has_mask = len(shapes) > 4 and shapes[4] is not None
+        self.kernel = DeformConvKernel(self.geom, constants[1], constants.get(3), negative_slope=node.negative_slope)
+        self._ones = None if self.has_mask else np.ones(self.geom.mask_shape, np.float32)
+
+    def workspace_nbytes(self) -> int:
+        return self.kernel.workspace_nbytes()
+
+    def run(self, inputs, outputs, workspace) -> None:
+        mask = inputs[4] if self.has_mask else self._ones
+        self.kernel.run(inputs[0], inputs[2], mask, outputs[0], workspace)
+
+
+class _DepthToSpaceStep:
+    def __init__(self, node: BridgeNode, shapes, constants):
+        mode = node.attrs.get("mode", "DCR")
+        mode = mode.decode() if isinstance(mode, bytes) else mode
+        if mode != "CRD":
+            raise BackendError(f"DepthToSpace bridge: only mode CRD (PixelShuffle) is implemented, not {mode}")
+        self.blocksize = int(node.attrs["blocksize"])
+        self.slope = node.negative_slope
+
+    def workspace_nbytes(self) -> int:
+        return 0
+
+    def run(self, inputs, outputs, workspace) -> None:
+        depth_to_space_crd(inputs[0], self.blocksize, out=outputs[0], negative_slope=self.slope)
+
+
+@register_kernel("DeformConv", "cpu")
+def deform_conv_kernel(node: BridgeNode, shapes, constants) -> _DeformConvStep:
+    return _DeformConvStep(node, shapes, constants)
+
+
+@register_kernel("DepthToSpace", "cpu")
+def depth_to_space_kernel(node: BridgeNode, shapes, constants) -> _DepthToSpaceStep:
+    return _DepthToSpaceStep(node, shapes, constants)

@@ -1,0 +1,343 @@
+"""Modulated deformable convolution (ONNX ``DeformConv``, DCNv2) on the CPU.
+
+Layouts are those of ONNX ``DeformConv`` (and torchvision, see :mod:`vsr.model.dcn`):
+
+* ``x``      ``(N, C, H, W)``
+* ``weight`` ``(Co, C/group, kh, kw)``, ``bias`` ``(Co,)``
+* ``offset`` ``(N, 2*G*kh*kw, Ho, Wo)``: for offset group ``g`` and tap ``k`` (row-major over ``kh x kw``),
+  channel ``2*(g*kh*kw + k)`` is the row (y) displacement and the next one the column (x) displacement
+* ``mask``   ``(N, G*kh*kw, Ho, Wo)`` (already a probability; the kernel only multiplies)
+* out        ``(N, Co, Ho, Wo)``
+
+Algorithm: the input is copied once to channels-last so that the channels of an offset group sit side by side;
+then, tile by tile of output pixels, a numba-parallel *gather* writes the column matrix ``(P, kh*kw*C)``
+(bilinear sampling with zero padding, multiplied by the mask) and one BLAS sgemm per conv group multiplies it
+with the re-ordered weights.  Tiles bound the column buffer (and keep it in cache); every buffer is part of a
+workspace the caller may allocate once (:meth:`DeformConvKernel.workspace_nbytes`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+
+from vsr.kernels.threads import KernelWorkers, shared_workers
+
+# Output pixels per gather/sgemm tile.  2048 x 576 floats = 4.5 MiB of columns for EDVR's DCN: large enough
+# for an efficient sgemm, small enough to stay in the L2/L3 caches.
+DEFAULT_TILE_PIXELS = 2048
+
+
+@dataclass(frozen=True)
+class DeformConvGeometry:
+    """Attributes of one ``DeformConv`` node (ONNX names) and the shapes they act on."""
+
+    n: int
+    c: int
+    h: int
+    w: int
+    co: int
+    kh: int
+    kw: int
+    ho: int
+    wo: int
+    pad_top: int = 1
+    pad_left: int = 1
+    stride_h: int = 1
+    stride_w: int = 1
+    dilation_h: int = 1
+    dilation_w: int = 1
+    group: int = 1
+    offset_group: int = 1
+
+    @classmethod
+    def from_attrs(cls, x_shape, w_shape, *, pads=None, strides=None, dilations=None, group=1, offset_group=1):
+        """Geometry from input/weight shapes and ONNX attributes (defaults as in the ONNX spec)."""
+        n, c, h, w = (int(v) for v in x_shape)
+        co, cpg, kh, kw = (int(v) for v in w_shape)
+        pads = list(pads) if pads else [0, 0, 0, 0]
+        strides = list(strides) if strides else [1, 1]
+        dilations = list(dilations) if dilations else [1, 1]
+        if cpg * group != c:
+            raise ValueError(f"DeformConv: weight has {cpg} channels per group x {group} groups, input has {c}")
+        if c % offset_group:
+            raise ValueError(f"DeformConv: {c} channels are not divisible into {offset_group} offset groups")
+        if group > 1 and cpg % (c // offset_group):
+            raise ValueError(f"DeformConv: an offset group of {c // offset_group} channels straddles conv groups "
+                             f"of {cpg} channels (not supported)")
+        ho = (h + pads[0] + pads[2] - dilations[0] * (kh - 1) - 1) // strides[0] + 1
+        wo = (w + pads[1] + pads[3] - dilations[1] * (kw - 1) - 1) // strides[1] + 1
+        return cls(n=n, c=c, h=h, w=w, co=co, kh=kh, kw=kw, ho=ho, wo=wo, pad_top=pads[0], pad_left=pads[1],
+                   stride_h=strides[0], stride_w=strides[1], dilation_h=dilations[0], dilation_w=dilations[1],
+                   group=group, offset_group=offset_group)
+
+    @property
+    def taps(self) -> int:
+        return self.kh * self.kw
+
+    @property
+    def offset_shape(self) -> tuple[int, int, int, int]:
+        return (self.n, 2 * self.offset_group * self.taps, self.ho, self.wo)
+
+    @property
+    def mask_shape(self) -> tuple[int, int, int, int]:
+        return (self.n, self.offset_group * self.taps, self.ho, self.wo)
+
+    @property
+    def out_shape(self) -> tuple[int, int, int, int]:
+        return (self.n, self.co, self.ho, self.wo)
+
+    @property
+    def gflop(self) -> float:
+        """Multiply-adds of the matrix product, counted as two flops."""
+        return 2.0 * self.n * self.co * self.c * self.taps * self.ho * self.wo / 1e9
+
+
+@numba.njit(parallel=True, cache=True)
+def _to_channels_last(x, out):  # pragma: no cover - compiled
+    """``x (N, C, H, W)`` -> ``out (N, H, W, C)``, parallel over rows."""
+    n, c, h, w = x.shape
+    for r in numba.prange(n * h):
+        b = r // h
+        y = r % h
+        for ch in range(c):
+            for i in range(w):
+                out[b, y, i, ch] = x[b, ch, y, i]
+
+
+# Output pixels whose column rows are completed (all taps and groups) before moving on: 128 rows of
+# kh*kw*C floats (288 KiB for EDVR-M) stay in the L2 cache while they are written.
+_CHUNK = 128
+
+
+@numba.njit(nogil=True, cache=True)
+def _gather_columns(xh, offset, mask, b, p0, p1, wo, kh, kw, pad_top, pad_left, stride_h, stride_w,
+                    dilation_h, dilation_w, group, offset_group, cols, scratch_w, scratch_i):  # pragma: no cover
+    """Column matrix of output pixels ``p0 <= p < p1`` of image ``b`` (single-threaded; releases the GIL).
+
+    xh ``(N, H, W, C)``; offset ``(N, 2*G*kk, Ho*Wo)``; mask ``(N, G*kk, Ho*Wo)``;
+    cols ``(>= p1-p0, kk*C)``: one row per pixel, columns ordered (conv group, tap, channel within the conv
+    group) so that the channels sampled at one tap are contiguous; scratch_w float32 ``(6, _CHUNK)`` and
+    scratch_i uint64 ``(4, _CHUNK)``.
+
+    For a chunk of pixels and each (offset group, tap), pass 1 computes the four bilinear corner weights
+    (times the mask) and flat indices of every pixel -- a branch-free map that vectorises over pixels; pass 2
+    blends the ``C/G`` contiguous channels at the four corners into ``C/G`` contiguous columns (8-wide vectors).
+    """
+    h = xh.shape[1]
+    w = xh.shape[2]
+    c = xh.shape[3]
+    kk = kh * kw
+    cpg = c // group  # channels per conv group
+    cpog = c // offset_group  # channels per offset group
+    vec_end = cpog - cpog % 8
+    ncol = np.uint64(cols.shape[1])
+    xf = xh.reshape(-1)
+    cf = cols.reshape(-1)
+    img = b * h * w * c
+    zero = np.float32(0.0)
+    one = np.float32(1.0)
+    # Samples are clamped to [-2, size + 1] before flooring: every position outside (-1, size) still
+    # contributes zero, and the float -> int conversion cannot overflow for huge offsets.
+    lo = np.float32(-2.0)
+    hi_y = np.float32(h + 1)
+    hi_x = np.float32(w + 1)
+    w00 = scratch_w[0]
+    w01 = scratch_w[1]
+    w10 = scratch_w[2]
+    w11 = scratch_w[3]
+    base_y = scratch_w[4]
+    base_x = scratch_w[5]
+    i00 = scratch_i[0]
+    i01 = scratch_i[1]
+    i10 = scratch_i[2]
+    i11 = scratch_i[3]
+    for q0 in range(p0, p1, _CHUNK):
+        q1 = min(q0 + _CHUNK, p1)
+        nq = q1 - q0
+        for p in range(nq):
+            oy = (q0 + p) // wo
+            base_y[p] = np.float32(oy * stride_h - pad_top)
+            base_x[p] = np.float32((q0 + p - oy * wo) * stride_w - pad_left)
+        for g in range(offset_group):
+            c0 = g * cpog
+            for k in range(kk):
+                ky = k // kw
+                kx = k - ky * kw
+                t = g * kk + k
+                dy = np.float32(ky * dilation_h)
+                dx = np.float32(kx * dilation_w)
+                off_y = offset[b, 2 * t, q0:q1]
+                off_x = offset[b, 2 * t + 1, q0:q1]
+                msk = mask[b, t, q0:q1]
+                for p in range(nq):
+                    py = min(max(base_y[p] + dy + off_y[p], lo), hi_y)
+                    px = min(max(base_x[p] + dx + off_x[p], lo), hi_x)
+                    fy = np.floor(py)
+                    fx = np.floor(px)
+                    ly = py - fy
+                    lx = px - fx
+                    y0 = np.int64(fy)
+                    x0 = np.int64(fx)
+                    m = msk[p]
+                    vy0 = one if 0 <= y0 < h else zero
+                    vy1 = one if -1 <= y0 < h - 1 else zero
+                    vx0 = one if 0 <= x0 < w else zero
+                    vx1 = one if -1 <= x0 < w - 1 else zero
+                    hy = (one - ly) * m * vy0
+                    ly = ly * m * vy1
+                    w00[p] = hy * (one - lx) * vx0
+                    w01[p] = hy * lx * vx1
+                    w10[p] = ly * (one - lx) * vx0
+                    w11[p] = ly * lx * vx1
+                    yc0 = min(max(y0, 0), h - 1)
+                    yc1 = min(max(y0 + 1, 0), h - 1)
+                    xc0 = min(max(x0, 0), w - 1)
+                    xc1 = min(max(x0 + 1, 0), w - 1)
+                    i00[p] = np.uint64(img + (yc0 * w + xc0) * c + c0)
+                    i01[p] = np.uint64(img + (yc0 * w + xc1) * c + c0)
+                    i10[p] = np.uint64(img + (yc1 * w + xc0) * c + c0)
+                    i11[p] = np.uint64(img + (yc1 * w + xc1) * c + c0)
+                if group == 1:
+                    col0 = k * c + c0
+                else:
+                    cg = c0 // cpg
+                    col0 = cg * kk * cpg + k * cpg + (c0 - cg * cpg)
+                # Unsigned indices: numba then needs no negative-index wrap-around, and the fixed 8-wide inner
+                # loop becomes one vector per corner.
+                for p in range(nq):
+                    f00 = w00[p]
+                    f01 = w01[p]
+                    f10 = w10[p]
+                    f11 = w11[p]
+                    a00 = i00[p]
+                    a01 = i01[p]
+                    a10 = i10[p]
+                    a11 = i11[p]
+                    j = np.uint64(q0 - p0 + p) * ncol + np.uint64(col0)
+                    for cb in range(0, vec_end, 8):
+                        u = np.uint64(cb)
+                        for v in range(8):
+                            e = u + np.uint64(v)
+                            cf[j + e] = (f00 * xf[a00 + e] + f01 * xf[a01 + e]
+                                         + f10 * xf[a10 + e] + f11 * xf[a11 + e])
+                    for ci in range(vec_end, cpog):
+                        e = np.uint64(ci)
+                        cf[j + e] = (f00 * xf[a00 + e] + f01 * xf[a01 + e]
+                                     + f10 * xf[a10 + e] + f11 * xf[a11 + e])
+
+
+@numba.njit(nogil=True, cache=True)
+def _bias_activation(prod, bias, slope, out):  # pragma: no cover - compiled
+    """``out = act(prod + bias)`` for prod ``(Co, P)``, bias ``(Co, 1)``; act is LeakyReLU(slope), 1.0 = none."""
+    s = np.float32(slope)
+    for co in range(prod.shape[0]):
+        bc = bias[co, 0]
+        for p in range(prod.shape[1]):
+            v = prod[co, p] + bc
+            out[co, p] = v if v >= 0 or slope == 1.0 else v * s
+
+
+def _aligned(nbytes: int, align: int = 64) -> int:
+    return -(-nbytes // align) * align
+
+
+def pack_weight(weight: np.ndarray, group: int) -> np.ndarray:
+    """``(Co, C/group, kh, kw)`` -> ``(group, Co/group, kh*kw*C/group)`` in the column order of the gather."""
+    co, cpg, kh, kw = weight.shape
+    w = np.asarray(weight, dtype=np.float32).reshape(group, co // group, cpg, kh * kw)
+    return np.ascontiguousarray(w.transpose(0, 1, 3, 2).reshape(group, co // group, kh * kw * cpg))
+
+
+class DeformConvKernel:
+    """vsr's CPU ``DeformConv`` for one geometry; weights packed once.
+
+    ``run(x, offset, mask, out, workspace)`` writes ``out (N, Co, Ho, Wo)``; ``workspace`` is a float32 buffer of
+    at least :meth:`workspace_nbytes` bytes (allocated here when omitted).
+    """
+
+    def __init__(self, geometry: DeformConvGeometry, weight: np.ndarray, bias: np.ndarray | None,
+                 tile_pixels: int = DEFAULT_TILE_PIXELS, workers: KernelWorkers | None = None,
+                 negative_slope: float | None = None):
+        self.geom = geometry
+        # LeakyReLU fused after the bias (None: no activation, 0.0: ReLU)
+        self.slope = 1.0 if negative_slope is None else float(negative_slope)
+        self.workers = workers or shared_workers()
+        if tuple(weight.shape) != (geometry.co, geometry.c // geometry.group, geometry.kh, geometry.kw):
+            raise ValueError(f"DeformConv: weight shape {tuple(weight.shape)} does not match {geometry}")
+        self.weight = pack_weight(weight, geometry.group)
+        self.bias = (np.zeros(geometry.co, np.float32) if bias is None
+                     else np.ascontiguousarray(bias, dtype=np.float32)).reshape(geometry.co, 1)
+        self.tile = max(1, min(int(tile_pixels), geometry.ho * geometry.wo))
+
+    def _workspace_layout(self) -> list[tuple[tuple[int, ...], type]]:
+        g = self.geom
+        per_worker = [((self.tile, g.taps * g.c), np.float32), (((g.co // g.group) * self.tile,), np.float32),
+                      ((6, _CHUNK), np.float32), ((4, _CHUNK), np.uint64)]
+        return [((g.n, g.h, g.w, g.c), np.float32)] + per_worker * self.workers.threads
+
+    def workspace_nbytes(self) -> int:
+        return sum(_aligned(math.prod(s) * np.dtype(t).itemsize) for s, t in self._workspace_layout())
+
+    def _views(self, workspace: np.ndarray) -> list[np.ndarray]:
+        raw = workspace.reshape(-1).view(np.uint8)
+        if raw.size < self.workspace_nbytes():
+            raise ValueError(f"DeformConv: workspace of {raw.size} bytes, needs {self.workspace_nbytes()}")
+        views, at = [], 0
+        for shape, dtype in self._workspace_layout():
+            nbytes = math.prod(shape) * np.dtype(dtype).itemsize
+            views.append(raw[at:at + nbytes].view(dtype).reshape(shape))
+            at += _aligned(nbytes)
+        return views
+
+    def run(self, x: np.ndarray, offset: np.ndarray, mask: np.ndarray, out: np.ndarray | None = None,
+            workspace: np.ndarray | None = None) -> np.ndarray:
+        g = self.geom
+        if tuple(x.shape) != (g.n, g.c, g.h, g.w) or tuple(offset.shape) != g.offset_shape \
+                or tuple(mask.shape) != g.mask_shape:
+            raise ValueError(f"DeformConv: got x {x.shape}, offset {offset.shape}, mask {mask.shape} for {g}")
+        if out is None:
+            out = np.empty(g.out_shape, np.float32)
+        if workspace is None:
+            workspace = np.empty(self.workspace_nbytes(), np.uint8)
+        xh, *scratch = self._views(workspace)
+        _to_channels_last(np.ascontiguousarray(x, dtype=np.float32), xh)
+        off = np.ascontiguousarray(offset, dtype=np.float32).reshape(g.n, offset.shape[1], -1)
+        msk = np.ascontiguousarray(mask, dtype=np.float32).reshape(g.n, mask.shape[1], -1)
+        out3 = out.reshape(g.n, g.co, g.ho * g.wo)
+        npix = g.ho * g.wo
+        per_image = -(-npix // self.tile)
+        cog = g.co // g.group
+        kg = g.taps * (g.c // g.group)
+
+        def tile(worker: int, i: int) -> None:
+            b, p0 = divmod(i, per_image)
+            p0 *= self.tile
+            p1 = min(p0 + self.tile, npix)
+            t = p1 - p0
+            cols, prod, corner_w, corner_i = scratch[4 * worker:4 * worker + 4]
+            _gather_columns(xh, off, msk, b, p0, p1, g.wo, g.kh, g.kw, g.pad_top, g.pad_left, g.stride_h,
+                            g.stride_w, g.dilation_h, g.dilation_w, g.group, g.offset_group, cols, corner_w,
+                            corner_i)
+            dst = prod[:cog * t].reshape(cog, t)
+            for cg in range(g.group):
+                np.dot(self.weight[cg], cols[:t, cg * kg:(cg + 1) * kg].T, out=dst)
+                _bias_activation(dst, self.bias[cg * cog:(cg + 1) * cog], self.slope,
+                                 out3[b, cg * cog:(cg + 1) * cog, p0:p1])
+
+        self.workers.map_tiles(tile, g.n * per_image)
+        return out
+
+
+def deform_conv(x, weight, offset, bias=None, mask=None, *, pads=None, strides=None, dilations=None, group=1,
+                offset_group=1, tile_pixels: int = DEFAULT_TILE_PIXELS, negative_slope: float | None = None
+                ) -> np.ndarray:
+    """One-shot ``DeformConv`` with the ONNX signature (inputs ``X, W, offset, B, mask``)."""
+    geom = DeformConvGeometry.from_attrs(x.shape, weight.shape, pads=pads, strides=strides, dilations=dilations,
+                                         group=group, offset_group=offset_group)
+    if mask is None:
+        mask = np.ones(geom.mask_shape, np.float32)
+    return DeformConvKernel(geom, weight, bias, tile_pixels, negative_slope=negative_slope).run(x, offset, mask)
