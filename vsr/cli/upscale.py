@@ -32,8 +32,8 @@ def add_parser(sub) -> None:
     r.add_argument("--memory-budget", default="1024", metavar="MB",
                    help="activation memory per inference call that sets the automatic tile size (default 1024)")
     e = p.add_argument_group("encoder")
-    e.add_argument("--codec", default="libx264", help="video encoder (libx264, libx265, libsvtav1, ffv1, "
-                                                      "prores_ks, ...)")
+    e.add_argument("--codec", default=None, help="video encoder: libx264 (default where the container holds "
+                                                 "H.264), libx265, libsvtav1, ffv1, prores_ks, ...")
     e.add_argument("--crf", default=None, help="constant rate factor (codec's default if omitted)")
     e.add_argument("--preset", default=None, help="encoder preset")
     e.add_argument("--pix-fmt", default=None, help="output pixel format (default: the source's, e.g. "

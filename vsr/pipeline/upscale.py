@@ -50,7 +50,7 @@ def upscale(src: str | Path, dst: str | Path, *, backend=None, weights: str = "d
             settings = {
                 "input": str(src), "output": str(dst), "weights": str(weights), "config": getattr(
                     getattr(backend, "config", None), "name", config), "backend": getattr(backend, "name", "?"),
-                "plan": plan, "codec": encoder.codec, "crf": encoder.crf, "preset": encoder.preset,
+                "plan": plan, "codec": getattr(sink, "codec", "png"), "crf": encoder.crf, "preset": encoder.preset,
                 "pix_fmt": getattr(sink, "pix_fmt", None), "encoder_options": dict(encoder.options),
                 "frames": f"{start}:{'' if stop is None else stop}", "source": {
                     "width": source.info.width, "height": source.info.height, "pix_fmt": source.info.pix_fmt,

@@ -146,9 +146,10 @@ def yuv_to_rgb(planes: np.ndarray, spec: ColourSpec, bits: int, out: np.ndarray 
     yo, ys, co, cs = _levels(spec, bits)
     kr, kb = KR_KB[spec.matrix]
     kg = 1.0 - kr - kb
-    y = (planes[0].astype(np.float32) - np.float32(yo)) * np.float32(1.0 / ys)
-    cb = (planes[1].astype(np.float32) - np.float32(co)) * np.float32(1.0 / cs)
-    cr = (planes[2].astype(np.float32) - np.float32(co)) * np.float32(1.0 / cs)
+    # divisions, not reciprocal products: white must come out as exactly 1.0
+    y = (planes[0].astype(np.float32) - np.float32(yo)) / np.float32(ys)
+    cb = (planes[1].astype(np.float32) - np.float32(co)) / np.float32(cs)
+    cr = (planes[2].astype(np.float32) - np.float32(co)) / np.float32(cs)
     if out is None:
         out = np.empty((3,) + y.shape, np.float32)
     np.add(y, np.float32(2 * (1 - kr)) * cr, out=out[0])

@@ -37,7 +37,7 @@ class EncoderSettings:
     """``codec``, ``crf``, ``preset``, ``pix_fmt`` (None: the source's, where the codec allows) and extra
     encoder ``options`` (``-x key=value``)."""
 
-    codec: str = DEFAULT_CODEC
+    codec: str | None = None  # None: libx264, or what the container holds where it cannot hold H.264
     crf: float | None = None
     preset: str | None = None
     pix_fmt: str | None = None
@@ -179,6 +179,18 @@ def choose_pix_fmt(codec: av.Codec, info: VideoInfo, requested: str | None) -> s
     return formats[0]
 
 
+FALLBACK_CODECS = ("libsvtav1", "libvpx-vp9", "ffv1", "mpeg4")
+
+
+def default_codec(container) -> str:
+    """libx264 where the container holds H.264 (mp4, mkv, mov), else the first of FALLBACK_CODECS it holds."""
+    for name in (DEFAULT_CODEC,) + FALLBACK_CODECS:
+        if name in container.supported_codecs and name in av.codecs_available:
+            return name
+    raise InputError(f"{container.format.name} holds none of the video codecs vsr writes; "
+                     f"use an .mp4 or .mkv output")
+
+
 def open_codec(name: str) -> av.Codec:
     try:
         codec = av.Codec(name, "w")
@@ -205,9 +217,8 @@ class VideoSink:
         self.keep_window = trim
         self._window_start: float | None = None
         self._window_end = 0.0
-        codec = open_codec(settings.codec)
-        self.pix_fmt = choose_pix_fmt(codec, info, settings.pix_fmt)
-        self.colour = info.colour.for_output(self.pix_fmt)
+        if settings.codec is not None:
+            codec = open_codec(settings.codec)
         try:
             self.oc = av.open(str(self.tmp), "w")
         except ValueError:
@@ -217,6 +228,11 @@ class VideoSink:
         self._passthrough = []
         self._in = None
         try:
+            if settings.codec is None:
+                codec = open_codec(default_codec(self.oc))
+            self.codec = codec.name
+            self.pix_fmt = choose_pix_fmt(codec, info, settings.pix_fmt)
+            self.colour = info.colour.for_output(self.pix_fmt)
             if codec.name not in self.oc.supported_codecs:
                 raise InputError(f"{self.oc.format.name} cannot hold {codec.name} video (choose another codec or "
                                  f"an .mkv output)")

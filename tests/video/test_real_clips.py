@@ -1,0 +1,71 @@
+"""The real clips in ``shared/data/videos``: frame count, timestamps, audio packets, colour tags, x4 size.
+
+The quick suite upscales the first frames of each clip (EDVR-tiny on a 2-core CPU takes seconds per
+320x240 frame); ``VSR_FULL_CLIPS=1`` runs whole clips.  The HD clips are tiled and marked slow.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from fractions import Fraction
+
+import pytest
+
+from tests.conftest import VIDEOS, ffprobe_frames, probe
+from vsr.pipeline import RunnerSettings, upscale
+from vsr.video import open_source
+
+FULL = os.environ.get("VSR_FULL_CLIPS") == "1"
+
+CLIPS = [
+    pytest.param("h264_256x240_35fps_1s_noaudio.mp4", 1, None, id="256x240"),
+    pytest.param("h264_aac_320x240_29.97fps_1.2s_realshort.mp4", 2, None, id="320x240-aac-ntsc"),
+    pytest.param("vp9_320x180_30fps_10s_bbb.webm", 1, None, id="320x180-vp9-webm"),
+    pytest.param("h264yuv444_mp3_1280x720_20fps_14s_cockatoo.mp4", 1, 128, id="720p-yuv444-mp3",
+                 marks=pytest.mark.slow),
+    pytest.param("h264_aac51_1920x1080_60fps_2s.mp4", 1, 192, id="1080p-aac51", marks=pytest.mark.slow),
+]
+
+
+@pytest.mark.parametrize("name,frames,tile", CLIPS)
+def test_real_clip_is_upscaled_faithfully(tmp_path, tiny_backend, name, frames, tile):
+    src = VIDEOS / name
+    if not src.exists():
+        pytest.skip("shared data not present")
+    out = tmp_path / ("out" + src.suffix)
+    window = (0, None) if FULL else (0, frames)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        report = upscale(src, out, backend=tiny_backend, runner=RunnerSettings(frames=window, tile=tile))
+    info = open_source(src).info
+    a, b = probe(src), probe(out)
+    n = a["frames"] if FULL else frames
+    assert b["frames"] == report.frames == n
+    assert b["video_times"] == a["video_times"][:n]
+    va = next(s for s in a["streams"] if s["type"] == "video")
+    vb = next(s for s in b["streams"] if s["type"] == "video")
+    assert (vb["width"], vb["height"]) == (4 * va["width"], 4 * va["height"])
+    assert vb["pix_fmt"] == va["pix_fmt"]
+    spec = info.colour
+    assert (vb["matrix"], vb["range"], vb["primaries"], vb["transfer"]) == \
+        (spec.matrix, spec.range, spec.primaries, spec.transfer)
+    # every audio packet inside the written span, byte for byte, same times
+    end = a["video_times"][n] if n < len(a["video_times"]) else None
+    audio_in = [s["index"] for s in a["streams"] if s["type"] == "audio"]
+    audio_out = [s["index"] for s in b["streams"] if s["type"] == "audio"]
+    assert len(audio_in) == len(audio_out)
+    for i, o in zip(audio_in, audio_out):
+        want = [p for p in a["packets"][i] if end is None or p[0] < end]
+        assert b["packets"][o] == want and want
+    count = ffprobe_frames(out)
+    assert count is None or count == n
+
+
+def test_real_clip_durations_are_read(tmp_path):
+    src = VIDEOS / "vp9_320x180_30fps_10s_bbb.webm"
+    if not src.exists():
+        pytest.skip("shared data not present")
+    info = open_source(src).info
+    assert info.frames is None and info.frames_estimate == 300  # WebM has no frame count in its header
+    assert info.rate == Fraction(30)
