@@ -13,6 +13,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import statistics
 import time
 import warnings
@@ -20,13 +21,24 @@ import warnings
 import numpy as np
 
 
+def _cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
 def timed_runs(fn, x, runs):
-    times = []
+    """(cold wall s, warm wall median, warm walls, warm CPU-seconds median) of ``fn(x)``.
+
+    CPU-seconds (all threads of this process) are reported too because the machine may be shared:
+    CPU-s / threads is what the run would take with the cores to itself.
+    """
+    times, cpus = [], []
     for _ in range(runs + 1):
-        t0 = time.perf_counter()
+        c0, t0 = _cpu(), time.perf_counter()
         fn(x)
         times.append(time.perf_counter() - t0)
-    return times[0], statistics.median(times[1:]), times[1:]
+        cpus.append(_cpu() - c0)
+    return times[0], statistics.median(times[1:]), times[1:], statistics.median(cpus[1:])
 
 
 def main() -> None:
@@ -54,12 +66,16 @@ def main() -> None:
         x = rng.random((1, b.num_frame, 3, a.height, a.width), dtype=np.float32)
         if name == "ort":
             b.session(*[-(-v // 4) * 4 for v in (a.height, a.width)])  # export + session build not timed
-        cold, med, warm = timed_runs(b.infer, x, a.runs)
-        res["results"][name] = {"cold_s": round(cold, 3), "median_s": round(med, 3), "warm_s": [round(t, 3) for t in warm]}
-        print(f"{name:6s} cold {cold:7.2f} s/frame   warm median {med:7.2f} s/frame   runs {warm}", flush=True)
+        cold, med, warm, cpu = timed_runs(b.infer, x, a.runs)
+        res["results"][name] = {"cold_s": round(cold, 3), "median_s": round(med, 3),
+                                "warm_s": [round(t, 3) for t in warm], "cpu_s": round(cpu, 3),
+                                "cpu_s_per_thread": round(cpu / threads, 3)}
+        print(f"{name:6s} cold {cold:7.2f} s/frame   warm median {med:7.2f} s/frame   "
+              f"CPU {cpu:7.2f} s ({cpu / threads:.2f} s per thread)   runs {[round(t, 2) for t in warm]}", flush=True)
     r = res["results"]
     if "ort" in r and "torch" in r:
-        print(f"ratio torch/ort (warm medians): {r['torch']['median_s'] / r['ort']['median_s']:.2f}x")
+        print(f"ratio torch/ort: wall {r['torch']['median_s'] / r['ort']['median_s']:.2f}x, "
+              f"CPU {r['torch']['cpu_s'] / r['ort']['cpu_s']:.2f}x")
     if a.json:
         with open(a.json, "w") as f:
             json.dump(res, f, indent=2)
