@@ -1,0 +1,127 @@
+"""Run a :class:`~vsr.plan.plan.SubgraphPlan`: segments on a segment backend, bridge ops on vsr's kernels.
+
+Build once, run many times::
+
+    ex = PlanExecutor(plan, OrtSegmentBackend(threads=2))
+    bound = ex.bind({"lr": (N, T, 3, H, W)})     # arena + kernels + IO bindings for these shapes
+    bound.inputs["lr"][...] = frames              # write the input into its planned buffer
+    bound.run()
+    hr = bound.outputs["hr"]                      # a view of the arena: copy it before the next run
+
+Every intermediate tensor and kernel workspace lives in one arena sized by the static memory plan
+(:mod:`vsr.plan.memory`).  Each step is timed; :meth:`PlanExecutor.timings` gives seconds per step name.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from vsr.kernels.registry import BridgeNode, kernel_factory
+from vsr.plan.memory import MemoryPlan
+from vsr.plan.plan import SubgraphPlan
+from vsr.plan.segments import SegmentBackend, SegmentRunner
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class BoundPlan:
+    """A plan bound to concrete shapes: its arena, typed views, and one run callable per step."""
+
+    env: dict[str, int]
+    memory: MemoryPlan
+    arena: np.ndarray
+    inputs: dict[str, np.ndarray]
+    outputs: dict[str, np.ndarray]
+    tensors: dict[str, np.ndarray]
+    calls: list[tuple[str, Callable[[], None]]] = field(default_factory=list)
+    times: dict[str, float] | None = None
+
+    def run(self) -> None:
+        times = self.times
+        for name, call in self.calls:
+            t0 = time.perf_counter()
+            call()
+            times[name] += time.perf_counter() - t0
+
+
+class PlanExecutor:
+    """Executes ``plan``; segment runners are loaded once, bindings are made once per input shape."""
+
+    def __init__(self, plan: SubgraphPlan, segment_backend: SegmentBackend):
+        self.plan = plan
+        self.backend = segment_backend
+        self._runners: dict[str, SegmentRunner] = {}
+        self._bound: dict[tuple, BoundPlan] = {}
+        self._times = {s.name: 0.0 for s in plan.steps}
+        t0 = time.perf_counter()
+        for s in plan.steps:
+            if s.kind == "segment":
+                self._runners[s.name] = segment_backend.load(plan.directory / s.file)
+        self.load_seconds = time.perf_counter() - t0
+
+    def timings(self) -> dict[str, float]:
+        """Seconds spent in each step since creation, by step name (in plan order)."""
+        return dict(self._times)
+
+    def bind(self, input_shapes: dict[str, tuple[int, ...]]) -> BoundPlan:
+        key = tuple(sorted((k, tuple(v)) for k, v in input_shapes.items()))
+        bound = self._bound.get(key)
+        if bound is None:
+            bound = self._bound[key] = self._bind(input_shapes)
+        return bound
+
+    def _bind(self, input_shapes) -> BoundPlan:
+        plan = self.plan
+        env = plan.symbols(input_shapes)
+        shapes = {t: info.concrete_shape(env) for t, info in plan.tensors.items()}
+        kernels = {}
+        for i, s in enumerate(plan.steps):
+            if s.kind == "bridge":
+                factory = kernel_factory(s.op_type, self.backend.device)
+                node = BridgeNode(s.op_type, s.attrs, s.epilogue)
+                in_shapes = [shapes[t] if t else None for t in s.inputs]
+                consts = {j: plan.constants[c] for j, c in s.constants.items()}
+                kernels[i] = factory(node, in_shapes, consts)
+        memory = plan.memory_plan(env, {i: k.workspace_nbytes() for i, k in kernels.items()})
+        arena = np.empty(memory.arena_nbytes, np.uint8)
+        names = [b for b in memory.buffers if not b.startswith("workspace:")]
+        views = memory.views(arena, {t: shapes[t] for t in names}, {t: plan.tensors[t].dtype for t in names})
+        bound = BoundPlan(env=env, memory=memory, arena=arena, inputs={t: views[t] for t in plan.inputs},
+                          outputs={t: views[t] for t in plan.outputs}, tensors=views, times=self._times)
+        for i, s in enumerate(plan.steps):
+            if s.kind == "segment":
+                call = self._runners[s.name].bind({t: views[t] for t in s.inputs},
+                                                  {t: views[t] for t in s.outputs})
+            else:
+                ws_name = f"workspace:{s.name}"
+                if ws_name in memory.buffers:
+                    b = memory.buffers[ws_name]
+                    ws = arena[b.offset:b.offset + b.nbytes]
+                else:
+                    ws = arena[:0]
+                call = _bridge_call(kernels[i], [views[t] if t else None for t in s.inputs],
+                                    [views[t] for t in s.outputs], ws)
+            bound.calls.append((s.name, call))
+        log.info("plan bound for %s: arena %.1f MiB (naive %.1f MiB)", env, memory.arena_nbytes / 2**20,
+                 memory.naive_nbytes / 2**20)
+        return bound
+
+    def run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Convenience: copy ``feeds`` in, run, return copies of the outputs."""
+        bound = self.bind({k: v.shape for k, v in feeds.items()})
+        for k, v in feeds.items():
+            np.copyto(bound.inputs[k], v)
+        bound.run()
+        return {k: v.copy() for k, v in bound.outputs.items()}
+
+
+def _bridge_call(kernel, inputs, outputs, workspace) -> Callable[[], None]:
+    def call() -> None:
+        kernel.run(inputs, outputs, workspace)
+    return call

@@ -1,0 +1,268 @@
+"""A subgraph plan on disk, and the cache of plans under ``engines/plans/``.
+
+A plan directory holds::
+
+    manifest.json       readable: cache key fields, steps (segment / bridge), tensors with shapes and dtypes,
+                        memory plan for batch 1, sha256 of every file
+    segmentNN.onnx      one standalone ONNX model per segment
+    constants.npz       the bridge ops' constant inputs (DCN weights and biases)
+
+The directory name is a hash of everything that makes the plan valid (:class:`PlanKey`): the ONNX model's
+checksum, its input shape bucket, the precision, the segment backend and its version, the bridge op set and the
+plan format.  :class:`PlanCache` never uses a stale plan (different key -> different directory; a directory
+whose manifest or files do not match is rebuilt) and never rebuilds a valid one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+from vsr.errors import BackendError, InputError
+from vsr.plan.memory import Buffer, MemoryPlan, plan_memory
+from vsr.plan.partition import DEFAULT_BRIDGE_OPS, Step, TensorInfo, partition
+
+log = logging.getLogger(__name__)
+
+PLAN_FORMAT = 1
+MANIFEST = "manifest.json"
+CONSTANTS = "constants.npz"
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+@dataclass(frozen=True)
+class PlanKey:
+    """Everything a plan's validity depends on; ``digest`` names its directory."""
+
+    model_sha256: str
+    bucket: tuple  # the model input's shape (symbolic batch kept as a string)
+    precision: str = "fp32"
+    backend: str = "onnxruntime"
+    backend_version: str = ""
+    bridge_ops: tuple[str, ...] = DEFAULT_BRIDGE_OPS
+    fuse_activations: bool = True
+    kernel_device: str = "cpu"
+    plan_format: int = PLAN_FORMAT
+
+    def fields(self) -> dict:
+        d = asdict(self)
+        d["bucket"] = list(self.bucket)
+        d["bridge_ops"] = sorted(self.bridge_ops)
+        return d
+
+    @property
+    def digest(self) -> str:
+        return hashlib.sha256(json.dumps(self.fields(), sort_keys=True).encode()).hexdigest()[:24]
+
+
+@dataclass
+class SubgraphPlan:
+    """A loaded plan: steps, tensors, graph I/O, bridge constants, and where its segment files are."""
+
+    directory: Path
+    steps: list[Step]
+    tensors: dict[str, TensorInfo]
+    inputs: list[str]
+    outputs: list[str]
+    constants: dict[str, np.ndarray]
+    key: dict = field(default_factory=dict)
+
+    def symbols(self, input_shapes: dict[str, tuple[int, ...]]) -> dict[str, int]:
+        """Bind the symbolic dimensions of the graph inputs (e.g. ``N``) from concrete input shapes."""
+        env: dict[str, int] = {}
+        for name, shape in input_shapes.items():
+            decl = self.tensors[name].shape
+            if len(decl) != len(shape):
+                raise InputError(f"plan input {name!r} has rank {len(decl)}, got shape {tuple(shape)}")
+            for d, v in zip(decl, shape):
+                if isinstance(d, str):
+                    if env.setdefault(d, int(v)) != int(v):
+                        raise InputError(f"plan input {name!r}: dimension {d} bound twice ({env[d]} and {v})")
+                elif d != v:
+                    raise InputError(f"plan input {name!r} expects shape {decl}, got {tuple(shape)}")
+        return env
+
+    def memory_plan(self, env: dict[str, int], workspaces: dict[int, int] | None = None) -> MemoryPlan:
+        """Lifetimes of every exchanged tensor (and of each step's workspace), packed into one arena."""
+        n = len(self.steps)
+        first: dict[str, int] = {t: -1 for t in self.inputs}
+        last: dict[str, int] = {t: -1 for t in self.inputs}
+        for i, s in enumerate(self.steps):
+            for t in s.runtime_inputs():
+                last[t] = i
+            for t in s.outputs:
+                first.setdefault(t, i)
+                last.setdefault(t, i)
+        for t in self.outputs:
+            last[t] = n
+        bufs = [Buffer(t, self.tensors[t].nbytes(env), first[t], last[t]) for t in first]
+        for i, nbytes in (workspaces or {}).items():
+            if nbytes:
+                bufs.append(Buffer(f"workspace:{self.steps[i].name}", nbytes, i, i))
+        return plan_memory(bufs)
+
+    def manifest(self) -> dict:
+        return json.loads((self.directory / MANIFEST).read_text())
+
+    @classmethod
+    def load(cls, directory: str | os.PathLike, verify: bool = True) -> "SubgraphPlan":
+        d = Path(directory)
+        try:
+            m = json.loads((d / MANIFEST).read_text())
+        except (OSError, ValueError) as e:
+            raise BackendError(f"{d}: not a readable plan ({e})") from None
+        if m.get("plan_format") != PLAN_FORMAT:
+            raise BackendError(f"{d}: plan format {m.get('plan_format')} (this vsr reads {PLAN_FORMAT})")
+        if verify:
+            for name, sha in m["files"].items():
+                p = d / name
+                if not p.is_file() or file_sha256(p) != sha:
+                    raise BackendError(f"{d}: {name} is missing or does not match the manifest")
+        with np.load(d / CONSTANTS) as z:
+            # npz keys are the initializer names, escaped by index (names may contain '/')
+            constants = {name: z[f"c{i}"] for i, name in enumerate(m["constants"])}
+        tensors = {k: TensorInfo(k, tuple(v["shape"]), v["dtype"]) for k, v in m["tensors"].items()}
+        return cls(directory=d, steps=[Step.from_json(s) for s in m["steps"]], tensors=tensors,
+                   inputs=list(m["inputs"]), outputs=list(m["outputs"]), constants=constants, key=m.get("key", {}))
+
+
+def _model_bucket(model: onnx.ModelProto) -> tuple:
+    inits = {t.name for t in model.graph.initializer}
+    shapes = []
+    for vi in model.graph.input:
+        if vi.name in inits:
+            continue
+        shapes.append([d.dim_param if d.HasField("dim_param") else int(d.dim_value)
+                       for d in vi.type.tensor_type.shape.dim])
+    return tuple(tuple(s) for s in shapes) if len(shapes) != 1 else tuple(shapes[0])
+
+
+def plan_key(onnx_path: str | os.PathLike, *, backend: str = "onnxruntime", backend_version: str | None = None,
+             precision: str = "fp32", bridge_ops=DEFAULT_BRIDGE_OPS, fuse_activations: bool = True,
+             kernel_device: str = "cpu", model: onnx.ModelProto | None = None) -> PlanKey:
+    if backend_version is None:
+        if backend != "onnxruntime":
+            raise BackendError(f"plan_key: give backend_version for backend {backend!r}")
+        import onnxruntime as ort
+
+        backend_version = ort.__version__
+    model = model if model is not None else onnx.load(str(onnx_path), load_external_data=False)
+    return PlanKey(model_sha256=file_sha256(onnx_path), bucket=_model_bucket(model), precision=precision,
+                   backend=backend, backend_version=backend_version, bridge_ops=tuple(sorted(set(bridge_ops))),
+                   fuse_activations=fuse_activations, kernel_device=kernel_device)
+
+
+def write_plan(onnx_path: str | os.PathLike, out_dir: str | os.PathLike, *, bridge_ops=DEFAULT_BRIDGE_OPS,
+               fuse_activations: bool = True, precision: str = "fp32", backend: str = "onnxruntime",
+               backend_version: str | None = None, kernel_device: str = "cpu") -> SubgraphPlan:
+    """Partition the ONNX model at ``onnx_path`` and write the plan into ``out_dir`` (created; files replaced).
+
+    This is what ``vsr export ... --split DIR`` calls.  Returns the loaded plan.
+    """
+    src = Path(onnx_path)
+    if not src.is_file():
+        raise InputError(f"{src}: no such ONNX file")
+    if precision != "fp32":
+        raise BackendError(f"precision {precision!r}: only fp32 plans are implemented")
+    try:
+        model = onnx.load(str(src))
+    except Exception as e:
+        raise InputError(f"{src}: not a readable ONNX model ({e})") from None
+    key = plan_key(src, backend=backend, backend_version=backend_version, precision=precision,
+                   bridge_ops=bridge_ops, fuse_activations=fuse_activations, kernel_device=kernel_device, model=model)
+    part = partition(model, bridge_ops=key.bridge_ops, fuse_activations=fuse_activations)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    files = {}
+    for name, seg in part.segments.items():
+        p = out / f"{name}.onnx"
+        onnx.save(seg, str(p))
+        files[p.name] = file_sha256(p)
+    const_names = sorted(part.constants)
+    np.savez(out / CONSTANTS, **{f"c{i}": part.constants[n] for i, n in enumerate(const_names)})
+    files[CONSTANTS] = file_sha256(out / CONSTANTS)
+    plan = SubgraphPlan(directory=out, steps=part.steps, tensors=part.tensors, inputs=part.inputs,
+                        outputs=part.outputs, constants=part.constants, key=key.fields())
+    batch1 = {d: 1 for t in part.inputs for d in part.tensors[t].shape if isinstance(d, str)}
+    mem = plan.memory_plan(batch1)
+    manifest = {
+        "plan_format": PLAN_FORMAT,
+        "key": key.fields(),
+        "key_digest": key.digest,
+        "source": str(src),
+        "inputs": part.inputs,
+        "outputs": part.outputs,
+        "steps": [s.to_json() for s in part.steps],
+        "tensors": {k: {"shape": list(v.shape), "dtype": v.dtype} for k, v in part.tensors.items()},
+        "memory_batch1_without_workspaces": mem.summary() | {"symbols": batch1},
+        "constants": const_names,
+        "files": files,
+    }
+    (out / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
+    log.info("plan %s: %d steps (%d segments) in %s", key.digest, len(part.steps), len(part.segments), out)
+    return plan
+
+
+def plans_dir() -> Path:
+    """``<engine dir>/plans`` (the engine dir is ``$VSR_ENGINE_DIR`` or the repository's ``engines/``)."""
+    env = os.environ.get("VSR_ENGINE_DIR")
+    if env:
+        return Path(env) / "plans"
+    try:
+        from vsr.export.cache import engine_dir
+
+        return engine_dir() / "plans"
+    except ImportError:  # pragma: no cover - export package absent
+        return Path(__file__).resolve().parents[2] / "engines" / "plans"
+
+
+class PlanCache:
+    """Plans under ``root`` (default :func:`plans_dir`), one directory per :class:`PlanKey` digest."""
+
+    def __init__(self, root: str | os.PathLike | None = None):
+        self.root = Path(root) if root is not None else plans_dir()
+        self.built = 0  # plans built by this object (tests check that a valid plan is not rebuilt)
+
+    def path(self, key: PlanKey) -> Path:
+        return self.root / key.digest
+
+    def get(self, onnx_path: str | os.PathLike, **key_fields) -> SubgraphPlan:
+        """The valid plan of ``onnx_path``, building it on first use (or when the cached one is damaged)."""
+        key = plan_key(onnx_path, **key_fields)
+        d = self.path(key)
+        if d.is_dir():
+            try:
+                plan = SubgraphPlan.load(d)
+                if plan.key == json.loads(json.dumps(key.fields())):
+                    return plan
+                log.warning("plan %s: manifest key differs from its directory name; rebuilding", d)
+            except BackendError as e:
+                log.warning("plan %s unusable (%s); rebuilding", d, e)
+        self.root.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{key.digest}.", dir=self.root))
+        try:
+            write_plan(onnx_path, tmp, **{k: v for k, v in key_fields.items() if k != "model"})
+            if d.exists():
+                shutil.rmtree(d)
+            os.replace(tmp, d)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        self.built += 1
+        return SubgraphPlan.load(d)

@@ -1,0 +1,83 @@
+"""Segment backends: what runs the ONNX segments of a plan.
+
+A segment backend loads a segment model once (``load(path) -> SegmentRunner``); a runner is bound to fixed,
+preallocated input and output buffers (``bind(inputs, outputs) -> run``) and then runs many times without
+allocating.  ONNX Runtime sessions implement it now (IO binding to the arena's buffers); a TensorRT engine fits
+the same shape: build/deserialise in ``load``, ``set_tensor_address`` in ``bind``, ``execute_async_v3`` in run.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Protocol
+
+import numpy as np
+
+from vsr.errors import BackendError
+
+log = logging.getLogger(__name__)
+
+
+class SegmentRunner(Protocol):
+    def bind(self, inputs: dict[str, np.ndarray], outputs: dict[str, np.ndarray]) -> Callable[[], None]: ...
+
+
+class SegmentBackend(Protocol):
+    name: str  # e.g. "onnxruntime"; with ``version``, part of a plan's cache key
+    version: str
+    precision: str
+    device: str  # bridge kernels are looked up for this device
+
+    def load(self, path: Path) -> SegmentRunner: ...
+
+
+@dataclass(frozen=True)
+class OrtSegmentBackend:
+    """ONNX Runtime CPU sessions, one per segment.  threads: intra-op threads (default: all cores)."""
+
+    threads: int | None = None
+    providers: tuple[str, ...] = ("CPUExecutionProvider",)
+    name: str = "onnxruntime"
+    precision: str = "fp32"
+    device: str = "cpu"
+
+    @property
+    def version(self) -> str:
+        import onnxruntime as ort
+
+        return ort.__version__
+
+    def load(self, path: Path) -> "OrtSegmentRunner":
+        import onnxruntime as ort
+
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = self.threads or os.cpu_count() or 1
+        so.inter_op_num_threads = 1
+        so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        try:
+            sess = ort.InferenceSession(str(path), sess_options=so, providers=list(self.providers))
+        except Exception as e:  # ORT raises its own exception types
+            raise BackendError(f"ONNX Runtime could not load {path}: {str(e).splitlines()[0][:200]}") from None
+        return OrtSegmentRunner(sess)
+
+
+class OrtSegmentRunner:
+    def __init__(self, session):
+        self.session = session
+
+    def bind(self, inputs: dict[str, np.ndarray], outputs: dict[str, np.ndarray]) -> Callable[[], None]:
+        io = self.session.io_binding()
+        for name, arr in inputs.items():
+            io.bind_input(name, "cpu", 0, arr.dtype.type, list(arr.shape), arr.ctypes.data)
+        for name, arr in outputs.items():
+            io.bind_output(name, "cpu", 0, arr.dtype.type, list(arr.shape), arr.ctypes.data)
+        sess = self.session
+
+        def run() -> None:
+            sess.run_with_iobinding(io)
+
+        return run
