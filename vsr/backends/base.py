@@ -39,3 +39,27 @@ class Backend(Protocol):
     def timings(self) -> dict[str, float]:
         """Seconds spent per internal step since creation (e.g. per subgraph); empty if not tracked."""
         ...
+
+
+class ModelBackend:
+    """Shared part of the backends that run an EDVR model: declared I/O and step timings.
+
+    Subclasses set ``name`` and ``_times`` (step name -> seconds) and implement ``infer``.
+    """
+
+    name = "model"
+    scale = 4
+
+    def __init__(self, config):
+        self.config = config
+        self.num_frame = config.num_frame
+        self._times: dict[str, float] = {}
+
+    def input_spec(self) -> TensorSpec:
+        return TensorSpec("lr", ("N", self.num_frame, 3, "H", "W"))
+
+    def output_spec(self) -> TensorSpec:
+        return TensorSpec("hr", ("N", 3, "4H", "4W"))
+
+    def timings(self) -> dict[str, float]:
+        return dict(self._times)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from vsr.backends.base import TensorSpec
+from vsr.backends.base import ModelBackend
 from vsr.backends.buckets import pad_to_bucket
 from vsr.errors import BackendError
 
@@ -62,7 +62,7 @@ def make_session(path, options: OrtOptions = OrtOptions()):
     return sess
 
 
-class OrtBackend:
+class OrtBackend(ModelBackend):
     """Whole-graph EDVR on ONNX Runtime.  ``infer((N,T,3,H,W) float32) -> (N,3,4H,4W) float32``."""
 
     name = "ort"
@@ -72,24 +72,14 @@ class OrtBackend:
                  align: int = 4):
         from vsr.export.onnx import state_checksum
 
+        super().__init__(config)
         self.model = model
-        self.config = config
-        self.num_frame = config.num_frame
         self.options = options
         self.align = align
         self._sha = weights_sha or state_checksum(model)
         self._sessions: dict[tuple[int, int], object] = {}
         self._out_buffers: dict[tuple, np.ndarray] = {}
         self._times = {"export": 0.0, "session": 0.0, "run": 0.0}
-
-    def input_spec(self) -> TensorSpec:
-        return TensorSpec("lr", ("N", self.num_frame, 3, "H", "W"))
-
-    def output_spec(self) -> TensorSpec:
-        return TensorSpec("hr", ("N", 3, "4H", "4W"))
-
-    def timings(self) -> dict[str, float]:
-        return dict(self._times)
 
     def session(self, hb: int, wb: int):
         """The session of bucket ``hb x wb`` (exported and built on first use)."""

@@ -7,33 +7,23 @@ import time
 import numpy as np
 import torch
 
-from vsr.backends.base import TensorSpec
+from vsr.backends.base import ModelBackend
 from vsr.backends.buckets import pad_to_bucket
 
 
-class TorchBackend:
+class TorchBackend(ModelBackend):
     """``infer((N,T,3,H,W) float32) -> (N,3,4H,4W) float32`` with the PyTorch model."""
 
     name = "torch"
     scale = 4
 
     def __init__(self, model, config, device: str = "cpu", threads: int | None = None):
+        super().__init__(config)
         self.model = model.to(device).eval()
-        self.config = config
-        self.num_frame = config.num_frame
         self.device = device
         if threads:
             torch.set_num_threads(threads)
         self._times = {"run": 0.0}
-
-    def input_spec(self) -> TensorSpec:
-        return TensorSpec("lr", ("N", self.num_frame, 3, "H", "W"))
-
-    def output_spec(self) -> TensorSpec:
-        return TensorSpec("hr", ("N", 3, "4H", "4W"))
-
-    def timings(self) -> dict[str, float]:
-        return dict(self._times)
 
     @torch.inference_mode()
     def infer(self, x: np.ndarray) -> np.ndarray:
