@@ -104,3 +104,18 @@ def test_schedule_warms_up_then_decays_to_min():
     assert lrs[0] == pytest.approx(1e-4) and lrs[9] == pytest.approx(1e-3)
     assert all(a >= b for a, b in zip(lrs[10:], lrs[11:]))
     assert lr_at(100, o) == pytest.approx(1e-6) and not math.isnan(lrs[-1])
+
+
+def test_finetune_validates_held_out_frames_before_and_during(make_clip, tmp_path):
+    clip = make_clip("mine.mp4", width=64, height=48, frames=12)
+    Trainer(options(clip, tmp_path / "src", iters=2)).run(progress=False)
+    o = options(clip, tmp_path / "ft", config=None, init=str(tmp_path / "src" / "latest.pth"), iters=4,
+                holdout=0.25, val=("holdout",), val_every=2)
+    tr = Trainer(o)
+    (vs,) = tr.val_sets
+    assert len(list(vs.gt_dir.glob("*.png"))) == 3  # the last quarter of 12 frames, never trained on
+    tr.run(progress=False)
+    iters = [h["iteration"] for h in tr.state.history]
+    assert iters == [0, 2, 4]
+    first = tr.state.history[0]["val"]["ema"][vs.name]
+    assert math.isfinite(first["psnr_y"]) and first["bicubic_y"] > 10

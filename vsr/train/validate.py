@@ -72,10 +72,24 @@ def holdout_sets(videos: tuple[VideoSource, ...], folder: Path, count: int = 3) 
             cv2.imwrite(str(d / f"{j:08d}.png"), cv2.cvtColor(img, cv2.COLOR_RGB2BGR))
         n = len(tail)
         picks = tuple(sorted({int(round(x)) for x in np.linspace(0, n - 1, min(count, n))}))
-        lh, lw = (h - h % 4) // 4, (w - w % 4) // 4
-        ch, cw = min(96, lh), min(96, lw)
-        sets.append(ValSet(f"holdout:{v.path.name}", d, None, picks, ((lh - ch) // 2, (lw - cw) // 2, ch, cw)))
+        mid = frames[(tail[picks[len(picks) // 2]], 0, 0, h - h % 4, w - w % 4)]
+        sets.append(ValSet(f"holdout:{v.path.name}", d, None, picks, textured_crop(mid)))
     return sets
+
+
+def textured_crop(gt: np.ndarray, size: int = 96) -> tuple[int, int, int, int]:
+    """The LR crop ``(y, x, h, w)`` of side ``size`` with the most gradient energy (flat regions say little)."""
+    g = cv2.cvtColor(gt, cv2.COLOR_RGB2GRAY).astype(np.float32)
+    energy = np.abs(np.diff(g, axis=0))[:, :-1] + np.abs(np.diff(g, axis=1))[:-1]
+    lh, lw = gt.shape[0] // 4, gt.shape[1] // 4
+    ch, cw = min(size, lh), min(size, lw)
+    best, where = -1.0, (0, 0)
+    for y in range(0, lh - ch + 1, 8):
+        for x in range(0, lw - cw + 1, 8):
+            e = float(energy[4 * y:4 * (y + ch), 4 * x:4 * (x + cw)].sum())
+            if e > best:
+                best, where = e, (y, x)
+    return (*where, ch, cw)
 
 
 @dataclass
