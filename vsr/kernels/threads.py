@@ -42,8 +42,24 @@ def thread_local_blas_available() -> bool:
     return _set_local_threads() is not None
 
 
+_configured: int | None = None
+
+
+def configure_kernel_threads(threads: int) -> None:
+    """Use ``threads`` cores for bridge kernels from now on (the worker pool and numba's parallel loops)."""
+    global _configured
+    import numba
+
+    _configured = max(1, int(threads))
+    numba.set_num_threads(min(_configured, numba.config.NUMBA_NUM_THREADS))
+    shared_workers.cache_clear()
+
+
 def default_threads() -> int:
-    """``$VSR_KERNEL_THREADS``, else numba's thread count (which honours ``$NUMBA_NUM_THREADS``)."""
+    """:func:`configure_kernel_threads`' value, else ``$VSR_KERNEL_THREADS``, else numba's thread count (which
+    honours ``$NUMBA_NUM_THREADS``)."""
+    if _configured:
+        return _configured
     env = os.environ.get("VSR_KERNEL_THREADS")
     if env:
         return max(1, int(env))

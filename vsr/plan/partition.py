@@ -72,12 +72,13 @@ class Step:
         return [t for t in self.inputs if t]
 
     def to_json(self) -> dict:
-        d = {"name": self.name, "kind": self.kind, "inputs": self.inputs, "outputs": self.outputs}
+        d = {"name": self.name, "kind": self.kind, "inputs": self.inputs, "outputs": self.outputs,
+             "nodes": self.nodes}
         if self.kind == "bridge":
             d.update(op_type=self.op_type, attrs=self.attrs, constants={str(k): v for k, v in self.constants.items()},
                      epilogue=list(self.epilogue) if self.epilogue else None)
         else:
-            d.update(file=self.file, nodes=len(self.nodes))
+            d.update(file=self.file)
         return d
 
     @classmethod
@@ -85,7 +86,8 @@ class Step:
         return cls(name=d["name"], kind=d["kind"], inputs=list(d["inputs"]), outputs=list(d["outputs"]),
                    op_type=d.get("op_type"), attrs=dict(d.get("attrs") or {}),
                    constants={int(k): v for k, v in (d.get("constants") or {}).items()},
-                   epilogue=tuple(d["epilogue"]) if d.get("epilogue") else None, file=d.get("file"))
+                   epilogue=tuple(d["epilogue"]) if d.get("epilogue") else None, file=d.get("file"),
+                   nodes=list(d.get("nodes") or []))
 
 
 @dataclass
@@ -229,12 +231,12 @@ def partition(model: onnx.ModelProto, bridge_ops=DEFAULT_BRIDGE_OPS, fuse_activa
     bridge_index = {b: k for k, b in enumerate(bridges)}
     last = len(bridges)  # index of the final segment
 
-    def step_of_consumer(ci: int, seg: dict[int, int]) -> int:
+    def step_of_consumer(ci: int, seg: dict[int, int]) -> int | None:
         if ci in owner:
             return bridge_index[owner[ci]]
         if is_bridge[ci]:
             return bridge_index[ci]
-        return seg[ci]
+        return seg.get(ci)  # None: a dropped (dead) node
 
     seg: dict[int, int] = {}
     for i in reversed(range(len(nodes))):
@@ -247,7 +249,8 @@ def partition(model: onnx.ModelProto, bridge_ops=DEFAULT_BRIDGE_OPS, fuse_activa
                 s = last
             for ci in consumers.get(t, []):
                 v = step_of_consumer(ci, seg)
-                s = v if s is None else min(s, v)
+                if v is not None:
+                    s = v if s is None else min(s, v)
         if s is not None:  # nodes whose outputs nobody reads are dropped
             seg[i] = s
 

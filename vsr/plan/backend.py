@@ -1,0 +1,188 @@
+"""The split-plan backend: EDVR as ONNX Runtime segments bridged by vsr's own DCN / PixelShuffle kernels.
+
+Implements :class:`vsr.backends.base.Backend`::
+
+    infer(x float32 (N, T, 3, H, W)) -> float32 (N, 3, 4H, 4W)
+
+A frame size that is not a bucket (configs/plan/buckets.toml) is padded to the bucket and the output cropped back.
+Per bucket, on first use: the ONNX model is exported (or the given file is used), its plan is taken from the
+plan cache (built if absent), segment sessions are loaded, and the memory arena is planned for the batch size.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Union
+
+import numpy as np
+import onnx
+
+from vsr.backends.base import TensorSpec
+from vsr.errors import BackendError, InputError
+from vsr.plan.buckets import BucketPolicy
+from vsr.plan.executor import PlanExecutor
+from vsr.plan.partition import DEFAULT_BRIDGE_OPS
+from vsr.plan.plan import PlanCache, SubgraphPlan
+from vsr.plan.segments import OrtSegmentBackend, SegmentBackend
+
+log = logging.getLogger(__name__)
+
+# An ONNX file (one bucket: the size it was exported at) or ``exporter(height, width) -> path`` (any bucket).
+OnnxSource = Union[str, os.PathLike, Callable[[int, int], Path]]
+
+
+@dataclass(frozen=True)
+class SplitOptions:
+    """Knobs of the split backend.
+
+    threads: cores for ONNX Runtime segments and vsr's kernels (default: all);
+    bridge_ops: op types cut out of the graph and run on vsr's kernels;
+    fuse_activations: let a kernel apply the LeakyReLU after it;
+    cache_dir: plan cache root (default ``engines/plans``).
+    """
+
+    threads: int | None = None
+    bridge_ops: tuple[str, ...] = DEFAULT_BRIDGE_OPS
+    fuse_activations: bool = True
+    cache_dir: str | None = None
+
+
+class SplitBackend:
+    """EDVR x4 on a subgraph plan.  ``infer((N, T, 3, H, W)) -> (N, 3, 4H, 4W)``; ``timings()`` per step."""
+
+    name = "ort-split"
+    scale = 4
+
+    def __init__(self, onnx_source: OnnxSource, config, buckets: BucketPolicy | None = None,
+                 options: SplitOptions = SplitOptions(), segment_backend: SegmentBackend | None = None):
+        self.config = config
+        self.num_frame = config.num_frame
+        self.options = options
+        self.source = onnx_source
+        self.buckets = buckets if buckets is not None else BucketPolicy.load()
+        self.segment_backend = segment_backend or OrtSegmentBackend(threads=options.threads)
+        self.cache = PlanCache(options.cache_dir)
+        if options.threads:
+            from vsr.kernels.threads import configure_kernel_threads
+
+            configure_kernel_threads(options.threads)
+        self._fixed_bucket = None
+        if not callable(onnx_source):
+            shape = _input_shape(Path(onnx_source))
+            self._fixed_bucket = (int(shape[-2]), int(shape[-1]))
+        self._executors: dict[tuple[int, int], PlanExecutor] = {}
+        self._build: dict[str, float] = {"build:export": 0.0, "build:plan": 0.0, "build:load": 0.0}
+        self._io: dict[str, float] = {"pad": 0.0, "crop": 0.0}
+
+    @classmethod
+    def from_model(cls, model, config, threads: int | None = None, buckets: BucketPolicy | None = None,
+                   **options) -> "SplitBackend":
+        """Export ``model`` per bucket through the export cache (``vsr.export.cache.cached_export``)."""
+        from vsr.export.cache import cached_export
+        from vsr.export.onnx import state_checksum
+
+        sha = state_checksum(model)
+
+        def exporter(h: int, w: int) -> Path:
+            return cached_export(model, config, h, w, sha)
+
+        return cls(exporter, config, buckets, SplitOptions(threads=threads, **options))
+
+    # -- Backend protocol -------------------------------------------------------------------------------
+    def input_spec(self) -> TensorSpec:
+        return TensorSpec("lr", ("N", self.num_frame, 3, "H", "W"))
+
+    def output_spec(self) -> TensorSpec:
+        return TensorSpec("hr", ("N", 3, "4H", "4W"))
+
+    def timings(self) -> dict[str, float]:
+        """Seconds per plan step (summed over buckets), plus padding/cropping and one-off build costs."""
+        out: dict[str, float] = {}
+        for ex in self._executors.values():
+            for k, v in ex.timings().items():
+                out[k] = out.get(k, 0.0) + v
+        out.update(self._io)
+        out.update(self._build)
+        return out
+
+    def infer(self, x: np.ndarray) -> np.ndarray:
+        x = np.asarray(x, dtype=np.float32)
+        if x.ndim != 5 or x.shape[1] != self.num_frame or x.shape[2] != 3:
+            raise InputError(f"expected (N, {self.num_frame}, 3, H, W), got {x.shape}")
+        n, _, _, h, w = x.shape
+        hb, wb = self.bucket(h, w)
+        ex = self.executor(hb, wb)
+        plan = ex.plan
+        in_name, out_name = plan.inputs[0], plan.outputs[0]
+        batch = plan.tensors[in_name].shape[0]
+        step = n if isinstance(batch, str) else int(batch)  # a static-batch export runs in chunks
+        out = np.empty((n, 3, 4 * h, 4 * w), np.float32)
+        for i in range(0, n, step):
+            chunk = x[i:i + step]
+            m = chunk.shape[0]
+            bound = ex.bind({in_name: (step,) + tuple(chunk.shape[1:3]) + (hb, wb)})
+            t0 = time.perf_counter()
+            if m < step:
+                bound.inputs[in_name][m:] = 0.0
+            self.buckets.pad_into(chunk, bound.inputs[in_name][:m])
+            t1 = time.perf_counter()
+            bound.run()
+            t2 = time.perf_counter()
+            out[i:i + m] = bound.outputs[out_name][:m, :, :4 * h, :4 * w]
+            self._io["pad"] += t1 - t0
+            self._io["crop"] += time.perf_counter() - t2
+        return out
+
+    # -- buckets ----------------------------------------------------------------------------------------
+    def bucket(self, h: int, w: int) -> tuple[int, int]:
+        if self._fixed_bucket is not None:
+            hb, wb = self._fixed_bucket
+            if h > hb or w > wb:
+                raise InputError(f"frames of {h}x{w} do not fit the ONNX model's input of {hb}x{wb}; "
+                                 "give an exporter instead of a file to get other buckets")
+            return hb, wb
+        return self.buckets.bucket(h, w)
+
+    def executor(self, hb: int, wb: int) -> PlanExecutor:
+        """The executor of bucket ``hb x wb`` (export, plan and sessions made on first use)."""
+        ex = self._executors.get((hb, wb))
+        if ex is None:
+            t0 = time.perf_counter()
+            path = Path(self.source(hb, wb)) if callable(self.source) else Path(self.source)
+            t1 = time.perf_counter()
+            plan = self.plan_for(path)
+            t2 = time.perf_counter()
+            ex = PlanExecutor(plan, self.segment_backend)
+            self._build["build:export"] += t1 - t0
+            self._build["build:plan"] += t2 - t1
+            self._build["build:load"] += time.perf_counter() - t2
+            self._executors[(hb, wb)] = ex
+            log.info("split plan for %dx%d: %d steps from %s", hb, wb, len(plan.steps), plan.directory)
+        return ex
+
+    def plan_for(self, onnx_path: Path) -> SubgraphPlan:
+        sb = self.segment_backend
+        return self.cache.get(onnx_path, backend=sb.name, backend_version=sb.version, precision=sb.precision,
+                              bridge_ops=self.options.bridge_ops, fuse_activations=self.options.fuse_activations,
+                              kernel_device=sb.device)
+
+
+def _input_shape(path: Path) -> list:
+    if not path.is_file():
+        raise InputError(f"{path}: no such ONNX file")
+    try:
+        m = onnx.load(str(path), load_external_data=False)
+    except Exception as e:
+        raise InputError(f"{path}: not a readable ONNX model ({e})") from None
+    inits = {t.name for t in m.graph.initializer}
+    ins = [vi for vi in m.graph.input if vi.name not in inits]
+    if len(ins) != 1:
+        raise BackendError(f"{path}: expected one input (N, T, 3, H, W), found {len(ins)}")
+    dims = [d.dim_param if d.HasField("dim_param") else int(d.dim_value) for d in ins[0].type.tensor_type.shape.dim]
+    if len(dims) != 5 or not all(isinstance(d, int) for d in dims[-2:]):
+        raise BackendError(f"{path}: input shape {dims} is not (N, T, 3, H, W) with fixed H and W")
+    return dims

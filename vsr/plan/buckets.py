@@ -1,0 +1,65 @@
+"""Shape buckets: which (H, W) a frame runs at, padding up to it and cropping back.  See configs/plan/buckets.toml."""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from vsr.errors import ConfigError
+
+PAD_MODES = ("reflect", "edge")
+
+
+@dataclass(frozen=True)
+class BucketPolicy:
+    """sizes: explicit (H, W) buckets; align: rounding for sizes no bucket contains; pad_mode: reflect | edge."""
+
+    sizes: tuple[tuple[int, int], ...] = ()
+    align: int = 4
+    pad_mode: str = "reflect"
+
+    def __post_init__(self):
+        if self.align < 1 or any(h % self.align or w % self.align or h < 1 or w < 1 for h, w in self.sizes):
+            raise ConfigError(f"bucket sizes must be positive multiples of align={self.align}: {self.sizes}")
+        if self.pad_mode not in PAD_MODES:
+            raise ConfigError(f"pad_mode must be one of {PAD_MODES}, not {self.pad_mode!r}")
+
+    @classmethod
+    def load(cls, path: str | os.PathLike | None = None) -> "BucketPolicy":
+        """``configs/plan/buckets.toml`` (or ``path``)."""
+        if path is None:
+            from vsr.model.config import config_dir
+
+            path = config_dir() / "plan" / "buckets.toml"
+        p = Path(path)
+        try:
+            data = tomllib.loads(p.read_text())
+            return cls(sizes=tuple((int(h), int(w)) for h, w in data.get("sizes", [])),
+                       align=int(data.get("align", 4)), pad_mode=str(data.get("pad_mode", "reflect")))
+        except OSError as e:
+            raise ConfigError(f"{p}: cannot read bucket config ({e.strerror})") from None
+        except (ValueError, TypeError, tomllib.TOMLDecodeError) as e:
+            raise ConfigError(f"{p}: malformed bucket config ({e})") from None
+
+    def bucket(self, h: int, w: int) -> tuple[int, int]:
+        fits = [(bh * bw, bh, bw) for bh, bw in self.sizes if bh >= h and bw >= w]
+        if fits:
+            _, bh, bw = min(fits)
+            return bh, bw
+        a = self.align
+        return -(-h // a) * a, -(-w // a) * a
+
+    def pad_into(self, x: np.ndarray, out: np.ndarray) -> None:
+        """Write ``x (..., h, w)`` into ``out (..., H, W)`` padded at the bottom/right."""
+        h, w = x.shape[-2:]
+        hb, wb = out.shape[-2:]
+        if (h, w) == (hb, wb):
+            np.copyto(out, x)
+            return
+        mode = self.pad_mode if (hb - h) < h and (wb - w) < w else "edge"
+        pad = [(0, 0)] * (x.ndim - 2) + [(0, hb - h), (0, wb - w)]
+        np.copyto(out, np.pad(x, pad, mode=mode))
