@@ -11,9 +11,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-# Bytes of activations per LR pixel of one window, per feature channel and frame (measured on EDVR with
-# ONNX Runtime CPU: peak working set / (num_feat * num_frame * H * W)); used for the automatic tile size.
-BYTES_PER_FEAT_PIXEL = 64
+# Bytes of activations per LR pixel of one window, per feature channel and frame: EDVR-M (64 features,
+# 5 frames) on ONNX Runtime CPU grows its peak RSS by ~72 KB per LR pixel (64x64: 70.6 KB, 128x128:
+# 74.4 KB; docs/benchmarks.md).  Used for the automatic tile size.
+BYTES_PER_FEAT_PIXEL = 232
 
 
 @dataclass(frozen=True)

@@ -372,7 +372,9 @@ class VideoSink:
             self._pending = None
             if self.keep_window:
                 start = self._window_start if self._window_start is not None else 0.0
-                if float((pkt.pts if pkt.pts is not None else ts) * pkt.time_base) < start - 1e-9:
+                # before the first written frame: dropped, unless that frame is the source's first (then
+                # these are the codec's priming packets, which belong to the start)
+                if self.pts_offset and float((pkt.pts if pkt.pts is not None else ts) * pkt.time_base) < start - 1e-9:
                     continue
                 if t >= self._window_end and t_src is None:
                     continue
