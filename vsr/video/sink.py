@@ -179,6 +179,8 @@ def choose_pix_fmt(codec: av.Codec, info: VideoInfo, requested: str | None) -> s
     return formats[0]
 
 
+BIG_OUTPUT_PIXELS = 3840 * 2160
+BIG_OUTPUT_LOOKAHEAD = 10
 FALLBACK_CODECS = ("libsvtav1", "libvpx-vp9", "ffv1", "mpeg4")
 
 
@@ -281,6 +283,11 @@ class VideoSink:
         if s.preset is not None:
             opts["preset"] = s.preset
         opts.update(dict(s.options))
+        if codec.name == "libx264" and vs.width * vs.height > BIG_OUTPUT_PIXELS and "rc-lookahead" not in opts \
+                and "rc-lookahead" not in opts.get("x264-params", ""):
+            # x264 keeps ~50 frames in flight by default: 5.2 GB at 8K (1080p x4), 2.3 GB with 10
+            opts["rc-lookahead"] = str(BIG_OUTPUT_LOOKAHEAD)
+            log.info("output beyond 4K: libx264 rc-lookahead=%d to bound its memory", BIG_OUTPUT_LOOKAHEAD)
         vs.options = opts
         vs.thread_type = "AUTO"
         if info.rotation:

@@ -1,0 +1,44 @@
+"""The video layer alone on whole real clips: every frame's timestamp and every audio packet survive.
+
+No model here (flat frames at the source's size, encoded fast), so whole clips fit the quick suite; the
+model path is covered on their first frames in test_real_clips.py.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.conftest import VIDEOS, probe
+from vsr.video import EncoderSettings, open_sink, open_source
+
+NAMES = ["h264_256x240_35fps_1s_noaudio.mp4", "h264_aac_320x240_29.97fps_1.2s_realshort.mp4",
+         "vp9_320x180_30fps_10s_bbb.webm", "h264yuv444_mp3_1280x720_20fps_14s_cockatoo.mp4",
+         "h264_aac51_1920x1080_60fps_2s.mp4"]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_whole_clip_timestamps_and_audio_packets_survive(tmp_path, name):
+    src = VIDEOS / name
+    if not src.exists():
+        pytest.skip("shared data not present")
+    out = tmp_path / ("out" + (".mkv" if src.suffix == ".webm" else src.suffix))
+    source = open_source(src)
+    fast = (("preset", "ultrafast"),)
+    sink = open_sink(out, source.info, EncoderSettings(codec="libx264", options=fast), scale=1)
+    flat = np.full((3, source.info.height, source.info.width), 100, sink.plane_dtype())
+    for f in source.frames():
+        sink.write(flat, f.pts, f.duration)
+    sink.commit()
+    a, b = probe(src), probe(out)
+    assert b["frames"] == a["frames"] > 0
+    assert b["video_times"] == a["video_times"]
+    audio_in = [s["index"] for s in a["streams"] if s["type"] == "audio"]
+    audio_out = [s["index"] for s in b["streams"] if s["type"] == "audio"]
+    assert len(audio_in) == len(audio_out)
+    for i, o in zip(audio_in, audio_out):
+        assert b["packets"][o] == a["packets"][i]  # bytes and times, every packet
+    vb = next(s for s in b["streams"] if s["type"] == "video")
+    spec = source.info.colour
+    assert (vb["matrix"], vb["range"], vb["primaries"], vb["transfer"]) == \
+        (spec.matrix, spec.range, spec.primaries, spec.transfer)
