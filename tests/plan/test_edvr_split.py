@@ -1,0 +1,140 @@
+"""EDVR through the split plan equals the whole exported graph on ONNX Runtime (max abs <= 1e-4).
+
+Every configuration is exported with seeded random weights (DCN offsets that really move samples, also off the
+image) at small sizes; exports are the slow part (~10-60 s each on the shared 2-core machine).
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from vsr.errors import InputError
+from vsr.plan.backend import SplitBackend, SplitOptions
+from vsr.plan.buckets import BucketPolicy
+from vsr.plan.executor import PlanExecutor
+from vsr.plan.memory import check_no_overlap
+from vsr.plan.plan import PlanCache
+from vsr.plan.segments import OrtSegmentBackend
+
+TOL = 1e-4
+
+
+@pytest.fixture(scope="session")
+def export(tmp_path_factory):
+    """``export(config, h, w) -> path`` of a seeded random-weight export, made once per session."""
+    from vsr.export.onnx import export_onnx
+    from vsr.model import load_model
+
+    root = tmp_path_factory.mktemp("exports")
+    models, paths = {}, {}
+
+    def get(name: str, h: int, w: int):
+        if (name, h, w) not in paths:
+            if name not in models:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    models[name] = load_model("random", name, seed=3)
+            model, cfg = models[name]
+            paths[(name, h, w)] = export_onnx(model, cfg, root / f"{name}-{h}x{w}.onnx", h, w)
+        return paths[(name, h, w)], models[name][1]
+
+    return get
+
+
+def whole(path, x):
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 2
+    return ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"]).run(None, {"lr": x})[0]
+
+
+CASES = [("edvr-tiny", 16, 16), ("edvr-tiny", 32, 20), ("edvr-m", 16, 16), ("edvr-m", 32, 20),
+         ("edvr-m-wotsa", 16, 16), ("edvr-l", 16, 16), ("edvr-l-7f", 16, 16)]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name,h,w", CASES, ids=[f"{n}-{h}x{w}" for n, h, w in CASES])
+def test_split_equals_whole_for_every_configuration(export, tmp_path, name, h, w):
+    path, cfg = export(name, h, w)
+    plan = PlanCache(tmp_path).get(path)
+    kinds = [s.op_type or "segment" for s in plan.steps]
+    assert kinds.count("DeformConv") == 4 and kinds.count("DepthToSpace") == 2
+    assert len(plan.steps) == 13  # 7 segments around 6 bridges
+    ex = PlanExecutor(plan, OrtSegmentBackend(threads=2))
+    x = np.random.default_rng(0).random((2, cfg.num_frame, 3, h, w), dtype=np.float32)
+    got = ex.run({"lr": x})["hr"]
+    want = whole(path, x)
+    assert got.shape == want.shape == (2, 3, 4 * h, 4 * w)
+    assert np.abs(got - want).max() <= TOL
+    bound = ex.bind({"lr": x.shape})
+    check_no_overlap(bound.memory)
+    assert bound.memory.arena_nbytes < bound.memory.naive_nbytes
+    assert set(ex.timings()) == {s.name for s in plan.steps} and all(v > 0 for v in ex.timings().values())
+
+
+@pytest.fixture(scope="session")
+def tiny_split(export, tmp_path_factory):
+    """SplitBackend for edvr-tiny with two buckets (8x8, 16x16); plans cached in a temp dir."""
+    from vsr.model import load_config
+
+    cfg = load_config("edvr-tiny")
+    calls = []
+
+    def exporter(h, w):
+        calls.append((h, w))
+        return export("edvr-tiny", h, w)[0]
+
+    be = SplitBackend(exporter, cfg, BucketPolicy(sizes=((8, 8), (16, 16))),
+                      SplitOptions(threads=2, cache_dir=str(tmp_path_factory.mktemp("plans"))))
+    return be, calls
+
+
+def pad_like_bucket(x, hb, wb):
+    h, w = x.shape[-2:]
+    mode = "reflect" if hb - h < h and wb - w < w else "edge"
+    return np.pad(x, [(0, 0)] * 3 + [(0, hb - h), (0, wb - w)], mode=mode)
+
+
+@pytest.mark.slow
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                  HealthCheck.too_slow])
+@given(n=st.integers(1, 3), h=st.integers(1, 16), w=st.integers(1, 16), seed=st.integers(0, 100))
+def test_split_backend_equals_whole_graph_for_random_shapes(export, tiny_split, n, h, w, seed):
+    be, _ = tiny_split
+    x = np.random.default_rng(seed).random((n, 3, 3, h, w), dtype=np.float32)
+    got = be.infer(x)
+    hb, wb = be.bucket(h, w)
+    assert (hb, wb) in ((8, 8), (16, 16))
+    want = whole(export("edvr-tiny", hb, wb)[0], pad_like_bucket(x, hb, wb))[:, :, :4 * h, :4 * w]
+    assert got.shape == (n, 3, 4 * h, 4 * w)
+    assert np.abs(got - want).max() <= TOL
+
+
+@pytest.mark.slow
+def test_split_backend_builds_each_bucket_once_and_reports_step_timings(tiny_split):
+    be, calls = tiny_split
+    x = np.random.default_rng(1).random((1, 3, 3, 5, 7), dtype=np.float32)
+    be.infer(x)
+    be.infer(x[:, :, :, :4, :4])  # same bucket (8x8)
+    assert calls.count((8, 8)) == 1
+    t = be.timings()
+    assert {"bridge00_DeformConv", "bridge05_DepthToSpace", "segment00", "segment06", "pad", "crop"} <= set(t)
+    assert all(callable(getattr(be, m)) for m in ("infer", "input_spec", "output_spec", "timings"))
+    assert be.name == "ort-split"
+    assert be.num_frame == 3 and be.scale == 4 and be.input_spec().shape[1] == 3
+
+
+@pytest.mark.slow
+def test_fixed_onnx_file_is_one_bucket(export, tmp_path):
+    path, cfg = export("edvr-tiny", 16, 16)
+    be = SplitBackend(path, cfg, options=SplitOptions(threads=2, cache_dir=str(tmp_path)))
+    assert be.bucket(3, 9) == (16, 16)
+    with pytest.raises(InputError, match="do not fit"):
+        be.infer(np.zeros((1, 3, 3, 20, 16), np.float32))
+    with pytest.raises(InputError, match="expected"):
+        be.infer(np.zeros((1, 5, 3, 8, 8), np.float32))
