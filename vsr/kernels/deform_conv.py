@@ -232,13 +232,19 @@ def _gather_columns(xh, offset, mask, b, p0, p1, wo, kh, kw, pad_top, pad_left, 
 
 @numba.njit(nogil=True, cache=True)
 def _bias_activation(prod, bias, slope, out):  # pragma: no cover - compiled
-    """``out = act(prod + bias)`` for prod ``(Co, P)``, bias ``(Co, 1)``; act is LeakyReLU(slope), 1.0 = none."""
+    """``out (Co, P) = act(prod.T + bias)`` for prod ``(P, Co)``, bias ``(Co,)``: the transpose back to NCHW,
+    the bias and the activation in one pass.  act is LeakyReLU(slope); slope 1.0 means none."""
     s = np.float32(slope)
-    for co in range(prod.shape[0]):
-        bc = bias[co, 0]
-        for p in range(prod.shape[1]):
-            v = prod[co, p] + bc
-            out[co, p] = v if v >= 0 or slope == 1.0 else v * s
+    npix = prod.shape[0]
+    nco = prod.shape[1]
+    # blocks of 16 pixels keep the strided reads of prod within a few cache lines per output row
+    for q0 in range(0, npix, 16):
+        q1 = min(q0 + 16, npix)
+        for co in range(nco):
+            bc = bias[co]
+            for p in range(q0, q1):
+                v = prod[p, co] + bc
+                out[co, p] = v if v >= 0 or slope == 1.0 else v * s
 
 
 def _aligned(nbytes: int, align: int = 64) -> int:
@@ -246,10 +252,11 @@ def _aligned(nbytes: int, align: int = 64) -> int:
 
 
 def pack_weight(weight: np.ndarray, group: int) -> np.ndarray:
-    """``(Co, C/group, kh, kw)`` -> ``(group, Co/group, kh*kw*C/group)`` in the column order of the gather."""
+    """``(Co, C/group, kh, kw)`` -> ``(group, kh*kw*C/group, Co/group)``: rows in the column order of the gather,
+    so that each tile is one ``cols (P, K) @ w (K, Co)`` (the long dimension first suits sgemm best)."""
     co, cpg, kh, kw = weight.shape
     w = np.asarray(weight, dtype=np.float32).reshape(group, co // group, cpg, kh * kw)
-    return np.ascontiguousarray(w.transpose(0, 1, 3, 2).reshape(group, co // group, kh * kw * cpg))
+    return np.ascontiguousarray(w.transpose(0, 3, 2, 1).reshape(group, kh * kw * cpg, co // group))
 
 
 class DeformConvKernel:
@@ -270,7 +277,7 @@ class DeformConvKernel:
             raise ValueError(f"DeformConv: weight shape {tuple(weight.shape)} does not match {geometry}")
         self.weight = pack_weight(weight, geometry.group)
         self.bias = (np.zeros(geometry.co, np.float32) if bias is None
-                     else np.ascontiguousarray(bias, dtype=np.float32)).reshape(geometry.co, 1)
+                     else np.ascontiguousarray(bias, dtype=np.float32).reshape(geometry.co))
         self.tile = max(1, min(int(tile_pixels), geometry.ho * geometry.wo))
 
     def _workspace_layout(self) -> list[tuple[tuple[int, ...], type]]:
@@ -322,9 +329,9 @@ class DeformConvKernel:
             _gather_columns(xh, off, msk, b, p0, p1, g.wo, g.kh, g.kw, g.pad_top, g.pad_left, g.stride_h,
                             g.stride_w, g.dilation_h, g.dilation_w, g.group, g.offset_group, cols, corner_w,
                             corner_i)
-            dst = prod[:cog * t].reshape(cog, t)
+            dst = prod[:cog * t].reshape(t, cog)
             for cg in range(g.group):
-                np.dot(self.weight[cg], cols[:t, cg * kg:(cg + 1) * kg].T, out=dst)
+                np.dot(cols[:t, cg * kg:(cg + 1) * kg], self.weight[cg], out=dst)
                 _bias_activation(dst, self.bias[cg * cog:(cg + 1) * cog], self.slope,
                                  out3[b, cg * cog:(cg + 1) * cog, p0:p1])
 
