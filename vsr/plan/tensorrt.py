@@ -1,0 +1,128 @@
+"""TensorRT engines as the segment backend of a plan (TensorRT 10/11 Python API; optional dependency).
+
+Build is separate from inference: :meth:`TensorRTSegmentBackend.load` builds an engine from a segment's ONNX
+(explicit I/O from the model, one optimisation profile over the batch dimension) or deserialises the engine file
+cached beside it, and creates an execution context.  :meth:`TensorRTSegmentRunner.bind` allocates one device
+buffer per declared I/O tensor up front; the returned ``run`` copies the inputs in, runs ``execute_async_v3`` and
+copies the outputs back into the plan's host arena (bridge kernels are CPU kernels for now; device-resident
+bridges would make these copies unnecessary).
+
+Untested here (no GPU / TensorRT on the development machine): tests skip when ``tensorrt`` is absent.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from vsr.errors import BackendError
+
+log = logging.getLogger(__name__)
+
+
+def _import():
+    try:
+        import pycuda.autoinit  # noqa: F401  (creates the CUDA context)
+        import pycuda.driver as cuda
+        import tensorrt as trt
+    except ImportError as e:
+        raise BackendError(f"TensorRT segment backend needs tensorrt and pycuda ({e})") from None
+    return trt, cuda
+
+
+@dataclass(frozen=True)
+class TensorRTSegmentBackend:
+    """precision: fp32 | fp16; max_batch: largest N of the batch profile; workspace_mib: builder scratch."""
+
+    precision: str = "fp32"
+    max_batch: int = 8
+    workspace_mib: int = 2048
+    name: str = "tensorrt"
+    device: str = "cpu"  # where the bridge kernels run (CPU kernels; device buffers are copied around them)
+
+    @property
+    def version(self) -> str:
+        trt, _ = _import()
+        return trt.__version__
+
+    def load(self, path: Path) -> "TensorRTSegmentRunner":
+        trt, cuda = _import()
+        logger = trt.Logger(trt.Logger.WARNING)
+        onnx_bytes = Path(path).read_bytes()
+        tag = hashlib.sha256(onnx_bytes + f"{self.precision}/{self.max_batch}/{trt.__version__}".encode())
+        engine_path = Path(path).with_suffix(f".{tag.hexdigest()[:16]}.engine")
+        runtime = trt.Runtime(logger)
+        if engine_path.is_file():
+            engine = runtime.deserialize_cuda_engine(engine_path.read_bytes())
+        else:
+            engine_bytes = self._build(trt, logger, onnx_bytes, path)
+            engine_path.write_bytes(engine_bytes)
+            engine = runtime.deserialize_cuda_engine(engine_bytes)
+        if engine is None:
+            raise BackendError(f"TensorRT could not deserialise the engine of {path}")
+        return TensorRTSegmentRunner(engine, cuda)
+
+    def _build(self, trt, logger, onnx_bytes: bytes, path: Path) -> bytes:
+        builder = trt.Builder(logger)
+        network = builder.create_network(0)  # explicit batch is the only mode in TensorRT 10
+        parser = trt.OnnxParser(network, logger)
+        if not parser.parse(onnx_bytes):
+            errors = "; ".join(str(parser.get_error(i)) for i in range(parser.num_errors))
+            raise BackendError(f"TensorRT cannot parse {path}: {errors[:300]}")
+        config = builder.create_builder_config()
+        config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, self.workspace_mib << 20)
+        if self.precision == "fp16":
+            config.set_flag(trt.BuilderFlag.FP16)
+        elif self.precision != "fp32":
+            raise BackendError(f"TensorRT precision {self.precision!r}: choose fp32 or fp16")
+        profile = builder.create_optimization_profile()
+        for i in range(network.num_inputs):
+            t = network.get_input(i)
+            shape = list(t.shape)
+            if any(d < 0 for d in shape[1:]):
+                raise BackendError(f"{path}: input {t.name} has dynamic dimensions besides the batch: {shape}")
+            if shape[0] < 0:  # the batch dimension, e.g. N or 3*N: scale the profile's batch range
+                lo, hi = list(shape), list(shape)
+                lo[0], hi[0] = 1, self.max_batch
+                profile.set_shape(t.name, lo, lo, hi)
+        config.add_optimization_profile(profile)
+        engine = builder.build_serialized_network(network, config)
+        if engine is None:
+            raise BackendError(f"TensorRT failed to build an engine for {path}")
+        return bytes(engine)
+
+
+class TensorRTSegmentRunner:
+    def __init__(self, engine, cuda):
+        self.engine = engine
+        self.cuda = cuda
+        self.context = engine.create_execution_context()
+        self.names = [engine.get_tensor_name(i) for i in range(engine.num_io_tensors)]
+
+    def bind(self, inputs: dict[str, np.ndarray], outputs: dict[str, np.ndarray]) -> Callable[[], None]:
+        cuda, ctx = self.cuda, self.context
+        stream = cuda.Stream()
+        device = {}
+        for name, arr in {**inputs, **outputs}.items():
+            if name not in self.names:
+                raise BackendError(f"TensorRT engine has no I/O tensor {name!r} (has {self.names})")
+            device[name] = cuda.mem_alloc(max(arr.nbytes, 1))
+            ctx.set_tensor_address(name, int(device[name]))
+        for name, arr in inputs.items():
+            ctx.set_input_shape(name, tuple(arr.shape))
+
+        def run() -> None:
+            for name, arr in inputs.items():
+                cuda.memcpy_htod_async(device[name], arr, stream)
+            if not ctx.execute_async_v3(stream.handle):
+                raise BackendError("TensorRT execution failed")
+            for name, arr in outputs.items():
+                cuda.memcpy_dtoh_async(arr, device[name], stream)
+            stream.synchronize()
+
+        return run
