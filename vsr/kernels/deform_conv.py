@@ -26,9 +26,10 @@ import numpy as np
 
 from vsr.kernels.threads import KernelWorkers, shared_workers
 
-# Output pixels per gather/sgemm tile.  2048 x 576 floats = 4.5 MiB of columns for EDVR's DCN: large enough
-# for an efficient sgemm, small enough to stay in the L2/L3 caches.
-DEFAULT_TILE_PIXELS = 2048
+# Output pixels per gather/sgemm tile.  256 x 576 floats = 576 KiB of columns for EDVR's DCN: the tile is
+# written by the gather and read by the sgemm while it still sits in the core's L2 cache.  Measured on EDVR-M's
+# L1 shapes (CPU-seconds per frame, gather + sgemm): 256 -> 0.19, 1024 -> 0.28, 2048 -> 0.31.
+DEFAULT_TILE_PIXELS = 256
 
 
 @dataclass(frozen=True)
@@ -94,18 +95,6 @@ class DeformConvGeometry:
     def gflop(self) -> float:
         """Multiply-adds of the matrix product, counted as two flops."""
         return 2.0 * self.n * self.co * self.c * self.taps * self.ho * self.wo / 1e9
-
-
-@numba.njit(parallel=True, cache=True)
-def _to_channels_last(x, out):  # pragma: no cover - compiled
-    """``x (N, C, H, W)`` -> ``out (N, H, W, C)``, parallel over rows."""
-    n, c, h, w = x.shape
-    for r in numba.prange(n * h):
-        b = r // h
-        y = r % h
-        for ch in range(c):
-            for i in range(w):
-                out[b, y, i, ch] = x[b, ch, y, i]
 
 
 # Output pixels whose column rows are completed (all taps and groups) before moving on: 128 rows of
@@ -311,7 +300,7 @@ class DeformConvKernel:
         if workspace is None:
             workspace = np.empty(self.workspace_nbytes(), np.uint8)
         xh, *scratch = self._views(workspace)
-        _to_channels_last(np.ascontiguousarray(x, dtype=np.float32), xh)
+        np.copyto(xh, x.transpose(0, 2, 3, 1))  # numpy's blocked transpose: ~3x faster than a numba loop here
         off = np.ascontiguousarray(offset, dtype=np.float32).reshape(g.n, offset.shape[1], -1)
         msk = np.ascontiguousarray(mask, dtype=np.float32).reshape(g.n, mask.shape[1], -1)
         out3 = out.reshape(g.n, g.co, g.ho * g.wo)

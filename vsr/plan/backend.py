@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -77,6 +78,8 @@ class SplitBackend:
         self._executors: dict[tuple[int, int], PlanExecutor] = {}
         self._build: dict[str, float] = {"build:export": 0.0, "build:plan": 0.0, "build:load": 0.0}
         self._io: dict[str, float] = {"pad": 0.0, "crop": 0.0}
+        # one arena per bound shape: calls from several threads take turns (the pipeline calls from one)
+        self._lock = threading.Lock()
 
     @classmethod
     def from_model(cls, model, config, threads: int | None = None, buckets: BucketPolicy | None = None,
@@ -110,6 +113,10 @@ class SplitBackend:
         return out
 
     def infer(self, x: np.ndarray) -> np.ndarray:
+        with self._lock:
+            return self._infer(x)
+
+    def _infer(self, x: np.ndarray) -> np.ndarray:
         x = np.asarray(x, dtype=np.float32)
         if x.ndim != 5 or x.shape[1] != self.num_frame or x.shape[2] != 3:
             raise InputError(f"expected (N, {self.num_frame}, 3, H, W), got {x.shape}")

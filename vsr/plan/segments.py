@@ -36,9 +36,15 @@ class SegmentBackend(Protocol):
 
 @dataclass(frozen=True)
 class OrtSegmentBackend:
-    """ONNX Runtime CPU sessions, one per segment.  threads: intra-op threads (default: all cores)."""
+    """ONNX Runtime CPU sessions, one per segment.
+
+    threads: intra-op threads (default: all cores).  spin: let ORT's idle worker threads busy-wait for the next
+    op (ORT's default).  Off here: between segments a bridge kernel runs on the same cores, and spinning
+    threads of the session that just finished would take CPU time from it.
+    """
 
     threads: int | None = None
+    spin: bool = False
     providers: tuple[str, ...] = ("CPUExecutionProvider",)
     name: str = "onnxruntime"
     precision: str = "fp32"
@@ -58,6 +64,7 @@ class OrtSegmentBackend:
         so.inter_op_num_threads = 1
         so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        so.add_session_config_entry("session.intra_op.allow_spinning", "1" if self.spin else "0")
         try:
             sess = ort.InferenceSession(str(path), sess_options=so, providers=list(self.providers))
         except Exception as e:  # ORT raises its own exception types
