@@ -13,7 +13,7 @@ from vsr.errors import InputError
 def add_parser(sub) -> None:
     p = sub.add_parser("upscale", help="upscale a video or a folder of PNG frames x4",
                        description="Upscale IN x4 into OUT.  OUT's suffix picks the container (.mp4, .mkv, .mov, "
-                                   "...); a name without suffix, or a folder, gets %%08d.png frames.  Audio and "
+                                   "...); a name without suffix, or a folder, gets %08d.png frames.  Audio and "
                                    "subtitles are copied; timestamps, colour and rotation kept.")
     p.add_argument("input", help="video file, or folder of *.png frames")
     p.add_argument("output", help="video file, or folder for PNG frames")
