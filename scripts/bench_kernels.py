@@ -34,6 +34,9 @@ def ort_session(nodes, inputs, inits, threads):
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)], ir_version=10)
     so = ort.SessionOptions()
     so.intra_op_num_threads = threads
+    # ORT's idle threads would otherwise busy-wait after each run, into the next (vsr) measurement; a
+    # single-node model gains nothing from spinning between ops
+    so.add_session_config_entry("session.intra_op.allow_spinning", "0")
     return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
 
 

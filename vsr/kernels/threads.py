@@ -84,10 +84,12 @@ class KernelWorkers:
             fn(1)
 
     def map_tiles(self, fn, n_tiles: int) -> None:
-        if self.threads == 1 or n_tiles == 1:
+        if not thread_local_blas_available():
             for i in range(n_tiles):
                 fn(0, i)
             return
+        # Even with one thread the tiles run on a pool thread: there BLAS is single-threaded, in the caller's
+        # thread it would fan each small sgemm out to its own threads (measured 3x slower on EDVR's L3 DCN).
         if self._pool is None:
             self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="vsr-kernel",
                                             initializer=self._init_worker)
