@@ -10,10 +10,12 @@ Layouts are those of ONNX ``DeformConv`` (and torchvision, see :mod:`vsr.model.d
 * out        ``(N, Co, Ho, Wo)``
 
 Algorithm: the input is copied once to channels-last so that the channels of an offset group sit side by side;
-then, tile by tile of output pixels, a numba-parallel *gather* writes the column matrix ``(P, kh*kw*C)``
-(bilinear sampling with zero padding, multiplied by the mask) and one BLAS sgemm per conv group multiplies it
-with the re-ordered weights.  Tiles bound the column buffer (and keep it in cache); every buffer is part of a
-workspace the caller may allocate once (:meth:`DeformConvKernel.workspace_nbytes`).
+then tiles of output pixels are shared out to worker threads (:mod:`vsr.kernels.threads`).  Per tile, a numba
+*gather* (GIL released) writes the column matrix ``(P, kh*kw*C)`` (bilinear sampling with zero padding, times the
+mask), one single-threaded BLAS sgemm per conv group multiplies it with the re-ordered weights, and one pass
+transposes the product back to NCHW with the bias (and a fused LeakyReLU) added.  Tiles bound the column buffer
+and keep it in cache; every buffer is part of a workspace the caller may allocate once
+(:meth:`DeformConvKernel.workspace_nbytes`).
 """
 
 from __future__ import annotations
