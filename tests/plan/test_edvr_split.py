@@ -138,3 +138,20 @@ def test_fixed_onnx_file_is_one_bucket(export, tmp_path):
         be.infer(np.zeros((1, 3, 3, 20, 16), np.float32))
     with pytest.raises(InputError, match="expected"):
         be.infer(np.zeros((1, 5, 3, 8, 8), np.float32))
+
+
+@pytest.mark.slow
+def test_open_backend_split_equals_whole(tmp_path, monkeypatch):
+    """Through the lead's entry point: same export cache, same bucket and padding as the whole-graph backend."""
+    from vsr.backends import open_backend
+
+    monkeypatch.setenv("VSR_ENGINE_DIR", str(tmp_path))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        split = open_backend("random", "edvr-tiny", backend="ort", plan="split", threads=2)
+        whole_be = open_backend("random", "edvr-tiny", backend="ort", plan="whole", threads=2)
+    x = np.random.default_rng(4).random((2, 3, 3, 14, 18), dtype=np.float32)
+    got = split.infer(x)
+    assert isinstance(split, SplitBackend) and got.shape == (2, 3, 56, 72)
+    assert np.abs(got - whole_be.infer(x)).max() <= TOL
+    assert len(list((tmp_path / "plans").iterdir())) == 1

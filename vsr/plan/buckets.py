@@ -16,11 +16,13 @@ PAD_MODES = ("reflect", "edge")
 
 @dataclass(frozen=True)
 class BucketPolicy:
-    """sizes: explicit (H, W) buckets; align: rounding for sizes no bucket contains; pad_mode: reflect | edge."""
+    """sizes: explicit (H, W) buckets; max_pad: the most rows/columns a frame is padded to reach one of them;
+    align: rounding for sizes no listed bucket fits; pad_mode: reflect | edge."""
 
     sizes: tuple[tuple[int, int], ...] = ()
     align: int = 4
     pad_mode: str = "reflect"
+    max_pad: int = 16
 
     def __post_init__(self):
         if self.align < 1 or any(h % self.align or w % self.align or h < 1 or w < 1 for h, w in self.sizes):
@@ -39,14 +41,18 @@ class BucketPolicy:
         try:
             data = tomllib.loads(p.read_text())
             return cls(sizes=tuple((int(h), int(w)) for h, w in data.get("sizes", [])),
-                       align=int(data.get("align", 4)), pad_mode=str(data.get("pad_mode", "reflect")))
+                       align=int(data.get("align", 4)), pad_mode=str(data.get("pad_mode", "reflect")),
+                       max_pad=int(data.get("max_pad", 16)))
         except OSError as e:
             raise ConfigError(f"{p}: cannot read bucket config ({e.strerror})") from None
         except (ValueError, TypeError, tomllib.TOMLDecodeError) as e:
             raise ConfigError(f"{p}: malformed bucket config ({e})") from None
 
     def bucket(self, h: int, w: int) -> tuple[int, int]:
-        fits = [(bh * bw, bh, bw) for bh, bw in self.sizes if bh >= h and bw >= w]
+        # padding costs compute and changes the output near the bottom/right edge (the receptive field sees
+        # it): a listed bucket is only worth it when it is close
+        fits = [(bh * bw, bh, bw) for bh, bw in self.sizes
+                if h <= bh <= h + self.max_pad and w <= bw <= w + self.max_pad]
         if fits:
             _, bh, bw = min(fits)
             return bh, bw
