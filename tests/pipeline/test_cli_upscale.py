@@ -157,7 +157,7 @@ def start_run(src: Path, out: Path) -> subprocess.Popen:
     return subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def wait_for_partial(folder: Path, proc: subprocess.Popen, timeout: float = 60.0) -> Path:
+def wait_for_partial(folder: Path, proc: subprocess.Popen, timeout: float = 300.0) -> Path:
     t0 = time.monotonic()
     while time.monotonic() - t0 < timeout:
         parts = list(folder.glob(".*vsr-partial*"))
@@ -176,7 +176,7 @@ def test_interrupt_mid_run_leaves_nothing(make_clip, tmp_path, sig):
     wait_for_partial(tmp_path, proc)
     time.sleep(0.5)
     proc.send_signal(sig)
-    _, err = proc.communicate(timeout=60)
+    _, err = proc.communicate(timeout=180)
     assert proc.returncode == 130, err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["long.mp4"]
 
@@ -188,7 +188,7 @@ def test_sigkill_never_leaves_an_output_file_and_the_next_run_cleans_up(make_cli
     partial = wait_for_partial(tmp_path, proc)
     time.sleep(0.5)
     os.kill(proc.pid, signal.SIGKILL)
-    proc.communicate(timeout=60)
+    proc.communicate(timeout=180)
     assert not out.exists() and partial.exists()
     rc, err = cli(capsys, src, out, *TINY, "--backend", "torch", "--frames", "0:2", "--quiet")
     assert rc == 0, err
