@@ -25,6 +25,9 @@ from dataclasses import dataclass
 
 import numba
 import numpy as np
+from llvmlite import ir
+from numba import types
+from numba.extending import intrinsic
 
 from vsr.kernels.threads import KernelWorkers, shared_workers
 
@@ -97,6 +100,42 @@ class DeformConvGeometry:
     def gflop(self) -> float:
         """Multiply-adds of the matrix product, counted as two flops."""
         return 2.0 * self.n * self.co * self.c * self.taps * self.ho * self.wo / 1e9
+
+
+@intrinsic
+def _blend8(typingctx, xf, a00, a01, a10, a11, f00, f01, f10, f11, cf, j):
+    """``cf[j:j+8] = f00*xf[a00:a00+8] + f01*xf[a01:a01+8] + f10*xf[a10:a10+8] + f11*xf[a11:a11+8]`` as 8-wide
+    vector loads, multiplies, adds and one store (float32, same operation order as the scalar loop).
+
+    LLVM does not vectorise the scalar loop itself: it cannot prove that the column store does not alias the
+    input loads, and the 8-channel runs (EDVR: 64 channels / 8 offset groups) are too short for its runtime
+    alias checks.  Measured on one EDVR-M L1 frame: gather 0.134 -> 0.11 CPU-s.
+    """
+    sig = types.void(xf, a00, a01, a10, a11, f00, f01, f10, f11, cf, j)
+
+    def codegen(context, builder, sig, args):
+        x_arr, i00, i01, i10, i11, w00, w01, w10, w11, c_arr, dst = args
+        src = context.make_array(sig.args[0])(context, builder, x_arr).data
+        out = context.make_array(sig.args[9])(context, builder, c_arr).data
+        vec = ir.VectorType(ir.FloatType(), 8)
+        undef = ir.Constant(vec, ir.Undefined)
+        zeros = ir.Constant(ir.VectorType(ir.IntType(32), 8), [0] * 8)
+
+        def load(i):
+            return builder.load(builder.bitcast(builder.gep(src, [i]), vec.as_pointer()), align=4)
+
+        def splat(f):
+            return builder.shuffle_vector(builder.insert_element(undef, f, ir.Constant(ir.IntType(32), 0)),
+                                          undef, zeros)
+
+        acc = builder.fmul(load(i00), splat(w00))
+        acc = builder.fadd(acc, builder.fmul(load(i01), splat(w01)))
+        acc = builder.fadd(acc, builder.fmul(load(i10), splat(w10)))
+        acc = builder.fadd(acc, builder.fmul(load(i11), splat(w11)))
+        builder.store(acc, builder.bitcast(builder.gep(out, [dst]), vec.as_pointer()), align=4)
+        return context.get_dummy_value()
+
+    return sig, codegen
 
 
 # Output pixels whose column rows are completed (all taps and groups) before moving on: 128 rows of
@@ -197,8 +236,7 @@ def _gather_columns(xh, offset, mask, b, p0, p1, wo, kh, kw, pad_top, pad_left, 
                 else:
                     cg = c0 // cpg
                     col0 = cg * kk * cpg + k * cpg + (c0 - cg * cpg)
-                # Unsigned indices: numba then needs no negative-index wrap-around, and the fixed 8-wide inner
-                # loop becomes one vector per corner.
+                # Unsigned indices: numba then needs no negative-index wrap-around.
                 for p in range(nq):
                     f00 = w00[p]
                     f01 = w01[p]
@@ -211,10 +249,7 @@ def _gather_columns(xh, offset, mask, b, p0, p1, wo, kh, kw, pad_top, pad_left, 
                     j = np.uint64(q0 - p0 + p) * ncol + np.uint64(col0)
                     for cb in range(0, vec_end, 8):
                         u = np.uint64(cb)
-                        for v in range(8):
-                            e = u + np.uint64(v)
-                            cf[j + e] = (f00 * xf[a00 + e] + f01 * xf[a01 + e]
-                                         + f10 * xf[a10 + e] + f11 * xf[a11 + e])
+                        _blend8(xf, a00 + u, a01 + u, a10 + u, a11 + u, f00, f01, f10, f11, cf, j + u)
                     for ci in range(vec_end, cpog):
                         e = np.uint64(ci)
                         cf[j + e] = (f00 * xf[a00 + e] + f01 * xf[a01 + e]
