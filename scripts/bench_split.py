@@ -7,8 +7,8 @@
 Both run the *same* ONNX export (random weights: speed does not depend on them; pass --onnx to reuse a file).
 Runs alternate (whole, split, whole, split, ...) so that load from other processes hits both alike.  Reports,
 per plan: the median wall seconds per output frame (batch 1: one window of T frames), the median process
-CPU-seconds, the split plan's median seconds per step, the memory plan (arena peak vs naive sum of all
-exchanged tensors and workspaces) and the max abs difference between the two outputs.
+CPU-seconds, the median of the per-pair ratios, the split plan's median seconds per step, the memory plan
+(arena peak vs naive sum of all exchanged tensors and workspaces) and the max abs difference of the outputs.
 """
 
 from __future__ import annotations
@@ -101,11 +101,14 @@ def main() -> None:
             print(f"  run {i + 1} {name:5s} {res[name][-1][0]:7.2f} s (cpu {res[name][-1][1]:6.2f})", flush=True)
     diff = float(np.abs(bound.outputs["hr"] - out_whole).max())
     med = {k: (statistics.median(v[0] for v in r), statistics.median(v[1] for v in r)) for k, r in res.items()}
+    # load from other processes drifts over minutes: the ratio within each (whole, split) pair is steadier
+    paired = {i: statistics.median(w[i] / s[i] for w, s in zip(res["whole"], res["split"])) for i in (0, 1)}
     step_med = {k: statistics.median(s[k] for s in steps) for k in steps[0]}
     mem = bound.memory.summary()
     print(f"\nwhole {med['whole'][0]:.2f} s/frame (cpu {med['whole'][1]:.2f})   "
           f"split {med['split'][0]:.2f} s/frame (cpu {med['split'][1]:.2f})   "
           f"speed-up x{med['whole'][0] / med['split'][0]:.2f}   max|split - whole| {diff:.1e}")
+    print(f"paired speed-up (median of whole/split per pair): x{paired[0]:.2f} wall, x{paired[1]:.2f} CPU")
     print("split per step (median s):")
     for s in plan.steps:
         print(f"  {s.name:24s} {step_med[s.name]:7.3f}")
@@ -114,7 +117,8 @@ def main() -> None:
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"config": args.config, "height": args.height, "width": args.width, "threads": args.threads,
-                       "runs": res, "median": med, "steps": step_med, "memory": mem, "max_abs_diff": diff,
+                       "runs": res, "median": med, "paired_speedup": paired, "steps": step_med, "memory": mem,
+                       "max_abs_diff": diff,
                        "load_average": os.getloadavg()}, f, indent=1)
 
 
