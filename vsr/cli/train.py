@@ -27,6 +27,8 @@ def add_parser(sub) -> None:
     p.add_argument("--loss", choices=("charbonnier", "l1"), default=T.loss)
     p.add_argument("--ema-decay", type=float, default=T.ema_decay)
     p.add_argument("--seed", type=int, default=T.seed)
+    p.add_argument("--weight-init", choices=("identity", "he", "torch"), default=T.weight_init,
+                   help="initialisation when training from scratch (see vsr.train.trainer)")
     p.add_argument("--video-fraction", type=float, default=T.video_fraction,
                    help="share of training windows taken from videos (rest: still images with synthetic motion)")
     p.add_argument("--exclude", nargs="*", default=[],
@@ -54,7 +56,7 @@ def run(args) -> int:
         config=args.config, data=tuple(args.data), out=args.out or str(Path("runs") / Path(name).stem),
         iters=args.iters, init=args.init, batch_size=args.batch_size, lr_patch=args.patch, lr=args.lr,
         min_lr=args.min_lr, warmup=args.warmup, offset_lr_mult=args.offset_lr_mult, grad_clip=args.grad_clip,
-        loss=args.loss, ema_decay=args.ema_decay, seed=args.seed, video_fraction=args.video_fraction,
+        loss=args.loss, ema_decay=args.ema_decay, seed=args.seed, weight_init=args.weight_init, video_fraction=args.video_fraction,
         holdout=args.holdout, val=tuple(v for v in args.val if v != "none"), val_every=args.val_every,
         ckpt_every=args.ckpt_every, threads=args.threads, amp=args.amp, device=args.device,
         exclude=tuple(dict.fromkeys((*T_EXCLUDE, *args.exclude))))
