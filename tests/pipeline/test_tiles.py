@@ -43,9 +43,11 @@ def test_tile_must_exceed_twice_the_overlap():
 
 
 def test_auto_tile_follows_the_memory_budget():
-    # EDVR-tiny fits 320x240 whole in the default budget; EDVR-M at 1080p gets ~144 px tiles in 1.5 GiB
-    assert auto_tile(240, 320, 16, 3, 1, 1536 << 20, 16) is None
-    side = auto_tile(1080, 1920, 64, 5, 1, 1536 << 20, 16)
-    assert side is not None and side % 16 == 0 and 128 <= side <= 160
-    assert auto_tile(1080, 1920, 64, 5, 2, 1536 << 20, 16) < side  # a batch of 2 needs twice the memory
+    # EDVR-tiny fits 180x180 whole in 1 GiB; EDVR-M at 1080p gets ~128 px tiles (measured ~65 KB/LR pixel)
+    assert auto_tile(180, 180, 16, 3, 1, 1 << 30, 16) is None
+    assert auto_tile(240, 320, 16, 3, 1, 1 << 30, 16) is not None
+    side = auto_tile(1080, 1920, 64, 5, 1, 1 << 30, 16)
+    assert side is not None and side % 16 == 0 and 112 <= side <= 128
+    assert side * side * 65_000 <= 1 << 30
+    assert auto_tile(1080, 1920, 64, 5, 2, 1 << 30, 16) < side  # a batch of 2 needs twice the memory
     assert auto_tile(1080, 1920, 64, 5, 1, 256 << 20, 16) < side

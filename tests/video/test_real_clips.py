@@ -23,9 +23,9 @@ HD = pytest.mark.skipif(os.environ.get("VSR_HD_CLIPS") != "1" and not FULL,
                         reason="HD clips through EDVR take minutes per frame on CPU: set VSR_HD_CLIPS=1")
 
 CLIPS = [
-    pytest.param("h264_256x240_35fps_1s_noaudio.mp4", 1, None, id="256x240"),
-    pytest.param("h264_aac_320x240_29.97fps_1.2s_realshort.mp4", 2, None, id="320x240-aac-ntsc"),
-    pytest.param("vp9_320x180_30fps_10s_bbb.webm", 1, None, id="320x180-vp9-webm"),
+    pytest.param("h264_256x240_35fps_1s_noaudio.mp4", 1, 0, id="256x240"),
+    pytest.param("h264_aac_320x240_29.97fps_1.2s_realshort.mp4", 2, 0, id="320x240-aac-ntsc"),
+    pytest.param("vp9_320x180_30fps_10s_bbb.webm", 1, 0, id="320x180-vp9-webm"),
     pytest.param("h264yuv444_mp3_1280x720_20fps_14s_cockatoo.mp4", 1, 128, id="720p-yuv444-mp3",
                  marks=[pytest.mark.slow, HD]),
     pytest.param("h264_aac51_1920x1080_60fps_2s.mp4", 1, 192, id="1080p-aac51", marks=[pytest.mark.slow, HD]),

@@ -29,8 +29,8 @@ def add_parser(sub) -> None:
     r.add_argument("--tile", default=None, help="LR tile side in pixels; 0 = never tile (default: from "
                                                 "--memory-budget)")
     r.add_argument("--tile-overlap", default="16", help="LR pixels of context around each tile (default 16)")
-    r.add_argument("--memory-budget", default="1536", metavar="MB",
-                   help="activation memory per inference call that sets the automatic tile size (default 1536)")
+    r.add_argument("--memory-budget", default="1024", metavar="MB",
+                   help="model working memory per inference call, sets the automatic tile size (default 1024)")
     e = p.add_argument_group("encoder")
     e.add_argument("--codec", default=None, help="video encoder: libx264 (default where the container holds "
                                                  "H.264), libx265, libsvtav1, ffv1, prores_ks, ...")

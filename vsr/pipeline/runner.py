@@ -48,7 +48,7 @@ class RunnerSettings:
     batch: int = 1
     tile: int | None = None
     overlap: int = 16
-    memory_budget_mb: int = 1536
+    memory_budget_mb: int = 1024
     frames: tuple[int, int | None] = (0, None)
     queue: int = 2
     batch_wait_s: float = 0.02

@@ -11,10 +11,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-# Bytes of activations per LR pixel of one window, per feature channel and frame: EDVR-M (64 features,
-# 5 frames) on ONNX Runtime CPU grows its peak RSS by ~72 KB per LR pixel (64x64: 70.6 KB, 128x128:
-# 74.4 KB; docs/benchmarks.md).  Used for the automatic tile size.
-BYTES_PER_FEAT_PIXEL = 232
+# Peak working memory of one window per LR pixel on ONNX Runtime CPU (warm export cache, batch 1):
+# EDVR-tiny (16 features x 3 frames) 29.2 KB, EDVR-M (64 x 5) 64-68 KB, at 64x64 and 128x128 tiles
+# (docs/benchmarks.md).  Fitted as a part that grows with features x frames (PCD, fusion) and a fixed
+# part (the 64-channel x4 upsampling head).  Used for the automatic tile size.
+BYTES_PER_FEAT_FRAME_PIXEL = 132
+BYTES_PER_PIXEL_HEAD = 22_900
 
 
 @dataclass(frozen=True)
@@ -55,7 +57,7 @@ def tile_grid(height: int, width: int, tile: int | None, overlap: int) -> list[T
 def auto_tile(height: int, width: int, num_feat: int, num_frame: int, batch: int, budget_bytes: int,
               overlap: int) -> int | None:
     """The tile side that keeps one batch's activations within ``budget_bytes`` (None: whole frames fit)."""
-    per_pixel = BYTES_PER_FEAT_PIXEL * num_feat * num_frame * max(batch, 1)
+    per_pixel = (BYTES_PER_FEAT_FRAME_PIXEL * num_feat * num_frame + BYTES_PER_PIXEL_HEAD) * max(batch, 1)
     max_pixels = budget_bytes / per_pixel
     if height * width <= max_pixels:
         return None
