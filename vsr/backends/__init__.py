@@ -20,8 +20,9 @@ log = logging.getLogger(__name__)
 
 BACKENDS = ("auto", "ort", "torch")
 PLANS = ("auto", "whole", "split")
-# Measured on the 2-core CPU machine (docs/benchmarks.md); "auto" picks this one.
-DEFAULT_PLAN = "whole"
+# "auto" picks the plan measured faster on the 2-core CPU machine: split, 1.17x wall / 1.20x CPU
+# over the whole graph on EDVR-M 180x320 (docs/benchmarks.md, "Subgraph plan and bridge kernels").
+DEFAULT_PLAN = "split"
 
 
 def open_backend(weights: str = "default", config=None, backend: str = "auto", plan: str = "auto",
