@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 DATA=${VSR_DATA:-../shared/data}
 exec vsr train --config edvr-s \
   --data "$DATA/train/images" "$DATA/train/videos" "$DATA/videos" \
-  --out runs/edvr-s-default --iters "${ITERS:-400}" \
+  --out runs/edvr-s-default --iters "${ITERS:-560}" \
   --batch-size 4 --patch 16 --lr 5e-4 --warmup 10 --weight-init identity --offset-lr-mult 0.25 --grad-clip 1.0 --loss charbonnier \
   --exclude cockatoo \
   --ema-decay 0.999 --seed 0 --val calendar city --val-every 50 --ckpt-every 25 --threads 2 "$@"

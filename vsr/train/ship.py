@@ -37,6 +37,18 @@ def ship(checkpoint: str | Path, out: str | Path = DEFAULT_WEIGHTS, *, which: st
         "validation": train.get("history", []),
         **(record or {}),
     }
+    log = Path(checkpoint).with_name("log.jsonl")
+    if log.is_file():  # the whole run (all resumptions): validation curve and where each run started
+        events = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+        info["curve"] = [{"iteration": e["iteration"], "wall_s": e["wall_s"],
+                          **{f"{tag}:{name}": round(v["psnr_y"], 3) for tag, sets in e["val"].items()
+                             for name, v in sets.items()},
+                          **{f"bicubic:{name}": round(v["bicubic_y"], 3)
+                             for name, v in next(iter(e["val"].values())).items()}}
+                         for e in events if e.get("event") == "val"]
+        info["runs"] = [{k: e[k] for k in ("event", "iteration") if k in e} for e in events
+                        if e.get("event") in ("start", "resume")]
+        info["data"] = next((e["data"] for e in events if e.get("event") == "start"), None)
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     torch.save({"params": {k: v.half().contiguous() for k, v in sd.items()},
