@@ -83,11 +83,13 @@ def test_fractional_rate_odd_size_untagged_sd_source_is_tagged_bt601(make_clip, 
 
 @pytest.mark.parametrize("pix_fmt,matrix", [("yuv422p", 9), ("yuv420p", 5)])
 def test_chroma_layouts_and_matrices_are_kept(make_clip, tmp_path, tiny_backend, pix_fmt, matrix):
-    src = make_clip("c.mkv", frames=3, pix_fmt=pix_fmt, matrix=matrix, range=1, primaries=9 if matrix == 9 else 5,
-                    transfer=14 if matrix == 9 else 6)
+    # FFV1 source: it takes odd sizes in 4:2:0 / 4:2:2, which H.264 does not
+    src = make_clip("c.mkv", frames=3, width=23, height=15, codec="ffv1", pix_fmt=pix_fmt, matrix=matrix, range=1,
+                    primaries=9 if matrix == 9 else 5, transfer=14 if matrix == 9 else 6)
     out = tmp_path / "out.mkv"
     run(src, out, tiny_backend)
     va, vb = video(probe(src)), video(probe(out))
+    assert (va["width"], va["height"]) == (23, 15) and (vb["width"], vb["height"]) == (92, 60)
     assert vb["pix_fmt"] == pix_fmt
     assert (vb["matrix"], vb["range"], vb["primaries"], vb["transfer"]) == \
         (va["matrix"], va["range"], va["primaries"], va["transfer"])

@@ -70,8 +70,6 @@ def check_output(dst: Path, src: Path, overwrite: bool) -> None:
     """One-line errors for outputs that cannot work: the input itself, an unwritable folder, an existing file."""
     if dst.exists() and src.exists() and dst.resolve() == src.resolve():
         raise InputError(f"output is the input: {dst}")
-    if src.is_dir() and dst.resolve().is_relative_to(src.resolve()) and dst.resolve() != src.resolve():
-        pass  # writing into a sub-folder of the input frames is fine: only *.png directly in it are read
     parent = dst.parent if str(dst.parent) else Path(".")
     if not parent.is_dir():
         raise InputError(f"output folder does not exist: {parent}")
