@@ -40,11 +40,11 @@ def test_default_backend_job_with_report(make_clip, tmp_path, capsys):
     a, b = probe(src), probe(out)
     assert b["frames"] == 4 and b["video_times"] == a["video_times"] and b["packets"][1] == a["packets"][1]
     report = json.loads(rep.read_text())
-    assert report["frames"] == 4 and report["settings"]["backend"] == "ort"
+    assert report["frames"] == 4 and report["settings"]["backend"].startswith("ort")  # whole or split plan
     assert report["settings"]["config"] == "edvr-tiny" and report["settings"]["batch"] == 2
     assert [s["name"] for s in report["stages"]] == ["decode", "window", "batch", "infer", "post", "encode"]
     assert report["bottleneck"] in {s["name"] for s in report["stages"]}
-    assert "run" in report["backend_steps_s"]
+    assert report["backend_steps_s"] and all(v >= 0 for v in report["backend_steps_s"].values())
     assert "bottleneck:" in err
 
 
