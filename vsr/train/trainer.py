@@ -133,6 +133,8 @@ def identity_init(model: torch.nn.Module, noise: float = 0.1) -> None:
     So the input's colours reach ``conv_last`` (nearest-neighbour upsampled) through near-linear paths and
     gradients reach every layer from the first step -- a deep plain network at random init instead sits at
     the bilinear baseline for hundreds of iterations.  ``noise`` scales a He-normal perturbation.
+    Exact pass-through (``noise=0``) holds for configurations without TSA (its attention is not made
+    neutral; its convolutions get the same Dirac kernels).
     """
     from vsr.model.dcn import DCNv2Pack
     from vsr.model.edvr import ResidualBlockNoBN
