@@ -1,3 +1,3 @@
-from vsr.cli import main
+from vsr.cli import entry
 
-raise SystemExit(main())
+entry()

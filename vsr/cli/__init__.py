@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import sys
 import warnings
 
@@ -55,3 +56,25 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"vsr: error: {type(e).__name__}: {e}", file=sys.stderr)
         return 1
+
+
+def entry() -> None:
+    """The ``vsr`` console script: :func:`main`, then the exit.
+
+    After an interrupt, an inference call may still be running in its (daemon) thread for a while; by then the
+    output's temporary file is already gone and the containers are closed.  The normal interpreter shutdown
+    would tear down ONNX Runtime's or torch's global state under that call (a native crash), so such a process
+    ends with ``os._exit`` once its output streams are flushed.
+    """
+    code = 1
+    try:
+        code = main()
+    except SystemExit as e:  # argparse
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
+    finally:
+        runner = sys.modules.get("vsr.pipeline.runner")
+        if runner is not None and runner.infer_still_running():
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+    sys.exit(code)

@@ -33,6 +33,16 @@ log = logging.getLogger(__name__)
 
 _END = object()
 _POLL_S = 0.1
+INFER_THREAD = "vsr-infer"
+
+
+def infer_still_running() -> bool:
+    """True while an abandoned inference call is still running (see ``FrameQueueRunner._wind_down``).
+
+    A process must not run its normal interpreter shutdown then: the native libraries' global state would be
+    torn down under the running call.  The CLI ends such a process with ``os._exit`` after its cleanup.
+    """
+    return any(t.name == INFER_THREAD and t.is_alive() for t in threading.enumerate())
 
 
 @dataclass(frozen=True)
@@ -42,7 +52,8 @@ class RunnerSettings:
     batch: items (windows, or tiles of windows) per backend call; tile: LR tile side (None: automatic
     from ``memory_budget_mb``; 0: never tile); overlap: LR pixels of context around each tile's core;
     frames: output frames ``start:stop`` (Python slice semantics, neighbours outside still feed windows);
-    queue: items between two stages; batch_wait_s: how long the batcher waits to fill a batch.
+    queue: items between two stages; batch_wait_s: how long the batcher waits to fill a batch;
+    stop_grace_s: how long a stop waits for a backend call in progress before leaving it behind.
     """
 
     batch: int = 1
@@ -52,6 +63,7 @@ class RunnerSettings:
     frames: tuple[int, int | None] = (0, None)
     queue: int = 2
     batch_wait_s: float = 0.02
+    stop_grace_s: float = 2.0
 
 
 @dataclass(frozen=True)
@@ -134,6 +146,28 @@ class FrameQueueRunner:
         self.num_frame = backend.num_frame
         self.radius = self.num_frame // 2
         self.scale = getattr(backend, "scale", 4)
+
+    def _wind_down(self, threads: list[threading.Thread]) -> None:
+        """After a stop: wait until no stage touches the source or the sink any more.
+
+        Every stage but ``infer`` finishes its current item within moments (one frame decoded, one tile
+        converted, one frame encoded) and then sees the stop, so they are always waited for: only then may the
+        caller close the containers.  ``infer`` may be inside a backend call that lasts minutes on a CPU; it
+        touches neither the source nor the sink, so it gets ``stop_grace_s`` and is otherwise left to finish on
+        its own (a daemon thread; :func:`infer_still_running` tells a process that is about to exit).  A second
+        Ctrl-C does not cut this short: closing a container under a running encoder corrupts the heap.
+        """
+        grace_end = time.monotonic() + self.settings.stop_grace_s
+        for t in threads:
+            infer = t.name == INFER_THREAD
+            while t.is_alive():
+                try:
+                    t.join(_POLL_S)
+                except KeyboardInterrupt:
+                    pass
+                if infer and time.monotonic() >= grace_end:
+                    log.info("inference is still inside a backend call; not waiting for it")
+                    break
 
     def plan_tile(self, height: int, width: int) -> int | None:
         s = self.settings
@@ -331,8 +365,7 @@ class FrameQueueRunner:
                     t.join(_POLL_S)
         except BaseException:
             stop.set()
-            for t in threads:
-                t.join(5.0)
+            self._wind_down(threads)
             raise
         if errors:
             raise errors[0]

@@ -57,10 +57,10 @@ def upscale(src: str | Path, dst: str | Path, *, backend=None, weights: str = "d
                     "time_base": str(source.info.time_base), "colour": source.info.colour.describe(),
                     "rotation": source.info.rotation}}
             report = FrameQueueRunner(backend, runner).run(source, sink, tick, settings)
+            sink.commit()  # inside the guard: an interrupt while the encoder flushes must not leave the temporary
         except BaseException:
             sink.abort()
             raise
-        sink.commit()
         return report
     finally:
         source.close()
