@@ -91,10 +91,10 @@ class CountingSource:
         with self.lock:
             self.alive -= 1
 
-    def frames(self):
+    def frames(self, start=0):
         from vsr.video.source import SourceFrame
 
-        for i in range(self.n):
+        for i in range(start, self.n):
             rgb = np.full((3, self.info.height, self.info.width), (i % 7) / 7, np.float32)
             with self.lock:
                 self.alive += 1

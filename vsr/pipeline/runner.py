@@ -10,7 +10,8 @@ keeps.  numpy, PyAV, ONNX Runtime and torch release the GIL in their heavy loops
     batch       up to ``batch`` (window, tile) items stacked into (N, T, 3, h, w), or what is ready
                 after ``batch_wait_s``
     infer       backend.infer -> (N, 3, 4h, 4w) float32
-    post        tile cores -> output planes (colour matrix, quantisation) of whole HR frames
+    post        tile cores -> output planes (colour matrix, quantisation) of whole HR frames, written into
+                the sink's own frame buffers, then finished there (chroma subsampling, colour tags)
     encode      sink.write (PyAV encoder + muxer, or PNG files)
 """
 
@@ -91,7 +92,7 @@ class _HrFrame:
     index: int
     pts: int
     duration: int
-    planes: np.ndarray
+    planes: object  # sink.new_planes() while tiles arrive, then what sink.finish() made of it
     tiles_left: int
 
 
@@ -190,6 +191,10 @@ class FrameQueueRunner:
         tiles = tile_grid(info.height, info.width, tile, s.overlap)
         pix_fmt, spec = sink.planes_format()
         dtype = sink.plane_dtype()
+        # a sink may assemble frames in its own buffers and finish them (e.g. chroma subsampling) here in
+        # post-processing; a minimal sink takes (3, H, W) integer planes as they are
+        new_planes = getattr(sink, "new_planes", None) or (lambda h, w: np.empty((3, h, w), dtype))
+        finish = getattr(sink, "finish", None) or (lambda planes: planes)
         from vsr.video.colour import encode_planes
 
         stop = threading.Event()
@@ -209,7 +214,7 @@ class FrameQueueRunner:
         seen_total = [0]
 
         def decode():
-            it = iter(source.frames())
+            it = iter(source.frames(first_needed))
             while True:
                 with st_dec.timer.busy():
                     f = next(it, None)
@@ -316,13 +321,15 @@ class FrameQueueRunner:
                 for n, (w, t) in enumerate(items):
                     with st_post.timer.busy():
                         if current is None or current.index != w.index:
-                            planes = np.empty((3, info.height * sc, info.width * sc), dtype)
-                            current = _HrFrame(w.index, w.pts, w.duration, planes, len(tiles))
+                            current = _HrFrame(w.index, w.pts, w.duration, new_planes(info.height * sc, info.width * sc),
+                                               len(tiles))
                         core = y[n, :, sc * (t.cy0 - t.y0): sc * (t.cy1 - t.y0), sc * (t.cx0 - t.x0): sc * (t.cx1 - t.x0)]
                         encode_planes(core, pix_fmt, spec,
                                       out=current.planes[:, sc * t.cy0: sc * t.cy1, sc * t.cx0: sc * t.cx1])
                         current.tiles_left -= 1
                     if current.tiles_left == 0:
+                        with st_post.timer.busy():
+                            current.planes = finish(current.planes)
                         st_post.timer.count()
                         st_post.put(q_hr, current)
                         current = None

@@ -173,7 +173,7 @@ def rgb_to_yuv(rgb: np.ndarray, spec: ColourSpec, bits: int, out: np.ndarray | N
                            (b - y) * np.float32(cs / (2 * (1 - kb))) + np.float32(co + 0.5),
                            (r - y) * np.float32(cs / (2 * (1 - kr))) + np.float32(co + 0.5))):
         np.clip(v, 0.0, top, out=v)
-        out[i] = v  # float -> int truncates; +0.5 above makes it round half up
+        out[i][...] = v  # float -> int truncates; +0.5 above makes it round half up (out may be a list of views)
     return out
 
 
@@ -210,6 +210,28 @@ def planes_frame(planes: np.ndarray, pix_fmt: str) -> av.VideoFrame:
     return f
 
 
+class FramePlanes:
+    """The three planes of a new planar 4:4:4 ``av.VideoFrame``, writable in place through numpy views.
+
+    ``fp[:, y0:y1, x0:x1]`` is the list of the three planes' views of that region, which :func:`encode_planes`
+    (for Y/Cb/Cr) fills as ``out``: the post-processing stage writes an output frame's tiles straight into the
+    frame the encoder gets, instead of into an array that is copied into a frame afterwards.
+    """
+
+    def __init__(self, width: int, height: int, pix_fmt: str):
+        self.frame = av.VideoFrame(width, height, pix_fmt)
+        self.dtype = np.uint8 if bit_depth(pix_fmt) <= 8 else np.uint16
+        self.shape = (3, height, width)
+        self.views = [np.frombuffer(p, self.dtype).reshape(p.height, p.line_size // self.dtype().itemsize)[:, :p.width]
+                      for p in self.frame.planes[:3]]
+
+    def __getitem__(self, key) -> list[np.ndarray]:
+        c, ys, xs = key
+        if c != slice(None):
+            raise IndexError("FramePlanes: index all three planes ([:, ys, xs])")
+        return [v[ys, xs] for v in self.views]
+
+
 def decode_rgb(frame: av.VideoFrame, spec: ColourSpec) -> np.ndarray:
     """A decoded frame -> float32 RGB ``(3, H, W)`` in [0, 1], read with ``spec``."""
     fmt = frame.format.name
@@ -232,8 +254,9 @@ def encode_planes(rgb: np.ndarray, pix_fmt: str, spec: ColourSpec, out: np.ndarr
     return rgb_to_yuv(rgb, spec, bits, out)
 
 
-def planes_to_frame(planes: np.ndarray, pix_fmt: str, spec: ColourSpec) -> av.VideoFrame:
-    """Integer planes from :func:`encode_planes` -> a frame in ``pix_fmt``, tagged with ``spec``."""
+def planes_to_frame(planes: np.ndarray | FramePlanes, pix_fmt: str, spec: ColourSpec) -> av.VideoFrame:
+    """Integer planes from :func:`encode_planes` (an array, or :class:`FramePlanes` used as is) -> a frame in
+    ``pix_fmt``, tagged with ``spec``."""
     p444 = planar444(pix_fmt)
     if spec.matrix == SPC_RGB:
         fmt = "rgb24" if planes.dtype == np.uint8 else "rgb48le"
@@ -241,7 +264,7 @@ def planes_to_frame(planes: np.ndarray, pix_fmt: str, spec: ColourSpec) -> av.Vi
         if fmt != pix_fmt:
             f = f.reformat(format=pix_fmt, interpolation=RESAMPLE)
     else:
-        f = planes_frame(planes, p444)
+        f = planes.frame if isinstance(planes, FramePlanes) else planes_frame(planes, p444)
         if p444 != pix_fmt:
             f = f.reformat(format=pix_fmt, src_color_range=spec.range, dst_color_range=spec.range,
                            interpolation=RESAMPLE)

@@ -23,8 +23,8 @@ import av
 import numpy as np
 
 from vsr.errors import InputError
-from vsr.video.colour import (ColourSpec, bit_depth, encode_planes, is_gray_format, is_rgb_format, planar444,
-                              planes_to_frame)
+from vsr.video.colour import (SPC_RGB, ColourSpec, FramePlanes, bit_depth, encode_planes, is_gray_format,
+                              is_rgb_format, planar444, planes_to_frame)
 from vsr.video.source import VideoInfo
 
 log = logging.getLogger(__name__)
@@ -129,6 +129,12 @@ class PngFolderSink:
 
     def planes_format(self) -> tuple[str, ColourSpec]:
         return self.pix_fmt, self.colour
+
+    def new_planes(self, height: int, width: int) -> np.ndarray:
+        return np.empty((3, height, width), self.plane_dtype())
+
+    def finish(self, planes: np.ndarray) -> np.ndarray:
+        return planes
 
     def write(self, planes: np.ndarray, pts: int, duration: int) -> None:
         import cv2
@@ -256,6 +262,21 @@ class VideoSink:
     def planes_format(self) -> tuple[str, ColourSpec]:
         return self.pix_fmt, self.colour
 
+    def new_planes(self, height: int, width: int) -> np.ndarray | FramePlanes:
+        """Where one output frame's integer 4:4:4 planes are assembled (``[:, ys, xs]`` regions, filled by
+        :func:`vsr.video.colour.encode_planes`): the planes of the frame the encoder will get, for Y/Cb/Cr."""
+        if self.colour.matrix == SPC_RGB:
+            return np.empty((3, height, width), self.plane_dtype())
+        return FramePlanes(width, height, planar444(self.pix_fmt))
+
+    def finish(self, planes: np.ndarray | FramePlanes) -> av.VideoFrame:
+        """A complete frame from :meth:`new_planes` -> the frame to encode (output pixel format, colour tags).
+
+        Called in the post-processing stage, so the encoder thread only encodes and the frames waiting for it
+        are already subsampled (4:2:0: half the bytes of the 4:4:4 planes).
+        """
+        return planes_to_frame(planes, self.pix_fmt, self.colour)
+
     # ---- setup ---------------------------------------------------------------------------------
 
     def _add_video(self, codec: av.Codec, s: EncoderSettings, scale: int):
@@ -336,13 +357,14 @@ class VideoSink:
 
     # ---- writing -------------------------------------------------------------------------------
 
-    def write(self, planes: np.ndarray, pts: int, duration: int) -> None:
+    def write(self, planes: np.ndarray | av.VideoFrame, pts: int, duration: int) -> None:
+        """Encode one frame: integer 4:4:4 planes, or a frame made by :meth:`finish`."""
         t = float(pts * self.info.time_base)
         if self._window_start is None:
             self._window_start = t
             if self.keep_window:
                 self.pts_offset = pts - self.info.start_pts
-        frame = planes_to_frame(planes, self.pix_fmt, self.colour)
+        frame = planes if isinstance(planes, av.VideoFrame) else planes_to_frame(planes, self.pix_fmt, self.colour)
         frame.pts = pts - self.pts_offset
         frame.time_base = self.info.time_base
         if duration:
