@@ -65,11 +65,8 @@ class OrtSegmentBackend:
         so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         so.add_session_config_entry("session.intra_op.allow_spinning", "1" if self.spin else "0")
-        mode = os.environ.get("VSR_ORT_MEM", "shared")
-        if mode == "shared" and _shared_cpu_arena():
+        if _shared_cpu_arena():
             so.add_session_config_entry("session.use_env_allocators", "1")
-        elif mode == "noarena":
-            so.enable_cpu_mem_arena = False
         try:
             sess = ort.InferenceSession(str(path), sess_options=so, providers=list(self.providers))
         except Exception as e:  # ORT raises its own exception types
