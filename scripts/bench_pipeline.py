@@ -61,6 +61,23 @@ class RssSampler:
         self._t.join()
 
 
+class StandIn:
+    """The opened backend's shapes with a bicubic x4 of the centre frame as its 'inference' (benchmark only)."""
+
+    def __init__(self, real):
+        self.num_frame, self.scale, self.config, self.name = real.num_frame, real.scale, real.config, "stand-in"
+
+    def infer(self, x: np.ndarray) -> np.ndarray:
+        import cv2
+
+        c = x[:, self.num_frame // 2]
+        return np.stack([cv2.resize(f.transpose(1, 2, 0), None, fx=self.scale, fy=self.scale,
+                                    interpolation=cv2.INTER_CUBIC).transpose(2, 0, 1) for f in c])
+
+    def timings(self) -> dict:
+        return {}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("input")
@@ -71,7 +88,10 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--tile", type=int, default=None, help="LR tile (default: automatic from the budget)")
-    ap.add_argument("--memory-budget", type=int, default=1024)
+    ap.add_argument("--memory-budget", type=int, default=3072)
+    ap.add_argument("--stand-in", action="store_true",
+                    help="replace the model by a bicubic x4 of the centre frame (same shapes, no model memory): "
+                         "measures the pipeline and encoder alone over long runs")
     ap.add_argument("--frames", default="0:12")
     ap.add_argument("--codec", default=None)
     ap.add_argument("--skip-alone", action="store_true", help="only the end-to-end run (e.g. for RSS)")
@@ -90,6 +110,8 @@ def main(argv=None) -> int:
     frames = parse_frames(args.frames)
     start, stop = frames
     backend = open_backend(args.weights, args.config, backend=args.backend, plan=args.plan, threads=args.threads)
+    if args.stand_in:
+        backend = StandIn(backend)
     settings = RunnerSettings(batch=args.batch, tile=args.tile, memory_budget_mb=args.memory_budget, frames=frames)
     runner = FrameQueueRunner(backend, settings)
     enc = EncoderSettings(codec=args.codec)
@@ -113,7 +135,8 @@ def main(argv=None) -> int:
                 lr.append(f)
         alone["decode"] = len(lr) / (time.perf_counter() - t0)
         n = len(lr)
-        tile = runner.plan_tile(info.height, info.width)
+        sink = open_sink(tmp / f"alone{suffix}", info, enc)
+        tile, _ = runner.plan_tile(info.height, info.width, sink)
         tiles = tile_grid(info.height, info.width, tile, settings.overlap)
         # 2. infer alone, on the same batches the runner builds (first call excluded: export / warm-up)
         items = [(i, t) for i in range(n) for t in tiles]
@@ -135,7 +158,6 @@ def main(argv=None) -> int:
             outs.append(y)
         alone["infer"] = n / (time.perf_counter() - t0)
         # 3. post alone, 4. encode alone
-        sink = open_sink(tmp / f"alone{suffix}", info, enc)
         pix_fmt, spec = sink.planes_format()
         sc = backend.scale
         t0 = time.perf_counter()
@@ -144,10 +166,11 @@ def main(argv=None) -> int:
         cur = None
         for i, t, y in flat:
             if cur is None or cur[0] != i:
-                cur = (i, np.empty((3, info.height * sc, info.width * sc), sink.plane_dtype()))
+                cur = (i, sink.new_planes(info.height * sc, info.width * sc))
                 planes.append(cur)
             encode_planes(y[:, sc * (t.cy0 - t.y0): sc * (t.cy1 - t.y0), sc * (t.cx0 - t.x0): sc * (t.cx1 - t.x0)],
                           pix_fmt, spec, out=cur[1][:, sc * t.cy0: sc * t.cy1, sc * t.cx0: sc * t.cx1])
+        planes = [(i, sink.finish(p)) for i, p in planes]
         alone["post"] = n / (time.perf_counter() - t0)
         del outs, flat
         t0 = time.perf_counter()

@@ -7,7 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from vsr.pipeline.tiles import auto_tile, axis_spans, tile_grid
+from vsr.pipeline.memory import MARGIN, model_mb, plan_memory
+from vsr.pipeline.tiles import axis_spans, best_tile, tile_grid
 
 
 @settings(max_examples=200, deadline=None)
@@ -42,12 +43,64 @@ def test_tile_must_exceed_twice_the_overlap():
         axis_spans(100, 32, 16)
 
 
-def test_auto_tile_follows_the_memory_budget():
-    # EDVR-tiny fits 180x180 whole in 1 GiB; EDVR-M at 1080p gets ~128 px tiles (measured ~65 KB/LR pixel)
-    assert auto_tile(180, 180, 16, 3, 1, 1 << 30, 16) is None
-    assert auto_tile(240, 320, 16, 3, 1, 1 << 30, 16) is not None
-    side = auto_tile(1080, 1920, 64, 5, 1, 1 << 30, 16)
-    assert side is not None and side % 16 == 0 and 112 <= side <= 128
-    assert side * side * 65_000 <= 1 << 30
-    assert auto_tile(1080, 1920, 64, 5, 2, 1 << 30, 16) < side  # a batch of 2 needs twice the memory
-    assert auto_tile(1080, 1920, 64, 5, 1, 256 << 20, 16) < side
+def plan(**kw):
+    args = dict(budget_mb=3072, height=1080, width=1920, scale=4, num_frame=5, batch=1, queue=2, overlap=16,
+                encoder_mb=34.0 * 7680 * 4320 / 1e6)
+    args.update(kw)
+    return plan_memory(**args)
+
+
+def test_memory_plan_keeps_the_whole_run_inside_the_budget():
+    p = plan()
+    assert p.fits and p.tile is not None and all(s % 16 == 0 for s in p.tile)
+    assert p.total_mb <= p.budget_mb
+    # the tile is among the largest that fit: 16 px more on both sides would not
+    bigger = model_mb((p.tile[0] + 16) * (p.tile[1] + 16), 1)
+    assert p.total_mb - p.model_mb + bigger > p.budget_mb * (1 - MARGIN)
+    # 1080p -> 8K: LR ring + queues of float32 1080p frames, 8K frames in flight, the encoder's estimate
+    assert 250 < p.lr_frames_mb < 400 and 200 < p.hr_frames_mb < 400 and p.encoder_mb > 1000
+
+
+def area(t):
+    return t[0] * t[1]
+
+
+def test_memory_plan_follows_budget_batch_and_encoder():
+    base = area(plan().tile)
+    assert area(plan(budget_mb=6144).tile) > base
+    assert area(plan(batch=2).tile) < base  # two items per call need twice the working memory
+    assert area(plan(encoder_mb=0.0).tile) > base
+    assert plan(height=120, width=160).tile is None  # small frames go whole
+    tight = plan(budget_mb=1500)
+    assert not tight.fits and tight.tile == (64, 64)  # says so, and uses the smallest tile
+
+
+@given(h=st.integers(40, 700), w=st.integers(40, 700), budget=st.integers(60 * 60, 400 * 400))
+@settings(max_examples=60, deadline=None)
+def test_best_tile_is_optimal_among_all_valid_tiles(h, w, budget):
+    """Exhaustive check: no tile of 16-multiples (or full sides) within the pixel budget computes less."""
+    t = best_tile(h, w, budget, 16, 64)
+
+    def cost(th, tw):
+        return sum((x.y1 - x.y0) * (x.x1 - x.x0) for x in tile_grid(h, w, (th, tw), 16))
+
+    options = [(th, tw) for th in sorted({h, *range(64, h, 16)}) for tw in sorted({w, *range(64, w, 16)})
+               if th * tw <= budget]
+    if not options:
+        assert t is None
+        return
+    assert t is not None and area(t) <= budget
+    assert cost(*t) <= min(cost(*o) for o in options)
+    cover = np.zeros((h, w), int)
+    for x in tile_grid(h, w, t, 16):
+        cover[x.cy0:x.cy1, x.cx0:x.cx1] += 1
+    assert (cover == 1).all()  # the cores partition the frame
+
+
+def test_memory_plan_is_in_the_run_report(tiny_backend):
+    from tests.pipeline.test_runner import CountingSource, NullSink
+    from vsr.pipeline import FrameQueueRunner, RunnerSettings
+
+    report = FrameQueueRunner(tiny_backend, RunnerSettings()).run(CountingSource(3), NullSink())
+    mp = report.settings["memory_plan"]
+    assert mp["budget_mb"] == 3072 and mp["tile"] is None and mp["total_mb"] <= 3072

@@ -42,3 +42,32 @@ def test_whole_clip_timestamps_and_audio_packets_survive(tmp_path, name):
     spec = source.info.colour
     assert (vb["matrix"], vb["range"], vb["primaries"], vb["transfer"]) == \
         (spec.matrix, spec.range, spec.primaries, spec.transfer)
+
+
+def test_big_outputs_get_low_memory_x264_unless_the_user_chooses(tmp_path):
+    """1080p x4 is 8K: libx264's defaults would hold 5 GB; vsr bounds it, and the estimate follows."""
+    from vsr.video.sink import BIG_OUTPUT_X264_PARAMS
+
+    src = VIDEOS / "h264_aac51_1920x1080_60fps_2s.mp4"
+    if not src.exists():
+        pytest.skip("shared data not present")
+    source = open_source(src)
+    try:
+        cases = [((), BIG_OUTPUT_X264_PARAMS), ((("x264-params", "ref=4"),), "ref=4"),
+                 ((("rc-lookahead", "20"),), None)]
+        estimates = []
+        for i, (options, params) in enumerate(cases):
+            sink = open_sink(tmp_path / f"o{i}.mp4", source.info, EncoderSettings(options=options), scale=4)
+            try:
+                assert (sink.vs.width, sink.vs.height) == (7680, 4320)
+                assert sink.encoder_options.get("x264-params") == params
+                estimates.append(sink.memory_estimate_mb())
+            finally:
+                sink.abort()
+        assert 900 < estimates[0] < 1500 < estimates[1]  # measured 1115 MB with the low-memory settings
+        small = open_sink(tmp_path / "s.mp4", source.info, EncoderSettings(), scale=1)
+        assert "x264-params" not in small.encoder_options  # 1080p output: x264's own defaults
+        small.abort()
+    finally:
+        source.close()
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # aborted sinks leave nothing

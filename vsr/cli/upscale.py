@@ -29,8 +29,9 @@ def add_parser(sub) -> None:
     r.add_argument("--tile", default=None, help="LR tile side in pixels; 0 = never tile (default: from "
                                                 "--memory-budget)")
     r.add_argument("--tile-overlap", default="16", help="LR pixels of context around each tile (default 16)")
-    r.add_argument("--memory-budget", default="1024", metavar="MB",
-                   help="model working memory per inference call, sets the automatic tile size (default 1024)")
+    r.add_argument("--memory-budget", default="3072", metavar="MB",
+                   help="peak memory of the whole run (model, frames in flight, encoder); sets the automatic "
+                        "tile size (default 3072)")
     e = p.add_argument_group("encoder")
     e.add_argument("--codec", default=None, help="video encoder: libx264 (default where the container holds "
                                                  "H.264), libx265, libsvtav1, ffv1, prores_ks, ...")
@@ -105,7 +106,7 @@ def run(args) -> int:
     if tile and tile <= 2 * overlap:
         raise InputError(f"--tile {tile} must be larger than twice --tile-overlap {overlap}")
     runner = RunnerSettings(batch=_int(args.batch, "--batch", 1), tile=tile, overlap=overlap,
-                            memory_budget_mb=_int(args.memory_budget, "--memory-budget", 16),
+                            memory_budget_mb=_int(args.memory_budget, "--memory-budget", 256),
                             frames=parse_frames(args.frames))
     encoder = EncoderSettings(codec=args.codec, crf=crf, preset=args.preset, pix_fmt=args.pix_fmt,
                               options=parse_options(args.encoder_options))

@@ -26,7 +26,8 @@ from typing import Callable, Iterable
 
 import numpy as np
 
-from vsr.pipeline.tiles import Tile, auto_tile, tile_grid
+from vsr.pipeline.memory import MemoryPlan, plan_memory
+from vsr.pipeline.tiles import Tile, tile_grid
 from vsr.pipeline.windows import window_indices
 from vsr.report import RunReport, StageTimer
 
@@ -50,8 +51,9 @@ def infer_still_running() -> bool:
 class RunnerSettings:
     """Knobs of the runner.
 
-    batch: items (windows, or tiles of windows) per backend call; tile: LR tile side (None: automatic
-    from ``memory_budget_mb``; 0: never tile); overlap: LR pixels of context around each tile's core;
+    batch: items (windows, or tiles of windows) per backend call; tile: LR tile side (None: automatic, the
+    largest that keeps the whole process within ``memory_budget_mb``, see :mod:`vsr.pipeline.memory`; 0: never
+    tile); overlap: LR pixels of context around each tile's core;
     frames: output frames ``start:stop`` (Python slice semantics, neighbours outside still feed windows);
     queue: items between two stages; batch_wait_s: how long the batcher waits to fill a batch;
     stop_grace_s: how long a stop waits for a backend call in progress before leaving it behind.
@@ -60,7 +62,7 @@ class RunnerSettings:
     batch: int = 1
     tile: int | None = None
     overlap: int = 16
-    memory_budget_mb: int = 1024
+    memory_budget_mb: int = 3072
     frames: tuple[int, int | None] = (0, None)
     queue: int = 2
     batch_wait_s: float = 0.02
@@ -170,13 +172,19 @@ class FrameQueueRunner:
                     log.info("inference is still inside a backend call; not waiting for it")
                     break
 
-    def plan_tile(self, height: int, width: int) -> int | None:
+    def plan_tile(self, height: int, width: int, sink=None) -> tuple[int | tuple[int, int] | None, MemoryPlan | None]:
+        """The LR tile (a side, ``(h, w)``, or None: whole frames) and, for an automatic tile, the memory plan."""
         s = self.settings
         if s.tile == 0:
-            return None
+            return None, None
         if s.tile is not None:
-            return s.tile if (height > s.tile or width > s.tile) else None
-        return auto_tile(height, width, self.num_feat, self.num_frame, s.batch, s.memory_budget_mb << 20, s.overlap)
+            return (s.tile if (height > s.tile or width > s.tile) else None), None
+        estimate = getattr(sink, "memory_estimate_mb", None)
+        dtype = np.dtype(sink.plane_dtype()) if sink is not None and hasattr(sink, "plane_dtype") else np.dtype(np.uint8)
+        plan = plan_memory(budget_mb=s.memory_budget_mb, height=height, width=width, scale=self.scale,
+                           num_frame=self.num_frame, batch=s.batch, queue=s.queue, overlap=s.overlap,
+                           encoder_mb=estimate() if estimate else 0.0, hr_bytes_per_pixel=3 * dtype.itemsize)
+        return plan.tile, plan
 
     def run(self, source, sink, progress: Callable[[int], None] | None = None,
             settings_for_report: dict | None = None) -> RunReport:
@@ -187,7 +195,7 @@ class FrameQueueRunner:
         s = self.settings
         info = source.info
         start, stop_at = s.frames
-        tile = self.plan_tile(info.height, info.width)
+        tile, memory = self.plan_tile(info.height, info.width, sink)
         tiles = tile_grid(info.height, info.width, tile, s.overlap)
         pix_fmt, spec = sink.planes_format()
         dtype = sink.plane_dtype()
@@ -391,5 +399,6 @@ class FrameQueueRunner:
             steps = {}
         settings = dict(settings_for_report or {})
         settings.update(tile=tile, tiles_per_frame=len(tiles), overlap=s.overlap, batch=s.batch, queue=s.queue,
-                        padding=self.padding, num_frame=self.num_frame)
+                        padding=self.padding, num_frame=self.num_frame,
+                        memory_plan=memory.to_dict() if memory is not None else None)
         return RunReport([st.timer.stats() for st, _ in stages], settings, wall, written[0], steps)

@@ -8,15 +8,7 @@ frame's own edge, which is where a convolutional network's result no longer depe
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
-
-# Peak working memory of one window per LR pixel on ONNX Runtime CPU (warm export cache, batch 1):
-# EDVR-tiny (16 features x 3 frames) 29.2 KB, EDVR-M (64 x 5) 64-68 KB, at 64x64 and 128x128 tiles
-# (docs/benchmarks.md).  Fitted as a part that grows with features x frames (PCD, fusion) and a fixed
-# part (the 64-channel x4 upsampling head).  Used for the automatic tile size.
-BYTES_PER_FEAT_FRAME_PIXEL = 132
-BYTES_PER_PIXEL_HEAD = 22_900
 
 
 @dataclass(frozen=True)
@@ -45,21 +37,33 @@ def axis_spans(length: int, tile: int, overlap: int) -> list[tuple[int, int, int
     return [(s, s + tile, cuts[i], cuts[i + 1]) for i, s in enumerate(starts)]
 
 
-def tile_grid(height: int, width: int, tile: int | None, overlap: int) -> list[Tile]:
-    """Row-major tiles covering a ``height x width`` frame (one tile when ``tile`` is None or large enough)."""
+def tile_grid(height: int, width: int, tile: int | tuple[int, int] | None, overlap: int) -> list[Tile]:
+    """Row-major tiles covering a ``height x width`` frame; ``tile`` is a side, ``(tile_h, tile_w)``, or None
+    (one tile: the whole frame).  A side at least the frame's own on that axis means no cut along it."""
     if tile is None:
         return [Tile(0, height, 0, width, 0, height, 0, width)]
+    th, tw = (tile, tile) if isinstance(tile, int) else tile
     return [Tile(y0, y1, x0, x1, cy0, cy1, cx0, cx1)
-            for (y0, y1, cy0, cy1) in axis_spans(height, tile, overlap)
-            for (x0, x1, cx0, cx1) in axis_spans(width, tile, overlap)]
+            for (y0, y1, cy0, cy1) in axis_spans(height, th, overlap)
+            for (x0, x1, cx0, cx1) in axis_spans(width, tw, overlap)]
 
 
-def auto_tile(height: int, width: int, num_feat: int, num_frame: int, batch: int, budget_bytes: int,
-              overlap: int) -> int | None:
-    """The tile side that keeps one batch's activations within ``budget_bytes`` (None: whole frames fit)."""
-    per_pixel = (BYTES_PER_FEAT_FRAME_PIXEL * num_feat * num_frame + BYTES_PER_PIXEL_HEAD) * max(batch, 1)
-    max_pixels = budget_bytes / per_pixel
-    if height * width <= max_pixels:
-        return None
-    side = int(math.sqrt(max_pixels)) // 16 * 16
-    return max(side, 2 * overlap + 16)
+def best_tile(height: int, width: int, max_pixels: float, overlap: int, floor: int) -> tuple[int, int] | None:
+    """The tile ``(h, w)`` of at most ``max_pixels`` that computes the fewest pixels in all (cores plus the
+    overlaps); sides are multiples of 16 or the frame's own.  None: not even ``floor x floor`` fits."""
+    def sides(length: int) -> dict[int, int]:
+        """Every candidate side on one axis -> how many tiles it takes."""
+        out = {side: len(axis_spans(length, side, overlap)) for side in range(floor, length, 16)}
+        out[length] = 1
+        return out
+
+    best = None
+    across = sides(width)
+    for th, ny in sides(height).items():
+        for tw, nx in across.items():
+            if th * tw > max_pixels:
+                continue
+            cost = ny * nx * th * tw
+            if best is None or cost < best[0] or (cost == best[0] and th * tw > best[1] * best[2]):
+                best = (cost, th, tw)
+    return None if best is None else (best[1], best[2])

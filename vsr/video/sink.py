@@ -130,6 +130,9 @@ class PngFolderSink:
     def planes_format(self) -> tuple[str, ColourSpec]:
         return self.pix_fmt, self.colour
 
+    def memory_estimate_mb(self) -> float:
+        return 0.0  # one frame at a time, written and gone
+
     def new_planes(self, height: int, width: int) -> np.ndarray:
         return np.empty((3, height, width), self.plane_dtype())
 
@@ -184,7 +187,14 @@ def choose_pix_fmt(codec: av.Codec, info: VideoInfo, requested: str | None) -> s
 
 
 BIG_OUTPUT_PIXELS = 3840 * 2160
-BIG_OUTPUT_LOOKAHEAD = 10
+# libx264 beyond 4K (docs/benchmarks.md, scripts/bench_encoder_memory.py, 7680x4320, 2 cores): the defaults
+# (frame threads, rc-lookahead 40, 3 refs, 3 B-frames) hold 5.2 GB; rc-lookahead 10: 3.4 GB; sliced threads and
+# no lookahead: 1.7 GB; and with 1 ref and 1 B-frame: 1.1 GB.  vsr takes the last unless the user sets any of
+# x264-params or rc-lookahead, or asks for ultrafast (0.56 GB already).  CRF keeps the quality; files grow a bit.
+BIG_OUTPUT_X264_PARAMS = "sliced-threads=1:rc-lookahead=0:sync-lookahead=0:ref=1:bframes=1"
+# Encoder memory per output megapixel, for the memory plan (vsr.pipeline.memory): measured at 7680x4320.
+ENCODER_MB_PER_MPX = {"libx264": 158.0, "libx264-big": 34.0, "ffv1": 8.0, "prores_ks": 8.0, "png": 0.0}
+ENCODER_MB_PER_MPX_OTHER = 60.0  # not measured: a generous guess (a dozen frames in flight)
 FALLBACK_CODECS = ("libsvtav1", "libvpx-vp9", "ffv1", "mpeg4")
 
 
@@ -262,6 +272,15 @@ class VideoSink:
     def planes_format(self) -> tuple[str, ColourSpec]:
         return self.pix_fmt, self.colour
 
+    def memory_estimate_mb(self) -> float:
+        """What the encoder itself will hold at its peak, estimated from measurements (see ENCODER_MB_PER_MPX)."""
+        name = self.vs.codec_context.name
+        if name == "libx264" and self.low_memory_x264:
+            name = "libx264-big"
+        elif name == "libx264" and self.encoder_options.get("preset") == "ultrafast":
+            return 17.0 * self.vs.width * self.vs.height / 1e6
+        return ENCODER_MB_PER_MPX.get(name, ENCODER_MB_PER_MPX_OTHER) * self.vs.width * self.vs.height / 1e6
+
     def new_planes(self, height: int, width: int) -> np.ndarray | FramePlanes:
         """Where one output frame's integer 4:4:4 planes are assembled (``[:, ys, xs]`` regions, filled by
         :func:`vsr.video.colour.encode_planes`): the planes of the frame the encoder will get, for Y/Cb/Cr."""
@@ -302,12 +321,15 @@ class VideoSink:
         if s.preset is not None:
             opts["preset"] = s.preset
         opts.update(dict(s.options))
+        self.low_memory_x264 = False
         if codec.name == "libx264" and vs.width * vs.height > BIG_OUTPUT_PIXELS and "rc-lookahead" not in opts \
-                and "rc-lookahead" not in opts.get("x264-params", ""):
-            # x264 keeps ~50 frames in flight by default: 5.2 GB at 8K (1080p x4), 2.3 GB with 10
-            opts["rc-lookahead"] = str(BIG_OUTPUT_LOOKAHEAD)
-            log.info("output beyond 4K: libx264 rc-lookahead=%d to bound its memory", BIG_OUTPUT_LOOKAHEAD)
+                and "x264-params" not in opts and opts.get("preset") != "ultrafast":
+            opts["x264-params"] = BIG_OUTPUT_X264_PARAMS
+            self.low_memory_x264 = True
+            log.info("output beyond 4K: libx264 with %s to bound its memory (-x x264-params=... overrides)",
+                     BIG_OUTPUT_X264_PARAMS)
         vs.options = opts
+        self.encoder_options = dict(opts)
         vs.thread_type = "AUTO"
         if info.rotation:
             vs.set_display_rotation(info.rotation)

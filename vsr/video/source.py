@@ -135,35 +135,13 @@ class VideoSource:
         raise InputError(f"zero frames: the video stream of {self.path} holds no decodable frame")
 
     def frames(self, start: int = 0) -> Iterator[SourceFrame]:
-        """Frames ``start, start + 1, ...`` (indices in presentation order, as in a decode from the top).
+        """Frames ``start, start + 1, ...`` (indices in presentation order).
 
-        For ``start > 0`` the stream is seeked: the packets are read without decoding to find the timestamp of
-        frame ``start``, the demuxer jumps to the keyframe before it, and decoded frames before that timestamp
-        are dropped unconverted.  Where timestamps cannot say which frame is which (missing or repeated packet
-        timestamps, a seek that misses) or the decoder flags a frame after the seek as corrupt (some streams'
-        keyframes do not decode on their own), it goes on by decoding from the top instead, still without
-        converting the frames it skips.
+        Frames before ``start`` are decoded (only a decode from the top is frame-exact on every file) but never
+        converted to RGB, which is most of the cost of a frame here.  Seeking was tried and dropped: on the
+        cockatoo clip in ``shared/data/videos`` FFmpeg decodes the later IDR frames wrongly when it starts
+        there, sometimes without flagging them corrupt (``tests/video/test_source_seek.py`` keeps the check).
         """
-        target = self._pts_of_frame(start) if start > 0 else None
-        resume = start
-        if target is not None:
-            for f, corrupt in self._decode(start, target):
-                if corrupt or (resume == start and f.pts != target):
-                    # the decoder could not rebuild this frame from the keyframe it was given, or the seek landed
-                    # elsewhere: trust only a decode from the top from here on
-                    log.info("seek in %s: frame %d not reproducible after the seek; decoding from the start",
-                             self.path, resume)
-                    break
-                yield f
-                resume = f.index + 1
-            else:
-                if resume > start:
-                    return
-        for f, _ in self._decode(resume, None):
-            yield f
-
-    def _decode(self, start: int, target: int | None) -> Iterator[tuple[SourceFrame, bool]]:
-        """``(frame, decoder flagged it corrupt)`` from frame ``start``; ``target``: seek to that pts first."""
         # a fresh demuxer: seeking back after the probe is not exact in every container
         self._container.close()
         c = self._container = av.open(str(self.path), "r")
@@ -174,44 +152,19 @@ class VideoSource:
         last_pts = None
         last_dur = 0
         try:
-            if target is not None:
-                c.seek(target, stream=st, backward=True, any_frame=False)
-                index = start
             for frame in c.decode(st):
                 pts = frame.pts
-                if target is not None and (pts is None or pts < target):
-                    continue  # before frame ``start``: decoded only to reach it
                 if pts is None:  # some raw streams: continue the timeline
                     pts = 0 if last_pts is None else last_pts + max(last_dur, 1)
                 dur = int(frame.duration or 0)
                 if index >= start:
-                    yield SourceFrame(index, int(pts), dur, decode_rgb(frame, spec)), bool(frame.is_corrupt)
+                    yield SourceFrame(index, int(pts), dur, decode_rgb(frame, spec))
                 last_pts, last_dur = pts, dur
                 index += 1
         except av.FFmpegError as e:
             raise InputError(f"decoding {self.path} failed at frame {index} ({_one_line(e)})") from None
         finally:
             c.close()
-
-    def _pts_of_frame(self, start: int, reorder: int = 64) -> int | None:
-        """The timestamp of frame ``start`` (presentation order) from the packets alone, without decoding; None
-        where packet timestamps cannot tell (missing, repeated, or fewer frames than ``start``)."""
-        pts = []
-        with av.open(str(self.path), "r") as c:
-            for pkt in c.demux(c.streams.video[0]):
-                if pkt.size == 0:
-                    continue  # flush packets
-                if pkt.pts is None:
-                    return None
-                pts.append(int(pkt.pts))
-                if len(pts) >= start + reorder:
-                    break
-        # packets come in decode order; a frame's presentation index is its timestamp's rank, which packets
-        # ``reorder`` further on can no longer change (B-frame reordering spans a few frames)
-        ranked = sorted(pts)
-        if len(ranked) <= start or len(set(ranked)) != len(ranked):
-            return None
-        return ranked[start]
 
     def close(self) -> None:
         self._container.close()
