@@ -197,7 +197,10 @@ def main(argv=None) -> int:
     q = max(len(s) // 4, 1)
     result["rss_mb"] = {"before_run": round(rss_before, 1), "peak_process": round(peak_rss_mb(), 1),
                         "peak_during_run": round(max(s), 1), "mean_first_quarter": round(float(np.mean(s[:q])), 1),
-                        "mean_last_quarter": round(float(np.mean(s[-q:])), 1)}
+                        "mean_last_quarter": round(float(np.mean(s[-q:])), 1),
+                        "peak_per_tenth": [round(float(max(part)), 1) for part in np.array_split(np.array(s), 10)
+                                           if len(part)]}
+    result["memory_plan"] = report.settings.get("memory_plan")
     result["tile"] = report.settings["tile"]
     result["tiles_per_frame"] = report.settings["tiles_per_frame"]
     print(report.table())
