@@ -71,3 +71,36 @@ def test_big_outputs_get_low_memory_x264_unless_the_user_chooses(tmp_path):
     finally:
         source.close()
     assert sorted(p.name for p in tmp_path.iterdir()) == []  # aborted sinks leave nothing
+
+
+def _packets(pairs):
+    import av
+    from fractions import Fraction
+
+    out = []
+    for pts, dts in pairs:
+        p = av.Packet(b"x")
+        p.pts, p.dts, p.time_base = pts, dts, Fraction(1, 25)
+        out.append(p)
+    return out
+
+
+@pytest.mark.parametrize("pairs", [
+    [(0, -9570295239278626), (3, -1), (1, 0), (2, 1)],        # seen with libx265 under load: the first packet
+    [(0, -2), (3, -1), (1, 9_000_000), (2, 1), (4, 2)],         # one in the middle, dts after its pts
+    [(0, -2), (3, -1), (1, 0), (2, -10**15)],                   # the last one, at the flush
+    [(0, -10**15), (3, -10**15), (1, 0), (2, 1)],               # two in a row
+])
+def test_dts_repair_gives_monotonic_dts_not_after_pts(pairs, caplog):
+    from vsr.video.sink import DtsRepair
+
+    rep = DtsRepair()
+    pk = _packets(pairs)
+    got = list(rep.repair(pk[:-1])) + list(rep.repair(pk[-1:], last=True))
+    assert sorted(p.pts for p in got) == sorted(p for p, _ in pairs)  # nothing lost
+    dts = [p.dts for p in got]
+    assert all(a < b for a, b in zip(dts, dts[1:])), dts
+    assert all(p.dts <= p.pts for p in got)
+    good = [(p, d) for p, d in pairs if d is not None and d <= p and p - d < 1000]
+    assert [(p.pts, p.dts) for p in got if (p.pts, p.dts) in good] == [g for g in good]  # good ones untouched
+    assert rep.repaired == len(pairs) - len(good)

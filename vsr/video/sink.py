@@ -157,6 +157,58 @@ class PngFolderSink:
         shutil.rmtree(self.tmp, ignore_errors=True)
 
 
+class DtsRepair:
+    """Mends encoder packets whose decode timestamp is garbage, before the muxer refuses them.
+
+    Seen with libx265 4.2 through FFmpeg under CPU load (about 1 run in 10 on a loaded 2-core machine): the first
+    packet of a stream came out with dts = -9.6e15 and MP4 muxing failed ("Not yet implemented in FFmpeg").  A
+    dts later than its pts, or more than ``max_delay_s`` before it, cannot be right; such a packet is held back
+    until the next packet's dts is known and then given the latest dts that keeps the order: below the next
+    one, not above its own pts, after the previous one.
+    """
+
+    def __init__(self, max_delay_s: float = 60.0):
+        self.max_delay_s = max_delay_s
+        self.held: list = []
+        self.prev_dts: int | None = None
+        self.repaired = 0
+
+    def _bad(self, pkt) -> bool:
+        if pkt.dts is None or pkt.pts is None:
+            return False
+        return pkt.dts > pkt.pts or float((pkt.pts - pkt.dts) * pkt.time_base) > self.max_delay_s
+
+    def _release(self, next_dts: int | None) -> list:
+        """The held packets with dts counted back from ``next_dts`` (None: the end: each gets its pts)."""
+        bound = next_dts
+        for h in reversed(self.held):
+            dts = h.pts if bound is None else min(h.pts, bound - 1)
+            log.warning("encoder gave packet pts %s a dts of %s; muxed with dts %s", h.pts, h.dts, dts)
+            h.dts = bound = dts
+            self.repaired += 1
+        out, self.held = self.held, []
+        return out
+
+    def repair(self, packets, last: bool = False):
+        for pkt in packets:
+            if self._bad(pkt):
+                self.held.append(pkt)
+                continue
+            for h in self._release(pkt.dts):
+                yield self._emit(h)
+            yield self._emit(pkt)
+        if last:
+            for h in self._release(None):
+                yield self._emit(h)
+
+    def _emit(self, pkt):
+        if pkt.dts is not None:
+            if self.prev_dts is not None and pkt.dts <= self.prev_dts:
+                pkt.dts = self.prev_dts + 1  # only repaired packets at the very end can get here
+            self.prev_dts = pkt.dts
+        return pkt
+
+
 def choose_pix_fmt(codec: av.Codec, info: VideoInfo, requested: str | None) -> str:
     formats = [f.name for f in (codec.video_formats or [])]
     if requested is not None:
@@ -330,6 +382,7 @@ class VideoSink:
                      BIG_OUTPUT_X264_PARAMS)
         vs.options = opts
         self.encoder_options = dict(opts)
+        self._dts = DtsRepair()
         vs.thread_type = "AUTO"
         if info.rotation:
             vs.set_display_rotation(info.rotation)
@@ -392,7 +445,7 @@ class VideoSink:
         if duration:
             frame.duration = duration
         self._window_end = t + float((duration or 0) * self.info.time_base)
-        for pkt in self.vs.encode(frame):
+        for pkt in self._dts.repair(self.vs.encode(frame)):
             self._copy_until(float(pkt.dts * pkt.time_base) + float(self.pts_offset * self.info.time_base)
                              if pkt.dts is not None else t)
             self.oc.mux(pkt)
@@ -454,7 +507,7 @@ class VideoSink:
                         self.oc.mux(p)
 
     def commit(self) -> None:
-        for pkt in self.vs.encode(None):
+        for pkt in self._dts.repair(self.vs.encode(None), last=True):
             self.oc.mux(pkt)
         self._copy_until(None)
         for _, out, mode in self._passthrough:
