@@ -245,7 +245,8 @@ BIG_OUTPUT_PIXELS = 3840 * 2160
 # x264-params or rc-lookahead, or asks for ultrafast (0.56 GB already).  CRF keeps the quality; files grow a bit.
 BIG_OUTPUT_X264_PARAMS = "sliced-threads=1:rc-lookahead=0:sync-lookahead=0:ref=1:bframes=1"
 # Encoder memory per output megapixel, for the memory plan (vsr.pipeline.memory): measured at 7680x4320.
-ENCODER_MB_PER_MPX = {"libx264": 158.0, "libx264-big": 34.0, "ffv1": 8.0, "prores_ks": 8.0, "png": 0.0}
+ENCODER_MB_PER_MPX = {"libx264": 158.0, "libx264-big": 34.0, "libx264-ultrafast": 17.0, "ffv1": 8.0,
+                      "prores_ks": 8.0, "png": 0.0}
 ENCODER_MB_PER_MPX_OTHER = 60.0  # not measured: a generous guess (a dozen frames in flight)
 FALLBACK_CODECS = ("libsvtav1", "libvpx-vp9", "ffv1", "mpeg4")
 
@@ -330,7 +331,7 @@ class VideoSink:
         if name == "libx264" and self.low_memory_x264:
             name = "libx264-big"
         elif name == "libx264" and self.encoder_options.get("preset") == "ultrafast":
-            return 17.0 * self.vs.width * self.vs.height / 1e6
+            name = "libx264-ultrafast"
         return ENCODER_MB_PER_MPX.get(name, ENCODER_MB_PER_MPX_OTHER) * self.vs.width * self.vs.height / 1e6
 
     def new_planes(self, height: int, width: int) -> np.ndarray | FramePlanes:
