@@ -180,158 +180,183 @@ def _attrs(node: onnx.NodeProto) -> dict:
     return out
 
 
-def partition(model: onnx.ModelProto, bridge_ops=DEFAULT_BRIDGE_OPS, fuse_activations: bool = True) -> Partition:
-    """Cut ``model`` at every node whose op type is in ``bridge_ops``; see the module docstring."""
-    bridge_ops = tuple(sorted(set(bridge_ops)))
+@dataclass
+class _Graph:
+    """The graph being cut: its nodes, who reads each tensor, which nodes are bridges and what is fused.
+
+    ``owner``: activation node index -> the bridge node index it is fused into (with ``epilogues[bridge]``);
+    ``segment``: node index -> the segment it runs in (nodes nobody reads are in none and are dropped).
+    """
+
+    model: onnx.ModelProto
+    nodes: list
+    inits: dict[str, onnx.TensorProto]
+    infos: dict[str, TensorInfo]
+    inputs: list[str]
+    outputs: list[str]
+    consumers: dict[str, list[int]]
+    is_bridge: list[bool]
+    owner: dict[int, int] = field(default_factory=dict)
+    epilogues: dict[int, tuple[str, float]] = field(default_factory=dict)
+    segment: dict[int, int] = field(default_factory=dict)
+
+    def info(self, t: str) -> TensorInfo:
+        if t not in self.infos:
+            raise BackendError(f"tensor {t!r} crosses a step boundary but its shape/type is unknown "
+                               "(run shape inference on the model first)")
+        return self.infos[t]
+
+    def needed_after(self, t: str, k: int) -> bool:
+        """Is tensor ``t`` (produced in segment ``k``) read outside segment ``k``?"""
+        if t in self.outputs:
+            return True
+        return any(ci in self.owner or self.is_bridge[ci] or self.segment.get(ci, k) != k
+                   for ci in self.consumers.get(t, []))
+
+
+def _read_graph(model: onnx.ModelProto, bridge_ops: tuple[str, ...]) -> _Graph:
+    """A copy of ``model`` with constants as initializers and shapes inferred, indexed for cutting."""
     model = copy.deepcopy(model)
     _constants_to_initializers(model)
     try:
         model = onnx.shape_inference.infer_shapes(model, strict_mode=False)
-    except Exception:  # shape inference is best effort; missing shapes are reported below
+    except Exception:  # shape inference is best effort; missing shapes are reported where they are needed
         pass
     g = model.graph
     inits = {t.name: t for t in g.initializer}
-    infos: dict[str, TensorInfo] = {}
+    infos = {}
     for vi in list(g.input) + list(g.value_info) + list(g.output):
         info = _tensor_info(vi)
         if info is not None:
             infos[vi.name] = info
-    graph_inputs = [vi.name for vi in g.input if vi.name not in inits]
-    graph_outputs = [vi.name for vi in g.output]
     nodes = list(g.node)
     for n in nodes:
         if any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in n.attribute):
             raise BackendError(f"node {n.name or n.op_type}: control flow (subgraphs) cannot be partitioned")
-
     consumers: dict[str, list[int]] = {}
     for i, n in enumerate(nodes):
         for t in n.input:
             if t:
                 consumers.setdefault(t, []).append(i)
-    is_bridge = [n.op_type in bridge_ops and n.domain in ("", "ai.onnx") for n in nodes]
+    return _Graph(model=model, nodes=nodes, inits=inits, infos=infos,
+                  inputs=[vi.name for vi in g.input if vi.name not in inits], outputs=[vi.name for vi in g.output],
+                  consumers=consumers,
+                  is_bridge=[n.op_type in bridge_ops and n.domain in ("", "ai.onnx") for n in nodes])
 
-    # Fuse single-consumer activations into the bridge before them.
-    owner: dict[int, int] = {}  # node index -> bridge node index it was fused into
-    epilogues: dict[int, tuple[str, float]] = {}
-    if fuse_activations:
-        for i, n in enumerate(nodes):
-            if not is_bridge[i] or len(n.output) != 1:
-                continue
-            out = n.output[0]
-            cons = consumers.get(out, [])
-            if out in graph_outputs or len(cons) != 1:
-                continue
-            c = nodes[cons[0]]
-            if c.op_type in FUSABLE_ACTIVATIONS and c.domain in ("", "ai.onnx") and not is_bridge[cons[0]]:
-                alpha = 0.0 if c.op_type == "Relu" else float(_attrs(c).get("alpha", 0.01))
-                owner[cons[0]] = i
-                epilogues[i] = (c.op_type, alpha)
 
-    bridges = [i for i in range(len(nodes)) if is_bridge[i]]
-    bridge_index = {b: k for k, b in enumerate(bridges)}
-    last = len(bridges)  # index of the final segment
-
-    def step_of_consumer(ci: int, seg: dict[int, int]) -> int | None:
-        if ci in owner:
-            return bridge_index[owner[ci]]
-        if is_bridge[ci]:
-            return bridge_index[ci]
-        return seg.get(ci)  # None: a dropped (dead) node
-
-    seg: dict[int, int] = {}
-    for i in reversed(range(len(nodes))):
-        if is_bridge[i] or i in owner:
+def _fuse_activations(g: _Graph) -> None:
+    """Fuse each activation that is the only consumer of a bridge's single output into that bridge."""
+    for i, n in enumerate(g.nodes):
+        if not g.is_bridge[i] or len(n.output) != 1:
             continue
-        n = nodes[i]
+        out = n.output[0]
+        cons = g.consumers.get(out, [])
+        if out in g.outputs or len(cons) != 1:
+            continue
+        c = g.nodes[cons[0]]
+        if c.op_type in FUSABLE_ACTIVATIONS and c.domain in ("", "ai.onnx") and not g.is_bridge[cons[0]]:
+            alpha = 0.0 if c.op_type == "Relu" else float(_attrs(c).get("alpha", 0.01))
+            g.owner[cons[0]] = i
+            g.epilogues[i] = (c.op_type, alpha)
+
+
+def _assign_segments(g: _Graph, bridges: list[int]) -> None:
+    """Put every other node into the latest segment that precedes all its consumers (walking backwards)."""
+    bridge_index = {b: k for k, b in enumerate(bridges)}
+    last = len(bridges)
+
+    def step_of_consumer(ci: int) -> int | None:
+        if ci in g.owner:
+            return bridge_index[g.owner[ci]]
+        if g.is_bridge[ci]:
+            return bridge_index[ci]
+        return g.segment.get(ci)  # None: a dropped (dead) node
+
+    for i in reversed(range(len(g.nodes))):
+        if g.is_bridge[i] or i in g.owner:
+            continue
         s = None
-        for t in n.output:
-            if t in graph_outputs:
+        for t in g.nodes[i].output:
+            if t in g.outputs:
                 s = last
-            for ci in consumers.get(t, []):
-                v = step_of_consumer(ci, seg)
+            for ci in g.consumers.get(t, []):
+                v = step_of_consumer(ci)
                 if v is not None:
                     s = v if s is None else min(s, v)
-        if s is not None:  # nodes whose outputs nobody reads are dropped
-            seg[i] = s
+        if s is not None:
+            g.segment[i] = s
 
-    producer_step: dict[str, str] = {}
+
+def _segment_step(g: _Graph, k: int) -> tuple[Step, onnx.ModelProto] | None:
+    """Segment ``k`` as a standalone, checked ONNX model and its step (None: the segment is empty)."""
+    seg_nodes = [g.nodes[i] for i in range(len(g.nodes)) if g.segment.get(i) == k]
+    if not seg_nodes:
+        return None
+    produced = {t for n in seg_nodes for t in n.output if t}
+    ins: list[str] = []
+    for n in seg_nodes:
+        for t in n.input:
+            if t and t not in produced and t not in g.inits and t not in ins:
+                ins.append(t)
+    outs = [t for n in seg_nodes for t in n.output if t and g.needed_after(t, k)]
+    name = f"segment{k:02d}"
+    used_inits = list({t: g.inits[t] for n in seg_nodes for t in n.input if t in g.inits}.values())
+    # in node order, so that the same graph always gives the same segment bytes
+    vis = [_value_info(g.infos[t]) for n in seg_nodes for t in n.output if t in g.infos and t not in outs]
+    graph = helper.make_graph(seg_nodes, name, [_value_info(g.info(t)) for t in ins],
+                              [_value_info(g.info(t)) for t in outs], used_inits, value_info=vis)
+    seg_model = helper.make_model(graph, opset_imports=list(g.model.opset_import), ir_version=g.model.ir_version,
+                                  producer_name="vsr.plan")
+    seg_model.functions.extend(g.model.functions)
+    try:
+        onnx.checker.check_model(seg_model)
+    except onnx.checker.ValidationError as e:
+        raise BackendError(f"{name} is not a valid ONNX model: {str(e).splitlines()[0]}") from None
+    step = Step(name=name, kind="segment", inputs=ins, outputs=outs, file=f"{name}.onnx",
+                nodes=[n.name for n in seg_nodes])
+    return step, seg_model
+
+
+def _bridge_step(g: _Graph, k: int, b: int, constants: dict[str, np.ndarray]) -> Step:
+    """Bridge ``k`` (node ``b``) as a kernel step; its constant inputs are added to ``constants``."""
+    n = g.nodes[b]
+    ins, consts = [], {}
+    for j, t in enumerate(n.input):
+        if t in g.inits:
+            consts[j] = t
+            constants[t] = numpy_helper.to_array(g.inits[t])
+            ins.append("")
+        else:
+            ins.append(t)
+    fused = [i for i, o in g.owner.items() if o == b]
+    outs = list(g.nodes[fused[0]].output) if fused else list(n.output)
+    for t in [t for t in ins if t] + outs:
+        g.info(t)
+    return Step(name=f"bridge{k:02d}_{n.op_type}", kind="bridge", inputs=ins, outputs=outs, op_type=n.op_type,
+                attrs=_attrs(n), constants=consts, epilogue=g.epilogues.get(b),
+                nodes=[n.name] + [g.nodes[i].name for i in fused])
+
+
+def partition(model: onnx.ModelProto, bridge_ops=DEFAULT_BRIDGE_OPS, fuse_activations: bool = True) -> Partition:
+    """Cut ``model`` at every node whose op type is in ``bridge_ops``; see the module docstring."""
+    bridge_ops = tuple(sorted(set(bridge_ops)))
+    g = _read_graph(model, bridge_ops)
+    if fuse_activations:
+        _fuse_activations(g)
+    bridges = [i for i in range(len(g.nodes)) if g.is_bridge[i]]
+    _assign_segments(g, bridges)
     steps: list[Step] = []
     segments: dict[str, onnx.ModelProto] = {}
     constants: dict[str, np.ndarray] = {}
-    produced_in_segment: dict[int, set[str]] = {}
-
-    def needed_after(t: str, k: int) -> bool:
-        """Is tensor ``t`` (produced in segment ``k``) read outside segment ``k``?"""
-        if t in graph_outputs:
-            return True
-        for ci in consumers.get(t, []):
-            if ci in owner or is_bridge[ci] or seg.get(ci, k) != k:
-                return True
-        return False
-
-    def info(t: str) -> TensorInfo:
-        if t not in infos:
-            raise BackendError(f"tensor {t!r} crosses a step boundary but its shape/type is unknown "
-                               "(run shape inference on the model first)")
-        return infos[t]
-
-    for k in range(last + 1):
-        members = [i for i in range(len(nodes)) if seg.get(i) == k]
-        if members:
-            seg_nodes = [nodes[i] for i in members]
-            produced = {t for n in seg_nodes for t in n.output if t}
-            produced_in_segment[k] = produced
-            ins: list[str] = []
-            for n in seg_nodes:
-                for t in n.input:
-                    if t and t not in produced and t not in inits and t not in ins:
-                        ins.append(t)
-            outs = [t for n in seg_nodes for t in n.output if t and needed_after(t, k)]
-            name = f"segment{k:02d}"
-            used_inits = [inits[t] for n in seg_nodes for t in n.input if t in inits]
-            seen = set()
-            used_inits = [x for x in used_inits if not (x.name in seen or seen.add(x.name))]
-            vis = [_value_info(infos[t]) for t in produced if t in infos and t not in outs]
-            graph = helper.make_graph(seg_nodes, name, [_value_info(info(t)) for t in ins],
-                                      [_value_info(info(t)) for t in outs], used_inits, value_info=vis)
-            seg_model = helper.make_model(graph, opset_imports=list(model.opset_import), ir_version=model.ir_version,
-                                          producer_name="vsr.plan")
-            seg_model.functions.extend(model.functions)
-            try:
-                onnx.checker.check_model(seg_model)
-            except onnx.checker.ValidationError as e:
-                raise BackendError(f"{name} is not a valid ONNX model: {str(e).splitlines()[0]}") from None
-            segments[name] = seg_model
-            steps.append(Step(name=name, kind="segment", inputs=ins, outputs=outs, file=f"{name}.onnx",
-                              nodes=[n.name for n in seg_nodes]))
-            for t in outs:
-                producer_step[t] = name
-        if k < last:
-            b = bridges[k]
-            n = nodes[b]
-            ins, consts = [], {}
-            for j, t in enumerate(n.input):
-                if t in inits:
-                    consts[j] = t
-                    constants[t] = numpy_helper.to_array(inits[t])
-                    ins.append("")
-                else:
-                    ins.append(t)
-            outs = list(n.output)
-            fused = [i for i, o in owner.items() if o == b]
-            if fused:
-                outs = list(nodes[fused[0]].output)
-            for t in ins:
-                if t:
-                    info(t)
-            for t in outs:
-                info(t)
-            name = f"bridge{k:02d}_{n.op_type}"
-            steps.append(Step(name=name, kind="bridge", inputs=ins, outputs=outs, op_type=n.op_type,
-                              attrs=_attrs(n), constants=consts, epilogue=epilogues.get(b),
-                              nodes=[n.name] + [nodes[i].name for i in fused]))
-    tensors = {t: info(t) for s in steps for t in s.runtime_inputs() + s.outputs}
-    for t in graph_inputs + graph_outputs:
-        tensors[t] = info(t)
-    return Partition(steps=steps, tensors=tensors, inputs=graph_inputs, outputs=graph_outputs, segments=segments,
+    for k in range(len(bridges) + 1):
+        seg = _segment_step(g, k)
+        if seg is not None:
+            steps.append(seg[0])
+            segments[seg[0].name] = seg[1]
+        if k < len(bridges):
+            steps.append(_bridge_step(g, k, bridges[k], constants))
+    tensors = {t: g.info(t) for s in steps for t in s.runtime_inputs() + s.outputs}
+    for t in g.inputs + g.outputs:
+        tensors[t] = g.info(t)
+    return Partition(steps=steps, tensors=tensors, inputs=g.inputs, outputs=g.outputs, segments=segments,
                      constants=constants, bridge_ops=bridge_ops)
