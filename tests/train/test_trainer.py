@@ -11,7 +11,7 @@ import torch
 from vsr.model import load_model
 from vsr.model.weights import read_checkpoint
 from vsr.train import TrainOptions, Trainer, lr_at
-from vsr.train.trainer import charbonnier
+from vsr.train.loss import charbonnier
 
 
 @pytest.fixture
@@ -119,19 +119,3 @@ def test_finetune_validates_held_out_frames_before_and_during(make_clip, tmp_pat
     assert iters == [0, 2, 4]
     first = tr.state.history[0]["val"]["ema"][vs.name]
     assert math.isfinite(first["psnr_y"]) and first["bicubic_y"] > 10
-
-
-def test_identity_init_passes_the_centre_frame_to_the_hr_features():
-    from dataclasses import replace
-
-    from vsr.model import build_model, load_config
-    from vsr.train.trainer import identity_init
-
-    model = build_model(replace(load_config("edvr-tiny"), with_tsa=False))  # as edvr-s
-    identity_init(model, noise=0.0)
-    seen = {}
-    model.conv_hr.register_forward_hook(lambda m, i, o: seen.setdefault("hr", o))
-    x = torch.rand(2, 3, 3, 8, 12)
-    model(x)
-    nearest = x[:, 1].repeat_interleave(4, dim=2).repeat_interleave(4, dim=3)
-    torch.testing.assert_close(seen["hr"][:, :3], nearest, rtol=0, atol=1e-5)
