@@ -58,6 +58,30 @@ def test_resume_is_bit_exact(clip, tmp_path):
     assert torch.equal(a["rng"]["torch"], b["rng"]["torch"])
 
 
+def test_a_run_interrupted_mid_step_resumes_from_its_last_checkpoint_exactly(clip, tmp_path, monkeypatch):
+    whole = Trainer(options(clip, tmp_path / "a"))
+    whole.run(progress=False)
+    first = Trainer(options(clip, tmp_path / "b", ckpt_every=2))
+    batch = first.sampler.batch
+
+    def interrupted(it):
+        if it == 3:
+            raise KeyboardInterrupt
+        return batch(it)
+
+    monkeypatch.setattr(first.sampler, "batch", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        first.run(progress=False)
+    assert read_checkpoint(tmp_path / "b" / "latest.pth")["train"]["iteration"] == 2
+    second = Trainer(options(clip, tmp_path / "b", ckpt_every=2))
+    assert second.resumed and second.state.iteration == 2
+    second.run(progress=False)
+    assert sorted(p.name for p in (tmp_path / "b").iterdir()) == ["latest.pth", "log.jsonl"]
+    a, b = read_checkpoint(tmp_path / "a" / "latest.pth"), read_checkpoint(tmp_path / "b" / "latest.pth")
+    for key in ("params", "params_ema"):
+        assert all(torch.equal(a[key][k], b[key][k]) for k in a[key]), key
+
+
 def test_resume_refuses_other_options(clip, tmp_path):
     from vsr.errors import InputError
 
@@ -96,6 +120,19 @@ def test_ship_writes_fp16_params_that_load(clip, tmp_path):
     assert out.with_suffix(".json").is_file() and info["iteration"] == 2
     model, cfg = load_model(out)
     assert cfg.name == "edvr-tiny"
+
+
+def test_ship_refuses_weights_that_are_not_a_training_checkpoint(clip, tmp_path):
+    from vsr.errors import WeightsError
+    from vsr.train.ship import ship
+
+    Trainer(options(clip, tmp_path / "s", iters=1)).run(progress=False)
+    shipped = tmp_path / "w" / "default.pth"
+    ship(tmp_path / "s" / "latest.pth", shipped, which="ema")
+    again = tmp_path / "again.pth"
+    with pytest.raises(WeightsError, match="not a vsr training checkpoint"):
+        ship(shipped, again)  # shipped weights hold "params" only
+    assert not again.exists()
 
 
 def test_schedule_warms_up_then_decays_to_min():
