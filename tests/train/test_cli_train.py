@@ -41,3 +41,16 @@ def test_a_short_run_takes_the_flags(make_clip, tmp_path):
     options = torch.load(out / "latest.pth", weights_only=True)["vsr"]["options"]
     assert (options["loss"], options["weight_init"], options["lr_patch"], options["batch_size"]) == ("l1", "he", 8, 1)
     assert options["val"] == [] and "vid4" in options["exclude"]
+
+
+def test_flags_left_out_give_the_library_defaults():
+    from dataclasses import fields
+
+    from vsr.cli import build_parser
+    from vsr.cli.train import train_options
+    from vsr.train import TrainOptions
+
+    o = train_options(build_parser().parse_args(["train", "--config", "edvr-tiny", "--data", "d", "--iters", "5"]))
+    plain = TrainOptions(config="edvr-tiny", data=("d",), out=o.out, iters=5)
+    assert o == plain, [f.name for f in fields(o) if getattr(o, f.name) != getattr(plain, f.name)]
+    assert o.out == "runs/edvr-tiny"

@@ -51,11 +51,12 @@ def add_parser(sub) -> None:
     p.set_defaults(func=run)
 
 
-def run(args) -> int:
-    from vsr.train import TrainOptions, Trainer
+def train_options(args):
+    """The :class:`vsr.train.TrainOptions` that the parsed flags ask for (checked when made)."""
+    from vsr.train import TrainOptions
 
     name = args.config or (Path(args.init).stem if args.init else "run")
-    opts = TrainOptions(
+    return TrainOptions(
         config=args.config, data=tuple(args.data), out=args.out or str(Path("runs") / Path(name).stem),
         iters=args.iters, init=args.init, batch_size=args.batch_size, lr_patch=args.patch, lr=args.lr,
         min_lr=args.min_lr, warmup=args.warmup, offset_lr_mult=args.offset_lr_mult, grad_clip=args.grad_clip,
@@ -63,7 +64,12 @@ def run(args) -> int:
         video_fraction=args.video_fraction, holdout=args.holdout, val=tuple(v for v in args.val if v != "none"),
         val_every=args.val_every, ckpt_every=args.ckpt_every, threads=args.threads, amp=args.amp,
         device=args.device, exclude=tuple(dict.fromkeys((*TrainOptions.exclude, *args.exclude))))
-    trainer = Trainer(opts)
+
+
+def run(args) -> int:
+    from vsr.train import Trainer
+
+    trainer = Trainer(train_options(args))
     where = f"resuming at iteration {trainer.state.iteration}" if trainer.resumed else "starting"
     print(f"vsr train: {trainer.cfg.name}, {trainer.sources.describe()}; {where}; run folder {trainer.dir}")
     state = trainer.run(progress=not args.no_progress)
