@@ -44,6 +44,17 @@ def test_he_init_scales_residual_branches_and_the_last_conv():
     assert std["conv_last"] < 0.2 * std["conv_hr"]
 
 
+def test_an_unknown_scheme_is_refused_before_touching_the_model():
+    from vsr.errors import InputError
+
+    torch.manual_seed(0)
+    model = tiny()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    with pytest.raises(InputError, match="'identiy'.*identity, he, torch"):
+        init_weights(model, "identiy")
+    assert all(torch.equal(v, model.state_dict()[k]) for k, v in before.items())
+
+
 def test_torch_scheme_keeps_the_built_weights():
     torch.manual_seed(0)
     a = tiny()

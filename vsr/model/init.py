@@ -12,6 +12,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
+from vsr.errors import InputError
 from vsr.model.dcn import DCNv2Pack
 from vsr.model.edvr import EDVR, ResidualBlockNoBN
 
@@ -107,4 +108,6 @@ INIT_SCHEMES: dict[str, Callable[[EDVR], None]] = {"identity": identity_init, "h
 
 def init_weights(model: EDVR, scheme: str) -> None:
     """Initialise ``model`` in place with the scheme named in :data:`INIT_SCHEMES`."""
+    if scheme not in INIT_SCHEMES:
+        raise InputError(f"unknown weight init {scheme!r}: must be one of {', '.join(INIT_SCHEMES)}")
     INIT_SCHEMES[scheme](model)
