@@ -11,7 +11,7 @@ import torch
 from vsr.model import load_model
 from vsr.model.weights import read_checkpoint
 from vsr.train import TrainOptions, Trainer, lr_at
-from vsr.train.trainer import charbonnier
+from vsr.train.loss import charbonnier
 
 
 @pytest.fixture
@@ -58,6 +58,30 @@ def test_resume_is_bit_exact(clip, tmp_path):
     assert torch.equal(a["rng"]["torch"], b["rng"]["torch"])
 
 
+def test_a_run_interrupted_mid_step_resumes_from_its_last_checkpoint_exactly(clip, tmp_path, monkeypatch):
+    whole = Trainer(options(clip, tmp_path / "a"))
+    whole.run(progress=False)
+    first = Trainer(options(clip, tmp_path / "b", ckpt_every=2))
+    batch = first.sampler.batch
+
+    def interrupted(it):
+        if it == 3:
+            raise KeyboardInterrupt
+        return batch(it)
+
+    monkeypatch.setattr(first.sampler, "batch", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        first.run(progress=False)
+    assert read_checkpoint(tmp_path / "b" / "latest.pth")["train"]["iteration"] == 2
+    second = Trainer(options(clip, tmp_path / "b", ckpt_every=2))
+    assert second.resumed and second.state.iteration == 2
+    second.run(progress=False)
+    assert sorted(p.name for p in (tmp_path / "b").iterdir()) == ["latest.pth", "log.jsonl"]
+    a, b = read_checkpoint(tmp_path / "a" / "latest.pth"), read_checkpoint(tmp_path / "b" / "latest.pth")
+    for key in ("params", "params_ema"):
+        assert all(torch.equal(a[key][k], b[key][k]) for k in a[key]), key
+
+
 def test_resume_refuses_other_options(clip, tmp_path):
     from vsr.errors import InputError
 
@@ -98,6 +122,19 @@ def test_ship_writes_fp16_params_that_load(clip, tmp_path):
     assert cfg.name == "edvr-tiny"
 
 
+def test_ship_refuses_weights_that_are_not_a_training_checkpoint(clip, tmp_path):
+    from vsr.errors import WeightsError
+    from vsr.train.ship import ship
+
+    Trainer(options(clip, tmp_path / "s", iters=1)).run(progress=False)
+    shipped = tmp_path / "w" / "default.pth"
+    ship(tmp_path / "s" / "latest.pth", shipped, which="ema")
+    again = tmp_path / "again.pth"
+    with pytest.raises(WeightsError, match="not a vsr training checkpoint"):
+        ship(shipped, again)  # shipped weights hold "params" only
+    assert not again.exists()
+
+
 def test_schedule_warms_up_then_decays_to_min():
     o = TrainOptions(config="edvr-tiny", data=(), out="", iters=100, lr=1e-3, min_lr=1e-6, warmup=10)
     lrs = [lr_at(i, o) for i in range(100)]
@@ -119,19 +156,3 @@ def test_finetune_validates_held_out_frames_before_and_during(make_clip, tmp_pat
     assert iters == [0, 2, 4]
     first = tr.state.history[0]["val"]["ema"][vs.name]
     assert math.isfinite(first["psnr_y"]) and first["bicubic_y"] > 10
-
-
-def test_identity_init_passes_the_centre_frame_to_the_hr_features():
-    from dataclasses import replace
-
-    from vsr.model import build_model, load_config
-    from vsr.train.trainer import identity_init
-
-    model = build_model(replace(load_config("edvr-tiny"), with_tsa=False))  # as edvr-s
-    identity_init(model, noise=0.0)
-    seen = {}
-    model.conv_hr.register_forward_hook(lambda m, i, o: seen.setdefault("hr", o))
-    x = torch.rand(2, 3, 3, 8, 12)
-    model(x)
-    nearest = x[:, 1].repeat_interleave(4, dim=2).repeat_interleave(4, dim=3)
-    torch.testing.assert_close(seen["hr"][:, :3], nearest, rtol=0, atol=1e-5)

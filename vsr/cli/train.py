@@ -6,7 +6,10 @@ from pathlib import Path
 
 
 def add_parser(sub) -> None:
-    from vsr.train.trainer import TrainOptions as T
+    from vsr.model.init import INIT_SCHEMES
+    from vsr.train.loss import LOSSES
+    from vsr.train.options import AMP_MODES
+    from vsr.train.options import TrainOptions as T
 
     p = sub.add_parser("train", help="train or fine-tune EDVR on folders of images and videos",
                        description="Train (or fine-tune with --init) an EDVR config on images and videos. "
@@ -24,11 +27,13 @@ def add_parser(sub) -> None:
     p.add_argument("--warmup", type=int, default=T.warmup, help="warm-up iterations")
     p.add_argument("--offset-lr-mult", type=float, default=T.offset_lr_mult)
     p.add_argument("--grad-clip", type=float, default=T.grad_clip, help="max gradient norm (0: off)")
-    p.add_argument("--loss", choices=("charbonnier", "l1"), default=T.loss)
+    # Names are checked by TrainOptions, so that a bad one is a one-line error like any other bad option.
+    p.add_argument("--loss", default=T.loss, help=f"{' | '.join(LOSSES)} (default {T.loss})")
     p.add_argument("--ema-decay", type=float, default=T.ema_decay)
     p.add_argument("--seed", type=int, default=T.seed)
-    p.add_argument("--weight-init", choices=("identity", "he", "torch"), default=T.weight_init,
-                   help="initialisation when training from scratch (see vsr.train.trainer)")
+    p.add_argument("--weight-init", default=T.weight_init,
+                   help=f"initialisation when training from scratch: {' | '.join(INIT_SCHEMES)} "
+                        f"(default {T.weight_init}; see vsr.model.init)")
     p.add_argument("--video-fraction", type=float, default=T.video_fraction,
                    help="share of training windows taken from videos (rest: still images with synthetic motion)")
     p.add_argument("--exclude", nargs="*", default=[],
@@ -40,27 +45,31 @@ def add_parser(sub) -> None:
     p.add_argument("--val-every", type=int, default=T.val_every)
     p.add_argument("--ckpt-every", type=int, default=T.ckpt_every)
     p.add_argument("--threads", type=int, default=T.threads, help="torch CPU threads (0: torch default)")
-    p.add_argument("--amp", choices=("auto", "bf16", "fp16", "off"), default=T.amp)
+    p.add_argument("--amp", default=T.amp, help=f"{' | '.join(AMP_MODES)} (default {T.amp})")
     p.add_argument("--device", default=T.device, help="auto, cpu, cuda, cuda:1 ...")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (the log file still fills)")
     p.set_defaults(func=run)
 
 
-def run(args) -> int:
-    from vsr.train.trainer import TrainOptions, Trainer
-
-    T_EXCLUDE = TrainOptions.exclude
+def train_options(args):
+    """The :class:`vsr.train.TrainOptions` that the parsed flags ask for (checked when made)."""
+    from vsr.train import TrainOptions
 
     name = args.config or (Path(args.init).stem if args.init else "run")
-    opts = TrainOptions(
+    return TrainOptions(
         config=args.config, data=tuple(args.data), out=args.out or str(Path("runs") / Path(name).stem),
         iters=args.iters, init=args.init, batch_size=args.batch_size, lr_patch=args.patch, lr=args.lr,
         min_lr=args.min_lr, warmup=args.warmup, offset_lr_mult=args.offset_lr_mult, grad_clip=args.grad_clip,
-        loss=args.loss, ema_decay=args.ema_decay, seed=args.seed, weight_init=args.weight_init, video_fraction=args.video_fraction,
-        holdout=args.holdout, val=tuple(v for v in args.val if v != "none"), val_every=args.val_every,
-        ckpt_every=args.ckpt_every, threads=args.threads, amp=args.amp, device=args.device,
-        exclude=tuple(dict.fromkeys((*T_EXCLUDE, *args.exclude))))
-    trainer = Trainer(opts)
+        loss=args.loss, ema_decay=args.ema_decay, seed=args.seed, weight_init=args.weight_init,
+        video_fraction=args.video_fraction, holdout=args.holdout, val=tuple(v for v in args.val if v != "none"),
+        val_every=args.val_every, ckpt_every=args.ckpt_every, threads=args.threads, amp=args.amp,
+        device=args.device, exclude=tuple(dict.fromkeys((*TrainOptions.exclude, *args.exclude))))
+
+
+def run(args) -> int:
+    from vsr.train import Trainer
+
+    trainer = Trainer(train_options(args))
     where = f"resuming at iteration {trainer.state.iteration}" if trainer.resumed else "starting"
     print(f"vsr train: {trainer.cfg.name}, {trainer.sources.describe()}; {where}; run folder {trainer.dir}")
     state = trainer.run(progress=not args.no_progress)

@@ -78,7 +78,7 @@ def find_sources(paths: list[str | Path], *, holdout: float = 0.0, exclude: tupl
     """Images and videos under ``paths`` (files or folders, searched recursively), sorted.
 
     ``holdout``: the last fraction of every video's frames is left out (kept for validation, see
-    :func:`holdout_ranges`).  ``exclude``: path fragments that must never be trained on (e.g. ``"vid4"``).
+    :func:`vsr.train.validate.holdout_sets`).  ``exclude``: path fragments that must never be trained on (e.g. ``"vid4"``).
     """
     images: list[Path] = []
     videos: list[Path] = []
@@ -147,14 +147,12 @@ class FramePool:
     """
 
     def __init__(self, sources: DataSources, *, segments_per_video: int = 12, segment_length: int = 9,
-                 region: int = 256, max_image_side: int = 0):
+                 region: int = 256):
         self.sources = sources
         self.segments_per_video = segments_per_video
         self.segment_length = segment_length
         self.region = region
         self.images = [read_image(p) for p in sources.images]
-        if max_image_side:
-            self.images = [_limit_side(im, max_image_side) for im in self.images]
         self._sizes = [video_size(v.path) for v in sources.videos]
         self.segments: list[np.ndarray] = []
         self.epoch: int | None = None
@@ -185,14 +183,6 @@ class FramePool:
         self.segments = segments
         self.epoch = epoch
         log.info("frame pool epoch %d: %d images, %d video segments", epoch, len(self.images), len(segments))
-
-
-def _limit_side(img: np.ndarray, side: int) -> np.ndarray:
-    h, w = img.shape[:2]
-    if max(h, w) <= side:
-        return img
-    y, x = (h - min(h, side)) // 2, (w - min(w, side)) // 2
-    return img[y:y + side, x:x + side]
 
 
 @dataclass(frozen=True)

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
-import torch
-
+from vsr.errors import InputError, VsrError, WeightsError
 from vsr.model.weights import DEFAULT_WEIGHTS, read_checkpoint
+from vsr.train.checkpoint import save_checkpoint
 
 
 def ship(checkpoint: str | Path, out: str | Path = DEFAULT_WEIGHTS, *, which: str = "auto",
@@ -22,11 +23,16 @@ def ship(checkpoint: str | Path, out: str | Path = DEFAULT_WEIGHTS, *, which: st
     ``which``: ``"ema"``, ``"model"``, or ``"auto"`` (the weights that scored best, as noted in ``best.pth``).
     The file keeps ``vsr.config`` so :func:`vsr.model.load_model` picks the right configuration by itself.
     """
+    if which not in ("auto", "ema", "model"):
+        raise InputError(f"which={which!r}: must be one of auto, ema, model")
     ck = read_checkpoint(checkpoint)
     meta = ck.get("vsr", {})
     if which == "auto":
         which = meta.get("best_of", "ema")
-    sd = ck["params_ema"] if which == "ema" else ck["params"]
+    key = "params_ema" if which == "ema" else "params"
+    if key not in ck or "config" not in meta:
+        raise WeightsError(f"{checkpoint}: not a vsr training checkpoint (no {key!r} or no vsr.config)")
+    sd = ck[key]
     train = ck.get("train", {})
     info = {
         "config": meta["config"],
@@ -51,8 +57,8 @@ def ship(checkpoint: str | Path, out: str | Path = DEFAULT_WEIGHTS, *, which: st
         info["data"] = next((e["data"] for e in events if e.get("event") == "start"), None)
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    torch.save({"params": {k: v.half().contiguous() for k, v in sd.items()},
-                "vsr": {"config": meta["config"], "iteration": info["iteration"], "weights": which}}, out)
+    save_checkpoint({"params": {k: v.half().contiguous() for k, v in sd.items()},
+                     "vsr": {"config": meta["config"], "iteration": info["iteration"], "weights": which}}, out)
     out.with_suffix(".json").write_text(json.dumps(info, indent=1) + "\n")
     return info
 
@@ -63,7 +69,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default=str(DEFAULT_WEIGHTS))
     p.add_argument("--which", choices=("auto", "ema", "model"), default="auto")
     args = p.parse_args(argv)
-    info = ship(args.checkpoint, args.out, which=args.which)
+    try:
+        info = ship(args.checkpoint, args.out, which=args.which)
+    except VsrError as e:
+        print(f"vsr: error: {e}", file=sys.stderr)
+        return e.exit_code
     print(f"wrote {args.out} ({info['config']}, {info['weights']} weights of iteration {info['iteration']})")
     return 0
 
