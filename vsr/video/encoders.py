@@ -55,6 +55,10 @@ ENCODER_MB_PER_MPX_OTHER = 60.0  # not measured: a generous guess (a dozen frame
 # The quality scale of --crf per codec (FFmpeg's own option ranges are wider or unchecked: libx264 takes 99).
 CRF_RANGE = {"libx264": (0, 51), "libx265": (0, 51), "libsvtav1": (0, 63), "libvpx-vp9": (0, 63),
              "libaom-av1": (0, 63)}
+# x264's and x265's presets: checked here, since the libraries print a line of their own to stderr for a wrong one.
+X26X_PRESETS = ("ultrafast", "superfast", "veryfast", "faster", "fast", "medium", "slow", "slower", "veryslow",
+                "placebo")
+PRESETS = {"libx264": X26X_PRESETS, "libx265": X26X_PRESETS}
 # Largest frame (width, height) a codec encodes, where it is below FFmpeg's own limit (measured with PyAV).
 MAX_SIZE = {"libx264": (16384, 16384), "libsvtav1": (16384, 8704), "mpeg4": (8191, 8191)}
 # FFmpeg refuses any frame with (8 * width + 1024) * (height + 128) >= 2**31 - 1 (av_image_check_size2).
@@ -137,8 +141,14 @@ def _option_name(key: str, value: str, s: EncoderSettings) -> str:
     return f"-x {key}={value}"
 
 
-def check_crf(codec: str, opts: dict[str, str], s: EncoderSettings) -> None:
-    """A crf outside the codec's quality scale (:data:`CRF_RANGE`) -> InputError naming it."""
+def check_values(codec: str, opts: dict[str, str], s: EncoderSettings) -> None:
+    """A preset the codec does not have (:data:`PRESETS`), a crf outside its quality scale
+    (:data:`CRF_RANGE`) -> InputError naming the option."""
+    preset = opts.get("preset")
+    if codec in PRESETS and preset is not None and preset.lower() not in PRESETS[codec] \
+            and not (preset.isdigit() and int(preset) < len(PRESETS[codec])):  # x264 also takes a preset's index
+        raise InputError(f"{_option_name('preset', opts['preset'], s)} is not a {codec} preset "
+                         f"({', '.join(PRESETS[codec])})")
     if "crf" not in opts or codec not in CRF_RANGE:
         return
     try:
@@ -152,13 +162,13 @@ def check_crf(codec: str, opts: dict[str, str], s: EncoderSettings) -> None:
 
 def check_size(codec: str, width: int, height: int) -> None:
     """An output frame larger than ``codec`` (or FFmpeg) can encode -> InputError saying so."""
+    if (8 * width + 1024) * (height + 128) >= FFMPEG_MAX_PLANE:
+        raise InputError(f"the output, {width}x{height}, is too large for {codec}: FFmpeg encodes frames of "
+                         f"at most about 268 megapixels (e.g. 16000x16000); use a smaller source")
     mw, mh = MAX_SIZE.get(codec, (None, None))
     if mw is not None and (width > mw or height > mh):
         raise InputError(f"the output, {width}x{height}, is too large for {codec}: it encodes frames of at most "
                          f"{mw}x{mh} (use a smaller source or --codec ffv1)")
-    if (8 * width + 1024) * (height + 128) >= FFMPEG_MAX_PLANE:
-        raise InputError(f"the output, {width}x{height}, is too large for {codec}: FFmpeg encodes frames of "
-                         f"at most about 268 megapixels (e.g. 16000x16000); use a smaller source")
 
 
 @contextmanager

@@ -20,7 +20,7 @@ from vsr.errors import InputError
 from vsr.video.colour import (SPC_RGB, ColourSpec, FramePlanes, bit_depth, is_gray_format, is_rgb_format,
                               planar444, planes_to_frame)
 from vsr.video.dts import DtsRepair
-from vsr.video.encoders import (EncoderSettings, check_crf, check_size, choose_pix_fmt, default_codec,
+from vsr.video.encoders import (EncoderSettings, check_values, check_size, choose_pix_fmt, default_codec,
                                 encoder_memory_mb, encoder_options, open_codec, open_encoder)
 from vsr.video.output import commit_output, is_png_folder, output_path, video_partial
 from vsr.video.passthrough import Passthrough, Window
@@ -71,7 +71,7 @@ class VideoSink:
             width, height = info.width * scale, info.height * scale
             check_size(codec.name, width, height)
             self.encoder_options, self.low_memory_x264 = encoder_options(codec.name, settings, width, height)
-            check_crf(codec.name, self.encoder_options, settings)
+            check_values(codec.name, self.encoder_options, settings)
             self.vs = self._add_video(codec, width, height)
             if info.kind == "video":
                 self.passthrough = Passthrough(info.path, self.oc)
