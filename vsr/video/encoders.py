@@ -201,6 +201,16 @@ def quiet_encoder(codec: str, quiet: bool) -> Iterator[None]:
         del os.environ["SVT_LOG"]
 
 
+def _first_error(e: Exception, logs: list[tuple[int, str, str]]) -> str:
+    """The encoder's own first error message, else the exception's, on one line."""
+    errors = [m.strip() for level, _, m in logs if level <= av.logging.ERROR]
+    if errors:
+        return errors[0]
+    if isinstance(e, av.FFmpegError) and e.strerror:
+        return e.strerror
+    return (str(e).splitlines() or [type(e).__name__])[0][:120]
+
+
 def open_encoder(oc, vs, opts: dict[str, str], s: EncoderSettings) -> None:
     """Start encoding ``oc`` (its video stream ``vs`` opened with ``opts``); every option the encoder did not
     take, or took with a complaint, is an InputError naming it."""
@@ -211,9 +221,7 @@ def open_encoder(oc, vs, opts: dict[str, str], s: EncoderSettings) -> None:
         except (av.FFmpegError, ValueError) as e:
             if any("Picture size" in m for _, _, m in logs):
                 check_size(codec, vs.width, vs.height)
-            errors = [m.strip() for lvl, _, m in logs if lvl <= av.logging.ERROR]
-            why = errors[0] if errors else e.strerror if isinstance(e, av.FFmpegError) and e.strerror \
-                else str(e).splitlines()[0][:120]
+            why = _first_error(e, logs)
             shown = " ".join(f"{k}={v}" for k, v in opts.items()) or "defaults"
             raise InputError(f"{codec} rejected its options ({shown}): {why}") from None
     unused = dict(vs.options)

@@ -81,6 +81,13 @@ def _holds_only_frames(folder: Path) -> str | None:
     return None
 
 
+def _is_empty_folder(path: Path) -> bool:
+    try:
+        return path.is_dir() and not any(path.iterdir())
+    except OSError:
+        return False
+
+
 def refusal(target: Path, src: Path, frames: bool) -> str | None:
     """Why vsr must not replace the existing ``target`` (a resolved output path) with its output, or None.
 
@@ -104,7 +111,10 @@ def refusal(target: Path, src: Path, frames: bool) -> str | None:
         return "it is a home folder" if target == home else "it holds a home folder"
     if _contains(target, Path.cwd().resolve()):
         return "it holds the current folder"
-    other = _holds_only_frames(target)
+    try:
+        other = _holds_only_frames(target)
+    except OSError as e:
+        return f"it cannot be listed ({e.strerror})"
     if other is not None:
         return f"it holds {other!r}, which vsr did not write (only %08d.png frames and {MARKER} are replaced)"
     return None
@@ -121,8 +131,7 @@ def check_output(dst: Path, src: Path, overwrite: bool) -> None:
     if not parent.is_dir():
         raise InputError(f"output folder does not exist: {parent}")
     if target.exists():
-        empty_folder = target.is_dir() and not any(target.iterdir())
-        if not overwrite and not empty_folder:
+        if not overwrite and not _is_empty_folder(target):
             raise InputError(f"output exists: {dst} (pass --overwrite to replace it)")
         why = refusal(target, src, is_png_folder(dst))
         if why is not None:
