@@ -46,7 +46,7 @@ def test_whole_clip_timestamps_and_audio_packets_survive(tmp_path, name):
 
 def test_big_outputs_get_low_memory_x264_unless_the_user_chooses(tmp_path):
     """1080p x4 is 8K: libx264's defaults would hold 5 GB; vsr bounds it, and the estimate follows."""
-    from vsr.video.sink import BIG_OUTPUT_X264_PARAMS
+    from vsr.video.encoders import BIG_OUTPUT_X264_PARAMS
 
     src = VIDEOS / "h264_aac51_1920x1080_60fps_2s.mp4"
     if not src.exists():
@@ -92,7 +92,7 @@ def _packets(pairs):
     [(0, -10**15), (3, -10**15), (1, 0), (2, 1)],               # two in a row
 ])
 def test_dts_repair_gives_monotonic_dts_not_after_pts(pairs, caplog):
-    from vsr.video.sink import DtsRepair
+    from vsr.video.dts import DtsRepair
 
     rep = DtsRepair()
     pk = _packets(pairs)
@@ -104,3 +104,42 @@ def test_dts_repair_gives_monotonic_dts_not_after_pts(pairs, caplog):
     good = [(p, d) for p, d in pairs if d is not None and d <= p and p - d < 1000]
     assert [(p.pts, p.dts) for p in got if (p.pts, p.dts) in good] == [g for g in good]  # good ones untouched
     assert rep.repaired == len(pairs) - len(good)
+
+
+@pytest.mark.parametrize("name", ["frames", "out.mkv"])
+def test_both_sinks_follow_the_sink_protocol(make_clip, tmp_path, name):
+    """new_planes -> finish -> write, then commit: the output appears only at commit, with every frame."""
+    from vsr.video import Sink
+
+    source = open_source(make_clip("clip.mp4", frames=3, width=16, height=8))
+    sink = open_sink(tmp_path / name, source.info, EncoderSettings(options=(("preset", "ultrafast"),)), scale=1)
+    assert isinstance(sink, Sink) and isinstance(sink.plane_dtype(), np.dtype)
+    pix_fmt, _ = sink.planes_format()
+    assert pix_fmt == sink.pix_fmt and sink.memory_estimate_mb() >= 0
+    for f in source.frames():
+        planes = sink.new_planes(8, 16)
+        for plane in planes[:, 0:8, 0:16]:  # an array, or the frame's own planes for Y/Cb/Cr
+            plane[...] = 90
+        sink.write(sink.finish(planes), f.pts, f.duration)
+    assert not (tmp_path / name).exists()
+    sink.commit()
+    source.close()
+    assert open_source(tmp_path / name).info.frames_estimate == 3
+
+
+def test_text_subtitles_become_mov_text_in_mp4(make_clip, tmp_path):
+    from tests.conftest import Subtitles
+
+    source = open_source(make_clip("clip.mkv", frames=6, subtitles=[Subtitles()]))
+    with pytest.warns(UserWarning, match="converting them to mov_text"):
+        sink = open_sink(tmp_path / "out.mp4", source.info, EncoderSettings(options=(("preset", "ultrafast"),)),
+                         scale=1)
+    flat = np.full((3, source.info.height, source.info.width), 100, sink.plane_dtype())
+    for f in source.frames():
+        sink.write(flat, f.pts, f.duration)
+    sink.commit()
+    source.close()
+    b = probe(tmp_path / "out.mp4")
+    sub = next(s for s in b["streams"] if s["type"] == "subtitle")
+    assert sub["codec"] == "mov_text"
+    assert [d[2:] for _, d in b["packets"][sub["index"]] if d[2:]] == [b"hello", b"world"]  # gaps: empty samples

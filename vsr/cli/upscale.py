@@ -109,7 +109,7 @@ def run(args) -> int:
                             memory_budget_mb=_int(args.memory_budget, "--memory-budget", 256),
                             frames=parse_frames(args.frames))
     encoder = EncoderSettings(codec=args.codec, crf=crf, preset=args.preset, pix_fmt=args.pix_fmt,
-                              options=parse_options(args.encoder_options))
+                              options=parse_options(args.encoder_options), quiet=args.quiet)
     report_path = Path(args.report) if args.report else None
     if report_path is not None and not report_path.parent.is_dir():
         raise InputError(f"--report folder does not exist: {report_path.parent}")

@@ -1,9 +1,18 @@
 """Video in and out: sources (PyAV decode, PNG folders), sinks (PyAV encode + stream copy, PNG folders),
-and the colour conversions between YUV and the model's RGB."""
+and the colour conversions between YUV and the model's RGB.
 
+Modules: ``source`` (decode), ``colour`` (YUV <-> RGB), ``base`` (the ``Sink`` protocol), ``output`` (output
+paths, overwrite rules, atomic commit), ``encoders`` (codec, options, encoder memory), ``dts`` (packet
+timestamp repair), ``passthrough`` (audio/subtitle copy), ``png_sink`` and ``sink`` (the two sinks).
+"""
+
+from vsr.video.base import Sink
 from vsr.video.colour import ColourSpec
-from vsr.video.sink import EncoderSettings, PngFolderSink, VideoSink, check_output, open_sink
+from vsr.video.encoders import EncoderSettings
+from vsr.video.output import check_output
+from vsr.video.png_sink import PngFolderSink
+from vsr.video.sink import VideoSink, open_sink
 from vsr.video.source import PngFolderSource, SourceFrame, VideoInfo, VideoSource, open_source
 
-__all__ = ["ColourSpec", "EncoderSettings", "PngFolderSink", "VideoSink", "check_output", "open_sink",
+__all__ = ["ColourSpec", "EncoderSettings", "PngFolderSink", "Sink", "VideoSink", "check_output", "open_sink",
            "PngFolderSource", "SourceFrame", "VideoInfo", "VideoSource", "open_source"]

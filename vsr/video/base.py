@@ -1,0 +1,44 @@
+"""The ``Sink`` protocol: what the runner needs from any frame sink (PNG folder or video file)."""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from vsr.video.colour import ColourSpec
+
+
+@runtime_checkable
+class Sink(Protocol):
+    """Takes finished output frames in order and makes them the output only on :meth:`commit`.
+
+    A frame's life: ``new_planes(h, w)`` -> regions filled with integer planes of :meth:`planes_format` and
+    :meth:`plane_dtype` -> ``finish(planes)`` (post stage) -> ``write(finished, pts, duration)`` (encode stage).
+    """
+
+    pix_fmt: str
+
+    def plane_dtype(self) -> np.dtype:
+        """dtype of the planes :meth:`new_planes` makes (uint8, or uint16 for deeper formats)."""
+
+    def planes_format(self) -> tuple[str, ColourSpec]:
+        """(pixel format, colour) the planes are encoded in."""
+
+    def memory_estimate_mb(self) -> float:
+        """Peak memory the sink itself holds (an encoder's lookahead, reference frames), for the memory plan."""
+
+    def new_planes(self, height: int, width: int):
+        """Room for one output frame's ``(3, height, width)`` planes, filled region by region."""
+
+    def finish(self, planes):
+        """A complete frame from :meth:`new_planes` -> what :meth:`write` takes."""
+
+    def write(self, planes, pts: int, duration: int) -> None:
+        """Write one frame (``pts``/``duration`` in the source's time base) to the temporary output."""
+
+    def commit(self) -> None:
+        """Finish the temporary output and move it to the output path."""
+
+    def abort(self) -> None:
+        """Remove the temporary output (safe to call at any point, also after a failed open)."""

@@ -1,0 +1,213 @@
+"""Output paths: checking the output, temporary names, the overwrite rules, stale partials, atomic commit.
+
+A sink writes under a hidden temporary name beside the output and moves it into place on commit, so an
+interrupted run never leaves anything at the output path.  What ``--overwrite`` (or an existing empty folder)
+lets vsr replace:
+
+- a regular file, where vsr writes a video file;
+- a folder holding nothing but ``%08d.png`` frame files and vsr's marker file :data:`MARKER`, where vsr writes
+  PNG frames.
+
+Anything else is refused with one line before anything is touched: a folder holding any other file, a
+subfolder or a link; a folder holding the input, the current folder or a home folder; a file where vsr would
+write a folder.  An output that is a symbolic link is resolved first, and what it points to is replaced under
+the same rules (the link stays).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shutil
+from pathlib import Path
+
+from vsr.errors import InputError
+
+log = logging.getLogger(__name__)
+
+# Written into every PNG folder vsr writes (and its temporary); a folder without it is never cleaned up as
+# vsr's partial.
+MARKER = ".vsr-frames"
+MARKER_TEXT = ("Written by vsr upscale.  `vsr upscale ... --overwrite` may replace this folder while it holds only\n"
+               "%08d.png frames and this file.\n")
+FRAME_NAME = re.compile(r"\d{8,}\.png")
+PARTIAL_PID = r"([1-9][0-9]{0,9})"
+
+
+def is_png_folder(path: Path) -> bool:
+    """Output/input naming rule: an existing folder, or a name without a suffix, is a PNG-frame folder."""
+    return path.is_dir() or path.suffix == ""
+
+
+def output_path(dst: Path) -> Path:
+    """Where the output really goes: ``dst``, or what it points to if it is a symbolic link."""
+    dst = Path(dst)
+    if dst.name in ("", ".", ".."):
+        return dst.resolve()  # so that the temporary name beside it is a real name
+    if not dst.is_symlink():
+        return dst
+    if not dst.exists():
+        raise InputError(f"output is a broken symbolic link: {dst} -> {os.readlink(dst)}")
+    return dst.resolve()
+
+
+def video_partial(dst: Path) -> Path:
+    """A hidden name beside ``dst`` with the same suffix (so the container is still guessed from it)."""
+    return dst.with_name(f".{dst.stem}.vsr-partial-{os.getpid()}{dst.suffix}")
+
+
+def frames_partial(dst: Path) -> Path:
+    """The hidden temporary folder beside a PNG-frame output ``dst``."""
+    return dst.with_name(f".{dst.name}.vsr-partial-{os.getpid()}")
+
+
+def make_frames_folder(path: Path) -> None:
+    """Create ``path`` with vsr's marker in it."""
+    path.mkdir()
+    (path / MARKER).write_text(MARKER_TEXT)
+
+
+def _contains(folder: Path, path: Path) -> bool:
+    return path == folder or folder in path.parents
+
+
+def _holds_only_frames(folder: Path) -> str | None:
+    """None if ``folder`` holds only frame files and the marker, else the first entry that is not one."""
+    with os.scandir(folder) as entries:
+        for e in entries:
+            if not e.is_file(follow_symlinks=False) or not (e.name == MARKER or FRAME_NAME.fullmatch(e.name)):
+                return e.name
+    return None
+
+
+def _is_empty_folder(path: Path) -> bool:
+    try:
+        return path.is_dir() and not any(path.iterdir())
+    except OSError:
+        return False
+
+
+def refusal(target: Path, src: Path, frames: bool) -> str | None:
+    """Why vsr must not replace the existing ``target`` (a resolved output path) with its output, or None.
+
+    ``src``: the input; ``frames``: the output is a PNG folder (else a video file).
+    """
+    if target.is_symlink():
+        return "it is a symbolic link"
+    if target.is_file():
+        return "it is a file and vsr writes a folder of PNG frames there" if frames else None
+    if not target.is_dir():
+        return "it is neither a regular file nor a folder"
+    target = target.resolve()
+    inputs = [Path(os.path.abspath(src)), src.resolve()] if src.exists() else []
+    if any(_contains(target, p) for p in inputs):
+        return f"it holds the input {src}"
+    try:
+        home = Path.home().resolve()
+    except (KeyError, RuntimeError):
+        home = None
+    if home is not None and _contains(target, home):
+        return "it is a home folder" if target == home else "it holds a home folder"
+    if _contains(target, Path.cwd().resolve()):
+        return "it holds the current folder"
+    try:
+        other = _holds_only_frames(target)
+    except OSError as e:
+        return f"it cannot be listed ({e.strerror})"
+    if other is not None:
+        return f"it holds {other!r}, which vsr did not write (only %08d.png frames and {MARKER} are replaced)"
+    return None
+
+
+def check_output(dst: Path, src: Path, overwrite: bool) -> None:
+    """One-line errors for outputs that cannot work, before anything is written: the input itself, an
+    unwritable folder, an existing output without ``overwrite``, one the overwrite rules refuse."""
+    dst, src = Path(dst), Path(src)
+    target = output_path(dst)
+    if target.exists() and src.exists() and target.samefile(src):
+        raise InputError(f"output is the input: {dst}")
+    parent = target.parent if str(target.parent) else Path(".")
+    if not parent.is_dir():
+        raise InputError(f"output folder does not exist: {parent}")
+    if target.exists():
+        if not overwrite and not _is_empty_folder(target):
+            raise InputError(f"output exists: {dst} (pass --overwrite to replace it)")
+        why = refusal(target, src, is_png_folder(dst))
+        if why is not None:
+            raise InputError(f"will not replace {dst}: {why}")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise InputError(f"output folder is not writable: {parent}")
+    probe = parent / f".vsr-write-test-{os.getpid()}"
+    try:  # access() says yes to root even on read-only mounts; creating a file is the real test
+        probe.touch()
+        probe.unlink()
+    except OSError as e:
+        raise InputError(f"output folder is not writable: {parent} ({e.strerror})") from None
+    remove_stale_partials(target, frames=is_png_folder(dst))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, ValueError):
+        return True  # another user's process, or no pid at all: not ours to judge
+    return True
+
+
+def remove_stale_partials(dst: Path, frames: bool) -> list[Path]:
+    """Remove temporaries of ``dst`` left by vsr runs that were killed outright (SIGKILL, power loss).
+
+    Only an exact temporary name of ``dst`` whose process is gone, and only what vsr writes there: a regular
+    file for a video output; for PNG frames, a folder with vsr's marker holding only frames.  Returns what was
+    removed.
+    """
+    name = re.escape(f".{dst.name}.vsr-partial-") + PARTIAL_PID if frames else \
+        re.escape(f".{dst.stem}.vsr-partial-") + PARTIAL_PID + re.escape(dst.suffix)
+    pattern = re.compile(name)
+    removed = []
+    with os.scandir(dst.parent) as entries:
+        candidates = [(Path(e.path), int(m.group(1))) for e in entries if (m := pattern.fullmatch(e.name))]
+    for p, pid in candidates:
+        if pid == os.getpid() or _alive(pid):
+            continue
+        if frames:
+            if p.is_symlink() or not p.is_dir() or not (p / MARKER).is_file() or _holds_only_frames(p) is not None:
+                continue
+            shutil.rmtree(p)
+        else:
+            if p.is_symlink() or not p.is_file():
+                continue
+            p.unlink()
+        log.info("removed %s left by an interrupted run", p)
+        removed.append(p)
+    return removed
+
+
+def commit_output(tmp: Path, dst: Path, src: Path) -> None:
+    """Move the finished temporary ``tmp`` to ``dst`` (a resolved output path), replacing what is there only
+    under the overwrite rules, atomically where the file system allows.
+
+    A file replaces a file in one rename.  A folder: the old one is renamed aside, the new one renamed in,
+    then the old one removed; if the second rename fails the old one goes back.
+    """
+    if not (dst.exists() or dst.is_symlink()):
+        os.replace(tmp, dst)
+        return
+    frames = tmp.is_dir()
+    why = refusal(dst, src, frames)
+    if why is not None:
+        raise InputError(f"{dst} appeared during the run and will not be replaced: {why}")
+    if not frames:
+        os.replace(tmp, dst)
+        return
+    aside = dst.with_name(f".{dst.name}.vsr-old-{os.getpid()}")
+    os.rename(dst, aside)
+    try:
+        os.rename(tmp, dst)
+    except BaseException:
+        os.rename(aside, dst)
+        raise
+    shutil.rmtree(aside)

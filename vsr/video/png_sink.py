@@ -1,0 +1,64 @@
+"""``PngFolderSink``: output frames as ``%08d.png`` files in a folder."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+
+from vsr.errors import InputError
+from vsr.video.colour import ColourSpec
+from vsr.video.encoders import EncoderSettings
+from vsr.video.output import commit_output, frames_partial, make_frames_folder, output_path
+from vsr.video.source import VideoInfo
+
+PNG_PIX_FMTS = (None, "rgb24", "rgb48be", "rgb48le", "rgb48")
+
+
+class PngFolderSink:
+    """``%08d.png`` frames (8-bit RGB, or 16-bit where the source or ``pix_fmt`` is deeper than 8 bits),
+    written into a hidden temporary folder (with vsr's marker, :data:`vsr.video.output.MARKER`) that replaces
+    the output folder on :meth:`commit`."""
+
+    def __init__(self, dst: Path, info: VideoInfo, settings: EncoderSettings):
+        if settings.pix_fmt not in PNG_PIX_FMTS:
+            raise InputError(f"PNG frames are rgb24 or rgb48be, not --pix-fmt {settings.pix_fmt}")
+        self.dst = output_path(Path(dst))
+        self.src = info.path
+        deep = (settings.pix_fmt or "").startswith(("rgb48", "rgba64")) or (settings.pix_fmt is None and info.bits > 8)
+        self.pix_fmt = "rgb48be" if deep else "rgb24"
+        self.colour = info.colour.for_output(self.pix_fmt)
+        self.tmp = frames_partial(self.dst)
+        make_frames_folder(self.tmp)
+        self.count = 0
+
+    def plane_dtype(self) -> np.dtype:
+        return np.dtype(np.uint16 if self.pix_fmt == "rgb48be" else np.uint8)
+
+    def planes_format(self) -> tuple[str, ColourSpec]:
+        return self.pix_fmt, self.colour
+
+    def memory_estimate_mb(self) -> float:
+        return 0.0  # one frame at a time, written and gone
+
+    def new_planes(self, height: int, width: int) -> np.ndarray:
+        return np.empty((3, height, width), self.plane_dtype())
+
+    def finish(self, planes: np.ndarray) -> np.ndarray:
+        return planes
+
+    def write(self, planes: np.ndarray, pts: int, duration: int) -> None:
+        import cv2
+
+        bgr = np.ascontiguousarray(planes[::-1].transpose(1, 2, 0))
+        name = self.tmp / f"{self.count:08d}.png"
+        if not cv2.imwrite(str(name), bgr, [cv2.IMWRITE_PNG_COMPRESSION, 1]):
+            raise OSError(f"could not write {name}")
+        self.count += 1
+
+    def commit(self) -> None:
+        commit_output(self.tmp, self.dst, self.src)
+
+    def abort(self) -> None:
+        shutil.rmtree(self.tmp, ignore_errors=True)
