@@ -102,7 +102,7 @@ def _open_error(path: Path, e: Exception) -> InputError:
 
 _INVALID_SIZE = re.compile(r"Picture size (\d+)x(\d+) is invalid")
 # container formats that hold one still image (FFmpeg's image demuxers), not a video
-_STILL_FORMATS = re.compile(r"^(image2|image2pipe|(?!yuv4mpeg)\w+_pipe)$")
+_STILL_FORMATS = re.compile(r"^(image2|image2pipe|\w+_pipe)$")
 
 
 def open_source(path: str | Path) -> "VideoSource | PngFolderSource":
