@@ -147,3 +147,15 @@ def test_checkpoint_fitting_no_config_names_the_closest_and_the_first_mismatch(t
     with pytest.raises(WeightsError, match=r"fits none of the configs .*closest is 'edvr-tiny': conv_first.weight "
                                            r"has shape \(24, 3, 3, 3\), config expects \(16, 3, 3, 3\)"):
         load_model(p)
+
+
+def test_checkpoint_fitting_no_config_without_config_through_the_cli(tmp_path):
+    from vsr.model.config import ModelConfig
+
+    p = tmp_path / "w.pth"
+    torch.save(build_model(ModelConfig("odd", "", num_feat=24, num_frame=3, num_extract_block=1,
+                                       num_reconstruct_block=2)).state_dict(), p)
+    r = _cli("export", "--weights", str(p), "--height", "8", "--width", "8", "--out", str(tmp_path / "m.onnx"))
+    assert r.returncode == 2 and len(r.stderr.splitlines()) == 1, r.stderr
+    assert r.stderr.startswith(f"vsr: error: {p} fits none of the configs") and "closest is 'edvr-tiny'" in r.stderr
+    assert not (tmp_path / "m.onnx").exists()
