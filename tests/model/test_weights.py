@@ -116,3 +116,46 @@ def test_broken_weights_give_one_line_and_exit_2(tmp_path, tiny_sd, case):
     assert r.returncode == 2
     assert len(lines) == 1 and lines[0].startswith("vsr: error:"), r.stderr
     assert not (tmp_path / "m.onnx").exists()
+
+
+@pytest.mark.parametrize("content", [b"hello world\n", b"", b"PK\x03\x04" + b"\x00" * 40, b"\x80\x02]q\x00(K\x01"])
+def test_any_garbage_is_not_a_pytorch_checkpoint(tmp_path, content):
+    """Text, an empty file, a zip header, a pickle cut short: torch's unpickler raises KeyError, EOFError,
+    RuntimeError, ... on these; all of them are one WeightsError naming the file."""
+    p = tmp_path / "w.pth"
+    p.write_bytes(content)
+    with pytest.raises(WeightsError, match=r"^not a PyTorch checkpoint: .*w\.pth \(") as e:
+        read_checkpoint(p)
+    assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("name", ["edvr-s", "edvr-m-wotsa", "edvr-tiny"])
+def test_config_is_inferred_from_the_checkpoint_shapes(tmp_path, name):
+    p = tmp_path / "w.pth"
+    torch.save({"params": build_model(load_config(name)).state_dict()}, p)
+    model, cfg = load_model(p)
+    assert cfg.name == name
+    assert model.state_dict().keys() == torch.load(p, weights_only=True)["params"].keys()
+
+
+def test_checkpoint_fitting_no_config_names_the_closest_and_the_first_mismatch(tmp_path):
+    from vsr.model.config import ModelConfig
+
+    cfg = ModelConfig("odd", "", num_feat=24, num_frame=3, num_extract_block=1, num_reconstruct_block=2)
+    p = tmp_path / "w.pth"
+    torch.save(build_model(cfg).state_dict(), p)
+    with pytest.raises(WeightsError, match=r"fits none of the configs .*closest is 'edvr-tiny': conv_first.weight "
+                                           r"has shape \(24, 3, 3, 3\), config expects \(16, 3, 3, 3\)"):
+        load_model(p)
+
+
+def test_checkpoint_fitting_no_config_without_config_through_the_cli(tmp_path):
+    from vsr.model.config import ModelConfig
+
+    p = tmp_path / "w.pth"
+    torch.save(build_model(ModelConfig("odd", "", num_feat=24, num_frame=3, num_extract_block=1,
+                                       num_reconstruct_block=2)).state_dict(), p)
+    r = _cli("export", "--weights", str(p), "--height", "8", "--width", "8", "--out", str(tmp_path / "m.onnx"))
+    assert r.returncode == 2 and len(r.stderr.splitlines()) == 1, r.stderr
+    assert r.stderr.startswith(f"vsr: error: {p} fits none of the configs") and "closest is 'edvr-tiny'" in r.stderr
+    assert not (tmp_path / "m.onnx").exists()

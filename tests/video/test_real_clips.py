@@ -73,3 +73,18 @@ def test_real_clip_durations_are_read(tmp_path):
     info = open_source(src).info
     assert info.frames is None and info.frames_estimate == 300  # WebM has no frame count in its header
     assert info.rate == Fraction(30)
+
+
+@pytest.mark.parametrize("name", [p.values[0] for p in CLIPS])
+def test_frames_estimate_is_the_decoded_count(name):
+    """The progress bar's total: from the header, the duration or a demux count, it must be the real count."""
+    import av
+
+    src = VIDEOS / name
+    if not src.exists():
+        pytest.skip("shared data not present")
+    with av.open(str(src)) as c:
+        st = c.streams.video[0]
+        st.thread_type = "AUTO"
+        decoded = sum(1 for _ in c.decode(st))
+    assert open_source(src).info.frames_estimate == decoded

@@ -11,6 +11,17 @@ from vsr.errors import ConfigError
 
 PADDING_MODES = ("reflection_circle", "replicate")
 
+# (field, least, most): the upper bounds are far above any published EDVR and keep a mistyped value from
+# becoming a model of terabytes
+_LIMITS = (("num_feat", 1, 1024), ("num_frame", 1, 31), ("num_extract_block", 1, 200),
+           ("num_reconstruct_block", 1, 200), ("deformable_groups", 1, 64))
+# the keys a config file may hold, by table; None is the top level
+_KEYS = {None: {"name", "description", "model", "inference"},
+         "model": {"arch", "num_feat", "num_frame", "num_extract_block", "num_reconstruct_block",
+                   "deformable_groups", "with_tsa", "center_frame_idx"},
+         "inference": {"padding"}}
+_REQUIRED = ("num_feat", "num_frame", "num_extract_block", "num_reconstruct_block")
+
 
 def config_dir() -> Path:
     """``$VSR_CONFIG_DIR`` or the repository's ``configs/`` folder."""
@@ -34,6 +45,25 @@ class ModelConfig:
     padding: str = "reflection_circle"
     source: str = field(default="", compare=False)
 
+    def __post_init__(self):
+        for name, low, high in _LIMITS:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ConfigError(f"{name} must be an integer, not {value!r}")
+            if not low <= value <= high:
+                raise ConfigError(f"{name} must be between {low} and {high}, not {value}")
+        if self.num_feat % self.deformable_groups:
+            raise ConfigError(f"num_feat {self.num_feat} must be a multiple of deformable_groups "
+                              f"{self.deformable_groups}")
+        if not isinstance(self.with_tsa, bool):
+            raise ConfigError(f"with_tsa must be true or false, not {self.with_tsa!r}")
+        c = self.center_frame_idx
+        if c is not None and (isinstance(c, bool) or not isinstance(c, int) or not 0 <= c < self.num_frame):
+            raise ConfigError(f"center_frame_idx must be an integer from 0 to num_frame - 1 "
+                              f"({self.num_frame - 1}), not {c!r}")
+        if self.padding not in PADDING_MODES:
+            raise ConfigError(f"padding must be one of {', '.join(PADDING_MODES)}, not {self.padding!r}")
+
     @property
     def center(self) -> int:
         return self.num_frame // 2 if self.center_frame_idx is None else self.center_frame_idx
@@ -54,7 +84,7 @@ def list_configs() -> list[str]:
 
 
 def load_config(name_or_path: str | os.PathLike) -> ModelConfig:
-    """Load ``configs/<name>.toml`` or a TOML file path."""
+    """Load ``configs/<name>.toml`` or a TOML file path; every field is checked (one-line :class:`ConfigError`)."""
     p = Path(name_or_path)
     if p.suffix != ".toml":
         p = config_dir() / f"{name_or_path}.toml"
@@ -62,17 +92,43 @@ def load_config(name_or_path: str | os.PathLike) -> ModelConfig:
         raise ConfigError(f"unknown config {str(name_or_path)!r} (known: {', '.join(list_configs())})")
     try:
         data = tomllib.loads(p.read_text())
-        m = data["model"]
-        if m.get("arch", "EDVR") != "EDVR":
-            raise ConfigError(f"{p}: unsupported arch {m.get('arch')!r}")
-        padding = data.get("inference", {}).get("padding", "reflection_circle")
-        if padding not in PADDING_MODES:
-            raise ConfigError(f"{p}: padding must be one of {PADDING_MODES}, not {padding!r}")
-        return ModelConfig(
-            name=data.get("name", p.stem), description=data.get("description", ""),
-            num_feat=int(m["num_feat"]), num_frame=int(m["num_frame"]),
-            num_extract_block=int(m["num_extract_block"]), num_reconstruct_block=int(m["num_reconstruct_block"]),
-            deformable_groups=int(m.get("deformable_groups", 8)), with_tsa=bool(m.get("with_tsa", True)),
-            center_frame_idx=m.get("center_frame_idx"), padding=padding, source=str(p))
-    except (KeyError, ValueError, TypeError, tomllib.TOMLDecodeError) as e:
-        raise ConfigError(f"{p}: malformed config ({e})") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{p}: not a TOML file ({str(e).splitlines()[0] if str(e) else type(e).__name__})") \
+            from None
+    try:
+        return _from_toml(data, p)
+    except ConfigError as e:
+        raise ConfigError(f"{p}: {e}") from None
+
+
+def _from_toml(data: dict, p: Path) -> ModelConfig:
+    _check_keys(data, None)
+    m = data.get("model")
+    if not isinstance(m, dict):
+        raise ConfigError("missing [model] table")
+    inference = data.get("inference", {})
+    if not isinstance(inference, dict):
+        raise ConfigError("inference must be a table")
+    _check_keys(m, "model")
+    _check_keys(inference, "inference")
+    missing = [k for k in _REQUIRED if k not in m]
+    if missing:
+        raise ConfigError(f"[model] is missing {', '.join(missing)}")
+    if m.get("arch", "EDVR") != "EDVR":
+        raise ConfigError(f"unsupported arch {m.get('arch')!r} (only EDVR)")
+    for key in ("name", "description"):
+        if not isinstance(data.get(key, ""), str):
+            raise ConfigError(f"{key} must be a string, not {data[key]!r}")
+    return ModelConfig(
+        name=data.get("name", p.stem), description=data.get("description", ""),
+        num_feat=m["num_feat"], num_frame=m["num_frame"], num_extract_block=m["num_extract_block"],
+        num_reconstruct_block=m["num_reconstruct_block"], deformable_groups=m.get("deformable_groups", 8),
+        with_tsa=m.get("with_tsa", True), center_frame_idx=m.get("center_frame_idx"),
+        padding=inference.get("padding", "reflection_circle"), source=str(p))
+
+
+def _check_keys(table: dict, name: str | None) -> None:
+    unknown = sorted(set(table) - _KEYS[name])
+    if unknown:
+        where = f"[{name}]" if name else "the top level"
+        raise ConfigError(f"unknown key {unknown[0]!r} in {where} (known: {', '.join(sorted(_KEYS[name]))})")

@@ -6,18 +6,16 @@ Entry point: :func:`load_model` (path or ``"random"`` or ``"default"`` -> ready 
 from __future__ import annotations
 
 import hashlib
-import io
 import pickle
 import re
 import warnings
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
 from vsr.errors import InputError, WeightsError
-from vsr.model.config import ModelConfig, load_config
+from vsr.model.config import ModelConfig, list_configs, load_config
 
 
 @dataclass(frozen=True)
@@ -80,11 +78,14 @@ def read_checkpoint(path: str | Path) -> dict:
         if glob:
             raise WeightsError(f"{p}: refused: unpickling needs code execution ({glob[:120]}); only plain "
                                "tensor checkpoints are loaded (weights_only=True)") from None
-        raise WeightsError(f"{p}: not a PyTorch checkpoint that loads safely (weights_only=True could not "
-                           "read it: not a torch.save file, or one holding arbitrary Python objects)") from None
-    except (RuntimeError, EOFError, zipfile.BadZipFile, OSError, ValueError, io.UnsupportedOperation) as e:
-        first = (str(e).splitlines()[0] if str(e) else type(e).__name__).split(". ")[0]
-        raise WeightsError(f"{p}: not a readable checkpoint, truncated or corrupt ({first[:120]})") from None
+        raise WeightsError(f"not a PyTorch checkpoint: {p} (weights_only=True could not read it: not a "
+                           "torch.save file, or one holding arbitrary Python objects)") from None
+    except Exception as e:  # noqa: BLE001 -- see below
+        # torch's weights-only unpickler interprets the file's bytes; on garbage (a text file, a truncated zip)
+        # it fails with whatever its stack machine hits: IndexError, KeyError, EOFError, RuntimeError, ...
+        first = (str(e).splitlines()[0] if str(e) else "").split(". ")[0]
+        raise WeightsError(f"not a PyTorch checkpoint: {p} (truncated, corrupt or another format: "
+                           f"{type(e).__name__}{': ' + first[:120] if first else ''})") from None
     if not isinstance(obj, dict):
         raise WeightsError(f"{p}: checkpoint holds a {type(obj).__name__}, not a state dict")
     return obj
@@ -143,26 +144,60 @@ def build_model(config: ModelConfig) -> torch.nn.Module:
     return EDVR(**config.arch_kwargs())
 
 
-def load_state(model: torch.nn.Module, sd: dict, config: ModelConfig, source: str, strict: bool = True) -> None:
-    own = model.state_dict()
+def expected_shapes(config: ModelConfig) -> dict[str, tuple[int, ...]]:
+    """Parameter name -> shape of EDVR for ``config`` (built on the meta device: no memory, no init)."""
+    with torch.device("meta"):
+        return {k: tuple(v.shape) for k, v in build_model(config).state_dict().items()}
+
+
+def mismatch(sd: dict, own: dict[str, tuple[int, ...]]) -> tuple[int, str]:
+    """(how many keys or shapes of ``sd`` differ from ``own``, a description of them; 0 and "" when it fits)."""
     missing = [k for k in own if k not in sd]
     unexpected = [k for k in sd if k not in own]
-    if strict and (missing or unexpected):
-        parts = []
-        if missing:
-            parts.append(f"missing {len(missing)} keys (first: {', '.join(missing[:3])})")
-        if unexpected:
-            parts.append(f"unexpected {len(unexpected)} keys (first: {', '.join(unexpected[:3])})")
-        raise WeightsError(f"{source} does not fit config {config.name!r}: {'; '.join(parts)}")
-    for k, v in sd.items():
-        if k in own and tuple(own[k].shape) != tuple(v.shape):
-            raise WeightsError(f"{source} does not fit config {config.name!r}: {k} has shape "
-                               f"{tuple(v.shape)}, config expects {tuple(own[k].shape)}")
+    shapes = [k for k in sd if k in own and tuple(sd[k].shape) != own[k]]
+    parts = []
+    if missing:
+        parts.append(f"missing {len(missing)} keys (first: {', '.join(missing[:3])})")
+    if unexpected:
+        parts.append(f"unexpected {len(unexpected)} keys (first: {', '.join(unexpected[:3])})")
+    if shapes and not parts:
+        k = shapes[0]
+        parts.append(f"{k} has shape {tuple(sd[k].shape)}, config expects {own[k]}")
+    return len(missing) + len(unexpected) + len(shapes), "; ".join(parts)
+
+
+def load_state(model: torch.nn.Module, sd: dict, config: ModelConfig, source: str, strict: bool = True) -> None:
+    own = {k: tuple(v.shape) for k, v in model.state_dict().items()}
+    if strict:
+        count, why = mismatch(sd, own)
+    else:  # only the shapes of the keys both have
+        count, why = mismatch({k: v for k, v in sd.items() if k in own}, {k: s for k, s in own.items() if k in sd})
+    if count:
+        raise WeightsError(f"{source} does not fit config {config.name!r}: {why}")
     model.load_state_dict({k: v.float() for k, v in sd.items() if k in own}, strict=strict)
 
 
+def infer_config(sd: dict, source: str) -> ModelConfig:
+    """The config in ``configs/`` whose EDVR has exactly ``sd``'s keys and shapes (edvr-m first where several
+    do, as configs differing only in inference settings share a state dict)."""
+    names = sorted(list_configs(), key=lambda n: (n != "edvr-m", n))
+    scored = []
+    for name in names:
+        cfg = load_config(name)
+        count, why = mismatch(sd, expected_shapes(cfg))
+        if count == 0:
+            return cfg
+        scored.append((count, name, why))
+    if not scored:
+        raise WeightsError(f"{source}: no model configs to match it against; pass --config")
+    count, name, why = min(scored)
+    raise WeightsError(f"{source} fits none of the configs ({', '.join(sorted(names))}); closest is "
+                       f"{name!r}: {why}; pass --config with a TOML file that matches it")
+
+
 def resolve_config(weights: str | Path, config: str | ModelConfig | None) -> tuple[ModelConfig, str]:
-    """The config to use for ``weights``: explicit, official-by-hash, stored in the checkpoint, or edvr-m."""
+    """The config to use for ``weights``: explicit, official-by-hash, stored in the checkpoint, or the one in
+    ``configs/`` that its keys and shapes fit (:class:`WeightsError` naming the closest when none does)."""
     if isinstance(config, ModelConfig):
         return config, "given"
     if config is not None:
@@ -171,18 +206,15 @@ def resolve_config(weights: str | Path, config: str | ModelConfig | None) -> tup
     if w == "random":
         return load_config("edvr-m"), "default for random"
     p = DEFAULT_WEIGHTS if w == "default" else Path(w)
-    if p.is_file():
-        off = identify_official(p)
-        if off is not None:
-            return load_config(off.config), f"official {off.filename}"
-        try:
-            obj = read_checkpoint(p)
-        except WeightsError:
-            return load_config("edvr-m"), "fallback"
-        meta = obj.get("vsr") if isinstance(obj.get("vsr"), dict) else None
-        if meta and "config" in meta:
-            return load_config(meta["config"]), "stored in checkpoint"
-    return load_config("edvr-m"), "fallback"
+    off = identify_official(p) if p.is_file() else None
+    if off is not None:
+        return load_config(off.config), f"official {off.filename}"
+    obj = read_checkpoint(p)
+    meta = obj.get("vsr") if isinstance(obj.get("vsr"), dict) else None
+    if meta and "config" in meta:
+        return load_config(meta["config"]), "stored in checkpoint"
+    sd, _fmt = extract_state_dict(obj)
+    return infer_config(sd, str(p)), "fits the checkpoint"
 
 
 def load_model(weights: str | Path = "default", config: str | ModelConfig | None = None, *, seed: int = 0,

@@ -7,12 +7,15 @@ no frames) and raises :class:`vsr.errors.InputError` with one line.
 from __future__ import annotations
 
 import logging
+import re
+import warnings
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
 from typing import Iterator
 
 import av
+import av.logging
 import numpy as np
 
 from vsr.errors import InputError
@@ -72,6 +75,36 @@ def _one_line(e: Exception) -> str:
     return (str(e).splitlines() or [type(e).__name__])[0][:200]
 
 
+def _open_error(path: Path, e: Exception) -> InputError:
+    """Why ``av.open(path)`` fails, in FFmpeg's own words where it logged them.
+
+    PyAV's errno text alone can mislead: a picture too large for FFmpeg reads "Device or resource busy".
+    The open is repeated with FFmpeg's log captured (off by default), only on this error path.
+    """
+    previous = av.logging.get_level()
+    av.logging.set_level(av.logging.ERROR)
+    try:
+        with av.logging.Capture() as logs:
+            try:
+                av.open(str(path), "r").close()
+            except (av.FFmpegError, OSError, ValueError):
+                pass
+    finally:
+        av.logging.set_level(previous)
+    lines = [text.strip() for _level, _name, text in logs if text.strip()]
+    size = next((m for m in map(_INVALID_SIZE.search, lines) if m), None)
+    if size:
+        return InputError(f"cannot read {path}: its picture size {size[1]}x{size[2]} is larger than FFmpeg "
+                          "decodes (about 268 million pixels at most, e.g. 16000x16000)")
+    detail = f"{_one_line(e)}: {lines[-1][:120]}" if lines else _one_line(e)
+    return InputError(f"not a video file: {path} ({detail})")
+
+
+_INVALID_SIZE = re.compile(r"Picture size (\d+)x(\d+) is invalid")
+# container formats that hold one still image (FFmpeg's image demuxers), not a video
+_STILL_FORMATS = re.compile(r"^(image2|image2pipe|\w+_pipe)$")
+
+
 def open_source(path: str | Path) -> "VideoSource | PngFolderSource":
     p = Path(path)
     if not p.exists():
@@ -94,7 +127,9 @@ class VideoSource:
             raise InputError(f"cannot read {self.path}: permission denied") from None
         except av.EOFError:
             raise InputError(f"zero frames: {self.path} ends before its first frame") from None
-        except (av.FFmpegError, OSError, ValueError) as e:
+        except av.FFmpegError as e:
+            raise _open_error(self.path, e) from None
+        except (OSError, ValueError) as e:
             raise InputError(f"not a video file: {self.path} ({_one_line(e)})") from None
         try:
             self.info = self._probe()
@@ -117,30 +152,63 @@ class VideoSource:
                                int(first.color_primaries), int(first.color_trc))
         rotation = int(round(first.rotation or 0)) % 360
         frames = st.frames or None
+        duration_s = float(st.duration * st.time_base) if st.duration else (c.duration / 1e6 if c.duration else None)
+        if c.format.name == "yuv4mpegpipe":
+            frames = self._y4m_whole_frames()
+        elif _STILL_FORMATS.match(c.format.name):
+            frames = 1
+            warnings.warn(f"{self.path} is a still image ({cc.name}), not a video: it is upscaled as one frame",
+                          stacklevel=4)
+        elif frames is None and duration_s is None:
+            frames = self._count_packets()  # WebM written live, raw streams: no count or duration in the header
         return VideoInfo(
             path=self.path, kind="video", width=first.width, height=first.height, pix_fmt=pix_fmt,
             bits=bit_depth(pix_fmt), colour=colour, time_base=st.time_base, rate=st.average_rate or st.guessed_rate,
             frames=frames, rotation=rotation, sample_aspect_ratio=cc.sample_aspect_ratio or st.sample_aspect_ratio,
             stream_index=st.index, metadata=dict(st.metadata), container_metadata=dict(c.metadata),
-            start_pts=first.pts if first.pts is not None else 0,
-            duration_s=(float(st.duration * st.time_base) if st.duration else
-                        (c.duration / 1e6 if c.duration else None)))
+            start_pts=first.pts if first.pts is not None else 0, duration_s=duration_s)
 
     def _first_frame(self, st) -> av.VideoFrame:
+        self._first_packet_size = 0
         try:
-            for frame in self._container.decode(st):
-                return frame
+            for packet in self._container.demux(st):
+                self._first_packet_size = self._first_packet_size or packet.size
+                for frame in packet.decode():
+                    return frame
         except (av.FFmpegError, ValueError) as e:
             raise InputError(f"cannot decode the video of {self.path} ({_one_line(e)})") from None
         raise InputError(f"zero frames: the video stream of {self.path} holds no decodable frame")
+
+    def _y4m_whole_frames(self) -> int:
+        """The number of whole frames of a Y4M file, from its size (each frame: a ``FRAME`` line, then a
+        fixed number of bytes); warns when the file ends inside a frame, whose part FFmpeg drops silently."""
+        with open(self.path, "rb") as f:
+            head = f.read(1 << 16)
+        header = head.index(b"\n") + 1  # the probe read it: it is there
+        frame_line = head.find(b"\n", header) + 1 - header
+        step = max(frame_line, 0) + self._first_packet_size
+        whole, rest = divmod(self.path.stat().st_size - header, step)
+        if rest:
+            warnings.warn(f"{self.path} is truncated: it ends {rest} bytes into frame {whole}; its {whole} whole "
+                          f"frame{'s' if whole != 1 else ''} are upscaled", stacklevel=5)
+        return whole
+
+    def _count_packets(self) -> int | None:
+        """Video packets in the file, by demuxing without decoding (one packet is one frame in the containers
+        that get here; reads the file once but decodes nothing)."""
+        try:
+            with av.open(str(self.path), "r") as c:
+                return sum(1 for packet in c.demux(c.streams.video[0]) if packet.size) or None
+        except av.FFmpegError:
+            return None  # the count is for progress bars only; decoding reports a broken file
 
     def frames(self, start: int = 0) -> Iterator[SourceFrame]:
         """Frames ``start, start + 1, ...`` (indices in presentation order).
 
         Frames before ``start`` are decoded (only a decode from the top is frame-exact on every file) but never
-        converted to RGB, which is most of the cost of a frame here.  Seeking was tried and dropped: on the
-        cockatoo clip in ``shared/data/videos`` FFmpeg decodes the later IDR frames wrongly when it starts
-        there, sometimes without flagging them corrupt (``tests/video/test_source_seek.py`` keeps the check).
+        converted to RGB, which is most of the cost of a frame here.  Seeking is not used: on the cockatoo clip
+        in ``shared/data/videos`` FFmpeg decodes a later IDR frame wrongly when it starts there, sometimes
+        without flagging it corrupt (``tests/video/test_source_seek.py`` checks ``start`` on that clip).
         """
         # a fresh demuxer: seeking back after the probe is not exact in every container
         self._container.close()
@@ -187,6 +255,29 @@ class PngFolderSource:
         self.info = VideoInfo(path=self.path, kind="png", width=w, height=h,
                               pix_fmt="rgb48le" if bits == 16 else "rgb24", bits=bits, colour=ColourSpec.srgb(),
                               time_base=PNG_TIME_BASE, rate=1 / PNG_TIME_BASE, frames=len(self.files))
+
+    def _y4m_whole_frames(self) -> int:
+        """The number of whole frames of a Y4M file, from its size (each frame: a ``FRAME`` line, then a
+        fixed number of bytes); warns when the file ends inside a frame, whose part FFmpeg drops silently."""
+        with open(self.path, "rb") as f:
+            head = f.read(1 << 16)
+        header = head.index(b"\n") + 1  # the probe read it: it is there
+        frame_line = head.find(b"\n", header) + 1 - header
+        step = max(frame_line, 0) + self._first_packet_size
+        whole, rest = divmod(self.path.stat().st_size - header, step)
+        if rest:
+            warnings.warn(f"{self.path} is truncated: it ends {rest} bytes into frame {whole}; its {whole} whole "
+                          f"frame{'s' if whole != 1 else ''} are upscaled", stacklevel=5)
+        return whole
+
+    def _count_packets(self) -> int | None:
+        """Video packets in the file, by demuxing without decoding (one packet is one frame in the containers
+        that get here; reads the file once but decodes nothing)."""
+        try:
+            with av.open(str(self.path), "r") as c:
+                return sum(1 for packet in c.demux(c.streams.video[0]) if packet.size) or None
+        except av.FFmpegError:
+            return None  # the count is for progress bars only; decoding reports a broken file
 
     def frames(self, start: int = 0) -> Iterator[SourceFrame]:
         for i in range(start, len(self.files)):

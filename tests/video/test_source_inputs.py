@@ -1,0 +1,93 @@
+"""Odd and hostile video inputs: what ``open_source`` says about them (one line) and what it counts.
+
+A picture larger than FFmpeg decodes names its size; a Y4M cut inside a frame and an image file with a video
+suffix are accepted with one warning; a WebM without duration in its header still has a frame count.
+"""
+
+from __future__ import annotations
+
+import shutil
+import warnings
+
+import av
+import cv2
+import numpy as np
+import pytest
+
+from vsr.errors import InputError
+from vsr.video import open_source
+
+
+def y4m(path, width, height, frames: int, cut: int = 0):
+    """A Y4M file of ``frames`` grey 4:2:0 frames, less ``cut`` bytes at its end."""
+    size = width * height + 2 * ((width + 1) // 2) * ((height + 1) // 2)
+    data = f"YUV4MPEG2 W{width} H{height} F25:1 Ip A1:1 C420jpeg\n".encode()
+    data += b"".join(b"FRAME\n" + bytes([40 * i + 16]) * size for i in range(frames))
+    path.write_bytes(data[:len(data) - cut])
+    return path
+
+
+def test_a_picture_too_large_for_ffmpeg_names_its_size(tmp_path):
+    p = tmp_path / "huge.y4m"
+    p.write_bytes(b"YUV4MPEG2 W20000 H20000 F25:1 Ip A1:1 C420jpeg\nFRAME\n" + bytes(64))
+    with pytest.raises(InputError, match=r"^cannot read .*huge.y4m: its picture size 20000x20000 is larger than "
+                                         r"FFmpeg decodes"):
+        open_source(p)
+
+
+def test_a_y4m_header_with_no_whole_frame_is_zero_frames(tmp_path):
+    p = tmp_path / "big.y4m"
+    p.write_bytes(b"YUV4MPEG2 W16000 H16000 F25:1 Ip A1:1 C420jpeg\nFRAME\n" + bytes(64))
+    with pytest.raises(InputError, match="zero frames"):
+        open_source(p)
+
+
+def test_whole_y4m_counts_its_frames_without_a_warning(tmp_path):
+    p = y4m(tmp_path / "three.y4m", 17, 9, 3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        src = open_source(p)
+    assert src.info.frames == 3 and len(list(src.frames())) == 3
+
+
+def test_truncated_y4m_warns_once_with_its_whole_frames(tmp_path):
+    p = y4m(tmp_path / "cut.y4m", 16, 12, 3, cut=16 * 12 * 3 // 4)  # 2.5 frames
+    with pytest.warns(UserWarning, match=r"cut.y4m is truncated: .*its 2 whole frames are upscaled") as rec:
+        src = open_source(p)
+    assert len(rec) == 1 and "\n" not in str(rec[0].message)
+    assert src.info.frames == 2 and [f.index for f in src.frames()] == [0, 1]
+
+
+@pytest.mark.parametrize("ext,codec", [(".png", "png"), (".jpg", "mjpeg")])
+def test_an_image_renamed_mp4_is_one_frame_with_a_warning(tmp_path, ext, codec):
+    img = tmp_path / f"still{ext}"
+    cv2.imwrite(str(img), np.full((12, 16, 3), 90, np.uint8))
+    p = tmp_path / "still.mp4"
+    shutil.copy(img, p)
+    with pytest.warns(UserWarning, match=rf"still.mp4 is a still image \({codec}\), not a video") as rec:
+        src = open_source(p)
+    assert len(rec) == 1
+    assert src.info.frames == 1 and len(list(src.frames())) == 1
+
+
+def test_a_real_video_gives_no_warning(make_clip):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert open_source(make_clip("ok.mp4", frames=3)).info.frames == 3
+
+
+def test_webm_without_duration_in_its_header_is_counted(make_clip, tmp_path):
+    """A live-written WebM (as browsers' MediaRecorder makes) has no duration and no frame count."""
+    src = make_clip("v.webm", codec="libvpx-vp9", frames=7)
+    live = tmp_path / "live.webm"
+    with av.open(str(src)) as ic, av.open(str(live), "w", format="webm", options={"live": "1"}) as oc:
+        ist = ic.streams.video[0]
+        ost = oc.add_stream_from_template(ist)
+        for pkt in ic.demux(ist):
+            if pkt.dts is not None:
+                pkt.stream = ost
+                oc.mux(pkt)
+    with av.open(str(live)) as c:
+        assert c.duration is None and not c.streams.video[0].frames and c.streams.video[0].duration is None
+    info = open_source(live).info
+    assert info.frames_estimate == 7
