@@ -104,6 +104,10 @@ class CountingSource:
 
 
 class NullSink:
+    """The Sink protocol with nothing behind it: remembers the timestamps written."""
+
+    pix_fmt = "rgb24"
+
     def __init__(self):
         self.pts = []
 
@@ -113,10 +117,25 @@ class NullSink:
         return "rgb24", ColourSpec.srgb()
 
     def plane_dtype(self):
-        return np.uint8
+        return np.dtype(np.uint8)
+
+    def memory_estimate_mb(self):
+        return 0.0
+
+    def new_planes(self, height, width):
+        return np.empty((3, height, width), np.uint8)
+
+    def finish(self, planes):
+        return planes
 
     def write(self, planes, pts, duration):
         self.pts.append(pts)
+
+    def commit(self):
+        pass
+
+    def abort(self):
+        pass
 
 
 def test_memory_is_bounded_whatever_the_length(tiny_backend):
@@ -138,6 +157,10 @@ class FailingBackend:
     def __init__(self, inner, after: int):
         self.inner, self.after, self.calls = inner, after, 0
         self.num_frame, self.scale, self.config, self.name = inner.num_frame, inner.scale, inner.config, "failing"
+        self.padding = inner.padding
+
+    def prepare(self, height, width, batch):
+        pass
 
     def infer(self, x):
         self.calls += 1
