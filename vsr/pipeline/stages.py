@@ -119,9 +119,9 @@ class StagePipeline:
         they have ended; an exception in the caller's thread (Ctrl-C) stops them, winds down, and goes on."""
         self._threads = [threading.Thread(target=self._work, args=(i,), name=f"vsr-{s.name}", daemon=True)
                          for i, s in enumerate(self.stages)]
-        for t in self._threads:
-            t.start()
         try:
+            for t in self._threads:  # a Ctrl-C may come while the last ones start: the first ones already run
+                t.start()
             for t in self._threads:
                 while t.is_alive():
                     t.join(POLL_S)
@@ -143,6 +143,8 @@ class StagePipeline:
 
     def _work(self, i: int) -> None:
         stage, timer, stop = self.stages[i], self.timers[i], self.stop
+        if stop.is_set():  # stopped while the threads were being started
+            return
         inbox = _Inbox(self._queues[i - 1], stop, timer, stage.idle_s) if i > 0 else None
         outbox = self._queues[i] if i < len(self._queues) else None
         outputs = stage.run(inbox)
