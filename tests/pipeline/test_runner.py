@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 import threading
+import time
 import weakref
 from pathlib import Path
 
@@ -104,6 +105,10 @@ class CountingSource:
 
 
 class NullSink:
+    """The Sink protocol with nothing behind it: remembers the timestamps written."""
+
+    pix_fmt = "rgb24"
+
     def __init__(self):
         self.pts = []
 
@@ -113,10 +118,25 @@ class NullSink:
         return "rgb24", ColourSpec.srgb()
 
     def plane_dtype(self):
-        return np.uint8
+        return np.dtype(np.uint8)
+
+    def memory_estimate_mb(self):
+        return 0.0
+
+    def new_planes(self, height, width):
+        return np.empty((3, height, width), np.uint8)
+
+    def finish(self, planes):
+        return planes
 
     def write(self, planes, pts, duration):
         self.pts.append(pts)
+
+    def commit(self):
+        pass
+
+    def abort(self):
+        pass
 
 
 def test_memory_is_bounded_whatever_the_length(tiny_backend):
@@ -138,6 +158,10 @@ class FailingBackend:
     def __init__(self, inner, after: int):
         self.inner, self.after, self.calls = inner, after, 0
         self.num_frame, self.scale, self.config, self.name = inner.num_frame, inner.scale, inner.config, "failing"
+        self.padding = inner.padding
+
+    def prepare(self, height, width, batch):
+        pass
 
     def infer(self, x):
         self.calls += 1
@@ -173,3 +197,138 @@ def test_png_folder_to_video_and_video_to_png_folder(make_clip, tmp_path, tiny_b
         fr = list(c.decode(video=0))
     assert len(fr) == 4 and (fr[0].width, fr[0].height) == (256, 192)
     assert fr[0].format.name == "yuv444p"  # RGB frames are written without chroma subsampling
+
+
+def test_a_failing_stage_error_reaches_the_caller_and_the_other_stages_stop():
+    from vsr.pipeline.stages import Stage, StagePipeline
+
+    made, seen = [], []
+
+    def endless(_):
+        i = 0
+        while True:  # stops only because the stage after it failed
+            made.append(i)
+            yield i
+            i += 1
+
+    def fails_at_5(inbox):
+        for i in inbox:
+            if i == 5:
+                raise ValueError("stage broke at 5")
+            yield i
+
+    def collect(inbox):
+        for i in inbox:
+            seen.append(i)
+            yield i
+
+    pipeline = StagePipeline([Stage("make", endless), Stage("check", fails_at_5), Stage("keep", collect)], [2, 2])
+    with pytest.raises(ValueError, match="broke at 5"):
+        pipeline.run()
+    assert not any(t.is_alive() for t in threading.enumerate() if t.name in ("vsr-make", "vsr-check", "vsr-keep"))
+    assert seen == list(range(5)) and len(made) < 5 + 2 + 2 + 3  # the producer stopped soon after
+    assert [s.name for s in pipeline.stats()] == ["make", "check", "keep"]
+
+
+class SlowBackend:
+    """The tiny backend, each call blocked until ``release`` is set (as a long native call: no GIL held)."""
+
+    def __init__(self, inner):
+        self.inner, self.started, self.release = inner, threading.Event(), threading.Event()
+        self.num_frame, self.scale, self.padding, self.name = inner.num_frame, inner.scale, inner.padding, "slow"
+        self.prepared: list[tuple[int, int, int]] = []
+
+    def prepare(self, height, width, batch):
+        self.prepared.append((height, width, batch))
+
+    def infer(self, x):
+        self.started.set()
+        self.release.wait(60)
+        return self.inner.infer(x)
+
+    def timings(self):
+        return {}
+
+
+def test_a_stop_during_a_slow_inference_call_leaves_it_behind_until_it_ends(tiny_backend):
+    import _thread
+
+    from vsr.pipeline.runner import infer_still_running
+
+    backend = SlowBackend(tiny_backend)
+    sink = NullSink()
+
+    def interrupt_when_inferring():
+        backend.started.wait(30)
+        _thread.interrupt_main()  # as Ctrl-C in the caller's thread
+
+    helper = threading.Thread(target=interrupt_when_inferring, daemon=True)
+    helper.start()
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(KeyboardInterrupt):
+            FrameQueueRunner(backend, RunnerSettings(stop_grace_s=0.3)).run(CountingSource(6), sink)
+        assert time.monotonic() - t0 < 20  # did not wait for the call
+        assert infer_still_running()
+        assert not any(t.is_alive() for t in threading.enumerate()
+                       if t.name in ("vsr-decode", "vsr-window", "vsr-batch", "vsr-post", "vsr-encode"))
+    finally:
+        backend.release.set()
+        helper.join(5)
+    deadline = time.monotonic() + 10
+    while infer_still_running() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not infer_still_running()
+    assert sink.pts == []  # the result of the abandoned call went nowhere
+
+
+def test_the_backend_is_prepared_for_the_tile_shape_before_on_start_and_the_first_frame(tiny_backend):
+    events = []
+
+    class Recording(SlowBackend):
+        def prepare(self, height, width, batch):
+            events.append(("prepare", height, width, batch))
+
+    class Source(CountingSource):
+        def frames(self, start=0):
+            events.append(("decode", start))
+            return super().frames(start)
+
+    backend = Recording(tiny_backend)
+    backend.release.set()
+    settings = RunnerSettings(tile=8, overlap=2, batch=3)
+    report = FrameQueueRunner(backend, settings).run(Source(4, size=(12, 10)), NullSink(),
+                                                     on_start=lambda: events.append(("start",)))
+    assert events == [("prepare", 8, 8, 3), ("start",), ("decode", 0)]
+    assert report.frames == 4 and report.settings["tiles_per_frame"] == 4
+    events.clear()
+    FrameQueueRunner(backend, RunnerSettings(tile=0)).run(Source(2, size=(12, 10)), NullSink())
+    assert events == [("prepare", 10, 12, 1), ("decode", 0)]  # untiled: the whole frame
+
+
+@pytest.mark.parametrize("name", ["f.mp4", "frames"])
+def test_frames_past_the_end_name_the_real_length(make_clip, tmp_path, tiny_backend, name):
+    from vsr.errors import InputError
+
+    src = make_clip("f.mp4", frames=8, width=16, height=12)
+    if name == "frames":  # a PNG folder knows its length exactly
+        upscale(src, tmp_path / "lr", backend=tiny_backend, runner=RunnerSettings(frames=(0, 8)))
+        src = tmp_path / "src"
+        src.mkdir()
+        for i, p in enumerate(sorted((tmp_path / "lr").glob("*.png"))):
+            p.rename(src / f"{i:08d}.png")
+    for frames in [(100, 200), (9, 12), (8, None)]:  # nothing seen from the first frame needed / some seen
+        out = tmp_path / "out.mp4"
+        with pytest.raises(InputError) as e:
+            upscale(src, out, backend=tiny_backend, runner=RunnerSettings(frames=frames))
+        stop = "" if frames[1] is None else frames[1]
+        assert str(e.value) == f"--frames {frames[0]}:{stop}: the source has only 8 frames"
+        assert not out.exists()
+
+
+def test_fewer_frames_than_asked_warn_with_the_real_length(tiny_backend, caplog):
+    sink = NullSink()
+    with caplog.at_level("WARNING", logger="vsr.pipeline.runner"):
+        report = FrameQueueRunner(tiny_backend, RunnerSettings(frames=(3, 10))).run(CountingSource(5), sink)
+    assert report.frames == 2 and sink.pts == [3, 4]
+    assert "--frames 3:10: the source has only 5 frames; wrote 2" in caplog.text

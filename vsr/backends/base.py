@@ -29,6 +29,11 @@ class Backend(Protocol):
     name: str
     num_frame: int
     scale: int
+    padding: str  # what stands in for frames beyond the clip ends (see vsr.pipeline.windows.window_indices)
+
+    def prepare(self, height: int, width: int, batch: int) -> None:
+        """Build or load everything the first ``infer`` of ``(batch, T, 3, height, width)`` would; idempotent."""
+        ...
 
     def input_spec(self) -> TensorSpec: ...
 
@@ -54,6 +59,13 @@ class ModelBackend:
         self.config = config
         self.num_frame = config.num_frame
         self._times: dict[str, float] = {}
+
+    @property
+    def padding(self) -> str:
+        return self.config.padding
+
+    def prepare(self, height: int, width: int, batch: int) -> None:
+        """Nothing to build ahead here: the first ``infer`` does it."""
 
     def input_spec(self) -> TensorSpec:
         return TensorSpec("lr", ("N", self.num_frame, 3, "H", "W"))

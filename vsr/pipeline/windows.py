@@ -1,6 +1,18 @@
-"""Temporal windows: which source frames feed the model for output frame ``i``."""
+"""Temporal windows: which source frames feed the model for output frame ``i``, and the window stage that
+assembles them from a stream of decoded frames."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Iterable, Iterator
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from vsr.video.source import SourceFrame
+
+# stands in for the clip length while the stream has not ended: no window reaches the far end then
+_UNENDED = 1 << 62
 
 
 def window_indices(center: int, total: int, num_frame: int, padding: str = "reflection_circle") -> list[int]:
@@ -29,3 +41,56 @@ def window_indices(center: int, total: int, num_frame: int, padding: str = "refl
             j = i
         out.append(min(max(j, 0), last))
     return out
+
+
+@dataclass(frozen=True)
+class FrameWindow:
+    """The ``T`` source frames (float32 ``(3, H, W)``) that make output frame ``index``."""
+
+    index: int
+    pts: int
+    duration: int
+    frames: tuple[np.ndarray, ...]
+    sources: tuple[int, ...]
+
+
+def windows(frames: Iterable[SourceFrame], num_frame: int, padding: str, start: int = 0,
+            stop: int | None = None) -> Iterator[FrameWindow]:
+    """Source frames in index order -> the :class:`FrameWindow` of each output frame ``start <= i < stop``.
+
+    ``frames`` must begin at or before ``start - 2 * (num_frame // 2)`` (the farthest a reflection reaches
+    back); its end is the clip's end, unless ``stop`` comes first (then frames past ``stop + num_frame // 2``
+    are never asked for).  A frame is pulled only when the next window needs it and dropped once no later
+    window can, so at most ``3 * (num_frame // 2) + 1`` frames are held here.
+    """
+    r = num_frame // 2
+    source = iter(frames)
+    held: dict[int, SourceFrame] = {}
+    seen = 0  # index of the last frame pulled, plus one
+    total = None  # the clip's length, once ``frames`` has ended
+    center = start
+    while stop is None or center < stop:
+        while True:
+            if total is not None and center >= total:
+                return
+            idx = window_indices(center, _UNENDED if total is None else total, num_frame, padding)
+            if all(j in held for j in idx):
+                break
+            if total is not None:
+                raise ValueError(f"the window {idx} of frame {center} needs frames before the first one given")
+            f = next(source, None)
+            if f is None:
+                total = seen
+            else:
+                if f.index >= center - 2 * r:  # earlier ones feed no window from here on
+                    held[f.index] = f
+                seen = f.index + 1
+            f = None
+        c = held[center]
+        window = FrameWindow(center, c.pts, c.duration, tuple(held[j].rgb for j in idx), tuple(idx))
+        c = None
+        for k in [k for k in held if k < center + 1 - 2 * r]:
+            del held[k]
+        yield window
+        window = None
+        center += 1

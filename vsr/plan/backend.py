@@ -96,6 +96,13 @@ class SplitBackend:
         return cls(exporter, config, buckets, SplitOptions(threads=threads, **options))
 
     # -- Backend protocol -------------------------------------------------------------------------------
+    @property
+    def padding(self) -> str:
+        return self.config.padding
+
+    def prepare(self, height: int, width: int, batch: int) -> None:
+        """Nothing to build ahead here: the first ``infer`` of a bucket builds its plan."""
+
     def input_spec(self) -> TensorSpec:
         return TensorSpec("lr", ("N", self.num_frame, 3, "H", "W"))
 
