@@ -173,17 +173,17 @@ class FrameQueueRunner:
                     break
 
     def plan_tile(self, height: int, width: int, sink=None) -> tuple[int | tuple[int, int] | None, MemoryPlan | None]:
-        """The LR tile (a side, ``(h, w)``, or None: whole frames) and, for an automatic tile, the memory plan."""
+        """The LR tile (a side, ``(h, w)``, or None: whole frames) and the memory plan that checked it
+        (raises :class:`vsr.errors.MemoryBudgetError` when the run cannot fit ``--memory-budget``)."""
         s = self.settings
-        if s.tile == 0:
-            return None, None
-        if s.tile is not None:
-            return (s.tile if (height > s.tile or width > s.tile) else None), None
         estimate = getattr(sink, "memory_estimate_mb", None)
         dtype = np.dtype(sink.plane_dtype()) if sink is not None and hasattr(sink, "plane_dtype") else np.dtype(np.uint8)
         plan = plan_memory(budget_mb=s.memory_budget_mb, height=height, width=width, scale=self.scale,
                            num_frame=self.num_frame, batch=s.batch, queue=s.queue, overlap=s.overlap,
-                           encoder_mb=estimate() if estimate else 0.0, hr_bytes_per_pixel=3 * dtype.itemsize)
+                           encoder_mb=estimate() if estimate else 0.0, hr_bytes_per_pixel=3 * dtype.itemsize,
+                           tile=s.tile)
+        if s.tile:
+            return (s.tile if (height > s.tile or width > s.tile) else None), plan
         return plan.tile, plan
 
     def run(self, source, sink, progress: Callable[[int], None] | None = None,
