@@ -105,7 +105,7 @@ def plan_memory(*, budget_mb: float, height: int, width: int, scale: int, num_fr
         chosen = None if tile == 0 else _clip(tile, height, width)
         if used(chosen) <= left:
             return done(chosen)
-        what = "whole frames (--tile 0)" if chosen is None else f"--tile {_side(tile)}"
+        what = "--tile 0 (whole frames)" if tile == 0 else f"--tile {_side(tile)}"
         raise MemoryBudgetError(_too_small(budget_mb, fixed + used(chosen), f"{what} at --batch {batch}",
                                            "or a smaller --tile (or none: automatic)"))
     if used(None) <= left:
