@@ -54,7 +54,7 @@ def main(argv=None) -> int:
         for budget in args.budgets:
             rows.append(run_one(args.input, args.frames, budget, extra, Path(tmp)))
             print(json.dumps({k: v for k, v in rows[-1].items() if k != "plan"}), flush=True)
-    print(f"\n| input | frames | budget (MB) | tile | planned (MB) | peak RSS (MB) | budget - peak | plan - peak |")
+    print("\n| input | frames | budget (MB) | tile | planned (MB) | peak RSS (MB) | budget - peak | plan - peak |")
     print("|---|---|---|---|---|---|---|---|")
     for r in rows:
         if r["rc"] != 0:
