@@ -21,3 +21,7 @@ class ConfigError(VsrError):
 
 class BackendError(VsrError):
     """An inference backend is unavailable or failed to build."""
+
+
+class MemoryBudgetError(InputError):
+    """A run cannot fit its ``--memory-budget``; the message names a budget (or a smaller setting) that would."""

@@ -7,7 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from vsr.pipeline.memory import MARGIN, model_mb, plan_memory
+from vsr.errors import MemoryBudgetError
+from vsr.pipeline.memory import MARGIN, item_mb, plan_memory
 from vsr.pipeline.tiles import axis_spans, best_tile, tile_grid
 
 
@@ -55,7 +56,7 @@ def test_memory_plan_keeps_the_whole_run_inside_the_budget():
     assert p.fits and p.tile is not None and all(s % 16 == 0 for s in p.tile)
     assert p.total_mb <= p.budget_mb
     # the tile is among the largest that fit: 16 px more on both sides would not
-    bigger = model_mb((p.tile[0] + 16) * (p.tile[1] + 16), 1)
+    bigger = item_mb((p.tile[0] + 16) * (p.tile[1] + 16), 1, 5, 4)
     assert p.total_mb - p.model_mb + bigger > p.budget_mb * (1 - MARGIN)
     # 1080p -> 8K: LR ring + queues of float32 1080p frames, 8K frames in flight, the encoder's estimate
     assert 250 < p.lr_frames_mb < 400 and 200 < p.hr_frames_mb < 400 and p.encoder_mb > 1000
@@ -71,8 +72,8 @@ def test_memory_plan_follows_budget_batch_and_encoder():
     assert area(plan(batch=2).tile) < base  # two items per call need twice the working memory
     assert area(plan(encoder_mb=0.0).tile) > base
     assert plan(height=120, width=160).tile is None  # small frames go whole
-    tight = plan(budget_mb=1500)
-    assert not tight.fits and tight.tile == (64, 64)  # says so, and uses the smallest tile
+    with pytest.raises(MemoryBudgetError, match="64x64 tiles"):  # not even the smallest tile fits
+        plan(budget_mb=1500)
 
 
 @given(h=st.integers(40, 700), w=st.integers(40, 700), budget=st.integers(60 * 60, 400 * 400))

@@ -4,18 +4,18 @@
 depend on the tile size is estimated first: the process with its libraries and the model loaded, the LR
 frames the window assembler and the queues hold, the HR frames being assembled, queued and encoded, and the
 encoder's own memory (the sink's estimate).  What is left is the model's working memory; the tile side is
-the largest that fits it.  Each figure is a measurement (docs/benchmarks.md), and the plan goes into the run's
+the largest that fits it.  A run that cannot fit (even with the smallest tile, or with the tile or
+batch the user chose) raises ``MemoryBudgetError`` before its first frame.  Each figure is a measurement (docs/benchmarks.md), and the plan goes into the run's
 report so that a run that exceeds it can be traced to the estimate that was wrong.
 """
 
 from __future__ import annotations
 
-import logging
+import math
 from dataclasses import asdict, dataclass
 
+from vsr.errors import MemoryBudgetError
 from vsr.pipeline.tiles import best_tile
-
-log = logging.getLogger(__name__)
 
 MB = 1 << 20
 # Process RSS with Python, numpy, torch, ONNX Runtime, PyAV and a model loaded (295-330 MB measured).
@@ -27,6 +27,11 @@ PROCESS_BASE_MB = 350.0
 MODEL_BYTES_PER_PIXEL = 38_000
 MODEL_FIXED_MB = 130.0
 MIN_TILE = 64
+# float32 arrays of the items around the model (see item_mb): inputs built/queued/running, outputs
+# returned/queued/cropped plus the colour conversion's two temporaries.  At whole 256x240 frames they were the
+# ~60 MB by which the measured peak exceeded the plan before they were counted.
+BATCHES_IN_FLIGHT = 3
+RESULTS_IN_FLIGHT = 5
 MARGIN = 0.05  # of the budget, kept free for what the estimates miss (allocator slack, Python objects)
 
 
@@ -57,12 +62,28 @@ def model_mb(pixels: int, batch: int) -> float:
     return MODEL_FIXED_MB + MODEL_BYTES_PER_PIXEL * pixels * max(batch, 1) / MB
 
 
+def item_mb(pixels: int, batch: int, num_frame: int, scale: int) -> float:
+    """The model's working memory for ``batch`` items of ``pixels`` LR pixels, plus the float32 arrays of
+    them in flight around it: the input (T, 3) built, queued and being run; the output (3, s*s) returned,
+    queued, being cropped, and two temporaries of the colour conversion."""
+    flight = (BATCHES_IN_FLIGHT * num_frame * 3 + RESULTS_IN_FLIGHT * 3 * scale * scale) * 4
+    return model_mb(pixels, batch) + flight * pixels * max(batch, 1) / MB
+
+
+def budget_for(total_mb: float) -> int:
+    """The smallest ``--memory-budget`` (a multiple of 64 MB) whose planned share holds ``total_mb``."""
+    return int(math.ceil(total_mb / (1.0 - MARGIN) / 64.0)) * 64
+
+
 def plan_memory(*, budget_mb: float, height: int, width: int, scale: int, num_frame: int, batch: int,
-                queue: int, overlap: int, encoder_mb: float, hr_bytes_per_pixel: float = 3.0) -> MemoryPlan:
+                queue: int, overlap: int, encoder_mb: float, hr_bytes_per_pixel: float = 3.0,
+                tile: int | tuple[int, int] | None = None) -> MemoryPlan:
     """The tile for an ``height x width`` LR source under ``budget_mb`` (see the module's docstring): of the
     tiles whose working memory fits what is left, the one that computes the fewest pixels in all.
 
     ``hr_bytes_per_pixel``: bytes of one output pixel's integer 4:4:4 planes (3 for 8-bit, 6 for 16-bit).
+    ``tile``: a side or ``(h, w)`` the user chose (checked, not chosen), 0 for whole frames, None: automatic.
+    Raises :class:`MemoryBudgetError` naming what would fit when the run cannot fit the budget.
     """
     r = num_frame // 2
     lr_frame = 3 * 4 * height * width / MB  # float32 RGB
@@ -73,17 +94,54 @@ def plan_memory(*, budget_mb: float, height: int, width: int, scale: int, num_fr
     hr_frames = hr_444 + (queue + 2) * hr_444 / 2
     fixed = PROCESS_BASE_MB + lr_frames + hr_frames + encoder_mb
     left = budget_mb * (1.0 - MARGIN) - fixed
-    whole = model_mb(height * width, batch)
-    if whole <= left:
-        return MemoryPlan(budget_mb, PROCESS_BASE_MB, lr_frames, hr_frames, encoder_mb, whole, None, True)
-    pixels = max(left - MODEL_FIXED_MB, 0.0) * MB / (MODEL_BYTES_PER_PIXEL * max(batch, 1))
+
+    def used(t: tuple[int, int] | None, b: int = batch) -> float:
+        return item_mb(height * width if t is None else t[0] * t[1], b, num_frame, scale)
+
+    def done(t: tuple[int, int] | None) -> MemoryPlan:
+        return MemoryPlan(budget_mb, PROCESS_BASE_MB, lr_frames, hr_frames, encoder_mb, used(t), t, True)
+
+    if tile is not None:
+        chosen = None if tile == 0 else _clip(tile, height, width)
+        if used(chosen) <= left:
+            return done(chosen)
+        what = "--tile 0 (whole frames)" if tile == 0 else f"--tile {_side(tile)}"
+        raise MemoryBudgetError(_too_small(budget_mb, fixed + used(chosen), f"{what} at --batch {batch}",
+                                           "or a smaller --tile (or none: automatic)"))
+    if used(None) <= left:
+        return done(None)
+    pixels = max(left - used((0, 0)), 0.0) * MB / (_per_pixel(num_frame, scale) * max(batch, 1))
     floor = max(MIN_TILE, 2 * overlap + 16)
-    tile = best_tile(height, width, pixels, overlap, floor)
-    fits = tile is not None
-    if tile is None:
-        tile = (min(floor, height), min(floor, width))
-    used = model_mb(tile[0] * tile[1], batch)
-    if not fits:
-        log.warning("--memory-budget %d MB is less than this output needs (about %d MB with %dx%d tiles)",
-                    budget_mb, fixed + used, *tile)
-    return MemoryPlan(budget_mb, PROCESS_BASE_MB, lr_frames, hr_frames, encoder_mb, used, tile, fits)
+    best = best_tile(height, width, pixels, overlap, floor)
+    if best is not None and used(best) <= left:
+        return done(best)
+    smallest = (min(floor, height), min(floor, width))
+    alt = ""
+    if batch > 1:
+        alt = f", or --batch 1 (needs --memory-budget {budget_for(fixed + used(smallest, 1))})"
+    frames = lr_frames + hr_frames + encoder_mb
+    if frames > fixed / 2:
+        alt += f", or a smaller source and output (their frames in flight and the encoder take {frames:.0f} MB)"
+    raise MemoryBudgetError(_too_small(budget_mb, fixed + used(smallest), f"{smallest[0]}x{smallest[1]} tiles "
+                                       f"at --batch {batch}", alt.lstrip(", ") or "or a smaller source"))
+
+
+def _per_pixel(num_frame: int, scale: int) -> float:
+    return MODEL_BYTES_PER_PIXEL + (BATCHES_IN_FLIGHT * num_frame * 3 + RESULTS_IN_FLIGHT * 3 * scale * scale) * 4
+
+
+def _clip(tile: int | tuple[int, int], height: int, width: int) -> tuple[int, int] | None:
+    """The LR region one item really has (a side at least the frame's own: no cut there); None: whole."""
+    th, tw = (tile, tile) if isinstance(tile, int) else tile
+    if th >= height and tw >= width:
+        return None
+    return min(th, height), min(tw, width)
+
+
+def _side(tile: int | tuple[int, int]) -> str:
+    return str(tile) if isinstance(tile, int) else f"{tile[0]}x{tile[1]}"
+
+
+def _too_small(budget_mb: float, need_mb: float, setting: str, alternative: str) -> str:
+    return (f"--memory-budget {budget_mb:.0f} MB is too small for this run: {setting} needs about "
+            f"{need_mb:.0f} MB; give --memory-budget {budget_for(need_mb)} {alternative}")

@@ -157,17 +157,16 @@ class FrameQueueRunner:
         self.radius = self.num_frame // 2
         self.scale = backend.scale
 
-    def plan_tile(self, height: int, width: int, sink) -> tuple[int | tuple[int, int] | None, MemoryPlan | None]:
-        """The LR tile (a side, ``(h, w)``, or None: whole frames) and, for an automatic tile, the memory plan."""
+    def plan_tile(self, height: int, width: int, sink) -> tuple[int | tuple[int, int] | None, MemoryPlan]:
+        """The LR tile (a side, ``(h, w)``, or None: whole frames) and the memory plan that checked it
+        (raises :class:`vsr.errors.MemoryBudgetError` when the run cannot fit ``--memory-budget``)."""
         s = self.settings
-        if s.tile == 0:
-            return None, None
-        if s.tile is not None:
-            return (s.tile if (height > s.tile or width > s.tile) else None), None
         plan = plan_memory(budget_mb=s.memory_budget_mb, height=height, width=width, scale=self.scale,
                            num_frame=self.num_frame, batch=s.batch, queue=s.queue, overlap=s.overlap,
                            encoder_mb=sink.memory_estimate_mb(),
-                           hr_bytes_per_pixel=3 * np.dtype(sink.plane_dtype()).itemsize)
+                           hr_bytes_per_pixel=3 * np.dtype(sink.plane_dtype()).itemsize, tile=s.tile)
+        if s.tile:
+            return (s.tile if (height > s.tile or width > s.tile) else None), plan
         return plan.tile, plan
 
     def run(self, source, sink, progress: Callable[[int], None] | None = None,
@@ -198,7 +197,7 @@ class FrameQueueRunner:
         settings = dict(settings_for_report or {})
         settings.update(tile=tile, tiles_per_frame=len(tiles), overlap=s.overlap, batch=s.batch, queue=s.queue,
                         padding=self.padding, num_frame=self.num_frame,
-                        memory_plan=memory.to_dict() if memory is not None else None)
+                        memory_plan=memory.to_dict())
         return RunReport(stats, settings, wall, written, dict(self.backend.timings()))
 
     def _pipeline(self, decode: SourceFrames, sink, tiles: list[Tile], height: int, width: int,

@@ -1,0 +1,86 @@
+"""The memory plan is a promise: a run that cannot fit ``--memory-budget`` stops before its first frame with
+one line naming a budget (or a smaller setting) that fits, and that budget then really plans."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.pipeline.test_cli_upscale import TINY, cli, errors
+from vsr.errors import InputError, MemoryBudgetError
+from vsr.pipeline.memory import MARGIN, plan_memory
+
+
+def plan(**kw):
+    args = dict(budget_mb=3072, height=240, width=256, scale=4, num_frame=5, batch=1, queue=2, overlap=16,
+                encoder_mb=155.0)
+    args.update(kw)
+    return plan_memory(**args)
+
+
+def named_budget(err: MemoryBudgetError) -> int:
+    m = re.search(r"give --memory-budget (\d+)", str(err))
+    assert m, str(err)
+    return int(m.group(1))
+
+
+@settings(max_examples=150, deadline=None)
+@given(h=st.integers(16, 2200), w=st.integers(16, 4000), batch=st.integers(1, 64),
+       budget=st.integers(256, 8192), tile=st.sampled_from([None, 0, 64, 96, 128, 200, 256, 512]),
+       encoder=st.floats(0, 2000))
+def test_a_plan_fits_its_budget_or_names_one_that_does(h, w, batch, budget, tile, encoder):
+    kw = dict(height=h, width=w, batch=batch, tile=tile, encoder_mb=encoder)
+    try:
+        p = plan(budget_mb=budget, **kw)
+    except MemoryBudgetError as e:
+        assert isinstance(e, InputError) and "\n" not in str(e)
+        need = named_budget(e)
+        assert need > budget
+        p = plan(budget_mb=need, **kw)  # the budget it names really plans
+        if "--batch 1 (needs --memory-budget" in str(e):
+            one = int(re.search(r"--batch 1 \(needs --memory-budget (\d+)", str(e)).group(1))
+            assert plan(budget_mb=one, **{**kw, "batch": 1}).fits
+    assert p.fits and p.total_mb <= p.budget_mb * (1 - MARGIN) + 1e-6
+    if tile == 0:
+        assert p.tile is None
+
+
+def test_an_explicit_tile_is_checked_not_trusted():
+    assert plan(height=1080, width=1920, tile=128, encoder_mb=1100).fits
+    with pytest.raises(MemoryBudgetError, match=r"--tile 512 at --batch 1 needs about \d+ MB"):
+        plan(height=1080, width=1920, tile=512, encoder_mb=1100)
+    with pytest.raises(MemoryBudgetError, match=r"--tile 0 \(whole frames\)"):
+        plan(height=1080, width=1920, tile=0, encoder_mb=1100)
+
+
+def test_a_huge_batch_is_refused_and_batch_1_is_offered():
+    with pytest.raises(MemoryBudgetError, match=r"at --batch 100000 .* or --batch 1 \(needs --memory-budget"):
+        plan(batch=100000)
+
+
+def test_a_huge_source_names_the_frames_in_flight():
+    with pytest.raises(MemoryBudgetError, match="smaller source and output") as e:
+        plan(height=16000, width=16000)
+    assert named_budget(e.value) > 60000
+
+
+def test_cli_refuses_a_batch_that_cannot_fit_before_any_output(make_clip, tmp_path, capsys):
+    src = make_clip("in.mp4", width=32, height=24, frames=3)
+    out = tmp_path / "out.mp4"
+    rc, err = cli(capsys, src, out, *TINY, "--batch", 100000)
+    assert rc == 2
+    lines = errors(err)
+    assert len(lines) == 1 and "--memory-budget" in lines[0] and "--batch 1" in lines[0], err
+    assert "Traceback" not in err
+    assert not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["in.mp4"]
+
+
+def test_cli_checks_an_explicit_tile(make_clip, tmp_path, capsys):
+    src = make_clip("in.mp4", width=32, height=24, frames=3)
+    out = tmp_path / "frames"
+    rc, err = cli(capsys, src, out, *TINY, "--tile", 48, "--memory-budget", 256)
+    assert rc == 2 and len(errors(err)) == 1 and "--tile 48" in errors(err)[0], err
+    assert not out.exists()
