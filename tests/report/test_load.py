@@ -88,3 +88,24 @@ def test_missing_report_and_existing_page_are_one_error_line(tmp_path, capsys):
 def test_write_page_leaves_nothing_when_the_folder_is_missing(tmp_path):
     with pytest.raises(InputError, match="folder does not exist"):
         html.write_page(tmp_path / "no" / "r.html", "<html></html>")
+
+
+def test_two_reports_side_by_side_give_b_over_a(tmp_path, capsys):
+    slower = json.loads(json.dumps(OLD))
+    slower["wall_s"] = 4.0
+    for s in slower["stages"]:
+        s["busy_s"] *= 2
+    slower["backend_steps_s"] = {"run": 3.0}
+    a, b = write(tmp_path, OLD, "a.json"), write(tmp_path, slower, "b.json")
+    rc, out, _ = report(capsys, a, b, "--json")
+    c = json.loads(out)
+    assert rc == 0 and [r["ratio"] for r in c["stages"]] == [2.0, 2.0] and c["note"] is None
+    assert {r["step"]: r["ratio"] for r in c["steps"]} == {"segment00": None, "bridge00_DeformConv": None,
+                                                           "build:plan": None, "run": None}
+    assert next(r for r in c["summary"] if r["what"] == "fps")["ratio"] == 0.5
+    slower["frames"] = 3
+    write(tmp_path, slower, "b.json")
+    rc, out, _ = report(capsys, a, b)
+    assert rc == 0 and "note: A wrote 6 frames and B 3" in out
+    assert next(line for line in out.splitlines() if line.startswith("infer ")).split() == ["infer", "1.900", "3.800",
+                                                                                          "2.00x"]

@@ -102,7 +102,12 @@ def test_whole_and_split_side_by_side(runs):
     assert steps["run"]["b_total_s"] is None and steps["run"]["ratio"] is None  # the whole model: A only
     assert all(steps[n]["a_total_s"] is None for n in b["backend_steps_s"] if n.startswith(("segment", "bridge")))
     assert c["settings_differ"]["backend"] == [a["settings"]["backend"], b["settings"]["backend"]]
-    text = vsr("report", runs["whole"], runs["split"]).stdout
+    assert c["note"] is None  # the same frames: totals compare directly
+    page = runs["split"].parent / "cmp.html"
+    text = vsr("report", runs["whole"], runs["split"], "--html", page).stdout
+    shapes = Shapes()
+    shapes.feed(page.read_text())
+    assert [a.get("class") for tag, a in shapes.tags if tag == "svg"] == ["gantt", "gantt"]
     infer = next(line.split() for line in text.splitlines() if line.startswith("infer "))
     assert infer[-1] == f"{next(r['ratio'] for r in c['stages'] if r['stage'] == 'infer'):.2f}x"
 

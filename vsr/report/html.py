@@ -46,6 +46,7 @@ def render_compare_html(a: Run, b: Run) -> str:
     """Two runs on one page: ratio tables (B / A), then each run's timeline."""
     c = render.compare(a, b)
     body = [f"<h1>vsr run comparison</h1><p class=\"headline\">A: {escape(a.label)}<br>B: {escape(b.label)}</p>",
+            f'<p class="note">{escape(c["note"])}.</p>' if c["note"] else "",
             _table(["run", "A", "B", "B/A"], [[r["what"], fmt(r["a"], "" if r["what"] == "frames" else "rate"),
                                                fmt(r["b"], "" if r["what"] == "frames" else "rate"),
                                                fmt(r["ratio"], "x")] for r in c["summary"]]),

@@ -100,6 +100,8 @@ def compare(a: Run, b: Run) -> dict:
                   for n in _union(steps_a, steps_b)],
         "settings_differ": {k: [sa.get(k), sb.get(k)] for k in _union(sa, sb) if sa.get(k) != sb.get(k)
                             and k not in ("input", "output")},
+        "note": (f"A wrote {a.frames} frames and B {b.frames}: the ratios compare totals, not per-frame times"
+                 if a.frames != b.frames else None),
     }
 
 
@@ -182,7 +184,7 @@ def accounting(s: dict) -> str:
 def render_compare_text(a: Run, b: Run) -> str:
     """Two runs side by side: summary, stages and steps with B / A ratios, and the settings that differ."""
     c = compare(a, b)
-    out = [f"A: {a.label}", f"B: {b.label}", ""]
+    out = [f"A: {a.label}", f"B: {b.label}"] + ([f"note: {c['note']}"] if c["note"] else []) + [""]
     out.append(table(["run", "A", "B", "B/A"],
                      [[r["what"], fmt(r["a"], "rate" if r["what"] != "frames" else ""),
                        fmt(r["b"], "rate" if r["what"] != "frames" else ""), fmt(r["ratio"], "x")]
