@@ -130,8 +130,16 @@ class RunReport:
         return max(self.stages, key=lambda s: s.busy_s, default=None)
 
     def to_dict(self) -> dict:
-        """The JSON of ``--report``: summary, ``stages``, ``backend_steps`` and the ``timeline`` (run-relative
-        seconds; None when nothing was recorded)."""
+        """The JSON of ``--report`` (``format`` ``vsr-run-report/2``)::
+
+            settings, frames, wall_s, fps, bottleneck,
+            stages: [{name, items, busy_s, wait_in_s, wait_out_s, unit, throughput}],
+            backend_steps_s: {step: total seconds},
+            backend_steps: [{name, kind, total_s, calls, mean_s, p50_s, p95_s}]   (None where not recorded),
+            timeline: {origin: "run start", unit: "s",
+                       stages: {name: {seen, intervals: [[start, end], ...]}},
+                       steps: {name: {seen, intervals: [...]}}}                 (None when nothing was kept)
+        """
         b = self.bottleneck
         return {
             "format": REPORT_FORMAT,
