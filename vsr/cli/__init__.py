@@ -13,7 +13,7 @@ import os
 import sys
 import warnings
 
-COMMANDS = ("upscale", "export", "eval", "models", "train")
+COMMANDS = ("upscale", "export", "eval", "models", "train", "report")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -3,6 +3,9 @@
 A stage is *busy* while it does its own work, *waiting in* while it waits for its upstream neighbour to
 hand it something, and *waiting out* while its downstream neighbour has no room (back-pressure).  The
 stage with the most busy time is the bottleneck; the others should spend their spare time waiting.
+
+Each stage also keeps a bounded, uniform sample of its busy intervals (the run's timeline), at most
+``intervals`` per stage, so recording costs the same few hundred nanoseconds per item however long the run.
 """
 
 from __future__ import annotations
@@ -10,12 +13,18 @@ from __future__ import annotations
 import threading
 import time
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
+
+from vsr.report.sample import DEFAULT_INTERVALS, Reservoir, StepStats, step_kind
 
 
 @dataclass(frozen=True)
 class StageStats:
-    """A finished stage's numbers (seconds)."""
+    """A finished stage's numbers (seconds).
+
+    ``intervals``: (start, end) ``time.perf_counter`` pairs of a bounded sample of busy spans, sorted by start;
+    ``intervals_seen``: how many busy spans there were in all.
+    """
 
     name: str
     items: int
@@ -23,6 +32,8 @@ class StageStats:
     wait_in_s: float
     wait_out_s: float
     unit: str = "frames"
+    intervals: tuple[tuple[float, float], ...] = ()
+    intervals_seen: int = 0
 
     @property
     def throughput(self) -> float:
@@ -34,16 +45,17 @@ class StageTimer:
     """Accumulates one stage's times; the stage's own thread is the only writer.
 
     Use ``with timer.busy(): ...``, ``with timer.waiting_in(): ...``, ``with timer.waiting_out(): ...``
-    and ``timer.count(n)``.
+    and ``timer.count(n)``.  ``intervals``: how many busy spans to keep for the timeline (0: none).
     """
 
-    def __init__(self, name: str, unit: str = "frames"):
+    def __init__(self, name: str, unit: str = "frames", intervals: int = DEFAULT_INTERVALS):
         self.name = name
         self.unit = unit
         self.items = 0
         self.busy_s = 0.0
         self.wait_in_s = 0.0
         self.wait_out_s = 0.0
+        self._spans = Reservoir(intervals)
         self._lock = threading.Lock()
 
     @contextmanager
@@ -52,7 +64,10 @@ class StageTimer:
         try:
             yield
         finally:
-            self._add("busy_s", time.perf_counter() - t0)
+            t1 = time.perf_counter()
+            with self._lock:
+                self.busy_s += t1 - t0
+                self._spans.add((t0, t1))
 
     @contextmanager
     def waiting_in(self):
@@ -80,19 +95,31 @@ class StageTimer:
 
     def stats(self) -> StageStats:
         with self._lock:
-            return StageStats(self.name, self.items, self.busy_s, self.wait_in_s, self.wait_out_s, self.unit)
+            return StageStats(self.name, self.items, self.busy_s, self.wait_in_s, self.wait_out_s, self.unit,
+                              tuple(sorted(self._spans.items)), self._spans.seen)
+
+
+# Written into every report; a reader that finds another value (or none and no stages) is given something else.
+REPORT_FORMAT = "vsr-run-report/2"
 
 
 @dataclass
 class RunReport:
     """Everything a run measured, with the settings it ran under.  ``steps`` are a backend's internal
-    step timings (seconds per step, e.g. per subgraph), merged in as they are."""
+    step timings (seconds per step, e.g. per subgraph), merged in as they are.
+
+    ``started``: ``time.perf_counter()`` when the run began, the timeline's zero (default: the first busy
+    span); ``step_stats``: per-call records of the steps (:class:`vsr.report.sample.StepTimes`), when the
+    backend keeps them.
+    """
 
     stages: list[StageStats]
     settings: dict
     wall_s: float
     frames: int
     steps: dict[str, float]
+    started: float | None = None
+    step_stats: dict[str, StepStats] | None = None
 
     @property
     def fps(self) -> float:
@@ -103,17 +130,58 @@ class RunReport:
         return max(self.stages, key=lambda s: s.busy_s, default=None)
 
     def to_dict(self) -> dict:
+        """The JSON of ``--report`` (``format`` ``vsr-run-report/2``)::
+
+            settings, frames, wall_s, fps, bottleneck,
+            stages: [{name, items, busy_s, wait_in_s, wait_out_s, unit, throughput}],
+            backend_steps_s: {step: total seconds},
+            backend_steps: [{name, kind, total_s, calls, mean_s, p50_s, p95_s}]   (None where not recorded),
+            timeline: {origin: "run start", unit: "s",
+                       stages: {name: {seen, intervals: [[start, end], ...]}},
+                       steps: {name: {seen, intervals: [...]}}}                 (None when nothing was kept)
+        """
         b = self.bottleneck
         return {
+            "format": REPORT_FORMAT,
             "settings": self.settings,
             "frames": self.frames,
             "wall_s": round(self.wall_s, 6),
             "fps": round(self.fps, 4),
             "bottleneck": b.name if b else None,
-            "stages": [dict(asdict(s), throughput=(round(s.throughput, 4) if s.busy_s > 0 else None))
-                       for s in self.stages],
+            "stages": [{"name": s.name, "items": s.items, "busy_s": s.busy_s, "wait_in_s": s.wait_in_s,
+                        "wait_out_s": s.wait_out_s, "unit": s.unit,
+                        "throughput": round(s.throughput, 4) if s.busy_s > 0 else None} for s in self.stages],
             "backend_steps_s": {k: round(v, 6) for k, v in self.steps.items()},
+            "backend_steps": self._steps_list(),
+            "timeline": self._timeline(),
         }
+
+    def _steps_list(self) -> list[dict]:
+        stats = self.step_stats or {}
+        out = []
+        for name in list(self.steps) + [n for n in stats if n not in self.steps]:
+            st = stats.get(name)
+            total = st.total_s if st is not None else self.steps[name]
+            row = {"name": name, "kind": step_kind(name), "total_s": round(total, 6), "calls": None,
+                   "mean_s": None, "p50_s": None, "p95_s": None}
+            if st is not None:
+                row.update(calls=st.calls, mean_s=_r(st.mean_s), p50_s=_r(st.p50_s), p95_s=_r(st.p95_s))
+            out.append(row)
+        return out
+
+    def _timeline(self) -> dict | None:
+        starts = [s.intervals[0][0] for s in self.stages if s.intervals]
+        if not starts:
+            return None
+        origin = self.started if self.started is not None else min(starts)
+
+        def spans(intervals, seen):
+            return {"seen": seen, "intervals": [[round(a - origin, 6), round(z - origin, 6)] for a, z in intervals]}
+
+        return {"origin": "run start", "unit": "s",
+                "stages": {s.name: spans(s.intervals, s.intervals_seen) for s in self.stages},
+                "steps": {n: spans(st.intervals, st.intervals_seen) for n, st in (self.step_stats or {}).items()
+                          if st.intervals}}
 
     def table(self) -> str:
         """A short human table; the bottleneck is marked with ``*``."""
@@ -127,3 +195,7 @@ class RunReport:
         lines.append(f"{self.frames} frames in {self.wall_s:.2f} s = {self.fps:.2f} fps; "
                      f"bottleneck: {b.name if b else '-'}")
         return "\n".join(lines)
+
+
+def _r(x: float | None) -> float | None:
+    return None if x is None else round(x, 6)

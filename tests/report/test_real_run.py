@@ -1,0 +1,133 @@
+"""`vsr report` on the reports of real tiny runs: a split-plan run (every segment and bridge kernel, adding up to
+the inference time), its HTML page (one bar per recorded span, drawn by headless Chromium without console
+errors), and a whole-plan run beside it."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+
+import av
+import numpy as np
+import pytest
+
+from tests.conftest import Clip, write_clip
+from vsr.report import render
+from vsr.report.html import render_html
+from vsr.report.load import load_run
+
+TINY = ["--weights", "random", "--config", "edvr-tiny", "--backend", "ort", "--threads", "1", "--quiet"]
+
+
+def vsr(*args) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "vsr", *map(str, args)], capture_output=True, text=True, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> dict[str, Path]:
+    """Reports of the same 5-frame clip on the split plan (the default) and the whole-model plan."""
+    d = tmp_path_factory.mktemp("runs")
+    clip = write_clip(d / "in.mp4", Clip(width=24, height=16, frames=5))
+    out = {}
+    for plan in ("split", "whole"):
+        out[plan] = d / f"{plan}.json"
+        res = vsr("upscale", clip, d / f"{plan}.mp4", *TINY, "--plan", plan, "--report", out[plan])
+        assert res.returncode == 0, res.stderr
+    return out
+
+
+def test_split_run_lists_each_segment_and_bridge_kernel_adding_up_to_inference(runs):
+    data = json.loads(runs["split"].read_text())
+    res = vsr("report", runs["split"])
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    names = [r["name"] for r in data["backend_steps"]]
+    assert any(n.startswith("segment") for n in names) and any(n.startswith("bridge") for n in names)
+    for n in names:
+        assert any(line.split()[:1] == [n] for line in lines), n
+    for s in data["stages"]:
+        row = next(line.split() for line in lines if line.split()[:1] == [s["name"]])
+        assert row[-6:-2] == [str(s["items"]), f"{s['busy_s']:.3f}", f"{s['wait_in_s']:.3f}", f"{s['wait_out_s']:.3f}"]
+        assert row[-1] == f"{100 * s['busy_s'] / data['wall_s']:.1f}%"
+    assert f"bottleneck: {data['bottleneck']}" in lines[0]
+    summary = render.summary(load_run(runs["split"]))
+    infer = next(s["busy_s"] for s in data["stages"] if s["name"] == "infer")
+    assert summary["infer_busy_s"] == infer and 0.95 <= summary["accounted_share_of_infer"] <= 1.05
+    as_json = json.loads(vsr("report", runs["split"], "--json").stdout)
+    assert [r["busy_s"] for r in as_json["stages"]] == [s["busy_s"] for s in data["stages"]]
+    assert [r["step"] for r in as_json["steps"]] == names
+
+
+class Shapes(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.tags: list[tuple[str, dict]] = []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, dict(attrs)))
+
+    handle_startendtag = handle_starttag
+
+
+def test_html_draws_one_bar_per_recorded_span_and_fetches_nothing(runs, tmp_path):
+    data = json.loads(runs["split"].read_text())
+    page = tmp_path / "r.html"
+    assert vsr("report", runs["split"], "--html", page).returncode == 0
+    text = page.read_text()
+    shapes = Shapes()
+    shapes.feed(text)
+    spans = sum(len(v["intervals"]) for group in ("stages", "steps") for v in data["timeline"][group].values())
+    assert spans >= 5 * 6  # every stage handled every frame at least once
+    assert sum(1 for tag, a in shapes.tags if tag == "rect" and a.get("class") == "iv") == spans
+    assert {a.get("class") for tag, a in shapes.tags if tag == "svg"} == {"gantt", "bars"}
+    assert not any(tag in ("script", "link", "img", "iframe") for tag, _ in shapes.tags)
+    assert "https://" not in text and text.count("http://") == text.count('xmlns="http://www.w3.org/2000/svg"')
+
+
+def test_whole_and_split_side_by_side(runs):
+    a, b = (json.loads(runs[k].read_text()) for k in ("whole", "split"))
+    res = vsr("report", runs["whole"], runs["split"], "--json")
+    assert res.returncode == 0, res.stderr
+    c = json.loads(res.stdout)
+    wall = next(r for r in c["summary"] if r["what"] == "wall_s")
+    assert wall["ratio"] == pytest.approx(b["wall_s"] / a["wall_s"], rel=1e-4)
+    for sa, sb, row in zip(a["stages"], b["stages"], c["stages"]):
+        assert row["stage"] == sa["name"] == sb["name"]
+        assert row["ratio"] == pytest.approx(sb["busy_s"] / sa["busy_s"])
+    steps = {r["step"]: r for r in c["steps"]}
+    assert steps["run"]["b_total_s"] is None and steps["run"]["ratio"] is None  # the whole model: A only
+    assert all(steps[n]["a_total_s"] is None for n in b["backend_steps_s"] if n.startswith(("segment", "bridge")))
+    assert c["settings_differ"]["backend"] == [a["settings"]["backend"], b["settings"]["backend"]]
+    assert c["note"] is None  # the same frames: totals compare directly
+    page = runs["split"].parent / "cmp.html"
+    text = vsr("report", runs["whole"], runs["split"], "--html", page).stdout
+    shapes = Shapes()
+    shapes.feed(page.read_text())
+    assert [a.get("class") for tag, a in shapes.tags if tag == "svg"] == ["gantt", "gantt"]
+    infer = next(line.split() for line in text.splitlines() if line.startswith("infer "))
+    assert infer[-1] == f"{next(r['ratio'] for r in c['stages'] if r['stage'] == 'infer'):.2f}x"
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium (apt-get install chromium)")
+def test_page_opens_in_headless_chromium_without_console_errors(runs, tmp_path):
+    page = tmp_path / "r.html"
+    page.write_text(render_html(load_run(runs["split"])))
+    shot = tmp_path / "shot.png"
+    res = subprocess.run([CHROMIUM, "--headless", "--disable-gpu", "--no-sandbox", f"--user-data-dir={tmp_path / 'p'}",
+                          "--enable-logging=stderr", "--v=0", f"--screenshot={shot}", "--window-size=1200,900",
+                          page.as_uri()], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0 and shot.is_file(), res.stderr
+    assert "Uncaught" not in res.stderr and "ERROR:CONSOLE" not in res.stderr
+    with av.open(str(shot)) as c:
+        rgb = next(c.decode(video=0)).to_ndarray(format="rgb24")
+    assert rgb.shape == (900, 1200, 3) and rgb.std() > 10  # not blank
+    colours = {tuple(p) for p in rgb.reshape(-1, 3)[::7]}
+    assert (225, 87, 89) in colours  # the infer stage's bars in the timeline (#e15759)
+    assert (242, 142, 43) in colours  # the bridge kernels' bars in the step chart (#f28e2b)

@@ -1,0 +1,68 @@
+"""Rendering a report whose backend kept per-call step records: calls and percentiles in the tables, a timeline
+row per step in the page."""
+
+from __future__ import annotations
+
+import json
+from html.parser import HTMLParser
+
+from vsr.report import RunReport, StageStats, StepTimes
+from vsr.report import render
+from vsr.report.html import render_html
+from vsr.report.load import parse_run
+from vsr.report.svg import nice_step
+
+
+def recorded_run() -> dict:
+    """Two stages and two steps over 4 calls at exact, known times (``perf_counter`` values made up)."""
+    starts = [100.0 + i for i in range(4)]
+    decode = StageStats("decode", 4, 0.4, 0.0, 0.0, intervals=tuple((t, t + 0.1) for t in starts), intervals_seen=4)
+    infer = StageStats("infer", 4, 3.2, 0.0, 0.0, intervals=tuple((t + 0.1, t + 0.9) for t in starts),
+                       intervals_seen=4)
+    steps = StepTimes(["segment00", "bridge00_DeformConv"])
+    for i, t in enumerate(starts):
+        steps.add("segment00", t + 0.1, t + 0.3 + 0.01 * i)
+        steps.add("bridge00_DeformConv", t + 0.3 + 0.01 * i, t + 0.9)
+    report = RunReport([decode, infer], {"backend": "ort-split"}, 4.0, 4, steps.totals(), started=100.0,
+                       step_stats=steps.stats())
+    return json.loads(json.dumps(report.to_dict()))
+
+
+def test_tables_show_calls_and_percentiles_and_steps_add_up():
+    run = parse_run(recorded_run(), "run.json")
+    rows = {r["step"]: r for r in render.step_rows(run)}
+    seg = rows["segment00"]
+    assert seg["calls"] == 4 and abs(seg["p50_s"] - 0.215) < 1e-9 and abs(seg["p95_s"] - 0.2285) < 1e-9
+    assert abs(rows["bridge00_DeformConv"]["share"] + seg["share"] - 1.0) < 1e-6
+    text = render.render_text(run)
+    line = next(x for x in text.splitlines() if x.startswith("segment00")).split()
+    assert line == ["segment00", "segment", "4", "0.860", "215.00", "215.00", "228.50", "26.9%"]
+    assert "100.0% of the infer stage's busy 3.200 s" in text and "no timeline" not in text
+
+
+class Rects(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.iv: list[dict] = []
+        self.texts: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "rect" and dict(attrs).get("class") == "iv":
+            self.iv.append(dict(attrs))
+
+    handle_startendtag = handle_starttag
+
+    def handle_data(self, data):
+        self.texts.append(data.strip())
+
+
+def test_page_draws_every_stage_and_step_span_in_time_order():
+    page = Rects()
+    page.feed(render_html(parse_run(recorded_run(), "run.json")))
+    assert len(page.iv) == 2 * 4 + 2 * 4 and "segment00" in page.texts
+    decode_x = [float(r["x"]) for r in page.iv[:4]]
+    assert decode_x == sorted(decode_x) and decode_x[0] == 170.0  # the run's start is the plot's left edge
+
+
+def test_axis_steps_are_round_numbers():
+    assert [nice_step(s) for s in (36.0, 0.96, 8.0, 0.0)] == [5.0, 0.2, 1.0, 1.0]

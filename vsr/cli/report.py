@@ -1,0 +1,37 @@
+"""``vsr report RUN.json [B.json] [--html OUT.html] [--json]``: read the report of ``vsr upscale --report``."""
+
+from __future__ import annotations
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("report", help="show a run report (from vsr upscale --report), or compare two",
+                       description="Print the per-stage and per-backend-step tables of a run report, the memory "
+                                   "plan and the settings; with two reports, the second beside the first with "
+                                   "ratios B/A.  --html writes one self-contained page with the run's timeline.")
+    p.add_argument("reports", nargs="+", metavar="RUN.json", help="one report, or two to compare (A B)")
+    p.add_argument("--html", default=None, metavar="OUT.html", help="also write the report as an HTML page")
+    p.add_argument("--json", action="store_true", help="print the tables as JSON instead of text")
+    p.add_argument("--overwrite", action="store_true", help="replace OUT.html if it exists")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    import json
+
+    from vsr.errors import InputError
+    from vsr.report import html, render
+    from vsr.report.load import load_run
+
+    if len(args.reports) > 2:
+        raise InputError(f"vsr report takes one report, or two to compare, not {len(args.reports)}")
+    runs = [load_run(p) for p in args.reports]
+    if len(runs) == 1:
+        data, text = render.to_json(runs[0]), render.render_text(runs[0])
+        page = html.render_html(runs[0]) if args.html else None
+    else:
+        data, text = render.compare(*runs), render.render_compare_text(*runs)
+        page = html.render_compare_html(*runs) if args.html else None
+    if page is not None:
+        html.write_page(args.html, page, overwrite=args.overwrite)
+    print(json.dumps(data, indent=2) if args.json else text)
+    return 0

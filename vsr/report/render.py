@@ -1,0 +1,202 @@
+"""A loaded run (:class:`vsr.report.load.Run`) as rows, terminal tables and JSON; two runs side by side.
+
+The rows (:func:`stage_rows`, :func:`step_rows`, :func:`compare`) are the single source of every number: the
+terminal tables, ``--json`` and the HTML page (:mod:`vsr.report.html`) all print them.
+"""
+
+from __future__ import annotations
+
+from vsr.report.load import Run
+
+
+def stage_rows(run: Run) -> list[dict]:
+    """Per stage: items, busy / waiting seconds, items per busy second, share of the run's wall time."""
+    b = run.bottleneck
+    return [{"stage": s.name, "items": s.items, "busy_s": s.busy_s, "wait_in_s": s.wait_in_s,
+             "wait_out_s": s.wait_out_s, "items_per_s": s.items / s.busy_s if s.busy_s > 0 else None,
+             "share": s.busy_s / run.wall_s if run.wall_s > 0 else None, "bottleneck": s is b}
+            for s in run.stages]
+
+
+def step_rows(run: Run) -> list[dict]:
+    """Per backend step: kind, calls, total / mean / p50 / p95 seconds, share of the inference stage's busy time.
+
+    One-off build steps get a share only where they ran inside that stage (see :func:`summary`).
+    """
+    whole = run.infer_busy_s or sum(s.total_s for s in run.call_steps)
+    inside = builds_in_infer(run)
+    return [{"step": s.name, "kind": s.kind, "calls": s.calls, "total_s": s.total_s,
+             "mean_s": s.mean_s, "p50_s": s.p50_s, "p95_s": s.p95_s,
+             "share": s.total_s / whole if whole and (inside or s.kind != "build") else None} for s in run.steps]
+
+
+def builds_in_infer(run: Run) -> bool:
+    """Whether the one-off builds (export, plan, session load) ran inside the inference stage's busy time.
+
+    A backend that builds on its first call puts them there; one prepared before the run does not.  The report
+    does not say which, so this picks the accounting that comes closer to the stage's measured busy time.
+    """
+    infer = run.infer_busy_s
+    steps = sum(s.total_s for s in run.call_steps)
+    build = sum(s.total_s for s in run.steps if s.kind == "build")
+    return bool(infer and build) and abs(steps + build - infer) < abs(steps - infer)
+
+
+def summary(run: Run) -> dict:
+    """The headline numbers, and how much of the inference stage's busy time the backend steps account for."""
+    b = run.bottleneck
+    steps = sum(s.total_s for s in run.call_steps)
+    build = sum(s.total_s for s in run.steps if s.kind == "build")
+    inside = builds_in_infer(run)
+    infer = run.infer_busy_s
+    accounted = steps + (build if inside else 0.0)
+    return {"report": run.label, "frames": run.frames, "wall_s": run.wall_s, "fps": run.fps,
+            "bottleneck": b.name if b else None, "infer_busy_s": infer, "steps_s": steps, "build_s": build,
+            "builds_in_infer": inside, "accounted_s": accounted,
+            "accounted_share_of_infer": accounted / infer if infer else None, "has_timeline": run.has_timeline}
+
+
+def flat_settings(settings: dict, prefix: str = "") -> dict[str, str]:
+    """Nested settings as ``{"source.width": "256", ...}``; the memory plan is left to its own table."""
+    out: dict[str, str] = {}
+    for k, v in settings.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict) and v and key != "memory_plan":
+            out.update(flat_settings(v, key + "."))
+        elif key != "memory_plan":
+            out[key] = ", ".join(map(str, v)) if isinstance(v, (list, tuple)) else ("-" if v in (None, {}) else str(v))
+    return out
+
+
+def memory_plan(run: Run) -> dict[str, str]:
+    plan = run.settings.get("memory_plan")
+    return {k: str(v) for k, v in plan.items()} if isinstance(plan, dict) else {}
+
+
+def to_json(run: Run) -> dict:
+    """``vsr report --json``: the rows the tables show, as numbers."""
+    return {"summary": summary(run), "stages": stage_rows(run), "steps": step_rows(run),
+            "memory_plan": run.settings.get("memory_plan"), "settings": flat_settings(run.settings)}
+
+
+def compare(a: Run, b: Run) -> dict:
+    """Two runs side by side; every ``ratio`` is B / A (above 1: B took longer, or B is faster for fps)."""
+    stages = {s.name: s for s in a.stages}
+    stages_b = {s.name: s for s in b.stages}
+    steps_a = {s.name: s for s in a.steps}
+    steps_b = {s.name: s for s in b.steps}
+    sa, sb = flat_settings(a.settings), flat_settings(b.settings)
+    return {
+        "a": a.label, "b": b.label,
+        "summary": [{"what": k, "a": va, "b": vb, "ratio": _ratio(va, vb)} for k, va, vb in (
+            ("frames", a.frames, b.frames), ("wall_s", a.wall_s, b.wall_s), ("fps", a.fps, b.fps),
+            ("infer_busy_s", a.infer_busy_s, b.infer_busy_s))],
+        "stages": [{"stage": n, "a_busy_s": _busy(stages.get(n)), "b_busy_s": _busy(stages_b.get(n)),
+                    "ratio": _ratio(_busy(stages.get(n)), _busy(stages_b.get(n)))}
+                   for n in _union(stages, stages_b)],
+        "steps": [{"step": n, "kind": (steps_a.get(n) or steps_b.get(n)).kind,
+                   "a_total_s": _total(steps_a.get(n)), "b_total_s": _total(steps_b.get(n)),
+                   "ratio": _ratio(_total(steps_a.get(n)), _total(steps_b.get(n)))}
+                  for n in _union(steps_a, steps_b)],
+        "settings_differ": {k: [sa.get(k), sb.get(k)] for k in _union(sa, sb) if sa.get(k) != sb.get(k)
+                            and k not in ("input", "output")},
+        "note": (f"A wrote {a.frames} frames and B {b.frames}: the ratios compare totals, not per-frame times"
+                 if a.frames != b.frames else None),
+    }
+
+
+def _union(a: dict, b: dict) -> list[str]:
+    return list(a) + [k for k in b if k not in a]
+
+
+def _busy(s) -> float | None:
+    return None if s is None else s.busy_s
+
+
+def _total(s) -> float | None:
+    return None if s is None else s.total_s
+
+
+def _ratio(a, b) -> float | None:
+    return b / a if a and b is not None else None
+
+
+# -- terminal ------------------------------------------------------------------------------------------------
+def table(headers: list[str], rows: list[list[str]], right: bool = True) -> str:
+    """Columns padded to their widest cell; the first left-aligned, the rest right-aligned if ``right``."""
+    widths = [max(len(r[i]) for r in [headers] + rows) for i in range(len(headers))]
+    return "\n".join("  ".join(c.ljust(w) if i == 0 or not right else c.rjust(w)
+                                for i, (c, w) in enumerate(zip(r, widths))).rstrip() for r in [headers] + rows)
+
+
+def fmt(v, unit: str = "s") -> str:
+    """A number for a table cell: seconds with 3 decimals, ms with 2, shares as %, ratios with an x."""
+    if v is None:
+        return "-"
+    if unit == "s":
+        return f"{v:.3f}"
+    if unit == "ms":
+        return f"{v * 1e3:.2f}"
+    if unit == "%":
+        return f"{100 * v:.1f}%"
+    if unit == "x":
+        return f"{v:.2f}x"
+    if unit == "rate":
+        return f"{v:.2f}"
+    return str(v)
+
+
+def render_text(run: Run) -> str:
+    """The terminal report: headline, stages (bottleneck marked), backend steps, memory plan, settings."""
+    s = summary(run)
+    out = [f"{run.label}: {run.frames} frames in {run.wall_s:.2f} s = {run.fps:.2f} fps; "
+           f"bottleneck: {s['bottleneck'] or '-'}", ""]
+    out.append(table(["stage", "items", "busy s", "wait in s", "wait out s", "items/s", "share of run"],
+                     [[r["stage"] + (" *" if r["bottleneck"] else ""), str(r["items"]), fmt(r["busy_s"]),
+                       fmt(r["wait_in_s"]), fmt(r["wait_out_s"]), fmt(r["items_per_s"], "rate"), fmt(r["share"], "%")]
+                      for r in stage_rows(run)]))
+    steps = step_rows(run)
+    if steps:
+        out += ["", table(["backend step", "kind", "calls", "total s", "mean ms", "p50 ms", "p95 ms",
+                           "share of infer"],
+                          [[r["step"], r["kind"], fmt(r["calls"], ""), fmt(r["total_s"]), fmt(r["mean_s"], "ms"),
+                            fmt(r["p50_s"], "ms"), fmt(r["p95_s"], "ms"), fmt(r["share"], "%")] for r in steps])]
+        out.append(accounting(s))
+    plan = memory_plan(run)
+    if plan:
+        out += ["", table(["memory plan", "value"], [[k, v] for k, v in plan.items()], right=False)]
+    out += ["", table(["setting", "value"], [[k, v] for k, v in flat_settings(run.settings).items()],
+                        right=False)]
+    if not run.has_timeline:
+        out += ["", "(no timeline: the report was written without one)"]
+    return "\n".join(out)
+
+
+def accounting(s: dict) -> str:
+    """One line: how much of the inference stage's busy time the backend steps account for."""
+    if s["infer_busy_s"] is None:
+        return f"backend steps {s['steps_s']:.3f} s; one-off builds {s['build_s']:.3f} s"
+    where = "inside it (built on the first call)" if s["builds_in_infer"] else "before the run"
+    return (f"backend steps account for {s['accounted_s']:.3f} s = {fmt(s['accounted_share_of_infer'], '%')} of "
+            f"the infer stage's busy {s['infer_busy_s']:.3f} s; one-off builds {s['build_s']:.3f} s, {where}")
+
+
+def render_compare_text(a: Run, b: Run) -> str:
+    """Two runs side by side: summary, stages and steps with B / A ratios, and the settings that differ."""
+    c = compare(a, b)
+    out = [f"A: {a.label}", f"B: {b.label}"] + ([f"note: {c['note']}"] if c["note"] else []) + [""]
+    out.append(table(["run", "A", "B", "B/A"],
+                     [[r["what"], fmt(r["a"], "rate" if r["what"] != "frames" else ""),
+                       fmt(r["b"], "rate" if r["what"] != "frames" else ""), fmt(r["ratio"], "x")]
+                      for r in c["summary"]]))
+    out += ["", table(["stage busy s", "A", "B", "B/A"],
+                      [[r["stage"], fmt(r["a_busy_s"]), fmt(r["b_busy_s"]), fmt(r["ratio"], "x")]
+                       for r in c["stages"]])]
+    if c["steps"]:
+        out += ["", table(["backend step s", "kind", "A", "B", "B/A"],
+                          [[r["step"], r["kind"], fmt(r["a_total_s"]), fmt(r["b_total_s"]), fmt(r["ratio"], "x")]
+                           for r in c["steps"]])]
+    if c["settings_differ"]:
+        out += ["", table(["setting", "A", "B"], [[k, str(va or "-"), str(vb or "-")]
+                                                  for k, (va, vb) in c["settings_differ"].items()], right=False)]
+    return "\n".join(out)
