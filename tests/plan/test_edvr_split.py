@@ -18,7 +18,7 @@ from vsr.errors import InputError
 from vsr.plan.backend import SplitBackend, SplitOptions
 from vsr.plan.buckets import BucketPolicy
 from vsr.plan.executor import PlanExecutor
-from vsr.plan.memory import check_no_overlap
+from tests.plan.arena_checks import check_no_overlap
 from vsr.plan.plan import PlanCache
 from vsr.plan.segments import OrtSegmentBackend
 
