@@ -187,8 +187,10 @@ class FrameQueueRunner:
         return plan.tile, plan
 
     def run(self, source, sink, progress: Callable[[int], None] | None = None,
-            settings_for_report: dict | None = None) -> RunReport:
+            settings_for_report: dict | None = None, on_start: Callable[[], None] | None = None) -> RunReport:
         """Upscale every frame of ``source`` in ``settings.frames`` into ``sink``; returns the timings.
+
+        ``on_start()`` is called once the backend is prepared for the tile shape, just before the first frame.
 
         The sink is neither committed nor aborted here: the caller owns the output file's fate.
         """
@@ -370,6 +372,9 @@ class FrameQueueRunner:
                     stop.set()
             return body
 
+        self.backend.prepare(max(t.y1 - t.y0 for t in tiles), max(t.x1 - t.x0 for t in tiles), s.batch)
+        if on_start is not None:
+            on_start()
         t0 = time.perf_counter()
         threads = [threading.Thread(target=guard(fn), name=f"vsr-{st.timer.name}", daemon=True) for st, fn in stages]
         for t in threads:
