@@ -54,7 +54,7 @@ def main() -> None:
     warnings.simplefilter("ignore")
     import torch
 
-    from vsr.backends import open_backend
+    from vsr.backends import backend_options, open_backend
 
     threads = a.threads or os.cpu_count()
     torch.set_num_threads(threads)
@@ -62,10 +62,9 @@ def main() -> None:
     res = {"config": a.config, "lr": [a.height, a.width], "threads": threads, "machine": platform.processor()
            or platform.machine(), "cpus": os.cpu_count(), "results": {}}
     for name in a.backends.split(","):
-        b = open_backend("random", a.config, backend=name, threads=threads)
+        b = open_backend("random", a.config, backend_options(name, "whole", threads))
         x = rng.random((1, b.num_frame, 3, a.height, a.width), dtype=np.float32)
-        if name == "ort":
-            b.session(*[-(-v // 4) * 4 for v in (a.height, a.width)])  # export + session build not timed
+        b.prepare(a.height, a.width, 1)  # export + session build not timed
         cold, med, warm, cpu = timed_runs(b.infer, x, a.runs)
         res["results"][name] = {"cold_s": round(cold, 3), "median_s": round(med, 3),
                                 "warm_s": [round(t, 3) for t in warm], "cpu_s": round(cpu, 3),

@@ -98,7 +98,7 @@ def main(argv=None) -> int:
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
 
-    from vsr.backends import open_backend
+    from vsr.backends import backend_options, open_backend
     from vsr.cli.upscale import parse_frames
     from vsr.pipeline import FrameQueueRunner, RunnerSettings
     from vsr.pipeline.tiles import tile_grid
@@ -109,7 +109,7 @@ def main(argv=None) -> int:
     warnings.simplefilter("ignore")
     frames = parse_frames(args.frames)
     start, stop = frames
-    backend = open_backend(args.weights, args.config, backend=args.backend, plan=args.plan, threads=args.threads)
+    backend = open_backend(args.weights, args.config, backend_options(args.backend, args.plan, args.threads))
     if args.stand_in:
         backend = StandIn(backend)
     settings = RunnerSettings(batch=args.batch, tile=args.tile, memory_budget_mb=args.memory_budget, frames=frames)

@@ -211,8 +211,8 @@ def ffprobe_frames(path: Path) -> int | None:
 @pytest.fixture(scope="session")
 def tiny_backend():
     """EDVR-tiny with seeded random weights on the torch backend (no ONNX export: fast to start)."""
-    from vsr.backends import open_backend
+    from vsr.backends import TorchOptions, open_backend
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return open_backend("random", "edvr-tiny", backend="torch", threads=1)
+        return open_backend("random", "edvr-tiny", TorchOptions(threads=1))

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from vsr.errors import BackendError
-from vsr.kernels import BridgeNode, kernel_factory, register_kernel, registered_ops
+from vsr.kernels import KERNELS, BridgeNode, KernelRegistry, kernel_factory, register_kernel, registered_ops
 
 
 def test_builtin_kernels_are_registered_for_cpu():
@@ -31,9 +31,24 @@ def test_dcn_needs_constant_weights():
         kernel_factory("DeformConv")(BridgeNode("DeformConv", {}), [(1, 4, 3, 3)] * 5, {})
 
 
-def test_register_a_new_kernel():
-    @register_kernel("Identity", "test-device")
-    def make(node, shapes, constants):
-        return "kernel"
+def test_register_a_new_kernel_in_the_global_registry():
+    assert "Identity" not in registered_ops("test-device")
+    try:
+        @register_kernel("Identity", "test-device")
+        def make(node, shapes, constants):
+            return "kernel"
 
-    assert kernel_factory("Identity", "test-device")(BridgeNode("Identity"), [], {}) == "kernel"
+        assert kernel_factory("Identity", "test-device")(BridgeNode("Identity"), [], {}) == "kernel"
+        assert registered_ops("test-device") == ["Identity"]
+    finally:
+        KERNELS.unregister("Identity", "test-device")
+    with pytest.raises(BackendError, match="no bridge kernel for Identity on test-device"):
+        kernel_factory("Identity", "test-device")
+
+
+def test_a_private_registry_leaves_the_global_one_alone():
+    reg = KernelRegistry()
+    reg.register("DeformConv", "cpu")(lambda node, shapes, constants: "mine")
+    assert reg.factory("DeformConv")(BridgeNode("DeformConv"), [], {}) == "mine"
+    assert reg.ops("cpu") == ["DeformConv"]
+    assert kernel_factory("DeformConv") is not reg.factory("DeformConv")

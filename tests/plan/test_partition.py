@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from tests.plan.toy_graphs import GraphBuilder, edvr_like
 from vsr.errors import BackendError
 from vsr.plan.executor import PlanExecutor
-from vsr.plan.memory import check_no_overlap
+from tests.plan.arena_checks import check_no_overlap
 from vsr.plan.partition import eval_dim, partition
 from vsr.plan.plan import SubgraphPlan, write_plan
 from vsr.plan.segments import OrtSegmentBackend
@@ -193,6 +193,6 @@ def test_split_equals_whole_on_random_graphs(tmp_path_factory, graph, batch, ops
     # every bridge op of the chosen types became its own step; segments alternate with them
     n_ops = sum(n.op_type in ops for n in model.graph.node)
     assert sum(s.kind == "bridge" for s in plan.steps) == n_ops
-    mem = plan.memory_plan(plan.symbols({"x": x.shape}))
+    mem = plan.arena_plan(plan.symbols({"x": x.shape}))
     check_no_overlap(mem)
     assert mem.arena_nbytes <= mem.naive_nbytes

@@ -1,59 +1,60 @@
-"""Inference backends.  Entry point: :func:`open_backend`.
+"""Inference backends.  Entry point: :func:`open_backend` with one options object per backend.
 
-=========  ==========================================================================
-``ort``    ONNX Runtime, best providers present (TensorRT EP, CUDA EP, CPU EP)
-``torch``  PyTorch eager (reference; CUDA when available)
-=========  ==========================================================================
+================  ==================================================================================
+``SplitOptions``  ONNX Runtime segments bridged by vsr's own DCN / PixelShuffle kernels (default;
+                  the subgraph plan, see :mod:`vsr.plan`)
+``OrtOptions``    the whole exported graph in one ONNX Runtime session (TensorRT EP, CUDA EP, CPU EP)
+``TorchOptions``  PyTorch eager (reference; CUDA when available)
+================  ==================================================================================
 
-``plan="whole"`` runs the exported graph in one session; ``plan="split"`` runs the subgraph plan
-(segments on ONNX Runtime, DCN and PixelShuffle on vsr's own kernels, see :mod:`vsr.plan`).
+Every backend pads frames to the same shape buckets (:class:`~vsr.backends.buckets.BucketPolicy`).
 """
 
 from __future__ import annotations
 
-import logging
+from dataclasses import dataclass, field
 
 from vsr.backends.base import Backend, TensorSpec
+from vsr.backends.buckets import BucketPolicy
+from vsr.backends.options import (BACKENDS, PLANS, BackendOptions, OrtOptions, SplitOptions, TorchOptions,
+                                  backend_options)
 from vsr.errors import BackendError
 
-log = logging.getLogger(__name__)
 
-BACKENDS = ("auto", "ort", "torch")
-PLANS = ("auto", "whole", "split")
-# "auto" picks the plan measured faster on the 2-core CPU machine: split, 1.17x wall / 1.20x CPU
-# over the whole graph on EDVR-M 180x320 (docs/benchmarks.md, "Subgraph plan and bridge kernels").
-DEFAULT_PLAN = "split"
-
-
-def open_backend(weights: str = "default", config=None, backend: str = "auto", plan: str = "auto",
-                 threads: int | None = None, device: str | None = None) -> Backend:
-    """Load the model from ``weights`` (path, ``"default"`` or ``"random"``) and wrap it in a backend."""
+def open_backend(weights: str = "default", config=None, options: BackendOptions | None = None) -> Backend:
+    """Load the model from ``weights`` (path, ``"default"`` or ``"random"``) and wrap it in the backend that
+    ``options`` names (default: ``SplitOptions()``)."""
     from vsr.model import load_model
 
-    if backend not in BACKENDS:
-        raise BackendError(f"unknown backend {backend!r} (choose from {', '.join(BACKENDS)})")
-    if plan not in PLANS:
-        raise BackendError(f"unknown plan {plan!r} (choose from {', '.join(PLANS)})")
+    options = SplitOptions() if options is None else options
+    if not isinstance(options, (TorchOptions, OrtOptions, SplitOptions)):
+        raise BackendError(f"open_backend takes TorchOptions, OrtOptions or SplitOptions, not {options!r}")
     model, cfg = load_model(weights, config)
-    if backend == "auto":
-        backend = "ort"
-    if backend == "torch":
-        import torch
-
+    if isinstance(options, TorchOptions):
         from vsr.backends.torch_backend import TorchBackend
 
-        dev = device or ("cuda" if torch.cuda.is_available() else "cpu")
-        return TorchBackend(model, cfg, device=dev, threads=threads)
-    from vsr.backends.ort import OrtBackend, OrtOptions
+        return TorchBackend(model, cfg, options)
+    if isinstance(options, OrtOptions):
+        from vsr.backends.ort import OrtBackend
 
-    plan = DEFAULT_PLAN if plan == "auto" else plan
-    if plan == "split":
-        try:
-            from vsr.plan.backend import SplitBackend  # noqa: F401
-        except ImportError as e:
-            raise BackendError(f"split plan unavailable: {e}") from None
-        return SplitBackend.from_model(model, cfg, threads=threads)
-    return OrtBackend(model, cfg, OrtOptions(threads=threads))
+        return OrtBackend(model, cfg, options)
+    from vsr.backends.split import SplitBackend
+
+    return SplitBackend.from_model(model, cfg, options)
 
 
-__all__ = ["open_backend", "Backend", "TensorSpec", "BACKENDS", "PLANS"]
+@dataclass(frozen=True)
+class BackendRequest:
+    """A backend still to open: the model (``weights``, ``config``) and the backend's options."""
+
+    weights: str = "default"
+    config: str | None = None
+    options: BackendOptions = field(default_factory=SplitOptions)
+
+    def open(self) -> Backend:
+        # looked up at call time, so a caller (or a test) that wraps vsr.backends.open_backend is heard
+        return open_backend(weights=self.weights, config=self.config, options=self.options)
+
+
+__all__ = ["BACKENDS", "PLANS", "Backend", "BackendOptions", "BackendRequest", "BucketPolicy", "OrtOptions",
+           "SplitOptions", "TensorSpec", "TorchOptions", "backend_options", "open_backend"]

@@ -4,8 +4,8 @@ A backend turns a batch of LR windows into HR centre frames:
 
     infer(x: float32 (N, T, 3, H, W) in [0, 1]) -> float32 (N, 3, 4H, 4W)
 
-H and W may be any size >= 1: a backend pads to its shape bucket (a multiple of 4 at least) and crops back.
-Output values are *not* clipped (callers clip when they quantise).
+H and W may be any size >= 1: a backend pads to the shape bucket of its :class:`~vsr.backends.buckets.BucketPolicy`
+and crops back.  Output values are *not* clipped (callers clip when they quantise).
 """
 
 from __future__ import annotations
@@ -14,6 +14,9 @@ from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
+
+from vsr.backends.buckets import BucketPolicy
+from vsr.errors import InputError
 
 
 @dataclass(frozen=True)
@@ -29,11 +32,7 @@ class Backend(Protocol):
     name: str
     num_frame: int
     scale: int
-    padding: str  # what stands in for frames beyond the clip ends (see vsr.pipeline.windows.window_indices)
-
-    def prepare(self, height: int, width: int, batch: int) -> None:
-        """Build or load everything the first ``infer`` of ``(batch, T, 3, height, width)`` would; idempotent."""
-        ...
+    padding: str  # how windows are filled past the clip's ends (the model config's, e.g. "reflection_circle")
 
     def input_spec(self) -> TensorSpec: ...
 
@@ -41,31 +40,33 @@ class Backend(Protocol):
 
     def infer(self, x: np.ndarray) -> np.ndarray: ...
 
+    def prepare(self, height: int, width: int, batch: int) -> None:
+        """Build what the first ``infer`` of ``(batch, T, 3, height, width)`` would (export, plan, sessions).
+
+        Idempotent; lets a caller keep this warm-up out of its per-frame clock.
+        """
+        ...
+
     def timings(self) -> dict[str, float]:
         """Seconds spent per internal step since creation (e.g. per subgraph); empty if not tracked."""
         ...
 
 
 class ModelBackend:
-    """Shared part of the backends that run an EDVR model: declared I/O and step timings.
+    """Shared part of the backends that run an EDVR model: declared I/O, bucket policy and step timings.
 
-    Subclasses set ``name`` and ``_times`` (step name -> seconds) and implement ``infer``.
+    Subclasses set ``name`` and ``_times`` (step name -> seconds) and implement ``infer`` and ``prepare``.
     """
 
     name = "model"
     scale = 4
 
-    def __init__(self, config):
+    def __init__(self, config, buckets: BucketPolicy | None = None):
         self.config = config
         self.num_frame = config.num_frame
+        self.padding = config.padding
+        self.buckets = buckets if buckets is not None else BucketPolicy.load()
         self._times: dict[str, float] = {}
-
-    @property
-    def padding(self) -> str:
-        return self.config.padding
-
-    def prepare(self, height: int, width: int, batch: int) -> None:
-        """Nothing to build ahead here: the first ``infer`` does it."""
 
     def input_spec(self) -> TensorSpec:
         return TensorSpec("lr", ("N", self.num_frame, 3, "H", "W"))
@@ -75,3 +76,10 @@ class ModelBackend:
 
     def timings(self) -> dict[str, float]:
         return dict(self._times)
+
+    def check_input(self, x: np.ndarray) -> np.ndarray:
+        """``x`` as contiguous float32 ``(N, T, 3, H, W)``; an InputError for any other shape."""
+        x = np.ascontiguousarray(x, dtype=np.float32)
+        if x.ndim != 5 or x.shape[1] != self.num_frame or x.shape[2] != 3:
+            raise InputError(f"expected (N, {self.num_frame}, 3, H, W), got {x.shape}")
+        return x

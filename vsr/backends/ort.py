@@ -2,33 +2,16 @@
 
 from __future__ import annotations
 
-import logging
-import os
 import time
-from dataclasses import dataclass
 
 import numpy as np
 
 from vsr.backends.base import ModelBackend
-from vsr.backends.buckets import pad_to_bucket
+from vsr.backends.options import OrtOptions
 from vsr.errors import BackendError
-
-log = logging.getLogger(__name__)
+from vsr.plan.segments import open_session, session_options
 
 PROVIDER_ORDER = ("TensorrtExecutionProvider", "CUDAExecutionProvider", "CPUExecutionProvider")
-
-
-@dataclass(frozen=True)
-class OrtOptions:
-    """Knobs of the ONNX Runtime backend.
-
-    threads: intra-op threads (default: all cores); providers: explicit list or best available in
-    ``PROVIDER_ORDER``; io_binding: bind inputs/outputs to preallocated buffers (saves a copy per run).
-    """
-
-    threads: int | None = None
-    providers: tuple[str, ...] | None = None
-    io_binding: bool = True
 
 
 def best_providers(requested: tuple[str, ...] | None = None) -> list[str]:
@@ -46,20 +29,7 @@ def best_providers(requested: tuple[str, ...] | None = None) -> list[str]:
 
 def make_session(path, options: OrtOptions = OrtOptions()):
     """An ``InferenceSession`` with explicit threading and full graph optimisation."""
-    import onnxruntime as ort
-
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = options.threads or os.cpu_count() or 1
-    so.inter_op_num_threads = 1
-    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    providers = best_providers(options.providers)
-    try:
-        sess = ort.InferenceSession(str(path), sess_options=so, providers=providers)
-    except Exception as e:  # ORT raises its own exception types
-        raise BackendError(f"ONNX Runtime could not load {path}: {str(e).splitlines()[0][:200]}") from None
-    log.info("ORT session %s on %s", path, sess.get_providers())
-    return sess
+    return open_session(path, session_options(options.threads), best_providers(options.providers))
 
 
 class OrtBackend(ModelBackend):
@@ -68,14 +38,12 @@ class OrtBackend(ModelBackend):
     name = "ort"
     scale = 4
 
-    def __init__(self, model, config, options: OrtOptions = OrtOptions(), weights_sha: str | None = None,
-                 align: int = 4):
+    def __init__(self, model, config, options: OrtOptions = OrtOptions(), weights_sha: str | None = None):
         from vsr.export.onnx import state_checksum
 
-        super().__init__(config)
+        super().__init__(config, options.buckets)
         self.model = model
         self.options = options
-        self.align = align
         self._sha = weights_sha or state_checksum(model)
         self._sessions: dict[tuple[int, int], object] = {}
         self._out_buffers: dict[tuple, np.ndarray] = {}
@@ -96,18 +64,26 @@ class OrtBackend(ModelBackend):
             self._sessions[(hb, wb)] = s
         return s
 
+    def prepare(self, height: int, width: int, batch: int) -> None:
+        hb, wb = self.buckets.bucket(height, width)
+        self.session(hb, wb)
+        if self.options.io_binding:
+            self._out_buffer(batch, hb, wb)
+
+    def _out_buffer(self, n: int, hb: int, wb: int) -> np.ndarray:
+        out = self._out_buffers.get((n, hb, wb))
+        if out is None:
+            out = self._out_buffers[(n, hb, wb)] = np.empty((n, 3, 4 * hb, 4 * wb), np.float32)
+        return out
+
     def infer(self, x: np.ndarray) -> np.ndarray:
-        x = np.ascontiguousarray(x, dtype=np.float32)
-        n, t, c, h, w = x.shape
-        if t != self.num_frame or c != 3:
-            raise ValueError(f"expected (N, {self.num_frame}, 3, H, W), got {x.shape}")
-        xp, (hb, wb) = pad_to_bucket(x, self.align)
+        x = self.check_input(x)
+        n, _, _, h, w = x.shape
+        xp, (hb, wb) = self.buckets.pad(x)
         sess = self.session(hb, wb)
         t0 = time.perf_counter()
         if self.options.io_binding:
-            out = self._out_buffers.get((n, hb, wb))
-            if out is None:
-                out = self._out_buffers[(n, hb, wb)] = np.empty((n, 3, 4 * hb, 4 * wb), np.float32)
+            out = self._out_buffer(n, hb, wb)
             io = sess.io_binding()
             io.bind_cpu_input("lr", xp)
             io.bind_output("hr", "cpu", 0, np.float32, out.shape, out.ctypes.data)

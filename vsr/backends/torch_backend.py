@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 from vsr.backends.base import ModelBackend
-from vsr.backends.buckets import pad_to_bucket
+from vsr.backends.options import TorchOptions
 
 
 class TorchBackend(ModelBackend):
@@ -17,18 +17,23 @@ class TorchBackend(ModelBackend):
     name = "torch"
     scale = 4
 
-    def __init__(self, model, config, device: str = "cpu", threads: int | None = None):
-        super().__init__(config)
-        self.model = model.to(device).eval()
-        self.device = device
-        if threads:
-            torch.set_num_threads(threads)
+    def __init__(self, model, config, options: TorchOptions = TorchOptions()):
+        super().__init__(config, options.buckets)
+        self.options = options
+        self.device = options.device or ("cuda" if torch.cuda.is_available() else "cpu")
+        self.model = model.to(self.device).eval()
+        if options.threads:
+            torch.set_num_threads(options.threads)
         self._times = {"run": 0.0}
+
+    def prepare(self, height: int, width: int, batch: int) -> None:
+        """Nothing to build: the model is ready once loaded."""
 
     @torch.inference_mode()
     def infer(self, x: np.ndarray) -> np.ndarray:
+        x = self.check_input(x)
         h, w = x.shape[-2:]
-        xp, _ = pad_to_bucket(np.asarray(x, np.float32), 4)
+        xp, _ = self.buckets.pad(x)
         t0 = time.perf_counter()
         y = self.model(torch.from_numpy(xp).to(self.device))
         out = y[:, :, : 4 * h, : 4 * w].float().cpu().numpy()

@@ -87,12 +87,13 @@ def _raise_interrupt(signum, frame):
 
 
 def run(args) -> int:
+    from vsr.backends import BACKENDS, PLANS, BackendRequest, backend_options
     from vsr.pipeline import RunnerSettings, upscale
     from vsr.video import EncoderSettings
 
-    if args.backend not in ("auto", "ort", "torch"):
+    if args.backend not in BACKENDS:
         raise InputError(f"--backend must be auto, ort or torch, not {args.backend!r}")
-    if args.plan not in ("auto", "whole", "split"):
+    if args.plan not in PLANS:
         raise InputError(f"--plan must be auto, whole or split, not {args.plan!r}")
     crf = None
     if args.crf is not None:
@@ -101,6 +102,7 @@ def run(args) -> int:
         except ValueError:
             raise InputError(f"--crf must be a number, not {args.crf!r}") from None
     threads = _int(args.threads, "--threads", 1) if args.threads is not None else None
+    request = BackendRequest(args.weights, args.config, backend_options(args.backend, args.plan, threads))
     tile = _int(args.tile, "--tile", 0) if args.tile is not None else None
     overlap = _int(args.tile_overlap, "--tile-overlap", 0)
     if tile and tile <= 2 * overlap:
@@ -125,12 +127,16 @@ def run(args) -> int:
         bars.append(bar)
         return bar.update
 
+    def on_start():
+        # the bar's clock starts here: its rate and ETA then leave out the export, plan build and session load
+        for bar in bars:
+            bar.reset(total=bar.total)
+
     # SIGTERM/SIGHUP take the same path as Ctrl-C, so the temporary output is removed
     previous = {s: signal.signal(s, _raise_interrupt) for s in (signal.SIGTERM, signal.SIGHUP)}
     try:
-        report = upscale(args.input, args.output, weights=args.weights, config=args.config,
-                         backend_name=args.backend, plan=args.plan, threads=threads, encoder=encoder, runner=runner,
-                         overwrite=args.overwrite, progress=progress)
+        report = upscale(args.input, args.output, backend=request, encoder=encoder, runner=runner,
+                         overwrite=args.overwrite, progress=progress, on_start=on_start)
     finally:
         for bar in bars:
             bar.close()

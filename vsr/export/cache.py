@@ -1,4 +1,5 @@
-"""Deterministic on-disk cache of exported ONNX models (``engines/onnx/<key>.onnx``).
+"""Deterministic on-disk cache of exported ONNX models (``<engine dir>/onnx/<key>.onnx``, see
+:func:`vsr.files.engine_dir`).
 
 The key is a hash of everything that makes an export valid: the weights' checksum, the architecture,
 the input bucket (H, W), the opset and the torch/vsr versions.  A stale file is never used; a
@@ -9,24 +10,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 
 import torch
 
 from vsr.export.onnx import OPSET, export_onnx, state_checksum
+from vsr.files import engine_dir
 from vsr.model.config import ModelConfig
-
-
-def engine_dir() -> Path:
-    """``$VSR_ENGINE_DIR``, else the repository's ``engines/`` folder, else ``~/.cache/vsr/engines``."""
-    env = os.environ.get("VSR_ENGINE_DIR")
-    if env:
-        return Path(env)
-    repo = Path(__file__).resolve().parents[2] / "engines"
-    if repo.parent.joinpath("pyproject.toml").is_file() and os.access(repo.parent, os.W_OK):
-        return repo
-    return Path.home() / ".cache" / "vsr" / "engines"
 
 
 def export_key(weights_sha: str, config: ModelConfig, height: int, width: int, opset: int = OPSET) -> str:

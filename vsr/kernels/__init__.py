@@ -2,7 +2,8 @@
 
 from vsr.kernels.deform_conv import DeformConvGeometry, DeformConvKernel, deform_conv
 from vsr.kernels.depth_to_space import depth_to_space_crd
-from vsr.kernels.registry import BridgeKernel, BridgeNode, kernel_factory, register_kernel, registered_ops
+from vsr.kernels.registry import (KERNELS, BridgeKernel, BridgeNode, KernelRegistry, kernel_factory, register_kernel,
+                                  registered_ops)
 
-__all__ = ["BridgeKernel", "BridgeNode", "DeformConvGeometry", "DeformConvKernel", "deform_conv",
-           "depth_to_space_crd", "kernel_factory", "register_kernel", "registered_ops"]
+__all__ = ["KERNELS", "BridgeKernel", "BridgeNode", "DeformConvGeometry", "DeformConvKernel", "KernelRegistry",
+           "deform_conv", "depth_to_space_crd", "kernel_factory", "register_kernel", "registered_ops"]

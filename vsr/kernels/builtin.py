@@ -1,4 +1,4 @@
-"""The CPU bridge kernels vsr ships, registered under their ONNX op types."""
+"""The CPU bridge kernels vsr ships, by ONNX op type (:data:`BUILTIN_KERNELS`, read by :mod:`.registry`)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import numpy as np
 from vsr.errors import BackendError
 from vsr.kernels.deform_conv import DeformConvGeometry, DeformConvKernel
 from vsr.kernels.depth_to_space import depth_to_space_crd
-from vsr.kernels.registry import BridgeNode, register_kernel
+from vsr.kernels.node import BridgeNode, KernelFactory
 
 
 class _DeformConvStep:
@@ -50,11 +50,8 @@ class _DepthToSpaceStep:
         depth_to_space_crd(inputs[0], self.blocksize, out=outputs[0], negative_slope=self.slope)
 
 
-@register_kernel("DeformConv", "cpu")
-def deform_conv_kernel(node: BridgeNode, shapes, constants) -> _DeformConvStep:
-    return _DeformConvStep(node, shapes, constants)
-
-
-@register_kernel("DepthToSpace", "cpu")
-def depth_to_space_kernel(node: BridgeNode, shapes, constants) -> _DepthToSpaceStep:
-    return _DepthToSpaceStep(node, shapes, constants)
+# The factory of a kernel is its class: ``_DeformConvStep(node, input_shapes, constants)``.
+BUILTIN_KERNELS: dict[tuple[str, str], KernelFactory] = {
+    ("DeformConv", "cpu"): _DeformConvStep,
+    ("DepthToSpace", "cpu"): _DepthToSpaceStep,
+}

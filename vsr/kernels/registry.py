@@ -6,69 +6,62 @@ the scratch memory it needs (``workspace_nbytes``) and then runs many times into
     kernel.run(inputs: list[ndarray | None], outputs: list[ndarray], workspace: ndarray (uint8)) -> None
 
 Inputs are in the ONNX node's input order; constant inputs (weights) were handed to the factory and arrive as
-``None``.  The registry is keyed by ``(op_type, device)``; :func:`register_kernel` adds one.
+``None``.  A :class:`KernelRegistry` maps ``(op_type, device)`` to a factory; :data:`KERNELS`, the one the plan
+executor uses by default, starts with the CPU kernels of :mod:`vsr.kernels.builtin`, and :func:`register_kernel`
+adds to it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Callable, Protocol
-
-import numpy as np
+from typing import Iterable
 
 from vsr.errors import BackendError
-
-# Activations a kernel may apply to its output on the way out (the partitioner fuses them when the kernel's
-# factory says it can, see BridgeNode.epilogue).
-FUSABLE_ACTIVATIONS = ("LeakyRelu", "Relu")
+from vsr.kernels.builtin import BUILTIN_KERNELS
+from vsr.kernels.node import FUSABLE_ACTIVATIONS, BridgeKernel, BridgeNode, KernelFactory
 
 
-@dataclass(frozen=True)
-class BridgeNode:
-    """What a kernel factory needs to know about one node: op type, ONNX attributes, fused activation."""
+class KernelRegistry:
+    """Kernel factories by ``(op_type, device)``."""
 
-    op_type: str
-    attrs: dict = field(default_factory=dict)
-    epilogue: tuple[str, float] | None = None  # ("LeakyRelu", alpha) / ("Relu", 0.0)
+    def __init__(self, factories: Iterable[tuple[tuple[str, str], KernelFactory]] = ()):
+        self._factories: dict[tuple[str, str], KernelFactory] = dict(factories)
 
-    @property
-    def negative_slope(self) -> float | None:
-        """Slope of the fused activation for x < 0 (None: no activation)."""
-        return None if self.epilogue is None else float(self.epilogue[1])
+    def register(self, op_type: str, device: str = "cpu"):
+        """Decorator: register ``factory`` as the kernel of ``op_type`` on ``device`` (replacing any)."""
+        def deco(factory: KernelFactory) -> KernelFactory:
+            self._factories[(op_type, device)] = factory
+            return factory
+        return deco
+
+    def unregister(self, op_type: str, device: str = "cpu") -> None:
+        self._factories.pop((op_type, device), None)
+
+    def factory(self, op_type: str, device: str = "cpu") -> KernelFactory:
+        try:
+            return self._factories[(op_type, device)]
+        except KeyError:
+            known = ", ".join(f"{o}@{d}" for o, d in sorted(self._factories)) or "none"
+            raise BackendError(f"no bridge kernel for {op_type} on {device} (registered: {known})") from None
+
+    def ops(self, device: str = "cpu") -> list[str]:
+        return sorted(o for o, d in self._factories if d == device)
 
 
-class BridgeKernel(Protocol):
-    def workspace_nbytes(self) -> int: ...
-
-    def run(self, inputs: list[np.ndarray | None], outputs: list[np.ndarray], workspace: np.ndarray) -> None: ...
-
-
-KernelFactory = Callable[[BridgeNode, list[tuple[int, ...]], dict[int, np.ndarray]], BridgeKernel]
-
-_REGISTRY: dict[tuple[str, str], KernelFactory] = {}
+KERNELS = KernelRegistry(BUILTIN_KERNELS.items())
 
 
 def register_kernel(op_type: str, device: str = "cpu"):
-    """Decorator: register ``factory`` as the kernel of ``op_type`` on ``device``."""
-    def deco(factory: KernelFactory) -> KernelFactory:
-        _REGISTRY[(op_type, device)] = factory
-        return factory
-    return deco
+    """Decorator: register a kernel factory in :data:`KERNELS`."""
+    return KERNELS.register(op_type, device)
 
 
 def kernel_factory(op_type: str, device: str = "cpu") -> KernelFactory:
-    _load_builtin()
-    try:
-        return _REGISTRY[(op_type, device)]
-    except KeyError:
-        known = ", ".join(f"{o}@{d}" for o, d in sorted(_REGISTRY)) or "none"
-        raise BackendError(f"no bridge kernel for {op_type} on {device} (registered: {known})") from None
+    return KERNELS.factory(op_type, device)
 
 
 def registered_ops(device: str = "cpu") -> list[str]:
-    _load_builtin()
-    return sorted(o for o, d in _REGISTRY if d == device)
+    return KERNELS.ops(device)
 
 
-def _load_builtin() -> None:
-    from vsr.kernels import builtin  # noqa: F401  (registers the CPU kernels)
+__all__ = ["FUSABLE_ACTIVATIONS", "KERNELS", "BridgeKernel", "BridgeNode", "KernelFactory", "KernelRegistry",
+           "kernel_factory", "register_kernel", "registered_ops"]

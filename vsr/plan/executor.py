@@ -9,7 +9,7 @@ Build once, run many times::
     hr = bound.outputs["hr"]                      # a view of the arena: copy it before the next run
 
 Every intermediate tensor and kernel workspace lives in one arena sized by the static memory plan
-(:mod:`vsr.plan.memory`).  Each step is timed; :meth:`PlanExecutor.timings` gives seconds per step name.
+(:mod:`vsr.plan.arena`).  Each step is timed; :meth:`PlanExecutor.timings` gives seconds per step name.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from typing import Callable
 
 import numpy as np
 
-from vsr.kernels.registry import BridgeNode, kernel_factory
-from vsr.plan.memory import MemoryPlan
+from vsr.kernels.registry import KERNELS, BridgeNode, KernelRegistry
+from vsr.plan.arena import ArenaPlan
 from vsr.plan.plan import SubgraphPlan
 from vsr.plan.segments import SegmentBackend, SegmentRunner
 
@@ -34,7 +34,7 @@ class BoundPlan:
     """A plan bound to concrete shapes: its arena, typed views, and one run callable per step."""
 
     env: dict[str, int]
-    memory: MemoryPlan
+    memory: ArenaPlan
     arena: np.ndarray
     inputs: dict[str, np.ndarray]
     outputs: dict[str, np.ndarray]
@@ -51,19 +51,21 @@ class BoundPlan:
 
 
 class PlanExecutor:
-    """Executes ``plan``; segment runners are loaded once, bindings are made once per input shape."""
+    """Executes ``plan``; segment runners are loaded once, bindings are made once per input shape.
 
-    def __init__(self, plan: SubgraphPlan, segment_backend: SegmentBackend):
+    Bridge steps take their kernels from ``kernels`` (by op type and the segment backend's device).
+    """
+
+    def __init__(self, plan: SubgraphPlan, segment_backend: SegmentBackend, kernels: KernelRegistry = KERNELS):
         self.plan = plan
         self.backend = segment_backend
+        self.kernels = kernels
         self._runners: dict[str, SegmentRunner] = {}
         self._bound: dict[tuple, BoundPlan] = {}
         self._times = {s.name: 0.0 for s in plan.steps}
-        t0 = time.perf_counter()
         for s in plan.steps:
             if s.kind == "segment":
                 self._runners[s.name] = segment_backend.load(plan.directory / s.file)
-        self.load_seconds = time.perf_counter() - t0
 
     def timings(self) -> dict[str, float]:
         """Seconds spent in each step since creation, by step name (in plan order)."""
@@ -83,12 +85,12 @@ class PlanExecutor:
         kernels = {}
         for i, s in enumerate(plan.steps):
             if s.kind == "bridge":
-                factory = kernel_factory(s.op_type, self.backend.device)
+                factory = self.kernels.factory(s.op_type, self.backend.device)
                 node = BridgeNode(s.op_type, s.attrs, s.epilogue)
                 in_shapes = [shapes[t] if t else None for t in s.inputs]
                 consts = {j: plan.constants[c] for j, c in s.constants.items()}
                 kernels[i] = factory(node, in_shapes, consts)
-        memory = plan.memory_plan(env, {i: k.workspace_nbytes() for i, k in kernels.items()})
+        memory = plan.arena_plan(env, {i: k.workspace_nbytes() for i, k in kernels.items()})
         arena = np.empty(memory.arena_nbytes, np.uint8)
         names = [b for b in memory.buffers if not b.startswith("workspace:")]
         views = memory.views(arena, {t: shapes[t] for t in names}, {t: plan.tensors[t].dtype for t in names})

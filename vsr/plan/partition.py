@@ -29,7 +29,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from vsr.errors import BackendError
-from vsr.kernels.registry import FUSABLE_ACTIVATIONS
+from vsr.kernels.node import FUSABLE_ACTIVATIONS
 
 DEFAULT_BRIDGE_OPS = ("DeformConv", "DepthToSpace")
 

@@ -28,7 +28,8 @@ import numpy as np
 import onnx
 
 from vsr.errors import BackendError, InputError
-from vsr.plan.memory import Buffer, MemoryPlan, plan_memory
+from vsr.files import engine_dir, sha256_file
+from vsr.plan.arena import ArenaPlan, Buffer, plan_arena
 from vsr.plan.partition import DEFAULT_BRIDGE_OPS, Step, TensorInfo, partition
 
 log = logging.getLogger(__name__)
@@ -36,14 +37,6 @@ log = logging.getLogger(__name__)
 PLAN_FORMAT = 1
 MANIFEST = "manifest.json"
 CONSTANTS = "constants.npz"
-
-
-def file_sha256(path: str | os.PathLike) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 @dataclass(frozen=True)
@@ -98,7 +91,7 @@ class SubgraphPlan:
                     raise InputError(f"plan input {name!r} expects shape {decl}, got {tuple(shape)}")
         return env
 
-    def memory_plan(self, env: dict[str, int], workspaces: dict[int, int] | None = None) -> MemoryPlan:
+    def arena_plan(self, env: dict[str, int], workspaces: dict[int, int] | None = None) -> ArenaPlan:
         """Lifetimes of every exchanged tensor (and of each step's workspace), packed into one arena."""
         n = len(self.steps)
         first: dict[str, int] = {t: -1 for t in self.inputs}
@@ -115,10 +108,7 @@ class SubgraphPlan:
         for i, nbytes in (workspaces or {}).items():
             if nbytes:
                 bufs.append(Buffer(f"workspace:{self.steps[i].name}", nbytes, i, i))
-        return plan_memory(bufs)
-
-    def manifest(self) -> dict:
-        return json.loads((self.directory / MANIFEST).read_text())
+        return plan_arena(bufs)
 
     @classmethod
     def load(cls, directory: str | os.PathLike, verify: bool = True) -> "SubgraphPlan":
@@ -132,7 +122,7 @@ class SubgraphPlan:
         if verify:
             for name, sha in m["files"].items():
                 p = d / name
-                if not p.is_file() or file_sha256(p) != sha:
+                if not p.is_file() or sha256_file(p) != sha:
                     raise BackendError(f"{d}: {name} is missing or does not match the manifest")
         with np.load(d / CONSTANTS) as z:
             # npz keys are the initializer names, escaped by index (names may contain '/')
@@ -163,7 +153,7 @@ def plan_key(onnx_path: str | os.PathLike, *, backend: str = "onnxruntime", back
 
         backend_version = ort.__version__
     model = model if model is not None else onnx.load(str(onnx_path), load_external_data=False)
-    return PlanKey(model_sha256=file_sha256(onnx_path), bucket=_model_bucket(model), precision=precision,
+    return PlanKey(model_sha256=sha256_file(onnx_path), bucket=_model_bucket(model), precision=precision,
                    backend=backend, backend_version=backend_version, bridge_ops=tuple(sorted(set(bridge_ops))),
                    fuse_activations=fuse_activations, kernel_device=kernel_device)
 
@@ -193,14 +183,14 @@ def write_plan(onnx_path: str | os.PathLike, out_dir: str | os.PathLike, *, brid
     for name, seg in part.segments.items():
         p = out / f"{name}.onnx"
         onnx.save(seg, str(p))
-        files[p.name] = file_sha256(p)
+        files[p.name] = sha256_file(p)
     const_names = sorted(part.constants)
     np.savez(out / CONSTANTS, **{f"c{i}": part.constants[n] for i, n in enumerate(const_names)})
-    files[CONSTANTS] = file_sha256(out / CONSTANTS)
+    files[CONSTANTS] = sha256_file(out / CONSTANTS)
     plan = SubgraphPlan(directory=out, steps=part.steps, tensors=part.tensors, inputs=part.inputs,
                         outputs=part.outputs, constants=part.constants, key=key.fields())
     batch1 = {d: 1 for t in part.inputs for d in part.tensors[t].shape if isinstance(d, str)}
-    mem = plan.memory_plan(batch1)
+    mem = plan.arena_plan(batch1)
     manifest = {
         "plan_format": PLAN_FORMAT,
         "key": key.fields(),
@@ -220,16 +210,8 @@ def write_plan(onnx_path: str | os.PathLike, out_dir: str | os.PathLike, *, brid
 
 
 def plans_dir() -> Path:
-    """``<engine dir>/plans`` (the engine dir is ``$VSR_ENGINE_DIR`` or the repository's ``engines/``)."""
-    env = os.environ.get("VSR_ENGINE_DIR")
-    if env:
-        return Path(env) / "plans"
-    try:
-        from vsr.export.cache import engine_dir
-
-        return engine_dir() / "plans"
-    except ImportError:  # pragma: no cover - export package absent
-        return Path(__file__).resolve().parents[2] / "engines" / "plans"
+    """``<engine dir>/plans`` (:func:`vsr.files.engine_dir`)."""
+    return engine_dir() / "plans"
 
 
 class PlanCache:

@@ -57,21 +57,41 @@ class OrtSegmentBackend:
         return ort.__version__
 
     def load(self, path: Path) -> "OrtSegmentRunner":
-        import onnxruntime as ort
+        so = session_options(self.threads, spin=self.spin, shared_arena=_shared_cpu_arena())
+        return OrtSegmentRunner(open_session(path, so, list(self.providers)))
 
-        so = ort.SessionOptions()
-        so.intra_op_num_threads = self.threads or os.cpu_count() or 1
-        so.inter_op_num_threads = 1
-        so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        so.add_session_config_entry("session.intra_op.allow_spinning", "1" if self.spin else "0")
-        if _shared_cpu_arena():
-            so.add_session_config_entry("session.use_env_allocators", "1")
-        try:
-            sess = ort.InferenceSession(str(path), sess_options=so, providers=list(self.providers))
-        except Exception as e:  # ORT raises its own exception types
-            raise BackendError(f"ONNX Runtime could not load {path}: {str(e).splitlines()[0][:200]}") from None
-        return OrtSegmentRunner(sess)
+
+def session_options(threads: int | None = None, spin: bool | None = None, shared_arena: bool = False):
+    """The ``SessionOptions`` of every ONNX Runtime session vsr opens.
+
+    threads: intra-op threads (default: all cores), with one inter-op thread and sequential execution (vsr's
+    graphs are chains); full graph optimisation.  spin: whether idle workers busy-wait for the next op (None:
+    ONNX Runtime's default).  shared_arena: allocate from the environment's CPU arena (see ``_shared_cpu_arena``).
+    """
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads or os.cpu_count() or 1
+    so.inter_op_num_threads = 1
+    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    if spin is not None:
+        so.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin else "0")
+    if shared_arena:
+        so.add_session_config_entry("session.use_env_allocators", "1")
+    return so
+
+
+def open_session(path: Path, options, providers: list[str]):
+    """An ``InferenceSession`` of the model at ``path``; a BackendError (one line) when ONNX Runtime refuses it."""
+    import onnxruntime as ort
+
+    try:
+        sess = ort.InferenceSession(str(path), sess_options=options, providers=providers)
+    except Exception as e:  # ORT raises its own exception types
+        raise BackendError(f"ONNX Runtime could not load {path}: {str(e).splitlines()[0][:200]}") from None
+    log.info("ORT session %s on %s", path, sess.get_providers())
+    return sess
 
 
 _SHARED_ARENA: list[bool] = []
@@ -91,7 +111,7 @@ def _shared_cpu_arena() -> bool:
             info = ort.OrtMemoryInfo("Cpu", ort.OrtAllocatorType.ORT_ARENA_ALLOCATOR, 0, ort.OrtMemType.DEFAULT)
             ort.create_and_register_allocator(info, ort.OrtArenaCfg(0, -1, -1, -1))
             _SHARED_ARENA.append(True)
-        except Exception as e:  # an older ORT without the API: per-session arenas, as before
+        except Exception as e:  # an older ORT without the API: each session keeps its own arena
             log.info("no shared ONNX Runtime arena: %s", e)
             _SHARED_ARENA.append(False)
     return _SHARED_ARENA[0]

@@ -2,12 +2,14 @@
 
 Build is separate from inference: :meth:`TensorRTSegmentBackend.load` builds an engine from a segment's ONNX
 (explicit I/O from the model, one optimisation profile over the batch dimension) or deserialises the engine file
-cached beside it, and creates an execution context.  :meth:`TensorRTSegmentRunner.bind` allocates one device
-buffer per declared I/O tensor up front; the returned ``run`` copies the inputs in, runs ``execute_async_v3`` and
-copies the outputs back into the plan's host arena (bridge kernels are CPU kernels for now; device-resident
-bridges would make these copies unnecessary).
+cached beside it, and creates an execution context.  :meth:`TensorRTSegmentRunner.bind` makes sure each I/O
+tensor has a device buffer large enough for the engine's largest batch; the returned ``run`` sets the context's
+input shapes and tensor addresses for its own binding (the one context is shared by every bound batch size),
+copies the inputs in, runs ``execute_async_v3`` and copies the outputs back into the plan's host arena (bridge
+kernels are CPU kernels; device-resident bridges would make these copies unnecessary).
 
-Untested here (no GPU / TensorRT on the development machine): tests skip when ``tensorrt`` is absent.
+The engine tests skip when ``tensorrt`` is absent (it cannot be installed on the development machine); the
+binding logic is tested against a stand-in context in ``tests/plan/test_tensorrt_binding.py``.
 """
 
 from __future__ import annotations
@@ -65,7 +67,7 @@ class TensorRTSegmentBackend:
             engine = runtime.deserialize_cuda_engine(engine_bytes)
         if engine is None:
             raise BackendError(f"TensorRT could not deserialise the engine of {path}")
-        return TensorRTSegmentRunner(engine, cuda)
+        return TensorRTSegmentRunner(engine, cuda, self.max_batch)
 
     def _build(self, trt, logger, onnx_bytes: bytes, path: Path) -> bytes:
         builder = trt.Builder(logger)
@@ -98,31 +100,49 @@ class TensorRTSegmentBackend:
 
 
 class TensorRTSegmentRunner:
-    def __init__(self, engine, cuda):
+    """One engine and its execution context; ``bind`` may be called for several batch sizes.
+
+    ``cuda`` is ``pycuda.driver`` (``Stream``, ``mem_alloc``, ``memcpy_htod_async``, ``memcpy_dtoh_async``).
+    """
+
+    def __init__(self, engine, cuda, max_batch: int = 1):
         self.engine = engine
         self.cuda = cuda
+        self.max_batch = max_batch
         self.context = engine.create_execution_context()
         self.names = [engine.get_tensor_name(i) for i in range(engine.num_io_tensors)]
+        self.stream = cuda.Stream()
+        self._device: dict[str, tuple[object, int]] = {}  # name -> (allocation, bytes)
+
+    def _device_buffer(self, name: str, arr: np.ndarray) -> None:
+        """Grow ``name``'s device buffer to hold ``arr`` at the largest batch (its first dimension scaled)."""
+        rows = arr.shape[0] if arr.ndim else 1
+        nbytes = max(arr.nbytes // max(rows, 1) * max(rows, self.max_batch), arr.nbytes, 1)
+        have = self._device.get(name)
+        if have is None or have[1] < nbytes:
+            self._device[name] = (self.cuda.mem_alloc(nbytes), nbytes)
 
     def bind(self, inputs: dict[str, np.ndarray], outputs: dict[str, np.ndarray]) -> Callable[[], None]:
-        cuda, ctx = self.cuda, self.context
-        stream = cuda.Stream()
-        device = {}
         for name, arr in {**inputs, **outputs}.items():
             if name not in self.names:
                 raise BackendError(f"TensorRT engine has no I/O tensor {name!r} (has {self.names})")
-            device[name] = cuda.mem_alloc(max(arr.nbytes, 1))
-            ctx.set_tensor_address(name, int(device[name]))
-        for name, arr in inputs.items():
-            ctx.set_input_shape(name, tuple(arr.shape))
+            self._device_buffer(name, arr)
+        cuda, ctx, stream, device = self.cuda, self.context, self.stream, self._device
 
         def run() -> None:
+            # shapes and addresses are the context's state: set them for this binding on every run, as another
+            # binding (another batch size) may have run on the same context since
             for name, arr in inputs.items():
-                cuda.memcpy_htod_async(device[name], arr, stream)
+                if not ctx.set_input_shape(name, tuple(arr.shape)):
+                    raise BackendError(f"TensorRT rejected shape {tuple(arr.shape)} for input {name!r}")
+            for name in (*inputs, *outputs):
+                ctx.set_tensor_address(name, int(device[name][0]))
+            for name, arr in inputs.items():
+                cuda.memcpy_htod_async(device[name][0], arr, stream)
             if not ctx.execute_async_v3(stream.handle):
                 raise BackendError("TensorRT execution failed")
             for name, arr in outputs.items():
-                cuda.memcpy_dtoh_async(arr, device[name], stream)
+                cuda.memcpy_dtoh_async(arr, device[name][0], stream)
             stream.synchronize()
 
         return run

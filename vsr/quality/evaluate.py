@@ -257,7 +257,7 @@ def _infer(backend, x: np.ndarray) -> np.ndarray:
 
 
 def open_model_backend(weights: str = "default", config: str | None = None, backend: str = "auto"):
-    """The inference backend for ``weights``/``config``: :func:`vsr.backends.open_backend`."""
-    from vsr.backends import open_backend
+    """The inference backend for ``weights``/``config``; ``backend`` names it as ``vsr upscale --backend`` does."""
+    from vsr.backends import backend_options, open_backend
 
-    return open_backend(weights=weights, config=config, backend=backend)
+    return open_backend(weights=weights, config=config, options=backend_options(backend))

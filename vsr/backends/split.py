@@ -4,7 +4,8 @@ Implements :class:`vsr.backends.base.Backend`::
 
     infer(x float32 (N, T, 3, H, W)) -> float32 (N, 3, 4H, 4W)
 
-A frame size that is not a bucket (configs/plan/buckets.toml) is padded to the bucket and the output cropped back.
+A frame size that is not a bucket (:class:`~vsr.backends.buckets.BucketPolicy`) is padded to the bucket and the
+output cropped back.
 Per bucket, on first use: the ONNX model is exported (or the given file is used), its plan is taken from the
 plan cache (built if absent), segment sessions are loaded, and the memory arena is planned for the batch size.
 """
@@ -15,17 +16,17 @@ import logging
 import os
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Union
 
 import numpy as np
 import onnx
 
-from vsr.backends.base import TensorSpec
+from vsr.backends.base import ModelBackend
+from vsr.backends.options import SplitOptions
 from vsr.errors import BackendError, InputError
-from vsr.plan.buckets import BucketPolicy
-from vsr.plan.executor import PlanExecutor
+from vsr.kernels.threads import configure_kernel_threads
+from vsr.plan.executor import BoundPlan, PlanExecutor
 from vsr.plan.partition import DEFAULT_BRIDGE_OPS
 from vsr.plan.plan import PlanCache, SubgraphPlan
 from vsr.plan.segments import OrtSegmentBackend, SegmentBackend
@@ -36,40 +37,20 @@ log = logging.getLogger(__name__)
 OnnxSource = Union[str, os.PathLike, Callable[[int, int], Path]]
 
 
-@dataclass(frozen=True)
-class SplitOptions:
-    """Knobs of the split backend.
-
-    threads: cores for ONNX Runtime segments and vsr's kernels (default: all);
-    bridge_ops: op types cut out of the graph and run on vsr's kernels;
-    fuse_activations: let a kernel apply the LeakyReLU after it;
-    cache_dir: plan cache root (default ``engines/plans``).
-    """
-
-    threads: int | None = None
-    bridge_ops: tuple[str, ...] = DEFAULT_BRIDGE_OPS
-    fuse_activations: bool = True
-    cache_dir: str | None = None
-
-
-class SplitBackend:
+class SplitBackend(ModelBackend):
     """EDVR x4 on a subgraph plan.  ``infer((N, T, 3, H, W)) -> (N, 3, 4H, 4W)``; ``timings()`` per step."""
 
     name = "ort-split"
     scale = 4
 
-    def __init__(self, onnx_source: OnnxSource, config, buckets: BucketPolicy | None = None,
-                 options: SplitOptions = SplitOptions(), segment_backend: SegmentBackend | None = None):
-        self.config = config
-        self.num_frame = config.num_frame
+    def __init__(self, onnx_source: OnnxSource, config, options: SplitOptions = SplitOptions(),
+                 segment_backend: SegmentBackend | None = None):
+        super().__init__(config, options.buckets)
         self.options = options
         self.source = onnx_source
-        self.buckets = buckets if buckets is not None else BucketPolicy.load()
         self.segment_backend = segment_backend or OrtSegmentBackend(threads=options.threads)
         self.cache = PlanCache(options.cache_dir)
         if options.threads:
-            from vsr.kernels.threads import configure_kernel_threads
-
             configure_kernel_threads(options.threads)
         self._fixed_bucket = None
         if not callable(onnx_source):
@@ -82,8 +63,7 @@ class SplitBackend:
         self._lock = threading.Lock()
 
     @classmethod
-    def from_model(cls, model, config, threads: int | None = None, buckets: BucketPolicy | None = None,
-                   **options) -> "SplitBackend":
+    def from_model(cls, model, config, options: SplitOptions = SplitOptions()) -> "SplitBackend":
         """Export ``model`` per bucket through the export cache (``vsr.export.cache.cached_export``)."""
         from vsr.export.cache import cached_export
         from vsr.export.onnx import state_checksum
@@ -93,22 +73,9 @@ class SplitBackend:
         def exporter(h: int, w: int) -> Path:
             return cached_export(model, config, h, w, sha)
 
-        return cls(exporter, config, buckets, SplitOptions(threads=threads, **options))
+        return cls(exporter, config, options)
 
     # -- Backend protocol -------------------------------------------------------------------------------
-    @property
-    def padding(self) -> str:
-        return self.config.padding
-
-    def prepare(self, height: int, width: int, batch: int) -> None:
-        """Nothing to build ahead here: the first ``infer`` of a bucket builds its plan."""
-
-    def input_spec(self) -> TensorSpec:
-        return TensorSpec("lr", ("N", self.num_frame, 3, "H", "W"))
-
-    def output_spec(self) -> TensorSpec:
-        return TensorSpec("hr", ("N", 3, "4H", "4W"))
-
     def timings(self) -> dict[str, float]:
         """Seconds per plan step (summed over buckets), plus padding/cropping and one-off build costs."""
         out: dict[str, float] = {}
@@ -119,26 +86,34 @@ class SplitBackend:
         out.update(self._build)
         return out
 
+    def prepare(self, height: int, width: int, batch: int) -> None:
+        """Export, plan, segment sessions and the arena of ``batch`` frames of ``height x width``."""
+        with self._lock:
+            self._bound(batch, *self.bucket(height, width))
+
+    def _bound(self, n: int, hb: int, wb: int) -> tuple[BoundPlan, int]:
+        """The plan of bucket ``hb x wb`` bound for ``n`` frames, and how many frames one run takes."""
+        ex = self.executor(hb, wb)
+        in_name = ex.plan.inputs[0]
+        batch = ex.plan.tensors[in_name].shape[0]
+        step = n if isinstance(batch, str) else int(batch)  # a static-batch export runs in chunks
+        return ex.bind({in_name: (step, self.num_frame, 3, hb, wb)}), step
+
     def infer(self, x: np.ndarray) -> np.ndarray:
         with self._lock:
             return self._infer(x)
 
     def _infer(self, x: np.ndarray) -> np.ndarray:
-        x = np.asarray(x, dtype=np.float32)
-        if x.ndim != 5 or x.shape[1] != self.num_frame or x.shape[2] != 3:
-            raise InputError(f"expected (N, {self.num_frame}, 3, H, W), got {x.shape}")
+        x = self.check_input(x)
         n, _, _, h, w = x.shape
         hb, wb = self.bucket(h, w)
-        ex = self.executor(hb, wb)
-        plan = ex.plan
+        bound, step = self._bound(n, hb, wb)
+        plan = self.executor(hb, wb).plan
         in_name, out_name = plan.inputs[0], plan.outputs[0]
-        batch = plan.tensors[in_name].shape[0]
-        step = n if isinstance(batch, str) else int(batch)  # a static-batch export runs in chunks
         out = np.empty((n, 3, 4 * h, 4 * w), np.float32)
         for i in range(0, n, step):
             chunk = x[i:i + step]
             m = chunk.shape[0]
-            bound = ex.bind({in_name: (step,) + tuple(chunk.shape[1:3]) + (hb, wb)})
             t0 = time.perf_counter()
             if m < step:
                 bound.inputs[in_name][m:] = 0.0
@@ -180,8 +155,9 @@ class SplitBackend:
 
     def plan_for(self, onnx_path: Path) -> SubgraphPlan:
         sb = self.segment_backend
+        bridge_ops = DEFAULT_BRIDGE_OPS if self.options.bridge_ops is None else self.options.bridge_ops
         return self.cache.get(onnx_path, backend=sb.name, backend_version=sb.version, precision=sb.precision,
-                              bridge_ops=self.options.bridge_ops, fuse_activations=self.options.fuse_activations,
+                              bridge_ops=bridge_ops, fuse_activations=self.options.fuse_activations,
                               kernel_device=sb.device)
 
 

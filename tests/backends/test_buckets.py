@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from vsr.errors import ConfigError
-from vsr.plan.buckets import BucketPolicy
+from vsr.backends.buckets import BucketPolicy
 
 
 def test_listed_bucket_only_when_the_padding_is_small():
@@ -43,3 +43,20 @@ def test_pad_into_reflects_and_falls_back_to_edge():
     big = np.empty((1, 2, 8, 8), np.float32)
     p.pad_into(x, big)  # padding larger than the frame: edge
     np.testing.assert_array_equal(big, np.pad(x, [(0, 0), (0, 0), (0, 5), (0, 5)], mode="edge"))
+
+
+def test_pad_reflects_at_the_bottom_right_and_keeps_the_frame():
+    p = BucketPolicy()
+    x = np.arange(2 * 13 * 22, dtype=np.float32).reshape(2, 13, 22)
+    padded, hw = p.pad(x)
+    assert hw == (16, 24) and padded.shape == (2, 16, 24)
+    np.testing.assert_array_equal(padded[:, :13, :22], x)
+    np.testing.assert_array_equal(padded[:, 13, :22], x[:, 11, :])  # reflection about the last row
+    same, hw = p.pad(padded)
+    assert same is padded and hw == (16, 24)
+
+
+def test_pad_copies_the_edge_when_the_frame_is_smaller_than_its_padding():
+    padded, hw = BucketPolicy().pad(np.array([[1.0, 2.0]], np.float32))
+    assert hw == (4, 4)
+    np.testing.assert_array_equal(padded, [[1, 2, 2, 2]] * 4)

@@ -5,11 +5,12 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from vsr.plan.memory import ALIGN, Buffer, check_no_overlap, plan_memory
+from tests.plan.arena_checks import check_no_overlap
+from vsr.plan.arena import ALIGN, Buffer, plan_arena
 
 
 def test_buffers_with_disjoint_lifetimes_share_memory():
-    plan = plan_memory([Buffer("a", 1000, 0, 1), Buffer("b", 1000, 2, 3), Buffer("c", 500, 1, 2)])
+    plan = plan_arena([Buffer("a", 1000, 0, 1), Buffer("b", 1000, 2, 3), Buffer("c", 500, 1, 2)])
     check_no_overlap(plan)
     assert plan.buffers["a"].offset == plan.buffers["b"].offset == 0  # a and b never live together
     assert plan.arena_nbytes == 1024 + 512
@@ -18,14 +19,14 @@ def test_buffers_with_disjoint_lifetimes_share_memory():
 
 def test_a_step_never_writes_over_its_own_inputs():
     # closed intervals: b is written by step 1, the last reader of a
-    plan = plan_memory([Buffer("a", 64, 0, 1), Buffer("b", 64, 1, 2)])
+    plan = plan_arena([Buffer("a", 64, 0, 1), Buffer("b", 64, 1, 2)])
     assert plan.buffers["a"].offset != plan.buffers["b"].offset
 
 
 @given(st.lists(st.tuples(st.integers(1, 5000), st.integers(-1, 8), st.integers(0, 9)), min_size=1, max_size=30))
 def test_random_lifetimes(specs):
     bufs = [Buffer(f"t{i}", n, min(a, b), max(a, b)) for i, (n, a, b) in enumerate(specs)]
-    plan = plan_memory(bufs)
+    plan = plan_arena(bufs)
     check_no_overlap(plan)
     assert all(b.offset % ALIGN == 0 for b in plan.buffers.values())
     # never worse than one buffer each, never better than the busiest step needs

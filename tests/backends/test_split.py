@@ -14,11 +14,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.plan.arena_checks import check_no_overlap
+from vsr.backends import BucketPolicy, OrtOptions, SplitOptions, open_backend
+from vsr.backends.split import SplitBackend
 from vsr.errors import InputError
-from vsr.plan.backend import SplitBackend, SplitOptions
-from vsr.plan.buckets import BucketPolicy
 from vsr.plan.executor import PlanExecutor
-from vsr.plan.memory import check_no_overlap
 from vsr.plan.plan import PlanCache
 from vsr.plan.segments import OrtSegmentBackend
 
@@ -89,8 +89,8 @@ def tiny_split(export, tmp_path_factory):
         calls.append((h, w))
         return export("edvr-tiny", h, w)[0]
 
-    be = SplitBackend(exporter, cfg, BucketPolicy(sizes=((8, 8), (16, 16))),
-                      SplitOptions(threads=2, cache_dir=str(tmp_path_factory.mktemp("plans"))))
+    be = SplitBackend(exporter, cfg, SplitOptions(threads=2, cache_dir=str(tmp_path_factory.mktemp("plans")),
+                                                  buckets=BucketPolicy(sizes=((8, 8), (16, 16)))))
     return be, calls
 
 
@@ -124,15 +124,30 @@ def test_split_backend_builds_each_bucket_once_and_reports_step_timings(tiny_spl
     assert calls.count((8, 8)) == 1
     t = be.timings()
     assert {"bridge00_DeformConv", "bridge05_DepthToSpace", "segment00", "segment06", "pad", "crop"} <= set(t)
-    assert all(callable(getattr(be, m)) for m in ("infer", "input_spec", "output_spec", "timings"))
-    assert be.name == "ort-split"
+    assert t["segment00"] > 0 and t["bridge00_DeformConv"] > 0
+    assert be.name == "ort-split" and be.padding == "reflection_circle"
     assert be.num_frame == 3 and be.scale == 4 and be.input_spec().shape[1] == 3
+    assert be.output_spec().shape == ("N", 3, "4H", "4W")
+
+
+@pytest.mark.slow
+def test_prepare_builds_the_bucket_before_the_first_frame(tiny_split):
+    be, calls = tiny_split
+    be.prepare(10, 12, 2)  # bucket 16x16
+    built = dict(be.timings())
+    assert calls.count((16, 16)) == 1 and built["build:plan"] > 0
+    be.prepare(16, 16, 2)  # idempotent
+    assert calls.count((16, 16)) == 1
+    be.infer(np.zeros((2, 3, 3, 10, 12), np.float32))
+    after = be.timings()
+    assert after["build:export"] == built["build:export"] and after["build:plan"] == built["build:plan"]
+    assert after["build:load"] == built["build:load"]
 
 
 @pytest.mark.slow
 def test_fixed_onnx_file_is_one_bucket(export, tmp_path):
     path, cfg = export("edvr-tiny", 16, 16)
-    be = SplitBackend(path, cfg, options=SplitOptions(threads=2, cache_dir=str(tmp_path)))
+    be = SplitBackend(path, cfg, SplitOptions(threads=2, cache_dir=str(tmp_path)))
     assert be.bucket(3, 9) == (16, 16)
     with pytest.raises(InputError, match="do not fit"):
         be.infer(np.zeros((1, 3, 3, 20, 16), np.float32))
@@ -142,14 +157,12 @@ def test_fixed_onnx_file_is_one_bucket(export, tmp_path):
 
 @pytest.mark.slow
 def test_open_backend_split_equals_whole(tmp_path, monkeypatch):
-    """Through the lead's entry point: same export cache, same bucket and padding as the whole-graph backend."""
-    from vsr.backends import open_backend
-
+    """Through the entry point: same export cache, same bucket and padding as the whole-graph backend."""
     monkeypatch.setenv("VSR_ENGINE_DIR", str(tmp_path))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        split = open_backend("random", "edvr-tiny", backend="ort", plan="split", threads=2)
-        whole_be = open_backend("random", "edvr-tiny", backend="ort", plan="whole", threads=2)
+        split = open_backend("random", "edvr-tiny", SplitOptions(threads=2))
+        whole_be = open_backend("random", "edvr-tiny", OrtOptions(threads=2))
     x = np.random.default_rng(4).random((2, 3, 3, 14, 18), dtype=np.float32)
     got = split.infer(x)
     assert isinstance(split, SplitBackend) and got.shape == (2, 3, 56, 72)

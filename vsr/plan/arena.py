@@ -33,7 +33,7 @@ class Buffer:
 
 
 @dataclass
-class MemoryPlan:
+class ArenaPlan:
     """Offsets of every buffer in one arena of ``arena_nbytes``; ``naive_nbytes`` is the sum of all buffers."""
 
     buffers: dict[str, Buffer]
@@ -57,7 +57,7 @@ class MemoryPlan:
         return out
 
 
-def plan_memory(lifetimes: list[Buffer]) -> MemoryPlan:
+def plan_arena(lifetimes: list[Buffer]) -> ArenaPlan:
     """Assign offsets (in place) to ``lifetimes`` and return the plan."""
     placed: list[Buffer] = []
     for buf in sorted(lifetimes, key=lambda b: (-b.nbytes, b.first, b.name)):
@@ -70,14 +70,4 @@ def plan_memory(lifetimes: list[Buffer]) -> MemoryPlan:
         buf.offset = offset
         placed.append(buf)
     arena = max((b.offset + _aligned(b.nbytes) for b in placed), default=0)
-    return MemoryPlan({b.name: b for b in lifetimes}, arena)
-
-
-def check_no_overlap(plan: MemoryPlan) -> None:
-    """Raise AssertionError if two buffers alive at the same time share a byte (used by tests)."""
-    bufs = list(plan.buffers.values())
-    for i, a in enumerate(bufs):
-        for b in bufs[i + 1:]:
-            if a.overlaps(b) and a.nbytes and b.nbytes:
-                assert a.offset + a.nbytes <= b.offset or b.offset + b.nbytes <= a.offset, (a, b)
-        assert a.offset + a.nbytes <= plan.arena_nbytes
+    return ArenaPlan({b.name: b for b in lifetimes}, arena)

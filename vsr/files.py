@@ -1,0 +1,45 @@
+"""Files vsr reads and writes outside the user's inputs and outputs: checksums and the engine cache folder."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+# The folder holding the ``vsr`` package: a source checkout's root, or site-packages when installed.
+PACKAGE_PARENT = Path(__file__).resolve().parents[1]
+
+
+def sha256_file(path: str | os.PathLike) -> str:
+    """Hex sha256 of the file at ``path`` (read in 1 MiB chunks)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def source_checkout(root: Path = PACKAGE_PARENT) -> bool:
+    """Whether ``root`` is a git checkout of vsr with its ``engines/`` folder (vsr run from source)."""
+    return ((root / ".git").exists() and (root / "pyproject.toml").is_file() and (root / "engines").is_dir()
+            and os.access(root / "engines", os.W_OK))
+
+
+def user_cache_dir() -> Path:
+    """``$XDG_CACHE_HOME/vsr``, else ``~/.cache/vsr``."""
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".cache") / "vsr"
+
+
+def engine_dir(root: Path = PACKAGE_PARENT) -> Path:
+    """Where built artefacts go (ONNX exports in ``onnx/``, subgraph plans in ``plans/``).
+
+    ``$VSR_ENGINE_DIR``; else the checkout's ``engines/`` when vsr runs from a source checkout at ``root``;
+    else ``engines/`` in the user's cache folder, so an installed vsr never writes beside its own code.
+    """
+    env = os.environ.get("VSR_ENGINE_DIR")
+    if env:
+        return Path(env)
+    if source_checkout(root):
+        return root / "engines"
+    return user_cache_dir() / "engines"
