@@ -27,8 +27,6 @@ from tests.video.test_source_inputs import y4m
 
 RUN = ["--weights", "random", "--config", "edvr-tiny", "--backend", "torch", "--threads", "1", "--quiet"]
 RANDOM_WEIGHTS = "vsr: warning: using seeded random weights"
-SINK = pytest.mark.xfail(strict=False, reason="fixed in branch sink")
-MEMORY = pytest.mark.xfail(strict=False, reason="fixed in branch memory")
 
 
 @pytest.fixture(scope="module")
@@ -188,12 +186,10 @@ CASES = [
     case("frames three parts", args("--frames", "1:2:3"), "error"),
     case("frames past the end", args("--frames", "100:200"), "error"),
     case("tile not above twice the overlap", args("--tile", "8", "--tile-overlap", "4", "--frames", "0:1"), "error"),
-    case("crf 99", args("--crf", "99", "--frames", "0:1"), "error", SINK),
-    case("unknown encoder option", args("-x", "nosuchoption=1", "--frames", "0:1"), "error", SINK),
-    case("batch 100000", args("--batch", "100000", "--frames", "0:1"), "error", MEMORY),
-    # not run until then: today it goes on past the budget and takes many GB
-    case("16000x16000 whole frame", huge_whole_frame, "error",
-         pytest.mark.xfail(run=False, reason="fixed in branch memory")),
+    case("crf 99", args("--crf", "99", "--frames", "0:1"), "error"),
+    case("unknown encoder option", args("-x", "nosuchoption=1", "--frames", "0:1"), "error"),
+    case("batch 100000", args("--batch", "100000", "--frames", "0:1"), "error"),
+    case("16000x16000 whole frame", huge_whole_frame, "error"),
     case("odd size 1x1", odd_size(1, 1), "odd"),
     case("odd size 3x5", odd_size(3, 5), "odd"),
     case("odd size 17x9", odd_size(17, 9), "odd"),
@@ -243,7 +239,6 @@ def test_hostile_input_into_a_video_file(vsr_cli, tmp_path, build, expect):
     check(vsr_cli, tmp_path, src, extra, "out.mkv", expect)
 
 
-@SINK
 def test_overwrite_never_removes_a_folder_vsr_did_not_write(vsr_cli, tmp_path):
     d = tmp_path / "in"
     d.mkdir()

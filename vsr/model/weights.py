@@ -5,7 +5,6 @@ Entry point: :func:`load_model` (path or ``"random"`` or ``"default"`` -> ready 
 
 from __future__ import annotations
 
-import hashlib
 import pickle
 import re
 import warnings
@@ -15,6 +14,7 @@ from pathlib import Path
 import torch
 
 from vsr.errors import InputError, WeightsError
+from vsr.files import sha256_file
 from vsr.model.config import ModelConfig, list_configs, load_config
 
 
@@ -41,14 +41,6 @@ OFFICIAL = (
 )
 
 DEFAULT_WEIGHTS = Path(__file__).resolve().parents[1] / "weights" / "default.pth"
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def identify_official(path: Path, digest: str | None = None) -> OfficialCheckpoint | None:

@@ -24,6 +24,11 @@ class PngFolderSink:
     def __init__(self, dst: Path, info: VideoInfo, settings: EncoderSettings):
         if settings.pix_fmt not in PNG_PIX_FMTS:
             raise InputError(f"PNG frames are rgb24 or rgb48be, not --pix-fmt {settings.pix_fmt}")
+        given = [name for name, v in (("--codec", settings.codec), ("--crf", settings.crf),
+                                      ("--preset", settings.preset), ("-x", settings.options)) if v]
+        if given:
+            raise InputError(f"{', '.join(given)} set(s) a video encoder, but {dst} is a folder of PNG frames "
+                             "(give the output a video suffix such as .mp4 or .mkv)")
         self.dst = output_path(Path(dst))
         self.src = info.path
         deep = (settings.pix_fmt or "").startswith(("rgb48", "rgba64")) or (settings.pix_fmt is None and info.bits > 8)
