@@ -2,9 +2,9 @@
 
 DCN: against a float64 numpy DCNv2 written from the definition here, on offsets that move samples by fractions
 of a pixel and out of the frame, with masks, several offset groups and conv groups.  Tolerances: fp32 storage
-1e-5 absolute (outputs are O(1)); fp16 storage (inputs rounded to half, the reference computed from those
-rounded inputs) 2e-3 of the largest output plus 2e-3 relative -- the column buffer and the output are rounded to
-half (2^-11 relative each).  PixelShuffle + LeakyReLU only moves and scales values: exact, in both dtypes, over
+1e-5 absolute (outputs are O(1); seen: 5e-7); fp16 storage (inputs rounded to half, the reference computed from
+those rounded inputs) 1e-3 of the largest output (seen: 4.3e-4) -- the column buffer and the output are rounded
+to half (2^-11 relative each).  PixelShuffle + LeakyReLU only moves and scales values: exact, in both dtypes, over
 every half bit pattern (which also checks the shim's round-to-nearest-even half conversion).
 """
 
@@ -110,7 +110,7 @@ def test_dcn_fp16_storage_matches_definition(host, name):
     want = reference_dcn(*halves, geom)
     assert got.dtype == np.float16
     err = np.abs(got.astype(np.float64) - want)
-    assert np.all(err <= 2e-3 * np.abs(want).max() + 2e-3 * np.abs(want))
+    assert err.max() <= 1e-3 * np.abs(want).max()
     assert err.max() > 0  # the half rounding is really there
 
 
