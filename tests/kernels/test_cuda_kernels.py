@@ -168,3 +168,12 @@ def test_harness_build_is_cached_and_leaves_no_temporary_file(tmp_path, monkeypa
     stamp = first.stat().st_mtime_ns
     assert build_harness() == first and first.stat().st_mtime_ns == stamp
     assert [p.name for p in tmp_path.iterdir()] == [first.name]
+
+
+def test_host_launch_refuses_views_and_wrong_argument_counts(host):
+    x = np.zeros((1, 8, 4, 6), np.float32)
+    out = np.empty((1, 2, 8, 6), np.float32)
+    with pytest.raises(TypeError, match="C-contiguous"):
+        host.launch("pixel_shuffle_lrelu_f32", (1, 1, 1), (32, 1, 1), x[..., ::2], out, 1, 2, 4, 3, 2, 1.0)
+    with pytest.raises(TypeError, match="takes 8 arguments"):
+        host.launch("pixel_shuffle_lrelu_f32", (1, 1, 1), (32, 1, 1), x, out, 1, 2, 4, 3, 2)

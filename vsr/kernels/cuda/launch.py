@@ -12,6 +12,7 @@ Every launcher offers ``name``, ``asarray(a, dtype=None)`` (host numpy -> its ar
 from __future__ import annotations
 
 import importlib.util
+from pathlib import Path
 
 import numpy as np
 
@@ -70,7 +71,11 @@ class CupyLauncher:
         import cupy
 
         self._cupy = cupy
-        self._module = cupy.RawModule(code=_module_source(), options=("-I" + str(SOURCE_DIR), "--std=c++17"))
+        options = ["-I" + str(SOURCE_DIR), "--std=c++17"]
+        cuda_path = cupy.cuda.get_cuda_path()
+        if cuda_path:  # cuda_fp16.h, where NVRTC's built-in headers lack it
+            options.append("-I" + str(Path(cuda_path) / "include"))
+        self._module = cupy.RawModule(code=_module_source(), options=tuple(options))
         self._funcs = {name: self._module.get_function(name) for name in KERNELS}
 
     def asarray(self, a, dtype=None):
