@@ -126,6 +126,6 @@ def select_launcher(order=LAUNCHER_ORDER):
         except BackendError as exc:
             skipped.append(str(exc))
             continue
-        launcher.skipped = skipped
+        launcher.skipped = skipped  # the explicit record of a fallback, for the caller to report
         return launcher
     raise BackendError("no kernel launcher can run here (" + "; ".join(skipped) + ")")
