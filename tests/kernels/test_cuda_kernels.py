@@ -1,0 +1,179 @@
+"""vsr's CUDA kernels (``vsr/kernels/cuda/*.cu``), run on the CPU harness, equal their definitions.
+
+DCN: against a float64 numpy DCNv2 written from the definition here, on offsets that move samples by fractions
+of a pixel and out of the frame, with masks, several offset groups and conv groups.  Tolerances: fp32 storage
+1e-5 absolute (outputs are O(1); seen: 5e-7); fp16 storage (inputs rounded to half, the reference computed from
+those rounded inputs) 1e-3 of the largest output (seen: 4.3e-4) -- the column buffer and the output are rounded
+to half (2^-11 relative each).  PixelShuffle + LeakyReLU only moves and scales values: exact, in both dtypes, over
+every half bit pattern (which also checks the shim's round-to-nearest-even half conversion).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from vsr.kernels import DeformConvGeometry, deform_conv as cpu_deform_conv
+from vsr.kernels.cuda import deform_conv, launcher_available, open_launcher, pixel_shuffle_lrelu, select_launcher
+from vsr.kernels.cuda.host import build_harness
+
+pytestmark = pytest.mark.skipif(not launcher_available("host"), reason="no host C++ compiler for the CPU harness")
+
+
+@pytest.fixture(scope="module")
+def host():
+    return open_launcher("host")
+
+
+def reference_dcn(x, weight, offset, mask, bias, geom: DeformConvGeometry, slope=None):
+    """DCNv2 from its definition, float64: out = bias + sum over taps of W * mask * bilinear(x, p + dp)."""
+    g = geom
+    x, weight, offset, mask, bias = (np.asarray(a, np.float64) for a in (x, weight, offset, mask, bias))
+    oy = (np.arange(g.ho) * g.stride_h - g.pad_top)[:, None]
+    ox = (np.arange(g.wo) * g.stride_w - g.pad_left)[None, :]
+    cpog = g.c // g.offset_group
+    cols = np.zeros((g.n, g.c, g.taps, g.ho, g.wo))
+    for n in range(g.n):
+        for og in range(g.offset_group):
+            for k in range(g.taps):
+                t = og * g.taps + k
+                py = oy + (k // g.kw) * g.dilation_h + offset[n, 2 * t]
+                px = ox + (k % g.kw) * g.dilation_w + offset[n, 2 * t + 1]
+                y0, x0 = np.floor(py).astype(int), np.floor(px).astype(int)
+                val = np.zeros((cpog, g.ho, g.wo))
+                planes = x[n, og * cpog:(og + 1) * cpog]
+                for dy in (0, 1):
+                    for dx in (0, 1):
+                        yy, xx = y0 + dy, x0 + dx
+                        wgt = (1 - abs(py - yy)) * (1 - abs(px - xx))
+                        inside = (yy >= 0) & (yy < g.h) & (xx >= 0) & (xx < g.w)
+                        val += np.where(inside, wgt, 0.0) * planes[:, np.clip(yy, 0, g.h - 1), np.clip(xx, 0, g.w - 1)]
+                cols[n, og * cpog:(og + 1) * cpog, k] = val * mask[n, t]
+    cpg, cog = g.c // g.group, g.co // g.group
+    out = np.empty(g.out_shape)
+    for cg in range(g.group):
+        w = weight[cg * cog:(cg + 1) * cog].reshape(cog, cpg, g.taps)
+        out[:, cg * cog:(cg + 1) * cog] = np.einsum("oct,nctyx->noyx", w, cols[:, cg * cpg:(cg + 1) * cpg])
+    out += bias[None, :, None, None]
+    return out if slope is None else np.where(out >= 0, out, out * slope)
+
+
+def make_case(seed, n, c, h, w, co, kh, kw, **attrs):
+    rng = np.random.default_rng(seed)
+    geom = DeformConvGeometry.from_attrs((n, c, h, w), (co, c // attrs.get("group", 1), kh, kw), **attrs)
+    bound = 1.0 / np.sqrt(c // geom.group * kh * kw)
+    offset = rng.uniform(-1.5, 1.5, geom.offset_shape)  # fractions of a pixel either way
+    far = rng.random(geom.offset_shape) < 0.15  # and some samples well outside the frame, on either side
+    offset[far] = rng.choice([-1.0, 1.0], far.sum()) * rng.uniform(h / 2, 2 * max(h, w), far.sum())
+    return geom, [a.astype(np.float32) for a in (
+        rng.standard_normal((n, c, h, w)), rng.uniform(-bound, bound, (co, c // geom.group, kh, kw)), offset,
+        rng.random(geom.mask_shape), rng.standard_normal(co))]
+
+
+CASES = {
+    # name: (n, c, h, w, co, kh, kw, attrs)
+    "edvr-like": (2, 16, 7, 9, 16, 3, 3, dict(pads=[1, 1, 1, 1], offset_group=8)),
+    "several-gemm-blocks": (2, 8, 12, 13, 20, 3, 3, dict(pads=[1, 1, 1, 1], offset_group=2)),  # 312 px, 20 Co
+    "stride2-dilation2": (1, 8, 11, 10, 6, 3, 3, dict(pads=[2, 2, 2, 2], strides=[2, 2], dilations=[2, 2],
+                                                      offset_group=2)),
+    "conv-groups-rect-kernel": (1, 8, 6, 7, 6, 2, 3, dict(pads=[0, 1, 1, 1], group=2, offset_group=4)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+@pytest.mark.parametrize("slope", [None, 0.1])
+def test_dcn_fp32_matches_definition(host, name, slope):
+    n, c, h, w, co, kh, kw, attrs = CASES[name]
+    geom, arrays = make_case(1, n, c, h, w, co, kh, kw, **attrs)
+    got = deform_conv(host, geom, *arrays, negative_slope=slope)
+    want = reference_dcn(*arrays, geom, slope)
+    assert got.dtype == np.float32 and got.shape == geom.out_shape
+    assert np.abs(got - want).max() <= 1e-5
+
+
+def test_dcn_fp32_chunks_across_images_match_one_launch(host):
+    n, c, h, w, co, kh, kw, attrs = CASES["edvr-like"]
+    geom, arrays = make_case(2, n, c, h, w, co, kh, kw, **attrs)
+    whole = deform_conv(host, geom, *arrays)
+    chunked = deform_conv(host, geom, *arrays, chunk_pixels=37)  # 126 px per image: chunks straddle images
+    np.testing.assert_array_equal(chunked, whole)
+    # and vsr's CPU kernel (numba gather + BLAS) agrees
+    assert np.abs(whole - cpu_deform_conv(*arrays[:3], arrays[4], arrays[3], **attrs)).max() <= 1e-5
+
+
+@pytest.mark.parametrize("name", ["edvr-like", "conv-groups-rect-kernel"])
+def test_dcn_fp16_storage_matches_definition(host, name):
+    n, c, h, w, co, kh, kw, attrs = CASES[name]
+    geom, arrays = make_case(3, n, c, h, w, co, kh, kw, **attrs)
+    halves = [a.astype(np.float16) for a in arrays]
+    got = deform_conv(host, geom, *halves)
+    want = reference_dcn(*halves, geom)
+    assert got.dtype == np.float16
+    err = np.abs(got.astype(np.float64) - want)
+    assert err.max() <= 1e-3 * np.abs(want).max()
+    assert err.max() > 0  # the half rounding is really there
+
+
+def test_dcn_rejects_mixed_dtypes_and_wrong_shapes(host):
+    n, c, h, w, co, kh, kw, attrs = CASES["edvr-like"]
+    geom, arrays = make_case(4, n, c, h, w, co, kh, kw, **attrs)
+    with pytest.raises(ValueError, match="one dtype"):
+        deform_conv(host, geom, arrays[0].astype(np.float16), *arrays[1:])
+    with pytest.raises(ValueError, match="mask has shape"):
+        deform_conv(host, geom, *arrays[:3], arrays[3][:, :-1], arrays[4])
+
+
+def pixel_shuffle_reference(x, r):
+    n, crr, h, w = x.shape
+    return x.reshape(n, crr // (r * r), r, r, h, w).transpose(0, 1, 4, 2, 5, 3).reshape(n, -1, h * r, w * r)
+
+
+@pytest.mark.parametrize("shape,r", [((2, 12, 3, 5), 2), ((1, 18, 4, 2), 3), ((1, 64 * 4, 5, 7), 2)])
+@pytest.mark.parametrize("slope", [None, 0.1, 0.0])
+def test_pixel_shuffle_lrelu_fp32_exact(host, shape, r, slope):
+    x = np.random.default_rng(5).standard_normal(shape, dtype=np.float32)
+    y = pixel_shuffle_reference(x, r)
+    want = y if slope is None else np.where(y >= 0, y, y * np.float32(slope))
+    np.testing.assert_array_equal(pixel_shuffle_lrelu(host, x, r, negative_slope=slope), want)
+
+
+@pytest.mark.parametrize("slope", [0.5, 0.1, 3.0])
+def test_pixel_shuffle_lrelu_fp16_exact_over_every_half(host, slope):
+    # every bit pattern but NaNs: subnormals times 0.5 are ties (round to even), times 3.0 some overflow to inf
+    bits = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16)
+    x = bits.view(np.float16).copy()
+    x[np.isnan(x)] = 0
+    x = x.reshape(1, 16, 64, 64)
+    y = pixel_shuffle_reference(x, 2)
+    with np.errstate(over="ignore"):
+        scaled = (y.astype(np.float32) * np.float32(slope)).astype(np.float16)
+    want = np.where(y >= 0, y, scaled)
+    got = pixel_shuffle_lrelu(host, x, 2, negative_slope=slope)
+    assert got.dtype == np.float16
+    np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))
+
+
+def test_selection_falls_back_to_the_host_harness_and_says_why():
+    launcher = select_launcher(("pycuda", "cupy", "host") if not (launcher_available("pycuda")
+                                                                   or launcher_available("cupy")) else ("host",))
+    assert launcher.name == "host"
+    assert all("not installed" in reason for reason in launcher.skipped)
+    with pytest.raises(ValueError, match="unknown kernel launcher"):
+        select_launcher(("opencl",))
+
+
+def test_harness_build_is_cached_and_leaves_no_temporary_file(tmp_path, monkeypatch):
+    monkeypatch.setenv("VSR_KERNEL_CACHE", str(tmp_path))
+    first = build_harness()
+    stamp = first.stat().st_mtime_ns
+    assert build_harness() == first and first.stat().st_mtime_ns == stamp
+    assert [p.name for p in tmp_path.iterdir()] == [first.name]
+
+
+def test_host_launch_refuses_views_and_wrong_argument_counts(host):
+    x = np.zeros((1, 8, 4, 6), np.float32)
+    out = np.empty((1, 2, 8, 6), np.float32)
+    with pytest.raises(TypeError, match="C-contiguous"):
+        host.launch("pixel_shuffle_lrelu_f32", (1, 1, 1), (32, 1, 1), x[..., ::2], out, 1, 2, 4, 3, 2, 1.0)
+    with pytest.raises(TypeError, match="takes 8 arguments"):
+        host.launch("pixel_shuffle_lrelu_f32", (1, 1, 1), (32, 1, 1), x, out, 1, 2, 4, 3, 2)

@@ -1,0 +1,131 @@
+"""Three launchers for one set of CUDA sources, chosen by what is importable.
+
+* ``pycuda``: ``pycuda.compiler.SourceModule`` (nvcc at run time) on the device's primary context;
+* ``cupy``: NVRTC through ``cupy.RawModule``;
+* ``host``: the CPU harness (:mod:`vsr.kernels.cuda.host`), the same sources built by the host C++ compiler.
+
+Every launcher offers ``name``, ``asarray(a, dtype=None)`` (host numpy -> its arrays), ``empty(shape, dtype)``,
+``to_host(a)`` and ``launch(kernel, grid, block, *args)`` with arguments as declared in
+:data:`vsr.kernels.cuda.sources.KERNELS`.  Nothing is imported or compiled until a launcher is opened.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+
+from vsr.errors import BackendError
+from vsr.kernels.cuda.host import HostLauncher, host_compiler
+from vsr.kernels.cuda.sources import KERNELS, SOURCE_DIR, source_files
+
+# Preference order of select_launcher(): the design's choice first, the CPU harness last.
+LAUNCHER_ORDER = ("pycuda", "cupy", "host")
+
+
+def _module_source() -> str:
+    return "".join(f'#include "{name}"\n' for name in source_files())
+
+
+def _scalar(kind: str, value):
+    return np.int32(value) if kind == "i32" else np.float32(value)
+
+
+class PyCudaLauncher:
+    """Kernels compiled by pycuda (nvcc) for the current device; arrays are ``pycuda.gpuarray.GPUArray``."""
+
+    name = "pycuda"
+
+    def __init__(self):
+        import pycuda.autoprimaryctx  # noqa: F401  (creates/retains the primary context of device 0)
+        from pycuda import gpuarray
+        from pycuda.compiler import SourceModule
+
+        self._gpuarray = gpuarray
+        self._module = SourceModule(_module_source(), no_extern_c=True, include_dirs=[str(SOURCE_DIR)],
+                                    options=["-std=c++17"])
+        self._funcs = {name: self._module.get_function(name) for name in KERNELS}
+
+    def asarray(self, a, dtype=None):
+        return self._gpuarray.to_gpu(np.ascontiguousarray(a, dtype=dtype))
+
+    def empty(self, shape, dtype):
+        return self._gpuarray.empty(shape, dtype)
+
+    def to_host(self, a) -> np.ndarray:
+        return a.get()
+
+    def launch(self, kernel, grid, block, *args) -> None:
+        params = KERNELS[kernel].params
+        values = [a.gpudata if kind == "ptr" else _scalar(kind, a) for kind, a in zip(params, args, strict=True)]
+        self._funcs[kernel](*values, grid=tuple(int(v) for v in grid), block=tuple(int(v) for v in block))
+
+
+class CupyLauncher:
+    """Kernels compiled by NVRTC through ``cupy.RawModule``; arrays are ``cupy.ndarray``."""
+
+    name = "cupy"
+
+    def __init__(self):
+        import cupy
+
+        self._cupy = cupy
+        options = ["-I" + str(SOURCE_DIR), "--std=c++17"]
+        cuda_path = cupy.cuda.get_cuda_path()
+        if cuda_path:  # cuda_fp16.h, where NVRTC's built-in headers lack it
+            options.append("-I" + str(Path(cuda_path) / "include"))
+        self._module = cupy.RawModule(code=_module_source(), options=tuple(options))
+        self._funcs = {name: self._module.get_function(name) for name in KERNELS}
+
+    def asarray(self, a, dtype=None):
+        return self._cupy.asarray(np.ascontiguousarray(a, dtype=dtype))
+
+    def empty(self, shape, dtype):
+        return self._cupy.empty(shape, dtype)
+
+    def to_host(self, a) -> np.ndarray:
+        return self._cupy.asnumpy(a)
+
+    def launch(self, kernel, grid, block, *args) -> None:
+        params = KERNELS[kernel].params
+        values = tuple(a if kind == "ptr" else _scalar(kind, a) for kind, a in zip(params, args, strict=True))
+        self._funcs[kernel](tuple(int(v) for v in grid), tuple(int(v) for v in block), values)
+
+
+def launcher_available(kind: str) -> bool:
+    """Whether ``kind``'s prerequisites are installed (an importable module, or a host C++ compiler)."""
+    if kind == "host":
+        return host_compiler() is not None
+    if kind in ("pycuda", "cupy"):
+        return importlib.util.find_spec(kind) is not None
+    raise ValueError(f"unknown kernel launcher {kind!r}; choose from {', '.join(LAUNCHER_ORDER)}")
+
+
+def open_launcher(kind: str):
+    """The launcher ``kind`` (one of :data:`LAUNCHER_ORDER`), compiled and ready; BackendError if it cannot be."""
+    if not launcher_available(kind):
+        raise BackendError(f"kernel launcher {kind!r} is not available here")
+    if kind == "host":
+        return HostLauncher()
+    try:
+        return PyCudaLauncher() if kind == "pycuda" else CupyLauncher()
+    except Exception as exc:  # no device, no driver, a compile error: all say "this launcher cannot run here"
+        raise BackendError(f"kernel launcher {kind!r} failed to start: {exc}") from exc
+
+
+def select_launcher(order=LAUNCHER_ORDER):
+    """The first launcher of ``order`` that opens; its ``skipped`` attribute says why earlier ones did not."""
+    skipped = []
+    for kind in order:
+        if not launcher_available(kind):
+            skipped.append(f"{kind}: not installed")
+            continue
+        try:
+            launcher = open_launcher(kind)
+        except BackendError as exc:
+            skipped.append(str(exc))
+            continue
+        launcher.skipped = skipped  # the explicit record of a fallback, for the caller to report
+        return launcher
+    raise BackendError("no kernel launcher can run here (" + "; ".join(skipped) + ")")

@@ -1,0 +1,80 @@
+"""vsr's CUDA kernels as operations on any launcher's arrays (:mod:`vsr.kernels.cuda.launch`).
+
+Storage is float32 or float16 (every tensor of one call the same); arithmetic is float32 throughout.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from vsr.kernels.deform_conv import DeformConvGeometry
+
+_SUFFIX = {np.dtype(np.float32): "f32", np.dtype(np.float16): "f16"}
+# Output pixels per im2col/GEMM launch pair: the column buffer holds C*kh*kw rows of this many pixels
+# (EDVR-M, fp16: 576 x 65536 x 2 bytes = 72 MiB).
+DEFAULT_CHUNK_PIXELS = 65536
+_IM2COL_BLOCK = 256
+_GEMM_BLOCK = (64, 4, 1)  # VSR_GEMM_BX, VSR_GEMM_BY in deform_conv.cu
+_GEMM_TILE = (256, 16)  # pixels x output channels per GEMM block
+
+
+def _suffix(*arrays) -> str:
+    dtypes = {np.dtype(a.dtype) for a in arrays}
+    if len(dtypes) != 1 or next(iter(dtypes)) not in _SUFFIX:
+        raise ValueError(f"CUDA kernels take float32 or float16 tensors of one dtype, got {sorted(map(str, dtypes))}")
+    return _SUFFIX[dtypes.pop()]
+
+
+def _blocks(n: int, per_block: int) -> int:
+    return -(-n // per_block)
+
+
+def deform_conv(launcher, geom: DeformConvGeometry, x, weight, offset, mask, bias, *, out=None,
+                negative_slope: float | None = None, chunk_pixels: int = DEFAULT_CHUNK_PIXELS):
+    """``DeformConv`` (ONNX, DCNv2) with an optional fused LeakyReLU: x ``(N, C, H, W)`` -> ``(N, Co, Ho, Wo)``.
+
+    weight ``(Co, C/group, kh, kw)``, offset ``geom.offset_shape``, mask ``geom.mask_shape``, bias ``(Co,)``;
+    all C-contiguous arrays of ``launcher`` with one dtype.
+    """
+    g = geom
+    expect = {"x": (g.n, g.c, g.h, g.w), "weight": (g.co, g.c // g.group, g.kh, g.kw), "offset": g.offset_shape,
+              "mask": g.mask_shape, "bias": (g.co,)}
+    for label, arr in zip(expect, (x, weight, offset, mask, bias)):
+        if tuple(arr.shape) != tuple(expect[label]):
+            raise ValueError(f"DeformConv: {label} has shape {tuple(arr.shape)}, expected {expect[label]}")
+    suffix = _suffix(x, weight, offset, mask, bias)
+    if out is None:
+        out = launcher.empty(g.out_shape, x.dtype)
+    slope = 1.0 if negative_slope is None else float(negative_slope)
+    total = g.n * g.ho * g.wo
+    chunk = max(1, min(int(chunk_pixels), total))
+    cols = launcher.empty((g.c * g.taps * chunk,), x.dtype)
+    kg = (g.c // g.group) * g.taps
+    for q0 in range(0, total, chunk):
+        nq = min(chunk, total - q0)
+        launcher.launch(f"dcn_im2col_{suffix}", (_blocks(g.c * nq, _IM2COL_BLOCK), 1, 1), (_IM2COL_BLOCK, 1, 1),
+                        x, offset, mask, cols, g.c, g.h, g.w, g.ho, g.wo, g.kh, g.kw, g.pad_top, g.pad_left,
+                        g.stride_h, g.stride_w, g.dilation_h, g.dilation_w, g.offset_group, q0, nq)
+        grid = (_blocks(nq, _GEMM_TILE[0]), _blocks(g.co // g.group, _GEMM_TILE[1]), g.group)
+        launcher.launch(f"dcn_gemm_{suffix}", grid, _GEMM_BLOCK, cols, weight, bias, out, g.co, g.group, kg,
+                        g.ho * g.wo, q0, nq, slope)
+    return out
+
+
+def pixel_shuffle_lrelu(launcher, x, upscale: int = 2, *, out=None, negative_slope: float | None = None,
+                        block: int = 256):
+    """``DepthToSpace`` (CRD) then LeakyReLU (None: none, 0.0: ReLU): ``(N, C*r*r, H, W) -> (N, C, H*r, W*r)``."""
+    n, crr, h, w = (int(v) for v in x.shape)
+    r = int(upscale)
+    if crr % (r * r):
+        raise ValueError(f"DepthToSpace: {crr} channels are not divisible by blocksize^2 = {r * r}")
+    shape = (n, crr // (r * r), h * r, w * r)
+    if out is None:
+        out = launcher.empty(shape, x.dtype)
+    elif tuple(out.shape) != shape:
+        raise ValueError(f"DepthToSpace: out has shape {tuple(out.shape)}, expected {shape}")
+    suffix = _suffix(x, out)
+    slope = 1.0 if negative_slope is None else float(negative_slope)
+    launcher.launch(f"pixel_shuffle_lrelu_{suffix}", (_blocks(int(np.prod(shape)), block), 1, 1), (block, 1, 1),
+                    x, out, n, shape[1], h, w, r, slope)
+    return out

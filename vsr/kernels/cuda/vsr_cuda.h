@@ -1,0 +1,25 @@
+// Shared by every vsr kernel source: storage types and their conversions.
+//
+// Kernels store tensors as float or __half and compute in float.  Under the CPU harness (VSR_CPU_SHIM, see
+// cpu_shim.h) __half and its conversions come from the shim instead of cuda_fp16.h.
+#ifndef VSR_CUDA_H
+#define VSR_CUDA_H
+
+#ifndef VSR_CPU_SHIM
+#include <cuda_fp16.h>
+#endif
+
+__device__ __forceinline__ float vsr_load(const float* p, long long i) { return p[i]; }
+__device__ __forceinline__ float vsr_load(const __half* p, long long i) { return __half2float(p[i]); }
+__device__ __forceinline__ void vsr_store(float* p, long long i, float v) { p[i] = v; }
+__device__ __forceinline__ void vsr_store(__half* p, long long i, float v) { p[i] = __float2half_rn(v); }
+
+// LeakyReLU with the CPU kernels' convention: slope 1.0 is no activation, 0.0 is ReLU.
+__device__ __forceinline__ float vsr_leaky(float v, float slope) { return v >= 0.0f ? v : v * slope; }
+
+// Linear thread index of a 1-D launch, wide enough for 4K feature maps.
+__device__ __forceinline__ long long vsr_thread_index() {
+    return (long long)blockIdx.x * blockDim.x + threadIdx.x;
+}
+
+#endif  // VSR_CUDA_H
