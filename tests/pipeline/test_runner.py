@@ -172,6 +172,9 @@ class FailingBackend:
     def timings(self):
         return {}
 
+    def step_stats(self):
+        return {}
+
 
 def test_a_failing_stage_stops_the_run_and_leaves_no_output(make_clip, tmp_path, tiny_backend):
     src = make_clip("f.mp4", frames=8)
@@ -247,6 +250,9 @@ class SlowBackend:
         return self.inner.infer(x)
 
     def timings(self):
+        return {}
+
+    def step_stats(self):
         return {}
 
 

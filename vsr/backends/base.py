@@ -17,6 +17,7 @@ import numpy as np
 
 from vsr.backends.buckets import BucketPolicy
 from vsr.errors import InputError
+from vsr.report.sample import StepStats
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,10 @@ class Backend(Protocol):
         """Seconds spent per internal step since creation (e.g. per subgraph); empty if not tracked."""
         ...
 
+    def step_stats(self) -> dict[str, StepStats]:
+        """Per-call records of the internal steps (calls, p50/p95, sampled intervals); empty if not kept."""
+        ...
+
 
 class ModelBackend:
     """Shared part of the backends that run an EDVR model: declared I/O, bucket policy and step timings.
@@ -76,6 +81,9 @@ class ModelBackend:
 
     def timings(self) -> dict[str, float]:
         return dict(self._times)
+
+    def step_stats(self) -> dict[str, StepStats]:
+        return {}
 
     def check_input(self, x: np.ndarray) -> np.ndarray:
         """``x`` as contiguous float32 ``(N, T, 3, H, W)``; an InputError for any other shape."""

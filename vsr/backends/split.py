@@ -30,6 +30,7 @@ from vsr.plan.executor import BoundPlan, PlanExecutor
 from vsr.plan.partition import DEFAULT_BRIDGE_OPS
 from vsr.plan.plan import PlanCache, SubgraphPlan
 from vsr.plan.segments import OrtSegmentBackend, SegmentBackend
+from vsr.report.sample import StepStats, merge_step_stats
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +86,10 @@ class SplitBackend(ModelBackend):
         out.update(self._io)
         out.update(self._build)
         return out
+
+    def step_stats(self) -> dict[str, StepStats]:
+        """Per-call records of each plan step, merged over the buckets used."""
+        return merge_step_stats(ex.step_stats() for ex in self._executors.values())
 
     def prepare(self, height: int, width: int, batch: int) -> None:
         """Export, plan, segment sessions and the arena of ``batch`` frames of ``height x width``."""

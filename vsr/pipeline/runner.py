@@ -198,7 +198,8 @@ class FrameQueueRunner:
         settings.update(tile=tile, tiles_per_frame=len(tiles), overlap=s.overlap, batch=s.batch, queue=s.queue,
                         padding=self.padding, num_frame=self.num_frame,
                         memory_plan=memory.to_dict())
-        return RunReport(stats, settings, wall, written, dict(self.backend.timings()))
+        return RunReport(stats, settings, wall, written, dict(self.backend.timings()), started=t0,
+                         step_stats=self.backend.step_stats() or None)
 
     def _pipeline(self, decode: SourceFrames, sink, tiles: list[Tile], height: int, width: int,
                   progress: Callable[[int], None] | None) -> StagePipeline:

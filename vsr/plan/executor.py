@@ -25,6 +25,7 @@ from vsr.kernels.registry import KERNELS, BridgeNode, KernelRegistry
 from vsr.plan.arena import ArenaPlan
 from vsr.plan.plan import SubgraphPlan
 from vsr.plan.segments import SegmentBackend, SegmentRunner
+from vsr.report.sample import StepStats, StepTimes
 
 log = logging.getLogger(__name__)
 
@@ -40,14 +41,14 @@ class BoundPlan:
     outputs: dict[str, np.ndarray]
     tensors: dict[str, np.ndarray]
     calls: list[tuple[str, Callable[[], None]]] = field(default_factory=list)
-    times: dict[str, float] | None = None
+    times: StepTimes | None = None
 
     def run(self) -> None:
         times = self.times
         for name, call in self.calls:
             t0 = time.perf_counter()
             call()
-            times[name] += time.perf_counter() - t0
+            times.add(name, t0, time.perf_counter())
 
 
 class PlanExecutor:
@@ -62,14 +63,18 @@ class PlanExecutor:
         self.kernels = kernels
         self._runners: dict[str, SegmentRunner] = {}
         self._bound: dict[tuple, BoundPlan] = {}
-        self._times = {s.name: 0.0 for s in plan.steps}
+        self._times = StepTimes(s.name for s in plan.steps)
         for s in plan.steps:
             if s.kind == "segment":
                 self._runners[s.name] = segment_backend.load(plan.directory / s.file)
 
     def timings(self) -> dict[str, float]:
         """Seconds spent in each step since creation, by step name (in plan order)."""
-        return dict(self._times)
+        return self._times.totals()
+
+    def step_stats(self) -> dict[str, StepStats]:
+        """Per-call statistics of each step (calls, total, p50/p95, a bounded sample of intervals)."""
+        return self._times.stats()
 
     def bind(self, input_shapes: dict[str, tuple[int, ...]]) -> BoundPlan:
         key = tuple(sorted((k, tuple(v)) for k, v in input_shapes.items()))
