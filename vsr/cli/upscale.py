@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sys
 from pathlib import Path
@@ -117,20 +118,21 @@ def run(args) -> int:
         raise InputError(f"--report folder does not exist: {report_path.parent}")
 
     bars = []
+    totals = []
 
     def progress(total):
         if args.quiet:
             return None
-        from tqdm import tqdm
-
-        bar = tqdm(total=total, unit="frame", desc="upscale", file=sys.stderr, dynamic_ncols=True)
-        bars.append(bar)
-        return bar.update
+        totals.append(total)
+        return lambda n: bars[-1].update(n)
 
     def on_start():
-        # the bar's clock starts here: its rate and ETA then leave out the export, plan build and session load
-        for bar in bars:
-            bar.reset(total=bar.total)
+        # the bar appears once the plan is made and the backend is warm: a run refused by its memory plan
+        # prints only its error, and the bar's rate and ETA leave out the export, plan build and session load
+        if totals:
+            from tqdm import tqdm
+
+            bars.append(tqdm(total=totals[-1], unit="frame", desc="upscale", file=sys.stderr, dynamic_ncols=True))
 
     # SIGTERM/SIGHUP take the same path as Ctrl-C, so the temporary output is removed
     previous = {s: signal.signal(s, _raise_interrupt) for s in (signal.SIGTERM, signal.SIGHUP)}
@@ -143,7 +145,9 @@ def run(args) -> int:
         for s, h in previous.items():
             signal.signal(s, h)
     if report_path is not None:
-        report_path.write_text(json.dumps(report.to_dict(), indent=2) + "\n")
+        tmp = report_path.with_name(f".{report_path.name}.vsr-partial-{os.getpid()}")
+        tmp.write_text(json.dumps(report.to_dict(), indent=2) + "\n")
+        os.replace(tmp, report_path)
     if not args.quiet:
         print(report.table(), file=sys.stderr)
     return 0

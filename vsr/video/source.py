@@ -237,6 +237,7 @@ class VideoSource:
     def close(self) -> None:
         self._container.close()
 
+
 class PngFolderSource:
     """Sorted ``*.png`` of a folder; timestamps ``0, 1, 2, ...`` in a 1/25 s time base."""
 
@@ -255,29 +256,6 @@ class PngFolderSource:
         self.info = VideoInfo(path=self.path, kind="png", width=w, height=h,
                               pix_fmt="rgb48le" if bits == 16 else "rgb24", bits=bits, colour=ColourSpec.srgb(),
                               time_base=PNG_TIME_BASE, rate=1 / PNG_TIME_BASE, frames=len(self.files))
-
-    def _y4m_whole_frames(self) -> int:
-        """The number of whole frames of a Y4M file, from its size (each frame: a ``FRAME`` line, then a
-        fixed number of bytes); warns when the file ends inside a frame, whose part FFmpeg drops silently."""
-        with open(self.path, "rb") as f:
-            head = f.read(1 << 16)
-        header = head.index(b"\n") + 1  # the probe read it: it is there
-        frame_line = head.find(b"\n", header) + 1 - header
-        step = max(frame_line, 0) + self._first_packet_size
-        whole, rest = divmod(self.path.stat().st_size - header, step)
-        if rest:
-            warnings.warn(f"{self.path} is truncated: it ends {rest} bytes into frame {whole}; its {whole} whole "
-                          f"frame{'s' if whole != 1 else ''} are upscaled", stacklevel=5)
-        return whole
-
-    def _count_packets(self) -> int | None:
-        """Video packets in the file, by demuxing without decoding (one packet is one frame in the containers
-        that get here; reads the file once but decodes nothing)."""
-        try:
-            with av.open(str(self.path), "r") as c:
-                return sum(1 for packet in c.demux(c.streams.video[0]) if packet.size) or None
-        except av.FFmpegError:
-            return None  # the count is for progress bars only; decoding reports a broken file
 
     def frames(self, start: int = 0) -> Iterator[SourceFrame]:
         for i in range(start, len(self.files)):
