@@ -41,7 +41,7 @@ def test_real_clip_is_upscaled_faithfully(tmp_path, tiny_backend, name, frames, 
     window = (0, None) if FULL else (0, frames)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        report = upscale(src, out, backend=tiny_backend, runner=RunnerSettings(frames=window, tile=tile))
+        report = upscale(src, out, backend=tiny_backend, runner=RunnerSettings(frames=window, tile=tile, memory_budget_mb=8192))
     info = open_source(src).info
     a, b = probe(src), probe(out)
     n = a["frames"] if FULL else frames

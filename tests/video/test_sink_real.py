@@ -112,7 +112,8 @@ def test_both_sinks_follow_the_sink_protocol(make_clip, tmp_path, name):
     from vsr.video import Sink
 
     source = open_source(make_clip("clip.mp4", frames=3, width=16, height=8))
-    sink = open_sink(tmp_path / name, source.info, EncoderSettings(options=(("preset", "ultrafast"),)), scale=1)
+    encoder = EncoderSettings() if name == "frames" else EncoderSettings(options=(("preset", "ultrafast"),))
+    sink = open_sink(tmp_path / name, source.info, encoder, scale=1)
     assert isinstance(sink, Sink) and isinstance(sink.plane_dtype(), np.dtype)
     pix_fmt, _ = sink.planes_format()
     assert pix_fmt == sink.pix_fmt and sink.memory_estimate_mb() >= 0
