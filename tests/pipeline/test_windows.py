@@ -134,3 +134,32 @@ def test_nothing_ready_sends_what_waits_as_a_smaller_batch():
     assert [[s.index for s in b.slots] for b in out] == [[0], [1, 2, 3]]
     out = list(batches([ws[0], ws[1], None, ws[2], ws[3]], tiles, 3))
     assert [[s.index for s in b.slots] for b in out] == [[0, 1], [2, 3]]
+
+
+def test_a_stage_that_ends_before_its_input_does_not_block_the_stage_before_it():
+    """``--frames 0:8``: the windows end while the decoder still has frames (and its end) to hand over; with
+    more of them than the queue holds, the decoder must not wait forever on a stage that has finished."""
+    import threading
+
+    from vsr.pipeline.stages import Stage, StagePipeline
+
+    produced = []
+
+    def source(_inbox):
+        for i in range(10):
+            produced.append(i)
+            yield i
+
+    def first_three(inbox):
+        for n, item in enumerate(inbox):
+            if n == 3:
+                return
+            yield item
+
+    out = []
+    pipeline = StagePipeline([Stage("decode", source), Stage("window", first_three)], [1], on_output=out.append)
+    runner = threading.Thread(target=pipeline.run, daemon=True)
+    runner.start()
+    runner.join(20)
+    assert not runner.is_alive(), "the pipeline hung on a stage that had ended"
+    assert out == [0, 1, 2] and produced == list(range(10))

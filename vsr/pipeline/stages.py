@@ -162,6 +162,11 @@ class StagePipeline:
                 item = None  # a stage holds nothing while it waits for its next input
             if outbox is not None:
                 self._put(outbox, _END, timer)
+            if inbox is not None:
+                # a stage may be done before its input is (the windows of --frames A:B end before the frames
+                # the decoder reads past B): take the rest, or the stage before blocks on a full queue forever
+                for _ in inbox:
+                    pass
         except Cancelled:
             pass
         except BaseException as e:  # noqa: BLE001 - handed to the caller's thread
