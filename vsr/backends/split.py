@@ -58,7 +58,9 @@ class SplitBackend(ModelBackend):
             shape = _input_shape(Path(onnx_source))
             self._fixed_bucket = (int(shape[-2]), int(shape[-1]))
         self._executors: dict[tuple[int, int], PlanExecutor] = {}
-        self._build: dict[str, float] = {"build:export": 0.0, "build:plan": 0.0, "build:load": 0.0}
+        self._build: dict[str, float] = {"build:export": 0.0, "build:plan": 0.0, "build:load": 0.0,
+                                         "build:warmup": 0.0}
+        self._warm: set[tuple[int, int, int]] = set()
         self._io: dict[str, float] = {"pad": 0.0, "crop": 0.0}
         # one arena per bound shape: calls from several threads take turns (the pipeline calls from one)
         self._lock = threading.Lock()
@@ -92,9 +94,20 @@ class SplitBackend(ModelBackend):
         return merge_step_stats(ex.step_stats() for ex in self._executors.values())
 
     def prepare(self, height: int, width: int, batch: int) -> None:
-        """Export, plan, segment sessions and the arena of ``batch`` frames of ``height x width``."""
+        """Export, plan, segment sessions and the arena of ``batch`` frames of ``height x width``, then one
+        warm-up run on zeros: the first run of a binding is about 1.5x slower (ONNX Runtime's first-run
+        allocations, the kernels' first calls), which would otherwise count as frame time."""
         with self._lock:
-            self._bound(batch, *self.bucket(height, width))
+            hb, wb = self.bucket(height, width)
+            bound, step = self._bound(batch, hb, wb)
+            if (step, hb, wb) in self._warm:
+                return
+            t0 = time.perf_counter()
+            for buf in bound.inputs.values():
+                buf[...] = 0.0
+            bound.run(record=False)
+            self._build["build:warmup"] += time.perf_counter() - t0
+            self._warm.add((step, hb, wb))
 
     def _bound(self, n: int, hb: int, wb: int) -> tuple[BoundPlan, int]:
         """The plan of bucket ``hb x wb`` bound for ``n`` frames, and how many frames one run takes."""

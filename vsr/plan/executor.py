@@ -43,12 +43,14 @@ class BoundPlan:
     calls: list[tuple[str, Callable[[], None]]] = field(default_factory=list)
     times: StepTimes | None = None
 
-    def run(self) -> None:
-        times = self.times
+    def run(self, record: bool = True) -> None:
+        """Run every step once; ``record=False`` (a warm-up run) leaves the step times as they are."""
+        times = self.times if record else None
         for name, call in self.calls:
             t0 = time.perf_counter()
             call()
-            times.add(name, t0, time.perf_counter())
+            if times is not None:
+                times.add(name, t0, time.perf_counter())
 
 
 class PlanExecutor:

@@ -17,7 +17,7 @@ DEFAULT_SAMPLES = 1024
 
 
 # Steps a backend runs once per model or frame size (export, plan build, session load), not per call.
-_ONE_OFF = {"export", "session"}
+_ONE_OFF = {"export", "session", "warmup"}
 
 
 def step_kind(name: str) -> str:
