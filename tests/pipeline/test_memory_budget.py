@@ -56,6 +56,13 @@ def test_an_explicit_tile_is_checked_not_trusted():
         plan(height=1080, width=1920, tile=0, encoder_mb=1100)
 
 
+def test_whole_small_frames_fit_the_default_budget():
+    # measured (docs/benchmarks.md): 256x240 whole frames peak at 1767 MiB with ORT's memory pattern off
+    p = plan()
+    assert p.tile is None and 1767 < p.total_mb <= 3072 * (1 - MARGIN)
+    assert plan(budget_mb=2048).tile is not None  # the same frames tile under a smaller budget
+
+
 def test_a_huge_batch_is_refused_and_batch_1_is_offered():
     with pytest.raises(MemoryBudgetError, match=r"at --batch 100000 .* or --batch 1 \(needs --memory-budget"):
         plan(batch=100000)

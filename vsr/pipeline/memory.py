@@ -21,10 +21,13 @@ MB = 1 << 20
 # Process RSS with Python, numpy, torch, ONNX Runtime, PyAV and a model loaded (295-330 MB measured).
 PROCESS_BASE_MB = 350.0
 # Model working memory of one item (window or tile) per LR pixel, and its fixed part, ONNX Runtime CPU with
-# the split plan's shared arena; EDVR-S / EDVR-M / EDVR-tiny at 64x64 and 128x128 LR tiles: 27.8-36.3 KB per
-# pixel, 85-126 MB fixed.  The x4 head (64 channels at 4x the resolution, its im2col buffers) dominates, so the
-# figure hardly depends on the trunk's width.
-MODEL_BYTES_PER_PIXEL = 38_000
+# the split plan's shared arena and its memory pattern off (vsr.plan.segments): peak RSS of `prepare` + 2
+# `infer` minus the loaded process (295 MiB), EDVR-S, batch 1 / 2: 64x64 180 / 280 MiB, 128x128 477 / 872,
+# 240x256 1331 / 2578 (scripts/bench_mem_pattern.py --memory).  Above 130 MB fixed that is 12.9-23.7 KB per
+# pixel (least squares: 19.9-25.3 KB + 82-231 MB); 26 KB keeps every point under the estimate.  The x4 head
+# (64 channels at 4x the resolution, its im2col buffers) dominates, so the figure hardly depends on the
+# trunk's width.
+MODEL_BYTES_PER_PIXEL = 26_000
 MODEL_FIXED_MB = 130.0
 MIN_TILE = 64
 # float32 arrays of the items around the model (see item_mb): inputs built/queued/running, outputs

@@ -40,11 +40,13 @@ class OrtSegmentBackend:
 
     threads: intra-op threads (default: all cores).  spin: let ORT's idle worker threads busy-wait for the next
     op (ORT's default).  Off here: between segments a bridge kernel runs on the same cores, and spinning
-    threads of the session that just finished would take CPU time from it.
+    threads of the session that just finished would take CPU time from it.  mem_pattern: ORT's memory pattern
+    (see ``session_options``).
     """
 
     threads: int | None = None
     spin: bool = False
+    mem_pattern: bool = False
     providers: tuple[str, ...] = ("CPUExecutionProvider",)
     name: str = "onnxruntime"
     precision: str = "fp32"
@@ -57,16 +59,24 @@ class OrtSegmentBackend:
         return ort.__version__
 
     def load(self, path: Path) -> "OrtSegmentRunner":
-        so = session_options(self.threads, spin=self.spin, shared_arena=_shared_cpu_arena())
+        so = session_options(self.threads, spin=self.spin, shared_arena=_shared_cpu_arena(),
+                             mem_pattern=self.mem_pattern)
         return OrtSegmentRunner(open_session(path, so, list(self.providers)))
 
 
-def session_options(threads: int | None = None, spin: bool | None = None, shared_arena: bool = False):
+def session_options(threads: int | None = None, spin: bool | None = None, shared_arena: bool = False,
+                    mem_pattern: bool = True):
     """The ``SessionOptions`` of every ONNX Runtime session vsr opens.
 
     threads: intra-op threads (default: all cores), with one inter-op thread and sequential execution (vsr's
     graphs are chains); full graph optimisation.  spin: whether idle workers busy-wait for the next op (None:
     ONNX Runtime's default).  shared_arena: allocate from the environment's CPU arena (see ``_shared_cpu_arena``).
+    mem_pattern: ORT's memory pattern (its default): after the first run it allocates the recorded pattern as
+    one block per run.  The split plan's segment sessions turn it off (``OrtSegmentBackend``): with the
+    shared arena that block lands beside the arena the first run grew, doubling the model's memory (EDVR-S
+    at 240x256 LR: 2310 MiB on, 1319 MiB off).  Speed is the same within the noise of the shared 2-core
+    machine (scripts/bench_mem_pattern.py, 7 paired runs: median pair ratio on/off 0.99 at 180x320 and 240x256,
+    i.e. off 1 % slower; two earlier runs gave 0.85-1.00).
     """
     import onnxruntime as ort
 
@@ -79,6 +89,7 @@ def session_options(threads: int | None = None, spin: bool | None = None, shared
         so.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin else "0")
     if shared_arena:
         so.add_session_config_entry("session.use_env_allocators", "1")
+    so.enable_mem_pattern = mem_pattern
     return so
 
 
