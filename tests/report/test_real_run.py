@@ -12,7 +12,6 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import av
-import numpy as np
 import pytest
 
 from tests.conftest import Clip, write_clip
