@@ -183,6 +183,8 @@ CASES = [
     case("frames stop before start", args("--frames", "2:1"), "error"),
     case("frames not numbers", args("--frames", "a:b"), "error"),
     case("frames negative", args("--frames=-1:2"), "error"),
+    case("frames negative, no '='", args("--frames", "-1:2"), "error"),
+    case("unknown option", args("--nosuch-flag"), "error"),
     case("frames three parts", args("--frames", "1:2:3"), "error"),
     case("frames past the end", args("--frames", "100:200"), "error"),
     case("tile not above twice the overlap", args("--tile", "8", "--tile-overlap", "4", "--frames", "0:1"), "error"),

@@ -16,10 +16,18 @@ import warnings
 COMMANDS = ("upscale", "export", "eval", "models", "train", "report")
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with vsr's error form: one line naming the command and the problem, exit 2 (``--help`` still
+    prints the usage)."""
+
+    def error(self, message: str):
+        self.exit(2, f"vsr: error: {self.prog}: {message} (see '{self.prog} --help')\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     from vsr import __version__
 
-    parser = argparse.ArgumentParser(prog="vsr", description="Video super-resolution x4 with EDVR.")
+    parser = _Parser(prog="vsr", description="Video super-resolution x4 with EDVR.")
     parser.add_argument("--version", action="version", version=f"vsr {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log more (and show tracebacks)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
