@@ -12,7 +12,9 @@ from typing import Union
 from vsr.backends.buckets import BucketPolicy
 from vsr.errors import BackendError
 
-BACKENDS = ("auto", "ort", "torch")
+BACKENDS = ("auto", "ort", "torch", "cuda")
+PRECISIONS = ("fp16", "fp32")
+SEGMENT_RUNTIMES = ("auto", "torch", "tensorrt")
 PLANS = ("auto", "whole", "split")
 
 
@@ -58,14 +60,53 @@ class SplitOptions:
     buckets: BucketPolicy | None = None
 
 
-BackendOptions = Union[TorchOptions, OrtOptions, SplitOptions]
+@dataclass(frozen=True)
+class CudaOptions:
+    """EDVR on an NVIDIA GPU: the model's segments on torch (or TensorRT engines), bridged by vsr's CUDA kernels.
+
+    device: "cuda", "cuda:1", ... (None: "cuda"); "cpu" is the explicit CPU emulation (tests, CI): the same
+    runtime with the kernels on the CPU harness;  precision: fp16 | fp32;  cuda_graphs: capture the whole
+    bridged model once per input shape and replay it (needs the cupy launcher; ignored on the CPU);
+    launcher: "auto" | "cupy" | "pycuda" | "host" (see :mod:`vsr.kernels.cuda.launch`);  segments: "auto"
+    (TensorRT engines when ``tensorrt`` imports, else torch) | "torch" | "tensorrt";  cache_dir: engine and
+    kernel caches (default ``<engine dir>/cuda``).  Tuning: fp16 and cuda_graphs on; a larger --batch.
+    """
+
+    device: str | None = None
+    precision: str = "fp16"
+    cuda_graphs: bool = True
+    launcher: str = "auto"
+    segments: str = "auto"
+    cache_dir: str | None = None
+    buckets: BucketPolicy | None = None
+
+    def __post_init__(self):
+        if self.precision not in PRECISIONS:
+            raise BackendError(f"CUDA precision {self.precision!r}: choose from {', '.join(PRECISIONS)}")
+        if self.segments not in SEGMENT_RUNTIMES:
+            raise BackendError(f"CUDA segments {self.segments!r}: choose from {', '.join(SEGMENT_RUNTIMES)}")
+
+
+BackendOptions = Union[TorchOptions, OrtOptions, SplitOptions, CudaOptions]
+
+
+def cuda_available() -> bool:
+    """Whether torch sees a CUDA GPU (False where torch is not installed)."""
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        return False
+    import torch
+
+    return bool(torch.cuda.is_available())
 
 
 def backend_options(backend: str = "auto", plan: str = "auto", threads: int | None = None) -> BackendOptions:
-    """The options the CLI names select: ``backend`` auto | ort | torch, ``plan`` auto | whole | split.
+    """The options the CLI names select: ``backend`` auto | ort | torch | cuda, ``plan`` auto | whole | split.
 
-    ``auto`` is ONNX Runtime with the split plan, measured faster than the whole graph on the 2-core CPU machine
-    (1.17x wall, 1.20x CPU on EDVR-M 180x320; docs/benchmarks.md, "Subgraph plan and bridge kernels").
+    ``auto`` is the CUDA runtime where torch sees a GPU; elsewhere ONNX Runtime with the split plan, measured
+    faster than the whole graph on the 2-core CPU machine (1.17x wall, 1.20x CPU on EDVR-M 180x320;
+    docs/benchmarks.md, "Subgraph plan and bridge kernels").
     """
     if backend not in BACKENDS:
         raise BackendError(f"unknown backend {backend!r} (choose from {', '.join(BACKENDS)})")
@@ -73,6 +114,8 @@ def backend_options(backend: str = "auto", plan: str = "auto", threads: int | No
         raise BackendError(f"unknown plan {plan!r} (choose from {', '.join(PLANS)})")
     if backend == "torch":
         return TorchOptions(threads=threads)
+    if backend == "cuda" or (backend == "auto" and plan == "auto" and cuda_available()):
+        return CudaOptions()
     if plan == "whole":
         return OrtOptions(threads=threads)
     return SplitOptions(threads=threads)

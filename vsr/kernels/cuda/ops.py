@@ -9,7 +9,7 @@ import numpy as np
 
 from vsr.kernels.deform_conv import DeformConvGeometry
 
-_SUFFIX = {np.dtype(np.float32): "f32", np.dtype(np.float16): "f16"}
+_SUFFIX = {"float32": "f32", "float16": "f16"}
 # Output pixels per im2col/GEMM launch pair: the column buffer holds C*kh*kw rows of this many pixels
 # (EDVR-M, fp16: 576 x 65536 x 2 bytes = 72 MiB).
 DEFAULT_CHUNK_PIXELS = 65536
@@ -19,9 +19,10 @@ _GEMM_TILE = (256, 16)  # pixels x output channels per GEMM block
 
 
 def _suffix(*arrays) -> str:
-    dtypes = {np.dtype(a.dtype) for a in arrays}
+    # by name, so that torch tensors (dtype torch.float16) pass as well as numpy/cupy arrays
+    dtypes = {str(a.dtype).removeprefix("torch.") for a in arrays}
     if len(dtypes) != 1 or next(iter(dtypes)) not in _SUFFIX:
-        raise ValueError(f"CUDA kernels take float32 or float16 tensors of one dtype, got {sorted(map(str, dtypes))}")
+        raise ValueError(f"CUDA kernels take float32 or float16 tensors of one dtype, got {sorted(dtypes)}")
     return _SUFFIX[dtypes.pop()]
 
 
