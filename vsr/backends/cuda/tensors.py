@@ -23,14 +23,11 @@ import torch
 from vsr.errors import BackendError
 from vsr.kernels.cuda.launch import LAUNCHER_ORDER, open_launcher, select_launcher
 
-_TORCH_DTYPES = {"float32": torch.float32, "float16": torch.float16}
-
-
 def torch_dtype(dtype) -> torch.dtype:
-    """A torch dtype from a torch or numpy dtype (float32 or float16)."""
+    """The torch dtype of a torch or numpy dtype (or its name)."""
     if isinstance(dtype, torch.dtype):
         return dtype
-    return _TORCH_DTYPES[np.dtype(dtype).name]
+    return torch.from_numpy(np.empty(0, np.dtype(dtype))).dtype
 
 
 @dataclass(frozen=True)
