@@ -81,6 +81,31 @@ class CudaTorchBackend(ModelBackend):
         return self._steps.stats()
 
     @torch.inference_mode()
+    def device_memory(self, sides: tuple[int, int] = (64, 128)) -> dict | None:
+        """The GPU memory the model works in, for the run's memory plan (``vsr.pipeline.memory.DeviceMemory``):
+        free memory now (``torch.cuda.mem_get_info`` plus torch's cached free blocks), and the working memory
+        per LR pixel and its fixed part, measured here by two probe runs (``sides`` squared, batch 1) as
+        peaks of torch's allocator.  None on the CPU: the host memory plan applies as for every backend."""
+        if self.device.type != "cuda":
+            return None
+        peaks = []
+        for side in sides:
+            torch.cuda.synchronize(self.device)
+            base = torch.cuda.memory_allocated(self.device)
+            torch.cuda.reset_peak_memory_stats(self.device)
+            self.model(torch.zeros((1, self.num_frame, 3, side, side), dtype=self.dtype, device=self.device))
+            torch.cuda.synchronize(self.device)
+            peaks.append(torch.cuda.max_memory_allocated(self.device) - base)
+        per_pixel = max((peaks[1] - peaks[0]) / (sides[1] ** 2 - sides[0] ** 2), 1.0)
+        fixed = max(peaks[0] - per_pixel * sides[0] ** 2, 0.0)
+        free, _ = torch.cuda.mem_get_info(self.device)
+        cached = torch.cuda.memory_reserved(self.device) - torch.cuda.memory_allocated(self.device)
+        # the probes' blocks stay cached by torch's allocator: free for what follows (torch releases cached
+        # blocks before it fails an allocation, also for a CUDA graph's private pool)
+        return {"name": torch.cuda.get_device_name(self.device), "free_mb": (free + cached) / 2**20,
+                "bytes_per_pixel": per_pixel, "fixed_mb": fixed / 2**20}
+
+    @torch.inference_mode()
     def prepare(self, height: int, width: int, batch: int) -> None:
         """Capture the graph of ``batch`` frames of the bucket of ``height x width`` (or one warm-up run)."""
         hb, wb = self.buckets.bucket(height, width)
