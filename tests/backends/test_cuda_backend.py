@@ -205,3 +205,25 @@ def test_host_launcher_refuses_device_tensors_and_unknown_launchers_are_errors()
         TensorLauncher(open_tensor_launcher("host", torch.device("cpu")).base, torch.device("cuda"))
     with pytest.raises(BackendError, match="choose from"):
         open_tensor_launcher("opencl", torch.device("cpu"))
+
+
+def test_vsr_upscale_through_the_cuda_runtime_emulated_on_the_cpu(make_clip, tmp_path):
+    """The whole pipeline (decode, windows, batches, the runtime, encode) with the CUDA runtime emulated: the
+    same PNG frames as the torch backend, within one level where a 1e-7 difference crosses a rounding edge."""
+    import av
+
+    from vsr.backends import BackendRequest
+    from vsr.pipeline import RunnerSettings, upscale
+
+    src = make_clip("c.mp4", frames=3, width=20, height=16)
+    frames = {}
+    for name, options in (("cuda", CPU_FP32), ("torch", TorchOptions(device="cpu", threads=1))):
+        request = BackendRequest("random", "edvr-tiny", options)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            report = upscale(src, tmp_path / name, backend=request, runner=RunnerSettings(batch=2))
+        assert report.to_dict()["frames"] == 3
+        frames[name] = [next(av.open(str(p)).decode(video=0)).to_ndarray().astype(int)
+                        for p in sorted((tmp_path / name).glob("*.png"))]
+    assert len(frames["cuda"]) == 3 and frames["cuda"][0].shape == (64, 80, 3)
+    assert max(np.abs(a - b).max() for a, b in zip(frames["cuda"], frames["torch"])) <= 1

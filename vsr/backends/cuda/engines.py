@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from vsr.backends.cuda.keys import cache_folder, device_facts, runtime_key
-from vsr.backends.cuda.tensors import TensorLauncher, open_tensor_launcher, torch_dtype
+from vsr.backends.cuda.tensors import TensorLauncher, kernel_cache_dir, open_tensor_launcher, torch_dtype
 from vsr.backends.options import CudaOptions, SplitOptions
 from vsr.backends.split import SplitBackend
 from vsr.errors import BackendError
@@ -116,7 +116,8 @@ class CudaTensorRTBackend(SplitBackend):
                              buckets=options.buckets)
         super().__init__(onnx_source, config, split, segment_backend=segment_backend)
         self.device = device
-        self.launcher = open_tensor_launcher(options.launcher, device)
+        self.launcher = open_tensor_launcher(options.launcher, device,
+                                             cache_dir=kernel_cache_dir(device, options.cache_dir))
         self.kernels = cuda_bridge_kernels(self.launcher, segment_backend.device)
         self.memory = TorchArena(device)
 

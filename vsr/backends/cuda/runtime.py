@@ -17,7 +17,7 @@ import torch
 
 from vsr.backends.base import ModelBackend
 from vsr.backends.cuda.bridges import Timeline, bridge_model
-from vsr.backends.cuda.tensors import open_tensor_launcher
+from vsr.backends.cuda.tensors import kernel_cache_dir, open_tensor_launcher
 from vsr.backends.options import CudaOptions
 from vsr.report.sample import StepStats, StepTimes
 
@@ -58,7 +58,8 @@ class CudaTorchBackend(ModelBackend):
         self.options = options
         self.device = device
         self.dtype = DTYPES[options.precision]
-        self.launcher = open_tensor_launcher(options.launcher, device, graphs=options.cuda_graphs)
+        self.launcher = open_tensor_launcher(options.launcher, device, graphs=options.cuda_graphs,
+                                             cache_dir=kernel_cache_dir(device, options.cache_dir))
         self.timeline = Timeline(device)
         self.model, self.bridged = bridge_model(model.eval(), self.launcher, self.timeline)
         self.model = self.model.to(device=device, dtype=self.dtype)

@@ -95,17 +95,28 @@ class TensorLauncher:
         return stream
 
 
-def open_tensor_launcher(kind: str, device: torch.device, graphs: bool = False) -> TensorLauncher:
+def open_tensor_launcher(kind: str, device: torch.device, graphs: bool = False,
+                         cache_dir: str | None = None) -> TensorLauncher:
     """The launcher ``kind`` for tensors on ``device``; a BackendError (one line) when it cannot run there.
 
     "auto": the host harness on the CPU; on a GPU the first of pycuda, cupy that opens (the design's order), or
-    of cupy, pycuda when ``graphs`` (only cupy's launches can be captured).
+    of cupy, pycuda when ``graphs`` (only cupy's launches can be captured).  ``cache_dir``: compiled kernels.
     """
     if kind == "auto":
         gpu = ("cupy", "pycuda") if graphs else ("pycuda", "cupy")
-        base = select_launcher(("host",) if device.type == "cpu" else gpu)
+        base = select_launcher(("host",) if device.type == "cpu" else gpu, cache_dir)
     elif kind in LAUNCHER_ORDER:
-        base = open_launcher(kind)
+        base = open_launcher(kind, cache_dir)
     else:
         raise BackendError(f"kernel launcher {kind!r}: choose from auto, {', '.join(LAUNCHER_ORDER)}")
     return TensorLauncher(base, device)
+
+
+def kernel_cache_dir(device: torch.device, root: str | None = None) -> str | None:
+    """Where compiled kernels for ``device`` are kept: a folder keyed by the device and the software stack
+    (:func:`vsr.backends.cuda.keys.cache_folder`); None on the CPU (the host harness keys its own cache)."""
+    if device.type != "cuda":
+        return None
+    from vsr.backends.cuda.keys import cache_folder, device_facts
+
+    return str(cache_folder(device_facts(device), root, "kernels"))
