@@ -139,7 +139,7 @@ def test_backend_cuda_option_and_auto_without_a_gpu(monkeypatch):
     monkeypatch.setattr(backend_options_module, "cuda_available", lambda: False)
     assert backend_options("auto") == SplitOptions()  # as on every machine without a GPU
     assert backend_options("auto", "whole") == OrtOptions()
-    monkeypatch.setattr(backend_options_module, "cuda_available", lambda: True)
+    monkeypatch.setattr(backend_options_module, "cuda_available", lambda: True)  # a GPU and a launcher
     assert backend_options("auto") == CudaOptions()
     assert backend_options("auto", "whole") == OrtOptions()  # an explicit plan keeps ONNX Runtime
     assert backend_options("torch") == TorchOptions()
@@ -148,6 +148,18 @@ def test_backend_cuda_option_and_auto_without_a_gpu(monkeypatch):
 def test_auto_on_this_machine_is_what_it_was():
     if torch.cuda.is_available():
         pytest.skip("a GPU is present: auto is the CUDA runtime")
+    assert not backend_options_module.cuda_available()
+    assert backend_options("auto") == SplitOptions()
+
+
+def test_a_gpu_without_a_kernel_launcher_keeps_auto_on_onnx_runtime(monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name in ("cupy", "pycuda")
+                        else real(name, *a))
+    assert not backend_options_module.cuda_available()
     assert backend_options("auto") == SplitOptions()
 
 

@@ -6,6 +6,7 @@ output back, so all of them give the same pixels for the same frame.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Union
 
@@ -91,14 +92,20 @@ BackendOptions = Union[TorchOptions, OrtOptions, SplitOptions, CudaOptions]
 
 
 def cuda_available() -> bool:
-    """Whether torch sees a CUDA GPU (False where torch is not installed)."""
+    """Whether the CUDA runtime can run here: torch sees a CUDA GPU and a GPU kernel launcher (cupy or pycuda)
+    is installed.  A GPU without a launcher is logged: ``auto`` then stays on ONNX Runtime."""
     import importlib.util
 
     if importlib.util.find_spec("torch") is None:
         return False
     import torch
 
-    return bool(torch.cuda.is_available())
+    if not torch.cuda.is_available():
+        return False
+    if all(importlib.util.find_spec(m) is None for m in ("cupy", "pycuda")):
+        logging.getLogger(__name__).info("a CUDA GPU but neither cupy nor pycuda: backend auto is ONNX Runtime")
+        return False
+    return True
 
 
 def backend_options(backend: str = "auto", plan: str = "auto", threads: int | None = None) -> BackendOptions:

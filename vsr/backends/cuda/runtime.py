@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
+from contextlib import nullcontext
 
 import numpy as np
 import torch
@@ -73,6 +74,10 @@ class CudaTorchBackend(ModelBackend):
         log.info("cuda backend on %s, %s, launcher %s, graphs %s, bridged %s", device, options.precision,
                  self.launcher.name, self.graphs_on, ", ".join(self.bridged))
 
+    def _on_device(self):
+        # the pipeline calls from its own thread, whose current CUDA device is torch's default (0)
+        return torch.cuda.device(self.device) if self.device.type == "cuda" else nullcontext()
+
     def timings(self) -> dict[str, float]:
         out = dict(self._times)
         out.update(self._steps.totals())
@@ -89,6 +94,10 @@ class CudaTorchBackend(ModelBackend):
         peaks of torch's allocator.  None on the CPU: the host memory plan applies as for every backend."""
         if self.device.type != "cuda":
             return None
+        with self._on_device():
+            return self._measure_memory(sides)
+
+    def _measure_memory(self, sides: tuple[int, int]) -> dict:
         peaks = []
         for side in sides:
             torch.cuda.synchronize(self.device)
@@ -111,10 +120,11 @@ class CudaTorchBackend(ModelBackend):
         """Capture the graph of ``batch`` frames of the bucket of ``height x width`` (or one warm-up run)."""
         hb, wb = self.buckets.bucket(height, width)
         shape = (batch, self.num_frame, 3, hb, wb)
-        if self.graphs_on:
-            self._graph(shape)
-        else:
-            self.model(torch.zeros(shape, dtype=self.dtype, device=self.device))
+        with self._on_device():
+            if self.graphs_on:
+                self._graph(shape)
+            else:
+                self.model(torch.zeros(shape, dtype=self.dtype, device=self.device))
 
     def _graph(self, shape: tuple[int, ...]) -> CapturedRun:
         run = self._captured.get(shape)
@@ -127,6 +137,10 @@ class CudaTorchBackend(ModelBackend):
 
     @torch.inference_mode()
     def infer(self, x: np.ndarray) -> np.ndarray:
+        with self._on_device():
+            return self._infer(x)
+
+    def _infer(self, x: np.ndarray) -> np.ndarray:
         x = self.check_input(x)
         h, w = x.shape[-2:]
         xp, _ = self.buckets.pad(x)
@@ -134,6 +148,8 @@ class CudaTorchBackend(ModelBackend):
         lr = torch.from_numpy(xp).to(self.device, non_blocking=True).to(self.dtype)
         t1 = time.perf_counter()
         y = self._graph(tuple(lr.shape))(lr) if self.graphs_on else self.model(lr)
+        if self.device.type == "cuda":  # "run" is the GPU's time, not the launches'
+            torch.cuda.current_stream(self.device).synchronize()
         t2 = time.perf_counter()
         if not self.graphs_on:
             t = t1  # the steps ran one after another from the upload's end
