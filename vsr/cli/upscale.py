@@ -21,8 +21,8 @@ def add_parser(sub) -> None:
     m = p.add_argument_group("model")
     m.add_argument("--weights", default="default", help="checkpoint file, 'default' (bundled) or 'random' (tests)")
     m.add_argument("--config", default=None, help="model config name or TOML file (default: from the weights)")
-    m.add_argument("--backend", default="auto", help="auto | ort | torch | cuda (default: auto = cuda where torch sees "
-                   "a GPU, else ONNX Runtime)")
+    m.add_argument("--backend", default="auto", help="auto | ort | torch | cuda (default: auto = cuda where torch "
+                   "sees a GPU and cupy or pycuda is installed, else ONNX Runtime)")
     m.add_argument("--plan", default="auto", help="auto | whole | split (ONNX Runtime graph plan)")
     m.add_argument("--threads", default=None, help="inference threads (default: all cores)")
     r = p.add_argument_group("runner")
