@@ -8,7 +8,8 @@
 One frame = one window of T LR frames (batch 1), random weights (speed does not depend on them).  Per size and
 precision: end to end with CUDA graphs (upload + replay + download, the median of ``--runs``), the same without
 graphs with each segment and bridge kernel timed by CUDA events, the torch backend, and vsr's DCN kernel against
-torchvision's ``deform_conv2d`` on the shapes of EDVR's PCD levels (CUDA events, median of ``--runs``).
+torchvision's ``deform_conv2d`` on the shapes of EDVR's PCD levels (CUDA events, median of ``--runs``): vsr's
+sampling kernel with torch's GEMM (the runtime's default) and with vsr's own GEMM kernel.
 Prints a markdown table and writes every number, with the device and versions, as JSON.
 """
 
@@ -81,8 +82,8 @@ def bench_dcn(h: int, w: int, precision: str, runs: int) -> dict:
     """vsr's DCN vs torchvision on EDVR-M's PCD levels: (5 frames, 64 channels, 8 offset groups) at L1-L3."""
     from torchvision.ops import deform_conv2d
 
+    from vsr.backends.cuda.dcn import deform_conv_torch
     from vsr.backends.cuda.tensors import open_tensor_launcher
-    from vsr.kernels.cuda import deform_conv
     from vsr.kernels.deform_conv import DeformConvGeometry
 
     device, dtype = torch.device("cuda"), torch.float16 if precision == "fp16" else torch.float32
@@ -95,9 +96,12 @@ def bench_dcn(h: int, w: int, precision: str, runs: int) -> dict:
         offset = torch.randn(5, 144, lh, lw, device=device, dtype=dtype)
         mask = torch.rand(5, 72, lh, lw, device=device, dtype=dtype)
         geom = DeformConvGeometry.from_attrs(x.shape, weight.shape, pads=[1] * 4, offset_group=8)
-        vsr_ms = event_ms(lambda: deform_conv(launcher, geom, x, weight, offset, mask, bias), runs)
+        vsr_ms = event_ms(lambda: deform_conv_torch(launcher, geom, x, weight, offset, mask, bias), runs)
+        own_ms = event_ms(lambda: deform_conv_torch(launcher, geom, x, weight, offset, mask, bias, gemm="kernel"),
+                          runs)
         tv_ms = event_ms(lambda: deform_conv2d(x, offset, weight, bias, padding=(1, 1), mask=mask), runs)
-        out[level] = {"vsr_ms": vsr_ms, "torchvision_ms": tv_ms, "speedup": tv_ms / vsr_ms}
+        out[level] = {"vsr_ms": vsr_ms, "vsr_own_gemm_ms": own_ms, "torchvision_ms": tv_ms,
+                      "speedup": tv_ms / vsr_ms}
     return out
 
 

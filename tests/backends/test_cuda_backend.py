@@ -20,7 +20,9 @@ import torch
 
 from vsr.backends import CudaOptions, OrtOptions, SplitOptions, TorchOptions, backend_options, open_backend
 from vsr.backends import options as backend_options_module
+from tests.kernels.test_cuda_kernels import CASES, make_case, reference_dcn
 from vsr.backends.cuda import resolve_device, segment_runtime
+from vsr.backends.cuda.dcn import deform_conv_torch
 from vsr.backends.cuda.engines import CudaTensorRTBackend
 from vsr.backends.cuda.runtime import CudaTorchBackend
 from vsr.backends.cuda.tensors import TensorLauncher, open_tensor_launcher
@@ -56,6 +58,31 @@ def test_tiny_fp32_equals_the_torch_reference_on_an_odd_size_batch(tiny):
     assert got.shape == (2, 3, 52, 88)
     assert np.abs(got - want).max() <= 1e-5
     np.testing.assert_array_equal(cuda_b.infer(x), got)  # a second run of the same shape: the same result
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+@pytest.mark.parametrize("gemm, chunk", [("torch", 7), ("torch", 1 << 16), ("kernel", 7)])
+def test_dcn_on_tensors_matches_the_definition_with_either_gemm(name, gemm, chunk):
+    """vsr's sampling kernel, then torch's matrix product (or vsr's GEMM kernel): chunks of 7 pixels cross
+    image rows and end mid-image; the fused LeakyReLU; grouped convolutions fall back to vsr's GEMM."""
+    n, c, h, w, co, kh, kw, attrs = CASES[name]
+    geom, arrays = make_case(5, n, c, h, w, co, kh, kw, **attrs)
+    launcher = open_tensor_launcher("auto", torch.device("cpu"))
+    for dtype, tol in ((np.float32, 1e-5), (np.float16, 2e-3)):
+        cast = [a.astype(dtype) for a in arrays]
+        got = deform_conv_torch(launcher, geom, *(torch.from_numpy(a) for a in cast), negative_slope=0.1, gemm=gemm,
+                                chunk_pixels=chunk)
+        want = reference_dcn(*cast, geom, slope=0.1)
+        assert got.dtype == torch.from_numpy(cast[0]).dtype
+        assert np.abs(got.double().numpy() - want).max() <= tol * max(1.0, np.abs(want).max())
+
+
+@pytest.mark.parametrize("gemm", ["kernel"])
+def test_tiny_with_vsrs_own_gemm_equals_the_reference(tiny, gemm):
+    _, ref = tiny
+    backend = _open("edvr-tiny", CudaOptions(device="cpu", precision="fp32", dcn_gemm=gemm))
+    x = _frames(6, (1, 3, 3, 16, 16))
+    assert np.abs(backend.infer(x) - ref.infer(x)).max() <= 1e-5
 
 
 def test_timings_name_each_segment_and_each_bridge_of_the_plan(tiny):
@@ -163,7 +190,7 @@ def test_a_gpu_without_a_kernel_launcher_keeps_auto_on_onnx_runtime(monkeypatch)
     assert backend_options("auto") == SplitOptions()
 
 
-@pytest.mark.parametrize("field, value", [("precision", "int8"), ("segments", "onnx")])
+@pytest.mark.parametrize("field, value", [("precision", "int8"), ("segments", "onnx"), ("dcn_gemm", "cudnn")])
 def test_bad_cuda_options_are_one_line_errors(field, value):
     with pytest.raises(BackendError, match=value):
         CudaOptions(**{field: value})

@@ -40,15 +40,16 @@ def _torchvision():
     return pytest.importorskip("torchvision.ops").deform_conv2d
 
 
+@pytest.mark.parametrize("gemm", ["torch", "kernel"])
 @pytest.mark.parametrize("dtype, tol", [(torch.float32, 1e-5), (torch.float16, 1e-3)])
-def test_bridged_dcn_matches_torchvision_on_edvr_m_shapes(dtype, tol):
+def test_bridged_dcn_matches_torchvision_on_edvr_m_shapes(dtype, tol, gemm):
     deform_conv2d = _torchvision()
     device = torch.device("cuda")
     torch.manual_seed(0)
     pack = DCNv2Pack(64, 64, 3, padding=1, deformable_groups=8)
     torch.nn.init.normal_(pack.conv_offset.weight, std=0.05)  # offsets of a few pixels, fractions, off the frame
     pack = pack.to(device, dtype).eval()
-    bridge = DCNBridge(pack, open_tensor_launcher("auto", device), Timeline(device), "dcn")
+    bridge = DCNBridge(pack, open_tensor_launcher("auto", device), Timeline(device), "dcn", gemm)
     x, feat = (torch.randn(5, 64, 68, 120, device=device, dtype=dtype) for _ in range(2))
     with torch.inference_mode():
         got = bridge(x, feat).float()

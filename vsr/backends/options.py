@@ -69,8 +69,9 @@ class CudaOptions:
     runtime with the kernels on the CPU harness;  precision: fp16 | fp32;  cuda_graphs: capture the whole
     bridged model once per input shape and replay it (needs the cupy launcher; ignored on the CPU);
     launcher: "auto" | "cupy" | "pycuda" | "host" (see :mod:`vsr.kernels.cuda.launch`);  segments: "auto"
-    (TensorRT engines when ``tensorrt`` imports, else torch) | "torch" | "tensorrt";  cache_dir: engine and
-    kernel caches (default ``<engine dir>/cuda``).  Tuning: fp16 and cuda_graphs on; a larger --batch.
+    (TensorRT engines when ``tensorrt`` imports, else torch) | "torch" | "tensorrt";  dcn_gemm: the DCN's
+    matrix product on "torch" (cuBLAS) after vsr's sampling kernel, or vsr's own "kernel";  cache_dir: engine
+    and kernel caches (default ``<engine dir>/cuda``).  Tuning: fp16 and cuda_graphs on; a larger --batch.
     """
 
     device: str | None = None
@@ -78,6 +79,7 @@ class CudaOptions:
     cuda_graphs: bool = True
     launcher: str = "auto"
     segments: str = "auto"
+    dcn_gemm: str = "torch"
     cache_dir: str | None = None
     buckets: BucketPolicy | None = None
 
@@ -86,6 +88,8 @@ class CudaOptions:
             raise BackendError(f"CUDA precision {self.precision!r}: choose from {', '.join(PRECISIONS)}")
         if self.segments not in SEGMENT_RUNTIMES:
             raise BackendError(f"CUDA segments {self.segments!r}: choose from {', '.join(SEGMENT_RUNTIMES)}")
+        if self.dcn_gemm not in ("torch", "kernel"):
+            raise BackendError(f"CUDA dcn_gemm {self.dcn_gemm!r}: choose torch or kernel")
 
 
 BackendOptions = Union[TorchOptions, OrtOptions, SplitOptions, CudaOptions]

@@ -20,7 +20,8 @@ from contextlib import contextmanager
 import torch
 from torch import nn
 
-from vsr.kernels.cuda.ops import deform_conv, pixel_shuffle_lrelu
+from vsr.backends.cuda.dcn import deform_conv_torch
+from vsr.kernels.cuda.ops import pixel_shuffle_lrelu
 from vsr.kernels.deform_conv import DeformConvGeometry
 from vsr.model.dcn import DCNv2Pack
 from vsr.model.edvr import PixelShuffleLReLU
@@ -83,12 +84,13 @@ class DCNBridge(nn.Module):
     """``DCNv2Pack`` whose deformable convolution runs on vsr's kernel: forward(x ``(N, C, H, W)``, feat
     ``(N, C, H, W)``) -> ``(N, Co, H, W)``.  The offsets and mask stay torch (they end the segment before)."""
 
-    def __init__(self, pack: DCNv2Pack, launcher, timeline: Timeline, name: str):
+    def __init__(self, pack: DCNv2Pack, launcher, timeline: Timeline, name: str, gemm: str = "torch"):
         super().__init__()
         self.pack = pack
         self.launcher = launcher
         self.timeline = timeline
         self.step_name = name
+        self.gemm = gemm
 
     def forward(self, x: torch.Tensor, feat: torch.Tensor) -> torch.Tensor:
         offset, mask = self.pack.offset_mask(feat)
@@ -96,8 +98,8 @@ class DCNBridge(nn.Module):
         geom = DeformConvGeometry.from_attrs(x.shape, self.pack.weight.shape, pads=[p] * 4,
                                              offset_group=self.pack.deformable_groups)
         with self.timeline.step(self.step_name):
-            return deform_conv(self.launcher, geom, x.contiguous(), self.pack.weight, offset.contiguous(),
-                               mask.contiguous(), self.pack.bias)
+            return deform_conv_torch(self.launcher, geom, x.contiguous(), self.pack.weight, offset.contiguous(),
+                                     mask.contiguous(), self.pack.bias, gemm=self.gemm)
 
 
 class ShuffleBridge(nn.Module):
@@ -137,14 +139,16 @@ class BridgedModel(nn.Module):
         return out
 
 
-def bridge_model(model: nn.Module, launcher, timeline: Timeline) -> tuple[BridgedModel, list[str]]:
+def bridge_model(model: nn.Module, launcher, timeline: Timeline,
+                 gemm: str = "torch") -> tuple[BridgedModel, list[str]]:
     """A copy of ``model`` with every ``DCNv2Pack`` and ``PixelShuffleLReLU`` on vsr's kernels, and the names of
-    the bridged modules (in module order).  The weights are shared with nothing: the copy owns its own."""
+    the bridged modules (in module order).  The weights are shared with nothing: the copy owns its own.
+    ``gemm``: the DCN's matrix product (:func:`vsr.backends.cuda.dcn.deform_conv_torch`)."""
     bridged = copy.deepcopy(model)
     names, shuffles = [], []
     for name, module in list(bridged.named_modules()):
         if isinstance(module, DCNv2Pack):
-            new = DCNBridge(module, launcher, timeline, f"dcn:{name}")
+            new = DCNBridge(module, launcher, timeline, f"dcn:{name}", gemm)
         elif isinstance(module, PixelShuffleLReLU):
             new = ShuffleBridge(module.upscale, launcher, timeline, f"shuffle:{name}")
             shuffles.append(new)

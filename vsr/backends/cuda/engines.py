@@ -17,12 +17,13 @@ import time
 import numpy as np
 import torch
 
+from vsr.backends.cuda.dcn import deform_conv_torch
 from vsr.backends.cuda.keys import cache_folder, device_facts, runtime_key
 from vsr.backends.cuda.tensors import TensorLauncher, kernel_cache_dir, open_tensor_launcher, torch_dtype
 from vsr.backends.options import CudaOptions, SplitOptions
 from vsr.backends.split import SplitBackend
 from vsr.errors import BackendError
-from vsr.kernels.cuda.ops import deform_conv, pixel_shuffle_lrelu
+from vsr.kernels.cuda.ops import pixel_shuffle_lrelu
 from vsr.kernels.deform_conv import DeformConvGeometry
 from vsr.kernels.node import BridgeNode
 from vsr.kernels.registry import KernelRegistry
@@ -55,7 +56,7 @@ class TorchArena:
 class _DeformConvBridge:
     """ONNX ``DeformConv(X, W, offset, B?, mask?)`` on vsr's CUDA kernel; W and B constants on the device."""
 
-    def __init__(self, launcher: TensorLauncher, node: BridgeNode, shapes, constants):
+    def __init__(self, launcher: TensorLauncher, node: BridgeNode, shapes, constants, gemm: str = "torch"):
         if 1 not in constants:
             raise BackendError("DeformConv bridge: the weight must be a constant (initializer)")
         a = node.attrs
@@ -63,6 +64,7 @@ class _DeformConvBridge:
             shapes[0], constants[1].shape, pads=a.get("pads"), strides=a.get("strides"),
             dilations=a.get("dilations"), group=int(a.get("group", 1)), offset_group=int(a.get("offset_group", 1)))
         self.launcher = launcher
+        self.gemm = gemm
         self.slope = node.negative_slope
         self.weight = torch.from_numpy(np.ascontiguousarray(constants[1], np.float32)).to(launcher.device)
         bias = constants.get(3)
@@ -76,8 +78,8 @@ class _DeformConvBridge:
 
     def run(self, inputs, outputs, workspace) -> None:
         mask = inputs[4] if self.has_mask else self.ones
-        deform_conv(self.launcher, self.geom, inputs[0], self.weight, inputs[2], mask, self.bias, out=outputs[0],
-                    negative_slope=self.slope)
+        deform_conv_torch(self.launcher, self.geom, inputs[0], self.weight, inputs[2], mask, self.bias,
+                          out=outputs[0], negative_slope=self.slope, gemm=self.gemm)
 
 
 class _DepthToSpaceBridge:
@@ -97,10 +99,10 @@ class _DepthToSpaceBridge:
         pixel_shuffle_lrelu(self.launcher, inputs[0], self.blocksize, out=outputs[0], negative_slope=self.slope)
 
 
-def cuda_bridge_kernels(launcher: TensorLauncher, device: str) -> KernelRegistry:
+def cuda_bridge_kernels(launcher: TensorLauncher, device: str, gemm: str = "torch") -> KernelRegistry:
     """A registry with vsr's CUDA kernels (through ``launcher``) as the bridges of ``device``."""
     registry = KernelRegistry()
-    registry.register("DeformConv", device)(lambda n, s, c: _DeformConvBridge(launcher, n, s, c))
+    registry.register("DeformConv", device)(lambda n, s, c: _DeformConvBridge(launcher, n, s, c, gemm))
     registry.register("DepthToSpace", device)(lambda n, s, c: _DepthToSpaceBridge(launcher, n, s, c))
     return registry
 
@@ -118,7 +120,7 @@ class CudaTensorRTBackend(SplitBackend):
         self.device = device
         self.launcher = open_tensor_launcher(options.launcher, device,
                                              cache_dir=kernel_cache_dir(device, options.cache_dir))
-        self.kernels = cuda_bridge_kernels(self.launcher, segment_backend.device)
+        self.kernels = cuda_bridge_kernels(self.launcher, segment_backend.device, options.dcn_gemm)
         self.memory = TorchArena(device)
 
     @classmethod

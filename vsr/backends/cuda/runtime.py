@@ -62,7 +62,7 @@ class CudaTorchBackend(ModelBackend):
         self.launcher = open_tensor_launcher(options.launcher, device, graphs=options.cuda_graphs,
                                              cache_dir=kernel_cache_dir(device, options.cache_dir))
         self.timeline = Timeline(device)
-        self.model, self.bridged = bridge_model(model.eval(), self.launcher, self.timeline)
+        self.model, self.bridged = bridge_model(model.eval(), self.launcher, self.timeline, options.dcn_gemm)
         self.model = self.model.to(device=device, dtype=self.dtype)
         self.graphs_on = options.cuda_graphs and device.type == "cuda" and self.launcher.graph_safe
         if options.cuda_graphs and device.type == "cuda" and not self.graphs_on:
