@@ -6,6 +6,7 @@
 * :mod:`~vsr.backends.cuda.engines` -- :class:`CudaTensorRTBackend`: the split plan's segments as TensorRT
   engines on device buffers, the same bridges between them;
 * :mod:`~vsr.backends.cuda.tensors` -- the kernels on torch tensors, on torch's stream;
+* :mod:`~vsr.backends.cuda.dcn` -- the DCN: vsr's sampling kernel, then torch's matrix product;
 * :mod:`~vsr.backends.cuda.keys` -- cache keys from the device and the software versions.
 
 Entry point: :func:`vsr.backends.open_backend` with :class:`vsr.backends.CudaOptions`.
