@@ -59,6 +59,8 @@ class TensorLauncher:
     def __init__(self, base, device: torch.device):
         if (device.type == "cuda") == (base.name == "host"):
             raise BackendError(f"kernel launcher {base.name!r} cannot run on tensors of device {device}")
+        if device.type == "cuda" and device.index is None:  # tensors say "cuda:0", never "cuda"
+            device = torch.device("cuda", torch.cuda.current_device())
         self.base = base
         self.device = device
         self.name = base.name
