@@ -67,5 +67,4 @@ class BackendRequest:
 
 
 __all__ = ["BACKENDS", "PLANS", "Backend", "BackendOptions", "BackendRequest", "BucketPolicy", "CudaOptions",
-           "OrtOptions",
-           "SplitOptions", "TensorSpec", "TorchOptions", "backend_options", "open_backend"]
+           "OrtOptions", "SplitOptions", "TensorSpec", "TorchOptions", "backend_options", "open_backend"]
