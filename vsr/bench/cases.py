@@ -46,7 +46,7 @@ def bench_cases(threads: int | None = None, precisions: tuple[str, ...] = PRECIS
     return cases
 
 
-def select_cases(cases: list[BenchCase], names: list[str] | None) -> list[BenchCase]:
+def select_cases(cases: list[BenchCase], names: tuple[str, ...] | list[str] | None) -> list[BenchCase]:
     """The cases named in ``names`` (all when None), in ``cases``' order; an unknown name is an InputError."""
     if names is None:
         return list(cases)

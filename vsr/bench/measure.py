@@ -85,7 +85,7 @@ def run_bench(settings: BenchSettings, progress: Callable[[str], None] | None = 
     """Opens and warms every case, then times ``settings.frames`` frames of each, interleaved."""
     say = progress or (lambda message: None)
     check_settings(settings)
-    cases = select_cases(bench_cases(settings.threads), list(settings.cases) if settings.cases else None)
+    cases = select_cases(bench_cases(settings.threads), settings.cases)
     names = [c.name for c in cases]
     baseline = settings.baseline or (DEFAULT_BASELINE if DEFAULT_BASELINE in names else names[0])
     if baseline not in names:

@@ -102,19 +102,23 @@ def bench_paths(out: str | Path, cases: list[str], html: bool) -> tuple[Path, di
     return summary_path, reports, pages
 
 
+def check_out(out: str | Path, cases: list[str], html: bool, overwrite: bool):
+    """:func:`bench_paths`, and an InputError where one of them exists and ``overwrite`` is not given."""
+    summary_path, reports, pages = bench_paths(out, cases, html)
+    if not overwrite:
+        for p in [summary_path, *reports.values(), *pages.values()]:
+            if p.exists():
+                raise InputError(f"{p} exists; give --overwrite to replace it")
+    return summary_path, reports, pages
+
+
 def write_bench(result: BenchResult, out: str | Path, html: bool = False, overwrite: bool = False) -> dict:
     """Writes the summary, one report per case (and with ``html`` its page) under ``out`` (see
     :func:`bench_paths`), all or none; returns the summary.  Existing files are replaced only with ``overwrite``."""
     from vsr.report.html import render_html
     from vsr.report.load import parse_run
 
-    names = [r.case.name for r in result.cases]
-    summary_path, reports, pages = bench_paths(out, names, html)
-    targets = [summary_path, *reports.values(), *pages.values()]
-    if not overwrite:
-        for p in targets:
-            if p.exists():
-                raise InputError(f"{p} exists; give --overwrite to replace it")
+    summary_path, reports, pages = check_out(out, [r.case.name for r in result.cases], html, overwrite)
     made = not summary_path.parent.exists()
     data = summary(result, {n: p.name for n, p in reports.items()})
     texts = {summary_path: json.dumps(data, indent=2) + "\n"}

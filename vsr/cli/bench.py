@@ -67,10 +67,12 @@ def run(args) -> int:
                              threads=_positive(args.threads, "--threads") if args.threads is not None else None,
                              input=args.input, baseline=args.baseline,
                              cases=tuple(c.strip() for c in args.cases.split(",")) if args.cases else None)
-    if args.out is not None:
-        from vsr.bench.output import bench_paths
+    if args.out is not None:  # a bad or taken --out is reported before the models load
+        from vsr.bench.cases import bench_cases, select_cases
+        from vsr.bench.output import check_out
 
-        bench_paths(args.out, [], args.html)  # a bad --out is reported before the models load
+        names = [c.name for c in select_cases(bench_cases(settings.threads), settings.cases)]
+        check_out(args.out, names, args.html, args.overwrite)
     progress = None if args.quiet else (lambda message: print(f"vsr bench: {message}", file=sys.stderr))
     result = run_bench(settings, progress)
     data = write_bench(result, args.out, args.html, args.overwrite) if args.out else summary(result)
