@@ -75,7 +75,7 @@ def render_table(data: dict) -> str:
             f"machine: {m['cpu']}, {m['cores']} cores" + (f", {m['gpu']}" if m.get("gpu") else "")
             + f"; onnxruntime {m['onnxruntime']}, torch {m['torch']}", ""]
     rows = [[r["case"] + (" *" if r["case"] == data["baseline"] else ""), fmt(r["median_s"]), fmt(r["p95_s"]),
-             fmt(r["fps"], "rate"), fmt(r["time_ratio"], "x"), fmt(r["speedup"], "x"), fmt(r["build_s"]),
+             "-" if r["fps"] is None else f"{r['fps']:.3g}", fmt(r["time_ratio"], "x"), fmt(r["speedup"], "x"), fmt(r["build_s"]),
              "-" if r["max_abs_diff"] is None else f"{r['max_abs_diff']:.1e}"] for r in data["cases"]]
     foot = ["", f"* baseline; time and speed-up are medians of the {st['frames']} per-frame pairs with it, "
                 f"max |diff|: its first output against the baseline's"]
