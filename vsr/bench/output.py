@@ -75,12 +75,17 @@ def render_table(data: dict) -> str:
             f"machine: {m['cpu']}, {m['cores']} cores" + (f", {m['gpu']}" if m.get("gpu") else "")
             + f"; onnxruntime {m['onnxruntime']}, torch {m['torch']}", ""]
     rows = [[r["case"] + (" *" if r["case"] == data["baseline"] else ""), fmt(r["median_s"]), fmt(r["p95_s"]),
-             "-" if r["fps"] is None else f"{r['fps']:.3g}", fmt(r["time_ratio"], "x"), fmt(r["speedup"], "x"), fmt(r["build_s"]),
-             "-" if r["max_abs_diff"] is None else f"{r['max_abs_diff']:.1e}"] for r in data["cases"]]
+             _g(r["fps"], ".3g"), fmt(r["time_ratio"], "x"), fmt(r["speedup"], "x"), fmt(r["build_s"]),
+             _g(r["max_abs_diff"], ".1e")] for r in data["cases"]]
     foot = ["", f"* baseline; time and speed-up are medians of the {st['frames']} per-frame pairs with it, "
                 f"max |diff|: its first output against the baseline's"]
     return "\n".join(head + [table(["case", "median s/frame", "p95 s/frame", "fps", "time vs base", "speed-up",
                                     "build s", "max |diff|"], rows)] + foot)
+
+
+def _g(v: float | None, spec: str) -> str:
+    """fps spans 0.005 (EDVR-M on a shared CPU) to hundreds: significant digits, not decimals."""
+    return "-" if v is None else format(v, spec)
 
 
 def bench_paths(out: str | Path, cases: list[str], html: bool) -> tuple[Path, dict[str, Path], dict[str, Path]]:
