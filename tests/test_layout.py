@@ -20,7 +20,7 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(s.split()) for s in (
     "plan model",              # subgraph plans (ONNX only); the PyTorch model
     "export",                  # model -> ONNX
     "backends",                # model + export + plan -> inference
-    "pipeline",                # video -> frames -> windows -> batches -> backend -> frames -> video
+    "pipeline bench",          # video -> frames -> windows -> batches -> backend -> frames -> video; vsr bench
     "quality",                 # metrics and evaluation runs
     "train",
     "jobs",
