@@ -153,3 +153,25 @@ def test_a_failed_chunk_leaves_nothing_and_a_join_waits_for_every_chunk(tmp_path
     with pytest.raises(Exception, match="chunk 0 of 5 is not done"):
         join_chunks(spec, chunks)
     assert not Path(spec.output).exists()
+
+
+def test_a_join_stopped_after_its_rename_only_removes_the_chunks_and_never_replaces_a_foreign_file(tmp_path):
+    src = need("h264_256x240_35fps_1s_noaudio.mp4")
+    spec = JobSpec.from_settings(src, tmp_path / "out.mp4", REQUEST, ENCODER, RunnerSettings())
+    chunks = plan_chunks(spec, 16)
+    backend = WindowBackend()
+    for c in chunks:
+        run_chunk(spec, c, backend=backend)
+    Path(spec.output).write_bytes(b"someone else's file")
+    with pytest.raises(Exception, match="output exists"):
+        join_chunks(spec, chunks)
+    assert Path(spec.output).read_bytes() == b"someone else's file" and all(is_committed(spec, c) for c in chunks)
+    Path(spec.output).unlink()
+    join_chunks(spec, chunks)
+    # as if stopped between the rename and the removal: the folder is back, with its note of the joined file
+    folder = chunk_folder(spec)
+    folder.mkdir(parents=True)
+    st = os.stat(spec.output)
+    (folder / "joined.json").write_text(f"[{st.st_dev}, {st.st_ino}]")
+    join_chunks(spec, chunks)
+    assert not folder.parent.exists() and os.stat(spec.output).st_mtime_ns == st.st_mtime_ns

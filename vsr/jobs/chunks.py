@@ -34,7 +34,7 @@ from vsr.model.weights import resolve_config
 from vsr.pipeline.runner import FrameQueueRunner
 from vsr.video import VideoSink, VideoSource, check_output, open_source
 from vsr.video.seek import EntryPoint, VideoScan, scan_video, verify_entry
-from vsr.video.output import remove_stale_partials
+from vsr.video.output import output_path, remove_stale_partials, video_partial
 
 log = logging.getLogger(__name__)
 
@@ -175,7 +175,8 @@ def _chunk_source(spec: JobSpec, chunk: ChunkSpec):
 
 
 def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.vsr-partial-{os.getpid()}")
+    remove_stale_partials(path, frames=False)
+    tmp = video_partial(path)
     tmp.write_text(text)
     os.replace(tmp, path)
 
@@ -185,10 +186,13 @@ def join_chunks(spec: JobSpec, chunks: list[ChunkSpec]) -> None:
     the source's audio and subtitles as ``vsr upscale`` adds them; then the chunk folder is removed.
 
     Idempotent: when the output exists and the chunk folder is gone, the job was joined and nothing is done.
+    A join stopped between its rename and the folder's removal is recognised by the file's identity, noted in
+    the folder before the rename (``joined.json``), and only finishes the removal.
     """
     folder = chunk_folder(spec)
-    dst = Path(spec.output)
-    if not folder.exists() and dst.exists():
+    dst = output_path(Path(spec.output))
+    if dst.exists() and (not folder.exists() or _joined(folder, dst)):
+        _remove_folder(folder)
         return
     missing = [c.index for c in chunks if not is_committed(spec, c)]
     if missing:
@@ -201,13 +205,34 @@ def join_chunks(spec: JobSpec, chunks: list[ChunkSpec]) -> None:
             for c in sorted(chunks, key=lambda c: c.index):
                 at = json.loads(report_path(spec, c).read_text())["settings"]
                 _copy_packets(chunk_path(spec, c), c, at["first_pts"], Fraction(at["time_base"]), sink)
+            _write_atomic(folder / JOINED, json.dumps(_identity(sink.tmp)))
             sink.commit()
         except BaseException:
             sink.abort()
             raise
     finally:
         source.close()
-    shutil.rmtree(folder)
+    _remove_folder(folder)
+
+
+JOINED = "joined.json"
+
+
+def _identity(path: Path) -> list[int]:
+    st = os.stat(path)
+    return [st.st_dev, st.st_ino]
+
+
+def _joined(folder: Path, dst: Path) -> bool:
+    """True when ``dst`` is the file this job's join renamed into place (a rename keeps its identity)."""
+    try:
+        return json.loads((folder / JOINED).read_text()) == _identity(dst)
+    except (OSError, ValueError):
+        return False
+
+
+def _remove_folder(folder: Path) -> None:
+    shutil.rmtree(folder, ignore_errors=True)
     try:
         folder.parent.rmdir()  # the shared .vsr-chunks folder, once no other job uses it
     except OSError:
