@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import Callable
 
 import av
 import numpy as np
@@ -38,14 +39,19 @@ class VideoSink:
 
     With ``trim`` (``--frames A:B``) the output starts where the source starts: timestamps move back by
     the time of frame A, and only audio/subtitle packets inside the written frames' span are copied.
+    ``passthrough=False``: video only, the source's audio and subtitles are left out (a chunk of a batch job,
+    :mod:`vsr.jobs.chunks`, whose join adds them with :meth:`mux`).
     """
 
     def __init__(self, dst: Path, info: VideoInfo, settings: EncoderSettings, scale: int = 4,
-                 trim: bool = False):
+                 trim: bool = False, passthrough: bool = True):
         self.dst = output_path(Path(dst))
         self.info = info
         self.tmp = video_partial(self.dst)
         self.pts_offset = 0
+        # (pts, dts, duration) of each video packet as the encoder gave it, in the source's time base, when a
+        # caller asks for them (a chunk of a batch job: containers do not all give them back exactly)
+        self.packet_times: list[tuple[int | None, int | None, int]] | None = None
         self.keep_window = trim
         self._window_start: float | None = None
         self._window_end = 0.0
@@ -73,7 +79,7 @@ class VideoSink:
             self.encoder_options, self.low_memory_x264 = encoder_options(codec.name, settings, width, height)
             check_values(codec.name, self.encoder_options, settings)
             self.vs = self._add_video(codec, width, height)
-            if info.kind == "video":
+            if info.kind == "video" and passthrough:
                 self.passthrough = Passthrough(info.path, self.oc)
             self.oc.metadata.update(info.container_metadata)
             open_encoder(self.oc, self.vs, self.encoder_options, settings)
@@ -162,14 +168,30 @@ class VideoSink:
         for pkt in self._dts.repair(self.vs.encode(frame)):
             self._copy_until(float(pkt.dts * pkt.time_base) + float(self.pts_offset * self.info.time_base)
                              if pkt.dts is not None else t)
-            self.oc.mux(pkt)
+            self._mux_video(pkt)
 
-    def commit(self) -> None:
+    def _mux_video(self, pkt: av.Packet) -> None:
+        if self.packet_times is not None:
+            self.packet_times.append((pkt.pts, pkt.dts, pkt.duration))
+        self.oc.mux(pkt)
+
+    def mux(self, packet: av.Packet) -> None:
+        """Mux an already encoded video packet (stream copy, e.g. from a chunk written by a sink with the same
+        settings), the source's audio and subtitle packets due before it first, as :meth:`write` does."""
+        t = packet.dts if packet.dts is not None else packet.pts
+        self._copy_until(float(t * packet.time_base) + float(self.pts_offset * self.info.time_base))
+        packet.stream = self.vs
+        self.oc.mux(packet)
+
+    def commit(self, before_rename: Callable[[], None] | None = None) -> None:
+        """Flush the encoder, close the file, then (after ``before_rename()``, if given) move it into place."""
         for pkt in self._dts.repair(self.vs.encode(None), last=True):
-            self.oc.mux(pkt)
+            self._mux_video(pkt)
         if self.passthrough is not None:
             self.passthrough.flush(float(self.pts_offset * self.info.time_base), self._window())
         self.oc.close()
+        if before_rename is not None:
+            before_rename()
         commit_output(self.tmp, self.dst, self.info.path)
 
     def abort(self) -> None:
