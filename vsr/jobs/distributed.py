@@ -233,8 +233,10 @@ def _connect(broker: str) -> redis.Redis:
         db = redis.Redis.from_url(broker, decode_responses=True, socket_connect_timeout=CONNECT_TIMEOUT_S,
                                   socket_timeout=30)
         db.ping()
-    except (redis.RedisError, OSError, ValueError) as err:
-        raise BrokerError(f"cannot reach the broker {_safe(broker)}: {err}") from err
+    except ValueError as err:
+        raise BrokerError(f"bad broker URL {_safe(broker)!r}: {err}") from err
+    except (redis.RedisError, OSError) as err:
+        raise BrokerError(f"cannot reach the broker {_safe(broker)} (is Redis running there?): {err}") from err
     return db
 
 
