@@ -31,7 +31,7 @@ redis = pytest.importorskip("redis")  # the `jobs` extra, installed by scripts/s
 from vsr.backends import BackendRequest, TorchOptions  # noqa: E402
 from vsr.errors import BrokerError  # noqa: E402
 from vsr.jobs import JobSpec  # noqa: E402
-from vsr.jobs.distributed import make_app, run_worker, status, submit  # noqa: E402
+from vsr.jobs.distributed import cancel, make_app, retry, run_worker, status, submit  # noqa: E402
 from vsr.pipeline.runner import RunnerSettings  # noqa: E402
 from vsr.pipeline.upscale import upscale  # noqa: E402
 from vsr.video import EncoderSettings  # noqa: E402
@@ -163,22 +163,34 @@ def job(src: Path, out: Path) -> JobSpec:
     return JobSpec.from_settings(src, out, REQUEST, ENCODER, RunnerSettings())
 
 
-def test_two_workers_share_two_jobs_and_match_a_single_pass(broker, workers, make_clip, tmp_path, tiny_backend):
+def test_two_workers_share_the_jobs_and_match_a_single_pass(broker, workers, make_clip, tmp_path, tiny_backend):
+    """Two jobs finish frame-exact on two workers; a third, whose output path holds a file vsr did not write,
+    fails with that message while they finish, and finishes after the file is moved away and it is retried."""
     clips = [make_clip("a.mp4", width=32, height=24, frames=14),
-             make_clip("b.mkv", width=24, height=16, frames=11, audio=[Audio()])]
+             make_clip("b.mkv", width=24, height=16, frames=11, audio=[Audio()]),
+             make_clip("c.mp4", frames=4)]
     refs = [single_pass(c, tmp_path / f"ref-{c.name}", tiny_backend) for c in clips]
     out = tmp_path / "out"
+    out.mkdir()
+    (out / "c.mp4").write_text("not vsr's")
     w = workers(2)
     ids = submit([job(c, out / c.name) for c in clips], broker, chunk_frames=3)
-    assert len(ids) == 2 and len(set(ids)) == 2
+    assert len(set(ids)) == 3
     rows = wait_finished(broker, ids, w)
-    for job_id, clip, ref in zip(ids, clips, refs):
+    for job_id, clip, ref in zip(ids[:2], clips, refs):
         row = rows[job_id]
         assert row["state"] == "done", row["error"]
         assert row["chunks_done"] == row["chunks_total"] > 3
         assert decoded(out / clip.name) == decoded(ref)
     assert len({name for r in rows.values() for name in r["workers"]}) == 2, "one worker did every chunk"
-    assert sorted(p.name for p in out.iterdir()) == ["a.mp4", "b.mkv"]  # no chunk folder, no partial file
+    assert rows[ids[2]]["state"] == "failed" and "output exists" in rows[ids[2]]["error"]
+    assert (out / "c.mp4").read_text() == "not vsr's"
+    (out / "c.mp4").unlink()
+    retry(broker, ids[2])
+    row = wait_finished(broker, ids[2:], w)[ids[2]]
+    assert row["state"] == "done" and row["error"] is None
+    assert decoded(out / "c.mp4") == decoded(refs[2])
+    assert sorted(p.name for p in out.iterdir()) == ["a.mp4", "b.mkv", "c.mp4"]  # no chunk folder, no partial
 
 
 def test_a_worker_process_killed_mid_chunk_hands_the_chunk_back(broker, workers, make_clip, tmp_path,
@@ -199,6 +211,23 @@ def test_a_worker_process_killed_mid_chunk_hands_the_chunk_back(broker, workers,
     assert decoded(tmp_path / "out" / "c.mp4") == decoded(ref)
     assert int(db.hget(f"vsr:job:{job_id}:attempts", index)) == 2  # delivered again after the kill
     assert "WorkerLostError" in w.log_text()
+
+
+def test_cancel_and_retry_without_workers(broker, make_clip, tmp_path):
+    """A cancelled job's queued chunks stay in the queue (workers drop them); retry sends the chunks again."""
+    [job_id] = submit([job(make_clip("e.mp4", frames=5), tmp_path / "e.mp4")], broker, chunk_frames=2)
+    db = redis.Redis.from_url(broker)
+    assert [r["state"] for r in status(broker)] == ["queued"] and db.llen("vsr") == 3
+    cancel(broker, job_id)
+    assert [(r["state"], r["chunks_done"], r["chunks_total"]) for r in status(broker)] == [("cancelled", 0, 3)]
+    with pytest.raises(BrokerError, match="cancelled already"):
+        cancel(broker, job_id)
+    retry(broker, job_id)
+    assert [r["state"] for r in status(broker)] == ["queued"] and db.llen("vsr") == 6
+    with pytest.raises(BrokerError, match="only a failed or cancelled job"):
+        retry(broker, job_id)
+    with pytest.raises(BrokerError, match="no job 'nope'"):
+        cancel(broker, "nope")
 
 
 def test_a_broker_that_is_not_running_is_one_line_within_seconds(tmp_path, make_clip):
