@@ -35,14 +35,14 @@ from urllib.parse import urlsplit
 
 from vsr.backends import Backend
 from vsr.errors import BrokerError, VsrError
+from vsr.jobs.chunks import is_committed, join_chunks, plan_chunks, run_chunk
+from vsr.jobs.spec import ChunkSpec, JobSpec
 
 try:
     import redis
     from celery import Celery
 except ImportError as err:  # the optional `jobs` extra; callers import this module only for --broker
     raise BrokerError(f"--broker needs Celery and redis ({err.name} is missing): pip install 'vsr[jobs]'") from err
-from vsr.jobs.chunks import is_committed, join_chunks, plan_chunks, run_chunk
-from vsr.jobs.spec import ChunkSpec, JobSpec
 
 VISIBILITY_TIMEOUT_S = 6 * 3600  # a few hundred 480p frames of EDVR on a CPU take well under this
 CONNECT_TIMEOUT_S = 3.0          # a broker that is not there is reported in seconds, not retried forever
