@@ -9,6 +9,7 @@ running, or a URL that is not Redis, is one line (``BrokerError``) within second
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -83,11 +84,13 @@ def broker(redis_server):
 class Workers:
     """``n`` workers as subprocesses (``run_worker`` in each), logs in ``folder``; stopped with SIGTERM."""
 
-    def __init__(self, broker: str, n: int, folder: Path):
+    def __init__(self, broker: str, n: int, folder: Path, env: dict | None = None):
         self.broker, self.logs = broker, [folder / f"worker{i}.log" for i in range(n)]
         code = "import sys; from vsr.jobs.distributed import run_worker; run_worker(sys.argv[1], 1)"
+        # a session each: a whole worker (main process and pool child) can be killed as a process group
         self.procs = [subprocess.Popen([sys.executable, "-c", code, broker], stdout=log.open("w"),
-                                       stderr=subprocess.STDOUT) for log in self.logs]
+                                       stderr=subprocess.STDOUT, env={**os.environ, **(env or {})},
+                                       start_new_session=True) for log in self.logs]
 
     def wait_ready(self) -> None:
         app = make_app(self.broker)
@@ -118,8 +121,8 @@ class Workers:
 def workers(broker, tmp_path):
     started = []
 
-    def start(n: int) -> Workers:
-        started.append(Workers(broker, n, tmp_path))
+    def start(n: int, env: dict | None = None) -> Workers:
+        started.append(Workers(broker, n, tmp_path, env))
         started[-1].wait_ready()
         return started[-1]
 
@@ -211,6 +214,29 @@ def test_a_worker_process_killed_mid_chunk_hands_the_chunk_back(broker, workers,
     assert decoded(tmp_path / "out" / "c.mp4") == decoded(ref)
     assert int(db.hget(f"vsr:job:{job_id}:attempts", index)) == 2  # delivered again after the kill
     assert "WorkerLostError" in w.log_text()
+
+
+def test_a_whole_worker_killed_mid_chunk_hands_the_chunk_back_after_the_visibility_timeout(
+        broker, workers, make_clip, tmp_path, tiny_backend):
+    """``kill -9`` of a worker's process group (a lost host): the other worker runs the chunk once Redis'
+    visibility timeout (short here; chunks of this clip take a few seconds) has run out."""
+    clip = make_clip("f.mp4", width=64, height=48, frames=12)
+    ref = single_pass(clip, tmp_path / "ref.mp4", tiny_backend)
+    w = workers(2, env={"VSR_CELERY_VISIBILITY_S": "20"})
+    [job_id] = submit([job(clip, tmp_path / "out" / "f.mp4")], broker, chunk_frames=3)
+    db = redis.Redis.from_url(broker, decode_responses=True)
+    deadline = time.monotonic() + WAIT_S
+    while not (running := db.hgetall(f"vsr:job:{job_id}:running")):
+        assert time.monotonic() < deadline, w.log_text()
+        time.sleep(0.01)
+    index, where = next(iter(running.items()))
+    main_pid = int(re.match(r"vsr-(\d+)@", where).group(1))
+    os.killpg(main_pid, signal.SIGKILL)
+    row = wait_finished(broker, [job_id], w)[job_id]
+    assert row["state"] == "done", row["error"]
+    assert decoded(tmp_path / "out" / "f.mp4") == decoded(ref)
+    assert int(db.hget(f"vsr:job:{job_id}:attempts", index)) == 2
+    assert row["workers"] and f"vsr-{main_pid}@" not in json.loads(db.hget(f"vsr:job:{job_id}:done", index))["worker"]
 
 
 def test_cancel_and_retry_without_workers(broker, make_clip, tmp_path):

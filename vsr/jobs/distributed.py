@@ -65,8 +65,9 @@ def make_app(broker: str, *, visibility_timeout_s: float | None = None) -> Celer
         task_serializer="json", result_serializer="json", accept_content=["json"], result_accept_content=["json"],
         task_acks_late=True, task_reject_on_worker_lost=True, worker_prefetch_multiplier=1,
         task_default_queue=QUEUE, result_expires=7 * 24 * 3600,
-        broker_transport_options={"visibility_timeout": visibility_timeout_s,
-                                  "socket_connect_timeout": CONNECT_TIMEOUT_S},
+        # every worker looks for chunks past their visibility timeout every 10 s (kombu's default: ~100 s)
+        broker_transport_options={"visibility_timeout": visibility_timeout_s, "unacked_restore_interval": 10,
+                                  "unacked_restore_throttle": 1, "socket_connect_timeout": CONNECT_TIMEOUT_S},
         broker_connection_timeout=CONNECT_TIMEOUT_S, broker_connection_retry_on_startup=False,
         redis_socket_connect_timeout=CONNECT_TIMEOUT_S,
         task_publish_retry_policy={"max_retries": 2, "interval_start": 0, "interval_step": 0.5},
