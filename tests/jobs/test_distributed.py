@@ -166,6 +166,7 @@ def job(src: Path, out: Path) -> JobSpec:
     return JobSpec.from_settings(src, out, REQUEST, ENCODER, RunnerSettings())
 
 
+@pytest.mark.slow
 def test_two_workers_share_the_jobs_and_match_a_single_pass(broker, workers, make_clip, tmp_path, tiny_backend):
     """Two jobs finish frame-exact on two workers; a third, whose output path holds a file vsr did not write,
     fails with that message while they finish, and finishes after the file is moved away and it is retried."""
@@ -196,6 +197,7 @@ def test_two_workers_share_the_jobs_and_match_a_single_pass(broker, workers, mak
     assert sorted(p.name for p in out.iterdir()) == ["a.mp4", "b.mkv", "c.mp4"]  # no chunk folder, no partial
 
 
+@pytest.mark.slow
 def test_a_worker_process_killed_mid_chunk_hands_the_chunk_back(broker, workers, make_clip, tmp_path,
                                                                  tiny_backend):
     clip = make_clip("c.mp4", width=64, height=48, frames=12)
@@ -216,6 +218,7 @@ def test_a_worker_process_killed_mid_chunk_hands_the_chunk_back(broker, workers,
     assert "WorkerLostError" in w.log_text()
 
 
+@pytest.mark.slow
 def test_a_whole_worker_killed_mid_chunk_hands_the_chunk_back_after_the_visibility_timeout(
         broker, workers, make_clip, tmp_path, tiny_backend):
     """``kill -9`` of a worker's process group (a lost host): the other worker runs the chunk once Redis'

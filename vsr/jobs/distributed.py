@@ -13,10 +13,13 @@ the last chunk joins them into the output.
 
 Delivery: a chunk is acknowledged only after it returned (``acks_late``).  A worker child that dies mid-chunk
 hands its chunk back at once (``reject_on_worker_lost``); a whole worker that vanishes (host lost, ``kill -9``
-of the main process) hands it back when Redis' visibility timeout runs out.  That timeout must exceed the longest
-chunk, or Redis gives a chunk still running to a second worker: it is ``VISIBILITY_TIMEOUT_S`` unless the
-``VSR_CELERY_VISIBILITY_S`` environment variable or the ``visibility_timeout_s`` argument says otherwise.
-A redelivered chunk that was committed is not computed again (:func:`vsr.jobs.chunks.run_chunk` is idempotent).
+of the main process) hands it back when Redis' visibility timeout runs out (the other workers look every 10 s).
+That timeout must exceed the longest chunk, or Redis gives a chunk still running to a second worker: it is
+``VISIBILITY_TIMEOUT_S`` unless the workers' ``VSR_CELERY_VISIBILITY_S`` environment variable or the
+``visibility_timeout_s`` argument says otherwise.  A redelivered chunk that was committed is not computed again
+(:func:`vsr.jobs.chunks.run_chunk` is idempotent); a chunk delivered ``MAX_ATTEMPTS`` times without finishing
+fails its job.  Several worker processes on one machine share its cores: give the backend threads to match
+(``--threads``), as ONNX Runtime takes every core per process by default.
 
 Job records live in the broker's Redis, next to Celery's own keys: ``vsr:jobs`` (job ids, oldest first),
 ``vsr:job:<id>`` (spec, chunks, state, error, times), ``vsr:job:<id>:done`` (chunk index -> worker, time, run
