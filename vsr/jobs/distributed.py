@@ -29,6 +29,7 @@ deliveries).  Messages are JSON only.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -51,7 +52,6 @@ VISIBILITY_TIMEOUT_S = 6 * 3600  # a few hundred 480p frames of EDVR on a CPU ta
 CONNECT_TIMEOUT_S = 3.0          # a broker that is not there is reported in seconds, not retried forever
 QUEUE = "vsr"                    # not Celery's default queue: a Redis shared with other Celery apps stays apart
 CHUNK_TASK = "vsr.jobs.chunk"
-STATES = ("queued", "running", "done", "failed", "cancelled")
 MAX_ATTEMPTS = 3  # a chunk whose process dies this often (out of memory?) fails its job instead of looping
 
 # one opened backend per worker process, reused by the chunks of every job with the same model and options
@@ -86,7 +86,7 @@ def submit(specs: list[JobSpec], broker: str, chunk_frames: int, *,
     db = _connect(broker)
     plans = [(spec, plan_chunks(spec, chunk_frames)) for spec in specs]
     app = make_app(broker, visibility_timeout_s=visibility_timeout_s)
-    ids = []
+    ids, job_id = [], None
     try:
         for spec, chunks in plans:
             job_id = uuid.uuid4().hex
@@ -97,6 +97,9 @@ def submit(specs: list[JobSpec], broker: str, chunk_frames: int, *,
             _send(app, job_id, spec, chunks, 0)
             ids.append(job_id)
     except (redis.RedisError, OSError) as err:
+        if job_id is not None and job_id not in ids:
+            with contextlib.suppress(redis.RedisError, OSError):  # `retry` can send what is missing
+                _fail(db, job_id, f"the broker failed while its chunks were sent: {err}")
         raise BrokerError(f"the broker {_safe(broker)} failed while jobs were sent ({len(ids)} queued): {err}") from err
     finally:
         app.close()
@@ -159,8 +162,10 @@ def run_worker(broker: str, concurrency: int = 1, *, visibility_timeout_s: float
 
 
 def status(broker: str) -> list[dict]:
-    """One row per job, oldest first: id, input, output, state, chunks_done, chunks_total, fps, eta_s, error,
-    workers (names of the workers that finished its chunks), running (chunk index -> worker)."""
+    """One row per job, oldest first: id, input, output, state (queued, running, done, failed, cancelled),
+    chunks_done, chunks_total, fps (frames done per wall second since its first chunk started, all workers
+    together), eta_s, error, workers (names of the workers that finished its chunks), running (chunk index ->
+    worker and pid)."""
     db = _connect(broker)
     rows = []
     for job_id in db.lrange("vsr:jobs", 0, -1):
