@@ -3,10 +3,13 @@
 A job's output frames are cut into chunks of about :data:`DEFAULT_CHUNK_FRAMES`.  Each chunk is computed by the
 same runner as ``vsr upscale`` with ``RunnerSettings.frames = (start, stop)``: it decodes its temporal halo
 (EDVR's window radius, and the reflection reach at the clip ends) but writes only its own frames, so every frame
-equals a single pass's.  A chunk file holds video only, with the source's own timestamps (the sink's ``--frames``
-trim, which moves timestamps back, is not used); the join stream-copies the chunks' packets into one file through
-a :class:`~vsr.video.VideoSink` made with the same settings, which adds the source's audio and subtitles exactly
-as ``vsr upscale`` does.
+equals a single pass's.  Decoding starts at the top, or at a keyframe verified at planning to decode exactly
+(:mod:`vsr.video.seek`).  A chunk file holds video only (``VideoSink(passthrough=False)``), at the source's own
+timestamps (the sink's ``--frames`` trim, which moves them back, is not used).  The join stream-copies the chunks'
+packets, with the timestamps their encoders gave, through a :class:`~vsr.video.VideoSink` made with the job's
+settings, which adds the source's audio and subtitles exactly as ``vsr upscale`` does.  With a lossless codec
+(ffv1) the output decodes to the frames and timestamps of a single pass; a lossy one restarts at each chunk with
+a keyframe, so pictures differ there (timestamps and audio do not).
 
 Files, beside the output (all written under a temporary name and renamed when complete)::
 
