@@ -10,6 +10,7 @@ Any other key, or a value of the wrong type, is one :class:`~vsr.errors.InputErr
 from __future__ import annotations
 
 import difflib
+import os
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -76,7 +77,7 @@ def read_job_file(path: str | Path) -> JobFile:
         raise InputError(f"{where}: inputs must be {_TOP['inputs']} (at least one)")
     out_dir = data.get("out_dir")
     if out_dir is not None:
-        out_dir = base / _typed(where, "out_dir", out_dir, (str,), _TOP["out_dir"])
+        out_dir = Path(os.path.normpath(base / _typed(where, "out_dir", out_dir, (str,), _TOP["out_dir"])))
     ext = data.get("ext")
     if ext is not None:
         ext = _typed(where, "ext", ext, (str,), _TOP["ext"]).lstrip(".")
@@ -86,8 +87,14 @@ def read_job_file(path: str | Path) -> JobFile:
     overwrite = data.get("overwrite")
     if overwrite is not None:
         _typed(where, "overwrite", overwrite, (bool,), _TOP["overwrite"])
-    return JobFile(path, tuple(base / i for i in inputs), out_dir, ext, chunk_frames, overwrite,
-                   _upscale(data.get("upscale", {}), f"{where}: [upscale]"))
+    upscale = _upscale(data.get("upscale", {}), f"{where}: [upscale]")
+    # a checkpoint or config file named in the job file is relative to it too (not "default", nor a config name)
+    if upscale.get("weights") not in (None, "default", "random"):
+        upscale["weights"] = str(base / upscale["weights"])
+    if str(upscale.get("config", "")).endswith(".toml"):
+        upscale["config"] = str(base / upscale["config"])
+    return JobFile(path, tuple(Path(os.path.normpath(base / i)) for i in inputs), out_dir, ext, chunk_frames,
+                   overwrite, upscale)
 
 
 def _upscale(table, where: str) -> dict:

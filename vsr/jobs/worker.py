@@ -1,0 +1,196 @@
+"""The local worker: claim a chunk from the job store, compute it, commit it; join a job whose chunks are all done.
+
+``run_workers(store, workers=N)`` runs N worker processes (spawned, not forked or threaded: ONNX Runtime and
+numba keep per-process thread pools) that share the store with each other and with any other ``vsr jobs run``
+on the machine.  Each claim holds a lease that a heartbeat thread renews every ``lease_s / 4``; a worker killed
+at any moment loses only the chunk it held, which goes back to the queue once its lease expires (at once when
+its process is known to be gone).  An opened backend is kept for the next chunk of the same model and options.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import signal
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from vsr.errors import VsrError
+from vsr.jobs.chunks import is_committed, join_chunks, run_chunk
+from vsr.jobs.leases import Claim, owner_id
+from vsr.jobs.spec import ChunkSpec, JobSpec
+from vsr.jobs.store import JobStore, StoreError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class WorkerSettings:
+    """lease_s: how long a claim stays leased without a heartbeat; poll_s: the wait when nothing can be claimed;
+    until_empty: stop when no job is queued or running (else poll for new jobs until stopped);
+    quiet: no line per chunk and job on stderr."""
+
+    lease_s: float = 60.0
+    poll_s: float = 1.0
+    until_empty: bool = False
+    quiet: bool = False
+
+
+class _Heartbeat(threading.Thread):
+    """Renews one claim's lease on its own connection until stopped; ends this process if its parent
+    (``vsr jobs run --workers N``) was killed, so no worker outlives it unseen."""
+
+    def __init__(self, path: Path, owner: str, claim: Claim, settings: WorkerSettings, parent: int | None):
+        super().__init__(name="vsr-heartbeat", daemon=True)
+        self.path, self.owner, self.claim, self.settings, self.parent = path, owner, claim, settings, parent
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        store = None
+        while not self.stopped.wait(self.settings.lease_s / 4):
+            if self.parent is not None and os.getppid() != self.parent:
+                os._exit(1)
+            try:
+                store = store or JobStore(self.path)
+                if not store.heartbeat(self.owner, self.claim, self.settings.lease_s):
+                    log.info("job %s: the lease was lost or the job was stopped", self.claim.job)
+            except StoreError as e:
+                log.warning("heartbeat: %s", e)
+        if store is not None:
+            store.close()
+
+
+class _Backends:
+    """The backend opened for the last chunk, kept while the next chunk asks for the same model and options."""
+
+    def __init__(self):
+        self.request = None
+        self.backend = None
+
+    def get(self, request):
+        if self.backend is None or request != self.request:
+            self.backend = None  # the old one goes before the new one loads: two models need not fit at once
+            self.backend = request.open()
+            self.request = request
+        return self.backend
+
+
+def work(path: str | Path, settings: WorkerSettings = WorkerSettings(), *, parent: int | None = None) -> int:
+    """One worker in this process until the queue is empty (``until_empty``) or forever; the pieces it did.
+
+    On an interrupt (Ctrl-C, SIGTERM) the claim in progress goes back to the queue and KeyboardInterrupt is
+    raised.  A claim whose input is bad fails its job with a one-line message; the worker goes on.
+    """
+    store = JobStore(path)
+    owner = owner_id()
+    backends = _Backends()
+    done = 0
+    try:
+        while True:
+            claim = store.claim(owner, settings.lease_s)
+            if claim is None:
+                if settings.until_empty and not store.pending():
+                    return done
+                time.sleep(settings.poll_s)
+                continue
+            beat = _Heartbeat(store.path, owner, claim, settings, parent)
+            beat.start()
+            try:
+                _process(store, owner, claim, backends, settings)
+            finally:
+                beat.stopped.set()
+                beat.join()
+            done += 1
+    except BaseException:
+        store.release(owner)
+        raise
+    finally:
+        store.close()
+
+
+def _process(store: JobStore, owner: str, claim: Claim, backends: _Backends, settings: WorkerSettings) -> None:
+    say = (lambda text: None) if settings.quiet else (lambda text: print(f"vsr: {text}", file=sys.stderr))
+    t0 = time.perf_counter()
+    try:
+        spec = JobSpec.from_json(claim.spec)
+        if claim.is_join:
+            join_chunks(spec, [ChunkSpec.from_dict(c["chunk"]) for c in store.chunks(claim.job)])
+            store.finish_job(owner, claim)
+            say(f"job {claim.job} done: {spec.output}")
+            return
+        chunk = ChunkSpec.from_dict(claim.chunk)
+        computed = not is_committed(spec, chunk)
+        backend = backends.get(spec.settings()[0]) if computed else None
+        report = run_chunk(spec, chunk, backend=backend)
+        store.commit_chunk(owner, claim, report, computed)
+        say(f"job {claim.job} chunk {chunk.index} (frames {chunk.start}:{chunk.stop}) done in "
+            f"{time.perf_counter() - t0:.1f} s")
+    except (KeyboardInterrupt, StoreError):
+        raise
+    except VsrError as e:
+        _fail(store, owner, claim, str(e), say)
+    except Exception as e:  # anything else a chunk raises fails its job, not the worker
+        log.debug("job %s failed", claim.job, exc_info=True)
+        _fail(store, owner, claim, f"{type(e).__name__}: {e}", say)
+
+
+def _fail(store: JobStore, owner: str, claim: Claim, message: str, say) -> None:
+    message = " ".join(message.split())  # one line in `vsr jobs list`
+    store.fail(owner, claim, message)
+    say(f"job {claim.job} failed: {message}")
+
+
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def _child(path: str, settings: WorkerSettings, parent: int) -> None:
+    """A spawned worker process: :func:`work`, exit 130 on an interrupt."""
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+    code = 0
+    try:
+        work(path, settings, parent=parent)
+    except KeyboardInterrupt:
+        code = 130
+    except VsrError as e:
+        print(f"vsr: error: {e}", file=sys.stderr)
+        code = e.exit_code
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # an inference call an interrupt left behind must not see the native libraries torn down (see vsr.cli.entry)
+    os._exit(code)
+
+
+def run_workers(path: str | Path, workers: int = 1, settings: WorkerSettings = WorkerSettings()) -> int:
+    """``workers`` worker processes on the store at ``path``, until they end; the exit code (130: interrupted).
+
+    One worker runs in this process.  An interrupt of this process stops every worker (each gives its claim
+    back).
+    """
+    JobStore(path).close()  # a missing or broken store is one error line here, not one per worker
+    if workers == 1:
+        work(path, settings)
+        return 0
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=_child, args=(str(path), settings, os.getpid()), name=f"vsr-worker-{i}")
+             for i in range(workers)]
+    for p in procs:
+        p.start()
+    try:
+        for p in procs:
+            p.join()
+    except KeyboardInterrupt:
+        for p in procs:
+            if p.is_alive():
+                os.kill(p.pid, signal.SIGINT)
+        for p in procs:
+            p.join()
+        raise
+    codes = [p.exitcode for p in procs]
+    if 130 in codes:
+        return 130
+    return max((c if c > 0 else 1 for c in codes if c), default=0)  # killed by a signal: exit code < 0
