@@ -42,6 +42,7 @@ def add_parser(sub) -> None:
     rep.add_argument("--json", action="store_true", help="print the tables as JSON")
     rep.add_argument("--html", default=None, metavar="OUT.html", help="also write the report as an HTML page")
     rep.add_argument("--overwrite", action="store_true", help="replace OUT.html if it exists")
+    rep.add_argument("--broker", default=None, metavar="URL", help="a job of a Celery broker")
 
 
 def _sub(jobs, name: str, text: str) -> argparse.ArgumentParser:
@@ -62,6 +63,15 @@ def _add_add(jobs) -> None:
     a.add_argument("--overwrite", action="store_true", help="replace outputs that exist")
     a.add_argument("--broker", default=None, metavar="URL", help="submit to a Celery broker (redis://HOST:PORT/N)")
     add_upscale_options(a, frames=False)
+
+
+def _distributed():
+    """:mod:`vsr.jobs.distributed` (Celery), imported only for ``--broker``."""
+    try:
+        from vsr.jobs import distributed
+    except ModuleNotFoundError as e:
+        raise InputError(f"--broker needs the distributed queue (celery[redis]): {e}") from None
+    return distributed
 
 
 def _job_id(text: str) -> int:
@@ -119,11 +129,9 @@ def _add(args) -> int:
         for spec in job_specs(inputs, out_dir, ext, backend, encoder, runner, overwrite, taken):
             planned.append((spec, chunk or DEFAULT_CHUNK_FRAMES))
     if args.broker:
-        from vsr.jobs import distributed
-
         ids = []
         for frames in dict.fromkeys(f for _, f in planned):
-            ids += distributed.submit([s for s, f in planned if f == frames], args.broker, frames)
+            ids += _distributed().submit([s for s, f in planned if f == frames], args.broker, frames)
     else:
         from vsr.jobs.store import JobStore
 
@@ -139,9 +147,7 @@ def _list(args) -> int:
     from vsr.report.render import table
 
     if args.broker:
-        from vsr.jobs import distributed
-
-        rows = distributed.status(args.broker)
+        rows = _distributed().status(args.broker)
     else:
         from vsr.jobs.store import JobStore
 
@@ -172,9 +178,7 @@ def _raise_interrupt(signum, frame):
 def _run(args) -> int:
     workers = to_int(args.workers, "--workers", 1)
     if args.broker:
-        from vsr.jobs import distributed
-
-        distributed.run_worker(args.broker, concurrency=workers)
+        _distributed().run_worker(args.broker, concurrency=workers)
         return 0
     from vsr.jobs.store import store_path
     from vsr.jobs.worker import WorkerSettings, run_workers
@@ -211,25 +215,29 @@ def _retry(args) -> int:
 
 
 def _report(args) -> int:
-    from vsr.jobs.store import JobStore
     from vsr.report import html, render
     from vsr.report.combine import combine_reports
     from vsr.report.load import parse_run
 
-    job = _job_id(args.id)
-    with JobStore(args.store) as store:
-        row = store.job(job)
-        chunks = store.chunks(job)
-    reports = [c["report"] for c in chunks if c["state"] == "done" and c["report"]]
-    data = combine_reports(reports, {"input": row.input, "output": row.output,
-                                     "frames": f"0:{row.frames_total}", "job": job})
-    run = parse_run(data, f"job {job}")
+    if args.broker:
+        reports, total = _distributed().chunk_reports(args.broker, args.id), None
+        settings, label, state = {"job": args.id}, f"job {args.id}", "on the broker"
+    else:
+        from vsr.jobs.store import JobStore
+
+        job = _job_id(args.id)
+        with JobStore(args.store) as store:
+            row = store.job(job)
+            chunks = store.chunks(job)
+        reports = [c["report"] for c in chunks if c["state"] == "done" and c["report"]]
+        total, label, state = len(chunks), f"job {job}", row.state
+        settings = {"input": row.input, "output": row.output, "frames": f"0:{row.frames_total}", "job": job}
+    run = parse_run(combine_reports(reports, settings), label)
     if args.html:
         html.write_page(args.html, html.render_html(run), overwrite=args.overwrite)
     print(json.dumps(render.to_json(run), indent=2) if args.json else render.render_text(run))
-    if len(reports) < len(chunks):
-        print(f"vsr: job {job} is {row.state}: the report covers {len(reports)} of its {len(chunks)} chunks",
-              file=sys.stderr)
+    if total is not None and len(reports) < total:
+        print(f"vsr: {label} is {state}: the report covers {len(reports)} of its {total} chunks", file=sys.stderr)
     return 0
 
 

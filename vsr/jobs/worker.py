@@ -90,7 +90,7 @@ def work(path: str | Path, settings: WorkerSettings = WorkerSettings(), *, paren
     backends = _Backends()
     done = 0
     try:
-        while True:
+        while parent is None or os.getppid() == parent:  # a worker whose `vsr jobs run` was killed stops
             claim = store.claim(owner, settings.lease_s)
             if claim is None:
                 if settings.until_empty and not store.pending():
@@ -105,6 +105,7 @@ def work(path: str | Path, settings: WorkerSettings = WorkerSettings(), *, paren
                 beat.stopped.set()
                 beat.join()
             done += 1
+        return done
     except BaseException:
         store.release(owner)
         raise
