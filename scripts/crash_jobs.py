@@ -4,7 +4,7 @@
 
 Queues one job per clip (default: two short real clips of /work/shared/data/videos) with EDVR-tiny, random
 weights and FFV1, then ``--kills`` times starts ``vsr jobs run --until-empty`` and kills it (SIGKILL) after a
-random 1..``--max-wait`` seconds; after each kill every output path must be absent or a complete file.  A last
+random 0..``--max-wait`` seconds once it has claimed work; after each kill every output path must be absent or a complete file.  A last
 run finishes the queue.  Then: every job done, every output decodes to exactly the frames and timestamps of
 ``vsr upscale`` with the same options, no chunk computed twice (the store's ``computed`` column), nothing
 but the outputs left in the output folder, ``PRAGMA integrity_check`` ok.  Prints the summary as JSON.
@@ -17,10 +17,12 @@ import json
 import os
 import random
 import signal
+import sqlite3
 import subprocess
 import sys
 import tempfile
 import time
+from contextlib import closing
 from pathlib import Path
 
 import av
@@ -53,12 +55,24 @@ def complete(path: Path, expected: int) -> bool:
         return False
 
 
+def progress(store: Path) -> tuple:
+    """What changes whenever a worker claims or finishes something: claims made, chunks and jobs done."""
+    with closing(sqlite3.connect(store, timeout=30)) as db:
+        return db.execute("SELECT (SELECT sum(attempts) FROM chunks), (SELECT count(*) FROM chunks WHERE state = "
+                          "'done'), (SELECT count(*) FROM jobs WHERE state = 'done'), (SELECT count(join_owner) "
+                          "FROM jobs)").fetchone()
+
+
 def kill_cycle(store: Path, outputs: dict[Path, int], wait_s: float, workers: int) -> dict:
-    """Start a worker, SIGKILL it after ``wait_s`` seconds; whether it was still working, and whether every
-    output path held either nothing or a complete file afterwards."""
+    """Start a worker; once it has claimed something (so the kill lands in its work, not in its start-up),
+    SIGKILL it after ``wait_s`` more seconds.  Whether it was still working then, and whether every output path
+    held either nothing or a complete file afterwards."""
+    before = progress(store)
     p = subprocess.Popen([sys.executable, "-m", "vsr", "jobs", "run", "--until-empty", "--quiet", "--lease", "3",
                           "--workers", str(workers), "--store", str(store)], cwd=REPO,
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    while p.poll() is None and progress(store) == before:
+        time.sleep(0.05)
     try:
         p.wait(timeout=wait_s)
         landed = False
@@ -66,13 +80,15 @@ def kill_cycle(store: Path, outputs: dict[Path, int], wait_s: float, workers: in
         os.kill(p.pid, signal.SIGKILL)
         p.wait()
         landed = True
+    at = progress(store)
     bad = [str(o) for o, n in outputs.items() if o.exists() and not complete(o, n)]
     return {"wait_s": round(wait_s, 2), "killed_while_working": landed, "partial_outputs": bad,
+            "claims_so_far": at[0], "chunks_done": at[1], "jobs_done": at[2], "joins_held": at[3],
             "exit": p.returncode}
 
 
 def crash_run(clips: list[Path], work: Path, kills: int, chunk_frames: int = 8, workers: int = 1, seed: int = 0,
-              max_wait_s: float = 8.0, options: list[str] = OPTIONS) -> dict:
+              max_wait_s: float = 4.0, options: list[str] = OPTIONS) -> dict:
     """The whole experiment in ``work``; the summary (see the module docstring)."""
     from vsr.jobs.store import JobStore
 
@@ -86,7 +102,7 @@ def crash_run(clips: list[Path], work: Path, kills: int, chunk_frames: int = 8, 
         vsr("upscale", clip, ref / f"{clip.stem}.mkv", *options, "--quiet")
         expected[out / f"{clip.stem}.mkv"] = ref / f"{clip.stem}.mkv"
     counts = {o: len(frames_of(r)) for o, r in expected.items()}
-    cycles = [kill_cycle(store, counts, rng.uniform(1.0, max_wait_s), workers) for _ in range(kills)]
+    cycles = [kill_cycle(store, counts, rng.uniform(0.0, max_wait_s), workers) for _ in range(kills)]
     t0 = time.perf_counter()
     final = vsr("jobs", "run", "--until-empty", "--quiet", "--store", store, "--workers", workers)
     with JobStore(store) as s:
@@ -116,7 +132,7 @@ def main() -> int:
     p.add_argument("--chunk-frames", type=int, default=8)
     p.add_argument("--workers", type=int, default=1)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--max-wait", type=float, default=8.0, help="longest wait before a kill (seconds)")
+    p.add_argument("--max-wait", type=float, default=4.0, help="longest wait before a kill (seconds)")
     args = p.parse_args()
     with tempfile.TemporaryDirectory(prefix="vsr-crash-") as tmp:
         summary = crash_run([c.resolve() for c in args.clips], Path(tmp), args.kills, args.chunk_frames,

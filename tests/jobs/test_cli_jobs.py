@@ -17,7 +17,8 @@ import pytest
 from vsr.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
-TINY = ["--weights", "random", "--config", "edvr-tiny", "--codec", "ffv1", "--threads", "1"]
+# the torch backend: the quickest to start (the default ONNX Runtime one is scripts/crash_jobs.py's)
+TINY = ["--weights", "random", "--config", "edvr-tiny", "--backend", "torch", "--codec", "ffv1", "--threads", "1"]
 
 
 def jobs(capsys, *args) -> tuple[int, str, str]:
@@ -42,11 +43,11 @@ def frames_of(path: Path) -> list[tuple[object, np.ndarray]]:
 
 def single_pass(src: Path, dst: Path) -> Path:
     """The same upscale as TINY in one `vsr upscale` pass (the library call)."""
-    from vsr.backends import BackendRequest, backend_options
+    from vsr.backends import BackendRequest, TorchOptions
     from vsr.pipeline import upscale
     from vsr.video import EncoderSettings
 
-    upscale(src, dst, backend=BackendRequest("random", "edvr-tiny", backend_options(threads=1)),
+    upscale(src, dst, backend=BackendRequest("random", "edvr-tiny", TorchOptions(threads=1)),
             encoder=EncoderSettings(codec="ffv1"))
     return dst
 

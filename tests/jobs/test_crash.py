@@ -24,8 +24,9 @@ def test_kill_9_at_random_moments_loses_nothing(make_clip, tmp_path, workers):
     clips = [make_clip(f"v{i}.mp4", width=32, height=24, frames=n, seed=i) for i, n in enumerate((14, 9))]
     work = tmp_path / "work"
     work.mkdir()
-    s = crash_script().crash_run(clips, work, kills=3, chunk_frames=3, workers=workers, seed=workers,
-                                 max_wait_s=5.0)
+    script = crash_script()
+    s = script.crash_run(clips, work, kills=3, chunk_frames=3, workers=workers, seed=workers, max_wait_s=2.0,
+                         options=[*script.OPTIONS, "--backend", "torch"])
     assert s["states"] == ["done", "done"] and not s["errors"], s
     assert s["frame_exact"] == {"v0.mkv": True, "v1.mkv": True}
     assert s["max_computed"] <= 1 and s["partial_outputs_seen"] == 0

@@ -46,10 +46,21 @@ def job_specs(inputs: list[Path], out_dir: Path, ext: str | None, backend, encod
     ``taken``: output -> input of the specs made so far (across calls), so two inputs never share an output.
     """
     taken = {} if taken is None else taken
+    created = [p for p in (out_dir, *out_dir.parents) if not p.exists()]
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise InputError(f"cannot create the output folder {out_dir}: {e.strerror}") from None
+    try:
+        return _specs(inputs, out_dir, ext, backend, encoder, runner, overwrite, taken)
+    except BaseException:
+        for p in created:  # a refused add leaves no folder behind
+            if p.is_dir() and not any(p.iterdir()):
+                p.rmdir()
+        raise
+
+
+def _specs(inputs, out_dir, ext, backend, encoder, runner, overwrite, taken) -> list[JobSpec]:
     specs = []
     for path in inputs:
         for src in videos_of(path):
