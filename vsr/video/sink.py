@@ -38,10 +38,12 @@ class VideoSink:
 
     With ``trim`` (``--frames A:B``) the output starts where the source starts: timestamps move back by
     the time of frame A, and only audio/subtitle packets inside the written frames' span are copied.
+    ``passthrough=False``: video only, the source's audio and subtitles are left out (a chunk of a batch job,
+    :mod:`vsr.jobs.chunks`, whose join adds them with :meth:`mux`).
     """
 
     def __init__(self, dst: Path, info: VideoInfo, settings: EncoderSettings, scale: int = 4,
-                 trim: bool = False):
+                 trim: bool = False, passthrough: bool = True):
         self.dst = output_path(Path(dst))
         self.info = info
         self.tmp = video_partial(self.dst)
@@ -73,7 +75,7 @@ class VideoSink:
             self.encoder_options, self.low_memory_x264 = encoder_options(codec.name, settings, width, height)
             check_values(codec.name, self.encoder_options, settings)
             self.vs = self._add_video(codec, width, height)
-            if info.kind == "video":
+            if info.kind == "video" and passthrough:
                 self.passthrough = Passthrough(info.path, self.oc)
             self.oc.metadata.update(info.container_metadata)
             open_encoder(self.oc, self.vs, self.encoder_options, settings)
@@ -163,6 +165,14 @@ class VideoSink:
             self._copy_until(float(pkt.dts * pkt.time_base) + float(self.pts_offset * self.info.time_base)
                              if pkt.dts is not None else t)
             self.oc.mux(pkt)
+
+    def mux(self, packet: av.Packet) -> None:
+        """Mux an already encoded video packet (stream copy, e.g. from a chunk written by a sink with the same
+        settings), the source's audio and subtitle packets due before it first, as :meth:`write` does."""
+        t = packet.dts if packet.dts is not None else packet.pts
+        self._copy_until(float(t * packet.time_base) + float(self.pts_offset * self.info.time_base))
+        packet.stream = self.vs
+        self.oc.mux(packet)
 
     def commit(self) -> None:
         for pkt in self._dts.repair(self.vs.encode(None), last=True):

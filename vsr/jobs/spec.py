@@ -1,0 +1,160 @@
+"""``JobSpec``: one ``vsr upscale`` run as plain JSON data (what a queue stores and Celery sends), and
+``ChunkSpec``: the part of it that one chunk computes.
+
+The settings dataclasses (:class:`~vsr.backends.BackendRequest` with its options, :class:`EncoderSettings`,
+:class:`RunnerSettings`) are serialised field by field from their type hints, so a field added to any of them
+travels with the job without a change here.  Every dataclass is written with its class name (``"type"``), which
+picks the right member of a union such as :data:`vsr.backends.BackendOptions`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from vsr.backends import BackendRequest
+from vsr.errors import InputError
+from vsr.pipeline.runner import RunnerSettings
+from vsr.video import EncoderSettings
+
+JOB_FORMAT = "vsr-job/1"
+
+
+def to_data(value):
+    """A settings value -> JSON data: dataclasses as ``{"type": class name, field: ...}``, tuples as lists."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        data = {"type": type(value).__name__}
+        data.update((f.name, to_data(getattr(value, f.name))) for f in dataclasses.fields(value))
+        return data
+    if isinstance(value, (tuple, list)):
+        return [to_data(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): to_data(v) for k, v in value.items()}
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    return value
+
+
+def from_data(hint, data):
+    """JSON data -> a value of type ``hint`` (the inverse of :func:`to_data`, led by the type hints)."""
+    if data is None:
+        return None
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        members = [a for a in typing.get_args(hint) if a is not type(None)]
+        if isinstance(data, dict) and "type" in data:
+            named = [a for a in members if isinstance(a, type) and a.__name__ == data["type"]]
+            if not named:
+                raise InputError(f"job file: {data['type']!r} is none of {[a.__name__ for a in members]}")
+            return from_data(named[0], data)
+        return from_data(members[0], data) if len(members) == 1 else data
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+        return _dataclass_from(hint, data)
+    if origin is tuple:
+        args = typing.get_args(hint)
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(from_data(args[0], v) for v in data)
+        return tuple(from_data(a, v) for a, v in zip(args, data)) if args else tuple(data)
+    if hint is float and isinstance(data, int) and not isinstance(data, bool):
+        return float(data)
+    return data
+
+
+def _dataclass_from(cls, data: dict):
+    if not isinstance(data, dict) or data.get("type", cls.__name__) != cls.__name__:
+        raise InputError(f"job file: expected {cls.__name__}, got {str(data)[:80]}")
+    hints = typing.get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = set(data) - names - {"type"}
+    if unknown:
+        raise InputError(f"job file: {cls.__name__} has no field {sorted(unknown)[0]!r}")
+    return cls(**{k: from_data(hints[k], v) for k, v in data.items() if k != "type"})
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """One upscale: ``input`` -> ``output`` (absolute paths) with everything ``vsr upscale`` takes.
+
+    ``runner.frames`` is always the whole clip: a job is cut into chunks by :func:`vsr.jobs.chunks.plan_chunks`.
+    ``overwrite``: the join may replace an existing output (under :mod:`vsr.video.output`'s rules).
+    """
+
+    input: str
+    output: str
+    backend: BackendRequest = field(default_factory=BackendRequest)
+    encoder: EncoderSettings = field(default_factory=EncoderSettings)
+    runner: RunnerSettings = field(default_factory=RunnerSettings)
+    overwrite: bool = False
+
+    def __post_init__(self):
+        if self.runner.frames != (0, None):
+            raise InputError("vsr jobs upscales whole videos: --frames is not taken")
+        if Path(self.output).suffix == "":
+            raise InputError(f"vsr jobs writes video files, not PNG folders: {self.output} has no suffix")
+
+    @classmethod
+    def from_settings(cls, input: str | os.PathLike, output: str | os.PathLike, backend: BackendRequest,
+                      encoder: EncoderSettings, runner: RunnerSettings, overwrite: bool = False) -> "JobSpec":
+        return cls(os.path.abspath(input), os.path.abspath(output), backend, encoder, runner, overwrite)
+
+    def settings(self) -> tuple[BackendRequest, EncoderSettings, RunnerSettings]:
+        return self.backend, self.encoder, self.runner
+
+    def to_dict(self) -> dict:
+        data = to_data(self)
+        data["type"] = JOB_FORMAT
+        return data
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "JobSpec":
+        if not isinstance(data, dict) or data.get("type") != JOB_FORMAT:
+            raise InputError(f"not a vsr job ({JOB_FORMAT}): {str(data)[:80]}")
+        return _dataclass_from(cls, {**data, "type": cls.__name__})
+
+    @classmethod
+    def from_json(cls, text: str) -> "JobSpec":
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise InputError(f"not a vsr job: {e}") from None
+        return cls.from_dict(data)
+
+    @property
+    def key(self) -> str:
+        """A hash of everything that decides the chunks' content (all but ``overwrite``): names their folder."""
+        data = self.to_dict()
+        data.pop("overwrite")
+        return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class ChunkSpec:
+    """Output frames ``start <= i < stop`` of a job, numbered ``index``.
+
+    ``decode_from``: the frame where its decoding starts (0: the top of the file, else a keyframe checked at
+    planning to decode exactly as a decode from the top, see :mod:`vsr.video.seek`), at timestamp ``entry_pts``,
+    whose decoded picture hashes to ``entry_digest``.
+    """
+
+    index: int
+    start: int
+    stop: int
+    decode_from: int = 0
+    entry_pts: int | None = None
+    entry_digest: str | None = None
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "ChunkSpec":
+        return _dataclass_from(cls, data)
