@@ -1,10 +1,12 @@
 """A job cut into chunks of 8 frames, each computed by ``run_chunk`` and joined by ``join_chunks``, decodes to
-exactly the frames (bit-identical planes) and timestamps of one ``vsr.pipeline.upscale`` pass over the same
-real clip with the same options, audio included; a committed chunk is never computed again."""
+exactly the frames (bit-identical planes) and timestamps of one ``vsr.pipeline.upscale`` pass over the same real
+clip with the same options (ffv1), audio included; chunks enter the file at keyframes only where that decodes
+exactly; a committed chunk is never computed again, and nothing partial is left anywhere."""
 
 from __future__ import annotations
 
 import hashlib
+import os
 import warnings
 from pathlib import Path
 
@@ -19,26 +21,34 @@ from vsr.pipeline.upscale import upscale
 from vsr.video import EncoderSettings
 
 from tests.conftest import VIDEOS
+from tests.jobs.helpers import WindowBackend, excerpt
 
 ENCODER = EncoderSettings(codec="ffv1")
 REQUEST = BackendRequest("random", "edvr-tiny", TorchOptions(threads=1))
 
 
+def need(name: str) -> Path:
+    path = VIDEOS / name
+    if not path.exists():
+        pytest.skip(f"{path} not here")
+    return path
+
+
 def decoded(path: Path) -> dict:
-    """Every stream of ``path`` as the decoder gives it: video frames (pts, duration, plane digest), other
-    streams' packets (pts, dts, bytes digest), time bases."""
+    """Every stream of ``path`` as a reader gets it: video frames (pts, duration, format, size, sample digest),
+    the other streams' packets (pts, dts, duration, data digest), time bases."""
     out = {}
     with av.open(str(path)) as c:
         for st in c.streams:
             out[st.index] = {"type": st.type, "time_base": st.time_base, "items": []}
         for pkt in c.demux():
-            st = out[pkt.stream.index]
+            items = out[pkt.stream.index]["items"]
             if pkt.stream.type == "video":
                 for f in pkt.decode():
                     digest = hashlib.sha256(f.to_ndarray().tobytes()).hexdigest()
-                    st["items"].append((f.pts, f.duration, f.format.name, f.width, f.height, digest))
+                    items.append((f.pts, f.duration, f.format.name, f.width, f.height, digest))
             elif pkt.size:
-                st["items"].append((pkt.pts, pkt.dts, hashlib.sha256(bytes(pkt)).hexdigest()))
+                items.append((pkt.pts, pkt.dts, pkt.duration, hashlib.sha256(bytes(pkt)).hexdigest()))
     return out
 
 
@@ -56,18 +66,90 @@ def run_job(spec: JobSpec, backend, chunk_frames: int = 8) -> list:
     return chunks
 
 
-@pytest.mark.parametrize("name, suffix", [
-    ("h264_256x240_35fps_1s_noaudio.mp4", ".mp4"),
-    ("h264_aac_320x240_29.97fps_1.2s_realshort.mp4", ".mkv"),
+def check_job_equals_single_pass(src: Path, tmp_path: Path, suffix: str, backend, request=REQUEST) -> list:
+    single_pass(src, tmp_path / f"single{suffix}", backend)
+    spec = JobSpec.from_settings(src, tmp_path / f"job{suffix}", request, ENCODER, RunnerSettings())
+    chunks = run_job(spec, backend)
+    got, want = decoded(tmp_path / f"job{suffix}"), decoded(tmp_path / f"single{suffix}")
+    assert got == want
+    assert sum(len(s["items"]) for s in want.values() if s["type"] == "video") == chunks[-1].stop
+    assert not chunk_folder(spec).parent.exists()  # nothing left beside the output
+    assert sorted(p.name for p in tmp_path.iterdir() if p.suffix == suffix) == [f"job{suffix}", f"single{suffix}"]
+    return chunks
+
+
+@pytest.mark.parametrize("name, suffix, packets", [
+    ("h264_256x240_35fps_1s_noaudio.mp4", ".mp4", None),
+    ("h264_aac_320x240_29.97fps_1.2s_realshort.mp4", ".mkv", None),  # AAC audio; a second keyframe at 30
+    ("vp9_320x180_30fps_10s_bbb.webm", ".mkv", 40),  # its first 40 frames, stream-copied
 ])
-def test_chunked_job_equals_a_single_pass(name, suffix, tmp_path, tiny_backend):
-    src = VIDEOS / name
-    if not src.exists():
-        pytest.skip(f"{src} not here")
-    single_pass(src, tmp_path / f"single{suffix}", tiny_backend)
-    spec = JobSpec.from_settings(src, tmp_path / f"job{suffix}", REQUEST, ENCODER, RunnerSettings())
-    chunks = run_job(spec, tiny_backend)
-    assert len(chunks) > 2
-    assert decoded(tmp_path / f"job{suffix}") == decoded(tmp_path / f"single{suffix}")
-    assert not chunk_folder(spec).exists()
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([f"job{suffix}", f"single{suffix}"])
+def test_chunked_job_equals_a_single_pass_on_real_clips(name, suffix, packets, tmp_path):
+    src = need(name)
+    if packets is not None:
+        src = excerpt(src, tmp_path / f"clip{src.suffix}", packets)
+    chunks = check_job_equals_single_pass(src, tmp_path, suffix, WindowBackend(), request=REQUEST)
+    assert len(chunks) >= 5 and all(c.stop - c.start == 8 for c in chunks[:-1])
+    if "realshort" in name:  # the last chunk reads frames 30.. and enters the file at its keyframe 30
+        assert [c.decode_from for c in chunks] == [0, 0, 0, 0, 30]
+
+
+def test_chunked_edvr_tiny_equals_a_single_pass(make_clip, tmp_path, tiny_backend):
+    clip = make_clip("clip.mp4", width=24, height=16, frames=20)
+    chunks = check_job_equals_single_pass(clip, tmp_path, ".mkv", tiny_backend)
+    assert [(c.start, c.stop) for c in chunks] == [(0, 8), (8, 16), (16, 20)]
+
+
+def test_plan_enters_verified_keyframes_only(tmp_path):
+    cockatoo = need("h264yuv444_mp3_1280x720_20fps_14s_cockatoo.mp4")
+    spec = JobSpec.from_settings(cockatoo, tmp_path / "c.mkv", REQUEST, ENCODER, RunnerSettings())
+    chunks = plan_chunks(spec, 100)  # keyframes 76 and 145 decode wrongly after a seek
+    assert [(c.start, c.stop, c.decode_from) for c in chunks] == [(0, 100, 0), (100, 200, 0), (200, 280, 0)]
+    bbb = need("vp9_320x180_30fps_10s_bbb.webm")
+    spec = JobSpec.from_settings(bbb, tmp_path / "b.mkv", REQUEST, ENCODER, RunnerSettings())
+    chunks = plan_chunks(spec, 100)  # keyframes 128 and 256 decode exactly; the halo is 2 frames
+    assert [(c.start, c.decode_from) for c in chunks] == [(0, 0), (100, 0), (200, 128)]
+    assert chunks[2].entry_pts is not None and chunks[2].entry_digest
+
+
+def test_a_committed_chunk_is_never_computed_again(tmp_path):
+    src = need("h264_256x240_35fps_1s_noaudio.mp4")
+    spec = JobSpec.from_settings(src, tmp_path / "out.mp4", REQUEST, ENCODER, RunnerSettings())
+    backend = WindowBackend()
+    chunks = plan_chunks(spec, 8)
+    first = run_chunk(spec, chunks[1], backend=backend)
+    calls, stamp = backend.calls, os.stat(chunk_path(spec, chunks[1])).st_mtime_ns
+    assert calls == 8 and is_committed(spec, chunks[1]) and not is_committed(spec, chunks[0])
+    assert run_chunk(spec, chunks[1], backend=backend) == first
+    assert backend.calls == calls and os.stat(chunk_path(spec, chunks[1])).st_mtime_ns == stamp
+    assert first["frames"] == 8 and first["settings"]["chunk"]["index"] == 1
+    for c in chunks:
+        run_chunk(spec, c, backend=backend)
+    assert backend.calls == chunks[-1].stop
+    join_chunks(spec, chunks)
+    stamp = os.stat(spec.output).st_mtime_ns
+    join_chunks(spec, chunks)  # joined already: nothing to do
+    assert os.stat(spec.output).st_mtime_ns == stamp
+
+
+class BreaksAt(WindowBackend):
+    def __init__(self, at: int):
+        super().__init__()
+        self.at = at
+
+    def infer(self, x):
+        if self.calls + 1 == self.at:
+            raise RuntimeError("worker lost")
+        return super().infer(x)
+
+
+def test_a_failed_chunk_leaves_nothing_and_a_join_waits_for_every_chunk(tmp_path):
+    src = need("h264_256x240_35fps_1s_noaudio.mp4")
+    spec = JobSpec.from_settings(src, tmp_path / "out.mp4", REQUEST, ENCODER, RunnerSettings())
+    chunks = plan_chunks(spec, 8)
+    with pytest.raises(RuntimeError, match="worker lost"):
+        run_chunk(spec, chunks[0], backend=BreaksAt(5))
+    assert list(chunk_folder(spec).iterdir()) == []
+    assert not is_committed(spec, chunks[0]) and not report_path(spec, chunks[0]).exists()
+    with pytest.raises(Exception, match="chunk 0 of 5 is not done"):
+        join_chunks(spec, chunks)
+    assert not Path(spec.output).exists()

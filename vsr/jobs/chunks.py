@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import shutil
 from dataclasses import replace
+from fractions import Fraction
 from pathlib import Path
 
 import av
@@ -30,7 +32,8 @@ from vsr.errors import InputError
 from vsr.jobs.spec import ChunkSpec, JobSpec
 from vsr.model.weights import resolve_config
 from vsr.pipeline.runner import FrameQueueRunner
-from vsr.video import VideoSink, check_output, open_source
+from vsr.video import VideoSink, VideoSource, check_output, open_source
+from vsr.video.seek import EntryPoint, VideoScan, scan_video, verify_entry
 from vsr.video.output import remove_stale_partials
 
 log = logging.getLogger(__name__)
@@ -66,29 +69,65 @@ def window_radius(spec: JobSpec) -> int:
 
 
 def plan_chunks(spec: JobSpec, chunk_frames: int = DEFAULT_CHUNK_FRAMES) -> list[ChunkSpec]:
-    """The chunks of ``spec``: ``chunk_frames`` output frames each (the last one may be shorter)."""
+    """The chunks of ``spec``: ``chunk_frames`` output frames each (the last one may be shorter).
+
+    The input is decoded from the top once (:func:`vsr.video.seek.scan_video`: the exact frame count, each
+    frame's timestamp and picture digest).  A chunk starts decoding at the last keyframe before its halo whose
+    seek was verified to decode every frame the chunk reads exactly as that decode from the top
+    (:func:`vsr.video.seek.verify_entry`); where none is (the cockatoo clip), it decodes from the top.
+    """
     if chunk_frames < 1:
         raise InputError(f"--chunk-frames must be at least 1, not {chunk_frames}")
-    total = _source_frames(spec.input)
+    path = Path(spec.input)
+    if path.is_dir():
+        return _cut(_png_frames(path), chunk_frames)
+    open_source(path).close()  # one-line errors for a missing file, not a video, no video stream
+    try:
+        scan = scan_video(path)
+    except (av.FFmpegError, OSError) as e:
+        raise InputError(f"cannot decode {path}: {e}") from None
+    if scan.frames == 0:
+        raise InputError(f"zero frames: {path} decodes to no frame")
+    halo = 2 * window_radius(spec)  # how far back a window's reflection reaches, and forward the decode goes
+    entries = EntryFinder(path, scan)
+    return [replace(c, **entries.fields(max(c.start - halo, 0), min(c.stop + halo, scan.frames)))
+            for c in _cut(scan.frames, chunk_frames)]
+
+
+def _cut(total: int, chunk_frames: int) -> list[ChunkSpec]:
     return [ChunkSpec(i, start, min(start + chunk_frames, total))
             for i, start in enumerate(range(0, total, chunk_frames))]
 
 
-def _source_frames(path: str) -> int:
-    """The exact number of frames a decode from the top gives (decoded, never converted to RGB)."""
+def _png_frames(path: Path) -> int:
     source = open_source(path)
-    try:
-        if source.info.kind != "video":
-            return source.info.frames
-        with av.open(path, "r") as c:
-            total = sum(1 for _ in c.decode(c.streams.video[0]))
-    except av.FFmpegError as e:
-        raise InputError(f"decoding {path} failed ({e})") from None
-    finally:
-        source.close()
-    if total == 0:
-        raise InputError(f"zero frames: {path} decodes to no frame")
-    return total
+    source.close()
+    return source.info.frames
+
+
+class EntryFinder:
+    """Chooses where a chunk's decoding starts: the nearest verified keyframe at or before the first frame it
+    reads (trying at most :attr:`TRIES` keyframes back), else the top.  A keyframe that fails once is not tried
+    again; one verified up to a frame is not decoded again for a chunk that reads no further."""
+
+    TRIES = 2
+
+    def __init__(self, path: Path, scan: VideoScan):
+        self.path, self.scan = path, scan
+        self.bad: set[int] = set()
+        self.verified: dict[int, int] = {}  # keyframe -> frames up to which it decodes exactly
+
+    def fields(self, first: int, through: int) -> dict:
+        """The ChunkSpec fields of the entry for a chunk that reads frames ``first .. through - 1``."""
+        candidates = [k for k in reversed(self.scan.keyframes) if 0 < k <= first and k not in self.bad]
+        for k in candidates[:self.TRIES]:
+            if self.verified.get(k, -1) >= through or verify_entry(self.path, self.scan, k, through):
+                self.verified[k] = max(self.verified.get(k, -1), through)
+                e = self.scan.entry(k)
+                return {"decode_from": e.index, "entry_pts": e.pts, "entry_digest": e.digest}
+            log.info("%s: a seek to keyframe %d does not decode exactly; not used as an entry", self.path.name, k)
+            self.bad.add(k)
+        return {"decode_from": 0, "entry_pts": None, "entry_digest": None}
 
 
 def run_chunk(spec: JobSpec, chunk: ChunkSpec, *, backend: Backend | None = None) -> dict:
@@ -101,7 +140,7 @@ def run_chunk(spec: JobSpec, chunk: ChunkSpec, *, backend: Backend | None = None
     dst.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_partials(dst, frames=False)
     request, encoder, runner = spec.settings()
-    source = open_source(spec.input)
+    source = _chunk_source(spec, chunk)
     try:
         sink = VideoSink(dst, source.info, encoder, scale=4, trim=False, passthrough=False)
         try:
@@ -114,6 +153,8 @@ def run_chunk(spec: JobSpec, chunk: ChunkSpec, *, backend: Backend | None = None
                         "codec": sink.codec, "pix_fmt": sink.pix_fmt, "frames": f"{chunk.start}:{chunk.stop}"}
             run = FrameQueueRunner(backend, replace(runner, frames=(chunk.start, chunk.stop)))
             report = run.run(source, sink, settings_for_report=settings).to_dict()
+            # the join puts the chunk back at this timestamp (a container may round a file's start, see below)
+            report["settings"].update(first_pts=sink.first_pts, time_base=str(source.info.time_base))
             _write_atomic(report_path(spec, chunk), json.dumps(report))
             sink.commit()
         except BaseException:
@@ -122,6 +163,15 @@ def run_chunk(spec: JobSpec, chunk: ChunkSpec, *, backend: Backend | None = None
     finally:
         source.close()
     return report
+
+
+def _chunk_source(spec: JobSpec, chunk: ChunkSpec):
+    """The input, entered at the chunk's verified keyframe where it has one."""
+    if chunk.decode_from == 0 or Path(spec.input).is_dir():
+        return open_source(spec.input)
+    if not Path(spec.input).is_file():
+        raise InputError(f"no such file: {spec.input}")
+    return VideoSource(Path(spec.input), EntryPoint(chunk.decode_from, chunk.entry_pts, chunk.entry_digest))
 
 
 def _write_atomic(path: Path, text: str) -> None:
@@ -149,7 +199,8 @@ def join_chunks(spec: JobSpec, chunks: list[ChunkSpec]) -> None:
         sink = VideoSink(dst, source.info, spec.encoder, scale=4, trim=False)
         try:
             for c in sorted(chunks, key=lambda c: c.index):
-                _copy_packets(chunk_path(spec, c), c, sink)
+                at = json.loads(report_path(spec, c).read_text())["settings"]
+                _copy_packets(chunk_path(spec, c), c, at["first_pts"], Fraction(at["time_base"]), sink)
             sink.commit()
         except BaseException:
             sink.abort()
@@ -163,13 +214,32 @@ def join_chunks(spec: JobSpec, chunks: list[ChunkSpec]) -> None:
         pass
 
 
-def _copy_packets(path: Path, chunk: ChunkSpec, sink: VideoSink) -> None:
+def _copy_packets(path: Path, chunk: ChunkSpec, first_pts: int, time_base: Fraction, sink: VideoSink) -> None:
+    """Mux the video packets of the chunk file ``path`` into ``sink``, starting at source timestamp
+    ``first_pts`` (in ``time_base``).
+
+    A container may not give back a file's start exactly: MP4 keeps a late start as an edit list in its
+    movie time scale (milliseconds), so a chunk written from 4096/17920 s reads back from 4086/17920 s.  The
+    offsets between a chunk's packets are exact, so the whole chunk is moved to where its first frame was.
+    """
     with av.open(str(path), "r") as c:
-        n = 0
-        for pkt in c.demux(c.streams.video[0]):
-            if pkt.dts is None and pkt.pts is None:
+        st = c.streams.video[0]
+        starts = [p.pts for p in c.demux(st) if p.pts is not None]
+        if len(starts) != chunk.stop - chunk.start:
+            raise InputError(f"chunk {path} holds {len(starts)} frames, not {chunk.stop - chunk.start}")
+        shift = _rescale(first_pts, time_base, st.time_base) - min(starts)
+    with av.open(str(path), "r") as c:
+        st = c.streams.video[0]
+        for pkt in c.demux(st):
+            if pkt.pts is None and pkt.dts is None:
                 continue  # the demuxer's end marker
+            if shift:
+                pkt.pts = None if pkt.pts is None else pkt.pts + shift
+                pkt.dts = None if pkt.dts is None else pkt.dts + shift
             sink.mux(pkt)
-            n += 1
-    if n != chunk.stop - chunk.start:
-        raise InputError(f"chunk {path} holds {n} frames, not {chunk.stop - chunk.start}")
+
+
+def _rescale(ts: int, src: Fraction, dst: Fraction) -> int:
+    """``ts`` from time base ``src`` to ``dst``, rounded as FFmpeg rounds (to nearest, halves away from 0)."""
+    x = Fraction(ts) * src / dst
+    return int(math.floor(abs(x) + Fraction(1, 2))) * (1 if x >= 0 else -1)

@@ -69,12 +69,15 @@ def from_data(hint, data):
 def _dataclass_from(cls, data: dict):
     if not isinstance(data, dict) or data.get("type", cls.__name__) != cls.__name__:
         raise InputError(f"job file: expected {cls.__name__}, got {str(data)[:80]}")
-    hints = typing.get_type_hints(cls)
+    try:
+        hints = typing.get_type_hints(cls)
+    except NameError:  # a hint that does not resolve (a class local to a function): values as they are
+        hints = {}
     names = {f.name for f in dataclasses.fields(cls)}
     unknown = set(data) - names - {"type"}
     if unknown:
         raise InputError(f"job file: {cls.__name__} has no field {sorted(unknown)[0]!r}")
-    return cls(**{k: from_data(hints[k], v) for k, v in data.items() if k != "type"})
+    return cls(**{k: from_data(hints.get(k), v) for k, v in data.items() if k != "type"})
 
 
 @dataclass(frozen=True)

@@ -48,6 +48,7 @@ class VideoSink:
         self.info = info
         self.tmp = video_partial(self.dst)
         self.pts_offset = 0
+        self.first_pts: int | None = None  # the first frame's source timestamp, once written
         self.keep_window = trim
         self._window_start: float | None = None
         self._window_end = 0.0
@@ -153,6 +154,7 @@ class VideoSink:
         t = float(pts * self.info.time_base)
         if self._window_start is None:
             self._window_start = t
+            self.first_pts = pts
             if self.keep_window:
                 self.pts_offset = pts - self.info.start_pts
         frame = planes if isinstance(planes, av.VideoFrame) else planes_to_frame(planes, self.pix_fmt, self.colour)

@@ -20,6 +20,7 @@ import numpy as np
 
 from vsr.errors import InputError
 from vsr.video.colour import ColourSpec, bit_depth, decode_rgb
+from vsr.video.seek import EntryPoint, enter
 
 log = logging.getLogger(__name__)
 
@@ -115,10 +116,15 @@ def open_source(path: str | Path) -> "VideoSource | PngFolderSource":
 
 
 class VideoSource:
-    """Decodes the first video stream of a file.  ``frames()`` may be called once."""
+    """Decodes the first video stream of a file.  ``frames()`` may be called once.
 
-    def __init__(self, path: Path):
+    ``entry``: a keyframe where decoding may start for ``frames(start)`` with ``start >= entry.index``, checked
+    to decode exactly (:mod:`vsr.video.seek`); None: always decode from the top.
+    """
+
+    def __init__(self, path: Path, entry: EntryPoint | None = None):
         self.path = Path(path)
+        self.entry = entry
         if self.path.stat().st_size == 0:
             raise InputError(f"not a video file: {self.path} is empty")
         try:
@@ -206,21 +212,18 @@ class VideoSource:
         """Frames ``start, start + 1, ...`` (indices in presentation order).
 
         Frames before ``start`` are decoded (only a decode from the top is frame-exact on every file) but never
-        converted to RGB, which is most of the cost of a frame here.  Seeking is not used: on the cockatoo clip
-        in ``shared/data/videos`` FFmpeg decodes a later IDR frame wrongly when it starts there, sometimes
-        without flagging it corrupt (``tests/video/test_source_seek.py`` checks ``start`` on that clip).
+        converted to RGB, which is most of the cost of a frame here.  Decoding starts at the top, or at the
+        source's ``entry`` when ``start`` is at or after it and the entry frame decodes to the picture it was
+        verified with (:func:`vsr.video.seek.enter`).  An unverified seek is never used: on the cockatoo clip in
+        ``shared/data/videos`` FFmpeg decodes a later IDR frame wrongly when it starts there, sometimes without
+        flagging it corrupt (``tests/video/test_source_seek.py`` checks ``start`` on that clip).
         """
-        # a fresh demuxer: seeking back after the probe is not exact in every container
-        self._container.close()
-        c = self._container = av.open(str(self.path), "r")
-        st = c.streams.video[0]
-        st.thread_type = "AUTO"
+        c, st, decoded, index = self._decoder(start)
         spec = self.info.colour
-        index = 0
         last_pts = None
         last_dur = 0
         try:
-            for frame in c.decode(st):
+            for frame in decoded:
                 pts = frame.pts
                 if pts is None:  # some raw streams: continue the timeline
                     pts = 0 if last_pts is None else last_pts + max(last_dur, 1)
@@ -233,6 +236,23 @@ class VideoSource:
             raise InputError(f"decoding {self.path} failed at frame {index} ({_one_line(e)})") from None
         finally:
             c.close()
+
+    def _decoder(self, start: int):
+        """``(container, video stream, decoded frames, index of the first)`` for ``frames(start)``."""
+        # a fresh demuxer: seeking back after the probe is not exact in every container
+        self._container.close()
+        c = self._container = av.open(str(self.path), "r")
+        st = c.streams.video[0]
+        st.thread_type = "AUTO"
+        if self.entry is not None and 0 < self.entry.index <= start:
+            frames = enter(c, st, self.entry)
+            if frames is not None:
+                return c, st, frames, self.entry.index
+            c.close()  # the decoder has seen the seek: a fresh one decodes from the top
+            c = self._container = av.open(str(self.path), "r")
+            st = c.streams.video[0]
+            st.thread_type = "AUTO"
+        return c, st, c.decode(st), 0
 
     def close(self) -> None:
         self._container.close()
