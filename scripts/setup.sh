@@ -9,4 +9,4 @@ fi
 # torch first, pinned: a bare 'torch' requirement with none installed would pull GBs of CUDA wheels;
 # 2.13.0 resolves to the local CPU wheel on this project's machines.
 python -m pip install -q --disable-pip-version-check "torch==2.13.0"
-python -m pip install -q --disable-pip-version-check -e ".[test]"
+python -m pip install -q --disable-pip-version-check -e ".[test,jobs]"

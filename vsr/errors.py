@@ -25,3 +25,7 @@ class BackendError(VsrError):
 
 class MemoryBudgetError(InputError):
     """A run cannot fit its ``--memory-budget``; the message names a budget (or a smaller setting) that would."""
+
+
+class BrokerError(VsrError):
+    """The job broker (``--broker redis://...``) is unreachable, or its URL is not one vsr can use."""

@@ -1,0 +1,226 @@
+"""Jobs through Celery on a real Redis server (127.0.0.1, a free port) with real worker processes.
+
+Two workers share two jobs: each output decodes to exactly the frames and timestamps of one
+``vsr.pipeline.upscale`` pass with the same options, and both workers computed chunks.  A worker process killed
+with SIGKILL mid-chunk hands its chunk back and the job still finishes, frame-exact.  A broker that is not
+running, or a URL that is not Redis, is one line (``BrokerError``) within seconds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import av
+import pytest
+
+pytestmark = pytest.mark.skipif(shutil.which("redis-server") is None,
+                                reason="redis-server is not installed (Debian's redis-server; .ci/run installs it)")
+
+redis = pytest.importorskip("redis")  # the `jobs` extra, installed by scripts/setup.sh
+
+from vsr.backends import BackendRequest, TorchOptions  # noqa: E402
+from vsr.errors import BrokerError  # noqa: E402
+from vsr.jobs import JobSpec  # noqa: E402
+from vsr.jobs.distributed import make_app, run_worker, status, submit  # noqa: E402
+from vsr.pipeline.runner import RunnerSettings  # noqa: E402
+from vsr.pipeline.upscale import upscale  # noqa: E402
+from vsr.video import EncoderSettings  # noqa: E402
+
+from tests.conftest import Audio  # noqa: E402
+
+ENCODER = EncoderSettings(codec="ffv1")
+REQUEST = BackendRequest("random", "edvr-tiny", TorchOptions(threads=1))  # what the tiny_backend fixture opens
+WAIT_S = 300  # a loaded 2-core machine starts a worker (torch import) in tens of seconds
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def redis_server(tmp_path_factory):
+    """A throw-away redis-server: no snapshots, no append-only file, killed at the end."""
+    port = free_port()
+    folder = tmp_path_factory.mktemp("redis")
+    proc = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                             "--appendonly", "no", "--dir", str(folder)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"redis://127.0.0.1:{port}/0"
+    client = redis.Redis.from_url(url)
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            client.ping()
+            break
+        except redis.ConnectionError:
+            if time.monotonic() > deadline or proc.poll() is not None:
+                proc.kill()
+                pytest.fail("redis-server did not start")
+            time.sleep(0.05)
+    yield url
+    proc.kill()
+    proc.wait()
+
+
+@pytest.fixture
+def broker(redis_server):
+    redis.Redis.from_url(redis_server).flushall()
+    return redis_server
+
+
+class Workers:
+    """``n`` workers as subprocesses (``run_worker`` in each), logs in ``folder``; stopped with SIGTERM."""
+
+    def __init__(self, broker: str, n: int, folder: Path):
+        self.broker, self.logs = broker, [folder / f"worker{i}.log" for i in range(n)]
+        code = "import sys; from vsr.jobs.distributed import run_worker; run_worker(sys.argv[1], 1)"
+        self.procs = [subprocess.Popen([sys.executable, "-c", code, broker], stdout=log.open("w"),
+                                       stderr=subprocess.STDOUT) for log in self.logs]
+
+    def wait_ready(self) -> None:
+        app = make_app(self.broker)
+        deadline = time.monotonic() + WAIT_S
+        try:
+            while len(app.control.ping(timeout=1.0)) < len(self.procs):
+                assert all(p.poll() is None for p in self.procs), self.log_text()
+                assert time.monotonic() < deadline, "the workers did not start"
+        finally:
+            app.close()
+
+    def log_text(self) -> str:
+        return "\n".join(log.read_text() for log in self.logs)
+
+    def stop(self) -> None:
+        for p in self.procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in self.procs:
+            try:
+                p.wait(30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+
+@pytest.fixture
+def workers(broker, tmp_path):
+    started = []
+
+    def start(n: int) -> Workers:
+        started.append(Workers(broker, n, tmp_path))
+        started[-1].wait_ready()
+        return started[-1]
+
+    yield start
+    for w in started:
+        w.stop()
+
+
+def wait_finished(broker: str, ids: list[str], w: Workers) -> dict[str, dict]:
+    deadline = time.monotonic() + WAIT_S
+    while True:
+        rows = {r["id"]: r for r in status(broker) if r["id"] in ids}
+        if all(r["state"] in ("done", "failed") for r in rows.values()):
+            return rows
+        assert time.monotonic() < deadline, f"jobs not finished: {rows}\n{w.log_text()}"
+        time.sleep(0.2)
+
+
+def decoded(path: Path) -> dict:
+    """Each stream of ``path``: video frames as (pts, duration, plane digest), other packets as (pts, dts, bytes)."""
+    out = {}
+    with av.open(str(path)) as c:
+        for pkt in c.demux():
+            items = out.setdefault(pkt.stream.index, [pkt.stream.type, pkt.stream.time_base])
+            if pkt.stream.type == "video":
+                items += [(f.pts, f.duration, hashlib.sha256(f.to_ndarray().tobytes()).hexdigest())
+                          for f in pkt.decode()]
+            elif pkt.size:
+                items.append((pkt.pts, pkt.dts, hashlib.sha256(bytes(pkt)).hexdigest()))
+    return out
+
+
+def single_pass(src: Path, dst: Path, backend) -> Path:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        upscale(src, dst, backend=backend, encoder=ENCODER)
+    return dst
+
+
+def job(src: Path, out: Path) -> JobSpec:
+    return JobSpec.from_settings(src, out, REQUEST, ENCODER, RunnerSettings())
+
+
+def test_two_workers_share_two_jobs_and_match_a_single_pass(broker, workers, make_clip, tmp_path, tiny_backend):
+    clips = [make_clip("a.mp4", width=32, height=24, frames=14),
+             make_clip("b.mkv", width=24, height=16, frames=11, audio=[Audio()])]
+    refs = [single_pass(c, tmp_path / f"ref-{c.name}", tiny_backend) for c in clips]
+    out = tmp_path / "out"
+    w = workers(2)
+    ids = submit([job(c, out / c.name) for c in clips], broker, chunk_frames=3)
+    assert len(ids) == 2 and len(set(ids)) == 2
+    rows = wait_finished(broker, ids, w)
+    for job_id, clip, ref in zip(ids, clips, refs):
+        row = rows[job_id]
+        assert row["state"] == "done", row["error"]
+        assert row["chunks_done"] == row["chunks_total"] > 3
+        assert decoded(out / clip.name) == decoded(ref)
+    assert len({name for r in rows.values() for name in r["workers"]}) == 2, "one worker did every chunk"
+    assert sorted(p.name for p in out.iterdir()) == ["a.mp4", "b.mkv"]  # no chunk folder, no partial file
+
+
+def test_a_worker_process_killed_mid_chunk_hands_the_chunk_back(broker, workers, make_clip, tmp_path,
+                                                                 tiny_backend):
+    clip = make_clip("c.mp4", width=64, height=48, frames=12)
+    ref = single_pass(clip, tmp_path / "ref.mp4", tiny_backend)
+    w = workers(1)
+    [job_id] = submit([job(clip, tmp_path / "out" / "c.mp4")], broker, chunk_frames=3)
+    db = redis.Redis.from_url(broker, decode_responses=True)
+    deadline = time.monotonic() + WAIT_S
+    while not (running := db.hgetall(f"vsr:job:{job_id}:running")):
+        assert time.monotonic() < deadline, w.log_text()
+        time.sleep(0.01)
+    index, where = next(iter(running.items()))
+    os.kill(int(re.search(r"pid (\d+)", where).group(1)), signal.SIGKILL)
+    row = wait_finished(broker, [job_id], w)[job_id]
+    assert row["state"] == "done", row["error"]
+    assert decoded(tmp_path / "out" / "c.mp4") == decoded(ref)
+    assert int(db.hget(f"vsr:job:{job_id}:attempts", index)) == 2  # delivered again after the kill
+    assert "WorkerLostError" in w.log_text()
+
+
+def test_a_broker_that_is_not_running_is_one_line_within_seconds(tmp_path, make_clip):
+    url = f"redis://127.0.0.1:{free_port()}/0"  # nothing listens there
+    spec = job(make_clip("d.mp4"), tmp_path / "out.mp4")
+    for call in (lambda: submit([spec], url, 8), lambda: status(url), lambda: run_worker(url)):
+        t0 = time.monotonic()
+        with pytest.raises(BrokerError) as err:
+            call()
+        assert time.monotonic() - t0 < 15  # a hang guard, not a timing: the connect timeout is seconds
+        assert "\n" not in str(err.value) and "127.0.0.1" in str(err.value)
+    assert not (tmp_path / "out.mp4").exists()
+
+
+@pytest.mark.parametrize("url", ["amqp://127.0.0.1:5672//", "not a url", "redis://127.0.0.1:notaport/0"])
+def test_a_broker_url_vsr_cannot_use_is_one_line(url):
+    with pytest.raises(BrokerError) as err:
+        status(url)
+    assert "\n" not in str(err.value)
+
+
+def test_a_password_is_not_printed():
+    with pytest.raises(BrokerError) as err:
+        status(f"redis://:s3cret@127.0.0.1:{free_port()}/0")
+    assert "s3cret" not in str(err.value) and "***" in str(err.value)

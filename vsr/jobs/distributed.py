@@ -1,0 +1,252 @@
+"""Jobs beyond one machine: chunks as Celery tasks on a Redis broker, run by workers on any number of hosts.
+
+    submit(specs, broker, chunk_frames) -> job ids    plan the chunks here, record each job, send one task per chunk
+    run_worker(broker, concurrency=1)                 a Celery worker in this process, until stopped
+    status(broker) -> [job row]                       what every submitted job is doing (``vsr jobs list``)
+    chunk_reports(broker, job_id) -> [run report]     the per-stage timing of each finished chunk
+
+Paths: a spec carries absolute paths, so the submitting machine and every worker must reach the inputs and the
+output folders at the *same* absolute path (one shared file system: NFS, SMB, a bind mount at the same place).
+Chunks are written beside the output (``.vsr-chunks/``) by whichever worker runs them, and the worker that records
+the last chunk joins them into the output.
+
+Delivery: a chunk is acknowledged only after it returned (``acks_late``).  A worker child that dies mid-chunk
+hands its chunk back at once (``reject_on_worker_lost``); a whole worker that vanishes (host lost, ``kill -9``
+of the main process) hands it back when Redis' visibility timeout runs out.  That timeout must exceed the longest
+chunk, or Redis gives a chunk still running to a second worker: it is ``VISIBILITY_TIMEOUT_S`` unless the
+``VSR_CELERY_VISIBILITY_S`` environment variable or the ``visibility_timeout_s`` argument says otherwise.
+A redelivered chunk that was committed is not computed again (:func:`vsr.jobs.chunks.run_chunk` is idempotent).
+
+Job records live in the broker's Redis, next to Celery's own keys: ``vsr:jobs`` (job ids, oldest first),
+``vsr:job:<id>`` (spec, chunks, state, error, times), ``vsr:job:<id>:done`` (chunk index -> worker, time, run
+report), ``vsr:job:<id>:running`` (chunk index -> worker and pid) and ``vsr:job:<id>:attempts`` (chunk index ->
+deliveries).  Messages are JSON only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+import uuid
+from urllib.parse import urlsplit
+
+from vsr.backends import Backend
+from vsr.errors import BrokerError, VsrError
+
+try:
+    import redis
+    from celery import Celery
+except ImportError as err:  # the optional `jobs` extra; callers import this module only for --broker
+    raise BrokerError(f"--broker needs Celery and redis ({err.name} is missing): pip install 'vsr[jobs]'") from err
+from vsr.jobs.chunks import is_committed, join_chunks, plan_chunks, run_chunk
+from vsr.jobs.spec import ChunkSpec, JobSpec
+
+VISIBILITY_TIMEOUT_S = 6 * 3600  # a few hundred 480p frames of EDVR on a CPU take well under this
+CONNECT_TIMEOUT_S = 3.0          # a broker that is not there is reported in seconds, not retried forever
+QUEUE = "vsr"                    # not Celery's default queue: a Redis shared with other Celery apps stays apart
+CHUNK_TASK = "vsr.jobs.chunk"
+STATES = ("queued", "running", "done", "failed")
+MAX_ATTEMPTS = 3  # a chunk whose process dies this often (out of memory?) fails its job instead of looping
+
+# one opened backend per worker process, reused by the chunks of every job with the same model and options
+_BACKENDS: dict[str, Backend] = {}
+_RECORDS: dict[str, redis.Redis] = {}
+
+
+def make_app(broker: str, *, visibility_timeout_s: float | None = None) -> Celery:
+    """A Celery app on ``broker`` (``redis://HOST:PORT/N``) with the chunk task; Redis is the result backend too."""
+    if visibility_timeout_s is None:
+        visibility_timeout_s = float(os.environ.get("VSR_CELERY_VISIBILITY_S", VISIBILITY_TIMEOUT_S))
+    app = Celery("vsr", broker=broker, backend=broker, set_as_current=False)
+    app.conf.update(
+        task_serializer="json", result_serializer="json", accept_content=["json"], result_accept_content=["json"],
+        task_acks_late=True, task_reject_on_worker_lost=True, worker_prefetch_multiplier=1,
+        task_default_queue=QUEUE, result_expires=7 * 24 * 3600,
+        broker_transport_options={"visibility_timeout": visibility_timeout_s,
+                                  "socket_connect_timeout": CONNECT_TIMEOUT_S},
+        broker_connection_timeout=CONNECT_TIMEOUT_S, broker_connection_retry_on_startup=False,
+        redis_socket_connect_timeout=CONNECT_TIMEOUT_S,
+        task_publish_retry_policy={"max_retries": 2, "interval_start": 0, "interval_step": 0.5},
+    )
+    app.task(name=CHUNK_TASK, bind=True, acks_late=True, reject_on_worker_lost=True)(_chunk_task)
+    return app
+
+
+def submit(specs: list[JobSpec], broker: str, chunk_frames: int, *,
+           visibility_timeout_s: float | None = None) -> list[str]:
+    """Queue ``specs`` on ``broker``; one id per job.  Every input is probed before anything is sent, so a bad
+    one is a :class:`~vsr.errors.VsrError` and nothing is queued."""
+    db = _connect(broker)
+    plans = [(spec, plan_chunks(spec, chunk_frames)) for spec in specs]
+    app = make_app(broker, visibility_timeout_s=visibility_timeout_s)
+    ids = []
+    try:
+        for spec, chunks in plans:
+            job_id = uuid.uuid4().hex
+            db.hset(_key(job_id), mapping={
+                "spec": spec.to_json(), "chunks": json.dumps([c.to_dict() for c in chunks]),
+                "total": len(chunks), "state": "queued", "error": "", "submitted": time.time()})
+            db.rpush("vsr:jobs", job_id)
+            for chunk in chunks:
+                app.send_task(CHUNK_TASK, args=[job_id, spec.to_json(), chunk.to_dict()], queue=QUEUE)
+            ids.append(job_id)
+    except (redis.RedisError, OSError) as err:
+        raise BrokerError(f"the broker {_safe(broker)} failed while jobs were sent ({len(ids)} queued): {err}") from err
+    finally:
+        app.close()
+    return ids
+
+
+def run_worker(broker: str, concurrency: int = 1, *, visibility_timeout_s: float | None = None,
+               loglevel: str = "INFO") -> None:
+    """Work on ``broker``'s chunks with ``concurrency`` processes, until stopped (Ctrl-C, SIGTERM)."""
+    if concurrency < 1:
+        raise BrokerError(f"a worker needs at least 1 process, not {concurrency}")
+    _connect(broker)
+    app = make_app(broker, visibility_timeout_s=visibility_timeout_s)
+    # prefork even for 1 process: a child that dies mid-chunk is seen by the parent, which hands the chunk back
+    app.worker_main(["worker", "--pool=prefork", f"--concurrency={concurrency}", f"--queues={QUEUE}",
+                     f"--hostname=vsr-{os.getpid()}@{socket.gethostname()}", f"--loglevel={loglevel}",
+                     "--without-gossip", "--without-mingle"])
+
+
+def status(broker: str) -> list[dict]:
+    """One row per job, oldest first: id, input, output, state, chunks_done, chunks_total, fps, eta_s, error,
+    workers (names of the workers that finished its chunks), running (chunk index -> worker)."""
+    db = _connect(broker)
+    rows = []
+    for job_id in db.lrange("vsr:jobs", 0, -1):
+        job = db.hgetall(_key(job_id))
+        if not job:
+            continue
+        done = [json.loads(v) for v in db.hgetall(_key(job_id, "done")).values()]
+        spec = JobSpec.from_json(job["spec"])
+        total = int(job["total"])
+        fps = eta = None
+        if done and job.get("started"):
+            frames = sum(d["frames"] for d in done)
+            wall = max(d["finished"] for d in done) - float(job["started"])
+            fps = frames / wall if wall > 0 else None
+            chunks = [ChunkSpec.from_dict(c) for c in json.loads(job["chunks"])]
+            left = sum(c.stop - c.start for c in chunks) - frames
+            eta = left / fps if fps and job["state"] == "running" else None
+        rows.append({"id": job_id, "input": spec.input, "output": spec.output, "state": job["state"],
+                     "chunks_done": len(done), "chunks_total": total, "fps": fps, "eta_s": eta,
+                     "error": job["error"] or None, "workers": sorted({d["worker"] for d in done}),
+                     "running": {int(k): v for k, v in db.hgetall(_key(job_id, "running")).items()}})
+    return rows
+
+
+def chunk_reports(broker: str, job_id: str) -> list[dict]:
+    """The run reports (``vsr-run-report/2``) of ``job_id``'s finished chunks, in chunk order."""
+    db = _connect(broker)
+    if not db.exists(_key(job_id)):
+        raise BrokerError(f"no job {job_id!r} on {_safe(broker)}")
+    done = {int(k): json.loads(v) for k, v in db.hgetall(_key(job_id, "done")).items()}
+    return [done[i]["report"] for i in sorted(done)]
+
+
+def _chunk_task(task, job_id: str, spec_json: str, chunk_dict: dict) -> dict | None:
+    """The Celery task: compute one chunk (or find it committed), record it, join the job after its last chunk."""
+    db = _records(task.app.conf.broker_url)
+    job = _key(job_id)
+    if db.hget(job, "state") in ("failed", None):
+        return None  # a failed job's other chunks are not worth computing; an unknown job was cleared
+    spec, chunk = JobSpec.from_json(spec_json), ChunkSpec.from_dict(chunk_dict)
+    worker = task.request.hostname or socket.gethostname()
+    if db.hincrby(_key(job_id, "attempts"), str(chunk.index)) > MAX_ATTEMPTS and not is_committed(spec, chunk):
+        _fail(db, job_id, f"chunk {chunk.index} was started {MAX_ATTEMPTS} times and its worker process was lost "
+                          f"each time (out of memory?)")
+        return None
+    db.hset(_key(job_id, "running"), str(chunk.index), f"{worker} pid {os.getpid()}")
+    db.hsetnx(job, "started", time.time())
+    if db.hget(job, "state") == "queued":
+        db.hset(job, "state", "running")
+    try:
+        report = run_chunk(spec, chunk, backend=_backend_for(spec))
+    except VsrError as err:
+        _fail(db, job_id, str(err))
+        return None
+    except Exception as err:  # recorded for `vsr jobs list`, then Celery logs the traceback in the worker's log
+        _fail(db, job_id, f"{type(err).__name__}: {err}")
+        raise
+    finally:
+        db.hdel(_key(job_id, "running"), str(chunk.index))
+    # the first record of a chunk stays: a redelivery after a commit computed nothing
+    db.hsetnx(_key(job_id, "done"), str(chunk.index),
+              json.dumps({"worker": worker, "finished": time.time(), "frames": chunk.stop - chunk.start,
+                          "report": report}))
+    if db.hlen(_key(job_id, "done")) == int(db.hget(job, "total")):
+        _join(db, task.request.id, job_id, spec)
+    return {"job": job_id, "chunk": chunk.index, "worker": worker}
+
+
+def _join(db: redis.Redis, task_id: str, job_id: str, spec: JobSpec) -> None:
+    """Join the committed chunks into the output, once: two last chunks finishing together race for a lock, and
+    a redelivered task (same id) takes its own lock back after its process died mid-join."""
+    lock = f"vsr:join:{spec.key}"
+    if not db.set(lock, task_id, nx=True, ex=3600) and db.get(lock) != task_id:
+        return
+    try:
+        if db.hget(_key(job_id), "state") == "done":
+            return
+        chunks = [ChunkSpec.from_dict(c) for c in json.loads(db.hget(_key(job_id), "chunks"))]
+        join_chunks(spec, chunks)
+        db.hset(_key(job_id), mapping={"state": "done", "finished": time.time()})
+    except VsrError as err:
+        _fail(db, job_id, str(err))
+    finally:
+        if db.get(lock) == task_id:
+            db.delete(lock)
+
+
+def _fail(db: redis.Redis, job_id: str, message: str) -> None:
+    if db.hget(_key(job_id), "state") != "failed":
+        db.hset(_key(job_id), mapping={"state": "failed", "error": message, "finished": time.time()})
+
+
+def _backend_for(spec: JobSpec) -> Backend:
+    """The process's opened backend for ``spec``'s model and options; another model replaces it (memory)."""
+    request = spec.settings()[0]
+    key = repr(request)
+    if key not in _BACKENDS:
+        _BACKENDS.clear()
+        _BACKENDS[key] = request.open()
+    return _BACKENDS[key]
+
+
+def _records(url: str) -> redis.Redis:
+    """This process's Redis client for the job records (redis-py reconnects in a forked child by itself)."""
+    if url not in _RECORDS:
+        _RECORDS[url] = redis.Redis.from_url(url, decode_responses=True, socket_connect_timeout=CONNECT_TIMEOUT_S)
+    return _RECORDS[url]
+
+
+def _connect(broker: str) -> redis.Redis:
+    """A client of ``broker`` that answered a PING; a bad URL or a broker not running is one-line BrokerError."""
+    scheme = urlsplit(broker).scheme
+    if scheme not in ("redis", "rediss", "unix"):
+        raise BrokerError(f"the broker must be a Redis URL (redis://HOST:PORT/N), not {_safe(broker)!r}")
+    try:
+        db = redis.Redis.from_url(broker, decode_responses=True, socket_connect_timeout=CONNECT_TIMEOUT_S,
+                                  socket_timeout=30)
+        db.ping()
+    except ValueError as err:
+        raise BrokerError(f"bad broker URL {_safe(broker)!r}: {err}") from err
+    except (redis.RedisError, OSError) as err:
+        raise BrokerError(f"cannot reach the broker {_safe(broker)} (is Redis running there?): {err}") from err
+    return db
+
+
+def _safe(url: str) -> str:
+    """``url`` without its password, for messages."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    return parts._replace(netloc=parts.netloc.replace(f":{parts.password}@", ":***@")).geturl()
+
+
+def _key(job_id: str, part: str = "") -> str:
+    return f"vsr:job:{job_id}" + (f":{part}" if part else "")
