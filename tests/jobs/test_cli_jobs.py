@@ -202,3 +202,11 @@ def test_outputs_that_would_collide_or_exist(clips, make_clip, tmp_path, capsys)
     rc, _, err = jobs(capsys, "add", a, "--out-dir", tmp_path / "out", "--store", tmp_path / "q.db", *TINY,
                       "--chunk-frames", 0)
     assert rc == 2 and "--chunk-frames must be >= 1" in err
+
+
+def test_a_broker_that_is_not_running_is_one_line(clips, tmp_path, capsys):
+    broker = "redis://127.0.0.1:1/0"  # nothing listens on port 1
+    for args in (["add", clips[0], "--out-dir", tmp_path / "out", "--broker", broker, *TINY],
+                 ["run", "--broker", broker], ["list", "--broker", broker]):
+        rc, out, err = jobs(capsys, *args)
+        assert rc == 2 and out == "" and len(err.splitlines()) == 1 and broker in err, (args, err)

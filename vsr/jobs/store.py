@@ -125,8 +125,13 @@ class JobStore(Leases):
                 raise StoreError(f"cannot create the job store folder {self.path.parent}: {e.strerror}") from None
         with self._errors():
             self._db = sqlite3.connect(str(self.path), timeout=busy_timeout_s, isolation_level=None)
+        try:
             self._db.row_factory = sqlite3.Row
-            self._setup(create)
+            with self._errors():
+                self._setup(create)
+        except BaseException:
+            self._db.close()
+            raise
 
     def _setup(self, create: bool) -> None:
         db = self._db
@@ -134,15 +139,18 @@ class JobStore(Leases):
         db.execute("PRAGMA foreign_keys = ON")
         version = db.execute("PRAGMA user_version").fetchone()[0]
         if version == 0:
-            tables = db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
-            if tables or not create:
-                raise StoreError(f"{self.path} is an SQLite file but not a vsr job store")
-            with self.transaction():
-                for statement in _SCHEMA.split(";"):
-                    if statement.strip():
-                        db.execute(statement)
-                db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-        elif version != SCHEMA_VERSION:
+            with self.transaction():  # two `vsr jobs add` may create the same store at once: one does
+                version = db.execute("PRAGMA user_version").fetchone()[0]
+                tables = db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+                if version == 0 and (tables or not create):
+                    raise StoreError(f"{self.path} is an SQLite file but not a vsr job store")
+                if version == 0:
+                    for statement in _SCHEMA.split(";"):
+                        if statement.strip():
+                            db.execute(statement)
+                    db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+                    version = SCHEMA_VERSION
+        if version != SCHEMA_VERSION:
             raise StoreError(f"{self.path} is a job store of schema version {version}; this vsr reads version "
                              f"{SCHEMA_VERSION}")
         if db.execute("PRAGMA journal_mode = WAL").fetchone()[0].lower() != "wal":
