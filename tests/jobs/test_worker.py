@@ -83,12 +83,14 @@ def test_a_bad_input_fails_its_job_and_the_others_go_on(make_clip, tmp_path):
     assert second.state == "done" and (tmp_path / "b.mkv").is_file() and not (tmp_path / "a.mkv").exists()
 
 
-def test_ctrl_c_gives_the_chunk_back_and_exits_130(make_clip, tmp_path):
+@pytest.mark.parametrize("workers", [1, 2])
+def test_ctrl_c_gives_the_chunk_back_and_exits_130(make_clip, tmp_path, workers):
+    """SIGINT to `vsr jobs run` (with 2 workers it passes it on to its worker processes)."""
     src = make_clip("a.mp4", width=64, height=48, frames=40)
     with JobStore(tmp_path / "q.db", create=True) as store:
         (job,) = queue(store, spec_for(src, tmp_path / "a.mkv"), chunk_frames=40)
-    p = subprocess.Popen([sys.executable, "-m", "vsr", "jobs", "run", "--store", str(tmp_path / "q.db")],
-                         cwd=REPO, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen([sys.executable, "-m", "vsr", "jobs", "run", "--store", str(tmp_path / "q.db"),
+                          "--workers", str(workers)], cwd=REPO, stderr=subprocess.PIPE, text=True)
     with JobStore(tmp_path / "q.db") as store:
         deadline = time.monotonic() + 120
         while store.chunks(job)[0]["state"] != "running" and time.monotonic() < deadline:

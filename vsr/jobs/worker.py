@@ -178,13 +178,18 @@ def _fail(store: JobStore, owner: str, claim: Claim, message: str, say) -> None:
     say(f"job {claim.job} failed: {message}")
 
 
-def _raise_interrupt(signum, frame):
+def _interrupt_once(signum, frame):
+    # Ctrl-C reaches a worker twice (from the terminal and from its parent): the second must not cut short the
+    # first one's release of the claim
+    for s in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(s, signal.SIG_IGN)
     raise KeyboardInterrupt
 
 
 def _child(path: str, settings: WorkerSettings, parent: int) -> None:
     """A spawned worker process: :func:`work`, exit 130 on an interrupt."""
-    signal.signal(signal.SIGTERM, _raise_interrupt)
+    for s in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(s, _interrupt_once)
     code = 0
     try:
         work(path, settings, parent=parent)
