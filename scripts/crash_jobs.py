@@ -102,7 +102,10 @@ def crash_run(clips: list[Path], work: Path, kills: int, chunk_frames: int = 8, 
         vsr("upscale", clip, ref / f"{clip.stem}.mkv", *options, "--quiet")
         expected[out / f"{clip.stem}.mkv"] = ref / f"{clip.stem}.mkv"
     counts = {o: len(frames_of(r)) for o, r in expected.items()}
-    cycles = [kill_cycle(store, counts, rng.uniform(0.0, max_wait_s), workers) for _ in range(kills)]
+    cycles = []
+    for k in range(kills):
+        cycles.append(kill_cycle(store, counts, rng.uniform(0.0, max_wait_s), workers))
+        print(f"kill {k + 1}/{kills}: {json.dumps(cycles[-1])}", file=sys.stderr, flush=True)
     t0 = time.perf_counter()
     final = vsr("jobs", "run", "--until-empty", "--quiet", "--store", store, "--workers", workers)
     with JobStore(store) as s:
