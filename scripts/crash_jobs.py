@@ -4,8 +4,8 @@
 
 Queues one job per clip (default: two short real clips of /work/shared/data/videos) with EDVR-tiny, random
 weights and FFV1, then ``--kills`` times starts ``vsr jobs run --until-empty`` and kills it (SIGKILL) after a
-random 0..``--max-wait`` seconds once it has claimed work; after each kill every output path must be absent or a complete file.  A last
-run finishes the queue.  Then: every job done, every output decodes to exactly the frames and timestamps of
+random 0..``--max-wait`` seconds once it has claimed work; after each kill every output path must be absent
+or a complete file.  A last run finishes the queue.  Then: every job done, every output decodes to exactly the frames and timestamps of
 ``vsr upscale`` with the same options, no chunk computed twice (the store's ``computed`` column), nothing
 but the outputs left in the output folder, ``PRAGMA integrity_check`` ok.  Prints the summary as JSON.
 """

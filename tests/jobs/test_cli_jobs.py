@@ -4,7 +4,6 @@ bad inputs as one line (exit 2) or one failed job while the others finish."""
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 import subprocess
 import sys
@@ -181,7 +180,7 @@ def test_a_store_that_cannot_be_used_is_one_line(clips, tmp_path, capsys, monkey
             if case == "missing" and args[0] == "add":
                 continue  # add creates the store
             rc, out, err = jobs(capsys, *args)
-            assert rc == 2 and len(err.splitlines()) == 1 and err.startswith(f"vsr: error: "), (args, err)
+            assert rc == 2 and len(err.splitlines()) == 1 and err.startswith("vsr: error: "), (args, err)
             assert str(store) in err
     finally:
         if holder is not None:

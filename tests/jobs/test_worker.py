@@ -3,7 +3,6 @@ chunk found committed on disk not computed again, Ctrl-C giving the claim back (
 
 from __future__ import annotations
 
-import json
 import signal
 import subprocess
 import sys

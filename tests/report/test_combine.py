@@ -41,8 +41,8 @@ def test_chunks_sum_into_one_report():
     assert seg["calls"] == 12 and seg["total_s"] == pytest.approx(1.1) and seg["mean_s"] == pytest.approx(1.1 / 12, abs=1e-6)
     assert seg["p95_s"] is None and build["calls"] is None and build["total_s"] == pytest.approx(0.6)
     # the second chunk's timeline starts where the first chunk's wall time ends
-    assert data["timeline"]["stages"]["infer"] == {"seen": 4, "intervals": [[0.1, 0.2], [0.3, 0.4], [2.1, 2.2],
-                                                                            [2.3, 2.4]]}
+    spans = [[0.1, 0.2], [0.3, 0.4], [2.1, 2.2], [2.3, 2.4]]
+    assert data["timeline"]["stages"]["infer"] == {"seen": 4, "intervals": spans}
     run = parse_run(data, "job 1")
     text = render.render_text(run)
     assert text.startswith("job 1: 12 frames in 3.00 s = 4.00 fps; bottleneck: infer") and "chunks" in text

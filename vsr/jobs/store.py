@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vsr.errors import InputError
-from vsr.jobs.leases import Claim, Leases, owner_id
+from vsr.jobs.leases import Leases
 
 SCHEMA_VERSION = 1
 DEFAULT_STORE = Path("jobs") / "queue.db"
@@ -204,8 +204,8 @@ class JobStore(Leases):
                                   (spec.output,)).fetchone()
                 if busy is not None:
                     raise StoreError(f"{spec.output} is already the output of job {busy['id']} ({busy['state']})")
-                cur = db.execute("INSERT INTO jobs (spec, input, output, state, created, updated) "
-                                 "VALUES (?, ?, ?, 'queued', ?, ?)", (spec.to_json(), spec.input, spec.output, now, now))
+                cur = db.execute("INSERT INTO jobs (spec, input, output, state, created, updated) VALUES "
+                                 "(?, ?, ?, 'queued', ?, ?)", (spec.to_json(), spec.input, spec.output, now, now))
                 job = cur.lastrowid
                 db.executemany("INSERT INTO chunks (job, idx, start, stop, chunk, state) VALUES (?, ?, ?, ?, ?, "
                                "'queued')", [(job, c.index, c.start, c.stop, json.dumps(c.to_dict())) for c in chunks])

@@ -86,7 +86,8 @@ def _timeline(reports: list[dict]) -> dict | None:
             for name, entry in (t.get(kind) or {}).items():
                 row = out.setdefault(name, {"seen": 0, "intervals": []})
                 row["seen"] += int(entry.get("seen", len(entry.get("intervals", []))))
-                row["intervals"] += [[round(a + offset, 6), round(b + offset, 6)] for a, b in entry.get("intervals", [])]
+                row["intervals"] += [[round(a + offset, 6), round(b + offset, 6)]
+                                     for a, b in entry.get("intervals", [])]
         offset += float(r.get("wall_s", 0.0))
     if not stages:
         return None
