@@ -106,7 +106,7 @@ def kill_cycle(store: Path, outputs: dict[Path, int], wait_s: float, workers: in
 
 
 def crash_run(clips: list[Path], work: Path, kills: int, chunk_frames: int = 8, workers: int = 1, seed: int = 0,
-              max_wait_s: float = 4.0, options: list[str] = OPTIONS) -> dict:
+              max_wait_s: float = 15.0, options: list[str] = OPTIONS) -> dict:
     """The whole experiment in ``work``; the summary (see the module docstring)."""
     from vsr.jobs.store import JobStore
 
@@ -153,7 +153,7 @@ def main() -> int:
     p.add_argument("--chunk-frames", type=int, default=8)
     p.add_argument("--workers", type=int, default=1)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--max-wait", type=float, default=4.0, help="longest wait before a kill (seconds)")
+    p.add_argument("--max-wait", type=float, default=15.0, help="longest wait before a kill (seconds)")
     p.add_argument("--shrink", default=None, metavar="WxH", help="scale the clips down first (less compute)")
     args = p.parse_args()
     with tempfile.TemporaryDirectory(prefix="vsr-crash-") as tmp:

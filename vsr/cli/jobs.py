@@ -11,6 +11,7 @@ import copy
 import json
 import signal
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from vsr.cli.settings import add_upscale_options, to_int, upscale_settings
@@ -32,6 +33,8 @@ def add_parser(sub) -> None:
     r.add_argument("--until-empty", action="store_true", help="exit when no job is queued or running")
     r.add_argument("--lease", default="60", metavar="S",
                    help="seconds a chunk stays claimed by a worker that stopped answering (default 60)")
+    r.add_argument("--max-attempts", default=None, metavar="N",
+                   help="a chunk whose worker vanished N times fails its job (default 25)")
     r.add_argument("--quiet", action="store_true", help="no line per chunk and job")
     r.add_argument("--broker", default=None, metavar="URL", help="run a Celery worker on this broker instead")
     for name, text in (("cancel", "stop a queued or running job"), ("retry", "queue a failed or cancelled job "
@@ -185,6 +188,8 @@ def _run(args) -> int:
 
     settings = WorkerSettings(lease_s=_positive(args.lease, "--lease"), until_empty=args.until_empty,
                               quiet=args.quiet)
+    if args.max_attempts is not None:
+        settings = replace(settings, max_attempts=to_int(args.max_attempts, "--max-attempts", 1))
     # SIGTERM/SIGHUP take Ctrl-C's path: the claims in progress go back to the queue
     previous = {s: signal.signal(s, _raise_interrupt) for s in (signal.SIGTERM, signal.SIGHUP)}
     try:

@@ -12,8 +12,9 @@ import time
 from dataclasses import dataclass
 
 # A chunk whose worker vanished this many times is not tried again and its job fails: an input that kills its
-# worker (the OOM killer, a native crash) must not take every later `vsr jobs run` down with it.
-MAX_ATTEMPTS = 8
+# worker (the OOM killer, a native crash) must not take every later `vsr jobs run` down with it.  Well above the
+# 20 kills at random moments that the crash test (scripts/crash_jobs.py) survives with every job done.
+MAX_ATTEMPTS = 25
 
 
 @dataclass(frozen=True)
@@ -59,11 +60,11 @@ def _lost(owner: str | None, expiry: float | None, now: float) -> bool:
 class Leases:
     """Claims, heartbeats and commits (a mixin: needs ``self.transaction()`` and ``self.path``)."""
 
-    def claim(self, owner: str, lease_s: float) -> Claim | None:
+    def claim(self, owner: str, lease_s: float, max_attempts: int = MAX_ATTEMPTS) -> Claim | None:
         """The next piece of work, leased to ``owner`` for ``lease_s`` seconds, or None if there is none now.
 
         A job whose chunks are all done offers its join first; then queued chunks and chunks whose lease was
-        lost, oldest job first.  A chunk lost :data:`MAX_ATTEMPTS` times fails its job instead.
+        lost, oldest job first.  A chunk lost ``max_attempts`` times fails its job instead.
         """
         now = time.time()
         with self.transaction() as db:
@@ -81,7 +82,7 @@ class Leases:
             for c in rows:
                 if c["job"] in failed or (c["state"] == "running" and not _lost(c["owner"], c["expiry"], now)):
                     continue
-                if c["attempts"] >= MAX_ATTEMPTS:
+                if c["attempts"] >= max_attempts:
                     message = (f"chunk {c['idx']} (frames {c['start']}:{c['stop']}) was started {c['attempts']} "
                                f"times and its worker vanished each time (killed? out of memory?)")
                     self._fail(db, c["job"], c["idx"], message, now)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from vsr.errors import VsrError
 from vsr.jobs.chunks import is_committed, join_chunks, run_chunk
-from vsr.jobs.leases import Claim, owner_id
+from vsr.jobs.leases import MAX_ATTEMPTS, Claim, owner_id
 from vsr.jobs.spec import ChunkSpec, JobSpec
 from vsr.jobs.store import JobStore, StoreError
 
@@ -32,12 +32,14 @@ log = logging.getLogger(__name__)
 class WorkerSettings:
     """lease_s: how long a claim stays leased without a heartbeat; poll_s: the wait when nothing can be claimed;
     until_empty: stop when no job is queued or running (else poll for new jobs until stopped);
-    quiet: no line per chunk and job on stderr."""
+    quiet: no line per chunk and job on stderr; max_attempts: a chunk whose worker vanished this often fails its
+    job."""
 
     lease_s: float = 60.0
     poll_s: float = 1.0
     until_empty: bool = False
     quiet: bool = False
+    max_attempts: int = MAX_ATTEMPTS
 
 
 class _Heartbeat(threading.Thread):
@@ -91,7 +93,7 @@ def work(path: str | Path, settings: WorkerSettings = WorkerSettings(), *, paren
     done = 0
     try:
         while parent is None or os.getppid() == parent:  # a worker whose `vsr jobs run` was killed stops
-            claim = store.claim(owner, settings.lease_s)
+            claim = store.claim(owner, settings.lease_s, settings.max_attempts)
             if claim is None:
                 if settings.until_empty and not store.pending():
                     return done
@@ -207,8 +209,8 @@ def _child(path: str, settings: WorkerSettings, parent: int) -> None:
 def run_workers(path: str | Path, workers: int = 1, settings: WorkerSettings = WorkerSettings()) -> int:
     """``workers`` worker processes on the store at ``path``, until they end; the exit code (130: interrupted).
 
-    One worker runs in this process.  An interrupt of this process stops every worker (each gives its claim
-    back).
+    A single worker runs in this process, several in spawned processes.  An interrupt of this process (Ctrl-C,
+    SIGTERM) stops every worker; each gives its claim back.
     """
     JobStore(path).close()  # a missing or broken store is one error line here, not one per worker
     if workers == 1:
@@ -217,15 +219,21 @@ def run_workers(path: str | Path, workers: int = 1, settings: WorkerSettings = W
     ctx = multiprocessing.get_context("spawn")
     procs = [ctx.Process(target=_child, args=(str(path), settings, os.getpid()), name=f"vsr-worker-{i}")
              for i in range(workers)]
-    for p in procs:
-        p.start()
+    # a worker starts with Ctrl-C ignored (inherited through exec) until _child handles it: an interrupt while
+    # it imports must not print a traceback; SIGTERM (below) still ends it then, holding nothing
+    handler = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        for p in procs:
+            p.start()
+    finally:
+        signal.signal(signal.SIGINT, handler)
     try:
         for p in procs:
             p.join()
     except KeyboardInterrupt:
         for p in procs:
             if p.is_alive():
-                os.kill(p.pid, signal.SIGINT)
+                os.kill(p.pid, signal.SIGTERM)
         for p in procs:
             p.join()
         raise
