@@ -153,3 +153,46 @@ def test_a_failed_chunk_leaves_nothing_and_a_join_waits_for_every_chunk(tmp_path
     with pytest.raises(Exception, match="chunk 0 of 5 is not done"):
         join_chunks(spec, chunks)
     assert not Path(spec.output).exists()
+
+
+def test_a_join_stopped_after_its_rename_only_removes_the_chunks_and_never_replaces_a_foreign_file(tmp_path):
+    src = need("h264_256x240_35fps_1s_noaudio.mp4")
+    spec = JobSpec.from_settings(src, tmp_path / "out.mp4", REQUEST, ENCODER, RunnerSettings())
+    chunks = plan_chunks(spec, 16)
+    backend = WindowBackend()
+    for c in chunks:
+        run_chunk(spec, c, backend=backend)
+    Path(spec.output).write_bytes(b"someone else's file")
+    with pytest.raises(Exception, match="output exists"):
+        join_chunks(spec, chunks)
+    assert Path(spec.output).read_bytes() == b"someone else's file" and all(is_committed(spec, c) for c in chunks)
+    Path(spec.output).unlink()
+    join_chunks(spec, chunks)
+    # as if stopped between the rename and the removal: the folder is back, with its note of the joined file
+    folder = chunk_folder(spec)
+    folder.mkdir(parents=True)
+    st = os.stat(spec.output)
+    (folder / "joined.json").write_text(f"[{st.st_dev}, {st.st_ino}]")
+    join_chunks(spec, chunks)
+    assert not folder.parent.exists() and os.stat(spec.output).st_mtime_ns == st.st_mtime_ns
+
+
+def timestamps(path: Path) -> tuple:
+    with av.open(str(path)) as c:
+        video = [(f.pts, f.duration) for f in c.decode(video=0)]
+    items = decoded(path)
+    return video, [s["items"] for s in items.values() if s["type"] != "video"]
+
+
+@pytest.mark.parametrize("suffix", [".mp4", ".mkv"])
+def test_with_the_default_lossy_codec_frames_timestamps_and_audio_equal_a_single_pass(suffix, tmp_path):
+    # libx264 with B-frames: MP4 and MKV store its packets length-prefixed and give back no exact start (MP4)
+    # or no dts (MKV); pictures differ at chunk starts, where each chunk begins with a keyframe
+    src = need("h264_aac_320x240_29.97fps_1.2s_realshort.mp4")
+    backend = WindowBackend()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        upscale(src, tmp_path / f"single{suffix}", backend=backend)
+    spec = JobSpec.from_settings(src, tmp_path / f"job{suffix}", REQUEST, EncoderSettings(), RunnerSettings())
+    run_job(spec, backend)
+    assert timestamps(tmp_path / f"job{suffix}") == timestamps(tmp_path / f"single{suffix}")

@@ -3,22 +3,26 @@
 A job's output frames are cut into chunks of about :data:`DEFAULT_CHUNK_FRAMES`.  Each chunk is computed by the
 same runner as ``vsr upscale`` with ``RunnerSettings.frames = (start, stop)``: it decodes its temporal halo
 (EDVR's window radius, and the reflection reach at the clip ends) but writes only its own frames, so every frame
-equals a single pass's.  A chunk file holds video only, with the source's own timestamps (the sink's ``--frames``
-trim, which moves timestamps back, is not used); the join stream-copies the chunks' packets into one file through
-a :class:`~vsr.video.VideoSink` made with the same settings, which adds the source's audio and subtitles exactly
-as ``vsr upscale`` does.
+equals a single pass's.  Decoding starts at the top, or at a keyframe verified at planning to decode exactly
+(:mod:`vsr.video.seek`).  A chunk file holds video only (``VideoSink(passthrough=False)``), at the source's own
+timestamps (the sink's ``--frames`` trim, which moves them back, is not used).  The join stream-copies the chunks'
+packets, with the timestamps their encoders gave, through a :class:`~vsr.video.VideoSink` made with the job's
+settings, which adds the source's audio and subtitles exactly as ``vsr upscale`` does.  With a lossless codec
+(ffv1) the output decodes to the frames and timestamps of a single pass; a lossy one restarts at each chunk with
+a keyframe, so pictures differ there (timestamps and audio do not).
 
 Files, beside the output (all written under a temporary name and renamed when complete)::
 
     <output dir>/.vsr-chunks/<spec.key>/00003<output suffix>   the committed chunk (exists only when complete)
-    <output dir>/.vsr-chunks/<spec.key>/00003.json             its run report (written before the chunk)
+    <output dir>/.vsr-chunks/<spec.key>/00003.json             its run report      (both written
+    <output dir>/.vsr-chunks/<spec.key>/00003.packets.json     its packets' times   before the chunk)
+    <output dir>/.vsr-chunks/<spec.key>/joined.json            the joined file's identity (while a join ends)
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import math
 import os
 import shutil
 from dataclasses import replace
@@ -34,7 +38,7 @@ from vsr.model.weights import resolve_config
 from vsr.pipeline.runner import FrameQueueRunner
 from vsr.video import VideoSink, VideoSource, check_output, open_source
 from vsr.video.seek import EntryPoint, VideoScan, scan_video, verify_entry
-from vsr.video.output import remove_stale_partials
+from vsr.video.output import output_path, remove_stale_partials, video_partial
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +60,10 @@ def chunk_path(spec: JobSpec, chunk: ChunkSpec) -> Path:
 
 def report_path(spec: JobSpec, chunk: ChunkSpec) -> Path:
     return chunk_folder(spec) / f"{chunk.index:05d}.json"
+
+
+def packets_path(spec: JobSpec, chunk: ChunkSpec) -> Path:
+    return chunk_folder(spec) / f"{chunk.index:05d}.packets.json"
 
 
 def is_committed(spec: JobSpec, chunk: ChunkSpec) -> bool:
@@ -152,11 +160,15 @@ def run_chunk(spec: JobSpec, chunk: ChunkSpec, *, backend: Backend | None = None
                         "weights": str(request.weights), "config": request.config, "backend": backend.name,
                         "codec": sink.codec, "pix_fmt": sink.pix_fmt, "frames": f"{chunk.start}:{chunk.stop}"}
             run = FrameQueueRunner(backend, replace(runner, frames=(chunk.start, chunk.stop)))
+            sink.packet_times = []
             report = run.run(source, sink, settings_for_report=settings).to_dict()
-            # the join puts the chunk back at this timestamp (a container may round a file's start, see below)
-            report["settings"].update(first_pts=sink.first_pts, time_base=str(source.info.time_base))
-            _write_atomic(report_path(spec, chunk), json.dumps(report))
-            sink.commit()
+
+            def keep_notes():  # the chunk's notes exist before the chunk does
+                _write_atomic(packets_path(spec, chunk), json.dumps(
+                    {"time_base": str(sink.vs.codec_context.time_base), "packets": sink.packet_times}))
+                _write_atomic(report_path(spec, chunk), json.dumps(report))
+
+            sink.commit(before_rename=keep_notes)
         except BaseException:
             sink.abort()
             raise
@@ -175,7 +187,8 @@ def _chunk_source(spec: JobSpec, chunk: ChunkSpec):
 
 
 def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.vsr-partial-{os.getpid()}")
+    remove_stale_partials(path, frames=False)
+    tmp = video_partial(path)
     tmp.write_text(text)
     os.replace(tmp, path)
 
@@ -185,10 +198,13 @@ def join_chunks(spec: JobSpec, chunks: list[ChunkSpec]) -> None:
     the source's audio and subtitles as ``vsr upscale`` adds them; then the chunk folder is removed.
 
     Idempotent: when the output exists and the chunk folder is gone, the job was joined and nothing is done.
+    A join stopped between its rename and the folder's removal is recognised by the file's identity, noted in
+    the folder before the rename (``joined.json``), and only finishes the removal.
     """
     folder = chunk_folder(spec)
-    dst = Path(spec.output)
-    if not folder.exists() and dst.exists():
+    dst = output_path(Path(spec.output))
+    if dst.exists() and (not folder.exists() or _joined(folder, dst)):
+        _remove_folder(folder)
         return
     missing = [c.index for c in chunks if not is_committed(spec, c)]
     if missing:
@@ -199,47 +215,73 @@ def join_chunks(spec: JobSpec, chunks: list[ChunkSpec]) -> None:
         sink = VideoSink(dst, source.info, spec.encoder, scale=4, trim=False)
         try:
             for c in sorted(chunks, key=lambda c: c.index):
-                at = json.loads(report_path(spec, c).read_text())["settings"]
-                _copy_packets(chunk_path(spec, c), c, at["first_pts"], Fraction(at["time_base"]), sink)
+                _copy_packets(chunk_path(spec, c), c, json.loads(packets_path(spec, c).read_text()), sink)
+            _write_atomic(folder / JOINED, json.dumps(_identity(sink.tmp)))
             sink.commit()
         except BaseException:
             sink.abort()
             raise
     finally:
         source.close()
-    shutil.rmtree(folder)
+    _remove_folder(folder)
+
+
+JOINED = "joined.json"
+
+
+def _identity(path: Path) -> list[int]:
+    st = os.stat(path)
+    return [st.st_dev, st.st_ino]
+
+
+def _joined(folder: Path, dst: Path) -> bool:
+    """True when ``dst`` is the file this job's join renamed into place (a rename keeps its identity)."""
+    try:
+        return json.loads((folder / JOINED).read_text()) == _identity(dst)
+    except (OSError, ValueError):
+        return False
+
+
+def _remove_folder(folder: Path) -> None:
+    shutil.rmtree(folder, ignore_errors=True)
     try:
         folder.parent.rmdir()  # the shared .vsr-chunks folder, once no other job uses it
     except OSError:
         pass
 
 
-def _copy_packets(path: Path, chunk: ChunkSpec, first_pts: int, time_base: Fraction, sink: VideoSink) -> None:
-    """Mux the video packets of the chunk file ``path`` into ``sink``, starting at source timestamp
-    ``first_pts`` (in ``time_base``).
+def _copy_packets(path: Path, chunk: ChunkSpec, times: dict, sink: VideoSink) -> None:
+    """Mux the video packets of the chunk file ``path`` into ``sink`` with the timestamps its encoder gave them
+    (``times``: ``{"time_base", "packets": [[pts, dts, duration], ...]}`` in mux order).
 
-    A container may not give back a file's start exactly: MP4 keeps a late start as an edit list in its
-    movie time scale (milliseconds), so a chunk written from 4096/17920 s reads back from 4086/17920 s.  The
-    offsets between a chunk's packets are exact, so the whole chunk is moved to where its first frame was.
+    The chunk file's own timestamps are not used: containers do not give them all back exactly (MP4 rounds a
+    late start to its millisecond edit list, Matroska moves a file to start at 0 and keeps no dts).
     """
+    tb = Fraction(times["time_base"])
+    recorded = times["packets"]
+    n = 0
     with av.open(str(path), "r") as c:
         st = c.streams.video[0]
-        starts = [p.pts for p in c.demux(st) if p.pts is not None]
-        if len(starts) != chunk.stop - chunk.start:
-            raise InputError(f"chunk {path} holds {len(starts)} frames, not {chunk.stop - chunk.start}")
-        shift = _rescale(first_pts, time_base, st.time_base) - min(starts)
-    with av.open(str(path), "r") as c:
-        st = c.streams.video[0]
+        annexb = _annexb_filter(st)
         for pkt in c.demux(st):
             if pkt.pts is None and pkt.dts is None:
                 continue  # the demuxer's end marker
-            if shift:
-                pkt.pts = None if pkt.pts is None else pkt.pts + shift
-                pkt.dts = None if pkt.dts is None else pkt.dts + shift
-            sink.mux(pkt)
+            if n < len(recorded):
+                pkt.time_base = tb
+                pkt.pts, pkt.dts, pkt.duration = recorded[n]
+            n += 1
+            for p in annexb.filter(pkt) if annexb is not None else (pkt,):
+                sink.mux(p)
+    if n != len(recorded) or n != chunk.stop - chunk.start:
+        raise InputError(f"chunk {path} holds {n} packets, not {len(recorded)} frames")
 
 
-def _rescale(ts: int, src: Fraction, dst: Fraction) -> int:
-    """``ts`` from time base ``src`` to ``dst``, rounded as FFmpeg rounds (to nearest, halves away from 0)."""
-    x = Fraction(ts) * src / dst
-    return int(math.floor(abs(x) + Fraction(1, 2))) * (1 if x >= 0 else -1)
+def _annexb_filter(st) -> av.BitStreamFilterContext | None:
+    """For H.264/HEVC that the chunk's container stores length-prefixed (MP4, MKV): a filter back to the
+    Annex B packets the encoder gave, which is what the output's muxer expects from the join's encoder headers
+    (it converts them itself).  The filter repeats the parameter sets before each keyframe; pictures and
+    timestamps are unchanged."""
+    cc = st.codec_context
+    if cc.name in ("h264", "hevc") and cc.extradata and cc.extradata[0] == 1:
+        return av.BitStreamFilterContext(f"{cc.name}_mp4toannexb", in_stream=st)
+    return None

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import Callable
 
 import av
 import numpy as np
@@ -48,7 +49,9 @@ class VideoSink:
         self.info = info
         self.tmp = video_partial(self.dst)
         self.pts_offset = 0
-        self.first_pts: int | None = None  # the first frame's source timestamp, once written
+        # (pts, dts, duration) of each video packet as the encoder gave it, in the source's time base, when a
+        # caller asks for them (a chunk of a batch job: containers do not all give them back exactly)
+        self.packet_times: list[tuple[int | None, int | None, int]] | None = None
         self.keep_window = trim
         self._window_start: float | None = None
         self._window_end = 0.0
@@ -154,7 +157,6 @@ class VideoSink:
         t = float(pts * self.info.time_base)
         if self._window_start is None:
             self._window_start = t
-            self.first_pts = pts
             if self.keep_window:
                 self.pts_offset = pts - self.info.start_pts
         frame = planes if isinstance(planes, av.VideoFrame) else planes_to_frame(planes, self.pix_fmt, self.colour)
@@ -166,7 +168,12 @@ class VideoSink:
         for pkt in self._dts.repair(self.vs.encode(frame)):
             self._copy_until(float(pkt.dts * pkt.time_base) + float(self.pts_offset * self.info.time_base)
                              if pkt.dts is not None else t)
-            self.oc.mux(pkt)
+            self._mux_video(pkt)
+
+    def _mux_video(self, pkt: av.Packet) -> None:
+        if self.packet_times is not None:
+            self.packet_times.append((pkt.pts, pkt.dts, pkt.duration))
+        self.oc.mux(pkt)
 
     def mux(self, packet: av.Packet) -> None:
         """Mux an already encoded video packet (stream copy, e.g. from a chunk written by a sink with the same
@@ -176,12 +183,15 @@ class VideoSink:
         packet.stream = self.vs
         self.oc.mux(packet)
 
-    def commit(self) -> None:
+    def commit(self, before_rename: Callable[[], None] | None = None) -> None:
+        """Flush the encoder, close the file, then (after ``before_rename()``, if given) move it into place."""
         for pkt in self._dts.repair(self.vs.encode(None), last=True):
-            self.oc.mux(pkt)
+            self._mux_video(pkt)
         if self.passthrough is not None:
             self.passthrough.flush(float(self.pts_offset * self.info.time_base), self._window())
         self.oc.close()
+        if before_rename is not None:
+            before_rename()
         commit_output(self.tmp, self.dst, self.info.path)
 
     def abort(self) -> None:

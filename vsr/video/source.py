@@ -211,14 +211,14 @@ class VideoSource:
     def frames(self, start: int = 0) -> Iterator[SourceFrame]:
         """Frames ``start, start + 1, ...`` (indices in presentation order).
 
-        Frames before ``start`` are decoded (only a decode from the top is frame-exact on every file) but never
-        converted to RGB, which is most of the cost of a frame here.  Decoding starts at the top, or at the
+        Frames before ``start`` are decoded (a seek is not frame-exact on every file) but never converted to
+        RGB, which is most of the cost of a frame here.  Decoding starts at the top, or at the
         source's ``entry`` when ``start`` is at or after it and the entry frame decodes to the picture it was
         verified with (:func:`vsr.video.seek.enter`).  An unverified seek is never used: on the cockatoo clip in
         ``shared/data/videos`` FFmpeg decodes a later IDR frame wrongly when it starts there, sometimes without
         flagging it corrupt (``tests/video/test_source_seek.py`` checks ``start`` on that clip).
         """
-        c, st, decoded, index = self._decoder(start)
+        c, decoded, index = self._decoder(start)
         spec = self.info.colour
         last_pts = None
         last_dur = 0
@@ -238,7 +238,7 @@ class VideoSource:
             c.close()
 
     def _decoder(self, start: int):
-        """``(container, video stream, decoded frames, index of the first)`` for ``frames(start)``."""
+        """``(container, decoded frames, index of the first)`` for ``frames(start)``."""
         # a fresh demuxer: seeking back after the probe is not exact in every container
         self._container.close()
         c = self._container = av.open(str(self.path), "r")
@@ -247,12 +247,12 @@ class VideoSource:
         if self.entry is not None and 0 < self.entry.index <= start:
             frames = enter(c, st, self.entry)
             if frames is not None:
-                return c, st, frames, self.entry.index
+                return c, frames, self.entry.index
             c.close()  # the decoder has seen the seek: a fresh one decodes from the top
             c = self._container = av.open(str(self.path), "r")
             st = c.streams.video[0]
             st.thread_type = "AUTO"
-        return c, st, c.decode(st), 0
+        return c, c.decode(st), 0
 
     def close(self) -> None:
         self._container.close()
