@@ -9,6 +9,7 @@ running, or a URL that is not Redis, is one line (``BrokerError``) within second
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -31,7 +32,7 @@ redis = pytest.importorskip("redis")  # the `jobs` extra, installed by scripts/s
 from vsr.backends import BackendRequest, TorchOptions  # noqa: E402
 from vsr.errors import BrokerError  # noqa: E402
 from vsr.jobs import JobSpec  # noqa: E402
-from vsr.jobs.distributed import make_app, run_worker, status, submit  # noqa: E402
+from vsr.jobs.distributed import cancel, make_app, retry, run_worker, status, submit  # noqa: E402
 from vsr.pipeline.runner import RunnerSettings  # noqa: E402
 from vsr.pipeline.upscale import upscale  # noqa: E402
 from vsr.video import EncoderSettings  # noqa: E402
@@ -83,11 +84,13 @@ def broker(redis_server):
 class Workers:
     """``n`` workers as subprocesses (``run_worker`` in each), logs in ``folder``; stopped with SIGTERM."""
 
-    def __init__(self, broker: str, n: int, folder: Path):
+    def __init__(self, broker: str, n: int, folder: Path, env: dict | None = None):
         self.broker, self.logs = broker, [folder / f"worker{i}.log" for i in range(n)]
         code = "import sys; from vsr.jobs.distributed import run_worker; run_worker(sys.argv[1], 1)"
+        # a session each: a whole worker (main process and pool child) can be killed as a process group
         self.procs = [subprocess.Popen([sys.executable, "-c", code, broker], stdout=log.open("w"),
-                                       stderr=subprocess.STDOUT) for log in self.logs]
+                                       stderr=subprocess.STDOUT, env={**os.environ, **(env or {})},
+                                       start_new_session=True) for log in self.logs]
 
     def wait_ready(self) -> None:
         app = make_app(self.broker)
@@ -118,8 +121,8 @@ class Workers:
 def workers(broker, tmp_path):
     started = []
 
-    def start(n: int) -> Workers:
-        started.append(Workers(broker, n, tmp_path))
+    def start(n: int, env: dict | None = None) -> Workers:
+        started.append(Workers(broker, n, tmp_path, env))
         started[-1].wait_ready()
         return started[-1]
 
@@ -163,24 +166,38 @@ def job(src: Path, out: Path) -> JobSpec:
     return JobSpec.from_settings(src, out, REQUEST, ENCODER, RunnerSettings())
 
 
-def test_two_workers_share_two_jobs_and_match_a_single_pass(broker, workers, make_clip, tmp_path, tiny_backend):
+@pytest.mark.slow
+def test_two_workers_share_the_jobs_and_match_a_single_pass(broker, workers, make_clip, tmp_path, tiny_backend):
+    """Two jobs finish frame-exact on two workers; a third, whose output path holds a file vsr did not write,
+    fails with that message while they finish, and finishes after the file is moved away and it is retried."""
     clips = [make_clip("a.mp4", width=32, height=24, frames=14),
-             make_clip("b.mkv", width=24, height=16, frames=11, audio=[Audio()])]
+             make_clip("b.mkv", width=24, height=16, frames=11, audio=[Audio()]),
+             make_clip("c.mp4", frames=4)]
     refs = [single_pass(c, tmp_path / f"ref-{c.name}", tiny_backend) for c in clips]
     out = tmp_path / "out"
+    out.mkdir()
+    (out / "c.mp4").write_text("not vsr's")
     w = workers(2)
     ids = submit([job(c, out / c.name) for c in clips], broker, chunk_frames=3)
-    assert len(ids) == 2 and len(set(ids)) == 2
+    assert len(set(ids)) == 3
     rows = wait_finished(broker, ids, w)
-    for job_id, clip, ref in zip(ids, clips, refs):
+    for job_id, clip, ref in zip(ids[:2], clips, refs):
         row = rows[job_id]
         assert row["state"] == "done", row["error"]
         assert row["chunks_done"] == row["chunks_total"] > 3
         assert decoded(out / clip.name) == decoded(ref)
     assert len({name for r in rows.values() for name in r["workers"]}) == 2, "one worker did every chunk"
-    assert sorted(p.name for p in out.iterdir()) == ["a.mp4", "b.mkv"]  # no chunk folder, no partial file
+    assert rows[ids[2]]["state"] == "failed" and "output exists" in rows[ids[2]]["error"]
+    assert (out / "c.mp4").read_text() == "not vsr's"
+    (out / "c.mp4").unlink()
+    retry(broker, ids[2])
+    row = wait_finished(broker, ids[2:], w)[ids[2]]
+    assert row["state"] == "done" and row["error"] is None
+    assert decoded(out / "c.mp4") == decoded(refs[2])
+    assert sorted(p.name for p in out.iterdir()) == ["a.mp4", "b.mkv", "c.mp4"]  # no chunk folder, no partial
 
 
+@pytest.mark.slow
 def test_a_worker_process_killed_mid_chunk_hands_the_chunk_back(broker, workers, make_clip, tmp_path,
                                                                  tiny_backend):
     clip = make_clip("c.mp4", width=64, height=48, frames=12)
@@ -199,6 +216,47 @@ def test_a_worker_process_killed_mid_chunk_hands_the_chunk_back(broker, workers,
     assert decoded(tmp_path / "out" / "c.mp4") == decoded(ref)
     assert int(db.hget(f"vsr:job:{job_id}:attempts", index)) == 2  # delivered again after the kill
     assert "WorkerLostError" in w.log_text()
+
+
+@pytest.mark.slow
+def test_a_whole_worker_killed_mid_chunk_hands_the_chunk_back_after_the_visibility_timeout(
+        broker, workers, make_clip, tmp_path, tiny_backend):
+    """``kill -9`` of a worker's process group (a lost host): the other worker runs the chunk once Redis'
+    visibility timeout (short here; chunks of this clip take a few seconds) has run out."""
+    clip = make_clip("f.mp4", width=64, height=48, frames=12)
+    ref = single_pass(clip, tmp_path / "ref.mp4", tiny_backend)
+    w = workers(2, env={"VSR_CELERY_VISIBILITY_S": "20"})
+    [job_id] = submit([job(clip, tmp_path / "out" / "f.mp4")], broker, chunk_frames=3)
+    db = redis.Redis.from_url(broker, decode_responses=True)
+    deadline = time.monotonic() + WAIT_S
+    while not (running := db.hgetall(f"vsr:job:{job_id}:running")):
+        assert time.monotonic() < deadline, w.log_text()
+        time.sleep(0.01)
+    index, where = next(iter(running.items()))
+    main_pid = int(re.match(r"vsr-(\d+)@", where).group(1))
+    os.killpg(main_pid, signal.SIGKILL)
+    row = wait_finished(broker, [job_id], w)[job_id]
+    assert row["state"] == "done", row["error"]
+    assert decoded(tmp_path / "out" / "f.mp4") == decoded(ref)
+    assert int(db.hget(f"vsr:job:{job_id}:attempts", index)) == 2
+    assert row["workers"] and f"vsr-{main_pid}@" not in json.loads(db.hget(f"vsr:job:{job_id}:done", index))["worker"]
+
+
+def test_cancel_and_retry_without_workers(broker, make_clip, tmp_path):
+    """A cancelled job's queued chunks stay in the queue (workers drop them); retry sends the chunks again."""
+    [job_id] = submit([job(make_clip("e.mp4", frames=5), tmp_path / "e.mp4")], broker, chunk_frames=2)
+    db = redis.Redis.from_url(broker)
+    assert [r["state"] for r in status(broker)] == ["queued"] and db.llen("vsr") == 3
+    cancel(broker, job_id)
+    assert [(r["state"], r["chunks_done"], r["chunks_total"]) for r in status(broker)] == [("cancelled", 0, 3)]
+    with pytest.raises(BrokerError, match="cancelled already"):
+        cancel(broker, job_id)
+    retry(broker, job_id)
+    assert [r["state"] for r in status(broker)] == ["queued"] and db.llen("vsr") == 6
+    with pytest.raises(BrokerError, match="only a failed or cancelled job"):
+        retry(broker, job_id)
+    with pytest.raises(BrokerError, match="no job 'nope'"):
+        cancel(broker, "nope")
 
 
 def test_a_broker_that_is_not_running_is_one_line_within_seconds(tmp_path, make_clip):

@@ -3,6 +3,7 @@
     submit(specs, broker, chunk_frames) -> job ids    plan the chunks here, record each job, send one task per chunk
     run_worker(broker, concurrency=1)                 a Celery worker in this process, until stopped
     status(broker) -> [job row]                       what every submitted job is doing (``vsr jobs list``)
+    cancel(broker, job_id), retry(broker, job_id)     stop a job; queue a failed or cancelled one again
     chunk_reports(broker, job_id) -> [run report]     the per-stage timing of each finished chunk
 
 Paths: a spec carries absolute paths, so the submitting machine and every worker must reach the inputs and the
@@ -12,10 +13,13 @@ the last chunk joins them into the output.
 
 Delivery: a chunk is acknowledged only after it returned (``acks_late``).  A worker child that dies mid-chunk
 hands its chunk back at once (``reject_on_worker_lost``); a whole worker that vanishes (host lost, ``kill -9``
-of the main process) hands it back when Redis' visibility timeout runs out.  That timeout must exceed the longest
-chunk, or Redis gives a chunk still running to a second worker: it is ``VISIBILITY_TIMEOUT_S`` unless the
-``VSR_CELERY_VISIBILITY_S`` environment variable or the ``visibility_timeout_s`` argument says otherwise.
-A redelivered chunk that was committed is not computed again (:func:`vsr.jobs.chunks.run_chunk` is idempotent).
+of the main process) hands it back when Redis' visibility timeout runs out (the other workers look every 10 s).
+That timeout must exceed the longest chunk, or Redis gives a chunk still running to a second worker: it is
+``VISIBILITY_TIMEOUT_S`` unless the workers' ``VSR_CELERY_VISIBILITY_S`` environment variable or the
+``visibility_timeout_s`` argument says otherwise.  A redelivered chunk that was committed is not computed again
+(:func:`vsr.jobs.chunks.run_chunk` is idempotent); a chunk delivered ``MAX_ATTEMPTS`` times without finishing
+fails its job.  Several worker processes on one machine share its cores: give the backend threads to match
+(``--threads``), as ONNX Runtime takes every core per process by default.
 
 Job records live in the broker's Redis, next to Celery's own keys: ``vsr:jobs`` (job ids, oldest first),
 ``vsr:job:<id>`` (spec, chunks, state, error, times), ``vsr:job:<id>:done`` (chunk index -> worker, time, run
@@ -25,6 +29,7 @@ deliveries).  Messages are JSON only.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -34,20 +39,19 @@ from urllib.parse import urlsplit
 
 from vsr.backends import Backend
 from vsr.errors import BrokerError, VsrError
+from vsr.jobs.chunks import is_committed, join_chunks, plan_chunks, run_chunk
+from vsr.jobs.spec import ChunkSpec, JobSpec
 
 try:
     import redis
     from celery import Celery
 except ImportError as err:  # the optional `jobs` extra; callers import this module only for --broker
     raise BrokerError(f"--broker needs Celery and redis ({err.name} is missing): pip install 'vsr[jobs]'") from err
-from vsr.jobs.chunks import is_committed, join_chunks, plan_chunks, run_chunk
-from vsr.jobs.spec import ChunkSpec, JobSpec
 
 VISIBILITY_TIMEOUT_S = 6 * 3600  # a few hundred 480p frames of EDVR on a CPU take well under this
 CONNECT_TIMEOUT_S = 3.0          # a broker that is not there is reported in seconds, not retried forever
 QUEUE = "vsr"                    # not Celery's default queue: a Redis shared with other Celery apps stays apart
 CHUNK_TASK = "vsr.jobs.chunk"
-STATES = ("queued", "running", "done", "failed")
 MAX_ATTEMPTS = 3  # a chunk whose process dies this often (out of memory?) fails its job instead of looping
 
 # one opened backend per worker process, reused by the chunks of every job with the same model and options
@@ -64,8 +68,9 @@ def make_app(broker: str, *, visibility_timeout_s: float | None = None) -> Celer
         task_serializer="json", result_serializer="json", accept_content=["json"], result_accept_content=["json"],
         task_acks_late=True, task_reject_on_worker_lost=True, worker_prefetch_multiplier=1,
         task_default_queue=QUEUE, result_expires=7 * 24 * 3600,
-        broker_transport_options={"visibility_timeout": visibility_timeout_s,
-                                  "socket_connect_timeout": CONNECT_TIMEOUT_S},
+        # every worker looks for chunks past their visibility timeout every 10 s (kombu's default: ~100 s)
+        broker_transport_options={"visibility_timeout": visibility_timeout_s, "unacked_restore_interval": 10,
+                                  "unacked_restore_throttle": 1, "socket_connect_timeout": CONNECT_TIMEOUT_S},
         broker_connection_timeout=CONNECT_TIMEOUT_S, broker_connection_retry_on_startup=False,
         redis_socket_connect_timeout=CONNECT_TIMEOUT_S,
         task_publish_retry_policy={"max_retries": 2, "interval_start": 0, "interval_step": 0.5},
@@ -81,22 +86,66 @@ def submit(specs: list[JobSpec], broker: str, chunk_frames: int, *,
     db = _connect(broker)
     plans = [(spec, plan_chunks(spec, chunk_frames)) for spec in specs]
     app = make_app(broker, visibility_timeout_s=visibility_timeout_s)
-    ids = []
+    ids, job_id = [], None
     try:
         for spec, chunks in plans:
             job_id = uuid.uuid4().hex
             db.hset(_key(job_id), mapping={
                 "spec": spec.to_json(), "chunks": json.dumps([c.to_dict() for c in chunks]),
-                "total": len(chunks), "state": "queued", "error": "", "submitted": time.time()})
+                "total": len(chunks), "state": "queued", "error": "", "submitted": time.time(), "generation": 0})
             db.rpush("vsr:jobs", job_id)
-            for chunk in chunks:
-                app.send_task(CHUNK_TASK, args=[job_id, spec.to_json(), chunk.to_dict()], queue=QUEUE)
+            _send(app, job_id, spec, chunks, 0)
             ids.append(job_id)
     except (redis.RedisError, OSError) as err:
+        if job_id is not None and job_id not in ids:
+            with contextlib.suppress(redis.RedisError, OSError):  # `retry` can send what is missing
+                _fail(db, job_id, f"the broker failed while its chunks were sent: {err}")
         raise BrokerError(f"the broker {_safe(broker)} failed while jobs were sent ({len(ids)} queued): {err}") from err
     finally:
         app.close()
     return ids
+
+
+def cancel(broker: str, job_id: str) -> None:
+    """Stop ``job_id``: its chunks still queued are dropped when a worker takes them; running ones finish."""
+    db = _connect(broker)
+    state = _state(db, broker, job_id)
+    if state in ("done", "cancelled"):
+        raise BrokerError(f"job {job_id} is {state} already")
+    db.hset(_key(job_id), mapping={"state": "cancelled", "finished": time.time()})
+
+
+def retry(broker: str, job_id: str) -> None:
+    """Queue a failed or cancelled ``job_id`` again: the chunks not done are sent anew (the join, if all are)."""
+    db = _connect(broker)
+    state = _state(db, broker, job_id)
+    if state not in ("failed", "cancelled"):
+        raise BrokerError(f"job {job_id} is {state}: only a failed or cancelled job is retried")
+    job = db.hgetall(_key(job_id))
+    chunks = [ChunkSpec.from_dict(c) for c in json.loads(job["chunks"])]
+    done = {int(i) for i in db.hkeys(_key(job_id, "done"))}
+    # the messages of earlier attempts still queued carry an older generation: workers drop them
+    generation = db.hincrby(_key(job_id), "generation")
+    db.delete(_key(job_id, "attempts"), _key(job_id, "running"))
+    db.hset(_key(job_id), mapping={"state": "queued", "error": ""})
+    app = make_app(broker)
+    try:
+        _send(app, job_id, JobSpec.from_json(job["spec"]),
+              [c for c in chunks if c.index not in done] or chunks[-1:], generation)
+    finally:
+        app.close()
+
+
+def _send(app: Celery, job_id: str, spec: JobSpec, chunks: list[ChunkSpec], generation: int) -> None:
+    for chunk in chunks:
+        app.send_task(CHUNK_TASK, args=[job_id, spec.to_json(), chunk.to_dict(), generation], queue=QUEUE)
+
+
+def _state(db: redis.Redis, broker: str, job_id: str) -> str:
+    state = db.hget(_key(job_id), "state")
+    if state is None:
+        raise BrokerError(f"no job {job_id!r} on {_safe(broker)}")
+    return state
 
 
 def run_worker(broker: str, concurrency: int = 1, *, visibility_timeout_s: float | None = None,
@@ -113,8 +162,10 @@ def run_worker(broker: str, concurrency: int = 1, *, visibility_timeout_s: float
 
 
 def status(broker: str) -> list[dict]:
-    """One row per job, oldest first: id, input, output, state, chunks_done, chunks_total, fps, eta_s, error,
-    workers (names of the workers that finished its chunks), running (chunk index -> worker)."""
+    """One row per job, oldest first: id, input, output, state (queued, running, done, failed, cancelled),
+    chunks_done, chunks_total, fps (frames done per wall second since its first chunk started, all workers
+    together), eta_s, error, workers (names of the workers that finished its chunks), running (chunk index ->
+    worker and pid)."""
     db = _connect(broker)
     rows = []
     for job_id in db.lrange("vsr:jobs", 0, -1):
@@ -142,18 +193,18 @@ def status(broker: str) -> list[dict]:
 def chunk_reports(broker: str, job_id: str) -> list[dict]:
     """The run reports (``vsr-run-report/2``) of ``job_id``'s finished chunks, in chunk order."""
     db = _connect(broker)
-    if not db.exists(_key(job_id)):
-        raise BrokerError(f"no job {job_id!r} on {_safe(broker)}")
+    _state(db, broker, job_id)
     done = {int(k): json.loads(v) for k, v in db.hgetall(_key(job_id, "done")).items()}
     return [done[i]["report"] for i in sorted(done)]
 
 
-def _chunk_task(task, job_id: str, spec_json: str, chunk_dict: dict) -> dict | None:
+def _chunk_task(task, job_id: str, spec_json: str, chunk_dict: dict, generation: int = 0) -> dict | None:
     """The Celery task: compute one chunk (or find it committed), record it, join the job after its last chunk."""
     db = _records(task.app.conf.broker_url)
     job = _key(job_id)
-    if db.hget(job, "state") in ("failed", None):
-        return None  # a failed job's other chunks are not worth computing; an unknown job was cleared
+    state, current = db.hmget(job, "state", "generation")
+    if state in ("failed", "cancelled", None) or int(current or 0) != generation:
+        return None  # a failed or cancelled job, a message from before a retry, a job whose records were cleared
     spec, chunk = JobSpec.from_json(spec_json), ChunkSpec.from_dict(chunk_dict)
     worker = task.request.hostname or socket.gethostname()
     if db.hincrby(_key(job_id, "attempts"), str(chunk.index)) > MAX_ATTEMPTS and not is_committed(spec, chunk):
@@ -203,7 +254,7 @@ def _join(db: redis.Redis, task_id: str, job_id: str, spec: JobSpec) -> None:
 
 
 def _fail(db: redis.Redis, job_id: str, message: str) -> None:
-    if db.hget(_key(job_id), "state") != "failed":
+    if db.hget(_key(job_id), "state") not in ("failed", "cancelled"):
         db.hset(_key(job_id), mapping={"state": "failed", "error": message, "finished": time.time()})
 
 
