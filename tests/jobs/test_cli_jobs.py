@@ -1,0 +1,211 @@
+"""`vsr jobs` from the command line: add, list, run, cancel, retry, report; outputs equal to a single pass;
+bad inputs as one line (exit 2) or one failed job while the others finish."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import av
+import numpy as np
+import pytest
+
+from vsr.cli import main
+
+REPO = Path(__file__).resolve().parents[2]
+# the torch backend: the quickest to start (the default ONNX Runtime one is scripts/crash_jobs.py's)
+TINY = ["--weights", "random", "--config", "edvr-tiny", "--backend", "torch", "--codec", "ffv1", "--threads", "1"]
+
+
+def jobs(capsys, *args) -> tuple[int, str, str]:
+    rc = main(["jobs", *map(str, args)])
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+def errors(err: str) -> list[str]:
+    return [line for line in err.splitlines() if line.startswith("vsr: error:")]
+
+
+def run_workers(store: Path, *extra, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "vsr", "jobs", "run", "--until-empty", "--store", str(store),
+                           *map(str, extra)], capture_output=True, text=True, timeout=timeout, cwd=REPO)
+
+
+def frames_of(path: Path) -> list[tuple[object, np.ndarray]]:
+    with av.open(str(path)) as c:
+        return [(f.pts * f.time_base, f.to_ndarray()) for f in c.decode(c.streams.video[0])]
+
+
+def single_pass(src: Path, dst: Path) -> Path:
+    """The same upscale as TINY in one `vsr upscale` pass (the library call)."""
+    from vsr.backends import BackendRequest, TorchOptions
+    from vsr.pipeline import upscale
+    from vsr.video import EncoderSettings
+
+    upscale(src, dst, backend=BackendRequest("random", "edvr-tiny", TorchOptions(threads=1)),
+            encoder=EncoderSettings(codec="ffv1"))
+    return dst
+
+
+def same_frames(a: Path, b: Path) -> bool:
+    fa, fb = frames_of(a), frames_of(b)
+    return len(fa) == len(fb) and all(ta == tb and np.array_equal(x, y) for (ta, x), (tb, y) in zip(fa, fb))
+
+
+@pytest.fixture
+def clips(make_clip, tmp_path):
+    folder = tmp_path / "in"
+    folder.mkdir()
+    a = make_clip("in/a.mp4", frames=7, seed=1)
+    b = make_clip("in/b.mp4", frames=5, seed=2)
+    (folder / "notes.txt").write_text("not a video")
+    return a, b
+
+
+def test_add_run_list_report(clips, tmp_path, capsys):
+    a, b = clips
+    store, out = tmp_path / "q.db", tmp_path / "out"
+    rc, ids, err = jobs(capsys, "add", a.parent, "--out-dir", out, "--ext", "mkv", "--chunk-frames", 3,
+                        "--store", store, *TINY)
+    assert rc == 0, err
+    assert ids.split() == ["1", "2"]
+    rc, listing, _ = jobs(capsys, "list", "--store", store, "--json")
+    rows = json.loads(listing)
+    assert [(r["state"], r["chunks_done"], r["chunks_total"]) for r in rows] == [("queued", 0, 3), ("queued", 0, 2)]
+    res = run_workers(store, "--lease", 5)
+    assert res.returncode == 0, res.stderr
+    assert "job 1 done" in res.stderr and "job 2 done" in res.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["a.mkv", "b.mkv"]  # no chunk folder, no partial left
+    for src in (a, b):
+        assert same_frames(out / f"{src.stem}.mkv", single_pass(src, tmp_path / f"ref-{src.stem}.mkv"))
+    rc, text, _ = jobs(capsys, "list", "--store", store)
+    assert text.splitlines()[0].split() == ["id", "state", "chunks", "fps", "ETA", "input", "error"]
+    assert [line.split()[1:3] for line in text.splitlines()[1:]] == [["done", "3/3"], ["done", "2/2"]]
+    rc, text, _ = jobs(capsys, "report", 1, "--store", store, "--html", tmp_path / "job1.html")
+    assert rc == 0 and text.startswith("job 1: 7 frames in ") and "chunks" in text
+    assert "<svg" in (tmp_path / "job1.html").read_text()
+    rc, data, _ = jobs(capsys, "report", 2, "--store", store, "--json")
+    summary = json.loads(data)["summary"]
+    assert summary["frames"] == 5 and summary["bottleneck"] is not None
+
+
+def test_a_missing_file_among_several_adds_nothing(clips, tmp_path, capsys):
+    a, b = clips
+    store = tmp_path / "q.db"
+    rc, out, err = jobs(capsys, "add", a, tmp_path / "missing.mp4", b, "--out-dir", tmp_path / "out",
+                        "--store", store, *TINY)
+    assert rc == 2 and out == "" and errors(err) == [f"vsr: error: input does not exist: {tmp_path / 'missing.mp4'}"]
+    assert len(err.splitlines()) == 1 and not store.exists()
+
+
+def test_a_job_that_fails_while_the_others_finish(clips, make_clip, tmp_path, capsys):
+    a, b = clips
+    c = make_clip("c.mp4", frames=4, seed=3)
+    store, out = tmp_path / "q.db", tmp_path / "out"
+    assert jobs(capsys, "add", a, b, c, "--out-dir", out, "--ext", "mkv", "--store", store, *TINY)[0] == 0
+    b.write_bytes(b"\x00" * 64)  # the input goes bad after it was queued
+    res = run_workers(store, "--workers", 2)
+    assert res.returncode == 0, res.stderr
+    rows = json.loads(jobs(capsys, "list", "--json", "--store", store)[1])
+    assert [r["state"] for r in rows] == ["done", "failed", "done"]
+    assert rows[1]["error"] and "\n" not in rows[1]["error"] and not (out / "b.mkv").exists()
+    assert "job 2 failed: " in res.stderr and "Traceback" not in res.stderr
+    assert sorted(p.name for p in out.iterdir() if not p.name.startswith(".")) == ["a.mkv", "c.mkv"]
+
+
+def test_cancel_then_retry(clips, tmp_path, capsys):
+    a, _ = clips
+    store, out = tmp_path / "q.db", tmp_path / "out"
+    jobs(capsys, "add", a, "--out-dir", out, "--ext", "mkv", "--chunk-frames", 4, "--store", store, *TINY)
+    assert jobs(capsys, "cancel", 1, "--store", store)[0] == 0
+    assert run_workers(store).returncode == 0 and not (out / "a.mkv").exists()
+    rc, _, err = jobs(capsys, "cancel", 1, "--store", store)
+    assert rc == 2 and errors(err) == ["vsr: error: job 1 is cancelled; only a queued or running job can be "
+                                       "cancelled"]
+    assert jobs(capsys, "retry", 1, "--store", store)[0] == 0
+    assert run_workers(store).returncode == 0 and (out / "a.mkv").is_file()
+    rc, _, err = jobs(capsys, "retry", "x", "--store", store)
+    assert rc == 2 and "a job id is a number" in err
+
+
+def test_job_file_with_a_typo_is_one_line(clips, tmp_path, capsys):
+    a, _ = clips
+    jf = tmp_path / "batch.toml"
+    jf.write_text(f'inputs = ["{a}"]\nout_dir = "out"\n[upscale]\nmemory-budgett = 2048\n')
+    rc, out, err = jobs(capsys, "add", jf, "--store", tmp_path / "q.db", *TINY)
+    assert rc == 2 and len(err.splitlines()) == 1
+    assert "[upscale]: unknown key 'memory-budgett' (did you mean 'memory_budget'?)" in err
+
+
+def test_job_file_options_override_the_command_line(clips, tmp_path, capsys):
+    a, b = clips
+    jf = tmp_path / "batch.toml"
+    jf.write_text(f'inputs = ["{b}"]\nout_dir = "files"\next = "mkv"\nchunk_frames = 2\n[upscale]\nbatch = 2\n')
+    store = tmp_path / "q.db"
+    rc, ids, err = jobs(capsys, "add", a, jf, "--out-dir", tmp_path / "out", "--store", store, *TINY)
+    assert rc == 0, err
+    from vsr.jobs.spec import JobSpec
+    from vsr.jobs.store import JobStore
+
+    with JobStore(store) as s:
+        first, second = (JobSpec.from_json(s.spec_json(int(i))) for i in ids.split())
+        assert len(s.chunks(int(ids.split()[1]))) == 3  # 5 frames in chunks of 2
+    assert first.output == str(tmp_path / "out" / "a.mp4") and first.runner.batch == 1
+    assert second.output == str(tmp_path / "files" / "b.mkv") and second.runner.batch == 2
+    assert second.encoder.codec == "ffv1"  # from the command line, which the file does not override
+
+
+@pytest.mark.parametrize("case", ["corrupt", "locked", "missing"])
+def test_a_store_that_cannot_be_used_is_one_line(clips, tmp_path, capsys, monkeypatch, case):
+    store = tmp_path / "q.db"
+    holder = None
+    if case == "corrupt":
+        store.write_bytes(b"garbage" * 200)
+    elif case == "locked":
+        from vsr.jobs.store import JobStore
+
+        JobStore(store, create=True).close()
+        holder = sqlite3.connect(store, isolation_level=None)
+        holder.execute("PRAGMA locking_mode = EXCLUSIVE")
+        holder.execute("BEGIN EXCLUSIVE")
+        monkeypatch.setenv("VSR_JOBS_BUSY_TIMEOUT", "0.2")
+    try:
+        monkeypatch.setenv("VSR_JOBS", str(store))  # the store named by the environment
+        for args in (["add", clips[0], "--out-dir", tmp_path / "out", *TINY], ["list"], ["run", "--until-empty"],
+                     ["cancel", "1"]):
+            if case == "missing" and args[0] == "add":
+                continue  # add creates the store
+            rc, out, err = jobs(capsys, *args)
+            assert rc == 2 and len(err.splitlines()) == 1 and err.startswith("vsr: error: "), (args, err)
+            assert str(store) in err
+    finally:
+        if holder is not None:
+            holder.close()
+
+
+def test_outputs_that_would_collide_or_exist(clips, make_clip, tmp_path, capsys):
+    a, _ = clips
+    other = tmp_path / "other"
+    other.mkdir()
+    twin = make_clip("other/a.mp4", frames=3)
+    rc, _, err = jobs(capsys, "add", a, twin, "--out-dir", tmp_path / "out", "--store", tmp_path / "q.db", *TINY)
+    assert rc == 2 and "would both be written to" in err
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "a.mp4").write_bytes(b"mine")
+    rc, _, err = jobs(capsys, "add", a, "--out-dir", tmp_path / "out", "--store", tmp_path / "q.db", *TINY)
+    assert rc == 2 and "output exists" in err and (tmp_path / "out" / "a.mp4").read_bytes() == b"mine"
+    rc, _, err = jobs(capsys, "add", a, "--out-dir", tmp_path / "out", "--store", tmp_path / "q.db", *TINY,
+                      "--chunk-frames", 0)
+    assert rc == 2 and "--chunk-frames must be >= 1" in err
+
+
+def test_a_broker_that_is_not_running_is_one_line(clips, tmp_path, capsys):
+    broker = "redis://127.0.0.1:1/0"  # nothing listens on port 1
+    for args in (["add", clips[0], "--out-dir", tmp_path / "out", "--broker", broker, *TINY],
+                 ["run", "--broker", broker], ["list", "--broker", broker]):
+        rc, out, err = jobs(capsys, *args)
+        assert rc == 2 and out == "" and len(err.splitlines()) == 1 and broker in err, (args, err)

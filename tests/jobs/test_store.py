@@ -1,0 +1,232 @@
+"""The SQLite job store: claims under leases, heartbeats, commits, failures, cancel and retry, and the one-line
+errors of a store that cannot be used.  Real SQLite files; concurrent claims from real processes."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import socket
+import sqlite3
+import subprocess
+import time
+from dataclasses import dataclass
+
+import pytest
+
+from vsr.errors import InputError
+from vsr.jobs.leases import MAX_ATTEMPTS, owner_id
+from vsr.jobs.store import SCHEMA_VERSION, JobStore, StoreError
+
+
+@dataclass(frozen=True)
+class FakeSpec:
+    """What the store reads of a JobSpec."""
+
+    input: str
+    output: str
+
+    def to_json(self) -> str:
+        return json.dumps({"input": self.input, "output": self.output})
+
+
+@dataclass(frozen=True)
+class FakeChunk:
+    index: int
+    start: int
+    stop: int
+
+    def to_dict(self) -> dict:
+        return {"index": self.index, "start": self.start, "stop": self.stop}
+
+
+def job(name: str, chunks: int, frames: int = 4):
+    return FakeSpec(f"/in/{name}.mp4", f"/out/{name}.mp4"), [FakeChunk(i, i * frames, (i + 1) * frames)
+                                                             for i in range(chunks)]
+
+
+def report(frames: int, wall: float) -> dict:
+    return {"format": "vsr-run-report/2", "frames": frames, "wall_s": wall, "stages": []}
+
+
+@pytest.fixture
+def store(tmp_path):
+    with JobStore(tmp_path / "jobs" / "queue.db", create=True) as s:
+        yield s
+
+
+def test_a_job_runs_chunk_by_chunk_then_joins(store):
+    (a,) = store.add_jobs([job("a", 2)])
+    me = owner_id()
+    c0 = store.claim(me, 30)
+    c1 = store.claim(me, 30)
+    assert (c0.job, c0.index, c1.index) == (a, 0, 1) and not c0.is_join
+    assert json.loads(c0.spec)["input"] == "/in/a.mp4" and c1.chunk == {"index": 1, "start": 4, "stop": 8}
+    assert store.claim(me, 30) is None  # both chunks leased, the join not ready
+    store.commit_chunk(me, c0, report(4, 2.0), computed=True)
+    row = store.job(a)
+    assert (row.state, row.chunks_done, row.chunks_total, row.fps) == ("running", 1, 2, 2.0)
+    assert row.eta_s == pytest.approx(2.0)  # 4 frames left at 2 fps, one chunk running
+    store.commit_chunk(me, c1, report(4, 2.0), computed=True)
+    join = store.claim(me, 30)
+    assert join.is_join and join.job == a and store.claim(me, 30) is None
+    assert store.pending()
+    store.finish_job(me, join)
+    assert store.job(a).state == "done" and not store.pending() and store.job(a).eta_s is None
+    assert [c["computed"] for c in store.chunks(a)] == [1, 1] and store.integrity_check() == "ok"
+
+
+def test_an_expired_lease_returns_the_chunk_to_the_queue(store):
+    (a,) = store.add_jobs([job("a", 1)])
+    far = "another-host:1:x"  # not this machine: only the lease's expiry frees it
+    first = store.claim(far, 0.05)
+    assert store.claim(owner_id(), 30) is None
+    time.sleep(0.1)
+    again = store.claim("me:2:y", 30)
+    assert (again.job, again.index) == (a, 0) and store.chunks(a)[0]["attempts"] == 2
+    assert not store.heartbeat(far, first, 30)  # the first owner lost it
+    assert store.heartbeat("me:2:y", again, 30)
+
+
+def test_the_chunk_of_a_dead_local_process_is_free_at_once(store):
+    store.add_jobs([job("a", 1)])
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    store.claim(f"{socket.gethostname()}:{dead.pid}:t", 3600)
+    assert store.claim(owner_id(), 30).index == 0
+
+
+def test_a_chunk_whose_worker_keeps_vanishing_fails_its_job(store):
+    (a,) = store.add_jobs([job("a", 1)])
+    (b,) = store.add_jobs([job("b", 1)])
+    for _ in range(MAX_ATTEMPTS):
+        assert store.claim("elsewhere:1:x", 0.001).job == a
+        time.sleep(0.005)
+    nxt = store.claim(owner_id(), 30)
+    assert nxt.job == b  # the other job goes on
+    row = store.job(a)
+    assert row.state == "failed" and f"started {MAX_ATTEMPTS} times" in row.error
+
+
+def test_release_gives_the_claims_back_without_counting_an_attempt(store):
+    (a,) = store.add_jobs([job("a", 2)])
+    me = owner_id()
+    store.claim(me, 30)
+    store.release(me)
+    assert [c["state"] for c in store.chunks(a)] == ["queued", "queued"]
+    assert store.claim(owner_id(), 30).index == 0 and store.chunks(a)[0]["attempts"] == 1
+
+
+def test_a_failure_fails_its_job_only(store):
+    a, b = store.add_jobs([job("a", 2), job("b", 1)])
+    me = owner_id()
+    claim = store.claim(me, 30)
+    store.fail(me, claim, "input does not exist: /in/a.mp4")
+    assert store.job(a).state == "failed" and store.job(a).error == "input does not exist: /in/a.mp4"
+    assert store.claim(me, 30).job == b  # a's other chunk is not offered
+
+
+def test_cancel_and_retry(store):
+    (a,) = store.add_jobs([job("a", 3)])
+    me = owner_id()
+    done = store.claim(me, 30)
+    store.commit_chunk(me, done, report(4, 1.0), computed=True)
+    store.cancel(a)
+    assert store.claim(me, 30) is None and store.job(a).state == "cancelled"
+    with pytest.raises(InputError, match="only a queued or running job can be cancelled"):
+        store.cancel(a)
+    store.retry(a, committed=lambda chunk: True)
+    assert store.job(a).state == "running" and store.job(a).chunks_done == 1
+    assert store.claim(me, 30).index == 1
+    with pytest.raises(InputError, match="only a failed or cancelled job"):
+        store.retry(a)
+    with pytest.raises(InputError, match="no job 99"):
+        store.cancel(99)
+
+
+def test_retry_queues_a_done_chunk_whose_file_is_gone(store):
+    (a,) = store.add_jobs([job("a", 2)])
+    me = owner_id()
+    for _ in range(2):
+        store.commit_chunk(me, store.claim(me, 30), report(4, 1.0), computed=True)
+    store.cancel(a)
+    store.retry(a, committed=lambda chunk: chunk["index"] == 0)
+    assert [c["state"] for c in store.chunks(a)] == ["done", "queued"]
+
+
+def test_an_output_of_an_unfinished_job_is_not_queued_twice(store):
+    store.add_jobs([job("a", 1)])
+    with pytest.raises(StoreError, match="already the output of job 1"):
+        store.add_jobs([job("b", 1), job("a", 1)])
+    assert [r.input for r in store.jobs()] == ["/in/a.mp4"]  # nothing of the refused batch was added
+
+
+def _claim_all(path: str, n: int, out) -> None:
+    with JobStore(path) as s:
+        me = owner_id()
+        got = []
+        while (c := s.claim(me, 30)) is not None:
+            got.append((c.job, c.index))
+        out.put(got)
+
+
+def test_processes_claiming_at_once_never_share_a_chunk(tmp_path):
+    path = tmp_path / "queue.db"
+    with JobStore(path, create=True) as s:
+        s.add_jobs([job(f"v{i}", 10) for i in range(4)])
+    ctx = multiprocessing.get_context("spawn")
+    out = ctx.Queue()
+    procs = [ctx.Process(target=_claim_all, args=(str(path), 40, out)) for _ in range(3)]
+    for p in procs:
+        p.start()
+    claims = [c for _ in procs for c in out.get(timeout=60)]
+    for p in procs:
+        p.join()
+    assert len(claims) == 40 and len(set(claims)) == 40
+
+
+def test_a_missing_store_is_one_line(tmp_path):
+    with pytest.raises(StoreError, match="no job store at .*vsr jobs add creates it"):
+        JobStore(tmp_path / "nope.db")
+    with pytest.raises(StoreError, match="no job store"):
+        JobStore(tmp_path)  # a folder
+
+
+def test_a_file_that_is_not_a_database(tmp_path):
+    bad = tmp_path / "queue.db"
+    bad.write_bytes(b"this is not sqlite" * 100)
+    with pytest.raises(StoreError, match="not a job store, or it is corrupt") as e:
+        JobStore(bad)
+    assert "\n" not in str(e.value)
+
+
+def test_a_foreign_database_or_a_newer_schema_is_refused(tmp_path):
+    other = tmp_path / "other.db"
+    with sqlite3.connect(other) as db:
+        db.execute("CREATE TABLE t (x)")
+    with pytest.raises(StoreError, match="not a vsr job store"):
+        JobStore(other, create=True)
+    newer = tmp_path / "newer.db"
+    JobStore(newer, create=True).close()
+    with sqlite3.connect(newer) as db:
+        db.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    with pytest.raises(StoreError, match=f"schema version {SCHEMA_VERSION + 1}"):
+        JobStore(newer)
+
+
+def test_a_locked_store_is_one_line_after_the_busy_timeout(tmp_path):
+    path = tmp_path / "queue.db"
+    JobStore(path, create=True).close()
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("PRAGMA locking_mode = EXCLUSIVE")
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(StoreError, match=r"locked by another process \(waited 0.2 s\)"):
+            with JobStore(path, busy_timeout_s=0.2) as s:
+                s.add_jobs([job("a", 1)])
+        assert time.monotonic() - t0 < 5
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    with JobStore(path) as s:
+        assert s.jobs() == [] and s.integrity_check() == "ok"

@@ -1,0 +1,103 @@
+"""The local worker: one backend opened for all the chunks of one model, a bad input failing only its job, a
+chunk found committed on disk not computed again, Ctrl-C giving the claim back (exit 130)."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import vsr.backends
+from vsr.backends import BackendRequest, TorchOptions
+from vsr.jobs.chunks import plan_chunks, run_chunk
+from vsr.jobs.spec import JobSpec
+from vsr.jobs.store import JobStore
+from vsr.jobs.worker import WorkerSettings, work
+from vsr.pipeline import RunnerSettings
+from vsr.video import EncoderSettings
+
+REPO = Path(__file__).resolve().parents[2]
+SETTINGS = WorkerSettings(lease_s=10, poll_s=0.05, until_empty=True, quiet=True)
+
+
+def spec_for(src: Path, out: Path) -> JobSpec:
+    return JobSpec.from_settings(src, out, BackendRequest("random", "edvr-tiny", TorchOptions(threads=1)),
+                                 EncoderSettings(codec="ffv1"), RunnerSettings())
+
+
+def queue(store: JobStore, *specs: JobSpec, chunk_frames: int = 3) -> list[int]:
+    return store.add_jobs([(s, plan_chunks(s, chunk_frames)) for s in specs])
+
+
+@pytest.fixture
+def opened(monkeypatch):
+    """Counts the backends opened (vsr.backends.open_backend, looked up at call time; restored after)."""
+    calls = []
+    real = vsr.backends.open_backend
+
+    def counting(*args, **kw):
+        calls.append(kw.get("config"))
+        return real(*args, **kw)
+
+    monkeypatch.setattr(vsr.backends, "open_backend", counting)
+    return calls
+
+
+def test_one_backend_serves_every_chunk_of_a_model(make_clip, tmp_path, opened):
+    a, b = make_clip("a.mp4", frames=7, seed=1), make_clip("b.mp4", frames=4, seed=2)
+    with JobStore(tmp_path / "q.db", create=True) as store:
+        ids = queue(store, spec_for(a, tmp_path / "a.mkv"), spec_for(b, tmp_path / "b.mkv"))
+        assert work(store.path, SETTINGS) == 3 + 2 + 2  # chunks and joins
+        assert [r.state for r in store.jobs()] == ["done", "done"]
+        assert all(c["computed"] == 1 and c["attempts"] == 1 for i in ids for c in store.chunks(i))
+    assert opened == ["edvr-tiny"]
+    assert (tmp_path / "a.mkv").is_file() and (tmp_path / "b.mkv").is_file()
+
+
+def test_a_chunk_committed_on_disk_is_not_computed_again(make_clip, tmp_path, opened):
+    src = make_clip("a.mp4", frames=6)
+    spec = spec_for(src, tmp_path / "a.mkv")
+    chunks = plan_chunks(spec, 3)
+    run_chunk(spec, chunks[0])  # as a worker killed between the chunk's rename and the store's commit left it
+    opened.clear()
+    with JobStore(tmp_path / "q.db", create=True) as store:
+        (job,) = store.add_jobs([(spec, chunks)])
+        work(store.path, SETTINGS)
+        assert [c["computed"] for c in store.chunks(job)] == [0, 1] and store.job(job).state == "done"
+    assert len(opened) == 1
+
+
+def test_a_bad_input_fails_its_job_and_the_others_go_on(make_clip, tmp_path):
+    a, b = make_clip("a.mp4", frames=4, seed=1), make_clip("b.mp4", frames=4, seed=2)
+    with JobStore(tmp_path / "q.db", create=True) as store:
+        queue(store, spec_for(a, tmp_path / "a.mkv"), spec_for(b, tmp_path / "b.mkv"))
+        a.unlink()
+        work(store.path, SETTINGS)
+        first, second = store.jobs()
+    assert first.state == "failed" and str(a) in first.error and "\n" not in first.error
+    assert second.state == "done" and (tmp_path / "b.mkv").is_file() and not (tmp_path / "a.mkv").exists()
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_ctrl_c_gives_the_chunk_back_and_exits_130(make_clip, tmp_path, workers):
+    """SIGINT to `vsr jobs run` (with 2 workers it passes it on to its worker processes)."""
+    src = make_clip("a.mp4", width=64, height=48, frames=40)
+    with JobStore(tmp_path / "q.db", create=True) as store:
+        (job,) = queue(store, spec_for(src, tmp_path / "a.mkv"), chunk_frames=40)
+    p = subprocess.Popen([sys.executable, "-m", "vsr", "jobs", "run", "--store", str(tmp_path / "q.db"),
+                          "--workers", str(workers)], cwd=REPO, stderr=subprocess.PIPE, text=True)
+    with JobStore(tmp_path / "q.db") as store:
+        deadline = time.monotonic() + 120
+        while store.chunks(job)[0]["state"] != "running" and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(0.5)
+        p.send_signal(signal.SIGINT)
+        _, err = p.communicate(timeout=60)
+        assert p.returncode == 130, err
+        chunk = store.chunks(job)[0]
+        assert (chunk["state"], chunk["owner"], chunk["attempts"]) == ("queued", None, 0)
+    assert not (tmp_path / "a.mkv").exists() and "Traceback" not in err

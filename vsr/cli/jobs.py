@@ -1,0 +1,250 @@
+"""``vsr jobs add|list|run|cancel|retry|report``: queued batch upscales in a job store (:mod:`vsr.jobs`).
+
+The store is ``jobs/queue.db`` (``--store PATH`` or ``$VSR_JOBS``).  ``--broker URL`` sends the jobs to a Celery
+broker instead (:mod:`vsr.jobs.distributed`, imported only then).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import signal
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+from vsr.cli.settings import add_upscale_options, to_int, upscale_settings
+from vsr.errors import InputError
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("jobs", help="queue upscales and work through them (resumable, chunked)",
+                       description="A queue of upscales that survives crashes: each video is cut into chunks, "
+                                   "every chunk is committed once, the output appears when all are joined.")
+    jobs = p.add_subparsers(dest="jobs_command", metavar="ACTION")
+    jobs.required = True
+    _add_add(jobs)
+    q = _sub(jobs, "list", "show the jobs: state, chunks done, speed, ETA, error")
+    q.add_argument("--json", action="store_true", help="print the jobs as JSON")
+    q.add_argument("--broker", default=None, metavar="URL", help="show the jobs of a Celery broker instead")
+    r = _sub(jobs, "run", "work through the queue (several at once share it safely)")
+    r.add_argument("--workers", default="1", metavar="N", help="worker processes (default 1)")
+    r.add_argument("--until-empty", action="store_true", help="exit when no job is queued or running")
+    r.add_argument("--lease", default="60", metavar="S",
+                   help="seconds a chunk stays claimed by a worker that stopped answering (default 60)")
+    r.add_argument("--max-attempts", default=None, metavar="N",
+                   help="a chunk whose worker vanished N times fails its job (default 25)")
+    r.add_argument("--quiet", action="store_true", help="no line per chunk and job")
+    r.add_argument("--broker", default=None, metavar="URL", help="run a Celery worker on this broker instead")
+    for name, text in (("cancel", "stop a queued or running job"), ("retry", "queue a failed or cancelled job "
+                                                                                "again (its done chunks are kept)")):
+        _sub(jobs, name, text).add_argument("id", help="job id (see vsr jobs list)")
+    rep = _sub(jobs, "report", "the per-stage timing of a job, summed over its chunks")
+    rep.add_argument("id", help="job id (see vsr jobs list)")
+    rep.add_argument("--json", action="store_true", help="print the tables as JSON")
+    rep.add_argument("--html", default=None, metavar="OUT.html", help="also write the report as an HTML page")
+    rep.add_argument("--overwrite", action="store_true", help="replace OUT.html if it exists")
+    rep.add_argument("--broker", default=None, metavar="URL", help="a job of a Celery broker")
+
+
+def _sub(jobs, name: str, text: str) -> argparse.ArgumentParser:
+    p = jobs.add_parser(name, help=text, description=text[0].upper() + text[1:] + ".")
+    p.add_argument("--store", default=None, metavar="PATH", help="job store (default: $VSR_JOBS, else "
+                                                                 "jobs/queue.db)")
+    p.set_defaults(func=globals()[f"_{name}"])
+    return p
+
+
+def _add_add(jobs) -> None:
+    a = _sub(jobs, "add", "queue one job per video")
+    a.add_argument("inputs", nargs="+", metavar="IN", help="video file, folder of videos, or job file (.toml, "
+                                                            "see jobs/example.toml)")
+    a.add_argument("--out-dir", default=None, metavar="DIR", help="where the outputs go: DIR/<input stem>.<ext>")
+    a.add_argument("--ext", default=None, help="output container (default: the input's)")
+    a.add_argument("--chunk-frames", default=None, metavar="N", help="frames per chunk (default 300)")
+    a.add_argument("--overwrite", action="store_true", help="replace outputs that exist")
+    a.add_argument("--broker", default=None, metavar="URL", help="submit to a Celery broker (redis://HOST:PORT/N)")
+    add_upscale_options(a, frames=False)
+
+
+def _distributed():
+    """:mod:`vsr.jobs.distributed` (Celery), imported only for ``--broker``."""
+    try:
+        from vsr.jobs import distributed
+    except ModuleNotFoundError as e:
+        raise InputError(f"--broker needs the distributed queue (celery[redis]): {e}") from None
+    return distributed
+
+
+def _job_id(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise InputError(f"a job id is a number (see vsr jobs list), not {text!r}") from None
+
+
+def _positive(value, option: str) -> float:
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise InputError(f"{option} must be a number, not {value!r}") from None
+    if v <= 0:
+        raise InputError(f"{option} must be > 0, not {value}")
+    return v
+
+
+def _groups(args) -> list[tuple[list[Path], Path, str | None, int | None, bool, object]]:
+    """The command line's inputs as groups sharing out_dir, ext, chunk frames, overwrite and options: the
+    videos and folders, then each job file (its keys over the command line's)."""
+    from vsr.jobs.jobfile import read_job_file
+
+    out_dir = Path(args.out_dir) if args.out_dir else None
+    chunk = to_int(args.chunk_frames, "--chunk-frames", 1) if args.chunk_frames is not None else None
+    plain = [Path(i) for i in args.inputs if Path(i).suffix.lower() != ".toml"]
+    groups = []
+    if plain:
+        if out_dir is None:
+            raise InputError("vsr jobs add needs --out-dir (or job files that name their out_dir)")
+        groups.append((plain, out_dir, args.ext, chunk, args.overwrite, args))
+    for i in args.inputs:
+        if Path(i).suffix.lower() != ".toml":
+            continue
+        f = read_job_file(i)
+        if f.out_dir is None and out_dir is None:
+            raise InputError(f"job file {i} names no out_dir, and no --out-dir was given")
+        options = copy.copy(args)
+        for key, value in f.upscale.items():
+            setattr(options, key, value)
+        groups.append((list(f.inputs), f.out_dir or out_dir, f.ext or args.ext, f.chunk_frames or chunk,
+                       args.overwrite if f.overwrite is None else f.overwrite, options))
+    return groups
+
+
+def _add(args) -> int:
+    from vsr.jobs.inputs import job_specs
+    from vsr.jobs.chunks import DEFAULT_CHUNK_FRAMES, plan_chunks
+
+    taken: dict = {}
+    planned = []  # (spec, chunk frames)
+    for inputs, out_dir, ext, chunk, overwrite, options in _groups(args):
+        backend, encoder, runner = upscale_settings(options)
+        for spec in job_specs(inputs, out_dir, ext, backend, encoder, runner, overwrite, taken):
+            planned.append((spec, chunk or DEFAULT_CHUNK_FRAMES))
+    if args.broker:
+        ids = []
+        for frames in dict.fromkeys(f for _, f in planned):
+            ids += _distributed().submit([s for s, f in planned if f == frames], args.broker, frames)
+    else:
+        from vsr.jobs.store import JobStore
+
+        jobs = [(spec, plan_chunks(spec, frames)) for spec, frames in planned]  # probes every input first
+        with JobStore(args.store, create=True) as store:
+            ids = store.add_jobs(jobs)
+    for i in ids:
+        print(i)
+    return 0
+
+
+def _list(args) -> int:
+    from vsr.report.render import table
+
+    if args.broker:
+        rows = _distributed().status(args.broker)
+    else:
+        from vsr.jobs.store import JobStore
+
+        with JobStore(args.store) as store:
+            rows = [r.to_dict() for r in store.jobs()]
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    cells = [[str(r.get("id")), str(r.get("state")), f"{r.get('chunks_done', '-')}/{r.get('chunks_total', '-')}",
+              f"{r['fps']:.2f}" if r.get("fps") else "-", _eta(r.get("eta_s")), str(r.get("input")),
+              r.get("error") or ""] for r in rows]
+    print(table(["id", "state", "chunks", "fps", "ETA", "input", "error"], cells, right=False) if cells
+          else "no jobs")
+    return 0
+
+
+def _eta(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    s = int(round(seconds))
+    return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}"
+
+
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def _run(args) -> int:
+    workers = to_int(args.workers, "--workers", 1)
+    if args.broker:
+        _distributed().run_worker(args.broker, concurrency=workers)
+        return 0
+    from vsr.jobs.store import store_path
+    from vsr.jobs.worker import WorkerSettings, run_workers
+
+    settings = WorkerSettings(lease_s=_positive(args.lease, "--lease"), until_empty=args.until_empty,
+                              quiet=args.quiet)
+    if args.max_attempts is not None:
+        settings = replace(settings, max_attempts=to_int(args.max_attempts, "--max-attempts", 1))
+    # SIGTERM/SIGHUP take Ctrl-C's path: the claims in progress go back to the queue
+    previous = {s: signal.signal(s, _raise_interrupt) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        return run_workers(store_path(args.store), workers, settings)
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+
+
+def _cancel(args) -> int:
+    from vsr.jobs.store import JobStore
+
+    with JobStore(args.store) as store:
+        store.cancel(_job_id(args.id))
+    return 0
+
+
+def _retry(args) -> int:
+    from vsr.jobs.chunks import is_committed
+    from vsr.jobs.spec import ChunkSpec, JobSpec
+    from vsr.jobs.store import JobStore
+
+    job = _job_id(args.id)
+    with JobStore(args.store) as store:
+        spec = JobSpec.from_json(store.spec_json(job))
+        store.retry(job, committed=lambda chunk: is_committed(spec, ChunkSpec.from_dict(chunk)))
+    return 0
+
+
+def _report(args) -> int:
+    from vsr.report import html, render
+    from vsr.report.combine import combine_reports
+    from vsr.report.load import parse_run
+
+    if args.broker:
+        reports, total = _distributed().chunk_reports(args.broker, args.id), None
+        settings, label, state = {"job": args.id}, f"job {args.id}", "on the broker"
+    else:
+        from vsr.jobs.store import JobStore
+
+        job = _job_id(args.id)
+        with JobStore(args.store) as store:
+            row = store.job(job)
+            chunks = store.chunks(job)
+        reports = [c["report"] for c in chunks if c["state"] == "done" and c["report"]]
+        total, label, state = len(chunks), f"job {job}", row.state
+        settings = {"input": row.input, "output": row.output, "frames": f"0:{row.frames_total}", "job": job}
+    run = parse_run(combine_reports(reports, settings), label)
+    if args.html:
+        html.write_page(args.html, html.render_html(run), overwrite=args.overwrite)
+    print(json.dumps(render.to_json(run), indent=2) if args.json else render.render_text(run))
+    if total is not None and len(reports) < total:
+        print(f"vsr: {label} is {state}: the report covers {len(reports)} of its {total} chunks", file=sys.stderr)
+    return 0
+
+
+def run(args) -> int:
+    return args.func(args)

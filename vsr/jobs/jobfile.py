@@ -1,0 +1,116 @@
+"""Job files (``jobs/*.toml``): a batch of inputs and the options to upscale them with.  See ``jobs/example.toml``.
+
+Top-level keys: ``inputs`` (a path or a list of paths: video files or folders of videos), ``out_dir``,
+``ext`` (output container, default: each input's own), ``chunk_frames``, ``overwrite``, and an ``[upscale]``
+table of ``vsr upscale`` options named as on the command line without the dashes (``memory-budget`` or
+``memory_budget``; ``encoder_options`` is a table of ``-x`` pairs).  Relative paths are relative to the job file.
+Any other key, or a value of the wrong type, is one :class:`~vsr.errors.InputError` naming the file and the key.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from vsr.errors import InputError
+
+_TOP = {"inputs": "a path or a list of paths", "out_dir": "a path", "ext": "a container suffix (mkv, mp4...)",
+        "chunk_frames": "an integer", "overwrite": "true or false", "upscale": "a table of vsr upscale options"}
+# The vsr upscale options a job file may set (argparse dests), with the TOML types each takes.
+UPSCALE_KEYS: dict[str, tuple[type, ...]] = {
+    "weights": (str,), "config": (str,), "backend": (str,), "plan": (str,), "threads": (int,),
+    "batch": (int,), "tile": (int,), "tile_overlap": (int,), "memory_budget": (int,),
+    "codec": (str,), "crf": (int, float), "preset": (str,), "pix_fmt": (str,), "encoder_options": (dict,),
+}
+
+
+@dataclass(frozen=True)
+class JobFile:
+    """A parsed job file: absolute input paths, and what it sets (None: not set, the command line decides).
+
+    ``upscale``: option dest -> value as the command line would give it (``encoder_options``: ``["K=V", ...]``).
+    """
+
+    path: Path
+    inputs: tuple[Path, ...]
+    out_dir: Path | None = None
+    ext: str | None = None
+    chunk_frames: int | None = None
+    overwrite: bool | None = None
+    upscale: dict = field(default_factory=dict)
+
+
+def _unknown(where: str, key: str, known) -> InputError:
+    close = difflib.get_close_matches(key, list(known), n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else f" (known: {', '.join(sorted(known))})"
+    return InputError(f"{where}: unknown key {key!r}{hint}")
+
+
+def _typed(where: str, key: str, value, types: tuple[type, ...], what: str):
+    # bool is an int in Python; a TOML true is no frame count
+    if isinstance(value, bool) and bool not in types or not isinstance(value, types):
+        raise InputError(f"{where}: {key} must be {what}, not {value!r}")
+    return value
+
+
+def read_job_file(path: str | Path) -> JobFile:
+    """``path`` -> :class:`JobFile`; a missing or malformed file, or an unknown key, is one :class:`InputError`."""
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError(f"cannot read job file {path}: {getattr(e, 'strerror', None) or e}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise InputError(f"job file {path} is not valid TOML: {e}") from None
+    where = f"job file {path}"
+    for key in data:
+        if key not in _TOP:
+            raise _unknown(where, key, _TOP)
+    base = path.resolve().parent
+    inputs = data.get("inputs")
+    if isinstance(inputs, str):
+        inputs = [inputs]
+    if not isinstance(inputs, list) or not inputs or not all(isinstance(i, str) and i for i in inputs):
+        raise InputError(f"{where}: inputs must be {_TOP['inputs']} (at least one)")
+    out_dir = data.get("out_dir")
+    if out_dir is not None:
+        out_dir = Path(os.path.normpath(base / _typed(where, "out_dir", out_dir, (str,), _TOP["out_dir"])))
+    ext = data.get("ext")
+    if ext is not None:
+        ext = _typed(where, "ext", ext, (str,), _TOP["ext"]).lstrip(".")
+    chunk_frames = data.get("chunk_frames")
+    if chunk_frames is not None and _typed(where, "chunk_frames", chunk_frames, (int,), _TOP["chunk_frames"]) < 1:
+        raise InputError(f"{where}: chunk_frames must be >= 1, not {chunk_frames}")
+    overwrite = data.get("overwrite")
+    if overwrite is not None:
+        _typed(where, "overwrite", overwrite, (bool,), _TOP["overwrite"])
+    upscale = _upscale(data.get("upscale", {}), f"{where}: [upscale]")
+    # a checkpoint or config file named in the job file is relative to it too (not "default", nor a config name)
+    if upscale.get("weights") not in (None, "default", "random"):
+        upscale["weights"] = str(base / upscale["weights"])
+    if str(upscale.get("config", "")).endswith(".toml"):
+        upscale["config"] = str(base / upscale["config"])
+    return JobFile(path, tuple(Path(os.path.normpath(base / i)) for i in inputs), out_dir, ext, chunk_frames,
+                   overwrite, upscale)
+
+
+def _upscale(table, where: str) -> dict:
+    if not isinstance(table, dict):
+        raise InputError(f"{where} must be a table of vsr upscale options")
+    out = {}
+    for key, value in table.items():
+        dest = key.replace("-", "_")
+        if dest not in UPSCALE_KEYS:
+            raise _unknown(where, key, UPSCALE_KEYS)
+        types = UPSCALE_KEYS[dest]
+        what = " or ".join({str: "a string", int: "an integer", float: "a number", dict: "a table"}[t] for t in types)
+        _typed(where, key, value, types, what)
+        if dest == "encoder_options":
+            if not all(isinstance(v, (str, int, float)) and not isinstance(v, bool) for v in value.values()):
+                raise InputError(f"{where}: encoder_options values must be strings or numbers")
+            value = [f"{k}={v}" for k, v in value.items()]
+        out[dest] = value
+    return out

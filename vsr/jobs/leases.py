@@ -1,0 +1,152 @@
+"""The workers' side of the job store: claim work under a lease, keep it alive, commit, fail, release.
+
+Mixed into :class:`vsr.jobs.store.JobStore`; every method is one ``BEGIN IMMEDIATE`` transaction.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from dataclasses import dataclass
+
+# A chunk whose worker vanished this many times is not tried again and its job fails: an input that kills its
+# worker (the OOM killer, a native crash) must not take every later `vsr jobs run` down with it.  Well above the
+# 20 kills at random moments that the crash test (scripts/crash_jobs.py) survives with every job done.
+MAX_ATTEMPTS = 25
+
+
+@dataclass(frozen=True)
+class Claim:
+    """Work a worker holds a lease on: a chunk (``index`` >= 0) or the job's join (``index`` is None)."""
+
+    job: int
+    spec: str  # JobSpec JSON
+    index: int | None = None
+    chunk: dict | None = None  # ChunkSpec.to_dict()
+
+    @property
+    def is_join(self) -> bool:
+        return self.index is None
+
+
+def owner_id() -> str:
+    """A lease owner: this host, this process, and a token (two workers of one process never share an owner)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{os.urandom(4).hex()}"
+
+
+def owner_gone(owner: str | None) -> bool:
+    """Whether ``owner`` is a process of this host that has exited (its lease needs no waiting for)."""
+    if not owner:
+        return True
+    host, _, rest = owner.partition(":")
+    pid = rest.partition(":")[0]
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # it exists, under another user
+        return False
+    return False
+
+
+def _lost(owner: str | None, expiry: float | None, now: float) -> bool:
+    return expiry is None or expiry < now or owner_gone(owner)
+
+
+class Leases:
+    """Claims, heartbeats and commits (a mixin: needs ``self.transaction()`` and ``self.path``)."""
+
+    def claim(self, owner: str, lease_s: float, max_attempts: int = MAX_ATTEMPTS) -> Claim | None:
+        """The next piece of work, leased to ``owner`` for ``lease_s`` seconds, or None if there is none now.
+
+        A job whose chunks are all done offers its join first; then queued chunks and chunks whose lease was
+        lost, oldest job first.  A chunk lost ``max_attempts`` times fails its job instead.
+        """
+        now = time.time()
+        with self.transaction() as db:
+            for j in db.execute("SELECT id, spec, join_owner, join_expiry FROM jobs j WHERE state IN ('queued', "
+                                "'running') AND NOT EXISTS (SELECT 1 FROM chunks c WHERE c.job = j.id AND "
+                                "c.state != 'done') ORDER BY id").fetchall():
+                if j["join_owner"] is None or _lost(j["join_owner"], j["join_expiry"], now):
+                    db.execute("UPDATE jobs SET state = 'running', join_owner = ?, join_expiry = ?, updated = ? "
+                               "WHERE id = ?", (owner, now + lease_s, now, j["id"]))
+                    return Claim(j["id"], j["spec"])
+            rows = db.execute("SELECT c.job, c.idx, c.chunk, c.state, c.owner, c.expiry, c.attempts, c.start, c.stop "
+                              "FROM chunks c JOIN jobs j ON j.id = c.job WHERE j.state IN ('queued', 'running') "
+                              "AND c.state IN ('queued', 'running') ORDER BY c.job, c.idx").fetchall()
+            failed: set[int] = set()
+            for c in rows:
+                if c["job"] in failed or (c["state"] == "running" and not _lost(c["owner"], c["expiry"], now)):
+                    continue
+                if c["attempts"] >= max_attempts:
+                    message = (f"chunk {c['idx']} (frames {c['start']}:{c['stop']}) was started {c['attempts']} "
+                               f"times and its worker vanished each time (killed? out of memory?)")
+                    self._fail(db, c["job"], c["idx"], message, now)
+                    failed.add(c["job"])
+                    continue
+                db.execute("UPDATE chunks SET state = 'running', owner = ?, expiry = ?, heartbeat = ?, "
+                           "attempts = attempts + 1 WHERE job = ? AND idx = ?",
+                           (owner, now + lease_s, now, c["job"], c["idx"]))
+                db.execute("UPDATE jobs SET state = 'running', updated = ? WHERE id = ?", (now, c["job"]))
+                spec = db.execute("SELECT spec FROM jobs WHERE id = ?", (c["job"],)).fetchone()[0]
+                return Claim(c["job"], spec, c["idx"], json.loads(c["chunk"]))
+        return None
+
+    def heartbeat(self, owner: str, claim: Claim, lease_s: float) -> bool:
+        """Extend ``owner``'s lease on ``claim``; False when the lease was lost or the job was stopped."""
+        now = time.time()
+        with self.transaction() as db:
+            if claim.is_join:
+                n = db.execute("UPDATE jobs SET join_expiry = ? WHERE id = ? AND join_owner = ?",
+                               (now + lease_s, claim.job, owner)).rowcount
+            else:
+                n = db.execute("UPDATE chunks SET expiry = ?, heartbeat = ? WHERE job = ? AND idx = ? AND owner = ? "
+                               "AND state = 'running'", (now + lease_s, now, claim.job, claim.index, owner)).rowcount
+            state = db.execute("SELECT state FROM jobs WHERE id = ?", (claim.job,)).fetchone()
+        return n == 1 and state is not None and state[0] in ("queued", "running")
+
+    def commit_chunk(self, owner: str, claim: Claim, report: dict, computed: bool) -> None:
+        """Record a chunk committed on disk, with its run report; ``computed``: this worker computed it (rather
+        than finding it committed).  Recorded even if the lease was lost meanwhile: the file is there."""
+        now = time.time()
+        with self.transaction() as db:
+            db.execute("UPDATE chunks SET computed = computed + ? WHERE job = ? AND idx = ?",
+                       (int(computed), claim.job, claim.index))
+            db.execute("UPDATE chunks SET state = 'done', report = ?, owner = NULL, expiry = NULL "
+                       "WHERE job = ? AND idx = ? AND state != 'done'", (json.dumps(report), claim.job, claim.index))
+            db.execute("UPDATE jobs SET updated = ? WHERE id = ?", (now, claim.job))
+
+    def finish_job(self, owner: str, claim: Claim) -> None:
+        """The join wrote the output: the job is done."""
+        with self.transaction() as db:
+            db.execute("UPDATE jobs SET state = 'done', join_owner = NULL, join_expiry = NULL, updated = ? "
+                       "WHERE id = ? AND state IN ('queued', 'running')", (time.time(), claim.job))
+
+    def fail(self, owner: str, claim: Claim, message: str) -> None:
+        """The claimed work failed for good (bad input): its job fails with ``message`` (one line)."""
+        with self.transaction() as db:
+            self._fail(db, claim.job, claim.index, message, time.time())
+
+    @staticmethod
+    def _fail(db, job: int, index: int | None, message: str, now: float) -> None:
+        if index is not None:
+            db.execute("UPDATE chunks SET state = 'failed', owner = NULL, expiry = NULL WHERE job = ? AND idx = ?",
+                       (job, index))
+        db.execute("UPDATE jobs SET state = 'failed', error = ?, join_owner = NULL, join_expiry = NULL, updated = ? "
+                   "WHERE id = ? AND state IN ('queued', 'running')", (message, now, job))
+
+    def release(self, owner: str) -> None:
+        """Everything ``owner`` holds goes back to the queue at once (Ctrl-C); not counted as a lost attempt."""
+        with self.transaction() as db:
+            db.execute("UPDATE chunks SET state = 'queued', owner = NULL, expiry = NULL, attempts = max(0, "
+                       "attempts - 1) WHERE owner = ? AND state = 'running'", (owner,))
+            db.execute("UPDATE jobs SET join_owner = NULL, join_expiry = NULL WHERE join_owner = ?", (owner,))
+
+    def pending(self) -> bool:
+        """Whether any job is still queued or running."""
+        with self.transaction(immediate=False) as db:
+            return db.execute("SELECT 1 FROM jobs WHERE state IN ('queued', 'running') LIMIT 1").fetchone() is not None

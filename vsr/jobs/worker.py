@@ -1,0 +1,243 @@
+"""The local worker: claim a chunk from the job store, compute it, commit it; join a job whose chunks are all done.
+
+``run_workers(store, workers=N)`` runs N worker processes (spawned, not forked or threaded: ONNX Runtime and
+numba keep per-process thread pools) that share the store with each other and with any other ``vsr jobs run``
+on the machine.  Each claim holds a lease that a heartbeat thread renews every ``lease_s / 4``; a worker killed
+at any moment loses only the chunk it held, which goes back to the queue once its lease expires (at once when
+its process is known to be gone).  An opened backend is kept for the next chunk of the same model and options.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import signal
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from vsr.errors import VsrError
+from vsr.jobs.chunks import is_committed, join_chunks, run_chunk
+from vsr.jobs.leases import MAX_ATTEMPTS, Claim, owner_id
+from vsr.jobs.spec import ChunkSpec, JobSpec
+from vsr.jobs.store import JobStore, StoreError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class WorkerSettings:
+    """lease_s: how long a claim stays leased without a heartbeat; poll_s: the wait when nothing can be claimed;
+    until_empty: stop when no job is queued or running (else poll for new jobs until stopped);
+    quiet: no line per chunk and job on stderr; max_attempts: a chunk whose worker vanished this often fails its
+    job."""
+
+    lease_s: float = 60.0
+    poll_s: float = 1.0
+    until_empty: bool = False
+    quiet: bool = False
+    max_attempts: int = MAX_ATTEMPTS
+
+
+class _Heartbeat(threading.Thread):
+    """Renews one claim's lease on its own connection until stopped; ends this process if its parent
+    (``vsr jobs run --workers N``) was killed, so no worker outlives it unseen."""
+
+    def __init__(self, path: Path, owner: str, claim: Claim, settings: WorkerSettings, parent: int | None):
+        super().__init__(name="vsr-heartbeat", daemon=True)
+        self.path, self.owner, self.claim, self.settings, self.parent = path, owner, claim, settings, parent
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        store = None
+        while not self.stopped.wait(self.settings.lease_s / 4):
+            if self.parent is not None and os.getppid() != self.parent:
+                os._exit(1)
+            try:
+                store = store or JobStore(self.path)
+                if not store.heartbeat(self.owner, self.claim, self.settings.lease_s):
+                    log.info("job %s: the lease was lost or the job was stopped", self.claim.job)
+            except StoreError as e:
+                log.warning("heartbeat: %s", e)
+        if store is not None:
+            store.close()
+
+
+class _Backends:
+    """The backend opened for the last chunk, kept while the next chunk asks for the same model and options."""
+
+    def __init__(self):
+        self.request = None
+        self.backend = None
+
+    def get(self, request):
+        if self.backend is None or request != self.request:
+            self.backend = None  # the old one goes before the new one loads: two models need not fit at once
+            self.backend = request.open()
+            self.request = request
+        return self.backend
+
+
+def work(path: str | Path, settings: WorkerSettings = WorkerSettings(), *, parent: int | None = None) -> int:
+    """One worker in this process until the queue is empty (``until_empty``) or forever; the pieces it did.
+
+    On an interrupt (Ctrl-C, SIGTERM) the claim in progress goes back to the queue and KeyboardInterrupt is
+    raised.  A claim whose input is bad fails its job with a one-line message; the worker goes on.
+    """
+    store = JobStore(path)
+    owner = owner_id()
+    backends = _Backends()
+    done = 0
+    try:
+        while parent is None or os.getppid() == parent:  # a worker whose `vsr jobs run` was killed stops
+            claim = store.claim(owner, settings.lease_s, settings.max_attempts)
+            if claim is None:
+                if settings.until_empty and not store.pending():
+                    return done
+                time.sleep(settings.poll_s)
+                continue
+            beat = _Heartbeat(store.path, owner, claim, settings, parent)
+            beat.start()
+            try:
+                _process(store, owner, claim, backends, settings)
+            finally:
+                beat.stopped.set()
+                beat.join()
+            done += 1
+        return done
+    except BaseException:
+        store.release(owner)
+        raise
+    finally:
+        store.close()
+
+
+def _process(store: JobStore, owner: str, claim: Claim, backends: _Backends, settings: WorkerSettings) -> None:
+    say = (lambda text: None) if settings.quiet else (lambda text: print(f"vsr: {text}", file=sys.stderr))
+    t0 = time.perf_counter()
+    try:
+        spec = JobSpec.from_json(claim.spec)
+        if claim.is_join:
+            join_chunks(spec, [ChunkSpec.from_dict(c["chunk"]) for c in store.chunks(claim.job)])
+            store.finish_job(owner, claim)
+            say(f"job {claim.job} done: {spec.output}")
+            return
+        chunk = ChunkSpec.from_dict(claim.chunk)
+        computed = not is_committed(spec, chunk)
+        backend = backends.get(spec.settings()[0]) if computed else None
+        before = _step_totals(backend)
+        report = _chunk_only(run_chunk(spec, chunk, backend=backend), before)
+        store.commit_chunk(owner, claim, report, computed)
+        say(f"job {claim.job} chunk {chunk.index} (frames {chunk.start}:{chunk.stop}) done in "
+            f"{time.perf_counter() - t0:.1f} s")
+    except (KeyboardInterrupt, StoreError):
+        raise
+    except VsrError as e:
+        _fail(store, owner, claim, str(e), say)
+    except Exception as e:  # anything else a chunk raises fails its job, not the worker
+        log.debug("job %s failed", claim.job, exc_info=True)
+        _fail(store, owner, claim, f"{type(e).__name__}: {e}", say)
+
+
+def _step_totals(backend) -> dict[str, tuple[float, int | None]]:
+    """A reused backend's step totals so far: (seconds, calls) per step."""
+    if backend is None:
+        return {}
+    stats = backend.step_stats() or {}
+    return {k: (v, stats[k].calls if k in stats else None) for k, v in backend.timings().items()}
+
+
+def _chunk_only(report: dict, before: dict[str, tuple[float, int | None]]) -> dict:
+    """A chunk's report without the steps of the earlier chunks that its (reused) backend also counts.
+
+    The per-call percentiles of such a step mix in the earlier chunks' calls, so they are left out.
+    """
+    if not before:
+        return report
+    steps = []
+    for row in report.get("backend_steps", []):
+        total, calls = before.get(row["name"], (0.0, None))
+        row = dict(row, total_s=round(max(0.0, row["total_s"] - total), 6))
+        if calls is not None and row.get("calls") is not None:
+            row.update(calls=row["calls"] - calls, p50_s=None, p95_s=None)
+            row["mean_s"] = round(row["total_s"] / row["calls"], 6) if row["calls"] else None
+        steps.append(row)
+    totals = {k: round(max(0.0, v - before.get(k, (0.0, None))[0]), 6)
+              for k, v in report.get("backend_steps_s", {}).items()}
+    timeline = report.get("timeline")
+    if timeline:  # spans of earlier chunks lie before this run's start
+        timeline = dict(timeline, steps={k: dict(v, intervals=[i for i in v["intervals"] if i[0] >= 0])
+                                         for k, v in timeline.get("steps", {}).items()})
+    return dict(report, backend_steps=steps, backend_steps_s=totals, timeline=timeline)
+
+
+def _fail(store: JobStore, owner: str, claim: Claim, message: str, say) -> None:
+    message = " ".join(message.split())  # one line in `vsr jobs list`
+    store.fail(owner, claim, message)
+    say(f"job {claim.job} failed: {message}")
+
+
+def _interrupt_once(signum, frame):
+    # Ctrl-C reaches a worker twice (from the terminal and from its parent): the second must not cut short the
+    # first one's release of the claim
+    for s in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(s, signal.SIG_IGN)
+    raise KeyboardInterrupt
+
+
+def _child(path: str, settings: WorkerSettings, parent: int) -> None:
+    """A spawned worker process: :func:`work`, exit 130 on an interrupt."""
+    for s in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(s, _interrupt_once)
+    code = 0
+    try:
+        work(path, settings, parent=parent)
+    except KeyboardInterrupt:
+        code = 130
+    except VsrError as e:
+        print(f"vsr: error: {e}", file=sys.stderr)
+        code = e.exit_code
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # an inference call an interrupt left behind must not see the native libraries torn down (see vsr.cli.entry)
+    os._exit(code)
+
+
+def run_workers(path: str | Path, workers: int = 1, settings: WorkerSettings = WorkerSettings()) -> int:
+    """``workers`` worker processes on the store at ``path``, until they end; the exit code (130: interrupted).
+
+    A single worker runs in this process, several in spawned processes.  An interrupt of this process (Ctrl-C,
+    SIGTERM) stops every worker; each gives its claim back.
+    """
+    JobStore(path).close()  # a missing or broken store is one error line here, not one per worker
+    if workers == 1:
+        work(path, settings)
+        return 0
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=_child, args=(str(path), settings, os.getpid()), name=f"vsr-worker-{i}")
+             for i in range(workers)]
+    # a worker starts with Ctrl-C ignored (inherited through exec) until _child handles it: an interrupt while
+    # it imports must not print a traceback; SIGTERM (below) still ends it then, holding nothing
+    handler = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        for p in procs:
+            p.start()
+    finally:
+        signal.signal(signal.SIGINT, handler)
+    try:
+        for p in procs:
+            p.join()
+    except KeyboardInterrupt:
+        for p in procs:
+            if p.is_alive():
+                os.kill(p.pid, signal.SIGTERM)
+        for p in procs:
+            p.join()
+        raise
+    codes = [p.exitcode for p in procs]
+    if 130 in codes:
+        return 130
+    return max((c if c > 0 else 1 for c in codes if c), default=0)  # killed by a signal: exit code < 0

@@ -1,0 +1,104 @@
+"""Several run reports of one job's chunks -> one run report of the job (``vsr jobs report``).
+
+Each chunk is a run of its own (``vsr-run-report/2`` dicts).  The job's report sums them: frames, wall time
+(the compute time of the chunks, one after another: with several workers the job took less clock time),
+per-stage items and busy / waiting seconds, per-step totals and calls.  Percentiles of per-call times cannot be
+combined from percentiles, so a combined step keeps its mean and leaves p50 / p95 out (None) unless there is
+one chunk.  The timelines are laid end to end in chunk order, each shifted by the wall time before it, and
+thinned to at most :data:`vsr.report.sample.DEFAULT_INTERVALS` spans per stage or step.
+"""
+
+from __future__ import annotations
+
+from vsr.errors import InputError
+from vsr.report.sample import DEFAULT_INTERVALS, step_kind
+from vsr.report.timer import REPORT_FORMAT
+
+
+def combine_reports(reports: list[dict], settings: dict | None = None) -> dict:
+    """``[chunk report dict, ...]`` (in chunk order) -> one report dict of the same format.
+
+    ``settings``: replaces keys of the first chunk's settings (the job's input, output, frames...); the result
+    also says how many chunks it sums (``settings["chunks"]``).
+    """
+    if not reports:
+        raise InputError("no chunk reports to combine (no chunk of the job is done yet)")
+    if len(reports) == 1 and not settings:
+        return dict(reports[0])
+    merged_settings = {**reports[0].get("settings", {}), **(settings or {}), "chunks": len(reports)}
+    frames = sum(int(r.get("frames", 0)) for r in reports)
+    wall = sum(float(r.get("wall_s", 0.0)) for r in reports)
+    stages = _stages(reports)
+    bottleneck = max(stages, key=lambda s: s["busy_s"], default=None)
+    return {
+        "format": REPORT_FORMAT,
+        "settings": merged_settings,
+        "frames": frames,
+        "wall_s": round(wall, 6),
+        "fps": round(frames / wall, 4) if wall > 0 else 0.0,
+        "bottleneck": bottleneck["name"] if bottleneck else None,
+        "stages": stages,
+        "backend_steps_s": {s["name"]: s["total_s"] for s in _steps(reports)},
+        "backend_steps": _steps(reports, keep_percentiles=len(reports) == 1),
+        "timeline": _timeline(reports),
+    }
+
+
+def _stages(reports: list[dict]) -> list[dict]:
+    out: dict[str, dict] = {}
+    for r in reports:
+        for s in r.get("stages", []):
+            row = out.setdefault(s["name"], {"name": s["name"], "items": 0, "busy_s": 0.0, "wait_in_s": 0.0,
+                                             "wait_out_s": 0.0, "unit": s.get("unit", "frames")})
+            for k in ("items", "busy_s", "wait_in_s", "wait_out_s"):
+                row[k] += s.get(k, 0)
+    for row in out.values():
+        row["throughput"] = round(row["items"] / row["busy_s"], 4) if row["busy_s"] > 0 else None
+    return list(out.values())
+
+
+def _steps(reports: list[dict], keep_percentiles: bool = False) -> list[dict]:
+    out: dict[str, dict] = {}
+    for r in reports:
+        rows = r.get("backend_steps")
+        if rows is None:  # an older report: totals only
+            rows = [{"name": k, "total_s": v} for k, v in r.get("backend_steps_s", {}).items()]
+        for s in rows:
+            row = out.setdefault(s["name"], {"name": s["name"], "kind": s.get("kind") or step_kind(s["name"]),
+                                             "total_s": 0.0, "calls": 0, "mean_s": None, "p50_s": None,
+                                             "p95_s": None})
+            row["total_s"] = round(row["total_s"] + float(s.get("total_s", 0.0)), 6)
+            row["calls"] = None if row["calls"] is None or s.get("calls") is None else row["calls"] + s["calls"]
+            if keep_percentiles:
+                row["p50_s"], row["p95_s"] = s.get("p50_s"), s.get("p95_s")
+    for row in out.values():
+        row["mean_s"] = round(row["total_s"] / row["calls"], 6) if row["calls"] else None
+    return list(out.values())
+
+
+def _timeline(reports: list[dict]) -> dict | None:
+    stages: dict[str, dict] = {}
+    steps: dict[str, dict] = {}
+    offset = 0.0
+    for r in reports:
+        t = r.get("timeline") or {}
+        for kind, out in (("stages", stages), ("steps", steps)):
+            for name, entry in (t.get(kind) or {}).items():
+                row = out.setdefault(name, {"seen": 0, "intervals": []})
+                row["seen"] += int(entry.get("seen", len(entry.get("intervals", []))))
+                row["intervals"] += [[round(a + offset, 6), round(b + offset, 6)]
+                                     for a, b in entry.get("intervals", [])]
+        offset += float(r.get("wall_s", 0.0))
+    if not stages:
+        return None
+    for row in [*stages.values(), *steps.values()]:
+        row["intervals"] = _thin(row["intervals"], DEFAULT_INTERVALS)
+    return {"origin": "run start", "unit": "s", "stages": stages, "steps": steps}
+
+
+def _thin(items: list, size: int) -> list:
+    """At most ``size`` of ``items``, evenly spaced (deterministic: the same chunks give the same page)."""
+    if len(items) <= size:
+        return items
+    step = len(items) / size
+    return [items[int(i * step)] for i in range(size)]
