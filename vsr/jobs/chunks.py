@@ -34,6 +34,7 @@ import av
 from vsr.backends import Backend
 from vsr.errors import InputError
 from vsr.jobs.spec import ChunkSpec, JobSpec
+from vsr.jobs.steps import chunk_only, step_totals
 from vsr.model.weights import resolve_config
 from vsr.pipeline.runner import FrameQueueRunner
 from vsr.video import VideoSink, VideoSource, check_output, open_source
@@ -152,6 +153,7 @@ def run_chunk(spec: JobSpec, chunk: ChunkSpec, *, backend: Backend | None = None
     try:
         sink = VideoSink(dst, source.info, encoder, scale=4, trim=False, passthrough=False)
         try:
+            reused = backend is not None
             if backend is None:
                 backend = request.open()
             if backend.scale != 4:
@@ -161,7 +163,8 @@ def run_chunk(spec: JobSpec, chunk: ChunkSpec, *, backend: Backend | None = None
                         "codec": sink.codec, "pix_fmt": sink.pix_fmt, "frames": f"{chunk.start}:{chunk.stop}"}
             run = FrameQueueRunner(backend, replace(runner, frames=(chunk.start, chunk.stop)))
             sink.packet_times = []
-            report = run.run(source, sink, settings_for_report=settings).to_dict()
+            before = step_totals(backend) if reused else {}
+            report = chunk_only(run.run(source, sink, settings_for_report=settings).to_dict(), before)
 
             def keep_notes():  # the chunk's notes exist before the chunk does
                 _write_atomic(packets_path(spec, chunk), json.dumps(
