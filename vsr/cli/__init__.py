@@ -13,7 +13,7 @@ import os
 import sys
 import warnings
 
-COMMANDS = ("upscale", "export", "eval", "models", "train", "report")
+COMMANDS = ("upscale", "preview", "export", "eval", "models", "train", "report")
 
 
 class _Parser(argparse.ArgumentParser):

@@ -18,6 +18,17 @@ def add_parser(sub) -> None:
                                    "subtitles are copied; timestamps, colour and rotation kept.")
     p.add_argument("input", help="video file, or folder of *.png frames")
     p.add_argument("output", help="video file, or folder for PNG frames")
+    add_run_options(p)
+    o = p.add_argument_group("output")
+    o.add_argument("--report", default=None, metavar="RUN.JSON", help="write per-stage timings and settings")
+    o.add_argument("--quiet", action="store_true", help="no progress bar, no summary table")
+    o.add_argument("--overwrite", action="store_true", help="replace OUTPUT if it exists")
+    p.set_defaults(func=run)
+
+
+def add_run_options(p, frames: bool = True) -> None:
+    """The model, runner and encoder options of a run (``vsr upscale``, ``vsr preview``; ``frames``: with
+    ``--frames A:B``); :func:`run_settings` reads them."""
     m = p.add_argument_group("model")
     m.add_argument("--weights", default="default", help="checkpoint file, 'default' (bundled) or 'random' (tests)")
     m.add_argument("--config", default=None, help="model config name or TOML file (default: from the weights)")
@@ -26,7 +37,8 @@ def add_parser(sub) -> None:
     m.add_argument("--threads", default=None, help="inference threads (default: all cores)")
     r = p.add_argument_group("runner")
     r.add_argument("--batch", default="1", help="windows (or tiles) per inference call (default 1)")
-    r.add_argument("--frames", default=None, metavar="A:B", help="only output frames A..B-1 (0-based)")
+    if frames:
+        r.add_argument("--frames", default=None, metavar="A:B", help="only output frames A..B-1 (0-based)")
     r.add_argument("--tile", default=None, help="LR tile side in pixels; 0 = never tile (default: from "
                                                 "--memory-budget)")
     r.add_argument("--tile-overlap", default="16", help="LR pixels of context around each tile (default 16)")
@@ -48,11 +60,6 @@ def add_parser(sub) -> None:
                                                    "yuv420p10le for 10-bit)")
     e.add_argument("-x", dest="encoder_options", action="append", default=[], metavar="KEY=VALUE",
                    help="encoder option, repeatable (e.g. -x tune=film -x x264-params=aq-mode=3)")
-    o = p.add_argument_group("output")
-    o.add_argument("--report", default=None, metavar="RUN.JSON", help="write per-stage timings and settings")
-    o.add_argument("--quiet", action="store_true", help="no progress bar, no summary table")
-    o.add_argument("--overwrite", action="store_true", help="replace OUTPUT if it exists")
-    p.set_defaults(func=run)
 
 
 def _int(value, option: str, minimum: int) -> int:
@@ -113,9 +120,10 @@ def _raise_interrupt(signum, frame):
     raise KeyboardInterrupt
 
 
-def run(args) -> int:
+def run_settings(args, quiet: bool = False):
+    """The options of :func:`add_run_options` -> ``(BackendRequest, EncoderSettings, RunnerSettings)``."""
     from vsr.backends import BACKENDS, PLANS, BackendRequest, backend_options
-    from vsr.pipeline import RunnerSettings, upscale
+    from vsr.pipeline import RunnerSettings
     from vsr.video import EncoderSettings
 
     if args.backend not in BACKENDS:
@@ -136,10 +144,17 @@ def run(args) -> int:
         raise InputError(f"--tile {tile} must be larger than twice --tile-overlap {overlap}")
     runner = RunnerSettings(batch=_int(args.batch, "--batch", 1), tile=tile, overlap=overlap,
                             memory_budget_mb=_int(args.memory_budget, "--memory-budget", 256),
-                            frames=parse_frames(args.frames),
+                            frames=parse_frames(getattr(args, "frames", None)),
                             **parse_scene_cuts(args.scene_cuts, args.scene_threshold))
     encoder = EncoderSettings(codec=args.codec, crf=crf, preset=args.preset, pix_fmt=args.pix_fmt,
-                              options=parse_options(args.encoder_options), quiet=args.quiet)
+                              options=parse_options(args.encoder_options), quiet=quiet)
+    return request, encoder, runner
+
+
+def run(args) -> int:
+    from vsr.pipeline import upscale
+
+    request, encoder, runner = run_settings(args, args.quiet)
     report_path = Path(args.report) if args.report else None
     if report_path is not None and not report_path.parent.is_dir():
         raise InputError(f"--report folder does not exist: {report_path.parent}")
