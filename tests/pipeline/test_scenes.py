@@ -4,6 +4,9 @@ frames next to the cut come out as if each clip were upscaled alone."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from fractions import Fraction
 from pathlib import Path
 
@@ -185,3 +188,30 @@ def test_the_cuts_show_in_vsr_report(tmp_path, tiny_backend):
                      runner=RunnerSettings(scene_cuts="list", scene_list=(2, 3, 40)))
     text = render_text(report_load.parse_run(report.to_dict(), "run.json"))
     assert "scene cuts (list): 2, before frames 2, 3" in text  # 40 is past the clip's end
+
+
+# -- the command line ---------------------------------------------------------------------------------------
+def vsr_upscale(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "vsr", "upscale", *args, "--weights", "random", "--config",
+                           "edvr-tiny", "--backend", "torch", "--quiet"], capture_output=True, text=True, cwd=cwd,
+                          timeout=600)
+
+
+def test_scene_cuts_from_a_file_reach_the_report(tmp_path, make_clip):
+    clip = make_clip("clip.mp4", width=24, height=16, frames=4)
+    (tmp_path / "cuts.txt").write_text("2  # the second shot\n")
+    res = vsr_upscale(str(clip), "out.mp4", "--scene-cuts", "cuts.txt", "--report", "run.json", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert json.loads((tmp_path / "run.json").read_text())["settings"]["scene_cuts"] == {"mode": "list", "cuts": [2]}
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--scene-threshold", "0"], "--scene-threshold must be a positive number"),
+    (["--scene-threshold", "high"], "--scene-threshold must be a number"),
+    (["--scene-cuts", "off", "--scene-threshold", "2"], "--scene-threshold applies to --scene-cuts auto only"),
+])
+def test_bad_scene_options_are_one_line(tmp_path, make_clip, args, message):
+    clip = make_clip("clip.mp4", width=24, height=16, frames=3)
+    res = vsr_upscale(str(clip), "out.mp4", *args, cwd=tmp_path)
+    assert res.returncode == 2 and res.stderr.count("\n") == 1 and message in res.stderr, res.stderr
+    assert list(tmp_path.iterdir()) == [clip]

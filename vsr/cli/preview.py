@@ -15,8 +15,8 @@ def add_parser(sub) -> None:
     p.add_argument("input", help="video file, or folder of *.png frames")
     p.add_argument("--at", default=None, metavar="TIME|FRAME",
                    help="where: a frame index (120) or a time (12.5s, 1:02.5); default: the middle")
-    p.add_argument("--frames", dest="preview_frames", default="5", metavar="N",
-                   help="frames to upscale around it, 2 or more (default 5; they time the run)")
+    p.add_argument("--frames", dest="preview_frames", default="3", metavar="N",
+                   help="frames to upscale around it, 2 or more (default 3; they time the run)")
     p.add_argument("--out", default="preview.png", metavar="FILE.png|FILE.html",
                    help="the picture (default preview.png)")
     p.add_argument("--suffix", default=None, metavar=".mp4",

@@ -67,8 +67,8 @@ class RunnerSettings:
     the detector existed: outputs bit-identical to then) or "list" (the frames in ``scene_list`` start new
     scenes); no window crosses a cut.  "auto" is the default: a window across a hard cut feeds the aligner two
     shots it cannot align and the other shot leaks into the frames next to the cut, while the detector costs
-    about a millisecond a frame and found every cut with no false one on the real clips (docs/benchmarks.md,
-    "Scene cuts: detector"); scene_threshold: overrides ``threshold`` of ``configs/pipeline/scenes.toml``.
+    5-30 ms a frame in its own thread (EDVR-S takes seconds) and found every cut with no false one on the real
+    clips (docs/benchmarks.md, "Scene cuts: detector"); scene_threshold: overrides ``threshold`` of ``configs/pipeline/scenes.toml``.
     """
 
     batch: int = 1

@@ -29,7 +29,7 @@ from vsr.errors import InputError
 from vsr.pipeline import RunnerSettings, upscale
 from vsr.video import EncoderSettings, open_source
 
-DEFAULT_FRAMES = 5
+DEFAULT_FRAMES = 3  # the middle one is shown; the two after the first time the run
 
 
 @dataclass(frozen=True)
