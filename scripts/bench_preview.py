@@ -26,14 +26,16 @@ import av
 
 def make_clip(src: Path, dst: Path, frames: int, size=(854, 480)) -> Path:
     with av.open(str(src)) as ic, av.open(str(dst), "w") as oc:
-        vs = oc.add_stream("libx264", rate=Fraction(ic.streams.video[0].average_rate or 25))
+        rate = Fraction(ic.streams.video[0].average_rate or 25).limit_denominator(1001)
+        vs = oc.add_stream("libx264", rate=rate)
         vs.width, vs.height, vs.pix_fmt = size[0], size[1], "yuv420p"
+        vs.time_base = vs.codec_context.time_base = 1 / rate
         vs.options = {"crf": "16"}
         for i, f in enumerate(ic.decode(video=0)):
             if i >= frames:
                 break
             g = f.reformat(width=size[0], height=size[1], format="yuv420p")
-            g.pts = i
+            g.pts, g.time_base = i, 1 / rate
             oc.mux(vs.encode(g))
         oc.mux(vs.encode(None))
     return dst
@@ -61,7 +63,7 @@ def size_bytes(text: str) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--src", default="/work/shared/data/videos/h264yuv444_mp3_1280x720_20fps_14s_cockatoo.mp4")
-    ap.add_argument("--frames", type=int, default=10)
+    ap.add_argument("--frames", type=int, default=6)
     ap.add_argument("--out-dir", default="/tmp/vsr-bench-preview")
     ap.add_argument("--png", default="docs/preview.png")
     ap.add_argument("extra", nargs="*", help="options for both commands (after --)")
