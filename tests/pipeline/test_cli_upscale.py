@@ -42,7 +42,8 @@ def test_default_backend_job_with_report(make_clip, tmp_path, capsys):
     report = json.loads(rep.read_text())
     assert report["frames"] == 4 and report["settings"]["backend"].startswith("ort")  # whole or split plan
     assert report["settings"]["config"] == "edvr-tiny" and report["settings"]["batch"] == 2
-    assert [s["name"] for s in report["stages"]] == ["decode", "window", "batch", "infer", "post", "encode"]
+    assert [s["name"] for s in report["stages"]] == ["decode", "scenes", "window", "batch", "infer", "post", "encode"]
+    assert report["settings"]["scene_cuts"]["mode"] == "auto"  # the default
     assert report["bottleneck"] in {s["name"] for s in report["stages"]}
     assert report["backend_steps_s"] and all(v >= 0 for v in report["backend_steps_s"].values())
     assert "bottleneck:" in err

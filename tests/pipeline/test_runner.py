@@ -15,6 +15,7 @@ import pytest
 
 from tests.conftest import DATA, pattern
 from vsr.pipeline import FrameQueueRunner, RunnerSettings, upscale
+from vsr.pipeline.scenes import WINDOW
 from vsr.pipeline.windows import window_indices
 from vsr.video import EncoderSettings
 from vsr.video.colour import quantise_rgb
@@ -139,17 +140,20 @@ class NullSink:
         pass
 
 
-def test_memory_is_bounded_whatever_the_length(tiny_backend):
+@pytest.mark.parametrize("scene_cuts", ["off", "auto"])
+def test_memory_is_bounded_whatever_the_length(tiny_backend, scene_cuts):
     src, sink = CountingSource(120), NullSink()
-    settings = RunnerSettings(batch=2, queue=2)
+    settings = RunnerSettings(batch=2, queue=2, scene_cuts=scene_cuts)
     report = FrameQueueRunner(tiny_backend, settings).run(src, sink)
     gc.collect()
     assert sink.pts == list(range(120)) and report.frames == 120
-    # window ring (4r+1) + queues between decode and batch + one batch: independent of the 120 frames
+    # window ring (4r+1) + queues between decode and batch + one batch: independent of the 120 frames; the
+    # scene-cut detector adds its queue and the frames it holds until it has decided them
     r = tiny_backend.num_frame // 2
-    assert src.peak <= (4 * r + 1) + 2 * settings.queue + 2 * settings.batch + 4, src.peak
+    scenes = 0 if scene_cuts == "off" else settings.queue + WINDOW + 1
+    assert src.peak <= (4 * r + 1) + 2 * settings.queue + 2 * settings.batch + 4 + scenes, src.peak
     names = [s.name for s in report.stages]
-    assert names == ["decode", "window", "batch", "infer", "post", "encode"]
+    assert names == ["decode"] + ["scenes"] * (scene_cuts != "off") + ["window", "batch", "infer", "post", "encode"]
     assert all(s.items > 0 and s.busy_s >= 0 for s in report.stages)
     assert report.bottleneck is not None and report.bottleneck.name in names
 

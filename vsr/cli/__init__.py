@@ -13,7 +13,7 @@ import os
 import sys
 import warnings
 
-COMMANDS = ("upscale", "export", "eval", "models", "train", "report", "bench", "jobs")
+COMMANDS = ("upscale", "preview", "export", "eval", "models", "train", "report", "bench", "jobs")
 
 
 class _Parser(argparse.ArgumentParser):

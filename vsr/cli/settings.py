@@ -26,6 +26,12 @@ def add_upscale_options(p, *, frames: bool = True) -> None:
     r.add_argument("--memory-budget", default="3072", metavar="MB",
                    help="peak memory of the whole run (model, frames in flight, encoder); sets the automatic "
                         "tile size (default 3072)")
+    r.add_argument("--scene-cuts", default="auto", metavar="auto|off|FILE",
+                   help="windows never cross a scene cut: auto = detect cuts (default), off = ignore them, FILE = "
+                        "a text file of the frame indices that start a new scene")
+    r.add_argument("--scene-threshold", default=None, metavar="X",
+                   help="detector's ratio of a cut's frame difference to its neighbours' (default: "
+                        "configs/pipeline/scenes.toml)")
     e = p.add_argument_group("encoder")
     e.add_argument("--codec", default=None, help="video encoder: libx264 (default where the container holds "
                                                  "H.264), libx265, libsvtav1, ffv1, prores_ks, ...")
@@ -96,7 +102,28 @@ def upscale_settings(args):
         raise InputError(f"--tile {tile} must be larger than twice --tile-overlap {overlap}")
     runner = RunnerSettings(batch=to_int(args.batch, "--batch", 1), tile=tile, overlap=overlap,
                             memory_budget_mb=to_int(args.memory_budget, "--memory-budget", 256),
-                            frames=parse_frames(getattr(args, "frames", None)))
+                            frames=parse_frames(getattr(args, "frames", None)),
+                            **parse_scene_cuts(args.scene_cuts, args.scene_threshold))
     encoder = EncoderSettings(codec=args.codec, crf=crf, preset=args.preset, pix_fmt=args.pix_fmt,
                               options=parse_options(args.encoder_options), quiet=getattr(args, "quiet", False))
     return request, encoder, runner
+
+
+def parse_scene_cuts(mode: str, threshold: str | None) -> dict:
+    """``--scene-cuts`` and ``--scene-threshold`` -> the :class:`~vsr.pipeline.RunnerSettings` fields."""
+    from vsr.pipeline.scenes import read_cut_file
+
+    out: dict = {"scene_cuts": mode}
+    if mode not in ("auto", "off"):
+        out = {"scene_cuts": "list", "scene_list": read_cut_file(mode)}
+    if threshold is not None:
+        try:
+            t = float(threshold)
+        except ValueError:
+            raise InputError(f"--scene-threshold must be a number, not {threshold!r}") from None
+        if not t > 0 or t == float("inf"):
+            raise InputError(f"--scene-threshold must be a positive number, not {threshold}")
+        if mode != "auto":
+            raise InputError("--scene-threshold applies to --scene-cuts auto only")
+        out["scene_threshold"] = t
+    return out

@@ -115,18 +115,20 @@ def budget_for(total_mb: float) -> int:
 
 def plan_memory(*, budget_mb: float, height: int, width: int, scale: int, num_frame: int, batch: int,
                 queue: int, overlap: int, encoder_mb: float, hr_bytes_per_pixel: float = 3.0,
-                tile: int | tuple[int, int] | None = None, device: DeviceMemory | None = None) -> MemoryPlan:
+                tile: int | tuple[int, int] | None = None, device: DeviceMemory | None = None,
+                extra_lr_frames: int = 0) -> MemoryPlan:
     """The tile for an ``height x width`` LR source under ``budget_mb`` (see the module's docstring): of the
     tiles whose working memory fits what is left, the one that computes the fewest pixels in all.
 
     ``hr_bytes_per_pixel``: bytes of one output pixel's integer 4:4:4 planes (3 for 8-bit, 6 for 16-bit).
     ``tile``: a side or ``(h, w)`` the user chose (checked, not chosen), 0 for whole frames, None: automatic.
     ``device``: the GPU memory the model works in (None: host memory, within the budget).
+    ``extra_lr_frames``: LR frames held beyond the window stage's and its queue's (the scene-cut stage's).
     Raises :class:`MemoryBudgetError` naming what would fit when the run cannot fit the budget.
     """
     r = num_frame // 2
     lr_frame = 3 * 4 * height * width / MB  # float32 RGB
-    lr_frames = (4 * r + 1 + queue + 1) * lr_frame
+    lr_frames = (4 * r + 1 + queue + 1 + extra_lr_frames) * lr_frame
     hr_px = height * width * scale * scale
     hr_444 = hr_bytes_per_pixel * hr_px / MB
     # one frame assembled (4:4:4) and its subsampled copy being made, ``queue`` waiting, one being encoded

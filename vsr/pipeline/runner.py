@@ -7,6 +7,8 @@ source frames the window stage holds.  numpy, PyAV, ONNX Runtime and torch relea
 loops, so the stages overlap.
 
     decode      source frames, float32 RGB (3, H, W)
+    scenes      each frame with whether it starts a new scene (:mod:`vsr.pipeline.scenes`; not with
+                ``scene_cuts="off"``)
     window      FrameWindow: the T frames around each output frame (clip ends padded as configured)
     batch       up to ``batch`` (window, tile) items stacked into (N, T, 3, h, w), or what is ready
                 after ``batch_wait_s``
@@ -29,6 +31,7 @@ import numpy as np
 from vsr.errors import InputError
 from vsr.pipeline.batches import Batch, Result, batches
 from vsr.pipeline.memory import DeviceMemory, MemoryPlan, plan_memory
+from vsr.pipeline.scenes import CUT_CONTEXT, SCENE_MODES, WINDOW, CutDetector, CutRule, mark_listed
 from vsr.pipeline.stages import Stage, StagePipeline, abandoned_still_running
 from vsr.pipeline.tiles import Tile, tile_grid
 from vsr.pipeline.windows import FrameWindow, windows
@@ -59,7 +62,13 @@ class RunnerSettings:
     tile); overlap: LR pixels of context around each tile's core;
     frames: output frames ``start:stop`` (Python slice semantics, neighbours outside still feed windows);
     queue: items between two stages; batch_wait_s: how long the batcher waits to fill a batch;
-    stop_grace_s: how long a stop waits for a backend call in progress before leaving it behind.
+    stop_grace_s: how long a stop waits for a backend call in progress before leaving it behind;
+    scene_cuts: "auto" (detect them, :mod:`vsr.pipeline.scenes`), "off" (windows run across cuts, as before
+    the detector existed: outputs bit-identical to then) or "list" (the frames in ``scene_list`` start new
+    scenes); no window crosses a cut.  "auto" is the default: a window across a hard cut feeds the aligner two
+    shots it cannot align and the other shot leaks into the frames next to the cut, while the detector costs
+    5-30 ms a frame in its own thread (EDVR-S takes seconds) and found every cut with no false one on the real
+    clips (docs/benchmarks.md, "Scene cuts: detector"); scene_threshold: overrides ``threshold`` of ``configs/pipeline/scenes.toml``.
     """
 
     batch: int = 1
@@ -70,6 +79,9 @@ class RunnerSettings:
     queue: int = 2
     batch_wait_s: float = 0.02
     stop_grace_s: float = 2.0
+    scene_cuts: str = "auto"
+    scene_list: tuple[int, ...] = ()
+    scene_threshold: float | None = None
 
 
 @dataclass
@@ -106,6 +118,30 @@ class SourceFrames:
                     yield f
                 f = None
         self.ended = True
+
+
+class SceneStage:
+    """The scenes stage: each source frame with whether it starts a new scene (``settings.scene_cuts``
+    "auto": detected; "list": ``settings.scene_list``); remembers the cuts for the report."""
+
+    def __init__(self, settings: RunnerSettings):
+        self.mode = settings.scene_cuts
+        self.rule = CutRule.load(threshold=settings.scene_threshold) if self.mode == "auto" else None
+        self.detector = CutDetector(self.rule) if self.rule else None
+        self.listed = settings.scene_list
+
+    def __call__(self, inbox: Iterator) -> Iterator:
+        return self.detector.mark(inbox) if self.detector else mark_listed(inbox, self.listed)
+
+    def to_dict(self, start: int, stop: int) -> dict:
+        """For the run report: the mode, the rule, and the cuts among the output frames ``start:stop``."""
+        if self.mode == "off":
+            return {"mode": "off"}
+        cuts = self.detector.cuts if self.detector else self.listed
+        out = {"mode": self.mode, "cuts": [k for k in cuts if start <= k < stop]}
+        if self.rule is not None:
+            out.update(threshold=self.rule.threshold, min_score=self.rule.min_score)
+        return out
 
 
 def hr_frames(results: Iterator[Result], sink, height: int, width: int, scale: int,
@@ -168,14 +204,28 @@ class FrameQueueRunner:
         """The LR tile (a side, ``(h, w)``, or None: whole frames) and the memory plan that checked it
         (raises :class:`vsr.errors.MemoryBudgetError` when the run cannot fit ``--memory-budget``)."""
         s = self.settings
+        # the scenes stage: its queue, and the frames the detector holds until it has decided them
+        extra = 0 if s.scene_cuts == "off" else s.queue + (WINDOW + 1 if s.scene_cuts == "auto" else 0)
         plan = plan_memory(budget_mb=s.memory_budget_mb, height=height, width=width, scale=self.scale,
                            num_frame=self.num_frame, batch=s.batch, queue=s.queue, overlap=s.overlap,
                            encoder_mb=sink.memory_estimate_mb(),
                            hr_bytes_per_pixel=3 * np.dtype(sink.plane_dtype()).itemsize, tile=s.tile,
-                           device=self.device_memory())
+                           device=self.device_memory(), extra_lr_frames=extra)
         if s.tile:
             return (s.tile if (height > s.tile or width > s.tile) else None), plan
         return plan.tile, plan
+
+    def decode_range(self) -> tuple[int, int | None]:
+        """The source frames ``first:stop`` the run decodes: the output frames and the neighbours their windows
+        reach (``2 * radius`` each side), and with detected cuts the ``CUT_CONTEXT`` frames that decide every
+        cut a window meets: those after ``start - 2 * radius`` (a reflection reaches that far back) and up to
+        ``radius`` after the last output frame."""
+        start, stop = self.settings.frames
+        r = self.radius
+        before = after = 2 * r
+        if self.settings.scene_cuts == "auto":
+            before, after = max(before, 2 * r - 1 + CUT_CONTEXT), max(after, r + CUT_CONTEXT - 1)
+        return max(start - before, 0), None if stop is None else stop + after
 
     def run(self, source, sink, progress: Callable[[int], None] | None = None,
             settings_for_report: dict | None = None, on_start: Callable[[], None] | None = None) -> RunReport:
@@ -186,16 +236,17 @@ class FrameQueueRunner:
         the output file's fate.
         """
         s = self.settings
+        if s.scene_cuts not in SCENE_MODES:
+            raise ValueError(f"scene_cuts must be one of {SCENE_MODES}, not {s.scene_cuts!r}")
         info = source.info
-        start, stop = s.frames
         tile, memory = self.plan_tile(info.height, info.width, sink)
         tiles = tile_grid(info.height, info.width, tile, s.overlap)
+        scenes = SceneStage(s)  # reads the thresholds' config before minutes of warm-up
         self.backend.prepare(tiles[0].y1 - tiles[0].y0, tiles[0].x1 - tiles[0].x0, s.batch)
         if on_start is not None:
             on_start()
-        r = self.radius
-        decode = SourceFrames(source, max(start - 2 * r, 0), None if stop is None else stop + 2 * r)
-        pipeline = self._pipeline(decode, sink, tiles, info.height, info.width, progress)
+        decode = SourceFrames(source, *self.decode_range())
+        pipeline = self._pipeline(decode, scenes, sink, tiles, info.height, info.width, progress)
         t0 = time.perf_counter()
         pipeline.run()
         wall = time.perf_counter() - t0
@@ -205,15 +256,17 @@ class FrameQueueRunner:
         settings = dict(settings_for_report or {})
         settings.update(tile=tile, tiles_per_frame=len(tiles), overlap=s.overlap, batch=s.batch, queue=s.queue,
                         padding=self.padding, num_frame=self.num_frame,
-                        memory_plan=memory.to_dict())
+                        memory_plan=memory.to_dict(),
+                        scene_cuts=scenes.to_dict(s.frames[0], s.frames[0] + written))
         return RunReport(stats, settings, wall, written, dict(self.backend.timings()), started=t0,
                          step_stats=self.backend.step_stats() or None)
 
-    def _pipeline(self, decode: SourceFrames, sink, tiles: list[Tile], height: int, width: int,
-                  progress: Callable[[int], None] | None) -> StagePipeline:
+    def _pipeline(self, decode: SourceFrames, scenes: SceneStage, sink, tiles: list[Tile], height: int,
+                  width: int, progress: Callable[[int], None] | None) -> StagePipeline:
         s = self.settings
         start, stop = s.frames
         unit = "tiles" if len(tiles) > 1 else "frames"
+        marked = s.scene_cuts != "off"
 
         def infer(inbox: Iterator[Batch]) -> Iterator[Result]:
             for b in inbox:
@@ -227,14 +280,15 @@ class FrameQueueRunner:
 
         stages = [
             Stage("decode", decode),
-            Stage("window", lambda inbox: windows(inbox, self.num_frame, self.padding, start, stop)),
+            *([Stage("scenes", scenes)] if marked else []),
+            Stage("window", lambda inbox: windows(inbox, self.num_frame, self.padding, start, stop, marked)),
             Stage("batch", lambda inbox: batches(inbox, tiles, s.batch), unit, n_slots, idle_s=s.batch_wait_s),
             Stage("infer", infer, unit, n_slots, grace_s=s.stop_grace_s),
             Stage("post", lambda inbox: hr_frames(inbox, sink, height, width, self.scale, len(tiles))),
             Stage("encode", lambda inbox: encoded(inbox, sink)),
         ]
         # the batch stage sends one batch at a time, and a result waits for post-processing one at a time
-        queues = [s.queue, s.queue, 1, 1, s.queue]
+        queues = [s.queue] * marked + [s.queue, s.queue, 1, 1, s.queue]
         return StagePipeline(stages, queues, on_output=None if progress is None else (lambda _: progress(1)))
 
     def _check_count(self, decode: SourceFrames, written: int) -> None:

@@ -54,18 +54,31 @@ class FrameWindow:
     sources: tuple[int, ...]
 
 
-def windows(frames: Iterable[SourceFrame], num_frame: int, padding: str, start: int = 0,
-            stop: int | None = None) -> Iterator[FrameWindow]:
+def scene_window_indices(center: int, total: int, num_frame: int, padding: str, cuts: Iterable[int]) -> list[int]:
+    """:func:`window_indices` within the scene of ``center``: ``cuts`` (frames that start a new scene) act as
+    clip ends, so the frames beyond a cut are filled as beyond the clip's ends."""
+    a = max((c for c in cuts if c <= center), default=0)
+    b = min((c for c in cuts if c > center), default=total)
+    return [a + j for j in window_indices(center - a, b - a, num_frame, padding)]
+
+
+def windows(frames: Iterable, num_frame: int, padding: str, start: int = 0, stop: int | None = None,
+            scenes: bool = False) -> Iterator[FrameWindow]:
     """Source frames in index order -> the :class:`FrameWindow` of each output frame ``start <= i < stop``.
 
     ``frames`` must begin at or before ``start - 2 * (num_frame // 2)`` (the farthest a reflection reaches
     back); its end is the clip's end, unless ``stop`` comes first (then frames past ``stop + num_frame // 2``
     are never asked for).  A frame is pulled only when the next window needs it and dropped once no later
     window can, so at most ``3 * (num_frame // 2) + 1`` frames are held here.
+
+    ``scenes``: ``frames`` yields ``(SourceFrame, starts_a_scene)`` pairs, and no window crosses a scene cut
+    (:func:`scene_window_indices`); a window is made once the frame ``num_frame // 2`` after its centre has
+    told whether it starts a scene (a cut there changes the window).
     """
     r = num_frame // 2
     source = iter(frames)
     held: dict[int, SourceFrame] = {}
+    cuts: list[int] = []  # scene starts a window from here on may meet: after ``center - 2 * r``, as ``held``
     seen = 0  # index of the last frame pulled, plus one
     total = None  # the clip's length, once ``frames`` has ended
     center = start
@@ -73,24 +86,31 @@ def windows(frames: Iterable[SourceFrame], num_frame: int, padding: str, start: 
         while True:
             if total is not None and center >= total:
                 return
-            idx = window_indices(center, _UNENDED if total is None else total, num_frame, padding)
-            if all(j in held for j in idx):
-                break
-            if total is not None:
-                raise ValueError(f"the window {idx} of frame {center} needs frames before the first one given")
-            f = next(source, None)
-            if f is None:
+            if not scenes or total is not None or seen > center + r:
+                end = _UNENDED if total is None else total
+                idx = (scene_window_indices(center, end, num_frame, padding, cuts) if scenes
+                       else window_indices(center, end, num_frame, padding))
+                if all(j in held for j in idx):
+                    break
+                if total is not None:
+                    raise ValueError(f"the window {idx} of frame {center} needs frames before the first one given")
+            item = next(source, None)
+            if item is None:
                 total = seen
             else:
+                f, cut = item if scenes else (item, False)
+                if cut:
+                    cuts.append(f.index)
                 if f.index >= center - 2 * r:  # earlier ones feed no window from here on
                     held[f.index] = f
                 seen = f.index + 1
-            f = None
+            f = item = None
         c = held[center]
         window = FrameWindow(center, c.pts, c.duration, tuple(held[j].rgb for j in idx), tuple(idx))
         c = None
         for k in [k for k in held if k < center + 1 - 2 * r]:
             del held[k]
+        cuts = [k for k in cuts if k > center + 1 - 2 * r]
         yield window
         window = None
         center += 1

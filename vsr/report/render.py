@@ -182,7 +182,11 @@ def render_text(run: Run) -> str:
     """The terminal report: headline, stages (bottleneck marked), backend steps, memory plan, settings."""
     s = summary(run)
     out = [f"{run.label}: {run.frames} frames in {run.wall_s:.2f} s = {run.fps:.2f} fps; "
-           f"bottleneck: {s['bottleneck'] or '-'}", ""]
+           f"bottleneck: {s['bottleneck'] or '-'}"]
+    cuts = scene_cuts(run)
+    if cuts:
+        out.append(cuts)
+    out.append("")
     out.append(table(["stage", "items", "busy s", "wait in s", "wait out s", "items/s", "share of run"],
                      [[r["stage"] + (" *" if r["bottleneck"] else ""), str(r["items"]), fmt(r["busy_s"]),
                        fmt(r["wait_in_s"]), fmt(r["wait_out_s"]), fmt(r["items_per_s"], "rate"), fmt(r["share"], "%")]
@@ -202,6 +206,19 @@ def render_text(run: Run) -> str:
     if not run.has_timeline:
         out += ["", "(no timeline: the report was written without one)"]
     return "\n".join(out)
+
+
+def scene_cuts(run: Run) -> str | None:
+    """One line: the scene cuts among the output frames (the windows do not cross them); None if not recorded."""
+    sc = run.settings.get("scene_cuts")
+    if not isinstance(sc, dict) or "mode" not in sc:
+        return None
+    if sc["mode"] == "off":
+        return "scene cuts: off (windows run across cuts)"
+    cuts = sc.get("cuts") if isinstance(sc.get("cuts"), list) else []
+    where = f"{len(cuts)}, before frame{'s' if len(cuts) > 1 else ''} {', '.join(map(str, cuts))}" if cuts else "none"
+    rule = f", threshold {sc['threshold']}" if "threshold" in sc else ""
+    return f"scene cuts ({sc['mode']}{rule}): {where}"
 
 
 def accounting(s: dict) -> str:

@@ -1,0 +1,114 @@
+"""`vsr preview`: the frames it shows are the frames `vsr upscale` writes, its pictures hold them, its estimate is
+the measured per-frame time and encoded size scaled to the clip, and bad options are one line before any work."""
+
+from __future__ import annotations
+
+import base64
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+from vsr.errors import InputError
+from vsr.pipeline import RunnerSettings, upscale
+from vsr.quality.preview import Preview, frame_at, preview
+from vsr.quality.preview_page import page, side_by_side, write_preview
+from vsr.video import EncoderSettings, open_source
+
+LOSSLESS = EncoderSettings(codec="ffv1")
+
+
+def decoded(path: Path) -> list[np.ndarray]:
+    src = open_source(path)
+    try:
+        return [np.clip(f.rgb * 255 + 0.5, 0, 255).astype(np.uint8).transpose(1, 2, 0) for f in src.frames()]
+    finally:
+        src.close()
+
+
+def test_the_preview_frames_are_what_vsr_upscale_writes(tmp_path, make_clip, tiny_backend):
+    clip = make_clip("clip.mkv", codec="ffv1", width=24, height=16, frames=9)
+    p = preview(clip, at="4", frames=3, backend=tiny_backend, encoder=LOSSLESS)
+    assert p.first == 3 and len(p.sr) == len(p.lr) == len(p.bicubic) == 3 and p.total_frames == 9
+    upscale(clip, tmp_path / "ref.mkv", backend=tiny_backend, encoder=LOSSLESS, runner=RunnerSettings(frames=(3, 6)))
+    assert all(np.array_equal(a, b) for a, b in zip(p.sr, decoded(tmp_path / "ref.mkv")))
+    assert p.sr[0].shape == (64, 96, 3) and p.bicubic[0].shape == (64, 96, 3)
+    assert p.seconds_per_frame > 0 and p.warmup_s > 0 and len(p.video_bytes) == 3
+    assert p.memory_plan["tile"] is None  # whole frames, as the full run would
+
+
+def test_the_estimate_scales_the_measured_frames_to_the_clip():
+    frame = np.zeros((8, 10, 3), np.uint8)
+    p = Preview(Path("x.mp4"), 0, [frame] * 3, [frame] * 3, [frame] * 3, total_frames=101, warmup_s=4.0,
+                seconds_per_frame=0.5, video_bytes=[900, 100, 300], other_bytes=50, memory_plan={}, config=None)
+    assert p.estimate_s == pytest.approx(4.0 + 101 * 0.5)
+    assert p.estimate_bytes == 900 + 100 * 200 + 50  # one key frame, the rest at the mean of the others
+    assert p.bits_per_pixel == pytest.approx(8 * 1300 / (3 * 80))
+    unknown = Preview(Path("x.mp4"), 0, [frame] * 2, [frame] * 2, [frame] * 2, None, 1.0, 1.0, [1, 1], 0, {}, None)
+    assert unknown.estimate_s is None and unknown.estimate_bytes is None
+
+
+def test_at_takes_a_frame_or_a_time():
+    assert frame_at("120", 25.0, 1000) == 120
+    assert frame_at("12.5s", 20.0, 1000) == 250
+    assert frame_at("1:02.5", 20.0, 5000) == 1250
+    assert frame_at("0:01:00", 10.0, 5000) == 600
+    assert frame_at(None, 25.0, 101) == 50
+    for bad in ("soon", "1:2:3:4", "-3s", "nan s", "12.5"):
+        with pytest.raises(InputError, match="--at must be"):
+            frame_at(bad, 25.0, 1000)
+    with pytest.raises(InputError, match="only 100 frames"):
+        frame_at("4s", 25.0, 100)
+
+
+def test_the_png_and_the_html_page_hold_bicubic_and_vsr(tmp_path, make_clip, tiny_backend):
+    clip = make_clip("clip.mkv", codec="ffv1", width=24, height=16, frames=4)
+    p = preview(clip, at="0", frames=2, backend=tiny_backend, encoder=LOSSLESS)
+    img = side_by_side(p)
+    k = len(p.sr) // 2
+    h, w = p.sr[k].shape[:2]
+    # the full frames at 1:1 (small enough to fit), below the labels' rows and beside the crop's frame
+    assert np.array_equal(img[h - 1, :2], p.bicubic[k][h - 1, :2])
+    assert np.array_equal(img[h - 1, w + 8: w + 10], p.sr[k][h - 1, :2])
+    page_text = page(p, "estimate line")
+    images = [cv2.imdecode(np.frombuffer(base64.b64decode(b), np.uint8), cv2.IMREAD_COLOR)[:, :, ::-1]
+              for b in re.findall(r"base64,([A-Za-z0-9+/=]+)", page_text)]
+    assert len(images) == 2 and np.array_equal(images[0], p.bicubic[k]) and np.array_equal(images[1], p.sr[k])
+    assert 'type="range"' in page_text and "estimate line" in page_text
+    out = write_preview(p, tmp_path / "p.png")
+    assert np.array_equal(cv2.imread(str(out))[:, :, ::-1], img)
+    with pytest.raises(InputError, match="exists"):
+        write_preview(p, out)
+    assert [f.name for f in tmp_path.iterdir() if "partial" in f.name] == []
+
+
+def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "vsr", "preview", *args], capture_output=True, text=True, cwd=cwd,
+                          timeout=600)
+
+
+def test_vsr_preview_writes_the_png_and_prints_the_estimate(tmp_path, make_clip):
+    clip = make_clip("clip.mp4", width=24, height=16, frames=6)
+    res = run_cli(str(clip), "--weights", "random", "--config", "edvr-tiny", "--backend", "torch", "--frames", "2",
+                  "--out", "p.png", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert re.search(r"whole run \(6 frames\): about \d+m\d\ds on this machine, output about [\d.]+ KB", res.stdout)
+    assert "memory plan: whole frames" in res.stdout
+    assert cv2.imread(str(tmp_path / "p.png")) is not None
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--at", "soon"], "--at must be a frame index"),
+    (["--frames", "1"], "--frames must be >= 2"),
+    (["--out", "p.jpg"], "--out must end in .png or .html"),
+    (["--scene-cuts", "missing.txt"], "cannot read --scene-cuts file"),
+])
+def test_bad_options_are_one_line(tmp_path, make_clip, args, message):
+    clip = make_clip("clip.mp4", width=24, height=16, frames=3)
+    res = run_cli(str(clip), "--weights", "random", "--config", "edvr-tiny", *args, cwd=tmp_path)
+    assert res.returncode == 2 and res.stderr.count("\n") == 1 and message in res.stderr, res.stderr
+    assert list(tmp_path.iterdir()) == [clip]

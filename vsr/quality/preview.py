@@ -1,0 +1,177 @@
+"""``preview(src, ...)``: upscale a few frames around one point, and estimate the whole run from them.
+
+The frames go through the real pipeline (:func:`vsr.pipeline.upscale` with ``frames=(a, b)``) into a
+temporary file with the run's own encoder settings, and are decoded back.  The preview therefore shows what the
+encoded output will look like, and these measurements give the estimates:
+
+- time: the warm-up (export, plan, sessions, until the first frame is decoded) plus the clip's frame count times
+  the steady per-frame time.  That per-frame time is the spacing between the preview's output frames after the
+  first, so it includes the pipeline's overlap and this machine's load.  The tile the memory plan chose for the
+  run is the tile the preview ran with.
+- size: the preview's encoded video packets scaled to the clip.  The first packet is a key frame and counts
+  once; the others give the mean of the rest.  Audio and subtitles are copied, so their bytes are the source's.
+"""
+
+from __future__ import annotations
+
+import math
+import tempfile
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import av
+import cv2
+import numpy as np
+
+from vsr.backends import Backend, BackendRequest
+from vsr.errors import InputError
+from vsr.pipeline import RunnerSettings, upscale
+from vsr.video import EncoderSettings, open_source
+
+DEFAULT_FRAMES = 3  # the middle one is shown; the two after the first time the run
+
+
+@dataclass(frozen=True)
+class Preview:
+    """What :func:`preview` saw.  ``lr``/``bicubic``/``sr``: uint8 RGB ``(H, W, 3)`` per frame ``first..``;
+    ``sr`` decoded from the encoded preview.  Times in seconds, sizes in bytes; None where unknown."""
+
+    src: Path
+    first: int
+    lr: list[np.ndarray]
+    bicubic: list[np.ndarray]
+    sr: list[np.ndarray]
+    total_frames: int | None
+    warmup_s: float
+    seconds_per_frame: float
+    video_bytes: list[int]
+    other_bytes: int
+    memory_plan: dict
+    config: str | None
+
+    @property
+    def estimate_s(self) -> float | None:
+        """The whole clip: warm-up + frames x steady per-frame time."""
+        if self.total_frames is None:
+            return None
+        return self.warmup_s + self.total_frames * self.seconds_per_frame
+
+    @property
+    def estimate_bytes(self) -> int | None:
+        """The whole output: one key frame, the other frames at the mean of the preview's others, plus the
+        copied audio and subtitles."""
+        if self.total_frames is None or not self.video_bytes:
+            return None
+        rest = self.video_bytes[1:] or self.video_bytes
+        return int(self.video_bytes[0] + (self.total_frames - 1) * float(np.mean(rest)) + self.other_bytes)
+
+    @property
+    def bits_per_pixel(self) -> float:
+        """Mean encoded bits per output pixel of the preview's frames."""
+        h, w = self.sr[0].shape[:2]
+        return 8 * sum(self.video_bytes) / (len(self.video_bytes) * h * w) if self.video_bytes else 0.0
+
+
+def frame_at(at: str | int | None, rate: float | None, total: int | None) -> int:
+    """``--at``: a frame index (``120``), a time (``12.5s``, ``1:02.5``, ``0:01:02``), or None: the middle."""
+    if at is None:
+        return (total or 1) // 2
+    text = str(at).strip()
+    if text.isdigit():
+        index = int(text)
+    else:
+        parts = (text[:-1] if text.endswith("s") else text).split(":")
+        try:
+            if len(parts) > 3 or (len(parts) == 1 and not text.endswith("s")):
+                raise ValueError
+            seconds = sum(float(p) * 60 ** k for k, p in enumerate(reversed(parts)))
+            if not (math.isfinite(seconds) and seconds >= 0) or any(p.strip() != p for p in parts):
+                raise ValueError
+        except ValueError:
+            raise InputError(f"--at must be a frame index (120) or a time (12.5s, 1:02.5), not {text!r}") from None
+        if not rate:
+            raise InputError(f"--at {text}: the source has no frame rate; give a frame index")
+        index = int(seconds * rate + 1e-6)
+    if total is not None and index >= total:
+        raise InputError(f"--at {text}: the source has only {total} frames")
+    return index
+
+
+def preview(src: str | Path, *, at: str | int | None = None, frames: int = DEFAULT_FRAMES,
+            backend: Backend | BackendRequest = BackendRequest(), encoder: EncoderSettings = EncoderSettings(),
+            runner: RunnerSettings = RunnerSettings(), suffix: str | None = None) -> Preview:
+    """Upscale ``frames`` frames around ``at`` of ``src`` as ``vsr upscale`` would (same backend, encoder and
+    runner settings), into a temporary ``suffix`` file (default: the source's own suffix, ``.mkv`` for PNG
+    frames), and measure it (see the module's docstring)."""
+    if frames < 2:
+        raise InputError(f"--frames must be 2 or more (the time per frame is their spacing), not {frames}")
+    src = Path(src)
+    source = open_source(src)
+    info = source.info
+    source.close()
+    total = info.frames_estimate
+    center = frame_at(at, float(info.rate) if info.rate else None, total)
+    first = max(0, min(center - frames // 2, (total or center + frames) - frames))
+    stop = first + frames
+    suffix = suffix or (src.suffix if info.kind == "video" and src.suffix else ".mkv")
+    stamps: list[float] = []
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="vsr-preview-") as tmp:
+        out = Path(tmp) / f"preview{suffix}"
+        report = upscale(src, out, backend=backend, encoder=encoder, runner=replace(runner, frames=(first, stop)),
+                         progress=lambda _total: (lambda _n: stamps.append(time.perf_counter())),
+                         on_start=lambda: stamps.append(time.perf_counter()))
+        sr, video_bytes = _read_back(out)
+    lr = _lr_frames(src, first, first + len(sr))
+    if len(stamps) < 3:  # on_start, then one stamp per frame written
+        raise InputError(f"a preview needs 2 frames or more to time them; got {len(stamps) - 1}")
+    warmup = stamps[0] - t0
+    per_frame = (stamps[-1] - stamps[1]) / (len(stamps) - 2)  # the spacing after the first frame
+    return Preview(src, first, lr, [_bicubic(f, sr[0].shape) for f in lr], sr, total, warmup, per_frame,
+                   video_bytes, _other_bytes(src, info.kind), report.settings.get("memory_plan", {}),
+                   report.settings.get("config"))
+
+
+def _read_back(path: Path) -> tuple[list[np.ndarray], list[int]]:
+    """The preview file's frames (uint8 RGB) and its video packets' sizes in decode order."""
+    source = open_source(path)
+    try:
+        sr = [np.clip(f.rgb * 255 + 0.5, 0, 255).astype(np.uint8).transpose(1, 2, 0) for f in source.frames()]
+    finally:
+        source.close()
+    sizes = []
+    if path.is_file():
+        with av.open(str(path)) as c:
+            sizes = [p.size for p in c.demux(video=0) if p.size]
+    else:  # PNG frames
+        sizes = [p.stat().st_size for p in sorted(path.glob("*.png"))]
+    return sr, sizes
+
+
+def _lr_frames(src: Path, first: int, stop: int) -> list[np.ndarray]:
+    source = open_source(src)
+    out = []
+    try:
+        for f in source.frames(first):
+            if f.index >= stop:
+                break
+            if f.index >= first:
+                out.append(np.clip(f.rgb * 255 + 0.5, 0, 255).astype(np.uint8).transpose(1, 2, 0))
+            f = None
+    finally:
+        source.close()
+    return out
+
+
+def _bicubic(lr: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    return cv2.resize(lr, (shape[1], shape[0]), interpolation=cv2.INTER_CUBIC)
+
+
+def _other_bytes(src: Path, kind: str) -> int:
+    """Bytes of the source's audio and subtitle packets (copied as they are into the output)."""
+    if kind != "video":
+        return 0
+    with av.open(str(src)) as c:
+        streams = [s for s in c.streams if s.type in ("audio", "subtitle")]
+        return sum(p.size for p in c.demux(streams) if p.size) if streams else 0
