@@ -36,7 +36,7 @@ from vsr.errors import InputError
 from vsr.jobs.spec import ChunkSpec, JobSpec
 from vsr.jobs.steps import chunk_only, step_totals
 from vsr.model.weights import resolve_config
-from vsr.pipeline.runner import FrameQueueRunner
+from vsr.pipeline.runner import FrameQueueRunner, decode_range
 from vsr.video import VideoSink, VideoSource, check_output, open_source
 from vsr.video.seek import EntryPoint, VideoScan, scan_video, verify_entry
 from vsr.video.output import output_path, remove_stale_partials, video_partial
@@ -97,10 +97,13 @@ def plan_chunks(spec: JobSpec, chunk_frames: int = DEFAULT_CHUNK_FRAMES) -> list
         raise InputError(f"cannot decode {path}: {e}") from None
     if scan.frames == 0:
         raise InputError(f"zero frames: {path} decodes to no frame")
-    halo = 2 * window_radius(spec)  # how far back a window's reflection reaches, and forward the decode goes
+    radius, runner = window_radius(spec), spec.runner
     entries = EntryFinder(path, scan)
-    return [replace(c, **entries.fields(max(c.start - halo, 0), min(c.stop + halo, scan.frames)))
-            for c in _cut(scan.frames, chunk_frames)]
+    chunks = []
+    for c in _cut(scan.frames, chunk_frames):  # the frames the runner decodes for the chunk, halo included
+        first, stop = decode_range(replace(runner, frames=(c.start, c.stop)), radius)
+        chunks.append(replace(c, **entries.fields(first, min(stop, scan.frames))))
+    return chunks
 
 
 def _cut(total: int, chunk_frames: int) -> list[ChunkSpec]:

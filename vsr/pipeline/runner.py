@@ -179,6 +179,18 @@ def encoded(frames: Iterator[HrFrame], sink) -> Iterator[int]:
         yield index
 
 
+
+def decode_range(settings: RunnerSettings, radius: int) -> tuple[int, int | None]:
+    """The source frames ``first:stop`` a run of ``settings.frames`` decodes: the output frames and the neighbours
+    their windows reach (``2 * radius`` each side), and with detected cuts the ``CUT_CONTEXT`` frames that decide
+    every cut a window meets: those after ``start - 2 * radius`` (a reflection reaches that far back) and up to
+    ``radius`` after the last output frame.  A batch job's chunk decodes the same range."""
+    start, stop = settings.frames
+    before = after = 2 * radius
+    if settings.scene_cuts == "auto":
+        before, after = max(before, 2 * radius - 1 + CUT_CONTEXT), max(after, radius + CUT_CONTEXT - 1)
+    return max(start - before, 0), None if stop is None else stop + after
+
 class FrameQueueRunner:
     """Runs one source through a backend into one sink.  Library object; the CLI only wires it up.
 
@@ -216,16 +228,8 @@ class FrameQueueRunner:
         return plan.tile, plan
 
     def decode_range(self) -> tuple[int, int | None]:
-        """The source frames ``first:stop`` the run decodes: the output frames and the neighbours their windows
-        reach (``2 * radius`` each side), and with detected cuts the ``CUT_CONTEXT`` frames that decide every
-        cut a window meets: those after ``start - 2 * radius`` (a reflection reaches that far back) and up to
-        ``radius`` after the last output frame."""
-        start, stop = self.settings.frames
-        r = self.radius
-        before = after = 2 * r
-        if self.settings.scene_cuts == "auto":
-            before, after = max(before, 2 * r - 1 + CUT_CONTEXT), max(after, r + CUT_CONTEXT - 1)
-        return max(start - before, 0), None if stop is None else stop + after
+        """The source frames ``first:stop`` this run decodes (:func:`decode_range`)."""
+        return decode_range(self.settings, self.radius)
 
     def run(self, source, sink, progress: Callable[[int], None] | None = None,
             settings_for_report: dict | None = None, on_start: Callable[[], None] | None = None) -> RunReport:
