@@ -203,3 +203,24 @@ def test_with_the_default_lossy_codec_frames_timestamps_and_audio_equal_a_single
     spec = JobSpec.from_settings(src, tmp_path / f"job{suffix}", REQUEST, EncoderSettings(), RunnerSettings())
     run_job(spec, backend)
     assert timestamps(tmp_path / f"job{suffix}") == timestamps(tmp_path / f"single{suffix}")
+
+
+def test_a_chunked_job_sees_the_scene_cuts_of_a_single_pass(tmp_path):
+    """Two real clips joined at a hard cut (frame 10), chunks of 4: the cut lies in a chunk's halo and right at a
+    chunk's edge; with cuts detected the job still equals one pass, and that pass differs from one with cuts off
+    (so the cut really shaped the windows)."""
+    from tests.pipeline.test_scenes import bbb, reds, write_ffv1
+
+    clip = write_ffv1(tmp_path / "cut.mkv", reds(10) + bbb(30, 10))
+    job = tmp_path / "job"
+    job.mkdir()
+    backend = WindowBackend()
+    spec = JobSpec.from_settings(clip, job / "out.mkv", REQUEST, ENCODER, RunnerSettings(scene_cuts="auto"))
+    chunks = plan_chunks(spec, 4)
+    for c in chunks:
+        run_chunk(spec, c, backend=backend)
+    join_chunks(spec, chunks)
+    single_pass(clip, tmp_path / "auto.mkv", backend, RunnerSettings(scene_cuts="auto"))
+    single_pass(clip, tmp_path / "off.mkv", backend, RunnerSettings(scene_cuts="off"))
+    assert decoded(job / "out.mkv") == decoded(tmp_path / "auto.mkv")
+    assert decoded(tmp_path / "auto.mkv") != decoded(tmp_path / "off.mkv")
