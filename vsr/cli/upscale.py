@@ -8,6 +8,7 @@ import signal
 import sys
 from pathlib import Path
 
+from vsr.cli.common import add_precision_args, precision_options
 from vsr.errors import InputError
 
 
@@ -24,6 +25,7 @@ def add_parser(sub) -> None:
     m.add_argument("--backend", default="auto", help="auto | ort | torch (default: auto = ONNX Runtime)")
     m.add_argument("--plan", default="auto", help="auto | whole | split (ONNX Runtime graph plan)")
     m.add_argument("--threads", default=None, help="inference threads (default: all cores)")
+    add_precision_args(p)
     r = p.add_argument_group("runner")
     r.add_argument("--batch", default="1", help="windows (or tiles) per inference call (default 1)")
     r.add_argument("--frames", default=None, metavar="A:B", help="only output frames A..B-1 (0-based)")
@@ -103,7 +105,8 @@ def run(args) -> int:
         except ValueError:
             raise InputError(f"--crf must be a number, not {args.crf!r}") from None
     threads = _int(args.threads, "--threads", 1) if args.threads is not None else None
-    request = BackendRequest(args.weights, args.config, backend_options(args.backend, args.plan, threads))
+    request = BackendRequest(args.weights, args.config, backend_options(args.backend, args.plan, threads,
+                                                                               **precision_options(args)))
     tile = _int(args.tile, "--tile", 0) if args.tile is not None else None
     overlap = _int(args.tile_overlap, "--tile-overlap", 0)
     if tile and tile <= 2 * overlap:

@@ -11,6 +11,7 @@ import numpy as np
 
 from vsr.errors import InputError
 from vsr.files import sha256_file
+from vsr.quant.rewrite import WEIGHT_QMAX
 
 QUANT_FORMAT = 1  # bump when the int8 rewrite or the calibration changes what a plan holds
 SCALE_MODES = ("runtime", "static")
@@ -27,7 +28,7 @@ class QuantConfig:
     keep_fp32: float = 0.1
 
     def fields(self) -> dict:
-        d = asdict(self) | {"format": QUANT_FORMAT}
+        d = asdict(self) | {"format": QUANT_FORMAT, "weight_qmax": WEIGHT_QMAX}
         if self.calibration is not None:
             files = _pngs(self.calibration)
             h = hashlib.sha256()

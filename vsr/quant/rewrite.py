@@ -7,7 +7,7 @@ For each int8 conv ``y = Conv(x, W, b)``::
     b_q   = int32(round(b / (x__qs * w_s)))                   computed in the graph: x__qs is an input
     y     = DequantizeLinear(y_q, y__qs, y__qz)                only where an fp32 consumer needs y
 
-Weights are symmetric int8 per output channel (``w_s = max|W_c| / 127``); activations are u8, asymmetric, per
+Weights are symmetric int8 per output channel (``w_s = max|W_c| / WEIGHT_QMAX``, 7 bits: see there); activations are u8, asymmetric, per
 tensor, and every activation's scale (``T__qs`` float32 scalar) and zero point (``T__qz`` uint8 scalar) are
 graph inputs: :mod:`vsr.quant.scales` feeds them before each run.  A ``Relu`` that is a conv's only consumer
 is folded into the conv (its output range starts at 0 with zero point 0, so the u8 clamp is the ReLU); a
@@ -38,16 +38,23 @@ class QuantizedSegment:
     convs: list[str] = field(default_factory=list)
 
 
-def weight_scales(w: np.ndarray) -> np.ndarray:
-    """``(C_out, ...)`` fp32 weights -> ``(C_out,)`` symmetric int8 scales (max |w| / 127, never 0)."""
+# Weights use 7 of the 8 bits: on an x86 CPU without VNNI (AVX2 only, as the machine this was measured on)
+# ONNX Runtime's u8 x s8 kernels add pairs of products in int16 (vpmaddubsw), which saturates once
+# 2 * 255 * |w| > 32767; |w| <= 63 can never overflow (ONNX Runtime's own ``reduce_range``).
+WEIGHT_QMAX = 63
+
+
+def weight_scales(w: np.ndarray, qmax: int = WEIGHT_QMAX) -> np.ndarray:
+    """``(C_out, ...)`` fp32 weights -> ``(C_out,)`` symmetric scales (max |w| / qmax, never 0)."""
     m = np.abs(w.reshape(w.shape[0], -1)).max(axis=1)
-    return np.maximum(m, 1e-12).astype(np.float32) / np.float32(127.0)
+    return np.maximum(m, 1e-12).astype(np.float32) / np.float32(qmax)
 
 
-def quantize_weights(w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per-output-channel symmetric int8: ``(W_q int8, scales (C_out,))``; round half to even, like ONNX."""
-    s = weight_scales(w)
-    q = np.clip(np.rint(w / s.reshape((-1,) + (1,) * (w.ndim - 1))), -127, 127).astype(np.int8)
+def quantize_weights(w: np.ndarray, qmax: int = WEIGHT_QMAX) -> tuple[np.ndarray, np.ndarray]:
+    """Per-output-channel symmetric int8 in ``[-qmax, qmax]``: ``(W_q int8, scales (C_out,))``; round half to
+    even, like ONNX."""
+    s = weight_scales(w, qmax)
+    q = np.clip(np.rint(w / s.reshape((-1,) + (1,) * (w.ndim - 1))), -qmax, qmax).astype(np.int8)
     return q, s
 
 
