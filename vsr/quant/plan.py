@@ -15,7 +15,8 @@ from pathlib import Path
 import onnx
 
 from vsr.plan.partition import Partition
-from vsr.quant.calibrate import ConvStats, calibrate
+from vsr.plan.plan import SubgraphPlan
+from vsr.quant.calibrate import ConvStats, calibrate_plan
 from vsr.quant.config import QuantConfig, calibration_windows
 from vsr.quant.rewrite import quantize_segment
 from vsr.quant.segments import QUANT_FILE
@@ -50,12 +51,20 @@ def _input_hw(model: onnx.ModelProto) -> tuple[int, int, int]:
     return dims[1], dims[3], dims[4]
 
 
+def _fp32_plan(part: Partition, out: Path) -> SubgraphPlan:
+    """The fp32 plan of ``part`` with its segment files in ``out`` (replaced by the int8 ones afterwards)."""
+    for name, seg in part.segments.items():
+        onnx.save(seg, str(out / f"{name}.onnx"))
+    return SubgraphPlan(directory=out, steps=part.steps, tensors=part.tensors, inputs=part.inputs,
+                        outputs=part.outputs, constants=part.constants)
+
+
 def int8_plan_transform(cfg: QuantConfig, threads: int | None = None):
     """The plan transform of ``cfg`` (see the module docstring)."""
 
     def transform(part: Partition, model: onnx.ModelProto, out: Path) -> dict:
         t, h, w = _input_hw(model)
-        stats = calibrate(model, calibration_windows(cfg, t, h, w), threads)
+        stats = calibrate_plan(_fp32_plan(part, out), calibration_windows(cfg, t, h, w), threads)
         fp32 = choose_fp32(stats, cfg.keep_fp32)
         int8 = {s.node for s in stats} - fp32
         ranges = activation_ranges(model, stats)
