@@ -17,6 +17,8 @@ def add_parser(sub) -> None:
     p.add_argument("--out", required=True, help="output .onnx path")
     p.add_argument("--split", metavar="DIR", help="also write the subgraph plan (segments + manifest) to DIR")
     add_precision_args(p)
+    p.add_argument("--qdq", action="store_true",
+                   help="with --precision int8: write --out in explicit Q/DQ, the form TensorRT builds INT8 from")
     p.set_defaults(func=run)
 
 
@@ -33,8 +35,16 @@ def run(args) -> int:
     if not out.parent.exists():
         raise InputError(f"output folder does not exist: {out.parent}")
     model, cfg = load_model(args.weights, args.config)
+    if args.qdq and args.precision != "int8":
+        raise InputError("--qdq needs --precision int8")
     path = export_onnx(model, cfg, out, args.height, args.width)
     print(f"wrote {path} ({cfg.name}, input (N, {cfg.num_frame}, 3, {args.height}, {args.width}))")
+    if args.qdq:
+        from vsr.quant import QuantConfig
+        from vsr.quant.qdq import export_int8_qdq
+
+        export_int8_qdq(path, path, QuantConfig(calibration=args.int8_calibration))
+        print(f"rewrote {path} in explicit Q/DQ (int8 convolutions, for TensorRT)")
     if args.split:
         plan_dir = _write_plan(path, Path(args.split), args)
         print(f"wrote {args.precision} plan {plan_dir.directory}")

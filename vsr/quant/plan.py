@@ -46,7 +46,7 @@ def activation_ranges(model: onnx.ModelProto, stats: list[ConvStats]) -> dict[st
     return ranges
 
 
-def _input_hw(model: onnx.ModelProto) -> tuple[int, int, int]:
+def input_hw(model: onnx.ModelProto) -> tuple[int, int, int]:
     dims = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
     return dims[1], dims[3], dims[4]
 
@@ -63,7 +63,7 @@ def int8_plan_transform(cfg: QuantConfig, threads: int | None = None):
     """The plan transform of ``cfg`` (see the module docstring)."""
 
     def transform(part: Partition, model: onnx.ModelProto, out: Path) -> dict:
-        t, h, w = _input_hw(model)
+        t, h, w = input_hw(model)
         stats = calibrate_plan(_fp32_plan(part, out), calibration_windows(cfg, t, h, w), threads)
         fp32 = choose_fp32(stats, cfg.keep_fp32)
         int8 = {s.node for s in stats} - fp32
