@@ -53,6 +53,7 @@ class TrainOptions:
     device: str = "auto"
     exclude: tuple[str, ...] = ("vid4",)  # never train on these paths (validation sequences)
     weight_init: str = "identity"  # from scratch: a name in vsr.model.init.INIT_SCHEMES
+    qat: bool = False  # quantization-aware: convs run the deployed int8 arithmetic (vsr.quant.fake)
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -141,6 +142,7 @@ _RULES = {
     "device": (_device, "auto or a torch device (cpu, cuda, cuda:1 ...)"),
     "exclude": (_strings, "a tuple of path fragments"),
     "weight_init": _choice(tuple(INIT_SCHEMES)),
+    "qat": ((lambda v: isinstance(v, bool)), "true or false"),
 }
 
 
