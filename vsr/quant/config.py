@@ -64,8 +64,11 @@ def synthetic_frames(n: int, height: int, width: int, seed: int = 0) -> np.ndarr
     return np.stack([base[i:i + height, i:i + width].transpose(2, 0, 1) for i in range(n)])
 
 
-def calibration_windows(cfg: QuantConfig, num_frame: int, height: int, width: int) -> np.ndarray:
-    """``(K, 1, T, 3, H, W)`` float32 calibration windows of consecutive frames resized to ``H x W``."""
+def calibration_windows(cfg: QuantConfig, num_frame: int | None, height: int, width: int) -> np.ndarray:
+    """``(K, 1, T, 3, H, W)`` float32 calibration windows of consecutive frames resized to ``H x W``
+    (``num_frame=None``: single frames, ``(K, 1, 3, H, W)``)."""
+    if num_frame is None:
+        return calibration_windows(cfg, 1, height, width)[:, :, 0]
     n = cfg.windows + num_frame - 1
     if cfg.calibration is None:
         frames = synthetic_frames(n, height, width)

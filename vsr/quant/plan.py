@@ -46,9 +46,10 @@ def activation_ranges(model: onnx.ModelProto, stats: list[ConvStats]) -> dict[st
     return ranges
 
 
-def input_hw(model: onnx.ModelProto) -> tuple[int, int, int]:
+def input_hw(model: onnx.ModelProto) -> tuple[int | None, int, int]:
+    """``(T, H, W)`` of the model input ``(N, T, 3, H, W)``; ``(None, H, W)`` for single frames ``(N, 3, H, W)``."""
     dims = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
-    return dims[1], dims[3], dims[4]
+    return (dims[1], dims[3], dims[4]) if len(dims) == 5 else (None, dims[2], dims[3])
 
 
 def _fp32_plan(part: Partition, out: Path) -> SubgraphPlan:
