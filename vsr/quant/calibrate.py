@@ -150,10 +150,11 @@ class _Probe:
 def _session(model: onnx.ModelProto, threads: int | None):
     import onnxruntime as ort
 
-    from vsr.plan.segments import session_options
+    from vsr.plan.segments import _shared_cpu_arena, session_options
 
-    return ort.InferenceSession(model.SerializeToString(), session_options(threads, mem_pattern=False),
-                                providers=["CPUExecutionProvider"])
+    # the shared arena: each probe session would otherwise keep its own peak (GBs for EDVR-M at 180x320)
+    so = session_options(threads, mem_pattern=False, shared_arena=_shared_cpu_arena())
+    return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
 
 
 def _two_passes(probe: _Probe, run_window, windows: np.ndarray) -> list[ConvStats]:
