@@ -28,3 +28,12 @@ def test_cli_refuses_int8_off_the_split_plan_in_one_line(tmp_path):
     r = subprocess.run([sys.executable, "-m", "vsr", "upscale", str(src), str(tmp_path / "out"), "--precision",
                         "int8", "--plan", "whole"], capture_output=True, text=True)
     assert r.returncode == 2 and r.stderr.strip().count("\n") == 0 and "split plan only" in r.stderr
+
+
+def test_a_checkpoint_from_before_qat_resumes_as_not_qat():
+    from vsr.train import TrainOptions
+
+    o = TrainOptions(config="edvr-tiny", data=("d",), out="o", iters=5)
+    saved = {k: v for k, v in o.to_dict().items() if k != "qat"}
+    assert o.resume_conflicts(saved) == []
+    assert TrainOptions(config="edvr-tiny", data=("d",), out="o", iters=5, qat=True).resume_conflicts(saved) == ["qat"]

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import MISSING, asdict, dataclass, fields
 
 import torch
 
@@ -71,7 +71,9 @@ class TrainOptions:
     def resume_conflicts(self, saved: dict) -> list[str]:
         """Names of the options that differ from ``saved`` (a checkpoint's) and would break an exact resume."""
         mine = self.to_dict()
-        return [k for k in mine if k not in RESUME_FREE and saved.get(k) != mine[k]]
+        # an option newer than the checkpoint (e.g. qat) counts as its default, the behaviour it was written with
+        defaults = {f.name: f.default for f in fields(self) if f.name not in saved and f.default is not MISSING}
+        return [k for k in mine if k not in RESUME_FREE and saved.get(k, defaults.get(k)) != mine[k]]
 
 
 def _is_int(v) -> bool:
