@@ -21,7 +21,7 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(s.split()) for s in (
     "export",                  # model -> ONNX
     "quant",                   # int8: segment rewrite, calibration, run-time scales, fake quantization (QAT)
     "backends",                # model + export + plan -> inference
-    "pipeline",                # video -> frames -> windows -> batches -> backend -> frames -> video
+    "pipeline bench",          # video -> frames -> windows -> batches -> backend -> frames -> video; vsr bench
     "quality",                 # metrics and evaluation runs
     "train",
     "jobs",

@@ -101,5 +101,5 @@ def test_unknown_backend_is_a_clean_error():
         backend_options("cuda-magic")
     with pytest.raises(BackendError, match="unknown plan"):
         backend_options("ort", "halves")
-    with pytest.raises(BackendError, match="TorchOptions, OrtOptions or SplitOptions"):
+    with pytest.raises(BackendError, match="TorchOptions, OrtOptions, SplitOptions or CudaOptions"):
         open_backend("random", "edvr-tiny", "torch")

@@ -129,3 +129,52 @@ def test_unknown_tensor_and_rejected_shape_are_backend_errors():
     run = runner.bind({"x": np.zeros((1, 3), np.float32)}, {"y": np.zeros((1, 3), np.float32)})
     with pytest.raises(BackendError, match="rejected shape"):
         run()
+
+
+class _DeviceTensor:
+    """A device tensor as the device-I/O runner sees it: an address and a shape."""
+
+    def __init__(self, address: int, shape: tuple):
+        self.address, self.shape = address, shape
+
+    def data_ptr(self) -> int:
+        return self.address
+
+
+class _RecordingContext(FakeContext):
+    def execute_async_v3(self, stream_handle) -> bool:
+        self.runs.append((dict(self.shapes), dict(self.addresses), stream_handle))
+        return True
+
+
+def test_device_io_points_the_engine_at_the_callers_tensors_on_the_callers_stream():
+    from vsr.plan.tensorrt import TensorRTDeviceRunner
+
+    cuda = FakeCuda()
+    engine = FakeEngine(cuda)
+    engine.context = _RecordingContext(cuda)
+    streams = iter([11, 12])
+    runner = TensorRTDeviceRunner(engine, stream=lambda: next(streams))
+    run2 = runner.bind({"x": _DeviceTensor(0xA000, (2, 4))}, {"y": _DeviceTensor(0xB000, (2, 4))})
+    run1 = runner.bind({"x": _DeviceTensor(0xC000, (1, 4))}, {"y": _DeviceTensor(0xD000, (1, 4))})
+    run2()
+    run1()
+    assert engine.context.runs == [({"x": (2, 4)}, {"x": 0xA000, "y": 0xB000}, 11),
+                                   ({"x": (1, 4)}, {"x": 0xC000, "y": 0xD000}, 12)]
+    assert cuda.memory == {}  # nothing allocated, nothing copied
+    with pytest.raises(BackendError, match="no I/O tensor 'z'"):
+        runner.bind({"z": _DeviceTensor(1, (1, 4))}, {})
+
+
+def test_engine_cache_path_depends_on_the_device_key_and_the_folder(tmp_path):
+    from vsr.plan.tensorrt import TensorRTSegmentBackend
+
+    onnx = tmp_path / "segment_0.onnx"
+    a = TensorRTSegmentBackend(precision="fp16", cache_key="k1", engine_dir=str(tmp_path / "engines"))
+    path = a.engine_path(onnx, b"graph", "10.6")
+    assert path.parent == tmp_path / "engines" and path.name.startswith("segment_0.") and path.suffix == ".engine"
+    assert path == a.engine_path(onnx, b"graph", "10.6")
+    others = {TensorRTSegmentBackend(precision="fp16", cache_key="k2").engine_path(onnx, b"graph", "10.6").name,
+              a.engine_path(onnx, b"graph", "10.7").name, a.engine_path(onnx, b"graph2", "10.6").name,
+              TensorRTSegmentBackend(precision="fp32", cache_key="k1").engine_path(onnx, b"graph", "10.6").name}
+    assert path.name not in others and len(others) == 4

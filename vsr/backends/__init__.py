@@ -5,6 +5,8 @@
                   the subgraph plan, see :mod:`vsr.plan`)
 ``OrtOptions``    the whole exported graph in one ONNX Runtime session (TensorRT EP, CUDA EP, CPU EP)
 ``TorchOptions``  PyTorch eager (reference; CUDA when available)
+``CudaOptions``   NVIDIA GPU: torch (fp16, CUDA graphs) or TensorRT segments bridged by vsr's CUDA kernels
+                  (:mod:`vsr.backends.cuda`); chosen by ``auto`` where torch sees a GPU
 ================  ==================================================================================
 
 Every backend pads frames to the same shape buckets (:class:`~vsr.backends.buckets.BucketPolicy`).
@@ -16,8 +18,8 @@ from dataclasses import dataclass, field
 
 from vsr.backends.base import Backend, TensorSpec
 from vsr.backends.buckets import BucketPolicy
-from vsr.backends.options import (BACKENDS, PLANS, BackendOptions, OrtOptions, SplitOptions, TorchOptions,
-                                  backend_options)
+from vsr.backends.options import (BACKENDS, PLANS, BackendOptions, CudaOptions, OrtOptions, SplitOptions,
+                                  TorchOptions, backend_options)
 from vsr.errors import BackendError
 
 
@@ -27,9 +29,17 @@ def open_backend(weights: str = "default", config=None, options: BackendOptions 
     from vsr.model import load_model
 
     options = SplitOptions() if options is None else options
-    if not isinstance(options, (TorchOptions, OrtOptions, SplitOptions)):
-        raise BackendError(f"open_backend takes TorchOptions, OrtOptions or SplitOptions, not {options!r}")
+    if not isinstance(options, (TorchOptions, OrtOptions, SplitOptions, CudaOptions)):
+        raise BackendError(f"open_backend takes TorchOptions, OrtOptions, SplitOptions or CudaOptions, not {options!r}")
+    if isinstance(options, CudaOptions):
+        from vsr.backends.cuda import check_device
+
+        check_device(options)  # before the model loads: no GPU is one line, at once
     model, cfg = load_model(weights, config)
+    if isinstance(options, CudaOptions):
+        from vsr.backends.cuda import open_cuda_backend
+
+        return open_cuda_backend(model, cfg, options)
     if isinstance(options, TorchOptions):
         from vsr.backends.torch_backend import TorchBackend
 
@@ -56,5 +66,5 @@ class BackendRequest:
         return open_backend(weights=self.weights, config=self.config, options=self.options)
 
 
-__all__ = ["BACKENDS", "PLANS", "Backend", "BackendOptions", "BackendRequest", "BucketPolicy", "OrtOptions",
-           "SplitOptions", "TensorSpec", "TorchOptions", "backend_options", "open_backend"]
+__all__ = ["BACKENDS", "PLANS", "Backend", "BackendOptions", "BackendRequest", "BucketPolicy", "CudaOptions",
+           "OrtOptions", "SplitOptions", "TensorSpec", "TorchOptions", "backend_options", "open_backend"]

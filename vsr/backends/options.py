@@ -6,15 +6,18 @@ output back, so all of them give the same pixels for the same frame.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Union
 
 from vsr.backends.buckets import BucketPolicy
 from vsr.errors import BackendError
 
-BACKENDS = ("auto", "ort", "torch")
+BACKENDS = ("auto", "ort", "torch", "cuda")
+PRECISIONS = ("fp16", "fp32")
+SEGMENT_RUNTIMES = ("auto", "torch", "tensorrt")
 PLANS = ("auto", "whole", "split")
-PRECISIONS = ("fp32", "int8")
+SPLIT_PRECISIONS = ("fp32", "int8")
 INT8_SCALES = ("runtime", "static", "exact")
 
 
@@ -66,33 +69,84 @@ class SplitOptions:
     int8_calibration: str | None = None
 
     def __post_init__(self):
-        if self.precision not in PRECISIONS:
-            raise BackendError(f"unknown precision {self.precision!r} (choose from {', '.join(PRECISIONS)})")
+        if self.precision not in SPLIT_PRECISIONS:
+            raise BackendError(f"unknown precision {self.precision!r} (choose from {', '.join(SPLIT_PRECISIONS)})")
         if self.int8_scales not in INT8_SCALES:
             raise BackendError(f"unknown int8 scales {self.int8_scales!r} (choose from {', '.join(INT8_SCALES)})")
 
 
-BackendOptions = Union[TorchOptions, OrtOptions, SplitOptions]
+@dataclass(frozen=True)
+class CudaOptions:
+    """EDVR on an NVIDIA GPU: the model's segments on torch (or TensorRT engines), bridged by vsr's CUDA kernels.
+
+    device: "cuda", "cuda:1", ... (None: "cuda"); "cpu" is the explicit CPU emulation (tests, CI): the same
+    runtime with the kernels on the CPU harness;  precision: fp16 | fp32;  cuda_graphs: capture the whole
+    bridged model once per input shape and replay it (needs the cupy launcher; ignored on the CPU);
+    launcher: "auto" | "cupy" | "pycuda" | "host" (see :mod:`vsr.kernels.cuda.launch`);  segments: "auto"
+    (TensorRT engines when ``tensorrt`` imports, else torch) | "torch" | "tensorrt";  dcn_gemm: the DCN's
+    matrix product on "torch" (cuBLAS) after vsr's sampling kernel, or vsr's own "kernel";  cache_dir: engine
+    and kernel caches (default ``<engine dir>/cuda``).  Tuning: fp16 and cuda_graphs on; a larger --batch.
+    """
+
+    device: str | None = None
+    precision: str = "fp16"
+    cuda_graphs: bool = True
+    launcher: str = "auto"
+    segments: str = "auto"
+    dcn_gemm: str = "torch"
+    cache_dir: str | None = None
+    buckets: BucketPolicy | None = None
+
+    def __post_init__(self):
+        if self.precision not in PRECISIONS:
+            raise BackendError(f"CUDA precision {self.precision!r}: choose from {', '.join(PRECISIONS)}")
+        if self.segments not in SEGMENT_RUNTIMES:
+            raise BackendError(f"CUDA segments {self.segments!r}: choose from {', '.join(SEGMENT_RUNTIMES)}")
+        if self.dcn_gemm not in ("torch", "kernel"):
+            raise BackendError(f"CUDA dcn_gemm {self.dcn_gemm!r}: choose torch or kernel")
+
+
+BackendOptions = Union[TorchOptions, OrtOptions, SplitOptions, CudaOptions]
+
+
+def cuda_available() -> bool:
+    """Whether the CUDA runtime can run here: torch sees a CUDA GPU and a GPU kernel launcher (cupy or pycuda)
+    is installed.  A GPU without a launcher is logged: ``auto`` then stays on ONNX Runtime."""
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        return False
+    import torch
+
+    if not torch.cuda.is_available():
+        return False
+    if all(importlib.util.find_spec(m) is None for m in ("cupy", "pycuda")):
+        logging.getLogger(__name__).info("a CUDA GPU but neither cupy nor pycuda: backend auto is ONNX Runtime")
+        return False
+    return True
 
 
 def backend_options(backend: str = "auto", plan: str = "auto", threads: int | None = None,
                     precision: str = "fp32", int8_scales: str = "runtime",
                     int8_calibration: str | None = None) -> BackendOptions:
-    """The options the CLI names select: ``backend`` auto | ort | torch, ``plan`` auto | whole | split;
+    """The options the CLI names select: ``backend`` auto | ort | torch | cuda, ``plan`` auto | whole | split;
     ``precision`` int8 takes the split plan (the only one with int8 segments).
 
-    ``auto`` is ONNX Runtime with the split plan, measured faster than the whole graph on the 2-core CPU machine
-    (1.17x wall, 1.20x CPU on EDVR-M 180x320; docs/benchmarks.md, "Subgraph plan and bridge kernels").
+    ``auto`` is the CUDA runtime where torch sees a GPU; elsewhere ONNX Runtime with the split plan, measured
+    faster than the whole graph on the 2-core CPU machine (1.17x wall, 1.20x CPU on EDVR-M 180x320;
+    docs/benchmarks.md, "Subgraph plan and bridge kernels").
     """
     if backend not in BACKENDS:
         raise BackendError(f"unknown backend {backend!r} (choose from {', '.join(BACKENDS)})")
     if plan not in PLANS:
         raise BackendError(f"unknown plan {plan!r} (choose from {', '.join(PLANS)})")
-    if precision != "fp32" and (backend == "torch" or plan == "whole"):
+    if precision != "fp32" and (backend in ("torch", "cuda") or plan == "whole"):
         raise BackendError(f"precision {precision} runs on the split plan only (not --backend {backend} "
                            f"--plan {plan})")
     if backend == "torch":
         return TorchOptions(threads=threads)
+    if backend == "cuda" or (backend == "auto" and plan == "auto" and precision == "fp32" and cuda_available()):
+        return CudaOptions()
     if plan == "whole":
         return OrtOptions(threads=threads)
     return SplitOptions(threads=threads, precision=precision, int8_scales=int8_scales,

@@ -166,13 +166,17 @@ class SplitBackend(ModelBackend):
             t1 = time.perf_counter()
             plan = self.plan_for(path)
             t2 = time.perf_counter()
-            ex = PlanExecutor(plan, self.segment_backend)
+            ex = self.new_executor(plan)
             self._build["build:export"] += t1 - t0
             self._build["build:plan"] += t2 - t1
             self._build["build:load"] += time.perf_counter() - t2
             self._executors[(hb, wb)] = ex
             log.info("split plan for %dx%d: %d steps from %s", hb, wb, len(plan.steps), plan.directory)
         return ex
+
+    def new_executor(self, plan: SubgraphPlan) -> PlanExecutor:
+        """The executor of ``plan`` (host arena, the CPU bridge kernels); the CUDA runtime overrides it."""
+        return PlanExecutor(plan, self.segment_backend)
 
     def plan_for(self, onnx_path: Path) -> SubgraphPlan:
         sb = self.segment_backend

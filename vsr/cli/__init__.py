@@ -13,7 +13,7 @@ import os
 import sys
 import warnings
 
-COMMANDS = ("upscale", "export", "eval", "models", "train", "report")
+COMMANDS = ("upscale", "export", "eval", "models", "train", "report", "bench")
 
 
 class _Parser(argparse.ArgumentParser):

@@ -22,7 +22,8 @@ def add_parser(sub) -> None:
     m = p.add_argument_group("model")
     m.add_argument("--weights", default="default", help="checkpoint file, 'default' (bundled) or 'random' (tests)")
     m.add_argument("--config", default=None, help="model config name or TOML file (default: from the weights)")
-    m.add_argument("--backend", default="auto", help="auto | ort | torch (default: auto = ONNX Runtime)")
+    m.add_argument("--backend", default="auto", help="auto | ort | torch | cuda (default: auto = cuda where torch "
+                   "sees a GPU and cupy or pycuda is installed, else ONNX Runtime)")
     m.add_argument("--plan", default="auto", help="auto | whole | split (ONNX Runtime graph plan)")
     m.add_argument("--threads", default=None, help="inference threads (default: all cores)")
     add_precision_args(p)
@@ -95,7 +96,7 @@ def run(args) -> int:
     from vsr.video import EncoderSettings
 
     if args.backend not in BACKENDS:
-        raise InputError(f"--backend must be auto, ort or torch, not {args.backend!r}")
+        raise InputError(f"--backend must be auto, ort, torch or cuda, not {args.backend!r}")
     if args.plan not in PLANS:
         raise InputError(f"--plan must be auto, whole or split, not {args.plan!r}")
     crf = None

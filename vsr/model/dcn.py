@@ -133,8 +133,11 @@ class DCNv2Pack(nn.Module):
         nn.init.zeros_(self.conv_offset.weight)
         nn.init.zeros_(self.conv_offset.bias)
 
-    def forward(self, x: torch.Tensor, feat: torch.Tensor) -> torch.Tensor:
+    def offset_mask(self, feat: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """feat ``(N, C, H, W)`` -> offset ``(N, 2*G*k*k, H, W)``, mask ``(N, G*k*k, H, W)`` (the DCN's operands)."""
         o1, o2, m = torch.chunk(self.conv_offset(feat), 3, dim=1)
-        offset = torch.cat((o1, o2), dim=1)
-        mask = torch.sigmoid(m)
+        return torch.cat((o1, o2), dim=1), torch.sigmoid(m)
+
+    def forward(self, x: torch.Tensor, feat: torch.Tensor) -> torch.Tensor:
+        offset, mask = self.offset_mask(feat)
         return deform_conv2d(x, offset, mask, self.weight, self.bias, self.padding)

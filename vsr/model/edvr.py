@@ -33,6 +33,20 @@ class ResidualBlockNoBN(nn.Module):
         return x + self.conv2(F.relu(self.conv1(x)))
 
 
+class PixelShuffleLReLU(nn.Module):
+    """``leaky_relu(pixel_shuffle(x, r), 0.1)``: ``(N, C*r*r, H, W)`` -> ``(N, C, r*H, r*W)``.
+
+    One module because a runtime may replace the pair with one fused kernel (``vsr.backends.cuda``).
+    """
+
+    def __init__(self, upscale: int = 2):
+        super().__init__()
+        self.upscale = upscale
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return _lrelu(F.pixel_shuffle(x, self.upscale))
+
+
 class PCDAlignment(nn.Module):
     """Pyramid, cascading and deformable alignment.
 
@@ -161,7 +175,7 @@ class EDVR(nn.Module):
         self.reconstruction = nn.Sequential(*[ResidualBlockNoBN(num_feat) for _ in range(num_reconstruct_block)])
         self.upconv1 = nn.Conv2d(num_feat, num_feat * 4, 3, 1, 1)
         self.upconv2 = nn.Conv2d(num_feat, 64 * 4, 3, 1, 1)
-        self.pixel_shuffle = nn.PixelShuffle(2)
+        self.pixel_shuffle = PixelShuffleLReLU(2)
         self.conv_hr = nn.Conv2d(64, 64, 3, 1, 1)
         self.conv_last = nn.Conv2d(64, num_out_ch, 3, 1, 1)
 
@@ -185,8 +199,8 @@ class EDVR(nn.Module):
         else:
             feat = self.fusion(aligned.view(b, t * nf, h, w))
         out = self.reconstruction(feat)
-        out = _lrelu(self.pixel_shuffle(self.upconv1(out)))
-        out = _lrelu(self.pixel_shuffle(self.upconv2(out)))
+        out = self.pixel_shuffle(self.upconv1(out))
+        out = self.pixel_shuffle(self.upconv2(out))
         out = _lrelu(self.conv_hr(out))
         out = self.conv_last(out)
         base = F.interpolate(x_center, scale_factor=4, mode="bilinear", align_corners=False)

@@ -7,6 +7,10 @@ encoder's own memory (the sink's estimate).  What is left is the model's working
 the largest that fits it.  A run that cannot fit (even with the smallest tile, or with the tile or
 batch the user chose) raises ``MemoryBudgetError`` before its first frame.  Each figure is a measurement (docs/benchmarks.md), and the plan goes into the run's
 report so that a run that exceeds it can be traced to the estimate that was wrong.
+
+A backend whose model runs in GPU memory (the CUDA runtime) describes that memory (:class:`DeviceMemory`: what is
+free now and what one LR pixel takes, measured by the backend on the device itself); then the model's working
+memory is planned against the GPU's free memory and only the arrays around the model against the budget.
 """
 
 from __future__ import annotations
@@ -39,6 +43,29 @@ MARGIN = 0.05  # of the budget, kept free for what the estimates miss (allocator
 
 
 @dataclass(frozen=True)
+class DeviceMemory:
+    """The GPU memory a backend's model works in, in MB: ``free_mb`` now (the backend's cached blocks
+    included), and the working memory of one item, ``fixed_mb + bytes_per_pixel * pixels / MB``."""
+
+    name: str
+    free_mb: float
+    bytes_per_pixel: float
+    fixed_mb: float = 0.0
+
+    def item_mb(self, pixels: int, batch: int) -> float:
+        return self.fixed_mb + self.bytes_per_pixel * pixels * max(batch, 1) / MB
+
+    @property
+    def limit_mb(self) -> float:
+        """What the model may use of the free memory (the margin kept free)."""
+        return self.free_mb * (1.0 - MARGIN)
+
+    def pixels(self, batch: int) -> float:
+        """The most LR pixels one item may have."""
+        return max(self.limit_mb - self.fixed_mb, 0.0) * MB / (self.bytes_per_pixel * max(batch, 1))
+
+
+@dataclass(frozen=True)
 class MemoryPlan:
     """All figures in MB; ``tile`` is the LR tile ``(h, w)`` (None: whole frames)."""
 
@@ -50,6 +77,7 @@ class MemoryPlan:
     model_mb: float
     tile: tuple[int, int] | None
     fits: bool
+    device_mb: float | None = None  # the model's planned GPU memory (None: it works in host memory)
 
     @property
     def total_mb(self) -> float:
@@ -57,6 +85,8 @@ class MemoryPlan:
 
     def to_dict(self) -> dict:
         d = {k: (round(v, 1) if isinstance(v, float) else v) for k, v in asdict(self).items()}
+        if self.device_mb is None:
+            del d["device_mb"]
         d["total_mb"] = round(self.total_mb, 1)
         return d
 
@@ -69,8 +99,13 @@ def item_mb(pixels: int, batch: int, num_frame: int, scale: int) -> float:
     """The model's working memory for ``batch`` items of ``pixels`` LR pixels, plus the float32 arrays of
     them in flight around it: the input (T, 3) built, queued and being run; the output (3, s*s) returned,
     queued, being cropped, and two temporaries of the colour conversion."""
+    return model_mb(pixels, batch) + flight_mb(pixels, batch, num_frame, scale)
+
+
+def flight_mb(pixels: int, batch: int, num_frame: int, scale: int) -> float:
+    """The float32 arrays of ``batch`` items in flight around the model (see :func:`item_mb`)."""
     flight = (BATCHES_IN_FLIGHT * num_frame * 3 + RESULTS_IN_FLIGHT * 3 * scale * scale) * 4
-    return model_mb(pixels, batch) + flight * pixels * max(batch, 1) / MB
+    return flight * pixels * max(batch, 1) / MB
 
 
 def budget_for(total_mb: float) -> int:
@@ -80,12 +115,13 @@ def budget_for(total_mb: float) -> int:
 
 def plan_memory(*, budget_mb: float, height: int, width: int, scale: int, num_frame: int, batch: int,
                 queue: int, overlap: int, encoder_mb: float, hr_bytes_per_pixel: float = 3.0,
-                tile: int | tuple[int, int] | None = None) -> MemoryPlan:
+                tile: int | tuple[int, int] | None = None, device: DeviceMemory | None = None) -> MemoryPlan:
     """The tile for an ``height x width`` LR source under ``budget_mb`` (see the module's docstring): of the
     tiles whose working memory fits what is left, the one that computes the fewest pixels in all.
 
     ``hr_bytes_per_pixel``: bytes of one output pixel's integer 4:4:4 planes (3 for 8-bit, 6 for 16-bit).
     ``tile``: a side or ``(h, w)`` the user chose (checked, not chosen), 0 for whole frames, None: automatic.
+    ``device``: the GPU memory the model works in (None: host memory, within the budget).
     Raises :class:`MemoryBudgetError` naming what would fit when the run cannot fit the budget.
     """
     r = num_frame // 2
@@ -98,27 +134,43 @@ def plan_memory(*, budget_mb: float, height: int, width: int, scale: int, num_fr
     fixed = PROCESS_BASE_MB + lr_frames + hr_frames + encoder_mb
     left = budget_mb * (1.0 - MARGIN) - fixed
 
+    def pixels_of(t: tuple[int, int] | None) -> int:
+        return height * width if t is None else t[0] * t[1]
+
     def used(t: tuple[int, int] | None, b: int = batch) -> float:
-        return item_mb(height * width if t is None else t[0] * t[1], b, num_frame, scale)
+        if device is None:
+            return item_mb(pixels_of(t), b, num_frame, scale)
+        return flight_mb(pixels_of(t), b, num_frame, scale)
+
+    def fits(t: tuple[int, int] | None) -> bool:
+        return used(t) <= left and (device is None or device.item_mb(pixels_of(t), batch) <= device.limit_mb)
 
     def done(t: tuple[int, int] | None) -> MemoryPlan:
-        return MemoryPlan(budget_mb, PROCESS_BASE_MB, lr_frames, hr_frames, encoder_mb, used(t), t, True)
+        gpu = None if device is None else device.item_mb(pixels_of(t), batch)
+        return MemoryPlan(budget_mb, PROCESS_BASE_MB, lr_frames, hr_frames, encoder_mb, used(t), t, True, gpu)
 
     if tile is not None:
         chosen = None if tile == 0 else _clip(tile, height, width)
-        if used(chosen) <= left:
+        if fits(chosen):
             return done(chosen)
         what = "--tile 0 (whole frames)" if tile == 0 else f"--tile {_side(tile)}"
+        if device is not None and used(chosen) <= left:
+            raise MemoryBudgetError(_gpu_too_small(device, chosen or (height, width), batch, what))
         raise MemoryBudgetError(_too_small(budget_mb, fixed + used(chosen), f"{what} at --batch {batch}",
                                            "or a smaller --tile (or none: automatic)"))
-    if used(None) <= left:
+    if fits(None):
         return done(None)
-    pixels = max(left - used((0, 0)), 0.0) * MB / (_per_pixel(num_frame, scale) * max(batch, 1))
+    per_pixel = _per_pixel(num_frame, scale) - (0 if device is None else MODEL_BYTES_PER_PIXEL)
+    pixels = max(left - used((0, 0)), 0.0) * MB / (per_pixel * max(batch, 1))
+    if device is not None:
+        pixels = min(pixels, device.pixels(batch))
     floor = max(MIN_TILE, 2 * overlap + 16)
     best = best_tile(height, width, pixels, overlap, floor)
-    if best is not None and used(best) <= left:
+    if best is not None and fits(best):
         return done(best)
     smallest = (min(floor, height), min(floor, width))
+    if device is not None and used(smallest) <= left:  # the host has room: the GPU has not
+        raise MemoryBudgetError(_gpu_too_small(device, smallest, batch, f"{smallest[0]}x{smallest[1]} tiles"))
     alt = ""
     if batch > 1:
         alt = f", or --batch 1 (needs --memory-budget {budget_for(fixed + used(smallest, 1))})"
@@ -127,6 +179,12 @@ def plan_memory(*, budget_mb: float, height: int, width: int, scale: int, num_fr
         alt += f", or a smaller source and output (their frames in flight and the encoder take {frames:.0f} MB)"
     raise MemoryBudgetError(_too_small(budget_mb, fixed + used(smallest), f"{smallest[0]}x{smallest[1]} tiles "
                                        f"at --batch {batch}", alt.lstrip(", ") or "or a smaller source"))
+
+
+def _gpu_too_small(device: DeviceMemory, tile: tuple[int, int], batch: int, what: str) -> str:
+    need = device.item_mb(tile[0] * tile[1], batch)
+    return (f"the GPU ({device.name}) has {device.free_mb:.0f} MB free: {what} at --batch {batch} need about "
+            f"{need:.0f} MB of it; give a smaller --tile or --batch, or free the GPU")
 
 
 def _per_pixel(num_frame: int, scale: int) -> float:

@@ -28,7 +28,7 @@ import numpy as np
 
 from vsr.errors import InputError
 from vsr.pipeline.batches import Batch, Result, batches
-from vsr.pipeline.memory import MemoryPlan, plan_memory
+from vsr.pipeline.memory import DeviceMemory, MemoryPlan, plan_memory
 from vsr.pipeline.stages import Stage, StagePipeline, abandoned_still_running
 from vsr.pipeline.tiles import Tile, tile_grid
 from vsr.pipeline.windows import FrameWindow, windows
@@ -157,6 +157,13 @@ class FrameQueueRunner:
         self.radius = self.num_frame // 2
         self.scale = backend.scale
 
+    def device_memory(self) -> DeviceMemory | None:
+        """The GPU memory the backend's model works in, where it says: ``backend.device_memory()`` gives the
+        fields of :class:`DeviceMemory` as a dict (None: the model works in host memory)."""
+        probe = getattr(self.backend, "device_memory", None)
+        facts = probe() if callable(probe) else None
+        return DeviceMemory(**facts) if facts else None
+
     def plan_tile(self, height: int, width: int, sink) -> tuple[int | tuple[int, int] | None, MemoryPlan]:
         """The LR tile (a side, ``(h, w)``, or None: whole frames) and the memory plan that checked it
         (raises :class:`vsr.errors.MemoryBudgetError` when the run cannot fit ``--memory-budget``)."""
@@ -164,7 +171,8 @@ class FrameQueueRunner:
         plan = plan_memory(budget_mb=s.memory_budget_mb, height=height, width=width, scale=self.scale,
                            num_frame=self.num_frame, batch=s.batch, queue=s.queue, overlap=s.overlap,
                            encoder_mb=sink.memory_estimate_mb(),
-                           hr_bytes_per_pixel=3 * np.dtype(sink.plane_dtype()).itemsize, tile=s.tile)
+                           hr_bytes_per_pixel=3 * np.dtype(sink.plane_dtype()).itemsize, tile=s.tile,
+                           device=self.device_memory())
         if s.tile:
             return (s.tile if (height > s.tile or width > s.tile) else None), plan
         return plan.tile, plan

@@ -9,7 +9,9 @@ Build once, run many times::
     hr = bound.outputs["hr"]                      # a view of the arena: copy it before the next run
 
 Every intermediate tensor and kernel workspace lives in one arena sized by the static memory plan
-(:mod:`vsr.plan.arena`).  Each step is timed; :meth:`PlanExecutor.timings` gives seconds per step name.
+(:mod:`vsr.plan.arena`).  The arena is host memory (:class:`HostMemory`) unless the executor is given another
+:class:`ArenaMemory` (the CUDA runtime's device arena, ``vsr.backends.cuda.engines``).  Each step is timed;
+:meth:`PlanExecutor.timings` gives seconds per step name.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Protocol
 
 import numpy as np
 
@@ -28,6 +30,30 @@ from vsr.plan.segments import SegmentBackend, SegmentRunner
 from vsr.report.sample import StepStats, StepTimes
 
 log = logging.getLogger(__name__)
+
+
+class ArenaMemory(Protocol):
+    """Where a bound plan's arena lives: ``allocate(nbytes)`` a flat byte buffer; ``views`` typed tensors of it
+    (as :meth:`ArenaPlan.views`); ``window(arena, offset, nbytes)`` a byte range (a kernel's workspace)."""
+
+    def allocate(self, nbytes: int): ...
+
+    def views(self, plan: ArenaPlan, arena, shapes: dict[str, tuple], dtypes: dict[str, str]) -> dict: ...
+
+    def window(self, arena, offset: int, nbytes: int): ...
+
+
+class HostMemory:
+    """The arena as one numpy array in host memory (the default)."""
+
+    def allocate(self, nbytes: int) -> np.ndarray:
+        return np.empty(nbytes, np.uint8)
+
+    def views(self, plan: ArenaPlan, arena, shapes, dtypes) -> dict[str, np.ndarray]:
+        return plan.views(arena, shapes, dtypes)
+
+    def window(self, arena, offset: int, nbytes: int) -> np.ndarray:
+        return arena[offset:offset + nbytes]
 
 
 @dataclass
@@ -59,10 +85,12 @@ class PlanExecutor:
     Bridge steps take their kernels from ``kernels`` (by op type and the segment backend's device).
     """
 
-    def __init__(self, plan: SubgraphPlan, segment_backend: SegmentBackend, kernels: KernelRegistry = KERNELS):
+    def __init__(self, plan: SubgraphPlan, segment_backend: SegmentBackend, kernels: KernelRegistry = KERNELS,
+                 memory: ArenaMemory | None = None):
         self.plan = plan
         self.backend = segment_backend
         self.kernels = kernels
+        self.memory = memory or HostMemory()
         self._runners: dict[str, SegmentRunner] = {}
         self._bound: dict[tuple, BoundPlan] = {}
         self._times = StepTimes(s.name for s in plan.steps)
@@ -98,9 +126,10 @@ class PlanExecutor:
                 consts = {j: plan.constants[c] for j, c in s.constants.items()}
                 kernels[i] = factory(node, in_shapes, consts)
         memory = plan.arena_plan(env, {i: k.workspace_nbytes() for i, k in kernels.items()})
-        arena = np.empty(memory.arena_nbytes, np.uint8)
+        arena = self.memory.allocate(memory.arena_nbytes)
         names = [b for b in memory.buffers if not b.startswith("workspace:")]
-        views = memory.views(arena, {t: shapes[t] for t in names}, {t: plan.tensors[t].dtype for t in names})
+        views = self.memory.views(memory, arena, {t: shapes[t] for t in names},
+                                  {t: plan.tensors[t].dtype for t in names})
         bound = BoundPlan(env=env, memory=memory, arena=arena, inputs={t: views[t] for t in plan.inputs},
                           outputs={t: views[t] for t in plan.outputs}, tensors=views, times=self._times)
         for i, s in enumerate(plan.steps):
@@ -111,9 +140,9 @@ class PlanExecutor:
                 ws_name = f"workspace:{s.name}"
                 if ws_name in memory.buffers:
                     b = memory.buffers[ws_name]
-                    ws = arena[b.offset:b.offset + b.nbytes]
+                    ws = self.memory.window(arena, b.offset, b.nbytes)
                 else:
-                    ws = arena[:0]
+                    ws = self.memory.window(arena, 0, 0)
                 call = _bridge_call(kernels[i], [views[t] if t else None for t in s.inputs],
                                     [views[t] for t in s.outputs], ws)
             bound.calls.append((s.name, call))

@@ -8,6 +8,14 @@ input shapes and tensor addresses for its own binding (the one context is shared
 copies the inputs in, runs ``execute_async_v3`` and copies the outputs back into the plan's host arena (bridge
 kernels are CPU kernels; device-resident bridges would make these copies unnecessary).
 
+With ``device_io`` (the CUDA runtime, ``vsr.backends.cuda.engines``) the plan's arena is device memory and the
+bridges are CUDA kernels: ``bind`` takes device tensors (anything with ``data_ptr()`` and ``shape``), points the
+engine's I/O at them and runs on the caller's stream (``stream()``: a ``cudaStream_t`` as an int) -- no copies,
+no synchronisation, no pycuda (the caller's CUDA context is used).
+
+Engines are cached beside the segment's ONNX, or in ``engine_dir``; the file name hashes the ONNX, the build
+settings, TensorRT's version and ``cache_key`` (the device and software stack, ``vsr.backends.cuda.keys``).
+
 The engine tests skip when ``tensorrt`` is absent (it cannot be installed on the development machine); the
 binding logic is tested against a stand-in context in ``tests/plan/test_tensorrt_binding.py``.
 """
@@ -27,11 +35,14 @@ from vsr.errors import BackendError
 log = logging.getLogger(__name__)
 
 
-def _import():
+def _import(need_pycuda: bool = True):
     try:
+        import tensorrt as trt
+
+        if not need_pycuda:
+            return trt, None
         import pycuda.autoinit  # noqa: F401  (creates the CUDA context)
         import pycuda.driver as cuda
-        import tensorrt as trt
     except ImportError as e:
         raise BackendError(f"TensorRT segment backend needs tensorrt and pycuda ({e})") from None
     return trt, cuda
@@ -39,34 +50,50 @@ def _import():
 
 @dataclass(frozen=True)
 class TensorRTSegmentBackend:
-    """precision: fp32 | fp16; max_batch: largest N of the batch profile; workspace_mib: builder scratch."""
+    """precision: fp32 | fp16; max_batch: largest N of the batch profile; workspace_mib: builder scratch;
+    device_io / stream / device: see the module's docstring; engine_dir, cache_key: the engine cache."""
 
     precision: str = "fp32"
     max_batch: int = 8
     workspace_mib: int = 2048
     name: str = "tensorrt"
     device: str = "cpu"  # where the bridge kernels run (CPU kernels; device buffers are copied around them)
+    device_io: bool = False
+    stream: Callable[[], int] | None = None
+    engine_dir: str | None = None
+    cache_key: str = ""
 
     @property
     def version(self) -> str:
-        trt, _ = _import()
+        trt, _ = _import(need_pycuda=False)
         return trt.__version__
 
+    def engine_path(self, path: Path, onnx_bytes: bytes, trt_version: str) -> Path:
+        """Where the engine of the segment at ``path`` is cached (a function of everything it depends on)."""
+        settings = f"{self.precision}/{self.max_batch}/{trt_version}/{self.cache_key}".encode()
+        tag = hashlib.sha256(onnx_bytes + settings).hexdigest()[:16]
+        folder = Path(self.engine_dir) if self.engine_dir else Path(path).parent
+        return folder / f"{Path(path).stem}.{tag}.engine"
+
     def load(self, path: Path) -> "TensorRTSegmentRunner":
-        trt, cuda = _import()
+        trt, cuda = _import(need_pycuda=not self.device_io)
         logger = trt.Logger(trt.Logger.WARNING)
         onnx_bytes = Path(path).read_bytes()
-        tag = hashlib.sha256(onnx_bytes + f"{self.precision}/{self.max_batch}/{trt.__version__}".encode())
-        engine_path = Path(path).with_suffix(f".{tag.hexdigest()[:16]}.engine")
+        engine_path = self.engine_path(Path(path), onnx_bytes, trt.__version__)
         runtime = trt.Runtime(logger)
         if engine_path.is_file():
             engine = runtime.deserialize_cuda_engine(engine_path.read_bytes())
         else:
             engine_bytes = self._build(trt, logger, onnx_bytes, path)
-            engine_path.write_bytes(engine_bytes)
+            engine_path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = engine_path.with_name(f".{engine_path.name}.partial")
+            tmp.write_bytes(engine_bytes)
+            tmp.replace(engine_path)
             engine = runtime.deserialize_cuda_engine(engine_bytes)
         if engine is None:
             raise BackendError(f"TensorRT could not deserialise the engine of {path}")
+        if self.device_io:
+            return TensorRTDeviceRunner(engine, self.stream)
         return TensorRTSegmentRunner(engine, cuda, self.max_batch)
 
     def _build(self, trt, logger, onnx_bytes: bytes, path: Path) -> bytes:
@@ -144,5 +171,35 @@ class TensorRTSegmentRunner:
             for name, arr in outputs.items():
                 cuda.memcpy_dtoh_async(arr, device[name][0], stream)
             stream.synchronize()
+
+        return run
+
+
+class TensorRTDeviceRunner:
+    """One engine whose I/O are the caller's device tensors; ``stream()`` gives the stream to run on."""
+
+    def __init__(self, engine, stream: Callable[[], int] | None):
+        self.engine = engine
+        self.stream = stream or (lambda: 0)
+        self.context = engine.create_execution_context()
+        self.names = [engine.get_tensor_name(i) for i in range(engine.num_io_tensors)]
+
+    def bind(self, inputs: dict, outputs: dict) -> Callable[[], None]:
+        for name in (*inputs, *outputs):
+            if name not in self.names:
+                raise BackendError(f"TensorRT engine has no I/O tensor {name!r} (has {self.names})")
+        ctx, stream = self.context, self.stream
+        shapes = {name: tuple(int(d) for d in t.shape) for name, t in inputs.items()}
+        addresses = {name: int(t.data_ptr()) for name, t in {**inputs, **outputs}.items()}
+
+        def run() -> None:
+            # the context is shared by every binding (batch size): set its shapes and addresses on each run
+            for name, shape in shapes.items():
+                if not ctx.set_input_shape(name, shape):
+                    raise BackendError(f"TensorRT rejected shape {shape} for input {name!r}")
+            for name, address in addresses.items():
+                ctx.set_tensor_address(name, address)
+            if not ctx.execute_async_v3(stream()):
+                raise BackendError("TensorRT execution failed")
 
         return run

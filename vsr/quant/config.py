@@ -14,8 +14,6 @@ from vsr.files import sha256_file
 from vsr.quant.rewrite import WEIGHT_QMAX
 
 QUANT_FORMAT = 1  # bump when the int8 rewrite or the calibration changes what a plan holds
-SCALE_MODES = ("runtime", "static")
-PRECISIONS = ("fp32", "int8")
 
 
 @dataclass(frozen=True)

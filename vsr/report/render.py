@@ -96,13 +96,45 @@ def compare(a: Run, b: Run) -> dict:
                    for n in _union(stages, stages_b)],
         "steps": [{"step": n, "kind": (steps_a.get(n) or steps_b.get(n)).kind,
                    "a_total_s": _total(steps_a.get(n)), "b_total_s": _total(steps_b.get(n)),
-                   "ratio": _ratio(_total(steps_a.get(n)), _total(steps_b.get(n)))}
+                   "ratio": _ratio(_total(steps_a.get(n)), _total(steps_b.get(n))),
+                   "a_share": _share(steps_a.get(n), a), "b_share": _share(steps_b.get(n), b)}
                   for n in _union(steps_a, steps_b)],
+        "kinds": kind_rows(a, b),
         "settings_differ": {k: [sa.get(k), sb.get(k)] for k in _union(sa, sb) if sa.get(k) != sb.get(k)
                             and k not in ("input", "output")},
         "note": (f"A wrote {a.frames} frames and B {b.frames}: the ratios compare totals, not per-frame times"
                  if a.frames != b.frames else None),
     }
+
+
+# Step kinds in the order a comparison lists them; "per call" sums all but the one-off builds.
+_KINDS = ("segment", "bridge", "other", "per call", "build")
+
+
+def kind_totals(run: Run) -> dict[str, float]:
+    """Seconds per step kind, and ``per call``: every step but the one-off builds (what inference costs)."""
+    out: dict[str, float] = {}
+    for s in run.steps:
+        out[s.kind] = out.get(s.kind, 0.0) + s.total_s
+    if run.steps:
+        out["per call"] = sum(s.total_s for s in run.call_steps)
+    return out
+
+
+def kind_rows(a: Run, b: Run) -> list[dict]:
+    """Step totals by kind, B / A: the comparison that holds when the two runs cut the model differently (the
+    whole graph's single ``run`` against the split plan's segments and bridges)."""
+    ka, kb = kind_totals(a), kind_totals(b)
+    return [{"kind": k, "a_total_s": ka.get(k), "b_total_s": kb.get(k), "ratio": _ratio(ka.get(k), kb.get(k))}
+            for k in _KINDS if k in ka or k in kb]
+
+
+def _share(step, run: Run) -> float | None:
+    """A per-call step's share of its run's per-call steps (None for a build, or a step the run lacks)."""
+    if step is None or step.kind == "build":
+        return None
+    whole = sum(s.total_s for s in run.call_steps)
+    return step.total_s / whole if whole else None
 
 
 def _union(a: dict, b: dict) -> list[str]:
@@ -193,9 +225,13 @@ def render_compare_text(a: Run, b: Run) -> str:
                       [[r["stage"], fmt(r["a_busy_s"]), fmt(r["b_busy_s"]), fmt(r["ratio"], "x")]
                        for r in c["stages"]])]
     if c["steps"]:
-        out += ["", table(["backend step s", "kind", "A", "B", "B/A"],
-                          [[r["step"], r["kind"], fmt(r["a_total_s"]), fmt(r["b_total_s"]), fmt(r["ratio"], "x")]
-                           for r in c["steps"]])]
+        out += ["", table(["backend steps by kind, s", "A", "B", "B/A"],
+                          [[r["kind"], fmt(r["a_total_s"]), fmt(r["b_total_s"]), fmt(r["ratio"], "x")]
+                           for r in c["kinds"]])]
+        out += ["", table(["backend step s", "kind", "A", "B", "B/A", "A share", "B share"],
+                          [[r["step"], r["kind"], fmt(r["a_total_s"]), fmt(r["b_total_s"]), fmt(r["ratio"], "x"),
+                            fmt(r["a_share"], "%"), fmt(r["b_share"], "%")] for r in c["steps"]])]
+        out.append("share: of the run's per-call steps (all but the one-off builds)")
     if c["settings_differ"]:
         out += ["", table(["setting", "A", "B"], [[k, str(va or "-"), str(vb or "-")]
                                                   for k, (va, vb) in c["settings_differ"].items()], right=False)]

@@ -12,6 +12,8 @@ Every launcher offers ``name``, ``asarray(a, dtype=None)`` (host numpy -> its ar
 from __future__ import annotations
 
 import importlib.util
+import os
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -37,14 +39,14 @@ class PyCudaLauncher:
 
     name = "pycuda"
 
-    def __init__(self):
+    def __init__(self, cache_dir: str | None = None):
         import pycuda.autoprimaryctx  # noqa: F401  (creates/retains the primary context of device 0)
         from pycuda import gpuarray
         from pycuda.compiler import SourceModule
 
         self._gpuarray = gpuarray
         self._module = SourceModule(_module_source(), no_extern_c=True, include_dirs=[str(SOURCE_DIR)],
-                                    options=["-std=c++17"])
+                                    options=["-std=c++17"], cache_dir=cache_dir)
         self._funcs = {name: self._module.get_function(name) for name in KERNELS}
 
     def asarray(self, a, dtype=None):
@@ -67,7 +69,7 @@ class CupyLauncher:
 
     name = "cupy"
 
-    def __init__(self):
+    def __init__(self, cache_dir: str | None = None):
         import cupy
 
         self._cupy = cupy
@@ -76,7 +78,8 @@ class CupyLauncher:
         if cuda_path:  # cuda_fp16.h, where NVRTC's built-in headers lack it
             options.append("-I" + str(Path(cuda_path) / "include"))
         self._module = cupy.RawModule(code=_module_source(), options=tuple(options))
-        self._funcs = {name: self._module.get_function(name) for name in KERNELS}
+        with _cupy_cache(cache_dir):  # cupy compiles on the first get_function, reading its cache folder then
+            self._funcs = {name: self._module.get_function(name) for name in KERNELS}
 
     def asarray(self, a, dtype=None):
         return self._cupy.asarray(np.ascontiguousarray(a, dtype=dtype))
@@ -93,6 +96,23 @@ class CupyLauncher:
         self._funcs[kernel](tuple(int(v) for v in grid), tuple(int(v) for v in block), values)
 
 
+@contextmanager
+def _cupy_cache(cache_dir: str | None):
+    """cupy's kernel cache folder is ``$CUPY_CACHE_DIR``, read when it compiles: point it at ``cache_dir``."""
+    if cache_dir is None:
+        yield
+        return
+    saved = os.environ.get("CUPY_CACHE_DIR")
+    os.environ["CUPY_CACHE_DIR"] = str(cache_dir)
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("CUPY_CACHE_DIR", None)
+        else:
+            os.environ["CUPY_CACHE_DIR"] = saved
+
+
 def launcher_available(kind: str) -> bool:
     """Whether ``kind``'s prerequisites are installed (an importable module, or a host C++ compiler)."""
     if kind == "host":
@@ -102,19 +122,22 @@ def launcher_available(kind: str) -> bool:
     raise ValueError(f"unknown kernel launcher {kind!r}; choose from {', '.join(LAUNCHER_ORDER)}")
 
 
-def open_launcher(kind: str):
-    """The launcher ``kind`` (one of :data:`LAUNCHER_ORDER`), compiled and ready; BackendError if it cannot be."""
+def open_launcher(kind: str, cache_dir: str | None = None):
+    """The launcher ``kind`` (one of :data:`LAUNCHER_ORDER`), compiled and ready; BackendError if it cannot be.
+
+    ``cache_dir``: where pycuda / cupy keep compiled kernels (None: their defaults; the host harness keeps its
+    own cache, :func:`vsr.kernels.cuda.host.cache_dir`)."""
     if not launcher_available(kind):
         raise BackendError(f"kernel launcher {kind!r} is not available here")
     if kind == "host":
         return HostLauncher()
     try:
-        return PyCudaLauncher() if kind == "pycuda" else CupyLauncher()
+        return PyCudaLauncher(cache_dir) if kind == "pycuda" else CupyLauncher(cache_dir)
     except Exception as exc:  # no device, no driver, a compile error: all say "this launcher cannot run here"
         raise BackendError(f"kernel launcher {kind!r} failed to start: {exc}") from exc
 
 
-def select_launcher(order=LAUNCHER_ORDER):
+def select_launcher(order=LAUNCHER_ORDER, cache_dir: str | None = None):
     """The first launcher of ``order`` that opens; its ``skipped`` attribute says why earlier ones did not."""
     skipped = []
     for kind in order:
@@ -122,7 +145,7 @@ def select_launcher(order=LAUNCHER_ORDER):
             skipped.append(f"{kind}: not installed")
             continue
         try:
-            launcher = open_launcher(kind)
+            launcher = open_launcher(kind, cache_dir)
         except BackendError as exc:
             skipped.append(str(exc))
             continue

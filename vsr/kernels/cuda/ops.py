@@ -9,7 +9,7 @@ import numpy as np
 
 from vsr.kernels.deform_conv import DeformConvGeometry
 
-_SUFFIX = {np.dtype(np.float32): "f32", np.dtype(np.float16): "f16"}
+_SUFFIX = {"float32": "f32", "float16": "f16"}
 # Output pixels per im2col/GEMM launch pair: the column buffer holds C*kh*kw rows of this many pixels
 # (EDVR-M, fp16: 576 x 65536 x 2 bytes = 72 MiB).
 DEFAULT_CHUNK_PIXELS = 65536
@@ -19,9 +19,10 @@ _GEMM_TILE = (256, 16)  # pixels x output channels per GEMM block
 
 
 def _suffix(*arrays) -> str:
-    dtypes = {np.dtype(a.dtype) for a in arrays}
+    # by name, so that torch tensors (dtype torch.float16) pass as well as numpy/cupy arrays
+    dtypes = {str(a.dtype).removeprefix("torch.") for a in arrays}
     if len(dtypes) != 1 or next(iter(dtypes)) not in _SUFFIX:
-        raise ValueError(f"CUDA kernels take float32 or float16 tensors of one dtype, got {sorted(map(str, dtypes))}")
+        raise ValueError(f"CUDA kernels take float32 or float16 tensors of one dtype, got {sorted(dtypes)}")
     return _SUFFIX[dtypes.pop()]
 
 
@@ -52,13 +53,21 @@ def deform_conv(launcher, geom: DeformConvGeometry, x, weight, offset, mask, bia
     kg = (g.c // g.group) * g.taps
     for q0 in range(0, total, chunk):
         nq = min(chunk, total - q0)
-        launcher.launch(f"dcn_im2col_{suffix}", (_blocks(g.c * nq, _IM2COL_BLOCK), 1, 1), (_IM2COL_BLOCK, 1, 1),
-                        x, offset, mask, cols, g.c, g.h, g.w, g.ho, g.wo, g.kh, g.kw, g.pad_top, g.pad_left,
-                        g.stride_h, g.stride_w, g.dilation_h, g.dilation_w, g.offset_group, q0, nq)
+        deform_im2col(launcher, g, x, offset, mask, cols, q0, nq)
         grid = (_blocks(nq, _GEMM_TILE[0]), _blocks(g.co // g.group, _GEMM_TILE[1]), g.group)
         launcher.launch(f"dcn_gemm_{suffix}", grid, _GEMM_BLOCK, cols, weight, bias, out, g.co, g.group, kg,
                         g.ho * g.wo, q0, nq, slope)
     return out
+
+
+def deform_im2col(launcher, geom: DeformConvGeometry, x, offset, mask, cols, q0: int, nq: int):
+    """The sampled columns of output pixels ``q0 <= q < q0 + nq`` (``q = n*Ho*Wo + p``, across the batch):
+    ``cols`` holds ``(C*kh*kw, nq)`` row-major at its start (the masked bilinear samples, see deform_conv.cu)."""
+    g = geom
+    launcher.launch(f"dcn_im2col_{_suffix(x, offset, mask, cols)}", (_blocks(g.c * nq, _IM2COL_BLOCK), 1, 1),
+                    (_IM2COL_BLOCK, 1, 1), x, offset, mask, cols, g.c, g.h, g.w, g.ho, g.wo, g.kh, g.kw, g.pad_top,
+                    g.pad_left, g.stride_h, g.stride_w, g.dilation_h, g.dilation_w, g.offset_group, q0, nq)
+    return cols
 
 
 def pixel_shuffle_lrelu(launcher, x, upscale: int = 2, *, out=None, negative_slope: float | None = None,

@@ -1,0 +1,268 @@
+"""The CUDA runtime, checked on the CPU: the same code with ``device="cpu"`` and the kernels on the CPU harness
+(vsr's ``.cu`` sources built by g++), so CI verifies the wiring end to end.
+
+* torch segments (:class:`CudaTorchBackend`): EDVR-tiny and EDVR-S equal the torch reference backend within
+  1e-5 (fp32); the fp16 path (fp16 weights, activations and kernels) within 5e-3 of it;
+* the cut points: one bridge per DeformConv / DepthToSpace node of the split plan, 7 segments between them;
+* the plan on a device arena (:class:`CudaTensorRTBackend`) with ONNX Runtime standing in for the TensorRT
+  engines: equals the reference within 1e-4 (ONNX Runtime's own fp32 difference from torch);
+* options, ``auto``, the one-line error without a GPU, the launcher adapter on torch tensors.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+import torch
+
+from vsr.backends import CudaOptions, OrtOptions, SplitOptions, TorchOptions, backend_options, open_backend
+from vsr.backends import options as backend_options_module
+from tests.kernels.test_cuda_kernels import CASES, make_case, reference_dcn
+from vsr.backends.cuda import resolve_device, segment_runtime
+from vsr.backends.cuda.dcn import deform_conv_torch
+from vsr.backends.cuda.engines import CudaTensorRTBackend
+from vsr.backends.cuda.runtime import CudaTorchBackend
+from vsr.backends.cuda.tensors import TensorLauncher, open_tensor_launcher
+from vsr.errors import BackendError
+from vsr.kernels.cuda import pixel_shuffle_lrelu
+from vsr.model import load_model
+from vsr.plan.segments import OrtSegmentBackend
+
+CPU_FP32 = CudaOptions(device="cpu", precision="fp32")
+needs_no_gpu = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the behaviour without a GPU")
+
+
+def _open(config: str, options):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # seeded random weights: the same in every backend opened here
+        return open_backend("random", config, options)
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return _open("edvr-tiny", CPU_FP32), _open("edvr-tiny", TorchOptions(device="cpu", threads=1))
+
+
+def _frames(seed: int, shape) -> np.ndarray:
+    return np.random.default_rng(seed).random(shape, dtype=np.float32)
+
+
+def test_tiny_fp32_equals_the_torch_reference_on_an_odd_size_batch(tiny):
+    cuda_b, ref = tiny
+    assert isinstance(cuda_b, CudaTorchBackend) and cuda_b.launcher.name == "host"
+    x = _frames(1, (2, 3, 3, 13, 22))  # padded to its bucket and cropped back, like every backend
+    got, want = cuda_b.infer(x), ref.infer(x)
+    assert got.shape == (2, 3, 52, 88)
+    assert np.abs(got - want).max() <= 1e-5
+    np.testing.assert_array_equal(cuda_b.infer(x), got)  # a second run of the same shape: the same result
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+@pytest.mark.parametrize("gemm, chunk", [("torch", 7), ("torch", 1 << 16), ("kernel", 7)])
+def test_dcn_on_tensors_matches_the_definition_with_either_gemm(name, gemm, chunk):
+    """vsr's sampling kernel, then torch's matrix product (or vsr's GEMM kernel): chunks of 7 pixels cross
+    image rows and end mid-image; the fused LeakyReLU; grouped convolutions fall back to vsr's GEMM."""
+    n, c, h, w, co, kh, kw, attrs = CASES[name]
+    geom, arrays = make_case(5, n, c, h, w, co, kh, kw, **attrs)
+    launcher = open_tensor_launcher("auto", torch.device("cpu"))
+    for dtype, tol in ((np.float32, 1e-5), (np.float16, 2e-3)):
+        cast = [a.astype(dtype) for a in arrays]
+        got = deform_conv_torch(launcher, geom, *(torch.from_numpy(a) for a in cast), negative_slope=0.1, gemm=gemm,
+                                chunk_pixels=chunk)
+        want = reference_dcn(*cast, geom, slope=0.1)
+        assert got.dtype == torch.from_numpy(cast[0]).dtype
+        assert np.abs(got.double().numpy() - want).max() <= tol * max(1.0, np.abs(want).max())
+
+
+@pytest.mark.parametrize("gemm", ["kernel"])
+def test_tiny_with_vsrs_own_gemm_equals_the_reference(tiny, gemm):
+    _, ref = tiny
+    backend = _open("edvr-tiny", CudaOptions(device="cpu", precision="fp32", dcn_gemm=gemm))
+    x = _frames(6, (1, 3, 3, 16, 16))
+    assert np.abs(backend.infer(x) - ref.infer(x)).max() <= 1e-5
+
+
+def test_timings_name_each_segment_and_each_bridge_of_the_plan(tiny):
+    cuda_b, _ = tiny
+    cuda_b.infer(_frames(2, (1, 3, 3, 16, 16)))
+    steps = cuda_b.step_stats()
+    dcn = [k for k in steps if k.startswith("dcn:")]
+    shuffles = [k for k in steps if k.startswith("shuffle:")]
+    segments = [k for k in steps if k.startswith("segment_")]
+    assert dcn == ["dcn:pcd_align.dcn_pack.l3", "dcn:pcd_align.dcn_pack.l2", "dcn:pcd_align.dcn_pack.l1",
+                   "dcn:pcd_align.cas_dcnpack"]
+    assert shuffles == ["shuffle:pixel_shuffle#0", "shuffle:pixel_shuffle#1"]
+    assert segments == [f"segment_{i}" for i in range(7)]
+    assert all(s.calls == steps["segment_0"].calls >= 1 for s in steps.values())
+    assert cuda_b.timings()["run"] >= sum(cuda_b.timings()[k] for k in dcn) > 0
+
+
+def test_edvr_s_on_a_small_frame_equals_the_torch_reference():
+    cuda_b, ref = _open("edvr-s", CPU_FP32), _open("edvr-s", TorchOptions(device="cpu", threads=1))
+    x = _frames(3, (1, 5, 3, 20, 24))
+    assert np.abs(cuda_b.infer(x) - ref.infer(x)).max() <= 1e-5
+
+
+def test_fp16_runs_weights_activations_and_kernels_in_half_precision(tiny):
+    _, ref = tiny
+    half = _open("edvr-tiny", CudaOptions(device="cpu", precision="fp16"))
+    assert {p.dtype for p in half.model.parameters()} == {torch.float16}
+    x = _frames(4, (1, 3, 3, 16, 20))
+    got, want = half.infer(x), ref.infer(x)
+    assert got.dtype == np.float32
+    err = np.abs(got - want).max()
+    assert 0 < err <= 5e-3  # not bit-equal (it did run in fp16), yet close
+
+
+class OrtOnTensors:
+    """ONNX Runtime standing in for the TensorRT engines: its runners bind the device arena's CPU tensors."""
+
+    name = "onnxruntime"
+    precision = "fp32"
+    device = "torch:cpu"
+
+    def __init__(self):
+        self.inner = OrtSegmentBackend(threads=1)
+        self.version = self.inner.version
+
+    def load(self, path):
+        return _TensorRunner(self.inner.load(path))
+
+
+@dataclass
+class _TensorRunner:
+    inner: object
+
+    def bind(self, inputs, outputs):
+        assert all(isinstance(t, torch.Tensor) for t in (*inputs.values(), *outputs.values()))
+        return self.inner.bind({k: t.numpy() for k, t in inputs.items()}, {k: t.numpy() for k, t in outputs.items()})
+
+
+def test_plan_on_a_device_arena_with_stand_in_engines_equals_the_reference(tiny):
+    _, ref = tiny
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model, cfg = load_model("random", "edvr-tiny")
+    backend = CudaTensorRTBackend.from_model(model, cfg, CPU_FP32, torch.device("cpu"), segment_backend=OrtOnTensors())
+    x = _frames(5, (2, 3, 3, 16, 20))
+    backend.prepare(16, 20, 2)
+    got = backend.infer(x)
+    assert np.abs(got - ref.infer(x)).max() <= 1e-4
+    plan = next(iter(backend._executors.values())).plan
+    bound = next(iter(next(iter(backend._executors.values()))._bound.values()))
+    assert isinstance(bound.arena, torch.Tensor) and all(isinstance(t, torch.Tensor) for t in bound.tensors.values())
+    # the torch runtime's cut points are the plan's: one bridge per DeformConv / DepthToSpace node
+    bridges = [s.op_type for s in plan.steps if s.kind == "bridge"]
+    assert sorted(bridges) == ["DeformConv"] * 4 + ["DepthToSpace"] * 2
+    torch_bridges = [k for k in tiny[0].timings() if k.startswith(("dcn:", "shuffle:"))]
+    assert len(torch_bridges) == len(bridges)
+
+
+def test_backend_cuda_option_and_auto_without_a_gpu(monkeypatch):
+    assert backend_options("cuda") == CudaOptions()
+    monkeypatch.setattr(backend_options_module, "cuda_available", lambda: False)
+    assert backend_options("auto") == SplitOptions()  # as on every machine without a GPU
+    assert backend_options("auto", "whole") == OrtOptions()
+    monkeypatch.setattr(backend_options_module, "cuda_available", lambda: True)  # a GPU and a launcher
+    assert backend_options("auto") == CudaOptions()
+    assert backend_options("auto", "whole") == OrtOptions()  # an explicit plan keeps ONNX Runtime
+    assert backend_options("torch") == TorchOptions()
+
+
+def test_auto_on_this_machine_is_what_it_was():
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present: auto is the CUDA runtime")
+    assert not backend_options_module.cuda_available()
+    assert backend_options("auto") == SplitOptions()
+
+
+def test_a_gpu_without_a_kernel_launcher_keeps_auto_on_onnx_runtime(monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name in ("cupy", "pycuda")
+                        else real(name, *a))
+    assert not backend_options_module.cuda_available()
+    assert backend_options("auto") == SplitOptions()
+
+
+@pytest.mark.parametrize("field, value", [("precision", "int8"), ("segments", "onnx"), ("dcn_gemm", "cudnn")])
+def test_bad_cuda_options_are_one_line_errors(field, value):
+    with pytest.raises(BackendError, match=value):
+        CudaOptions(**{field: value})
+
+
+@needs_no_gpu
+def test_backend_cuda_without_a_gpu_is_one_line():
+    with pytest.raises(BackendError, match="needs an NVIDIA GPU") as info:
+        open_backend("random", "edvr-tiny", CudaOptions())
+    assert "\n" not in str(info.value)
+    with pytest.raises(BackendError, match="not a device"):
+        resolve_device(CudaOptions(device="gpu0"))
+
+
+@needs_no_gpu
+def test_cli_backend_cuda_without_a_gpu_exits_2_with_one_line(make_clip, tmp_path, capsys):
+    from vsr.cli import main
+
+    src = make_clip("c.mp4", frames=3)
+    rc = main(["upscale", str(src), str(tmp_path / "o.mp4"), "--weights", "random", "--config", "edvr-tiny",
+               "--backend", "cuda", "--quiet"])
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert [line for line in err.splitlines() if line.strip()] == [
+        line for line in err.splitlines() if line.startswith("vsr: error:") and "needs an NVIDIA GPU" in line]
+    assert not (tmp_path / "o.mp4").exists()
+
+
+def test_segments_are_torch_where_tensorrt_does_not_import():
+    cpu = torch.device("cpu")
+    assert segment_runtime(CudaOptions(device="cpu"), cpu) == "torch"
+    with pytest.raises(BackendError, match="tensorrt"):
+        segment_runtime(CudaOptions(device="cpu", segments="tensorrt"), cpu)
+
+
+def test_tensor_launcher_runs_the_fused_kernel_on_tensors_in_place():
+    launcher = open_tensor_launcher("auto", torch.device("cpu"))
+    for dtype in (torch.float32, torch.float16):
+        x = torch.randn(2, 12, 5, 7, generator=torch.Generator().manual_seed(0)).to(dtype)
+        out = torch.empty(2, 3, 10, 14, dtype=dtype)
+        got = pixel_shuffle_lrelu(launcher, x, 2, out=out, negative_slope=0.1)
+        assert got is out
+        want = torch.nn.functional.leaky_relu(torch.nn.functional.pixel_shuffle(x.float(), 2), 0.1).to(dtype)
+        assert torch.equal(out, want)
+    with pytest.raises(ValueError, match="contiguous"):
+        pixel_shuffle_lrelu(launcher, x.transpose(2, 3), 2)
+
+
+def test_host_launcher_refuses_device_tensors_and_unknown_launchers_are_errors():
+    with pytest.raises(BackendError, match="cannot run on tensors of device cuda"):
+        TensorLauncher(open_tensor_launcher("host", torch.device("cpu")).base, torch.device("cuda"))
+    with pytest.raises(BackendError, match="choose from"):
+        open_tensor_launcher("opencl", torch.device("cpu"))
+
+
+def test_vsr_upscale_through_the_cuda_runtime_emulated_on_the_cpu(make_clip, tmp_path):
+    """The whole pipeline (decode, windows, batches, the runtime, encode) with the CUDA runtime emulated: the
+    same PNG frames as the torch backend, within one level where a 1e-7 difference crosses a rounding edge."""
+    import av
+
+    from vsr.backends import BackendRequest
+    from vsr.pipeline import RunnerSettings, upscale
+
+    src = make_clip("c.mp4", frames=3, width=20, height=16)
+    frames = {}
+    for name, options in (("cuda", CPU_FP32), ("torch", TorchOptions(device="cpu", threads=1))):
+        request = BackendRequest("random", "edvr-tiny", options)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            report = upscale(src, tmp_path / name, backend=request, runner=RunnerSettings(batch=2))
+        assert report.to_dict()["frames"] == 3
+        frames[name] = [next(av.open(str(p)).decode(video=0)).to_ndarray().astype(int)
+                        for p in sorted((tmp_path / name).glob("*.png"))]
+    assert len(frames["cuda"]) == 3 and frames["cuda"][0].shape == (64, 80, 3)
+    assert max(np.abs(a - b).max() for a, b in zip(frames["cuda"], frames["torch"])) <= 1

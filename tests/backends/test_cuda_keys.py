@@ -1,0 +1,61 @@
+"""Cache keys of the CUDA runtime: a deterministic function of the device and the software stack, checked with
+stand-in values (no GPU here)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from vsr.backends.cuda.keys import DeviceFacts, cache_folder, device_facts, runtime_key
+from vsr.kernels.cuda.sources import sources_digest
+
+H100 = DeviceFacts(device_name="NVIDIA H100 80GB HBM3", capability="9.0", cuda="12.4", driver="12.6",
+                   torch="2.5.1+cu124", tensorrt="10.6.0", kernels="ab" * 32)
+
+
+def test_the_key_is_pinned_so_that_a_change_of_its_recipe_is_a_decision():
+    assert runtime_key(H100) == runtime_key(dataclasses.replace(H100))
+    # a change here invalidates every cached engine: bump KEY_VERSION deliberately, then update this value
+    assert runtime_key(H100, "fp16") == "6607613b1609b469db22"
+
+
+@pytest.mark.parametrize("field, value", [("device_name", "NVIDIA H200"), ("capability", "8.0"), ("cuda", "12.1"),
+                                          ("driver", "12.4"), ("torch", "2.6.0+cu124"), ("tensorrt", None),
+                                          ("kernels", "cd" * 32)])
+def test_every_fact_changes_the_key(field, value):
+    assert runtime_key(dataclasses.replace(H100, **{field: value})) != runtime_key(H100)
+
+
+def test_extra_fields_change_the_key_and_their_order_matters():
+    assert runtime_key(H100, "fp16") != runtime_key(H100, "fp32")
+    assert runtime_key(H100, "a", "b") != runtime_key(H100, "b", "a")
+    assert runtime_key(H100, "ab") != runtime_key(H100, "a", "b")
+
+
+def test_the_key_is_the_same_in_another_process():
+    code = ("from vsr.backends.cuda.keys import DeviceFacts, runtime_key; "
+            f"print(runtime_key(DeviceFacts(**{dataclasses.asdict(H100)!r}), 'fp16'))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert out == runtime_key(H100, "fp16")
+
+
+def test_cache_folder_is_readable_and_records_its_facts(tmp_path):
+    folder = cache_folder(H100, tmp_path, "tensorrt", "fp16")
+    assert folder.parent == tmp_path
+    assert folder.name == f"nvidia-h100-80gb-hbm3-{runtime_key(H100, 'tensorrt', 'fp16')}"
+    manifest = json.loads((folder / "facts.json").read_text())
+    assert manifest == {"facts": dataclasses.asdict(H100), "extra": ["tensorrt", "fp16"]}
+    assert cache_folder(H100, tmp_path, "tensorrt", "fp16") == folder  # found again, not rebuilt
+    assert cache_folder(dataclasses.replace(H100, driver="12.8"), tmp_path, "tensorrt", "fp16") != folder
+
+
+def test_facts_of_the_cpu_have_no_cuda_and_name_the_kernel_sources():
+    facts = device_facts(torch.device("cpu"))
+    assert facts.cuda is None and facts.driver is None and facts.capability is None
+    assert facts.device_name.startswith("cpu") and facts.torch == torch.__version__
+    assert facts.kernels == sources_digest()

@@ -1,0 +1,109 @@
+"""`vsr bench` on edvr-tiny: a report per case that `vsr report` reads, every case timed on the same frames with
+warm-up left out, ratios paired with the baseline, and one-line errors for bad input."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import Clip, write_clip
+from vsr.bench import PRECISIONS, bench_cases
+from vsr.report.load import load_run
+
+FRAMES = 2
+TINY = ["--config", "edvr-tiny", "--size", "16x24", "--frames", str(FRAMES), "--threads", "1", "--quiet"]
+
+
+def vsr(*args) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "vsr", *map(str, args)], capture_output=True, text=True, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def bench(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
+    """One bench of every case on a real 3-frame clip (shorter than the 4 frames two windows need)."""
+    d = tmp_path_factory.mktemp("bench")
+    clip = write_clip(d / "in.mp4", Clip(width=24, height=16, frames=3))
+    res = vsr("bench", *TINY, "--input", clip, "--out", d / "out", "--html")
+    assert res.returncode == 0, res.stderr
+    return d / "out", res
+
+
+def test_every_case_has_a_report_that_vsr_report_reads(bench):
+    out, res = bench
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["format"] == "vsr-bench/1"
+    names = [c.name for c in bench_cases()]
+    assert [c["case"] for c in summary["cases"]] == names
+    for case in summary["cases"]:
+        run = load_run(out / case["report"])
+        assert run.frames == FRAMES and run.settings["bench"] == case["case"]
+        assert [s.name for s in run.stages] == ["infer"] and run.stages[0].items == FRAMES
+        assert run.stages[0].busy_s == pytest.approx(sum(case["times_s"])) and all(t > 0 for t in case["times_s"])
+        assert (out / f"{case['case']}.html").is_file()
+        assert vsr("report", out / case["report"]).returncode == 0
+        assert case["case"] in res.stdout  # the terminal table's row
+    assert "in.mp4 frames 0-2 (played back and forth to 4)" in summary["settings"]["input"]
+
+
+def test_warm_up_is_left_out_of_the_step_records(bench):
+    out, _ = bench
+    run = load_run(out / "ort-split-fp32.json")
+    per_call = [s for s in run.steps if s.kind in ("segment", "bridge")]
+    assert per_call and all(s.calls == FRAMES for s in per_call)  # the untimed run is not among them
+    assert 0.5 * run.infer_busy_s < sum(s.total_s for s in run.call_steps) <= run.infer_busy_s  # inside the calls
+    spans = run.stages[0].intervals
+    assert all(a >= 0 for a, _ in spans) and len(spans) == FRAMES
+
+
+def test_ratios_are_paired_with_the_baseline(bench):
+    out, _ = bench
+    summary = json.loads((out / "summary.json").read_text())
+    cases = {c["case"]: c for c in summary["cases"]}
+    base = cases[summary["baseline"]]
+    assert summary["baseline"] == "ort-whole-fp32"
+    assert base["time_ratio"] == 1.0 and base["speedup"] == 1.0 and base["max_abs_diff"] == 0.0
+    for c in cases.values():
+        pairs = [t / b for t, b in zip(c["times_s"], base["times_s"])]
+        assert c["time_ratio"] == pytest.approx(statistics.median(pairs))
+        assert c["median_s"] == pytest.approx(statistics.median(c["times_s"]))
+        if c["precision"] == "fp32":
+            assert c["max_abs_diff"] < 1e-3  # every fp32 backend computes the same frames
+
+
+def test_existing_reports_are_kept_without_overwrite(bench):
+    out, _ = bench
+    before = (out / "summary.json").read_text()
+    res = vsr("bench", *TINY, "--input", "random", "--cases", "ort-whole-fp32", "--out", out)
+    assert res.returncode == 2 and res.stderr.count("\n") == 1 and "--overwrite" in res.stderr
+    assert (out / "summary.json").read_text() == before
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--config", "no-such-model"], "no-such-model"),
+    (["--size", "16"], "--size"),
+    (["--size", "0x24"], "--size"),
+    (["--frames", "0"], "--frames"),
+    (["--threads", "two"], "--threads"),
+    (["--input", "/no/such/clip.mp4"], "/no/such/clip.mp4"),
+    (["--cases", "ort-whole-fp64"], "ort-whole-fp64"),
+    (["--cases", "ort-split-fp32", "--baseline", "torch-eager-fp32"], "torch-eager-fp32"),
+    (["--html"], "--html"),
+    (["--out", "/no/such/folder/x.json"], "/no/such/folder"),
+])
+def test_bad_input_is_one_line(args, words):
+    res = vsr("bench", "--config", "edvr-tiny", "--size", "16x24", "--frames", "1", "--quiet", *args)
+    assert res.returncode == 2, res.stderr
+    assert res.stderr.startswith("vsr: error:") and res.stderr.count("\n") == 1 and words in res.stderr
+
+
+def test_one_case_list_covers_every_backend_plan_and_precision():
+    cases = bench_cases(threads=1)
+    assert [(c.backend, c.plan, c.precision) for c in cases][:1] == [("torch", "eager", "fp32")]
+    assert {(c.plan, c.precision) for c in cases if c.backend == "ort"} == {
+        (plan, p) for plan in ("whole", "split") for p in PRECISIONS}
+    assert len({c.name for c in cases}) == len(cases) and all(c.options.threads == 1 for c in cases)

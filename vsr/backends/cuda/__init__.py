@@ -1,0 +1,76 @@
+"""The CUDA runtime: EDVR's segments on an NVIDIA GPU, bridged by vsr's CUDA kernels (:mod:`vsr.kernels.cuda`).
+
+* :mod:`~vsr.backends.cuda.bridges` -- the segments: the torch model with its DCN and PixelShuffle modules on
+  vsr's kernels;
+* :mod:`~vsr.backends.cuda.runtime` -- :class:`CudaTorchBackend`: fp16/fp32, CUDA graphs;
+* :mod:`~vsr.backends.cuda.engines` -- :class:`CudaTensorRTBackend`: the split plan's segments as TensorRT
+  engines on device buffers, the same bridges between them;
+* :mod:`~vsr.backends.cuda.tensors` -- the kernels on torch tensors, on torch's stream;
+* :mod:`~vsr.backends.cuda.dcn` -- the DCN: vsr's sampling kernel, then torch's matrix product;
+* :mod:`~vsr.backends.cuda.keys` -- cache keys from the device and the software versions.
+
+Entry point: :func:`vsr.backends.open_backend` with :class:`vsr.backends.CudaOptions`.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+
+from vsr.backends.options import CudaOptions
+from vsr.errors import BackendError
+
+log = logging.getLogger(__name__)
+
+
+def resolve_device(options: CudaOptions):
+    """The ``torch.device`` of ``options``; a BackendError (one line) when it is a GPU torch does not see."""
+    import torch
+
+    name = options.device or "cuda"
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise BackendError(f"CUDA backend: {name!r} is not a device (cuda, cuda:1, or cpu to emulate)") from None
+    if device.type == "cpu":
+        return device
+    if device.type != "cuda":
+        raise BackendError(f"CUDA backend: {name!r} is not a CUDA device")
+    if not torch.cuda.is_available():
+        raise BackendError("--backend cuda needs an NVIDIA GPU, and torch sees none here "
+                           f"(torch {torch.__version__}); use --backend auto")
+    if (device.index or 0) >= torch.cuda.device_count():
+        raise BackendError(f"CUDA backend: no device {name} (torch sees {torch.cuda.device_count()})")
+    return device if device.index is not None else torch.device("cuda", torch.cuda.current_device())
+
+
+def check_device(options: CudaOptions) -> None:
+    """Raise the one-line BackendError of :func:`resolve_device` before anything heavy is loaded."""
+    resolve_device(options)
+
+
+def segment_runtime(options: CudaOptions, device) -> str:
+    """"tensorrt" or "torch": what runs the segments (``auto``: TensorRT where it imports, on a GPU)."""
+    has_trt = importlib.util.find_spec("tensorrt") is not None
+    if options.segments == "tensorrt":
+        if not has_trt or device.type != "cuda":
+            raise BackendError("CUDA segments 'tensorrt' need the tensorrt package and a GPU")
+        return "tensorrt"
+    if options.segments == "auto" and has_trt and device.type == "cuda":
+        return "tensorrt"
+    return "torch"
+
+
+def open_cuda_backend(model, config, options: CudaOptions):
+    """The CUDA runtime for ``model`` on ``options.device`` (see the module's docstring)."""
+    device = resolve_device(options)
+    if segment_runtime(options, device) == "tensorrt":
+        from vsr.backends.cuda.engines import CudaTensorRTBackend
+
+        return CudaTensorRTBackend.from_model(model, config, options, device)
+    from vsr.backends.cuda.runtime import CudaTorchBackend
+
+    return CudaTorchBackend(model, config, options, device)
+
+
+__all__ = ["check_device", "open_cuda_backend", "resolve_device", "segment_runtime"]

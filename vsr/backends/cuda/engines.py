@@ -1,0 +1,172 @@
+"""The CUDA runtime with the split plan's segments as TensorRT engines, bridged by vsr's CUDA kernels.
+
+The plan (:mod:`vsr.plan`) is the one the CPU split backend runs; here its arena is one device tensor
+(:class:`TorchArena`), its segments are TensorRT engines that read and write that arena in place
+(``TensorRTSegmentBackend(device_io=True)``) and its bridge steps are vsr's CUDA kernels on views of it
+(:func:`cuda_bridge_kernels`), all on torch's current stream.  Per call the input is uploaded into the arena
+and the output downloaded from it; nothing else crosses to the host.
+
+On a CPU the same runtime runs with any segment backend whose runners bind CPU tensors (the tests use ONNX
+Runtime) and the kernels on the CPU harness: the wiring of the plan, the arena and the bridges is checked in CI.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import torch
+
+from vsr.backends.cuda.dcn import deform_conv_torch
+from vsr.backends.cuda.keys import cache_folder, device_facts, runtime_key
+from vsr.backends.cuda.tensors import TensorLauncher, kernel_cache_dir, open_tensor_launcher, torch_dtype
+from vsr.backends.options import CudaOptions, SplitOptions
+from vsr.backends.split import SplitBackend
+from vsr.errors import BackendError
+from vsr.kernels.cuda.ops import pixel_shuffle_lrelu
+from vsr.kernels.deform_conv import DeformConvGeometry
+from vsr.kernels.node import BridgeNode
+from vsr.kernels.registry import KernelRegistry
+from vsr.plan.arena import ArenaPlan
+from vsr.plan.executor import PlanExecutor
+from vsr.plan.plan import SubgraphPlan
+from vsr.plan.tensorrt import TensorRTSegmentBackend
+
+
+class TorchArena:
+    """A bound plan's arena as one uint8 tensor on ``device``; views are typed tensors of it."""
+
+    def __init__(self, device: torch.device):
+        self.device = device
+
+    def allocate(self, nbytes: int) -> torch.Tensor:
+        return torch.empty(max(int(nbytes), 1), dtype=torch.uint8, device=self.device)
+
+    def views(self, plan: ArenaPlan, arena: torch.Tensor, shapes, dtypes) -> dict[str, torch.Tensor]:
+        out = {}
+        for name, shape in shapes.items():
+            b = plan.buffers[name]
+            out[name] = arena[b.offset:b.offset + b.nbytes].view(torch_dtype(dtypes[name])).view(tuple(shape))
+        return out
+
+    def window(self, arena: torch.Tensor, offset: int, nbytes: int) -> torch.Tensor:
+        return arena[offset:offset + nbytes]
+
+
+class _DeformConvBridge:
+    """ONNX ``DeformConv(X, W, offset, B?, mask?)`` on vsr's CUDA kernel; W and B constants on the device."""
+
+    def __init__(self, launcher: TensorLauncher, node: BridgeNode, shapes, constants, gemm: str = "torch"):
+        if 1 not in constants:
+            raise BackendError("DeformConv bridge: the weight must be a constant (initializer)")
+        a = node.attrs
+        self.geom = DeformConvGeometry.from_attrs(
+            shapes[0], constants[1].shape, pads=a.get("pads"), strides=a.get("strides"),
+            dilations=a.get("dilations"), group=int(a.get("group", 1)), offset_group=int(a.get("offset_group", 1)))
+        self.launcher = launcher
+        self.gemm = gemm
+        self.slope = node.negative_slope
+        self.weight = torch.from_numpy(np.ascontiguousarray(constants[1], np.float32)).to(launcher.device)
+        bias = constants.get(3)
+        bias = np.zeros(self.geom.co, np.float32) if bias is None else np.ascontiguousarray(bias, np.float32)
+        self.bias = torch.from_numpy(bias).to(launcher.device)
+        self.has_mask = len(shapes) > 4 and shapes[4] is not None
+        self.ones = None if self.has_mask else torch.ones(self.geom.mask_shape, device=launcher.device)
+
+    def workspace_nbytes(self) -> int:
+        return 0  # the column buffer comes from torch's allocator (a graph's pool while capturing)
+
+    def run(self, inputs, outputs, workspace) -> None:
+        mask = inputs[4] if self.has_mask else self.ones
+        deform_conv_torch(self.launcher, self.geom, inputs[0], self.weight, inputs[2], mask, self.bias,
+                          out=outputs[0], negative_slope=self.slope, gemm=self.gemm)
+
+
+class _DepthToSpaceBridge:
+    def __init__(self, launcher: TensorLauncher, node: BridgeNode, shapes, constants):
+        mode = node.attrs.get("mode", "DCR")
+        mode = mode.decode() if isinstance(mode, bytes) else mode
+        if mode != "CRD":
+            raise BackendError(f"DepthToSpace bridge: only mode CRD (PixelShuffle) is implemented, not {mode}")
+        self.launcher = launcher
+        self.blocksize = int(node.attrs["blocksize"])
+        self.slope = node.negative_slope
+
+    def workspace_nbytes(self) -> int:
+        return 0
+
+    def run(self, inputs, outputs, workspace) -> None:
+        pixel_shuffle_lrelu(self.launcher, inputs[0], self.blocksize, out=outputs[0], negative_slope=self.slope)
+
+
+def cuda_bridge_kernels(launcher: TensorLauncher, device: str, gemm: str = "torch") -> KernelRegistry:
+    """A registry with vsr's CUDA kernels (through ``launcher``) as the bridges of ``device``."""
+    registry = KernelRegistry()
+    registry.register("DeformConv", device)(lambda n, s, c: _DeformConvBridge(launcher, n, s, c, gemm))
+    registry.register("DepthToSpace", device)(lambda n, s, c: _DepthToSpaceBridge(launcher, n, s, c))
+    return registry
+
+
+class CudaTensorRTBackend(SplitBackend):
+    """The split plan on a device arena: ``infer((N, T, 3, H, W)) -> (N, 3, 4H, 4W)``; timings per plan step
+    (launch times on a GPU, where the steps run asynchronously; the CPU emulation's are real)."""
+
+    name = "cuda-tensorrt"
+
+    def __init__(self, onnx_source, config, options: CudaOptions, device: torch.device, segment_backend):
+        split = SplitOptions(cache_dir=options.cache_dir and str(options.cache_dir) + "/plans",
+                             buckets=options.buckets)
+        super().__init__(onnx_source, config, split, segment_backend=segment_backend)
+        self.device = device
+        self.launcher = open_tensor_launcher(options.launcher, device,
+                                             cache_dir=kernel_cache_dir(device, options.cache_dir))
+        self.kernels = cuda_bridge_kernels(self.launcher, segment_backend.device, options.dcn_gemm)
+        self.memory = TorchArena(device)
+
+    @classmethod
+    def from_model(cls, model, config, options: CudaOptions, device: torch.device,
+                   segment_backend=None) -> "CudaTensorRTBackend":
+        """Export per bucket through the export cache; segments as TensorRT engines unless given another
+        ``segment_backend`` (whose runners bind tensors on ``device``)."""
+        from vsr.export.cache import cached_export
+        from vsr.export.onnx import state_checksum
+
+        sha = state_checksum(model)
+        if segment_backend is None:
+            segment_backend = tensorrt_segments(options, device)
+        return cls(lambda h, w: cached_export(model, config, h, w, sha), config, options, device, segment_backend)
+
+    def new_executor(self, plan: SubgraphPlan) -> PlanExecutor:
+        return PlanExecutor(plan, self.segment_backend, kernels=self.kernels, memory=self.memory)
+
+    def _infer(self, x: np.ndarray) -> np.ndarray:
+        x = self.check_input(x)
+        n, _, _, h, w = x.shape
+        hb, wb = self.bucket(h, w)
+        bound, step = self._bound(n, hb, wb)
+        plan = self.executor(hb, wb).plan
+        lr, hr = bound.inputs[plan.inputs[0]], bound.outputs[plan.outputs[0]]
+        out = np.empty((n, 3, 4 * h, 4 * w), np.float32)
+        padded = np.zeros((step, *x.shape[1:3], hb, wb), np.float32)
+        for i in range(0, n, step):
+            m = min(step, n - i)
+            t0 = time.perf_counter()
+            padded[m:] = 0.0
+            self.buckets.pad_into(x[i:i + m], padded[:m])
+            lr.copy_(torch.from_numpy(padded), non_blocking=False)
+            t1 = time.perf_counter()
+            bound.run()
+            t2 = time.perf_counter()
+            out[i:i + m] = hr[:m, :, :4 * h, :4 * w].cpu().numpy()
+            self._io["pad"] += t1 - t0
+            self._io["crop"] += time.perf_counter() - t2
+        return out
+
+
+def tensorrt_segments(options: CudaOptions, device: torch.device) -> TensorRTSegmentBackend:
+    """TensorRT engines reading and writing the device arena on torch's stream, cached by device and versions."""
+    facts = device_facts(device)
+    folder = cache_folder(facts, options.cache_dir, "tensorrt", options.precision)
+    return TensorRTSegmentBackend(precision=options.precision, device="cuda", device_io=True,
+                                  stream=lambda: torch.cuda.current_stream(device).cuda_stream,
+                                  engine_dir=str(folder), cache_key=runtime_key(facts, options.precision))

@@ -1,0 +1,156 @@
+"""A finished benchmark as reports: one ``vsr-run-report/2`` per case (``vsr report`` reads it), a summary JSON
+(``vsr-bench/1``) and the terminal table.
+
+Each case's report has one stage, ``infer`` (its timed frames), and the backend's steps over those frames; its
+timeline starts with the benchmark's timed part, so the interleaving of the cases shows.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+
+from vsr.bench.measure import BenchResult, CaseResult
+from vsr.errors import InputError
+from vsr.report import RunReport, StageStats
+from vsr.report.render import fmt, table
+from vsr.report.sample import percentile
+
+SUMMARY_FORMAT = "vsr-bench/1"
+
+
+def case_report(result: BenchResult, r: CaseResult) -> RunReport:
+    """One case as a run report: stage ``infer`` over the timed frames, the steps, and the settings."""
+    s = result.settings
+    busy = sum(r.times)
+    settings = {"bench": r.case.name, "backend": r.backend, "plan": r.case.plan, "precision": r.case.precision,
+                "device": r.device, "config": result.config, "weights": s.model_weights,
+                "size": f"{s.size[0]}x{s.size[1]}", "frames": len(r.times), "threads": s.threads or "all",
+                "input": result.input.source, "baseline": result.baseline, "build_s": round(r.build_s, 3),
+                "machine": result.machine}
+    stage = StageStats("infer", len(r.times), busy, 0.0, 0.0, "frames", tuple(r.spans), len(r.spans))
+    return RunReport([stage], settings, busy, len(r.times), dict(r.steps), started=result.started,
+                     step_stats=dict(r.step_stats) or None)
+
+
+def summary(result: BenchResult, reports: dict[str, str] | None = None) -> dict:
+    """The summary JSON: settings, machine, and per case the median / p95 / mean seconds per frame, fps, the
+    median of its per-frame time ratios to the baseline (and of the baseline's to it: the speed-up), and the
+    largest difference of its first output from the baseline's.  ``reports``: case name -> report file."""
+    s = result.settings
+    base = next(r for r in result.cases if r.case.name == result.baseline)
+    rows = []
+    for r in result.cases:
+        ratios = [t / b for t, b in zip(r.times, base.times)]
+        median = percentile(r.times, 50)
+        rows.append({"case": r.case.name, "backend": r.backend, "plan": r.case.plan, "precision": r.case.precision,
+                     "device": r.device, "report": (reports or {}).get(r.case.name), "frames": len(r.times),
+                     "median_s": median, "p95_s": percentile(r.times, 95), "mean_s": sum(r.times) / len(r.times),
+                     "fps": 1.0 / median if median else None, "time_ratio": percentile(ratios, 50),
+                     "speedup": percentile([1.0 / q for q in ratios], 50), "build_s": r.build_s,
+                     "max_abs_diff": _max_diff(r.first_output, base.first_output), "times_s": list(r.times),
+                     "time_ratios": ratios})
+    return {"format": SUMMARY_FORMAT, "baseline": result.baseline, "config": result.config,
+            "settings": {"weights": s.model_weights, "size": list(s.size), "frames": s.frames,
+                         "threads": s.threads, "input": result.input.source, "seed": s.seed},
+            "machine": result.machine, "wall_s": result.wall_s, "cases": rows}
+
+
+def _max_diff(a: np.ndarray | None, b: np.ndarray | None) -> float | None:
+    if a is None or b is None or a.shape != b.shape:
+        return None
+    return float(np.max(np.abs(a - b)))
+
+
+def render_table(data: dict) -> str:
+    """The terminal table of a :func:`summary`: one row per case, the baseline marked with ``*``."""
+    st, m = data["settings"], data["machine"]
+    h, w = st["size"]
+    head = [f"vsr bench: {data['config']} ({st['weights']} weights), LR {h}x{w} -> {4 * h}x{4 * w}, "
+            f"{st['frames']} timed frames per case, cases interleaved; threads: {st['threads'] or 'all'}",
+            f"input: {st['input']}",
+            f"machine: {m['cpu']}, {m['cores']} cores" + (f", {m['gpu']}" if m.get("gpu") else "")
+            + f"; onnxruntime {m['onnxruntime']}, torch {m['torch']}", ""]
+    rows = [[r["case"] + (" *" if r["case"] == data["baseline"] else ""), fmt(r["median_s"]), fmt(r["p95_s"]),
+             _g(r["fps"], ".3g"), fmt(r["time_ratio"], "x"), fmt(r["speedup"], "x"), fmt(r["build_s"]),
+             _g(r["max_abs_diff"], ".1e")] for r in data["cases"]]
+    foot = ["", f"* baseline; time and speed-up are medians of the {st['frames']} per-frame pairs with it, "
+                f"max |diff|: its first output against the baseline's"]
+    return "\n".join(head + [table(["case", "median s/frame", "p95 s/frame", "fps", "time vs base", "speed-up",
+                                    "build s", "max |diff|"], rows)] + foot)
+
+
+def _g(v: float | None, spec: str) -> str:
+    """fps spans 0.005 (EDVR-M on a shared CPU) to hundreds: significant digits, not decimals."""
+    return "-" if v is None else format(v, spec)
+
+
+def bench_paths(out: str | Path, cases: list[str], html: bool) -> tuple[Path, dict[str, Path], dict[str, Path]]:
+    """Where the files go: ``out`` ending in ``.json`` is the summary, with ``<stem>.<case>.json`` beside it;
+    anything else is a folder holding ``summary.json`` and ``<case>.json`` (and ``<case>.html``)."""
+    out = Path(out)
+    if out.suffix == ".json":
+        folder, summary_path, stem = out.parent, out, f"{out.stem}."
+        if not folder.is_dir():
+            raise InputError(f"--out folder does not exist: {folder}")
+    else:
+        folder, summary_path, stem = out, out / "summary.json", ""
+        if not folder.parent.is_dir():
+            raise InputError(f"--out folder does not exist: {folder.parent}")
+        if folder.exists() and not folder.is_dir():
+            raise InputError(f"--out {out} is a file: give a folder, or a summary file name ending in .json")
+    reports = {c: folder / f"{stem}{c}.json" for c in cases}
+    pages = {c: folder / f"{stem}{c}.html" for c in cases} if html else {}
+    return summary_path, reports, pages
+
+
+def check_out(out: str | Path, cases: list[str], html: bool, overwrite: bool):
+    """:func:`bench_paths`, and an InputError where one of them exists and ``overwrite`` is not given."""
+    summary_path, reports, pages = bench_paths(out, cases, html)
+    if not overwrite:
+        for p in [summary_path, *reports.values(), *pages.values()]:
+            if p.exists():
+                raise InputError(f"{p} exists; give --overwrite to replace it")
+    return summary_path, reports, pages
+
+
+def write_bench(result: BenchResult, out: str | Path, html: bool = False, overwrite: bool = False) -> dict:
+    """Writes the summary, one report per case (and with ``html`` its page) under ``out`` (see
+    :func:`bench_paths`), all or none; returns the summary.  Existing files are replaced only with ``overwrite``."""
+    from vsr.report.html import render_html
+    from vsr.report.load import parse_run
+
+    summary_path, reports, pages = check_out(out, [r.case.name for r in result.cases], html, overwrite)
+    made = not summary_path.parent.exists()
+    data = summary(result, {n: p.name for n, p in reports.items()})
+    texts = {summary_path: json.dumps(data, indent=2) + "\n"}
+    for r in result.cases:
+        report = case_report(result, r).to_dict()
+        texts[reports[r.case.name]] = json.dumps(report, indent=2) + "\n"
+        if html:
+            texts[pages[r.case.name]] = render_html(parse_run(report, reports[r.case.name].name))
+    try:
+        summary_path.parent.mkdir(exist_ok=True)
+        _write_all(texts)
+    except BaseException:
+        if made:
+            summary_path.parent.rmdir()
+        raise
+    return data
+
+
+def _write_all(texts: dict[Path, str]) -> None:
+    """Every file to a temporary name first, then all renamed into place: a failure leaves none of them."""
+    tmps = {p: p.with_name(f".{p.name}.{os.getpid()}.part") for p in texts}
+    try:
+        for p, text in texts.items():
+            with open(tmps[p], "x", encoding="utf-8") as f:
+                f.write(text)
+        for p, tmp in tmps.items():
+            os.replace(tmp, p)
+    finally:
+        for tmp in tmps.values():
+            tmp.unlink(missing_ok=True)

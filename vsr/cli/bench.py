@@ -1,0 +1,80 @@
+"""``vsr bench``: this machine's standard benchmark (every backend, plan and precision on one input)."""
+
+from __future__ import annotations
+
+import sys
+
+from vsr.errors import InputError
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("bench", help="time every backend, graph plan and precision on the same input",
+                       description="Open every case (PyTorch eager; ONNX Runtime whole graph and split plan, per "
+                                   "precision), warm each up outside the clock, then time --frames frames of "
+                                   "each, the cases interleaved frame by frame.  Prints medians, p95 and the "
+                                   "paired ratios to a baseline; --out writes one run report per case (read it "
+                                   "with vsr report) and a summary JSON.")
+    p.add_argument("--config", default=None, help="model config name or TOML file (default: from the weights)")
+    p.add_argument("--weights", default=None, help="checkpoint, 'default' or 'random' (default: 'default', or "
+                                                   "'random' when --config is given)")
+    p.add_argument("--size", default="180x320", metavar="HxW", help="LR frame size (default 180x320)")
+    p.add_argument("--frames", default="3", metavar="N", help="timed frames per case (default 3)")
+    p.add_argument("--threads", default=None, help="inference threads of every case (default: all cores)")
+    p.add_argument("--input", default=None, metavar="CLIP", help="video file or PNG folder, or 'random' "
+                                                                 "(default: the shared Big Buck Bunny clip where "
+                                                                 "it exists, else random)")
+    p.add_argument("--cases", default=None, metavar="A,B", help="only these cases (e.g. ort-whole-fp32,"
+                                                                "ort-split-fp32); default: all")
+    p.add_argument("--baseline", default=None, help="the case ratios are taken against (default ort-whole-fp32)")
+    p.add_argument("--out", default=None, metavar="DIR|SUMMARY.json", help="write the summary and one run "
+                                                                          "report per case")
+    p.add_argument("--html", action="store_true", help="with --out: also an HTML page per case")
+    p.add_argument("--overwrite", action="store_true", help="replace files of an earlier bench in --out")
+    p.add_argument("--json", action="store_true", help="print the summary JSON instead of the table")
+    p.add_argument("--quiet", action="store_true", help="no progress lines")
+    p.set_defaults(func=run)
+
+
+def parse_size(text: str) -> tuple[int, int]:
+    """``"180x320"`` -> (180, 320)."""
+    h, sep, w = text.lower().partition("x")
+    if not sep or not h.isdigit() or not w.isdigit() or int(h) < 1 or int(w) < 1:
+        raise InputError(f"--size must be HxW with positive integers (e.g. 180x320), not {text!r}")
+    return int(h), int(w)
+
+
+def _positive(text: str, option: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise InputError(f"{option} must be a positive integer, not {text!r}")
+    return int(text)
+
+
+def run(args) -> int:
+    import json
+    import os
+
+    # The cases share this process.  numba's OpenMP workers (the PixelShuffle bridge's parallel loop) keep the
+    # cores busy after their loop and slowed PyTorch eager 25x right after a split-plan frame on the 2-core
+    # machine; numba's own work-queue pool does not, and the split plan spends < 1 % of its time in that loop.
+    # numba is not loaded yet here, so this takes effect.
+    os.environ.setdefault("NUMBA_THREADING_LAYER", "workqueue")
+    from vsr.bench import BenchSettings, render_table, run_bench, summary, write_bench
+
+    if args.html and args.out is None:
+        raise InputError("--html needs --out (the pages go beside the reports)")
+    settings = BenchSettings(config=args.config, weights=args.weights, size=parse_size(args.size),
+                             frames=_positive(args.frames, "--frames"),
+                             threads=_positive(args.threads, "--threads") if args.threads is not None else None,
+                             input=args.input, baseline=args.baseline,
+                             cases=tuple(c.strip() for c in args.cases.split(",")) if args.cases else None)
+    if args.out is not None:  # a bad or taken --out is reported before the models load
+        from vsr.bench.cases import bench_cases, select_cases
+        from vsr.bench.output import check_out
+
+        names = [c.name for c in select_cases(bench_cases(settings.threads), settings.cases)]
+        check_out(args.out, names, args.html, args.overwrite)
+    progress = None if args.quiet else (lambda message: print(f"vsr bench: {message}", file=sys.stderr))
+    result = run_bench(settings, progress)
+    data = write_bench(result, args.out, args.html, args.overwrite) if args.out else summary(result)
+    print(json.dumps(data, indent=2) if args.json else render_table(data))
+    return 0
