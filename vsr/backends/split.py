@@ -48,6 +48,8 @@ class SplitBackend(ModelBackend):
                  segment_backend: SegmentBackend | None = None):
         super().__init__(config, options.buckets)
         self.options = options
+        if options.precision != "fp32":
+            self.name = f"{self.name}-{options.precision}"  # reports and eval tables tell int8 runs apart
         self.source = onnx_source
         self.segment_backend = segment_backend or _segment_backend(options)
         self.cache = PlanCache(options.cache_dir)
