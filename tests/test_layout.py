@@ -19,6 +19,7 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(s.split()) for s in (
     "kernels report video",    # bridge kernels, timing reports, media I/O
     "plan model",              # subgraph plans (ONNX only); the PyTorch model
     "export",                  # model -> ONNX
+    "quant",                   # int8: segment rewrite, calibration, run-time scales, fake quantization (QAT)
     "backends",                # model + export + plan -> inference
     "pipeline bench",          # video -> frames -> windows -> batches -> backend -> frames -> video; vsr bench
     "quality",                 # metrics and evaluation runs

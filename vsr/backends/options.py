@@ -17,6 +17,8 @@ BACKENDS = ("auto", "ort", "torch", "cuda")
 PRECISIONS = ("fp16", "fp32")
 SEGMENT_RUNTIMES = ("auto", "torch", "tensorrt")
 PLANS = ("auto", "whole", "split")
+SPLIT_PRECISIONS = ("fp32", "int8")
+INT8_SCALES = ("runtime", "static", "exact")
 
 
 @dataclass(frozen=True)
@@ -51,7 +53,10 @@ class SplitOptions:
     bridge_ops: op types cut out of the graph and run on vsr's kernels (None: DCN and PixelShuffle,
     ``vsr.plan.partition.DEFAULT_BRIDGE_OPS``);
     fuse_activations: let a kernel apply the LeakyReLU after it;
-    cache_dir: plan cache root (default ``<engine dir>/plans``, see :func:`vsr.files.engine_dir`).
+    cache_dir: plan cache root (default ``<engine dir>/plans``, see :func:`vsr.files.engine_dir`);
+    precision: "fp32" | "int8" (segments' convs in int8, :mod:`vsr.quant`);
+    int8_scales: activation scales of int8 segments, "runtime" (follow the frames) | "static" (calibration);
+    int8_calibration: folder of PNG frames that calibrates int8 plans (None: synthetic frames).
     """
 
     threads: int | None = None
@@ -59,6 +64,15 @@ class SplitOptions:
     fuse_activations: bool = True
     cache_dir: str | None = None
     buckets: BucketPolicy | None = None
+    precision: str = "fp32"
+    int8_scales: str = "runtime"
+    int8_calibration: str | None = None
+
+    def __post_init__(self):
+        if self.precision not in SPLIT_PRECISIONS:
+            raise BackendError(f"unknown precision {self.precision!r} (choose from {', '.join(SPLIT_PRECISIONS)})")
+        if self.int8_scales not in INT8_SCALES:
+            raise BackendError(f"unknown int8 scales {self.int8_scales!r} (choose from {', '.join(INT8_SCALES)})")
 
 
 @dataclass(frozen=True)
@@ -112,8 +126,11 @@ def cuda_available() -> bool:
     return True
 
 
-def backend_options(backend: str = "auto", plan: str = "auto", threads: int | None = None) -> BackendOptions:
-    """The options the CLI names select: ``backend`` auto | ort | torch | cuda, ``plan`` auto | whole | split.
+def backend_options(backend: str = "auto", plan: str = "auto", threads: int | None = None,
+                    precision: str = "fp32", int8_scales: str = "runtime",
+                    int8_calibration: str | None = None) -> BackendOptions:
+    """The options the CLI names select: ``backend`` auto | ort | torch | cuda, ``plan`` auto | whole | split;
+    ``precision`` int8 takes the split plan (the only one with int8 segments).
 
     ``auto`` is the CUDA runtime where torch sees a GPU; elsewhere ONNX Runtime with the split plan, measured
     faster than the whole graph on the 2-core CPU machine (1.17x wall, 1.20x CPU on EDVR-M 180x320;
@@ -123,10 +140,14 @@ def backend_options(backend: str = "auto", plan: str = "auto", threads: int | No
         raise BackendError(f"unknown backend {backend!r} (choose from {', '.join(BACKENDS)})")
     if plan not in PLANS:
         raise BackendError(f"unknown plan {plan!r} (choose from {', '.join(PLANS)})")
+    if precision != "fp32" and (backend in ("torch", "cuda") or plan == "whole"):
+        raise BackendError(f"precision {precision} runs on the split plan only (not --backend {backend} "
+                           f"--plan {plan})")
     if backend == "torch":
         return TorchOptions(threads=threads)
-    if backend == "cuda" or (backend == "auto" and plan == "auto" and cuda_available()):
+    if backend == "cuda" or (backend == "auto" and plan == "auto" and precision == "fp32" and cuda_available()):
         return CudaOptions()
     if plan == "whole":
         return OrtOptions(threads=threads)
-    return SplitOptions(threads=threads)
+    return SplitOptions(threads=threads, precision=precision, int8_scales=int8_scales,
+                        int8_calibration=int8_calibration)

@@ -48,8 +48,10 @@ class SplitBackend(ModelBackend):
                  segment_backend: SegmentBackend | None = None):
         super().__init__(config, options.buckets)
         self.options = options
+        if options.precision != "fp32":
+            self.name = f"{self.name}-{options.precision}"  # reports and eval tables tell int8 runs apart
         self.source = onnx_source
-        self.segment_backend = segment_backend or OrtSegmentBackend(threads=options.threads)
+        self.segment_backend = segment_backend or _segment_backend(options)
         self.cache = PlanCache(options.cache_dir)
         if options.threads:
             configure_kernel_threads(options.threads)
@@ -106,6 +108,9 @@ class SplitBackend(ModelBackend):
             for buf in bound.inputs.values():
                 buf[...] = 0.0
             bound.run(record=False)
+            reset = getattr(self.segment_backend, "reset", None)
+            if reset is not None:  # the warm-up's zeros must not steer run-time int8 scales
+                reset()
             self._build["build:warmup"] += time.perf_counter() - t0
             self._warm.add((step, hb, wb))
 
@@ -178,9 +183,23 @@ class SplitBackend(ModelBackend):
     def plan_for(self, onnx_path: Path) -> SubgraphPlan:
         sb = self.segment_backend
         bridge_ops = DEFAULT_BRIDGE_OPS if self.options.bridge_ops is None else self.options.bridge_ops
+        quant = {}
+        if sb.precision == "int8":
+            from vsr.quant import QuantConfig, int8_plan_transform
+
+            cfg = QuantConfig(calibration=self.options.int8_calibration)
+            quant = {"quant": cfg.digest, "transform": int8_plan_transform(cfg, self.options.threads)}
         return self.cache.get(onnx_path, backend=sb.name, backend_version=sb.version, precision=sb.precision,
                               bridge_ops=bridge_ops, fuse_activations=self.options.fuse_activations,
-                              kernel_device=sb.device)
+                              kernel_device=sb.device, **quant)
+
+
+def _segment_backend(options: SplitOptions) -> SegmentBackend:
+    if options.precision == "int8":
+        from vsr.quant import Int8SegmentBackend
+
+        return Int8SegmentBackend(threads=options.threads, scales=options.int8_scales)
+    return OrtSegmentBackend(threads=options.threads)
 
 
 def _input_shape(path: Path) -> list:

@@ -24,3 +24,21 @@ def add_model_args(p: argparse.ArgumentParser, default_weights: str | None = "de
     p.add_argument("--config", default=None,
                    help="model config name in configs/ or a .toml path (default: recognised from the "
                         "checkpoint, else edvr-m); see 'vsr models'")
+
+
+def add_precision_args(p: argparse.ArgumentParser) -> None:
+    """``--precision``, ``--int8-scales``, ``--int8-calibration`` (the split plan's int8 segments)."""
+    g = p.add_argument_group("precision")
+    g.add_argument("--precision", default="fp32", choices=("fp32", "int8"),
+                   help="fp32, or int8 convolutions in the split plan's segments (default fp32)")
+    g.add_argument("--int8-scales", default="runtime", choices=("runtime", "static", "exact"),
+                   help="int8 activation scales: runtime = follow the frames (default), static = calibration, "
+                        "exact = re-run until every window has its own ranges (slower)")
+    g.add_argument("--int8-calibration", default=None, metavar="DIR",
+                   help="folder of PNG frames that calibrates the int8 plan (default: synthetic frames)")
+
+
+def precision_options(args) -> dict:
+    """The keyword arguments of :func:`vsr.backends.backend_options` that ``add_precision_args`` parsed."""
+    return {"precision": args.precision, "int8_scales": args.int8_scales,
+            "int8_calibration": args.int8_calibration}

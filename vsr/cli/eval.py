@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import sys
 
+from vsr.cli.common import add_precision_args, precision_options
+
 NO_MODEL = "bicubic"
 
 
@@ -24,6 +26,7 @@ def add_parser(sub) -> None:
     p.add_argument("--frames", metavar="A:B", help="score frames A..B-1 only (0-based; neighbours still feed the model)")
     p.add_argument("--crop-border", type=int, default=0, metavar="N", help="ignore N pixels at each edge (default 0)")
     p.add_argument("--batch", type=int, default=2, metavar="N", help="windows per inference call (default 2)")
+    add_precision_args(p)
     p.add_argument("--json", action="store_true", help="print a JSON object (with per-frame values) instead of a table")
     p.set_defaults(func=run)
 
@@ -61,7 +64,8 @@ def run(args) -> int:
             bar.update(done - bar.n)
 
         result = evaluate(args.gt, args.lr, weights=weights, config=args.config, backend=args.backend,
-                          frames=frames, crop_border=args.crop_border, batch_size=args.batch, progress=progress)
+                          frames=frames, crop_border=args.crop_border, batch_size=args.batch, progress=progress,
+                          backend_options=precision_options(args))
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))
     else:

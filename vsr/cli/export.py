@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from vsr.cli.common import add_model_args, positive_int
+from vsr.cli.common import add_model_args, add_precision_args, positive_int
 
 
 def add_parser(sub) -> None:
@@ -16,6 +16,9 @@ def add_parser(sub) -> None:
     p.add_argument("--width", type=positive_int, required=True, help="LR frame width (multiple of 4)")
     p.add_argument("--out", required=True, help="output .onnx path")
     p.add_argument("--split", metavar="DIR", help="also write the subgraph plan (segments + manifest) to DIR")
+    add_precision_args(p)
+    p.add_argument("--qdq", action="store_true",
+                   help="with --precision int8: write --out in explicit Q/DQ, the form TensorRT builds INT8 from")
     p.set_defaults(func=run)
 
 
@@ -32,11 +35,28 @@ def run(args) -> int:
     if not out.parent.exists():
         raise InputError(f"output folder does not exist: {out.parent}")
     model, cfg = load_model(args.weights, args.config)
+    if args.qdq and args.precision != "int8":
+        raise InputError("--qdq needs --precision int8")
     path = export_onnx(model, cfg, out, args.height, args.width)
     print(f"wrote {path} ({cfg.name}, input (N, {cfg.num_frame}, 3, {args.height}, {args.width}))")
-    if args.split:
-        from vsr.plan import write_plan
+    if args.qdq:
+        from vsr.quant import QuantConfig
+        from vsr.quant.qdq import export_int8_qdq
 
-        plan_dir = write_plan(path, Path(args.split))
-        print(f"wrote plan {plan_dir}")
+        export_int8_qdq(path, path, QuantConfig(calibration=args.int8_calibration))
+        print(f"rewrote {path} in explicit Q/DQ (int8 convolutions, for TensorRT)")
+    if args.split:
+        plan_dir = _write_plan(path, Path(args.split), args)
+        print(f"wrote {args.precision} plan {plan_dir.directory}")
     return 0
+
+
+def _write_plan(path, out, args):
+    from vsr.plan import write_plan
+
+    if args.precision == "fp32":
+        return write_plan(path, out)
+    from vsr.quant import QuantConfig, int8_plan_transform
+
+    cfg = QuantConfig(calibration=args.int8_calibration)
+    return write_plan(path, out, precision="int8", quant=cfg.digest, transform=int8_plan_transform(cfg))

@@ -4,6 +4,7 @@ settings objects they build: :class:`~vsr.backends.BackendRequest`, :class:`~vsr
 
 from __future__ import annotations
 
+from vsr.cli.common import add_precision_args, precision_options
 from vsr.errors import InputError
 
 
@@ -16,6 +17,7 @@ def add_upscale_options(p, *, frames: bool = True) -> None:
                    "sees a GPU and cupy or pycuda is installed, else ONNX Runtime)")
     m.add_argument("--plan", default="auto", help="auto | whole | split (ONNX Runtime graph plan)")
     m.add_argument("--threads", default=None, help="inference threads (default: all cores)")
+    add_precision_args(p)
     r = p.add_argument_group("runner")
     r.add_argument("--batch", default="1", help="windows (or tiles) per inference call (default 1)")
     if frames:
@@ -95,7 +97,8 @@ def upscale_settings(args):
         except ValueError:
             raise InputError(f"--crf must be a number, not {args.crf!r}") from None
     threads = to_int(args.threads, "--threads", 1) if args.threads is not None else None
-    request = BackendRequest(args.weights, args.config, backend_options(args.backend, args.plan, threads))
+    request = BackendRequest(args.weights, args.config, backend_options(args.backend, args.plan, threads,
+                                                                       **precision_options(args)))
     tile = to_int(args.tile, "--tile", 0) if args.tile is not None else None
     overlap = to_int(args.tile_overlap, "--tile-overlap", 0)
     if tile and tile <= 2 * overlap:

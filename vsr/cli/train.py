@@ -47,6 +47,9 @@ def add_parser(sub) -> None:
     p.add_argument("--threads", type=int, default=T.threads, help="torch CPU threads (0: torch default)")
     p.add_argument("--amp", default=T.amp, help=f"{' | '.join(AMP_MODES)} (default {T.amp})")
     p.add_argument("--device", default=T.device, help="auto, cpu, cuda, cuda:1 ...")
+    p.add_argument("--qat", action="store_true",
+                   help="quantization-aware training: convs run the deployed int8 arithmetic (fake quantization, "
+                        "straight-through gradients); writes OUT/qat.json beside the checkpoints")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (the log file still fills)")
     p.set_defaults(func=run)
 
@@ -63,7 +66,7 @@ def train_options(args):
         loss=args.loss, ema_decay=args.ema_decay, seed=args.seed, weight_init=args.weight_init,
         video_fraction=args.video_fraction, holdout=args.holdout, val=tuple(v for v in args.val if v != "none"),
         val_every=args.val_every, ckpt_every=args.ckpt_every, threads=args.threads, amp=args.amp,
-        device=args.device, exclude=tuple(dict.fromkeys((*TrainOptions.exclude, *args.exclude))))
+        device=args.device, qat=args.qat, exclude=tuple(dict.fromkeys((*TrainOptions.exclude, *args.exclude))))
 
 
 def run(args) -> int:

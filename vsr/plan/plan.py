@@ -8,8 +8,8 @@ A plan directory holds::
     constants.npz       the bridge ops' constant inputs (DCN weights and biases)
 
 The directory name is a hash of everything that makes the plan valid (:class:`PlanKey`): the ONNX model's
-checksum, its input shape bucket, the precision, the segment backend and its version, the bridge op set and the
-plan format.  :class:`PlanCache` never uses a stale plan (different key -> different directory; a directory
+checksum, its input shape bucket, the precision (with, for int8, the digest of the quantization parameters), the
+segment backend and its version, the bridge op set and the plan format.  :class:`PlanCache` never uses a stale plan (different key -> different directory; a directory
 whose manifest or files do not match is rebuilt) and never rebuilds a valid one.
 """
 
@@ -21,6 +21,7 @@ import logging
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -30,7 +31,7 @@ import onnx
 from vsr.errors import BackendError, InputError
 from vsr.files import engine_dir, sha256_file
 from vsr.plan.arena import ArenaPlan, Buffer, plan_arena
-from vsr.plan.partition import DEFAULT_BRIDGE_OPS, Step, TensorInfo, partition
+from vsr.plan.partition import DEFAULT_BRIDGE_OPS, Partition, Step, TensorInfo, partition
 
 log = logging.getLogger(__name__)
 
@@ -52,9 +53,12 @@ class PlanKey:
     fuse_activations: bool = True
     kernel_device: str = "cpu"
     plan_format: int = PLAN_FORMAT
+    quant: str = ""  # digest of the quantization parameters (int8 plans; "" for fp32)
 
     def fields(self) -> dict:
         d = asdict(self)
+        if not self.quant:
+            del d["quant"]  # fp32 keys (and their cached plans) stay as they were
         d["bucket"] = list(self.bucket)
         d["bridge_ops"] = sorted(self.bridge_ops)
         return d
@@ -145,7 +149,7 @@ def _model_bucket(model: onnx.ModelProto) -> tuple:
 
 def plan_key(onnx_path: str | os.PathLike, *, backend: str = "onnxruntime", backend_version: str | None = None,
              precision: str = "fp32", bridge_ops=DEFAULT_BRIDGE_OPS, fuse_activations: bool = True,
-             kernel_device: str = "cpu", model: onnx.ModelProto | None = None) -> PlanKey:
+             kernel_device: str = "cpu", model: onnx.ModelProto | None = None, quant: str = "") -> PlanKey:
     if backend_version is None:
         if backend != "onnxruntime":
             raise BackendError(f"plan_key: give backend_version for backend {backend!r}")
@@ -155,31 +159,40 @@ def plan_key(onnx_path: str | os.PathLike, *, backend: str = "onnxruntime", back
     model = model if model is not None else onnx.load(str(onnx_path), load_external_data=False)
     return PlanKey(model_sha256=sha256_file(onnx_path), bucket=_model_bucket(model), precision=precision,
                    backend=backend, backend_version=backend_version, bridge_ops=tuple(sorted(set(bridge_ops))),
-                   fuse_activations=fuse_activations, kernel_device=kernel_device)
+                   fuse_activations=fuse_activations, kernel_device=kernel_device, quant=quant)
+
+
+# transform(partition, model, out_dir) -> manifest additions: rewrites ``partition.segments`` in place (e.g. into
+# int8) and may write extra files into ``out_dir`` (listed under "extra_files" in what it returns).
+PlanTransform = Callable[[Partition, onnx.ModelProto, Path], dict]
 
 
 def write_plan(onnx_path: str | os.PathLike, out_dir: str | os.PathLike, *, bridge_ops=DEFAULT_BRIDGE_OPS,
                fuse_activations: bool = True, precision: str = "fp32", backend: str = "onnxruntime",
-               backend_version: str | None = None, kernel_device: str = "cpu") -> SubgraphPlan:
+               backend_version: str | None = None, kernel_device: str = "cpu", quant: str = "",
+               transform: PlanTransform | None = None) -> SubgraphPlan:
     """Partition the ONNX model at ``onnx_path`` and write the plan into ``out_dir`` (created; files replaced).
 
-    This is what ``vsr export ... --split DIR`` calls.  Returns the loaded plan.
+    This is what ``vsr export ... --split DIR`` calls.  Returns the loaded plan.  A plan of another precision
+    than fp32 needs the ``transform`` that makes its segments (:func:`vsr.quant.int8_plan_transform`).
     """
     src = Path(onnx_path)
     if not src.is_file():
         raise InputError(f"{src}: no such ONNX file")
-    if precision != "fp32":
-        raise BackendError(f"precision {precision!r}: only fp32 plans are implemented")
+    if (precision == "fp32") != (transform is None):
+        raise BackendError(f"precision {precision!r}: an fp32 plan takes no transform, any other needs one")
     try:
         model = onnx.load(str(src))
     except Exception as e:
         raise InputError(f"{src}: not a readable ONNX model ({e})") from None
     key = plan_key(src, backend=backend, backend_version=backend_version, precision=precision,
-                   bridge_ops=bridge_ops, fuse_activations=fuse_activations, kernel_device=kernel_device, model=model)
+                   bridge_ops=bridge_ops, fuse_activations=fuse_activations, kernel_device=kernel_device, model=model,
+                   quant=quant)
     part = partition(model, bridge_ops=key.bridge_ops, fuse_activations=fuse_activations)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    files = {}
+    extra = transform(part, model, out) if transform is not None else {}
+    files = {name: sha256_file(out / name) for name in extra.pop("extra_files", [])}
     for name, seg in part.segments.items():
         p = out / f"{name}.onnx"
         onnx.save(seg, str(p))
@@ -203,6 +216,7 @@ def write_plan(onnx_path: str | os.PathLike, out_dir: str | os.PathLike, *, brid
         "memory_batch1_without_workspaces": mem.summary() | {"symbols": batch1},
         "constants": const_names,
         "files": files,
+        **extra,
     }
     (out / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
     log.info("plan %s: %d steps (%d segments) in %s", key.digest, len(part.steps), len(part.segments), out)
@@ -224,8 +238,11 @@ class PlanCache:
     def path(self, key: PlanKey) -> Path:
         return self.root / key.digest
 
-    def get(self, onnx_path: str | os.PathLike, **key_fields) -> SubgraphPlan:
-        """The valid plan of ``onnx_path``, building it on first use (or when the cached one is damaged)."""
+    def get(self, onnx_path: str | os.PathLike, transform: PlanTransform | None = None,
+            **key_fields) -> SubgraphPlan:
+        """The valid plan of ``onnx_path``, building it on first use (or when the cached one is damaged).
+
+        ``transform``: see :func:`write_plan`; its parameters must be in the key (``quant``)."""
         key = plan_key(onnx_path, **key_fields)
         d = self.path(key)
         if d.is_dir():
@@ -239,7 +256,7 @@ class PlanCache:
         self.root.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{key.digest}.", dir=self.root))
         try:
-            write_plan(onnx_path, tmp, **{k: v for k, v in key_fields.items() if k != "model"})
+            write_plan(onnx_path, tmp, transform=transform, **{k: v for k, v in key_fields.items() if k != "model"})
             if d.exists():
                 shutil.rmtree(d)
             os.replace(tmp, d)

@@ -184,13 +184,15 @@ def evaluate_sequence(lr_dir: str | Path | None, gt_dir: str | Path, backend=Non
 def evaluate(gt_dir: str | Path, lr_dir: str | Path | None = None, *, weights: str | None = "default",
              config: str | None = None, backend: str = "auto", frames: slice | None = None,
              crop_border: int = 0, batch_size: int = 2,
-             progress: Callable[[int, int], None] | None = None) -> EvalResult:
-    """:func:`evaluate_sequence` with the model given by name (``weights=None``: bicubic only).
+             progress: Callable[[int, int], None] | None = None,
+             backend_options: dict | None = None) -> EvalResult:
+    """:func:`evaluate_sequence` with the model given by name (``weights=None``: bicubic only);
+    ``backend_options``: more keyword arguments of :func:`vsr.backends.backend_options` (e.g. precision).
 
     The sequence is checked before the model is loaded, so bad input fails fast.
     """
     seq, selected = _open_sequence(lr_dir, gt_dir, frames, crop_border, batch_size)
-    model = None if weights is None else open_model_backend(weights, config, backend)
+    model = None if weights is None else open_model_backend(weights, config, backend, **(backend_options or {}))
     return _score(seq, selected, model, crop_border, batch_size, None, progress)
 
 
@@ -256,8 +258,9 @@ def _infer(backend, x: np.ndarray) -> np.ndarray:
     return quantize(y)
 
 
-def open_model_backend(weights: str = "default", config: str | None = None, backend: str = "auto"):
-    """The inference backend for ``weights``/``config``; ``backend`` names it as ``vsr upscale --backend`` does."""
+def open_model_backend(weights: str = "default", config: str | None = None, backend: str = "auto", **options):
+    """The inference backend for ``weights``/``config``; ``backend`` names it as ``vsr upscale --backend`` does,
+    ``options``: more keyword arguments of :func:`vsr.backends.backend_options` (precision, int8_scales, ...)."""
     from vsr.backends import backend_options, open_backend
 
-    return open_backend(weights=weights, config=config, options=backend_options(backend))
+    return open_backend(weights=weights, config=config, options=backend_options(backend, **options))

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import MISSING, asdict, dataclass, fields
 
 import torch
 
@@ -53,6 +53,7 @@ class TrainOptions:
     device: str = "auto"
     exclude: tuple[str, ...] = ("vid4",)  # never train on these paths (validation sequences)
     weight_init: str = "identity"  # from scratch: a name in vsr.model.init.INIT_SCHEMES
+    qat: bool = False  # quantization-aware: convs run the deployed int8 arithmetic (vsr.quant.fake)
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -70,7 +71,9 @@ class TrainOptions:
     def resume_conflicts(self, saved: dict) -> list[str]:
         """Names of the options that differ from ``saved`` (a checkpoint's) and would break an exact resume."""
         mine = self.to_dict()
-        return [k for k in mine if k not in RESUME_FREE and saved.get(k) != mine[k]]
+        # an option newer than the checkpoint (e.g. qat) counts as its default, the behaviour it was written with
+        defaults = {f.name: f.default for f in fields(self) if f.name not in saved and f.default is not MISSING}
+        return [k for k in mine if k not in RESUME_FREE and saved.get(k, defaults.get(k)) != mine[k]]
 
 
 def _is_int(v) -> bool:
@@ -141,6 +144,7 @@ _RULES = {
     "device": (_device, "auto or a torch device (cpu, cuda, cuda:1 ...)"),
     "exclude": (_strings, "a tuple of path fragments"),
     "weight_init": _choice(tuple(INIT_SCHEMES)),
+    "qat": ((lambda v: isinstance(v, bool)), "true or false"),
 }
 
 

@@ -11,6 +11,7 @@ import copy
 import json
 import logging
 import math
+import os
 import time
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from vsr.model.config import ModelConfig, load_config
 from vsr.model.init import init_weights, offset_convs
 from vsr.model.weights import (DEFAULT_WEIGHTS, build_model, extract_state_dict, load_state, read_checkpoint,
                                resolve_config)
+from vsr.quant.fake import prepare_qat, qat_parameters
 from vsr.train.checkpoint import Trainable, TrainState, make_checkpoint, restore, save_checkpoint
 from vsr.train.data import FramePool, PairSampler, find_sources
 from vsr.train.loss import LOSSES
@@ -80,6 +82,8 @@ class Trainer:
             self._load_init(o.init)
         else:
             init_weights(self.model, o.weight_init)
+        if o.qat:
+            prepare_qat(self.model)  # before the EMA copy: validation then scores the int8 arithmetic too
         self.ema = copy.deepcopy(self.model).eval()
         for p in self.ema.parameters():
             p.requires_grad_(False)
@@ -231,7 +235,15 @@ class Trainer:
                     bar.write(f"iter {it}: {_validation_line(res)}")
                 if it % o.ckpt_every == 0 or it == end:
                     save_checkpoint(self.checkpoint(), self.dir / "latest.pth")
+                    if o.qat:
+                        _write_json(self.dir / "qat.json", qat_parameters(self.ema))
         return self.state
+
+
+def _write_json(path: Path, data: dict) -> None:
+    tmp = path.with_name(f".{path.name}.part")
+    tmp.write_text(json.dumps(data, indent=1) + "\n")
+    os.replace(tmp, path)
 
 
 def _validation_line(res: dict) -> str:

@@ -1,0 +1,54 @@
+"""int8 subgraph plans: the cache key covers precision and the quantization parameters; the plan runs with the
+bridge kernels and stays close to the fp32 plan; the manifest lists the convs kept in fp32 by sensitivity."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import onnx
+import pytest
+
+from tests.plan.toy_graphs import edvr_like
+from tests.quant.int8_graphs import rel_rms
+from vsr.plan.executor import PlanExecutor
+from vsr.plan.plan import PlanCache, plan_key
+from vsr.plan.segments import OrtSegmentBackend
+from vsr.quant import Int8SegmentBackend, QuantConfig, int8_plan_transform
+
+TOLERANCE = 0.05  # relative RMS of the output: two DCNs and six int8 convs of 8 channels, random weights
+
+
+@pytest.fixture
+def model_path(tmp_path):
+    p = tmp_path / "m.onnx"
+    onnx.save(edvr_like(height=16, width=12), str(p))
+    return p
+
+
+def test_cache_key_covers_precision_and_quantization(model_path):
+    fp32 = plan_key(model_path)
+    a = plan_key(model_path, precision="int8", quant=QuantConfig().digest)
+    b = plan_key(model_path, precision="int8", quant=QuantConfig(keep_fp32=0.3).digest)
+    assert len({fp32.digest, a.digest, b.digest}) == 3
+    assert "quant" not in fp32.fields()  # fp32 plans keep the digests they had
+    assert QuantConfig().digest != QuantConfig(windows=3).digest
+
+
+def test_int8_plan_runs_close_to_fp32_and_lists_fp32_convs(model_path, tmp_path):
+    cache = PlanCache(tmp_path / "plans")
+    cfg = QuantConfig(keep_fp32=0.2)
+    kw = dict(precision="int8", quant=cfg.digest, transform=int8_plan_transform(cfg, threads=1))
+    p8 = cache.get(model_path, **kw)
+    p32 = cache.get(model_path)
+    assert cache.get(model_path, **kw).directory == p8.directory and cache.built == 2  # reused, not rebuilt
+    manifest = json.loads((p8.directory / "manifest.json").read_text())
+    kept = manifest["quant"]["fp32_convs"]
+    assert len(kept) == 2 and all("sqnr_db" in k for k in kept)  # ceil(0.2 * 8 convs)
+    ops = [n.op_type for f in p8.directory.glob("segment*.onnx") for n in onnx.load(str(f)).graph.node]
+    assert ops.count("QLinearConv") == 6 and ops.count("Conv") == 2
+    x = np.random.default_rng(4).random((1, 3, 16, 12), dtype=np.float32)
+    ref = PlanExecutor(p32, OrtSegmentBackend(threads=1)).run({"x": x})
+    out = PlanExecutor(p8, Int8SegmentBackend(threads=1)).run({"x": x})
+    name = p32.outputs[0]
+    assert rel_rms(out[name], ref[name]) < TOLERANCE

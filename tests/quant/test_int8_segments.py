@@ -1,0 +1,59 @@
+"""int8 segments against their fp32 reference: error within a stated tolerance, and run-time scales that follow
+the input where calibration scales fall behind.
+
+Tolerance: the relative RMS error of the output (||int8 - fp32|| / ||fp32||) of a five-conv toy graph with
+u8 activations and per-channel 7-bit weights (see ``vsr.quant.rewrite.WEIGHT_QMAX``) stays below 3 %: about
+the rounding of 8 bits on every one of five layers of only 8 channels (little averaging).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+
+from tests.quant.int8_graphs import conv_chain, inputs, rel_rms, run_fp32, run_int8, write_int8_segment
+from vsr.quant.rewrite import WEIGHT_QMAX, quantize_weights
+
+TOLERANCE = 0.03
+
+
+def test_weights_are_symmetric_per_output_channel_and_cannot_overflow_int16_pair_sums():
+    w = np.random.default_rng(0).normal(size=(4, 3, 3, 3)).astype(np.float32)
+    w[2] *= 100.0  # one large channel must not coarsen the others
+    q, s = quantize_weights(w)
+    assert q.dtype == np.int8 and s.shape == (4,) and np.abs(q).max() == WEIGHT_QMAX
+    assert 2 * 255 * WEIGHT_QMAX <= 32767  # AVX2's vpmaddubsw adds two u8 x s8 products in int16
+    err = np.abs(q.astype(np.float32) * s[:, None, None, None] - w)
+    assert (err <= s[:, None, None, None] / 2 + 1e-7).all()
+
+
+def test_rewritten_segment_is_int8(tmp_path):
+    path = write_int8_segment(conv_chain(), inputs(), tmp_path)
+    ops = [n.op_type for n in onnx.load(str(path)).graph.node]
+    assert ops.count("QLinearConv") == 5 and "Conv" not in ops
+    assert "QLinearLeakyRelu" in ops and "Relu" not in ops  # the ReLU is the u8 clamp at zero point 0
+
+
+@pytest.mark.parametrize("scales", ["runtime", "static"])
+def test_int8_matches_fp32_on_calibration_like_input(tmp_path, scales):
+    model = conv_chain()
+    path = write_int8_segment(model, inputs(seed=1), tmp_path)
+    x = inputs(seed=2)
+    y, _ = run_int8(path, x, scales)
+    assert rel_rms(y, run_fp32(model, x)) < TOLERANCE
+
+
+@pytest.mark.parametrize("gain", [0.4, 1.8])
+def test_runtime_scales_follow_the_input_static_ones_do_not(tmp_path, gain):
+    model = conv_chain()
+    path = write_int8_segment(model, inputs(seed=1), tmp_path)
+    x = inputs(seed=2) * np.float32(gain)
+    ref = run_fp32(model, x)
+    runtime, backend = run_int8(path, x, "runtime", windows=2)
+    static, _ = run_int8(path, x, "static", windows=2)
+    e_runtime, e_static = rel_rms(runtime, ref), rel_rms(static, ref)
+    assert e_runtime < TOLERANCE
+    assert e_static > 1.3 * e_runtime
+    if gain > 1:
+        assert backend.table.reruns >= 1  # the first window saturated and was run again with wider scales

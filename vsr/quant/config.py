@@ -1,0 +1,87 @@
+"""What an int8 plan is made from: :class:`QuantConfig` (part of the plan's cache key) and its calibration data."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from vsr.errors import InputError
+from vsr.files import sha256_file
+from vsr.quant.rewrite import WEIGHT_QMAX
+
+QUANT_FORMAT = 1  # bump when the int8 rewrite or the calibration changes what a plan holds
+
+
+@dataclass(frozen=True)
+class QuantConfig:
+    """calibration: folder of PNG frames (None: vsr's synthetic frames); windows: calibration windows;
+    keep_fp32: fraction of convs kept in fp32, those of lowest measured SQNR (see :mod:`vsr.quant.calibrate`)."""
+
+    calibration: str | None = None
+    windows: int = 2
+    keep_fp32: float = 0.1
+
+    def fields(self) -> dict:
+        d = asdict(self) | {"format": QUANT_FORMAT, "weight_qmax": WEIGHT_QMAX}
+        if self.calibration is not None:
+            files = _pngs(self.calibration)
+            h = hashlib.sha256()
+            for f in files:
+                h.update(sha256_file(f).encode())
+            d["calibration"] = {"frames": len(files), "sha256": h.hexdigest()}
+        return d
+
+    @property
+    def digest(self) -> str:
+        return hashlib.sha256(json.dumps(self.fields(), sort_keys=True).encode()).hexdigest()[:24]
+
+
+def _pngs(folder: str) -> list[Path]:
+    files = sorted(Path(folder).glob("*.png"))
+    if not files:
+        raise InputError(f"int8 calibration: no PNG frames in {folder}")
+    return files
+
+
+def synthetic_frames(n: int, height: int, width: int, seed: int = 0) -> np.ndarray:
+    """``(n, 3, H, W)`` float32 in [0, 1]: smooth colour fields, texture and edges, drifting 1 px per frame."""
+    rng = np.random.default_rng(seed)
+    import cv2
+
+    h, w = height + n, width + n
+    base = np.zeros((h, w, 3), np.float32)
+    for k, amp in ((8, 0.5), (32, 0.25), (max(h, w), 0.15)):
+        small = rng.random((max(2, h // k), max(2, w // k), 3), dtype=np.float32)
+        base += amp * cv2.resize(small, (w, h), interpolation=cv2.INTER_CUBIC)
+    base += 0.1 * (rng.random((h, w, 3), dtype=np.float32) - 0.5)
+    base = np.clip(base / 0.9, 0.0, 1.0)
+    return np.stack([base[i:i + height, i:i + width].transpose(2, 0, 1) for i in range(n)])
+
+
+def calibration_windows(cfg: QuantConfig, num_frame: int | None, height: int, width: int) -> np.ndarray:
+    """``(K, 1, T, 3, H, W)`` float32 calibration windows of consecutive frames resized to ``H x W``
+    (``num_frame=None``: single frames, ``(K, 1, 3, H, W)``)."""
+    if num_frame is None:
+        return calibration_windows(cfg, 1, height, width)[:, :, 0]
+    n = cfg.windows + num_frame - 1
+    if cfg.calibration is None:
+        frames = synthetic_frames(n, height, width)
+    else:
+        import cv2
+
+        files = _pngs(cfg.calibration)
+        frames = []
+        for f in files[:n]:
+            img = cv2.imread(str(f), cv2.IMREAD_COLOR)
+            if img is None:
+                raise InputError(f"int8 calibration: cannot read {f}")
+            img = cv2.resize(cv2.cvtColor(img, cv2.COLOR_BGR2RGB), (width, height), interpolation=cv2.INTER_AREA)
+            frames.append(img.transpose(2, 0, 1).astype(np.float32) / 255.0)
+        frames = np.stack(frames)
+        n = len(frames)
+    k = max(1, n - num_frame + 1)
+    return np.stack([frames[i:i + num_frame][None] for i in range(min(k, cfg.windows))]).astype(np.float32)

@@ -1,0 +1,103 @@
+"""The explicit Q/DQ form of an int8 model, the form TensorRT 10/11 build INT8 engines from.
+
+Every int8 conv gets ``QuantizeLinear -> DequantizeLinear`` on its input (int8, symmetric, zero point 0, one
+scale per tensor from calibration) and int8 weights behind a per-output-channel ``DequantizeLinear``
+(``axis=0``).  TensorRT fuses each ``DQ -> Conv`` pair into an int8 convolution; ONNX Runtime runs the same file
+in fp32 arithmetic on the quantized values, which is how the tests check it.  TensorRT has no int16 pair sums,
+so weights use all 8 bits here (``qmax=127``), unlike the ONNX Runtime CPU plan.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from vsr.quant.calibrate import ConvStats
+from vsr.quant.rewrite import quantize_weights
+
+TRT_WEIGHT_QMAX = 127
+
+
+def qdq_model(model: onnx.ModelProto, stats: list[ConvStats], int8_convs: set[str]) -> onnx.ModelProto:
+    """``model`` with the convs named in ``int8_convs`` in explicit Q/DQ (see the module docstring)."""
+    m = copy.deepcopy(model)
+    g = m.graph
+    inits = {t.name: t for t in g.initializer}
+    by_node = {s.node: s for s in stats}
+    nodes, done = [], {}
+    for n in g.node:
+        s = by_node.get(n.name)
+        if n.op_type == "Conv" and n.name in int8_convs and s is not None and n.input[1] in inits:
+            x = n.input[0]
+            if x not in done:
+                amax = max(abs(s.x_range[0]), abs(s.x_range[1]), 1e-8)
+                sc = numpy_helper.from_array(np.array(amax / 127.0, np.float32), f"{x}/qdq_s")
+                zp = numpy_helper.from_array(np.zeros((), np.int8), f"{x}/qdq_z")
+                g.initializer.extend([sc, zp])
+                nodes += [helper.make_node("QuantizeLinear", [x, sc.name, zp.name], [f"{x}/q"], name=f"{x}/Q"),
+                          helper.make_node("DequantizeLinear", [f"{x}/q", sc.name, zp.name], [f"{x}/dq"],
+                                           name=f"{x}/DQ")]
+                done[x] = f"{x}/dq"
+            w = numpy_helper.to_array(inits[n.input[1]]).astype(np.float32)
+            wq, ws = quantize_weights(w, TRT_WEIGHT_QMAX)
+            g.initializer.extend([numpy_helper.from_array(wq, f"{n.name}/w_q"),
+                                  numpy_helper.from_array(ws, f"{n.name}/w_s"),
+                                  numpy_helper.from_array(np.zeros(len(ws), np.int8), f"{n.name}/w_z")])
+            nodes.append(helper.make_node("DequantizeLinear", [f"{n.name}/w_q", f"{n.name}/w_s", f"{n.name}/w_z"],
+                                          [f"{n.name}/w_dq"], axis=0, name=f"{n.name}/w_DQ"))
+            n.input[0], n.input[1] = done[x], f"{n.name}/w_dq"
+        nodes.append(n)
+    del g.node[:]
+    g.node.extend(nodes)
+    used = {t for nd in g.node for t in nd.input}
+    keep = [t for t in g.initializer if t.name in used]
+    del g.initializer[:]
+    g.initializer.extend(keep)
+    return m
+
+
+def export_qdq(onnx_path, out_path, stats: list[ConvStats], int8_convs: set[str]):
+    """Write the Q/DQ form of the ONNX file at ``onnx_path`` to ``out_path`` (temporary name, then renamed)."""
+    import os
+    import tempfile
+    from pathlib import Path
+
+    out = Path(out_path)
+    m = qdq_model(onnx.load(str(onnx_path)), stats, int8_convs)
+    onnx.checker.check_model(m)
+    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".part", dir=out.parent)
+    os.close(fd)
+    try:
+        onnx.save(m, tmp)
+        os.replace(tmp, out)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return out
+
+
+def export_int8_qdq(onnx_path, out_path, cfg=None, threads: int | None = None):
+    """Calibrate the fp32 ONNX file at ``onnx_path`` (through its split plan, as the int8 plan is) and write
+    its Q/DQ form to ``out_path``; the convs of lowest SQNR stay fp32 as in the plan (``cfg.keep_fp32``)."""
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    from vsr.plan.plan import write_plan
+    from vsr.quant.calibrate import calibrate_plan
+    from vsr.quant.config import QuantConfig, calibration_windows
+    from vsr.quant.plan import input_hw, choose_fp32
+
+    cfg = cfg or QuantConfig()
+    tmp = Path(tempfile.mkdtemp(prefix="vsr-qdq-"))
+    try:
+        plan = write_plan(onnx_path, tmp)
+        t, h, w = input_hw(onnx.load(str(onnx_path), load_external_data=False))
+        stats = calibrate_plan(plan, calibration_windows(cfg, t, h, w), threads)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    int8 = {s.node for s in stats} - choose_fp32(stats, cfg.keep_fp32)
+    return export_qdq(onnx_path, out_path, stats, int8)

@@ -1,0 +1,85 @@
+"""The int8 segment backend: ONNX Runtime sessions of int8 segments, their scales fed from a shared table.
+
+Same load -> bind -> run shape as :class:`vsr.plan.segments.OrtSegmentBackend`; ``bind`` also binds each u8
+activation's scale / zero point (from :class:`~vsr.quant.scales.ScaleTable`) and its code statistics, and
+``run`` runs the segment again while the table asks for it (saturation under run-time scales).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from vsr.plan.segments import OrtSegmentBackend
+from vsr.quant.rewrite import QMAX, QMIN, SCALE, ZERO
+from vsr.quant.scales import MAX_PASSES, ScaleTable
+
+QUANT_FILE = "quant.json"
+
+
+@dataclass(frozen=True)
+class Int8SegmentBackend:
+    """int8 segments on ONNX Runtime CPU; ``scales``: ``runtime`` | ``static`` | ``exact`` (see scales.py)."""
+
+    threads: int | None = None
+    scales: str = "runtime"
+    name: str = "onnxruntime"
+    precision: str = "int8"
+    device: str = "cpu"
+    table: ScaleTable = field(default=None, compare=False)  # type: ignore[assignment]
+
+    def __post_init__(self):
+        if self.table is None:
+            object.__setattr__(self, "table", ScaleTable(self.scales))
+
+    @property
+    def version(self) -> str:
+        return OrtSegmentBackend().version
+
+    def load(self, path: Path) -> "Int8SegmentRunner":
+        quant = json.loads((Path(path).parent / QUANT_FILE).read_text())
+        for name, t in quant["tensors"].items():
+            self.table.add(name, t["range"][0], t["range"][1], t["relu"])
+        session = OrtSegmentBackend(threads=self.threads).load(Path(path)).session
+        return Int8SegmentRunner(session, self.table)
+
+    def reset(self) -> None:
+        self.table.reset()
+
+
+class Int8SegmentRunner:
+    def __init__(self, session, table: ScaleTable):
+        self.session = session
+        self.table = table
+        self.names = [i.name[:-len(SCALE)] for i in session.get_inputs() if i.name.endswith(SCALE)]
+        self.qmax = [np.zeros((), np.uint8) for _ in self.names]
+        self.qmin = [np.zeros((), np.uint8) for _ in self.names]
+
+    def bind(self, inputs: dict[str, np.ndarray], outputs: dict[str, np.ndarray]) -> Callable[[], None]:
+        io = self.session.io_binding()
+        feeds = dict(inputs)
+        for n in self.names:
+            feeds[n + SCALE] = self.table.tensors[n].scale
+            feeds[n + ZERO] = self.table.tensors[n].zero
+        results = dict(outputs)
+        for n, hi, lo in zip(self.names, self.qmax, self.qmin):
+            results[n + QMAX], results[n + QMIN] = hi, lo
+        for name, arr in feeds.items():
+            io.bind_input(name, "cpu", 0, arr.dtype.type, list(arr.shape), arr.ctypes.data)
+        for name, arr in results.items():
+            io.bind_output(name, "cpu", 0, arr.dtype.type, list(arr.shape), arr.ctypes.data)
+        sess, table, names, qmax, qmin = self.session, self.table, self.names, self.qmax, self.qmin
+
+        def run() -> None:
+            for attempt in range(MAX_PASSES):
+                sess.run_with_iobinding(io)
+                if not table.after_run(names, qmax, qmin):
+                    return
+                if attempt + 1 < MAX_PASSES:
+                    table.reruns += 1
+
+        return run
