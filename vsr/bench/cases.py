@@ -13,7 +13,7 @@ from vsr.backends import BackendOptions, OrtOptions, SplitOptions, TorchOptions
 from vsr.errors import InputError
 
 # Precisions of the ONNX Runtime plans; "fp32" is the options' default, any other is passed as ``precision``.
-PRECISIONS: tuple[str, ...] = ("fp32",)
+PRECISIONS: tuple[str, ...] = ("fp32", "int8")
 
 # The case every ratio is taken against by default: the whole graph in one ONNX Runtime session, fp32.
 DEFAULT_BASELINE = "ort-whole-fp32"
@@ -37,12 +37,13 @@ class BenchCase:
 
 def bench_cases(threads: int | None = None, precisions: tuple[str, ...] = PRECISIONS) -> list[BenchCase]:
     """Every case this vsr can run: PyTorch eager (fp32, the reference), then for each precision the ONNX
-    Runtime whole graph and split plan.  ``threads``: inference threads of every case (None: all cores)."""
+    Runtime whole graph (fp32 only) and split plan (int8: run-time scales, the default).  ``threads``: inference
+    threads of every case (None: all cores)."""
     cases = [BenchCase("torch", "eager", "fp32", TorchOptions(threads=threads))]
     for p in precisions:
-        extra = {} if p == "fp32" else {"precision": p}
-        cases.append(BenchCase("ort", "whole", p, OrtOptions(threads=threads, **extra)))
-        cases.append(BenchCase("ort", "split", p, SplitOptions(threads=threads, **extra)))
+        if p == "fp32":
+            cases.append(BenchCase("ort", "whole", p, OrtOptions(threads=threads)))
+        cases.append(BenchCase("ort", "split", p, SplitOptions(threads=threads, precision=p)))
     return cases
 
 
