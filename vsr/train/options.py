@@ -9,6 +9,7 @@ import torch
 
 from vsr.errors import InputError
 from vsr.model.init import INIT_SCHEMES
+from vsr.train.degrade import MODES as DEGRADE_MODES
 from vsr.train.loss import LOSSES
 
 AMP_MODES = ("auto", "bf16", "fp16", "off")
@@ -53,6 +54,8 @@ class TrainOptions:
     device: str = "auto"
     exclude: tuple[str, ...] = ("vid4",)  # never train on these paths (validation sequences)
     weight_init: str = "identity"  # from scratch: a name in vsr.model.init.INIT_SCHEMES
+    degrade: str = "clean"  # LR of the training pairs: clean (BI), real or mix (vsr.train.degrade)
+    degrade_config: str | None = None  # a TOML path replacing configs/degrade/<degrade>.toml
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -61,6 +64,8 @@ class TrainOptions:
             raise InputError("give a model config (--config NAME) or weights to start from (--init)")
         if self.min_lr > self.lr:
             raise InputError(f"invalid training option min_lr={self.min_lr!r}: more than lr={self.lr!r}")
+        if self.degrade_config and self.degrade == "clean":
+            raise InputError("a degradation config needs --degrade real or mix (clean is the plain BI x1/4)")
         if "holdout" in self.val and self.holdout == 0:
             raise InputError("invalid training option val=('holdout', ...): holdout is 0, no frames are held out")
 
@@ -141,6 +146,8 @@ _RULES = {
     "device": (_device, "auto or a torch device (cpu, cuda, cuda:1 ...)"),
     "exclude": (_strings, "a tuple of path fragments"),
     "weight_init": _choice(tuple(INIT_SCHEMES)),
+    "degrade": _choice(DEGRADE_MODES),
+    "degrade_config": ((lambda v: v is None or isinstance(v, str)), "a TOML path"),
 }
 
 
