@@ -21,7 +21,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from vsr.errors import ConfigError
+from vsr.errors import ConfigError, InputError
 from vsr.model.config import config_dir
 from vsr.quality.resize import bicubic_downscale_x4
 
@@ -322,3 +322,14 @@ def degrade_clip(hr: np.ndarray, d: Degradation, rng: np.random.Generator) -> np
         crf = int(rng.integers(v.crf[0], v.crf[1] + 1))
         x = x264(x, crf=crf, preset=_pick(rng, v.presets), fps=v.fps, gop=v.gop)
     return x
+
+
+def clip_degradation(name_or_path: str | Path, seed: int = 0):
+    """The :class:`vsr.quality.evaluate.ClipDegradation` that ``vsr eval --degrade NAME --seed S`` uses: the
+    recipe's draws come from ``numpy.random.default_rng(seed)``, so one seed gives one LR clip."""
+    from vsr.quality.evaluate import ClipDegradation
+
+    if seed < 0:
+        raise InputError(f"--seed {seed}: must be >= 0")
+    d = load_degrade(name_or_path)
+    return ClipDegradation(f"{d.name} seed {seed}", lambda clip: degrade_clip(clip, d, np.random.default_rng(seed)))

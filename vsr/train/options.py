@@ -28,7 +28,7 @@ class TrainOptions:
     data: tuple[str, ...]
     out: str
     iters: int
-    init: str | None = None  # weights to start from: a path or "default"
+    init: str | None = None  # weights to start from: a path or a bundled name ("default", "clean")
     batch_size: int = 8
     lr_patch: int = 32  # LR patch side; HR is 4x
     lr: float = 4e-4
@@ -118,7 +118,7 @@ _RULES = {
     "data": (_strings, "a tuple of paths"),
     "out": ((lambda v: isinstance(v, str)), "a folder path"),
     "iters": _POSITIVE_INT,
-    "init": ((lambda v: v is None or isinstance(v, str)), "a weights path or 'default'"),
+    "init": ((lambda v: v is None or isinstance(v, str)), "a weights path or a bundled name"),
     "batch_size": _POSITIVE_INT,
     "lr_patch": ((lambda v: _is_int(v) and v > 0 and v % 4 == 0), "a multiple of 4 (EDVR's pyramid), > 0"),
     "lr": _POSITIVE,

@@ -22,7 +22,7 @@ from tqdm import tqdm
 from vsr.errors import InputError
 from vsr.model.config import ModelConfig, load_config
 from vsr.model.init import init_weights, offset_convs
-from vsr.model.weights import (DEFAULT_WEIGHTS, build_model, extract_state_dict, load_state, read_checkpoint,
+from vsr.model.weights import (build_model, bundled_path, extract_state_dict, load_state, read_checkpoint,
                                resolve_config)
 from vsr.train.checkpoint import Trainable, TrainState, make_checkpoint, restore, save_checkpoint
 from vsr.train.data import FramePool, PairSampler, find_sources
@@ -104,9 +104,7 @@ class Trainer:
 
     # -- setup ---------------------------------------------------------------------------------------------
     def _load_init(self, init: str) -> None:
-        path = DEFAULT_WEIGHTS if init == "default" else Path(init)
-        if init == "default" and not path.is_file():
-            raise InputError("no bundled default weights in this build to start from (--init default)")
+        path = bundled_path(init)
         sd, _ = extract_state_dict(read_checkpoint(path))
         load_state(self.model, sd, self.cfg, str(path))
 
