@@ -171,3 +171,15 @@ def test_cli_train_bad_degrade_config_is_one_line(tmp_path, make_clip):
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.count("\n") == 1 and "sigmaa" in proc.stderr
     assert not (tmp_path / "run").exists()
+
+
+def test_city_x264_validation_set_is_the_eval_recipe():
+    from vsr.train.validate import data_root, prepare, vid4_sets
+
+    if not (data_root() / "sequences" / "vid4" / "city" / "gt").is_dir():
+        pytest.skip("Vid4 city not found (set VSR_DATA)")
+    (plain,), (coded,) = vid4_sets(["city"]), vid4_sets(["city-x264"])
+    assert coded.gt_dir == plain.gt_dir and coded.lr_dir is None and coded.degrade == "eval-x264-crf28"
+    a, b = prepare(plain, 5, "reflection_circle"), prepare(coded, 5, "reflection_circle")
+    assert [f.bicubic_y for f in b] == [f.bicubic_y for f in prepare(coded, 5, "reflection_circle")]
+    assert all(y < x for x, y in zip((f.bicubic_y for f in a), (f.bicubic_y for f in b)))
