@@ -55,7 +55,6 @@ def run(args) -> int:
     from tqdm import tqdm
 
     from vsr.quality.evaluate import evaluate
-
     from vsr.train.degrade import clip_degradation
 
     frames = parse_frames(args.frames)
@@ -77,13 +76,13 @@ def run(args) -> int:
 
 
 def format_table(result) -> str:
+    from vsr.quality.evaluate import LR_FROM_GT
+
     rows = []
     if result.model is not None:
         rows.append((f"model ({result.model_name})", result.mean("model")))
     rows.append(("bicubic", result.mean("bicubic")))
     width = max(len(name) for name, _ in rows)
-    from vsr.quality.evaluate import LR_FROM_GT
-
     made = "" if result.lr_source == LR_FROM_GT else f" by {result.lr_source}"
     lr = "LR given" if result.lr_dir else f"LR made from GT{made}"
     crop = f", crop border {result.crop_border}" if result.crop_border else ""

@@ -68,7 +68,8 @@ def train_options(args):
         loss=args.loss, ema_decay=args.ema_decay, seed=args.seed, weight_init=args.weight_init,
         video_fraction=args.video_fraction, holdout=args.holdout, val=tuple(v for v in args.val if v != "none"),
         val_every=args.val_every, ckpt_every=args.ckpt_every, threads=args.threads, amp=args.amp,
-        device=args.device, degrade=args.degrade, degrade_config=args.degrade_config, exclude=tuple(dict.fromkeys((*TrainOptions.exclude, *args.exclude))))
+        device=args.device, degrade=args.degrade, degrade_config=args.degrade_config,
+        exclude=tuple(dict.fromkeys((*TrainOptions.exclude, *args.exclude))))
 
 
 def run(args) -> int:

@@ -178,7 +178,7 @@ def _check(where: str, value, *, cls_default) -> None:
         if not (isinstance(value, list) and len(value) == 2 and all(real(v) for v in value) and value[0] <= value[1]
                 and value[0] >= 0):
             raise ConfigError(f"{where} = {value!r}: must be a range [lo, hi] with 0 <= lo <= hi")
-    elif isinstance(cls_default, int) and not isinstance(cls_default, bool) and not isinstance(cls_default, float):
+    elif isinstance(cls_default, int):  # fps, gop
         if not (isinstance(value, int) and not isinstance(value, bool) and value >= 0):
             raise ConfigError(f"{where} = {value!r}: must be a whole number >= 0")
     elif not (real(value) and 0 <= value <= 1):
