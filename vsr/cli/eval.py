@@ -27,6 +27,9 @@ def add_parser(sub) -> None:
     p.add_argument("--crop-border", type=int, default=0, metavar="N", help="ignore N pixels at each edge (default 0)")
     p.add_argument("--batch", type=int, default=2, metavar="N", help="windows per inference call (default 2)")
     add_precision_args(p)
+    p.add_argument("--degrade", metavar="D", help="make the LR from the whole GT clip with this degradation: "
+                   "eval-x264-crf28 (BI then x264 CRF 28), real, mix, clean, or a TOML path (configs/degrade/)")
+    p.add_argument("--seed", type=int, default=0, metavar="S", help="seed of --degrade's random draws (default 0)")
     p.add_argument("--json", action="store_true", help="print a JSON object (with per-frame values) instead of a table")
     p.set_defaults(func=run)
 
@@ -55,8 +58,10 @@ def run(args) -> int:
     from tqdm import tqdm
 
     from vsr.quality.evaluate import evaluate
+    from vsr.train.degrade import clip_degradation
 
     frames = parse_frames(args.frames)
+    degrade = None if args.degrade is None else clip_degradation(args.degrade, args.seed)
     weights = None if args.no_model or args.weights == NO_MODEL else args.weights
     with tqdm(desc="vsr eval", unit="frame", file=sys.stderr, disable=None, leave=False) as bar:
         def progress(done: int, total: int) -> None:
@@ -64,8 +69,8 @@ def run(args) -> int:
             bar.update(done - bar.n)
 
         result = evaluate(args.gt, args.lr, weights=weights, config=args.config, backend=args.backend,
-                          frames=frames, crop_border=args.crop_border, batch_size=args.batch, progress=progress,
-                          backend_options=precision_options(args))
+                          frames=frames, crop_border=args.crop_border, batch_size=args.batch, degrade=degrade,
+                          progress=progress, backend_options=precision_options(args))
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))
     else:
@@ -74,12 +79,15 @@ def run(args) -> int:
 
 
 def format_table(result) -> str:
+    from vsr.quality.evaluate import LR_FROM_GT
+
     rows = []
     if result.model is not None:
         rows.append((f"model ({result.model_name})", result.mean("model")))
     rows.append(("bicubic", result.mean("bicubic")))
     width = max(len(name) for name, _ in rows)
-    lr = "LR given" if result.lr_dir else "LR made from GT"
+    made = "" if result.lr_source == LR_FROM_GT else f" by {result.lr_source}"
+    lr = "LR given" if result.lr_dir else f"LR made from GT{made}"
     crop = f", crop border {result.crop_border}" if result.crop_border else ""
     frames = "1 frame" if result.count == 1 else f"mean over {result.count} frames"
     lines = [f"{result.gt_dir}: {frames} ({lr}{crop})",

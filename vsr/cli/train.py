@@ -50,6 +50,11 @@ def add_parser(sub) -> None:
     p.add_argument("--qat", action="store_true",
                    help="quantization-aware training: convs run the deployed int8 arithmetic (fake quantization, "
                         "straight-through gradients); writes OUT/qat.json beside the checkpoints")
+    p.add_argument("--degrade", default=T.degrade,
+                   help="LR of the training pairs: clean (MATLAB bicubic x1/4), real (blur, noise, JPEG, x264; "
+                        "configs/degrade/real.toml) or mix (some clean, some real; configs/degrade/mix.toml)")
+    p.add_argument("--degrade-config", default=None, metavar="PATH",
+                   help="a TOML file of degradation settings instead of configs/degrade/<--degrade>.toml")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (the log file still fills)")
     p.set_defaults(func=run)
 
@@ -66,7 +71,8 @@ def train_options(args):
         loss=args.loss, ema_decay=args.ema_decay, seed=args.seed, weight_init=args.weight_init,
         video_fraction=args.video_fraction, holdout=args.holdout, val=tuple(v for v in args.val if v != "none"),
         val_every=args.val_every, ckpt_every=args.ckpt_every, threads=args.threads, amp=args.amp,
-        device=args.device, qat=args.qat, exclude=tuple(dict.fromkeys((*TrainOptions.exclude, *args.exclude))))
+        device=args.device, qat=args.qat, degrade=args.degrade, degrade_config=args.degrade_config,
+        exclude=tuple(dict.fromkeys((*TrainOptions.exclude, *args.exclude))))
 
 
 def run(args) -> int:

@@ -1,6 +1,8 @@
 """Checkpoint loading: BasicSR, mmagic/mmediting and plain state dicts, ``weights_only=True`` always.
 
-Entry point: :func:`load_model` (path or ``"random"`` or ``"default"`` -> ready EDVR in eval mode).
+Entry point: :func:`load_model` (path, ``"random"`` or a bundled name -> ready EDVR in eval mode).  Bundled
+weights are ``vsr/weights/<name>.pth`` (:func:`bundled_path`): ``default`` and, where the file exists,
+``clean``; ``vsr/weights/<name>.json`` records how each was trained.
 """
 
 from __future__ import annotations
@@ -40,7 +42,22 @@ OFFICIAL = (
                        "Vid4 27.35 dB / 0.8264 (Y)"),
 )
 
-DEFAULT_WEIGHTS = Path(__file__).resolve().parents[1] / "weights" / "default.pth"
+WEIGHTS_DIR = Path(__file__).resolve().parents[1] / "weights"
+DEFAULT_WEIGHTS = WEIGHTS_DIR / "default.pth"
+BUNDLED_NAMES = ("default", "clean")
+
+
+def bundled_path(weights: str | Path) -> Path:
+    """``vsr/weights/<name>.pth`` for a bundled name (:data:`BUNDLED_NAMES`), else ``weights`` as a path.
+
+    :class:`InputError` when a bundled name has no file in this build."""
+    w = str(weights)
+    if w not in BUNDLED_NAMES:
+        return Path(w)
+    p = WEIGHTS_DIR / f"{w}.pth"
+    if not p.is_file():
+        raise InputError(f"no bundled {w!r} weights in this build; pass --weights FILE (or --weights random)")
+    return p
 
 
 def identify_official(path: Path, digest: str | None = None) -> OfficialCheckpoint | None:
@@ -197,7 +214,7 @@ def resolve_config(weights: str | Path, config: str | ModelConfig | None) -> tup
     w = str(weights)
     if w == "random":
         return load_config("edvr-m"), "default for random"
-    p = DEFAULT_WEIGHTS if w == "default" else Path(w)
+    p = bundled_path(w)
     off = identify_official(p) if p.is_file() else None
     if off is not None:
         return load_config(off.config), f"official {off.filename}"
@@ -211,13 +228,13 @@ def resolve_config(weights: str | Path, config: str | ModelConfig | None) -> tup
 
 def load_model(weights: str | Path = "default", config: str | ModelConfig | None = None, *, seed: int = 0,
                strict: bool = True) -> tuple[torch.nn.Module, ModelConfig]:
-    """Build EDVR for ``config`` and load ``weights`` (a path, ``"default"`` or ``"random"``).
+    """Build EDVR for ``config`` and load ``weights`` (a path, a bundled name or ``"random"``).
 
     Returns ``(model in eval mode, float32, CPU; config)``.
     """
     w = str(weights)
-    if w == "default" and not DEFAULT_WEIGHTS.is_file():
-        raise InputError("no bundled default weights in this build; pass --weights FILE (or --weights random)")
+    if w != "random":
+        bundled_path(w)  # a missing bundled file fails here, before any config is guessed
     cfg, _ = resolve_config(weights, config)
     model = build_model(cfg)
     if w == "random":
@@ -225,7 +242,7 @@ def load_model(weights: str | Path = "default", config: str | ModelConfig | None
                       stacklevel=2)
         random_state(model, seed)
     else:
-        path = DEFAULT_WEIGHTS if w == "default" else Path(w)
+        path = bundled_path(w)
         sd, _fmt = extract_state_dict(read_checkpoint(path))
         load_state(model, sd, cfg, str(path), strict=strict)
     return model.eval(), cfg

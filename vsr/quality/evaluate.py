@@ -5,7 +5,8 @@ frames are the sorted ``*.png`` of a folder; without an LR folder the LR is made
 degradation (GT mod-cropped to a multiple of 4, then MATLAB bicubic x1/4); model output is clipped to
 [0, 1] and rounded to 8 bits (BasicSR's ``tensor2img``) before PSNR/SSIM; each output frame ``i`` is
 predicted from the window :func:`vsr.pipeline.windows.window_indices` of the *whole* sequence, so a
-``frames`` selection scores exactly as in a full run.
+``frames`` selection scores exactly as in a full run.  A :class:`ClipDegradation` makes the LR from the
+whole GT clip instead (e.g. BI then x264, :mod:`vsr.train.degrade`), so that codec artefacts are real.
 """
 
 from __future__ import annotations
@@ -57,6 +58,15 @@ def quantize(frames: np.ndarray) -> np.ndarray:
 
 
 @dataclass(frozen=True)
+class ClipDegradation:
+    """How to make LR from the whole GT clip: ``make((N, H, W, 3) uint8) -> (N, H/4, W/4, 3) uint8``;
+    ``name`` is recorded as the LR source."""
+
+    name: str
+    make: Callable[[np.ndarray], np.ndarray]
+
+
+@dataclass(frozen=True)
 class EvalResult:
     """Per-frame and mean scores of one sequence.  ``model`` is ``None`` when only bicubic was run."""
 
@@ -102,8 +112,11 @@ class EvalResult:
 class _Sequence:
     """GT frames and their LR counterparts (given or made), read on demand; LR frames are kept for reuse."""
 
-    def __init__(self, lr_dir: str | Path | None, gt_dir: str | Path):
-        self.lr_dir, self.gt_dir = lr_dir, gt_dir
+    def __init__(self, lr_dir: str | Path | None, gt_dir: str | Path, degrade: ClipDegradation | None = None):
+        if degrade is not None and lr_dir is not None:
+            raise InputError("give LR frames or a degradation to make them from the GT, not both")
+        self.lr_dir, self.gt_dir, self.degrade = lr_dir, gt_dir, degrade
+        self._made: np.ndarray | None = None
         self.gt_files = list_frames(gt_dir, "GT")
         self.lr_files = list_frames(lr_dir, "LR") if lr_dir is not None else None
         if self.lr_files is not None and len(self.lr_files) != len(self.gt_files):
@@ -131,6 +144,8 @@ class _Sequence:
         return img
 
     def lr(self, i: int) -> np.ndarray:
+        if self.degrade is not None:
+            return self._degraded()[i]
         if i not in self._lr:
             if self.lr_files is None:
                 self._lr[i] = bicubic_downscale_x4(self.gt(i))
@@ -144,6 +159,17 @@ class _Sequence:
                                      f"{self._lr_size[1]}x{self._lr_size[0]}: all frames must have one size")
                 self._lr[i] = img
         return self._lr[i]
+
+    def _degraded(self) -> np.ndarray:
+        if self._made is None:
+            clip = np.stack([self.gt(j) for j in range(len(self))])
+            made = np.asarray(self.degrade.make(clip))
+            n, h, w = clip.shape[:3]
+            if made.shape != (n, h // SCALE, w // SCALE, 3) or made.dtype != np.uint8:
+                raise ValueError(f"degradation {self.degrade.name!r} returned {made.shape} {made.dtype}, "
+                                 f"expected {(n, h // SCALE, w // SCALE, 3)} uint8")
+            self._made = made
+        return self._made
 
     def forget_lr_before(self, i: int) -> None:
         for k in [k for k in self._lr if k < i]:
@@ -168,22 +194,22 @@ def _backend_padding(backend, padding: str | None) -> str:
 
 def evaluate_sequence(lr_dir: str | Path | None, gt_dir: str | Path, backend=None, *,
                       frames: slice | None = None, crop_border: int = 0, batch_size: int = 2,
-                      padding: str | None = None,
+                      padding: str | None = None, degrade: ClipDegradation | None = None,
                       progress: Callable[[int, int], None] | None = None) -> EvalResult:
     """Score ``backend`` (a :class:`vsr.backends.base.Backend`, or ``None``) and bicubic x4 on a sequence.
 
     ``lr_dir=None`` makes the LR from the GT.  ``frames`` selects output frames by index (a slice of
     ``range(n)``); neighbours outside the selection still feed the temporal windows.  ``padding`` (clip
     ends) defaults to the backend's configuration, else ``"reflection_circle"``.  ``progress(done, total)``
-    is called after each scored frame.
+    is called after each scored frame.  ``degrade`` makes the LR from the whole GT clip instead of BI x1/4.
     """
-    seq, selected = _open_sequence(lr_dir, gt_dir, frames, crop_border, batch_size)
+    seq, selected = _open_sequence(lr_dir, gt_dir, frames, crop_border, batch_size, degrade)
     return _score(seq, selected, backend, crop_border, batch_size, padding, progress)
 
 
 def evaluate(gt_dir: str | Path, lr_dir: str | Path | None = None, *, weights: str | None = "default",
              config: str | None = None, backend: str = "auto", frames: slice | None = None,
-             crop_border: int = 0, batch_size: int = 2,
+             crop_border: int = 0, batch_size: int = 2, degrade: ClipDegradation | None = None,
              progress: Callable[[int, int], None] | None = None,
              backend_options: dict | None = None) -> EvalResult:
     """:func:`evaluate_sequence` with the model given by name (``weights=None``: bicubic only);
@@ -191,17 +217,17 @@ def evaluate(gt_dir: str | Path, lr_dir: str | Path | None = None, *, weights: s
 
     The sequence is checked before the model is loaded, so bad input fails fast.
     """
-    seq, selected = _open_sequence(lr_dir, gt_dir, frames, crop_border, batch_size)
+    seq, selected = _open_sequence(lr_dir, gt_dir, frames, crop_border, batch_size, degrade)
     model = None if weights is None else open_model_backend(weights, config, backend, **(backend_options or {}))
     return _score(seq, selected, model, crop_border, batch_size, None, progress)
 
 
-def _open_sequence(lr_dir, gt_dir, frames, crop_border, batch_size) -> tuple[_Sequence, list[int]]:
+def _open_sequence(lr_dir, gt_dir, frames, crop_border, batch_size, degrade=None) -> tuple[_Sequence, list[int]]:
     if batch_size < 1:
         raise InputError(f"batch size must be at least 1, got {batch_size}")
     if crop_border < 0:
         raise InputError(f"crop border must be >= 0, got {crop_border}")
-    seq = _Sequence(lr_dir, gt_dir)
+    seq = _Sequence(lr_dir, gt_dir, degrade)
     n = len(seq)
     selected = list(range(n))[frames] if frames is not None else list(range(n))
     if not selected:
@@ -242,11 +268,17 @@ def _score(seq: _Sequence, selected: list[int], backend, crop_border: int, batch
             seq.forget_lr_before(selected[start + batch_size] - num_frame)
 
     return EvalResult(gt_dir=str(seq.gt_dir), lr_dir=None if seq.lr_dir is None else str(seq.lr_dir),
-                      lr_source=LR_FROM_GT if seq.lr_dir is None else LR_GIVEN,
+                      lr_source=_lr_source(seq),
                       frame_names=tuple(seq.gt_files[i].name for i in selected),
                       bicubic=tuple(bicubic), model=None if model is None else tuple(model),
                       model_name=None if backend is None else str(getattr(backend, "name", type(backend).__name__)),
                       crop_border=crop_border)
+
+
+def _lr_source(seq: _Sequence) -> str:
+    if seq.degrade is not None:
+        return seq.degrade.name
+    return LR_FROM_GT if seq.lr_dir is None else LR_GIVEN
 
 
 def _infer(backend, x: np.ndarray) -> np.ndarray:

@@ -12,7 +12,9 @@ would have seen: the data position *is* the iteration number.
 * Still images: a window is synthesised by a smooth random camera motion (translation with acceleration, small
   rotation and zoom, consistent across the window) about a random point; the centre frame is an exact crop.
 * Both: random flips and transposition of the whole window; LR = MATLAB bicubic x1/4 on uint8
-  (:func:`vsr.quality.resize.bicubic_downscale_x4`, the degradation ``vsr eval`` uses).
+  (:func:`vsr.quality.resize.bicubic_downscale_x4`, the degradation ``vsr eval`` uses), or a degradation of
+  :mod:`vsr.train.degrade` (blur, noise, JPEG, x264 ...) drawn from its own stream ``(seed, 3, iteration, k)``,
+  so the HR windows are the same whatever the degradation.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import numpy as np
 
 from vsr.errors import InputError
 from vsr.quality.resize import bicubic_downscale_x4
+from vsr.train.degrade import CLEAN, Degradation, degrade_clip
 
 log = logging.getLogger(__name__)
 
@@ -256,7 +259,8 @@ class PairSampler:
     """
 
     def __init__(self, pool: FramePool, *, num_frame: int, lr_patch: int, batch_size: int, seed: int,
-                 video_fraction: float = 0.5, refresh_every: int = 500, motion: MotionRange = MotionRange()):
+                 video_fraction: float = 0.5, refresh_every: int = 500, motion: MotionRange = MotionRange(),
+                 degradation: Degradation = CLEAN):
         if lr_patch % 4:
             raise InputError(f"LR patch size must be a multiple of 4 (EDVR's pyramid), got {lr_patch}")
         self.pool = pool
@@ -267,6 +271,7 @@ class PairSampler:
         self.video_fraction = video_fraction
         self.refresh_every = refresh_every
         self.motion = motion
+        self.degradation = degradation
 
     def window(self, rng: np.random.Generator) -> np.ndarray:
         """One HR window ``(T, P, P, 3)`` uint8, ``P = 4 * lr_patch``."""
@@ -297,9 +302,12 @@ class PairSampler:
         self.pool.build(self.seed, iteration // self.refresh_every)
         rng = np.random.default_rng([self.seed, 2, iteration])
         lrs, hrs = [], []
-        for _ in range(self.batch_size):
+        for k in range(self.batch_size):
             win = self.window(rng)
-            lrs.append(np.stack([bicubic_downscale_x4(f) for f in win]))
+            if self.degradation is CLEAN:
+                lrs.append(np.stack([bicubic_downscale_x4(f) for f in win]))
+            else:
+                lrs.append(degrade_clip(win, self.degradation, np.random.default_rng([self.seed, 3, iteration, k])))
             hrs.append(win[self.num_frame // 2])
         lr = np.stack(lrs).transpose(0, 1, 4, 2, 3).astype(np.float32) / np.float32(255.0)
         hr = np.stack(hrs).transpose(0, 3, 1, 2).astype(np.float32) / np.float32(255.0)

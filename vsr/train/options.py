@@ -9,6 +9,7 @@ import torch
 
 from vsr.errors import InputError
 from vsr.model.init import INIT_SCHEMES
+from vsr.train.degrade import MODES as DEGRADE_MODES
 from vsr.train.loss import LOSSES
 
 AMP_MODES = ("auto", "bf16", "fp16", "off")
@@ -27,7 +28,7 @@ class TrainOptions:
     data: tuple[str, ...]
     out: str
     iters: int
-    init: str | None = None  # weights to start from: a path or "default"
+    init: str | None = None  # weights to start from: a path or a bundled name ("default", "clean")
     batch_size: int = 8
     lr_patch: int = 32  # LR patch side; HR is 4x
     lr: float = 4e-4
@@ -54,6 +55,8 @@ class TrainOptions:
     exclude: tuple[str, ...] = ("vid4",)  # never train on these paths (validation sequences)
     weight_init: str = "identity"  # from scratch: a name in vsr.model.init.INIT_SCHEMES
     qat: bool = False  # quantization-aware: convs run the deployed int8 arithmetic (vsr.quant.fake)
+    degrade: str = "clean"  # LR of the training pairs: clean (BI), real or mix (vsr.train.degrade)
+    degrade_config: str | None = None  # a TOML path replacing configs/degrade/<degrade>.toml
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -62,6 +65,8 @@ class TrainOptions:
             raise InputError("give a model config (--config NAME) or weights to start from (--init)")
         if self.min_lr > self.lr:
             raise InputError(f"invalid training option min_lr={self.min_lr!r}: more than lr={self.lr!r}")
+        if self.degrade_config and self.degrade == "clean":
+            raise InputError("a degradation config needs --degrade real or mix (clean is the plain BI x1/4)")
         if "holdout" in self.val and self.holdout == 0:
             raise InputError("invalid training option val=('holdout', ...): holdout is 0, no frames are held out")
 
@@ -116,7 +121,7 @@ _RULES = {
     "data": (_strings, "a tuple of paths"),
     "out": ((lambda v: isinstance(v, str)), "a folder path"),
     "iters": _POSITIVE_INT,
-    "init": ((lambda v: v is None or isinstance(v, str)), "a weights path or 'default'"),
+    "init": ((lambda v: v is None or isinstance(v, str)), "a weights path or a bundled name"),
     "batch_size": _POSITIVE_INT,
     "lr_patch": ((lambda v: _is_int(v) and v > 0 and v % 4 == 0), "a multiple of 4 (EDVR's pyramid), > 0"),
     "lr": _POSITIVE,
@@ -145,6 +150,8 @@ _RULES = {
     "exclude": (_strings, "a tuple of path fragments"),
     "weight_init": _choice(tuple(INIT_SCHEMES)),
     "qat": ((lambda v: isinstance(v, bool)), "true or false"),
+    "degrade": _choice(DEGRADE_MODES),
+    "degrade_config": ((lambda v: v is None or isinstance(v, str)), "a TOML path"),
 }
 
 

@@ -13,6 +13,7 @@ import logging
 import math
 import os
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -22,11 +23,12 @@ from tqdm import tqdm
 from vsr.errors import InputError
 from vsr.model.config import ModelConfig, load_config
 from vsr.model.init import init_weights, offset_convs
-from vsr.model.weights import (DEFAULT_WEIGHTS, build_model, extract_state_dict, load_state, read_checkpoint,
+from vsr.model.weights import (build_model, bundled_path, extract_state_dict, load_state, read_checkpoint,
                                resolve_config)
 from vsr.quant.fake import prepare_qat, qat_parameters
 from vsr.train.checkpoint import Trainable, TrainState, make_checkpoint, restore, save_checkpoint
 from vsr.train.data import FramePool, PairSampler, find_sources
+from vsr.train.degrade import load_degrade
 from vsr.train.loss import LOSSES
 from vsr.train.options import TrainOptions
 from vsr.train.validate import holdout_sets, validate, vid4_sets
@@ -69,6 +71,7 @@ class Trainer:
         self.o = o = options
         self.dir = Path(o.out)
         self.cfg: ModelConfig = load_config(o.config) if o.config else resolve_config(o.init, None)[0]
+        self.degradation = load_degrade(o.degrade_config or o.degrade)
         self.sources = find_sources(list(o.data), holdout=o.holdout, exclude=o.exclude)
         vid4 = [v for v in o.val if v != "holdout"]
         self.val_sets = vid4_sets(vid4) if vid4 else []
@@ -96,7 +99,7 @@ class Trainer:
                               segment_length=2 * self.cfg.num_frame - 1, region=max(256, 4 * o.lr_patch))
         self.sampler = PairSampler(self.pool, num_frame=self.cfg.num_frame, lr_patch=o.lr_patch,
                                    batch_size=o.batch_size, seed=o.seed, video_fraction=o.video_fraction,
-                                   refresh_every=o.refresh_every)
+                                   refresh_every=o.refresh_every, degradation=self.degradation)
         self.dir.mkdir(parents=True, exist_ok=True)
         if "holdout" in o.val:
             self.val_sets += holdout_sets(self.sources.videos, self.dir / "holdout")
@@ -105,9 +108,7 @@ class Trainer:
 
     # -- setup ---------------------------------------------------------------------------------------------
     def _load_init(self, init: str) -> None:
-        path = DEFAULT_WEIGHTS if init == "default" else Path(init)
-        if init == "default" and not path.is_file():
-            raise InputError("no bundled default weights in this build to start from (--init default)")
+        path = bundled_path(init)
         sd, _ = extract_state_dict(read_checkpoint(path))
         load_state(self.model, sd, self.cfg, str(path))
 
@@ -207,7 +208,7 @@ class Trainer:
             self._log({"event": "resume", "iteration": start})
         else:
             self._log({"event": "start", "options": o.to_dict(), "config": self.cfg.name,
-                       "data": self.sources.describe(), "params": sum(p.numel() for p in self.model.parameters())})
+                       "data": self.sources.describe(), "degradation": asdict(self.degradation), "params": sum(p.numel() for p in self.model.parameters())})
         validating = bool(self.val_sets and o.val_every)
         if start == 0 and validating:
             self._record_validation()  # the starting point: the initialised or the --init weights

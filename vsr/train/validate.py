@@ -1,7 +1,8 @@
 """Validation during training: Y-PSNR of the model and of bicubic on a few frames of held-out sequences.
 
-Sets: ``calendar`` (Vid4, official LR), ``city`` (Vid4, LR made from GT with the BI degradation) -- both only
-ever *validated* on -- and held-out tails of training videos (fine-tuning on one video).
+Sets: ``calendar`` (Vid4, official LR), ``city`` (Vid4, LR made from GT with the BI degradation),
+``city-x264`` (city through the ``eval-x264-crf28`` recipe of :mod:`vsr.train.degrade`: BI then x264 CRF 28)
+-- all only ever *validated* on -- and held-out tails of training videos (fine-tuning on one video).
 Scoring goes through :func:`vsr.quality.evaluate.evaluate_sequence`, the same code as ``vsr eval``.
 """
 
@@ -35,6 +36,11 @@ class ValSet:
     lr_dir: Path | None
     frames: tuple[int, ...]
     crop: tuple[int, int, int, int] | None = None
+    degrade: str | None = None  # LR made from the whole GT clip by this recipe of vsr.train.degrade
+
+
+# Validation names that are a Vid4 sequence under a degradation recipe.
+DEGRADED_SETS = {"city-x264": ("city", "eval-x264-crf28")}
 
 
 def vid4_sets(names: list[str], frames: tuple[int, ...] = (10, 20),
@@ -42,11 +48,12 @@ def vid4_sets(names: list[str], frames: tuple[int, ...] = (10, 20),
     root = data_root() / "sequences" / "vid4"
     out = []
     for name in names:
-        d = root / name
+        seq, recipe = DEGRADED_SETS.get(name, (name, None))
+        d = root / seq
         if not (d / "gt").is_dir():
             raise InputError(f"validation set {name!r} not found under {root}")
-        lr = d / "lr" if (d / "lr").is_dir() else None
-        out.append(ValSet(name, d / "gt", lr, frames, crop))
+        lr = d / "lr" if (d / "lr").is_dir() and recipe is None else None
+        out.append(ValSet(name, d / "gt", lr, frames, crop, recipe))
     return out
 
 
@@ -114,6 +121,11 @@ def prepare(s: ValSet, num_frame: int, padding: str) -> list[_Prepared]:
     gt_files = list_frames(s.gt_dir, "GT")
     lr_files = list_frames(s.lr_dir, "LR") if s.lr_dir is not None else None
     lr_cache: dict[int, np.ndarray] = {}
+    if s.degrade is not None:
+        from vsr.train.degrade import degrade_clip, load_degrade
+
+        clip = np.stack([mod_crop(read_rgb(f), 4) for f in gt_files])
+        lr_cache = dict(enumerate(degrade_clip(clip, load_degrade(s.degrade), np.random.default_rng(0))))
 
     def lr(i: int) -> np.ndarray:
         if i not in lr_cache:
