@@ -25,7 +25,8 @@ def test_the_example_documents_every_key():
     f = read_job_file(REPO / "jobs" / "example.toml")
     assert f.out_dir == REPO / "upscaled" and f.inputs[0] == REPO / "videos" / "holiday.mp4"
     assert (f.ext, f.chunk_frames, f.overwrite) == ("mkv", 300, False)
-    assert set(f.upscale) == set(UPSCALE_KEYS) - {"tile"}  # tile: automatic unless set
+    # tile: automatic unless set; int8-calibration: a folder of your frames, shown commented out
+    assert set(f.upscale) == set(UPSCALE_KEYS) - {"tile", "int8_calibration"}
     assert f.upscale["memory_budget"] == 3072 and f.upscale["encoder_options"] == ["tune=film"]
 
 

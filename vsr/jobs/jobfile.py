@@ -24,6 +24,8 @@ UPSCALE_KEYS: dict[str, tuple[type, ...]] = {
     "weights": (str,), "config": (str,), "backend": (str,), "plan": (str,), "threads": (int,),
     "batch": (int,), "tile": (int,), "tile_overlap": (int,), "memory_budget": (int,),
     "codec": (str,), "crf": (int, float), "preset": (str,), "pix_fmt": (str,), "encoder_options": (dict,),
+    "precision": (str,), "int8_scales": (str,), "int8_calibration": (str,),
+    "scene_cuts": (str,), "scene_threshold": (int, float),
 }
 
 
@@ -93,6 +95,10 @@ def read_job_file(path: str | Path) -> JobFile:
         upscale["weights"] = str(base / upscale["weights"])
     if str(upscale.get("config", "")).endswith(".toml"):
         upscale["config"] = str(base / upscale["config"])
+    if upscale.get("scene_cuts") not in (None, "auto", "off"):  # a file of cut frame indices
+        upscale["scene_cuts"] = str(base / upscale["scene_cuts"])
+    if upscale.get("int8_calibration") is not None:
+        upscale["int8_calibration"] = str(base / upscale["int8_calibration"])
     return JobFile(path, tuple(Path(os.path.normpath(base / i)) for i in inputs), out_dir, ext, chunk_frames,
                    overwrite, upscale)
 
