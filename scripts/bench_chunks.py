@@ -21,7 +21,6 @@ import time
 import warnings
 from pathlib import Path
 
-import av
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -30,23 +29,7 @@ from vsr.jobs import DEFAULT_CHUNK_FRAMES, JobSpec, join_chunks, plan_chunks, ru
 from vsr.pipeline.runner import RunnerSettings  # noqa: E402
 from vsr.pipeline.upscale import upscale  # noqa: E402
 from vsr.video import EncoderSettings  # noqa: E402
-
-
-def excerpt(src: Path, dst: Path, packets: int) -> Path:
-    """The first ``packets`` video packets of ``src`` (decode order) and the audio muxed before them."""
-    with av.open(str(src)) as ic, av.open(str(dst), "w") as oc:
-        out = {st.index: oc.add_stream_from_template(st) for st in ic.streams if st.type in ("video", "audio")}
-        n = 0
-        for pkt in ic.demux(list(ic.streams)):
-            if pkt.dts is None or pkt.stream.index not in out:
-                continue
-            if pkt.stream.type == "video":
-                if n == packets:
-                    break
-                n += 1
-            pkt.stream = out[pkt.stream.index]
-            oc.mux(pkt)
-    return dst
+from vsr.video.excerpt import excerpt  # noqa: E402
 
 
 def chunked(spec: JobSpec, backend, chunk_frames: int) -> dict:

@@ -2,7 +2,7 @@
 """Issue 10's first check, through the real CLI: real clips queued with `vsr jobs` (the local SQLite queue, and
 Celery + Redis with 2 workers when `--celery`) decode to exactly the frames and timestamps of `vsr upscale`.
 
-    python scripts/check_jobs_exact.py [CLIP ...] [--chunk-frames 8] [--celery] [--work DIR]
+    python scripts/check_jobs_exact.py [CLIP ...] [--chunk-frames 8] [--packets N] [--celery] [--work DIR]
 
 Options of every run: --config edvr-tiny --weights random --codec ffv1 (lossless, so "equal" means bit-identical
 planes); clips default to three real clips of ../shared/data/videos.  Prints one line per clip and run, and exits
@@ -23,6 +23,8 @@ import time
 from pathlib import Path
 
 import av
+
+from vsr.video.excerpt import excerpt
 
 VIDEOS = Path(__file__).resolve().parents[2] / "shared" / "data" / "videos"
 CLIPS = ["h264_256x240_35fps_1s_noaudio.mp4", "h264_aac_320x240_29.97fps_1.2s_realshort.mp4",
@@ -105,9 +107,13 @@ def main() -> int:
     ap.add_argument("--chunk-frames", type=int, default=8)
     ap.add_argument("--celery", action="store_true")
     ap.add_argument("--work", default=None)
+    ap.add_argument("--packets", type=int, default=None, help="use only the first N video packets of each clip")
     a = ap.parse_args()
     clips = [Path(c) for c in a.clips] or [VIDEOS / c for c in CLIPS]
     work = Path(a.work or tempfile.mkdtemp(prefix="vsr-jobs-exact-"))
+    if a.packets:
+        (work / "in").mkdir(parents=True, exist_ok=True)
+        clips = [excerpt(c, work / "in" / c.name, a.packets) for c in clips]
     single = {}
     t0 = time.perf_counter()
     for c in clips:

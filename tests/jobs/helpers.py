@@ -1,10 +1,7 @@
-"""Test helpers for the jobs tests: a cheap window-sensitive backend, and excerpts of real clips."""
+"""Test helpers for the jobs tests: a cheap window-sensitive backend."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import av
 import numpy as np
 
 
@@ -42,19 +39,3 @@ class WindowBackend:
         return {}
 
 
-def excerpt(src: Path, dst: Path, packets: int) -> Path:
-    """The first ``packets`` video packets (decode order) of ``src``, stream-copied into ``dst`` with the audio
-    packets muxed before them: the same encoded pictures, a shorter clip."""
-    with av.open(str(src)) as ic, av.open(str(dst), "w") as oc:
-        out = {st.index: oc.add_stream_from_template(st) for st in ic.streams if st.type in ("video", "audio")}
-        n = 0
-        for pkt in ic.demux(list(ic.streams)):
-            if pkt.dts is None or pkt.stream.index not in out:
-                continue
-            if pkt.stream.type == "video":
-                if n == packets:
-                    break
-                n += 1
-            pkt.stream = out[pkt.stream.index]
-            oc.mux(pkt)
-    return dst

@@ -20,9 +20,10 @@ from vsr.jobs.chunks import chunk_folder, report_path
 from vsr.pipeline.runner import RunnerSettings
 from vsr.pipeline.upscale import upscale
 from vsr.video import EncoderSettings
+from vsr.video.excerpt import excerpt
 
 from tests.conftest import VIDEOS
-from tests.jobs.helpers import WindowBackend, excerpt
+from tests.jobs.helpers import WindowBackend
 
 ENCODER = EncoderSettings(codec="ffv1")
 REQUEST = BackendRequest("random", "edvr-tiny", TorchOptions(threads=1))
