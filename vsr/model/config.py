@@ -90,11 +90,7 @@ def load_config(name_or_path: str | os.PathLike) -> ModelConfig:
         p = config_dir() / f"{name_or_path}.toml"
     if not p.is_file():
         raise ConfigError(f"unknown config {str(name_or_path)!r} (known: {', '.join(list_configs())})")
-    try:
-        data = tomllib.loads(p.read_text())
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
-        raise ConfigError(f"{p}: not a TOML file ({str(e).splitlines()[0] if str(e) else type(e).__name__})") \
-            from None
+    data = read_toml(p)
     try:
         return _from_toml(data, p)
     except ConfigError as e:
@@ -132,3 +128,12 @@ def _check_keys(table: dict, name: str | None) -> None:
     if unknown:
         where = f"[{name}]" if name else "the top level"
         raise ConfigError(f"unknown key {unknown[0]!r} in {where} (known: {', '.join(sorted(_KEYS[name]))})")
+
+
+def read_toml(p: Path) -> dict:
+    """The table of TOML file ``p``; a file that is not TOML is one :class:`ConfigError` line."""
+    try:
+        return tomllib.loads(p.read_text())
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{p}: not a TOML file ({str(e).splitlines()[0] if str(e) else type(e).__name__})") \
+            from None

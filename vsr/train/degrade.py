@@ -13,7 +13,6 @@ Order (RealBasicVSR's video pipeline, one pass): blur (HR) -> resize to x1/4 -> 
 from __future__ import annotations
 
 import math
-import tomllib
 from dataclasses import dataclass, fields
 from fractions import Fraction
 from pathlib import Path
@@ -22,7 +21,7 @@ import cv2
 import numpy as np
 
 from vsr.errors import ConfigError, InputError
-from vsr.model.config import config_dir
+from vsr.model.config import config_dir, read_toml
 from vsr.quality.resize import bicubic_downscale_x4
 
 SCALE = 4
@@ -114,11 +113,7 @@ def load_degrade(name_or_path: str | Path) -> Degradation:
     if not p.is_file():
         known = sorted(["clean", *(f.stem for f in degrade_dir().glob("*.toml"))])
         raise ConfigError(f"unknown degradation {str(name_or_path)!r} (known: {', '.join(known)}, or a .toml path)")
-    try:
-        data = tomllib.loads(p.read_text())
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
-        raise ConfigError(f"{p}: not a TOML file ({str(e).splitlines()[0] if str(e) else type(e).__name__})") \
-            from None
+    data = read_toml(p)
     try:
         return _from_toml(data, p.stem)
     except ConfigError as e:
