@@ -220,14 +220,23 @@ class VideoSource:
         """
         c, decoded, index = self._decoder(start)
         spec = self.info.colour
+        step = self._frame_step()
         last_pts = None
         last_dur = 0
+        warned = False
         try:
             for frame in decoded:
                 pts = frame.pts
-                if pts is None:  # some raw streams: continue the timeline
-                    pts = 0 if last_pts is None else last_pts + max(last_dur, 1)
                 dur = int(frame.duration or 0)
+                if last_pts is None:
+                    pts = 0 if pts is None else pts
+                elif pts is None or pts <= last_pts:
+                    # raw streams have none, some muxers write one value for all: encoders and muxers need
+                    # increasing timestamps, so such a frame follows the previous one by a frame
+                    if not warned:
+                        self._warn_timestamps(index, pts, last_pts)
+                        warned = True
+                    pts = last_pts + (last_dur or step)
                 if index >= start:
                     yield SourceFrame(index, int(pts), dur, decode_rgb(frame, spec))
                 last_pts, last_dur = pts, dur
@@ -236,6 +245,17 @@ class VideoSource:
             raise InputError(f"decoding {self.path} failed at frame {index} ({_one_line(e)})") from None
         finally:
             c.close()
+
+    def _frame_step(self) -> int:
+        """One frame's duration in the time base, from the average rate (1 where the rate is unknown)."""
+        rate, tb = self.info.rate, self.info.time_base
+        return max(1, round(1 / (rate * tb))) if rate and tb else 1
+
+    def _warn_timestamps(self, index: int, pts: int | None, last_pts: int) -> None:
+        what = "has no timestamp" if pts is None else f"has timestamp {pts}, not after the previous frame's {last_pts}"
+        rate = f"{float(self.info.rate):.6g} fps" if self.info.rate else "unknown rate"
+        warnings.warn(f"{self.path}: frame {index} {what}: timestamps synthesised, each such frame one frame "
+                      f"duration after the previous one ({rate})", stacklevel=3)
 
     def _decoder(self, start: int):
         """``(container, decoded frames, index of the first)`` for ``frames(start)``."""
