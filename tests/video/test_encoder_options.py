@@ -1,5 +1,5 @@
 """Encoder options are checked when the encoder opens: one line naming the option, exit 2, nothing written;
-an output too large for the codec says so; `--quiet` keeps SVT-AV1 silent."""
+an output too large for the codec says so; `--quiet` keeps SVT-AV1 and x265 silent."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import VIDEOS
 from vsr.cli import main
 from vsr.errors import InputError
 from vsr.video import EncoderSettings, open_sink, open_source
@@ -86,3 +87,47 @@ def test_quiet_webm_output_prints_nothing(make_clip, tmp_path):
     assert res.stdout == ""
     assert [line for line in res.stderr.splitlines() if not line.startswith(RANDOM_WEIGHTS_WARNING)] == []
     assert open_source(tmp_path / "out.webm").info.frames_estimate == 2
+
+
+def real_excerpt(path: Path, frames: int, width: int, height: int) -> Path:
+    """The first ``frames`` frames of the real short clip, scaled down to ``width`` x ``height`` (libx264)."""
+    import av
+
+    src = VIDEOS / "h264_aac_320x240_29.97fps_1.2s_realshort.mp4"
+    if not src.exists():
+        pytest.skip(f"{src} not here")
+    with av.open(str(src)) as c, av.open(str(path), "w") as oc:
+        vs = oc.add_stream("libx264", rate=c.streams.video[0].average_rate)
+        vs.width, vs.height, vs.pix_fmt = width, height, "yuv420p"
+        for i, frame in enumerate(c.decode(video=0)):
+            if i == frames:
+                break
+            small = frame.reformat(width, height, "yuv420p")
+            small.pts, small.time_base = frame.pts, frame.time_base
+            oc.mux(vs.encode(small))
+        oc.mux(vs.encode(None))
+    return path
+
+
+def test_quiet_x265_output_prints_nothing(tmp_path):
+    """x265 prints its settings and statistics (about 25 lines) to stderr itself; --quiet silences it."""
+    import av
+
+    if "libx265" not in av.codecs_available:
+        pytest.skip("this PyAV build has no libx265")
+    src = real_excerpt(tmp_path / "clip.mp4", 3, 32, 24)
+    res = subprocess.run([sys.executable, "-m", "vsr", "upscale", str(src), str(tmp_path / "out.mkv"), *TINY,
+                          "--codec", "libx265"], cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout == ""
+    assert [line for line in res.stderr.splitlines() if not line.startswith(RANDOM_WEIGHTS_WARNING)] == []
+    assert open_source(tmp_path / "out.mkv").info.frames_estimate == 3
+
+
+def test_quiet_keeps_the_users_x265_params_and_log_level():
+    from vsr.video.encoders import quiet_options
+
+    assert quiet_options("libx265", {"x265-params": "aq-mode=3"}, True) == {"x265-params": "aq-mode=3:log-level=error"}
+    assert quiet_options("libx265", {"x265-params": "log-level=info"}, True) == {"x265-params": "log-level=info"}
+    assert quiet_options("libx265", {"crf": "20"}, False) == {"crf": "20"}
+    assert quiet_options("libx264", {}, True) == {}

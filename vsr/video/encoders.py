@@ -31,7 +31,7 @@ FALLBACK_CODECS = ("libsvtav1", "libvpx-vp9", "ffv1", "mpeg4")
 class EncoderSettings:
     """``codec``, ``crf``, ``preset``, ``pix_fmt`` (None: the source's, where the codec allows), extra
     encoder ``options`` (``-x key=value``) and ``quiet`` (encoders that print to the terminal themselves,
-    SVT-AV1, print only errors)."""
+    SVT-AV1 and x265, print only errors)."""
 
     codec: str | None = None  # None: libx264, or what the container holds where it cannot hold H.264
     crf: float | None = None
@@ -201,6 +201,17 @@ def quiet_encoder(codec: str, quiet: bool) -> Iterator[None]:
         del os.environ["SVT_LOG"]
 
 
+def quiet_options(codec: str, opts: dict[str, str], quiet: bool) -> dict[str, str]:
+    """``opts`` with x265's own log cut to errors under ``quiet``: x265 prints its settings and statistics to
+    stderr itself, past FFmpeg's log level.  A ``log-level`` the user gave in ``x265-params`` wins."""
+    if not quiet or codec != "libx265":
+        return opts
+    params = opts.get("x265-params", "")
+    if re.search(r"(^|:)log-level=", params):
+        return opts
+    return {**opts, "x265-params": f"{params}:log-level=error" if params else "log-level=error"}
+
+
 def _first_error(e: Exception, logs: list[tuple[int, str, str]]) -> str:
     """The encoder's own first error message, else the exception's, on one line."""
     errors = [m.strip() for level, _, m in logs if level <= av.logging.ERROR]
@@ -215,6 +226,7 @@ def open_encoder(oc, vs, opts: dict[str, str], s: EncoderSettings) -> None:
     """Start encoding ``oc`` (its video stream ``vs`` opened with ``opts``); every option the encoder did not
     take, or took with a complaint, is an InputError naming it."""
     codec = vs.codec_context.name
+    vs.options = quiet_options(codec, dict(vs.options), s.quiet)
     with quiet_encoder(codec, s.quiet), captured_ffmpeg_log() as logs:
         try:
             oc.start_encoding()
