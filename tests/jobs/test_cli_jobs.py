@@ -209,3 +209,19 @@ def test_a_broker_that_is_not_running_is_one_line(clips, tmp_path, capsys):
                  ["run", "--broker", broker], ["list", "--broker", broker]):
         rc, out, err = jobs(capsys, *args)
         assert rc == 2 and out == "" and len(err.splitlines()) == 1 and broker in err, (args, err)
+
+
+def test_a_refused_add_leaves_no_new_output_folder(clips, tmp_path, capsys):
+    """The folders --out-dir names are made to check the outputs; an input that turns out not to be a video
+    (found when its chunks are planned) removes those the add made, and none it found."""
+    a, _ = clips
+    bad = tmp_path / "bad.mp4"
+    bad.write_text("not a video\n")
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    store = tmp_path / "q.db"
+    rc, out, err = jobs(capsys, "add", a, bad, "--out-dir", kept / "new" / "out", "--store", store, *TINY)
+    assert rc == 2 and out == "" and errors(err) and "not a video file" in errors(err)[0]
+    assert kept.is_dir() and list(kept.iterdir()) == [] and not store.exists()
+    rc, ids, err = jobs(capsys, "add", a, "--out-dir", kept / "new" / "out", "--store", store, *TINY)
+    assert rc == 0 and ids.split() == ["1"] and (kept / "new" / "out").is_dir()

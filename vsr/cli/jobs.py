@@ -122,28 +122,38 @@ def _groups(args) -> list[tuple[list[Path], Path, str | None, int | None, bool, 
 
 
 def _add(args) -> int:
-    from vsr.jobs.inputs import job_specs
+    from vsr.jobs.inputs import output_folders
+
+    with output_folders() as created:  # until the jobs are queued: a failed add leaves no new folder
+        ids = _queue(args, created)
+    for i in ids:
+        print(i)
+    return 0
+
+
+def _queue(args, created: list[Path]) -> list:
+    """Check and queue the jobs of ``vsr jobs add``: their ids."""
     from vsr.jobs.chunks import DEFAULT_CHUNK_FRAMES, plan_chunks
+    from vsr.jobs.inputs import job_specs
 
     taken: dict = {}
     planned = []  # (spec, chunk frames)
     for inputs, out_dir, ext, chunk, overwrite, options in _groups(args):
         backend, encoder, runner = upscale_settings(options)
-        for spec in job_specs(inputs, out_dir, ext, backend, encoder, runner, overwrite, taken):
+        for spec in job_specs(inputs, out_dir, ext, backend, encoder, runner, overwrite, taken, created):
             planned.append((spec, chunk or DEFAULT_CHUNK_FRAMES))
     if args.broker:
         ids = []
         for frames in dict.fromkeys(f for _, f in planned):
             ids += _distributed().submit([s for s, f in planned if f == frames], args.broker, frames)
+            created.clear()  # queued jobs write there: their folders stay whatever fails next
     else:
         from vsr.jobs.store import JobStore
 
         jobs = [(spec, plan_chunks(spec, frames)) for spec, frames in planned]  # probes every input first
         with JobStore(args.store, create=True) as store:
             ids = store.add_jobs(jobs)
-    for i in ids:
-        print(i)
-    return 0
+    return ids
 
 
 def _list(args) -> int:

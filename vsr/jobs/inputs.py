@@ -7,7 +7,9 @@ checked before any job is added, so a missing file among many is one error line 
 
 from __future__ import annotations
 
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
+from typing import Iterator
 
 from vsr.errors import InputError
 from vsr.jobs.spec import JobSpec
@@ -39,25 +41,39 @@ def output_for(src: Path, out_dir: Path, ext: str | None) -> Path:
     return out_dir / f"{src.stem}{suffix}"
 
 
-def job_specs(inputs: list[Path], out_dir: Path, ext: str | None, backend, encoder, runner,
-              overwrite: bool = False, taken: dict[Path, Path] | None = None) -> list[JobSpec]:
-    """One checked :class:`JobSpec` per video of ``inputs`` (absolute paths).
-
-    ``taken``: output -> input of the specs made so far (across calls), so two inputs never share an output.
-    """
-    taken = {} if taken is None else taken
-    created = [p for p in (out_dir, *out_dir.parents) if not p.exists()]
+@contextmanager
+def output_folders() -> Iterator[list[Path]]:
+    """A list for :func:`job_specs` to record the folders it creates; if the block fails, those still empty
+    are removed (deepest first), so a refused add leaves no folder behind and never removes one it found."""
+    created: list[Path] = []
     try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise InputError(f"cannot create the output folder {out_dir}: {e.strerror}") from None
-    try:
-        return _specs(inputs, out_dir, ext, backend, encoder, runner, overwrite, taken)
+        yield created
     except BaseException:
-        for p in created:  # a refused add leaves no folder behind
+        for p in sorted(created, key=lambda p: len(p.parts), reverse=True):
             if p.is_dir() and not any(p.iterdir()):
                 p.rmdir()
         raise
+
+
+def job_specs(inputs: list[Path], out_dir: Path, ext: str | None, backend, encoder, runner,
+              overwrite: bool = False, taken: dict[Path, Path] | None = None,
+              created: list[Path] | None = None) -> list[JobSpec]:
+    """One checked :class:`JobSpec` per video of ``inputs`` (absolute paths).
+
+    ``taken``: output -> input of the specs made so far (across calls), so two inputs never share an output.
+    ``created``: the list of an enclosing :func:`output_folders`, for an add that can still fail after this
+    call (probing the inputs, the store); None: the folders made here are removed if this call fails.
+    """
+    taken = {} if taken is None else taken
+    with output_folders() if created is None else nullcontext(created) as created:
+        new = [p for p in (out_dir, *out_dir.parents) if not p.exists()]
+        try:
+            out_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            created += [p for p in new if p.is_dir()]
+            raise InputError(f"cannot create the output folder {out_dir}: {e.strerror}") from None
+        created += new
+        return _specs(inputs, out_dir, ext, backend, encoder, runner, overwrite, taken)
 
 
 def _specs(inputs, out_dir, ext, backend, encoder, runner, overwrite, taken) -> list[JobSpec]:
