@@ -55,6 +55,39 @@ def test_key_follows_what_decides_the_chunks():
         assert other.key != spec.key
 
 
+def test_key_counts_the_weights_by_their_contents(tmp_path):
+    """New weights at one path make a new key (their chunks differ); the same weights at two paths make one
+    key (their chunks are the same, so a job may reuse them)."""
+    import os
+    import torch
+
+    def job(weights) -> JobSpec:
+        return JobSpec("/a/in.mp4", "/b/out.mkv", BackendRequest(str(weights), "edvr-tiny"), ENCODER, RUNNER)
+
+    w = tmp_path / "w.pth"
+    torch.save({"conv.weight": torch.zeros(4)}, w)
+    before = job(w).key
+    torch.save({"conv.weight": torch.ones(4)}, w)  # the same size: only the contents differ
+    t = os.stat(w).st_mtime_ns + 1_000_000_000
+    os.utime(w, ns=(t, t))
+    assert job(w).key != before and job(w).key == job(w).key
+    twin = tmp_path / "copy" / "w.pth"
+    twin.parent.mkdir()
+    twin.write_bytes(w.read_bytes())
+    assert job(twin).key == job(w).key
+    assert job(tmp_path / "missing.pth").key != job(tmp_path / "other.pth").key  # no file: the path counts
+    assert job("random").key != job(w).key
+
+
+def test_a_bundled_name_counts_as_its_file():
+    from vsr.model.weights import DEFAULT_WEIGHTS
+
+    if not DEFAULT_WEIGHTS.is_file():
+        pytest.skip("this build bundles no default weights")
+    spec = JobSpec("/a/in.mp4", "/b/out.mkv", BackendRequest("default", "edvr-m"), ENCODER, RUNNER)
+    assert spec.key == replace(spec, backend=BackendRequest(str(DEFAULT_WEIGHTS), "edvr-m")).key
+
+
 @dataclass(frozen=True)
 class Cuts:
     threshold: float = 0.3

@@ -10,9 +10,11 @@ picks the right member of a union such as :data:`vsr.backends.BackendOptions`.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import os
+import stat
 import types
 import typing
 from dataclasses import dataclass, field
@@ -20,6 +22,8 @@ from pathlib import Path
 
 from vsr.backends import BackendRequest
 from vsr.errors import InputError
+from vsr.files import sha256_file
+from vsr.model.weights import bundled_path
 from vsr.pipeline.runner import RunnerSettings
 from vsr.video import EncoderSettings
 
@@ -133,10 +137,36 @@ class JobSpec:
 
     @property
     def key(self) -> str:
-        """A hash of everything that decides the chunks' content (all but ``overwrite``): names their folder."""
+        """A hash of everything that decides the chunks' content (all but ``overwrite``): names their folder.
+
+        The weights count by their contents (:func:`weights_identity`): new weights at the same path make a new
+        key, and the same weights at two paths (or a bundled name and its file) the same key.
+        """
         data = self.to_dict()
         data.pop("overwrite")
+        data["backend"]["weights"] = weights_identity(self.backend.weights)
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def weights_identity(weights: str) -> str:
+    """``weights`` as :attr:`JobSpec.key` counts it: ``sha256:<hex>`` of its file (a bundled name's file), else
+    ``weights`` itself (``random``; a file that is not there, which opening the backend reports)."""
+    if weights == "random":
+        return weights
+    try:
+        path = bundled_path(weights).resolve()
+        st = path.stat()
+    except (InputError, OSError):
+        return weights
+    if not stat.S_ISREG(st.st_mode):
+        return weights
+    return "sha256:" + _file_sha256(str(path), st.st_mtime_ns, st.st_size, st.st_ino)
+
+
+@functools.lru_cache(maxsize=32)
+def _file_sha256(path: str, mtime_ns: int, size: int, inode: int) -> str:
+    """The file's sha256, read once per version of the file (the key is asked for at every chunk)."""
+    return sha256_file(path)
 
 
 @dataclass(frozen=True)
