@@ -138,16 +138,26 @@ class SplitBackend(ModelBackend):
             chunk = x[i:i + step]
             m = chunk.shape[0]
             t0 = time.perf_counter()
-            if m < step:
-                bound.inputs[in_name][m:] = 0.0
-            self.buckets.pad_into(chunk, bound.inputs[in_name][:m])
+            self.load_input(chunk, bound.inputs[in_name])
             t1 = time.perf_counter()
             bound.run()
             t2 = time.perf_counter()
-            out[i:i + m] = bound.outputs[out_name][:m, :, :4 * h, :4 * w]
+            out[i:i + m] = self.read_output(bound.outputs[out_name], m, 4 * h, 4 * w)
             self._io["pad"] += t1 - t0
             self._io["crop"] += time.perf_counter() - t2
         return out
+
+    # -- where the arena lives: host arrays here, device tensors in the CUDA runtime ----------------------
+    def load_input(self, chunk: np.ndarray, dst) -> None:
+        """``chunk (m, T, 3, h, w)`` padded into the bound input ``dst (step, T, 3, hb, wb)``; rows from m: zeros."""
+        m = chunk.shape[0]
+        if m < dst.shape[0]:
+            dst[m:] = 0.0
+        self.buckets.pad_into(chunk, dst[:m])
+
+    def read_output(self, src, m: int, height: int, width: int) -> np.ndarray:
+        """The first ``m`` frames of the bound output ``src (step, 3, Hb, Wb)``, cropped to ``height x width``."""
+        return src[:m, :, :height, :width]
 
     # -- buckets ----------------------------------------------------------------------------------------
     def bucket(self, h: int, w: int) -> tuple[int, int]:

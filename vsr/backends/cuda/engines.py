@@ -12,8 +12,6 @@ Runtime) and the kernels on the CPU harness: the wiring of the plan, the arena a
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import torch
 
@@ -122,6 +120,7 @@ class CudaTensorRTBackend(SplitBackend):
                                              cache_dir=kernel_cache_dir(device, options.cache_dir))
         self.kernels = cuda_bridge_kernels(self.launcher, segment_backend.device, options.dcn_gemm)
         self.memory = TorchArena(device)
+        self._staging: np.ndarray | None = None  # the padded input on the host, before its upload
 
     @classmethod
     def from_model(cls, model, config, options: CudaOptions, device: torch.device,
@@ -139,28 +138,15 @@ class CudaTensorRTBackend(SplitBackend):
     def new_executor(self, plan: SubgraphPlan) -> PlanExecutor:
         return PlanExecutor(plan, self.segment_backend, kernels=self.kernels, memory=self.memory)
 
-    def _infer(self, x: np.ndarray) -> np.ndarray:
-        x = self.check_input(x)
-        n, _, _, h, w = x.shape
-        hb, wb = self.bucket(h, w)
-        bound, step = self._bound(n, hb, wb)
-        plan = self.executor(hb, wb).plan
-        lr, hr = bound.inputs[plan.inputs[0]], bound.outputs[plan.outputs[0]]
-        out = np.empty((n, 3, 4 * h, 4 * w), np.float32)
-        padded = np.zeros((step, *x.shape[1:3], hb, wb), np.float32)
-        for i in range(0, n, step):
-            m = min(step, n - i)
-            t0 = time.perf_counter()
-            padded[m:] = 0.0
-            self.buckets.pad_into(x[i:i + m], padded[:m])
-            lr.copy_(torch.from_numpy(padded), non_blocking=False)
-            t1 = time.perf_counter()
-            bound.run()
-            t2 = time.perf_counter()
-            out[i:i + m] = hr[:m, :, :4 * h, :4 * w].cpu().numpy()
-            self._io["pad"] += t1 - t0
-            self._io["crop"] += time.perf_counter() - t2
-        return out
+    def load_input(self, chunk: np.ndarray, dst: torch.Tensor) -> None:
+        """Pad on the host (a staging array kept per shape), then upload into the device arena's input."""
+        if self._staging is None or self._staging.shape != tuple(dst.shape):
+            self._staging = np.zeros(tuple(dst.shape), np.float32)
+        super().load_input(chunk, self._staging)
+        dst.copy_(torch.from_numpy(self._staging), non_blocking=False)
+
+    def read_output(self, src: torch.Tensor, m: int, height: int, width: int) -> np.ndarray:
+        return src[:m, :, :height, :width].cpu().numpy()
 
 
 def tensorrt_segments(options: CudaOptions, device: torch.device) -> TensorRTSegmentBackend:
