@@ -4,33 +4,10 @@ step are the ratios of the numbers in the two reports."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-from tests.conftest import Clip, write_clip
-
-TINY = ["--weights", "random", "--config", "edvr-tiny", "--backend", "ort", "--threads", "1", "--quiet"]
-
-
-def vsr(*args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "vsr", *map(str, args)], capture_output=True, text=True, timeout=600)
-
-
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory) -> dict[str, Path]:
-    """Reports of one 5-frame clip: whole plan, split plan, and the split plan again with batches of 2."""
-    d = tmp_path_factory.mktemp("cmp")
-    clip = write_clip(d / "in.mp4", Clip(width=24, height=16, frames=5))
-    out = {}
-    for name, extra in (("whole", ["--plan", "whole"]), ("split", ["--plan", "split"]),
-                        ("split2", ["--plan", "split", "--batch", "2"])):
-        out[name] = d / f"{name}.json"
-        res = vsr("upscale", clip, d / f"{name}.mp4", *TINY, *extra, "--report", out[name])
-        assert res.returncode == 0, res.stderr
-    return out
+from tests.report.conftest import vsr
 
 
 def row(text: str, first: str) -> list[str]:

@@ -7,36 +7,15 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 from html.parser import HTMLParser
-from pathlib import Path
 
 import av
 import pytest
 
-from tests.conftest import Clip, write_clip
+from tests.report.conftest import vsr
 from vsr.report import render
 from vsr.report.html import render_html
 from vsr.report.load import load_run
-
-TINY = ["--weights", "random", "--config", "edvr-tiny", "--backend", "ort", "--threads", "1", "--quiet"]
-
-
-def vsr(*args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "vsr", *map(str, args)], capture_output=True, text=True, timeout=600)
-
-
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory) -> dict[str, Path]:
-    """Reports of the same 5-frame clip on the split plan (the default) and the whole-model plan."""
-    d = tmp_path_factory.mktemp("runs")
-    clip = write_clip(d / "in.mp4", Clip(width=24, height=16, frames=5))
-    out = {}
-    for plan in ("split", "whole"):
-        out[plan] = d / f"{plan}.json"
-        res = vsr("upscale", clip, d / f"{plan}.mp4", *TINY, "--plan", plan, "--report", out[plan])
-        assert res.returncode == 0, res.stderr
-    return out
 
 
 def test_split_run_lists_each_segment_and_bridge_kernel_adding_up_to_inference(runs):
