@@ -141,6 +141,15 @@ def wait_finished(broker: str, ids: list[str], w: Workers) -> dict[str, dict]:
         time.sleep(0.2)
 
 
+def running_chunk(db, job_id: str, w: Workers) -> tuple[str, str]:
+    """The first chunk of ``job_id`` a worker is seen running: (chunk index, "<worker> pid <pid>")."""
+    deadline = time.monotonic() + WAIT_S
+    while not (running := db.hgetall(f"vsr:job:{job_id}:running")):
+        assert time.monotonic() < deadline, w.log_text()
+        time.sleep(0.01)
+    return next(iter(running.items()))
+
+
 def decoded(path: Path) -> dict:
     """Each stream of ``path``: video frames as (pts, duration, plane digest), other packets as (pts, dts, bytes)."""
     out = {}
@@ -205,11 +214,7 @@ def test_a_worker_process_killed_mid_chunk_hands_the_chunk_back(broker, workers,
     w = workers(1)
     [job_id] = submit([job(clip, tmp_path / "out" / "c.mp4")], broker, chunk_frames=3)
     db = redis.Redis.from_url(broker, decode_responses=True)
-    deadline = time.monotonic() + WAIT_S
-    while not (running := db.hgetall(f"vsr:job:{job_id}:running")):
-        assert time.monotonic() < deadline, w.log_text()
-        time.sleep(0.01)
-    index, where = next(iter(running.items()))
+    index, where = running_chunk(db, job_id, w)
     os.kill(int(re.search(r"pid (\d+)", where).group(1)), signal.SIGKILL)
     row = wait_finished(broker, [job_id], w)[job_id]
     assert row["state"] == "done", row["error"]
@@ -228,11 +233,7 @@ def test_a_whole_worker_killed_mid_chunk_hands_the_chunk_back_after_the_visibili
     w = workers(2, env={"VSR_CELERY_VISIBILITY_S": "20"})
     [job_id] = submit([job(clip, tmp_path / "out" / "f.mp4")], broker, chunk_frames=3)
     db = redis.Redis.from_url(broker, decode_responses=True)
-    deadline = time.monotonic() + WAIT_S
-    while not (running := db.hgetall(f"vsr:job:{job_id}:running")):
-        assert time.monotonic() < deadline, w.log_text()
-        time.sleep(0.01)
-    index, where = next(iter(running.items()))
+    index, where = running_chunk(db, job_id, w)
     main_pid = int(re.match(r"vsr-(\d+)@", where).group(1))
     os.killpg(main_pid, signal.SIGKILL)
     row = wait_finished(broker, [job_id], w)[job_id]
