@@ -8,7 +8,6 @@ import warnings
 from fractions import Fraction
 
 import av
-import numpy as np
 import pytest
 
 from tests.conftest import pattern

@@ -50,7 +50,7 @@ class VideoInfo:
     bits: int
     colour: ColourSpec
     time_base: Fraction
-    rate: Fraction | None  # average frame rate (informational: timestamps are copied, not recomputed)
+    rate: Fraction | None  # average frame rate (timestamps are copied; it only fills in those a source lacks)
     frames: int | None  # from the header or a count; None when unknown
     rotation: int = 0  # display rotation in degrees (counter-clockwise), kept as metadata
     sample_aspect_ratio: Fraction | None = None
