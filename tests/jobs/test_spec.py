@@ -132,3 +132,24 @@ def test_a_job_is_a_whole_video_into_a_video_file():
         JobSpec("/a.mp4", "/b.mp4", runner=RunnerSettings(frames=(2, 9)))
     with pytest.raises(InputError, match="PNG folders"):
         JobSpec("/a.mp4", "/frames")
+
+
+def test_key_counts_the_config_by_its_contents(tmp_path):
+    """An edited config TOML at one path makes a new key; a name and its configs/ file make the same key."""
+    import os
+
+    from vsr.model.config import config_dir
+
+    def job(config) -> JobSpec:
+        return JobSpec("/a/in.mp4", "/b/out.mkv", BackendRequest("random", config), ENCODER, RUNNER)
+
+    c = tmp_path / "mine.toml"
+    text = (config_dir() / "edvr-tiny.toml").read_text()
+    c.write_text(text)
+    assert job(str(c)).key == job("edvr-tiny").key
+    before = job(str(c)).key
+    c.write_text(text.replace("num_feat = 16", "num_feat = 17"))
+    t = os.stat(c).st_mtime_ns + 1_000_000_000
+    os.utime(c, ns=(t, t))
+    assert "num_feat = 17" in c.read_text() and job(str(c)).key != before
+    assert job(None).key != job("edvr-tiny").key

@@ -23,6 +23,7 @@ from pathlib import Path
 from vsr.backends import BackendRequest
 from vsr.errors import InputError
 from vsr.files import sha256_file
+from vsr.model.config import config_dir
 from vsr.model.weights import bundled_path
 from vsr.pipeline.runner import RunnerSettings
 from vsr.video import EncoderSettings
@@ -139,12 +140,14 @@ class JobSpec:
     def key(self) -> str:
         """A hash of everything that decides the chunks' content (all but ``overwrite``): names their folder.
 
-        The weights count by their contents (:func:`weights_identity`): new weights at the same path make a new
-        key, and the same weights at two paths (or a bundled name and its file) the same key.
+        The weights and the model config count by their contents (:func:`weights_identity`,
+        :func:`config_identity`): new weights or an edited config TOML at the same path make a new key, and the
+        same file at two paths (or a bundled name and its file) the same key.
         """
         data = self.to_dict()
         data.pop("overwrite")
         data["backend"]["weights"] = weights_identity(self.backend.weights)
+        data["backend"]["config"] = config_identity(self.backend.config)
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -158,8 +161,25 @@ def weights_identity(weights: str) -> str:
         st = path.stat()
     except (InputError, OSError):
         return weights
+    return _file_identity(path, st) or weights
+
+
+def config_identity(config: str | None) -> str | None:
+    """``config`` as :attr:`JobSpec.key` counts it: ``sha256:<hex>`` of its TOML file (a name's
+    ``configs/<name>.toml``), else ``config`` itself (None: the one stored in the weights; an unknown name)."""
+    if config is None:
+        return None
+    path = Path(config) if Path(config).suffix == ".toml" else config_dir() / f"{config}.toml"
+    try:
+        st = path.resolve().stat()
+    except OSError:
+        return config
+    return _file_identity(path.resolve(), st) or config
+
+
+def _file_identity(path: Path, st: os.stat_result) -> str | None:
     if not stat.S_ISREG(st.st_mode):
-        return weights
+        return None
     return "sha256:" + _file_sha256(str(path), st.st_mtime_ns, st.st_size, st.st_ino)
 
 
