@@ -2,7 +2,7 @@
 """ONNX Runtime's memory pattern on vs off in the split plan's segment sessions: speed, paired, in one run.
 
     python scripts/bench_mem_pattern.py [--weights default] [--sizes 180x320 240x256] [--runs 5] [--json out.json]
-    python scripts/bench_mem_pattern.py --memory [--sizes 64x64 128x128 240x256] [--batches 1 2]
+    python scripts/bench_mem_pattern.py --memory [--sizes 64x64 128x128 240x256] [--batches 1 2] [--weights random --config C]
 
 Two split backends of the same model (``vsr.backends.open_backend``), one with ``OrtSegmentBackend(
 mem_pattern=True)``, one with vsr's default (off).  Per LR size, batch 1: ``prepare`` and one warm-up ``infer``
@@ -64,8 +64,8 @@ def bench_size(backends: dict, h: int, w: int, runs: int) -> dict:
     return row
 
 
-def child(weights: str, h: int, w: int, batch: int, infers: int) -> None:
-    backend = open_backend(weights)
+def child(weights: str, h: int, w: int, batch: int, infers: int, config: str | None = None) -> None:
+    backend = open_backend(weights, config)
     if infers:
         backend.prepare(h, w, batch)
         x = np.random.default_rng(0).random((batch, backend.num_frame, 3, h, w), dtype=np.float32)
@@ -73,8 +73,8 @@ def child(weights: str, h: int, w: int, batch: int, infers: int) -> None:
             backend.infer(x)
 
 
-def peak_mib(weights: str, h: int, w: int, batch: int, infers: int) -> float:
-    code = f"from bench_mem_pattern import child; child({weights!r}, {h}, {w}, {batch}, {infers})"
+def peak_mib(weights: str, h: int, w: int, batch: int, infers: int, config: str | None = None) -> float:
+    code = f"from bench_mem_pattern import child; child({weights!r}, {h}, {w}, {batch}, {infers}, {config!r})"
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.dirname(os.path.abspath(__file__)),
                                                         os.environ.get("PYTHONPATH", "")]))
     proc = subprocess.Popen([sys.executable, "-c", code], env=env)
@@ -84,14 +84,15 @@ def peak_mib(weights: str, h: int, w: int, batch: int, infers: int) -> float:
     return usage.ru_maxrss / 1024
 
 
-def memory(weights: str, sizes: list[str], batches: list[int], json_path: str | None) -> None:
-    base = [peak_mib(weights, 64, 64, 1, 0) for _ in range(2)]
+def memory(weights: str, sizes: list[str], batches: list[int], json_path: str | None,
+           config: str | None = None) -> None:
+    base = [peak_mib(weights, 64, 64, 1, 0, config) for _ in range(2)]
     print(json.dumps({"loaded_process_mib": [round(b, 1) for b in base]}), flush=True)
     rows = []
     for size in sizes:
         h, w = (int(v) for v in size.split("x"))
         for batch in batches:
-            peak = peak_mib(weights, h, w, batch, 2)
+            peak = peak_mib(weights, h, w, batch, 2, config)
             rows.append({"size": size, "batch": batch, "pixels": h * w * batch, "peak_mib": round(peak, 1),
                          "model_mib": round(peak - max(base), 1)})
             print(json.dumps(rows[-1]), flush=True)
@@ -118,9 +119,10 @@ def main() -> None:
     ap.add_argument("--json", help="write the results here")
     ap.add_argument("--memory", action="store_true", help="measure the model's memory per LR pixel instead")
     ap.add_argument("--batches", type=int, nargs="+", default=[1, 2])
+    ap.add_argument("--config", default=None, help="model config (needed with --weights random)")
     args = ap.parse_args()
     if args.memory:
-        return memory(args.weights, args.sizes, args.batches, args.json)
+        return memory(args.weights, args.sizes, args.batches, args.json, args.config)
     backends = {"on": open_backend(args.weights), "off": open_backend(args.weights)}
     on = backends["on"]
     on.segment_backend = dataclasses.replace(on.segment_backend, mem_pattern=True)

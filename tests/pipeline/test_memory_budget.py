@@ -91,3 +91,20 @@ def test_cli_checks_an_explicit_tile(make_clip, tmp_path, capsys):
     rc, err = cli(capsys, src, out, *TINY, "--tile", 48, "--memory-budget", 256)
     assert rc == 2 and len(errors(err)) == 1 and "--tile 48" in errors(err)[0], err
     assert not out.exists()
+
+
+def test_a_config_with_more_model_memory_plans_smaller_tiles():
+    """EDVR-M's measured model memory (configs/edvr-m.toml) is larger than the EDVR-S default figures: the
+    same source and budget get a smaller tile and a larger planned model share, still within the budget."""
+    from vsr.model.config import load_config
+    from vsr.pipeline.memory import ModelMemory
+
+    m = ModelMemory.of(load_config("edvr-m"))
+    assert m.fixed_mb > ModelMemory().fixed_mb  # measured: 392 MiB at 64x64 LR against EDVR-S's 180
+    assert ModelMemory.of(load_config("edvr-s")) == ModelMemory()
+    small, big = plan(height=1080, width=1920, encoder_mb=600), plan(height=1080, width=1920, encoder_mb=600, model=m)
+    assert small.fits and big.fits and big.total_mb <= big.budget_mb * (1 - MARGIN) + 1e-6
+    assert big.tile[0] * big.tile[1] < small.tile[0] * small.tile[1]
+    # EDVR-M's measured points (scripts/bench_mem_pattern.py --memory --config edvr-m) lie under its estimate
+    for pixels, measured_mib in ((64 * 64, 391.8), (128 * 128, 723.8), (240 * 256, 1619.1)):
+        assert m.fixed_mb + m.bytes_per_pixel * pixels / 2**20 >= measured_mib

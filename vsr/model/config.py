@@ -19,7 +19,7 @@ _LIMITS = (("num_feat", 1, 1024), ("num_frame", 1, 31), ("num_extract_block", 1,
 _KEYS = {None: {"name", "description", "model", "inference"},
          "model": {"arch", "num_feat", "num_frame", "num_extract_block", "num_reconstruct_block",
                    "deformable_groups", "with_tsa", "center_frame_idx"},
-         "inference": {"padding"}}
+         "inference": {"padding", "memory_fixed_mb", "memory_bytes_per_pixel"}}
 _REQUIRED = ("num_feat", "num_frame", "num_extract_block", "num_reconstruct_block")
 
 
@@ -44,6 +44,10 @@ class ModelConfig:
     center_frame_idx: int | None = None
     padding: str = "reflection_circle"
     source: str = field(default="", compare=False)
+    # the model's measured working memory on the CPU backends (vsr.pipeline.memory.ModelMemory; None: the
+    # EDVR-S figures there): MB fixed + bytes per LR pixel of one item, from scripts/bench_mem_pattern.py --memory
+    memory_fixed_mb: float | None = field(default=None, compare=False)
+    memory_bytes_per_pixel: float | None = field(default=None, compare=False)
 
     def __post_init__(self):
         for name, low, high in _LIMITS:
@@ -63,6 +67,10 @@ class ModelConfig:
                               f"({self.num_frame - 1}), not {c!r}")
         if self.padding not in PADDING_MODES:
             raise ConfigError(f"padding must be one of {', '.join(PADDING_MODES)}, not {self.padding!r}")
+        for name in ("memory_fixed_mb", "memory_bytes_per_pixel"):
+            v = getattr(self, name)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < 1e9):
+                raise ConfigError(f"{name} must be a positive number, not {v!r}")
 
     @property
     def center(self) -> int:
@@ -120,7 +128,8 @@ def _from_toml(data: dict, p: Path) -> ModelConfig:
         num_feat=m["num_feat"], num_frame=m["num_frame"], num_extract_block=m["num_extract_block"],
         num_reconstruct_block=m["num_reconstruct_block"], deformable_groups=m.get("deformable_groups", 8),
         with_tsa=m.get("with_tsa", True), center_frame_idx=m.get("center_frame_idx"),
-        padding=inference.get("padding", "reflection_circle"), source=str(p))
+        padding=inference.get("padding", "reflection_circle"), source=str(p),
+        memory_fixed_mb=inference.get("memory_fixed_mb"), memory_bytes_per_pixel=inference.get("memory_bytes_per_pixel"))
 
 
 def _check_keys(table: dict, name: str | None) -> None:

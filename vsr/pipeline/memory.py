@@ -29,8 +29,8 @@ PROCESS_BASE_MB = 350.0
 # `infer` minus the loaded process (295 MiB), EDVR-S, batch 1 / 2: 64x64 180 / 280 MiB, 128x128 477 / 872,
 # 240x256 1331 / 2578 (scripts/bench_mem_pattern.py --memory).  Above 130 MB fixed that is 12.9-23.7 KB per
 # pixel (least squares: 19.9-25.3 KB + 82-231 MB); 26 KB keeps every point under the estimate.  The x4 head
-# (64 channels at 4x the resolution, its im2col buffers) dominates, so the figure hardly depends on the
-# trunk's width.
+# (64 channels at 4x the resolution, its im2col buffers) dominates the per-pixel part, so it hardly depends on
+# the trunk's width; the fixed part does (EDVR-M: 340 MB), which a config gives in its TOML (ModelMemory).
 MODEL_BYTES_PER_PIXEL = 26_000
 MODEL_FIXED_MB = 130.0
 MIN_TILE = 64
@@ -40,6 +40,24 @@ MIN_TILE = 64
 BATCHES_IN_FLIGHT = 3
 RESULTS_IN_FLIGHT = 5
 MARGIN = 0.05  # of the budget, kept free for what the estimates miss (allocator slack, Python objects)
+
+
+@dataclass(frozen=True)
+class ModelMemory:
+    """The model's working memory in host memory: ``fixed_mb + bytes_per_pixel * LR pixels`` of one item.
+    The defaults are EDVR-S's (above); a config TOML may give its own (``[inference] memory_fixed_mb``,
+    ``memory_bytes_per_pixel``): EDVR-M's fixed part is larger (its 64-channel segments and their workspaces)."""
+
+    fixed_mb: float = MODEL_FIXED_MB
+    bytes_per_pixel: float = MODEL_BYTES_PER_PIXEL
+
+    @classmethod
+    def of(cls, config) -> "ModelMemory":
+        """The figures of a :class:`vsr.model.config.ModelConfig` (its own where it gives them)."""
+        fixed = getattr(config, "memory_fixed_mb", None)
+        per_pixel = getattr(config, "memory_bytes_per_pixel", None)
+        return cls(MODEL_FIXED_MB if fixed is None else float(fixed),
+                   MODEL_BYTES_PER_PIXEL if per_pixel is None else float(per_pixel))
 
 
 @dataclass(frozen=True)
@@ -91,15 +109,15 @@ class MemoryPlan:
         return d
 
 
-def model_mb(pixels: int, batch: int) -> float:
-    return MODEL_FIXED_MB + MODEL_BYTES_PER_PIXEL * pixels * max(batch, 1) / MB
+def model_mb(pixels: int, batch: int, model: ModelMemory = ModelMemory()) -> float:
+    return model.fixed_mb + model.bytes_per_pixel * pixels * max(batch, 1) / MB
 
 
-def item_mb(pixels: int, batch: int, num_frame: int, scale: int) -> float:
+def item_mb(pixels: int, batch: int, num_frame: int, scale: int, model: ModelMemory = ModelMemory()) -> float:
     """The model's working memory for ``batch`` items of ``pixels`` LR pixels, plus the float32 arrays of
     them in flight around it: the input (T, 3) built, queued and being run; the output (3, s*s) returned,
     queued, being cropped, and two temporaries of the colour conversion."""
-    return model_mb(pixels, batch) + flight_mb(pixels, batch, num_frame, scale)
+    return model_mb(pixels, batch, model) + flight_mb(pixels, batch, num_frame, scale)
 
 
 def flight_mb(pixels: int, batch: int, num_frame: int, scale: int) -> float:
@@ -116,7 +134,7 @@ def budget_for(total_mb: float) -> int:
 def plan_memory(*, budget_mb: float, height: int, width: int, scale: int, num_frame: int, batch: int,
                 queue: int, overlap: int, encoder_mb: float, hr_bytes_per_pixel: float = 3.0,
                 tile: int | tuple[int, int] | None = None, device: DeviceMemory | None = None,
-                extra_lr_frames: int = 0) -> MemoryPlan:
+                extra_lr_frames: int = 0, model: ModelMemory = ModelMemory()) -> MemoryPlan:
     """The tile for an ``height x width`` LR source under ``budget_mb`` (see the module's docstring): of the
     tiles whose working memory fits what is left, the one that computes the fewest pixels in all.
 
@@ -124,6 +142,7 @@ def plan_memory(*, budget_mb: float, height: int, width: int, scale: int, num_fr
     ``tile``: a side or ``(h, w)`` the user chose (checked, not chosen), 0 for whole frames, None: automatic.
     ``device``: the GPU memory the model works in (None: host memory, within the budget).
     ``extra_lr_frames``: LR frames held beyond the window stage's and its queue's (the scene-cut stage's).
+    ``model``: the model's working memory per item in host memory (:class:`ModelMemory`).
     Raises :class:`MemoryBudgetError` naming what would fit when the run cannot fit the budget.
     """
     r = num_frame // 2
@@ -141,7 +160,7 @@ def plan_memory(*, budget_mb: float, height: int, width: int, scale: int, num_fr
 
     def used(t: tuple[int, int] | None, b: int = batch) -> float:
         if device is None:
-            return item_mb(pixels_of(t), b, num_frame, scale)
+            return item_mb(pixels_of(t), b, num_frame, scale, model)
         return flight_mb(pixels_of(t), b, num_frame, scale)
 
     def fits(t: tuple[int, int] | None) -> bool:
@@ -162,7 +181,7 @@ def plan_memory(*, budget_mb: float, height: int, width: int, scale: int, num_fr
                                            "or a smaller --tile (or none: automatic)"))
     if fits(None):
         return done(None)
-    per_pixel = _per_pixel(num_frame, scale) - (0 if device is None else MODEL_BYTES_PER_PIXEL)
+    per_pixel = _per_pixel(num_frame, scale, model) - (0 if device is None else model.bytes_per_pixel)
     pixels = max(left - used((0, 0)), 0.0) * MB / (per_pixel * max(batch, 1))
     if device is not None:
         pixels = min(pixels, device.pixels(batch))
@@ -189,8 +208,8 @@ def _gpu_too_small(device: DeviceMemory, tile: tuple[int, int], batch: int, what
             f"{need:.0f} MB of it; give a smaller --tile or --batch, or free the GPU")
 
 
-def _per_pixel(num_frame: int, scale: int) -> float:
-    return MODEL_BYTES_PER_PIXEL + (BATCHES_IN_FLIGHT * num_frame * 3 + RESULTS_IN_FLIGHT * 3 * scale * scale) * 4
+def _per_pixel(num_frame: int, scale: int, model: ModelMemory) -> float:
+    return model.bytes_per_pixel + (BATCHES_IN_FLIGHT * num_frame * 3 + RESULTS_IN_FLIGHT * 3 * scale * scale) * 4
 
 
 def _clip(tile: int | tuple[int, int], height: int, width: int) -> tuple[int, int] | None:

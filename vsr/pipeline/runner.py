@@ -30,7 +30,7 @@ import numpy as np
 
 from vsr.errors import InputError
 from vsr.pipeline.batches import Batch, Result, batches
-from vsr.pipeline.memory import DeviceMemory, MemoryPlan, plan_memory
+from vsr.pipeline.memory import DeviceMemory, MemoryPlan, ModelMemory, plan_memory
 from vsr.pipeline.scenes import CUT_CONTEXT, SCENE_MODES, WINDOW, CutDetector, CutRule, mark_listed
 from vsr.pipeline.stages import Stage, StagePipeline, abandoned_still_running
 from vsr.pipeline.tiles import Tile, tile_grid
@@ -222,7 +222,8 @@ class FrameQueueRunner:
                            num_frame=self.num_frame, batch=s.batch, queue=s.queue, overlap=s.overlap,
                            encoder_mb=sink.memory_estimate_mb(),
                            hr_bytes_per_pixel=3 * np.dtype(sink.plane_dtype()).itemsize, tile=s.tile,
-                           device=self.device_memory(), extra_lr_frames=extra)
+                           device=self.device_memory(), extra_lr_frames=extra,
+                           model=ModelMemory.of(getattr(self.backend, "config", None)))
         if s.tile:
             return (s.tile if (height > s.tile or width > s.tile) else None), plan
         return plan.tile, plan
