@@ -108,3 +108,31 @@ def test_a_config_with_more_model_memory_plans_smaller_tiles():
     # EDVR-M's measured points (scripts/bench_mem_pattern.py --memory --config edvr-m) lie under its estimate
     for pixels, measured_mib in ((64 * 64, 391.8), (128 * 128, 723.8), (240 * 256, 1619.1)):
         assert m.fixed_mb + m.bytes_per_pixel * pixels / 2**20 >= measured_mib
+
+
+def test_the_runner_plans_with_its_backends_config():
+    """FrameQueueRunner.plan_tile takes the model memory from the backend's config (stand-in backend and sink:
+    only the attributes plan_tile reads)."""
+    import numpy as np
+
+    from vsr.model.config import load_config
+    from vsr.pipeline.runner import FrameQueueRunner
+
+    class Backend:
+        padding, scale = "replicate", 4
+
+        def __init__(self, name):
+            self.config = load_config(name)
+            self.num_frame = self.config.num_frame
+
+    class Sink:
+        def memory_estimate_mb(self):
+            return 600.0
+
+        def plane_dtype(self):
+            return np.uint8
+
+    s_tile, s_plan = FrameQueueRunner(Backend("edvr-s")).plan_tile(1080, 1920, Sink())
+    m_tile, m_plan = FrameQueueRunner(Backend("edvr-m")).plan_tile(1080, 1920, Sink())
+    assert m_tile[0] * m_tile[1] < s_tile[0] * s_tile[1]  # more fixed memory per item: smaller tiles
+    assert m_plan.fits and m_plan.total_mb <= m_plan.budget_mb * (1 - MARGIN) + 1e-6
