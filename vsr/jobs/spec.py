@@ -23,7 +23,7 @@ from pathlib import Path
 from vsr.backends import BackendRequest
 from vsr.errors import InputError
 from vsr.files import sha256_file
-from vsr.model.config import config_dir
+from vsr.model.config import config_path
 from vsr.model.weights import bundled_path
 from vsr.pipeline.runner import RunnerSettings
 from vsr.video import EncoderSettings
@@ -169,12 +169,12 @@ def config_identity(config: str | None) -> str | None:
     ``configs/<name>.toml``), else ``config`` itself (None: the one stored in the weights; an unknown name)."""
     if config is None:
         return None
-    path = Path(config) if Path(config).suffix == ".toml" else config_dir() / f"{config}.toml"
+    path = config_path(config).resolve()
     try:
-        st = path.resolve().stat()
+        st = path.stat()
     except OSError:
         return config
-    return _file_identity(path.resolve(), st) or config
+    return _file_identity(path, st) or config
 
 
 def _file_identity(path: Path, st: os.stat_result) -> str | None:

@@ -91,11 +91,15 @@ def list_configs() -> list[str]:
     return sorted(p.stem for p in config_dir().glob("*.toml"))
 
 
+def config_path(name_or_path: str | os.PathLike) -> Path:
+    """Where config ``name_or_path`` is read from: a ``.toml`` path as given, else ``configs/<name>.toml``."""
+    p = Path(name_or_path)
+    return p if p.suffix == ".toml" else config_dir() / f"{name_or_path}.toml"
+
+
 def load_config(name_or_path: str | os.PathLike) -> ModelConfig:
     """Load ``configs/<name>.toml`` or a TOML file path; every field is checked (one-line :class:`ConfigError`)."""
-    p = Path(name_or_path)
-    if p.suffix != ".toml":
-        p = config_dir() / f"{name_or_path}.toml"
+    p = config_path(name_or_path)
     if not p.is_file():
         raise ConfigError(f"unknown config {str(name_or_path)!r} (known: {', '.join(list_configs())})")
     data = read_toml(p)
@@ -129,7 +133,8 @@ def _from_toml(data: dict, p: Path) -> ModelConfig:
         num_reconstruct_block=m["num_reconstruct_block"], deformable_groups=m.get("deformable_groups", 8),
         with_tsa=m.get("with_tsa", True), center_frame_idx=m.get("center_frame_idx"),
         padding=inference.get("padding", "reflection_circle"), source=str(p),
-        memory_fixed_mb=inference.get("memory_fixed_mb"), memory_bytes_per_pixel=inference.get("memory_bytes_per_pixel"))
+        memory_fixed_mb=inference.get("memory_fixed_mb"),
+        memory_bytes_per_pixel=inference.get("memory_bytes_per_pixel"))
 
 
 def _check_keys(table: dict, name: str | None) -> None:
