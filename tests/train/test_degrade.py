@@ -14,7 +14,7 @@ from tests.conftest import pattern
 from vsr.errors import ConfigError
 from vsr.quality.resize import bicubic_downscale_x4
 from vsr.train.data import FramePool, PairSampler, find_sources
-from vsr.train.degrade import (CLEAN, Blur, Jpeg, Noise, Resize, Video, add_noise, blur, degrade_clip,
+from vsr.train.degrade import (CLEAN, Blur, Context, Jpeg, Noise, Resize, Video, add_noise, blur, degrade_clip,
                                gaussian_kernel, jpeg, load_degrade, resize, x264)
 
 
@@ -160,6 +160,28 @@ def test_sampler_hr_is_the_same_whatever_the_degradation(make_clip):
     assert np.array_equal(clean[1], real[1])  # same HR windows
     assert not np.array_equal(clean[0], real[0])
     assert np.array_equal(real[0], real2[0]) and real[0].shape == clean[0].shape
+
+
+def test_context_window_is_cut_from_the_degraded_clip_in_register(make_clip):
+    """With a [context], the whole larger, longer clip is degraded and the window cut from it: the LR window's
+    centre frame is the BI of the HR centre crop away from the patch edge (exact), and its middle frames."""
+    clip = make_clip("train.mp4", width=64, height=48, frames=12)
+    bi = replace(CLEAN, name="bi", clean=0.0, resize=Resize(kernels=("matlab",)), context=Context(lr_size=12, frames=5))
+    pool = FramePool(find_sources([clip]), segments_per_video=3, segment_length=7, region=48)
+    sampler = PairSampler(pool, num_frame=3, lr_patch=8, batch_size=4, seed=2, degradation=bi, video_fraction=1.0)
+    offsets = set()
+    for it in range(3):
+        lr, hr = sampler.batch(it)
+        assert lr.shape == (4, 3, 3, 8, 8) and hr.shape == (4, 3, 32, 32)
+        for k in range(4):
+            want = bicubic_downscale_x4(np.round(hr[k].transpose(1, 2, 0) * 255).astype(np.uint8))
+            got = np.round(lr[k, 1].transpose(1, 2, 0) * 255).astype(np.uint8)
+            # MATLAB bicubic x1/4 reaches 2 LR pixels: inside that margin both are the same pixels' BI.
+            assert np.array_equal(got[2:-2, 2:-2], want[2:-2, 2:-2])
+            offsets.add(hr[k].tobytes())
+            # A neighbouring frame is another frame (the clip moves), so the check above pins the centre.
+            assert not np.array_equal(np.round(lr[k, 0] * 255), np.round(lr[k, 1] * 255))
+    assert len(offsets) == 12  # windows differ
 
 
 def test_cli_train_bad_degrade_config_is_one_line(tmp_path, make_clip):

@@ -14,7 +14,8 @@ would have seen: the data position *is* the iteration number.
 * Both: random flips and transposition of the whole window; LR = MATLAB bicubic x1/4 on uint8
   (:func:`vsr.quality.resize.bicubic_downscale_x4`, the degradation ``vsr eval`` uses), or a degradation of
   :mod:`vsr.train.degrade` (blur, noise, JPEG, x264 ...) drawn from its own stream ``(seed, 3, iteration, k)``,
-  so the HR windows are the same whatever the degradation.
+  so the HR windows are the same whatever the degradation.  A degradation with a ``[context]`` degrades a larger,
+  longer clip (as a codec sees a whole video) and the window is cut from it afterwards.
 """
 
 from __future__ import annotations
@@ -273,10 +274,11 @@ class PairSampler:
         self.motion = motion
         self.degradation = degradation
 
-    def window(self, rng: np.random.Generator) -> np.ndarray:
-        """One HR window ``(T, P, P, 3)`` uint8, ``P = 4 * lr_patch``."""
-        size = self.lr_patch * SCALE
-        t = self.num_frame
+    def window(self, rng: np.random.Generator, lr_size: int = 0, frames: int = 0) -> np.ndarray:
+        """One HR window ``(T, P, P, 3)`` uint8: ``P = 4 * lr_size`` and ``T = frames`` (defaults: the
+        training patch and ``num_frame``)."""
+        size = (lr_size or self.lr_patch) * SCALE
+        t = frames or self.num_frame
         segs = [s for s in self.pool.segments if s.shape[1] >= size and s.shape[2] >= size and len(s) >= t]
         imgs = self.pool.images
         use_video = bool(segs) and (not imgs or rng.random() < self.video_fraction)
@@ -303,12 +305,28 @@ class PairSampler:
         rng = np.random.default_rng([self.seed, 2, iteration])
         lrs, hrs = [], []
         for k in range(self.batch_size):
-            win = self.window(rng)
             if self.degradation is CLEAN:
+                win = self.window(rng)
                 lrs.append(np.stack([bicubic_downscale_x4(f) for f in win]))
+                hrs.append(win[self.num_frame // 2])
             else:
-                lrs.append(degrade_clip(win, self.degradation, np.random.default_rng([self.seed, 3, iteration, k])))
-            hrs.append(win[self.num_frame // 2])
+                lr, hr = self._degraded_pair(rng, np.random.default_rng([self.seed, 3, iteration, k]))
+                lrs.append(lr)
+                hrs.append(hr)
         lr = np.stack(lrs).transpose(0, 1, 4, 2, 3).astype(np.float32) / np.float32(255.0)
         hr = np.stack(hrs).transpose(0, 3, 1, 2).astype(np.float32) / np.float32(255.0)
         return np.ascontiguousarray(lr), np.ascontiguousarray(hr)
+
+    def _degraded_pair(self, rng: np.random.Generator, drng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        """LR window ``(T, p, p, 3)`` and HR centre frame ``(4p, 4p, 3)`` under the degradation: the clip of its
+        :class:`~vsr.train.degrade.Context` is degraded whole, then the window is cut from it (LR at ``(y, x)``,
+        HR at ``(4y, 4x)``, the middle ``T`` frames)."""
+        ctx, p, t = self.degradation.context, self.lr_patch, self.num_frame
+        side, frames = max(ctx.lr_size, p), max(ctx.frames, t)
+        win = self.window(rng, side, frames)
+        lr = degrade_clip(win, self.degradation, drng)
+        # No draw without a context: the HR windows stay those of the clean degradation.
+        y, x = (int(rng.integers(0, side - p + 1)) for _ in range(2)) if side > p else (0, 0)
+        t0 = (frames - t) // 2
+        hr = win[t0 + t // 2, SCALE * y:SCALE * (y + p), SCALE * x:SCALE * (x + p)]
+        return lr[t0:t0 + t, y:y + p, x:x + p], hr

@@ -82,6 +82,20 @@ class Video:
 
 
 @dataclass(frozen=True)
+class Context:
+    """What a training window is degraded as part of (:class:`vsr.train.data.PairSampler`).
+
+    A real video is compressed whole: its macroblock grid, its rate control and its GOP (I, P and B frames)
+    act on full frames and long clips, not on a 24-pixel patch of 5 frames.  ``lr_size`` > 0: the degraded clip
+    is ``lr_size`` LR pixels square and the training patch is cut from it afterwards; ``frames`` > 0: the clip
+    has that many frames and the training window is its middle ``num_frame``.  0: the window itself.
+    """
+
+    lr_size: int = 0
+    frames: int = 0
+
+
+@dataclass(frozen=True)
 class Degradation:
     """One recipe: the probability of a clean (BI) clip and the settings of each operation."""
 
@@ -92,10 +106,11 @@ class Degradation:
     noise: Noise = Noise()
     jpeg: Jpeg = Jpeg()
     video: Video = Video()
+    context: Context = Context()
 
 
 CLEAN = Degradation("clean", clean=1.0)
-_TABLES = {"blur": Blur, "resize": Resize, "noise": Noise, "jpeg": Jpeg, "video": Video}
+_TABLES = {"blur": Blur, "resize": Resize, "noise": Noise, "jpeg": Jpeg, "video": Video, "context": Context}
 
 
 def degrade_dir() -> Path:
@@ -173,7 +188,7 @@ def _check(where: str, value, *, cls_default) -> None:
         if not (isinstance(value, list) and len(value) == 2 and all(real(v) for v in value) and value[0] <= value[1]
                 and value[0] >= 0):
             raise ConfigError(f"{where} = {value!r}: must be a range [lo, hi] with 0 <= lo <= hi")
-    elif isinstance(cls_default, int):  # fps, gop
+    elif isinstance(cls_default, int):  # fps, gop, context sizes
         if not (isinstance(value, int) and not isinstance(value, bool) and value >= 0):
             raise ConfigError(f"{where} = {value!r}: must be a whole number >= 0")
     elif not (real(value) and 0 <= value <= 1):
