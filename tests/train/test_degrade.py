@@ -155,8 +155,8 @@ def test_sampler_hr_is_the_same_whatever_the_degradation(make_clip):
         pool = FramePool(find_sources([clip]), segments_per_video=3, segment_length=5, region=40)
         return PairSampler(pool, num_frame=3, lr_patch=8, batch_size=3, seed=1, degradation=d)
 
-    clean, real, real2 = sampler(CLEAN).batch(4), sampler(load_degrade("real")).batch(4), \
-        sampler(load_degrade("real")).batch(4)
+    real_here = replace(load_degrade("real"), context=Context())  # the window itself is degraded
+    clean, real, real2 = sampler(CLEAN).batch(4), sampler(real_here).batch(4), sampler(real_here).batch(4)
     assert np.array_equal(clean[1], real[1])  # same HR windows
     assert not np.array_equal(clean[0], real[0])
     assert np.array_equal(real[0], real2[0]) and real[0].shape == clean[0].shape
@@ -182,6 +182,12 @@ def test_context_window_is_cut_from_the_degraded_clip_in_register(make_clip):
             # A neighbouring frame is another frame (the clip moves), so the check above pins the centre.
             assert not np.array_equal(np.round(lr[k, 0] * 255), np.round(lr[k, 1] * 255))
     assert len(offsets) == 12  # windows differ
+
+
+@pytest.mark.parametrize("name", ["real", "mix"])
+def test_training_recipes_compress_whole_clips(name):
+    d = load_degrade(name)
+    assert d.context.lr_size >= 2 * 24 and d.context.frames > 5  # more than a 24-pixel, 5-frame window
 
 
 def test_cli_train_bad_degrade_config_is_one_line(tmp_path, make_clip):
