@@ -159,3 +159,22 @@ def test_checkpoint_fitting_no_config_without_config_through_the_cli(tmp_path):
     assert r.returncode == 2 and len(r.stderr.splitlines()) == 1, r.stderr
     assert r.stderr.startswith(f"vsr: error: {p} fits none of the configs") and "closest is 'edvr-tiny'" in r.stderr
     assert not (tmp_path / "m.onnx").exists()
+
+
+def test_bundled_real_weights_are_the_mix_fine_tune_and_differ_from_the_default():
+    """``--weights real``: EDVR-S like the default, fine-tuned (its record names the recipe and a warm start from
+    the default) and not the same numbers."""
+    import json
+
+    from vsr.model.weights import WEIGHTS_DIR, bundled_path, load_model
+
+    if not (WEIGHTS_DIR / "real.pth").is_file() or not (WEIGHTS_DIR / "default.pth").is_file():
+        pytest.skip("this build bundles no real/default weights")
+    real, cfg = load_model("real")
+    default, cfg_d = load_model("default")
+    assert cfg.name == cfg_d.name == "edvr-s"
+    record = json.loads(bundled_path("real").with_suffix(".json").read_text())
+    assert record["options"]["degrade"] == "mix" and record["options"]["init"] == "default"
+    assert record["degradation"] == "configs/degrade/mix.toml"
+    diff = max((a - b).abs().max().item() for a, b in zip(real.state_dict().values(), default.state_dict().values()))
+    assert diff > 1e-3

@@ -19,7 +19,7 @@ def add_parser(sub) -> None:
     p.add_argument("--gt", required=True, metavar="DIR", help="ground-truth frames (*.png, sorted by name)")
     p.add_argument("--lr", metavar="DIR", help="LR frames, GT size / 4 (default: made from the GT)")
     p.add_argument("--weights", default="default", metavar="W",
-                   help="checkpoint path, 'default', 'random' (testing) or 'bicubic' (no model; default: default)")
+                   help="checkpoint path, 'default', 'real', 'random' (testing) or 'bicubic' (no model; default: default)")
     p.add_argument("--no-model", action="store_true", help="score only the bicubic baseline (same as --weights bicubic)")
     p.add_argument("--config", metavar="C", help="model configuration name or file (default: from the weights)")
     p.add_argument("--backend", default="auto", metavar="B", help="inference backend (default: auto)")

@@ -1,8 +1,9 @@
 """Checkpoint loading: BasicSR, mmagic/mmediting and plain state dicts, ``weights_only=True`` always.
 
 Entry point: :func:`load_model` (path, ``"random"`` or a bundled name -> ready EDVR in eval mode).  Bundled
-weights are ``vsr/weights/<name>.pth`` (:func:`bundled_path`): ``default`` and, where the file exists,
-``clean``; ``vsr/weights/<name>.json`` records how each was trained.
+weights are ``vsr/weights/<name>.pth`` (:func:`bundled_path`): ``default`` (clean bicubic training),
+``real`` (fine-tuned on compressed, noisy, blurred LR: for lossy web and camera video) and, where the file
+exists, ``clean``; ``vsr/weights/<name>.json`` records how each was trained.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ OFFICIAL = (
 
 WEIGHTS_DIR = Path(__file__).resolve().parents[1] / "weights"
 DEFAULT_WEIGHTS = WEIGHTS_DIR / "default.pth"
-BUNDLED_NAMES = ("default", "clean")
+BUNDLED_NAMES = ("default", "real", "clean")
 
 
 def bundled_path(weights: str | Path) -> Path:

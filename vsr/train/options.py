@@ -28,7 +28,7 @@ class TrainOptions:
     data: tuple[str, ...]
     out: str
     iters: int
-    init: str | None = None  # weights to start from: a path or a bundled name ("default", "clean")
+    init: str | None = None  # weights to start from: a path or a bundled name ("default", "real", "clean")
     batch_size: int = 8
     lr_patch: int = 32  # LR patch side; HR is 4x
     lr: float = 4e-4
