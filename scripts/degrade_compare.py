@@ -1,6 +1,6 @@
 """Side-by-side x4 of one real frame: bicubic | weights A | weights B ... (docs/degrade-compare.png).
 
-    python scripts/degrade_compare.py OUT.png CLIP:FRAME:Y:X:H:W [CLIP:FRAME:Y:X:H:W ...] --weights clean default
+    python scripts/degrade_compare.py OUT.png CLIP:FRAME:Y:X:H:W [CLIP:FRAME:Y:X:H:W ...] --weights default real
 
 Each CLIP:FRAME:Y:X:H:W is one row: an LR crop (native pixels of the clip, decoded from the top) upscaled x4
 by MATLAB bicubic and by each model (PyTorch, the window of 5 frames around FRAME, cropped the same way).
@@ -56,7 +56,7 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("out")
     p.add_argument("rows", nargs="+", help="CLIP:FRAME:Y:X:H:W")
-    p.add_argument("--weights", nargs="+", default=["clean", "default"])
+    p.add_argument("--weights", nargs="+", default=["default", "real"])
     p.add_argument("--names", nargs="+", help="panel titles of the weights (default: the weights)")
     a = p.parse_args()
     torch.set_num_threads(2)
