@@ -178,3 +178,17 @@ def test_bundled_real_weights_are_the_mix_fine_tune_and_differ_from_the_default(
     assert record["degradation"] == "configs/degrade/mix.toml"
     diff = max((a - b).abs().max().item() for a, b in zip(real.state_dict().values(), default.state_dict().values()))
     assert diff > 1e-3
+
+
+def test_vsr_models_lists_the_bundled_weights_by_name(capsys):
+    import json
+
+    from vsr.cli import main
+    from vsr.model.weights import BUNDLED_NAMES, WEIGHTS_DIR
+
+    assert main(["models", "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)["bundled"]
+    assert listed == {n: str(WEIGHTS_DIR / f"{n}.pth") for n in BUNDLED_NAMES if (WEIGHTS_DIR / f"{n}.pth").is_file()}
+    assert main(["models"]) == 0
+    text = capsys.readouterr().out
+    assert all(f"--weights {n}" in text for n in listed)

@@ -13,9 +13,10 @@ def run(args) -> int:
     import json
 
     from vsr.model import OFFICIAL, list_configs, load_config
-    from vsr.model.weights import DEFAULT_WEIGHTS
+    from vsr.model.weights import BUNDLED_NAMES, DEFAULT_WEIGHTS, WEIGHTS_DIR
 
     cfgs = [load_config(n) for n in list_configs()]
+    bundled = {n: WEIGHTS_DIR / f"{n}.pth" for n in BUNDLED_NAMES if (WEIGHTS_DIR / f"{n}.pth").is_file()}
     if args.json:
         print(json.dumps({
             "configs": [{"name": c.name, "num_feat": c.num_feat, "num_frame": c.num_frame,
@@ -23,7 +24,8 @@ def run(args) -> int:
                          "description": c.description} for c in cfgs],
             "official": [{"file": o.filename, "config": o.config, "sha256": o.sha256 or f"{o.prefix}...",
                           "published": o.psnr} for o in OFFICIAL],
-            "default_weights": str(DEFAULT_WEIGHTS) if DEFAULT_WEIGHTS.is_file() else None}, indent=2))
+            "default_weights": str(DEFAULT_WEIGHTS) if DEFAULT_WEIGHTS.is_file() else None,
+            "bundled": {n: str(f) for n, f in bundled.items()}}, indent=2))
         return 0
     print("Configurations (configs/):")
     for c in cfgs:
@@ -34,4 +36,8 @@ def run(args) -> int:
         sha = o.sha256 or f"{o.prefix}... (file-name suffix)"
         print(f"  {o.filename}\n      config {o.config}; published {o.psnr}; sha256 {sha}")
     print(f"\nBundled default weights: {DEFAULT_WEIGHTS if DEFAULT_WEIGHTS.is_file() else 'none in this build'}")
+    uses = {"default": "clean sources", "real": "compressed video (web, phone, camera)",
+            "clean": "the clean-trained weights"}
+    for n, f in bundled.items():
+        print(f"  --weights {n:<8} {uses.get(n, '')}: {f}")
     return 0
