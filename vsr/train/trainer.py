@@ -95,8 +95,11 @@ class Trainer:
         self.parts = Trainable(self.model, self.ema, self.opt, self.scaler)
         self.state = TrainState()
 
+        # Segments big and long enough for a degradation's [context] too, or every window would be a still image.
+        ctx = self.degradation.context
         self.pool = FramePool(self.sources, segments_per_video=o.segments_per_video,
-                              segment_length=2 * self.cfg.num_frame - 1, region=max(256, 4 * o.lr_patch))
+                              segment_length=max(2 * self.cfg.num_frame - 1, ctx.frames),
+                              region=max(256, 4 * o.lr_patch, 4 * ctx.lr_size))
         self.sampler = PairSampler(self.pool, num_frame=self.cfg.num_frame, lr_patch=o.lr_patch,
                                    batch_size=o.batch_size, seed=o.seed, video_fraction=o.video_fraction,
                                    refresh_every=o.refresh_every, degradation=self.degradation)
