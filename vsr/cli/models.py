@@ -36,8 +36,8 @@ def run(args) -> int:
         sha = o.sha256 or f"{o.prefix}... (file-name suffix)"
         print(f"  {o.filename}\n      config {o.config}; published {o.psnr}; sha256 {sha}")
     print(f"\nBundled default weights: {DEFAULT_WEIGHTS if DEFAULT_WEIGHTS.is_file() else 'none in this build'}")
-    uses = {"default": "clean sources", "real": "compressed video (web, phone, camera)",
-            "clean": "the clean-trained weights"}
     for n, f in bundled.items():
-        print(f"  --weights {n:<8} {uses.get(n, '')}: {f}")
+        record = f.with_suffix(".json")
+        use = json.loads(record.read_text()).get("use", "") if record.is_file() else ""
+        print(f"  --weights {n:<8} {use}: {f}")
     return 0
