@@ -191,11 +191,12 @@ real_open = vsr.backends.open_backend
 
 def open_slow(**kw):
     backend = real_open(**kw)
-    fast = backend.infer
-    def infer(x):
-        time.sleep(60)  # stands in for a long native inference call (the GIL is released, as in ORT or torch)
-        return fast(x)
-    backend.infer = infer
+    def slow(fast):
+        def call(*args):
+            time.sleep(60)  # stands in for a long native inference call (the GIL is released, as in ORT or torch)
+            return fast(*args)
+        return call
+    backend.infer, backend.infer_stream = slow(backend.infer), slow(backend.infer_stream)
     return backend
 
 vsr.backends.open_backend = open_slow

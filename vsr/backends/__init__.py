@@ -48,9 +48,9 @@ def open_backend(weights: str = "default", config=None, options: BackendOptions 
         from vsr.backends.ort import OrtBackend
 
         return OrtBackend(model, cfg, options)
-    from vsr.backends.split import SplitBackend
+    from vsr.backends.split import SplitBackend, StreamingSplitBackend
 
-    return SplitBackend.from_model(model, cfg, options)
+    return (StreamingSplitBackend if options.stream_features else SplitBackend).from_model(model, cfg, options)
 
 
 @dataclass(frozen=True)

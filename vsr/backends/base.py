@@ -6,6 +6,14 @@ A backend turns a batch of LR windows into HR centre frames:
 
 H and W may be any size >= 1: a backend pads to the shape bucket of its :class:`~vsr.backends.buckets.BucketPolicy`
 and crops back.  Output values are *not* clipped (callers clip when they quantise).
+
+A backend that ``streams`` also takes the windows of a run with each input frame's identity
+(:class:`FrameKeys`: source frame index, tile) and computes each (frame, tile)'s features once, keeping them while
+a later window may need them::
+
+    infer_stream(x: float32 (N, T, 3, H, W), keys: FrameKeys) -> float32 (N, 3, 4H, 4W)
+
+Its output equals ``infer(x)``'s (within float rounding).  A backend that does not stream has only ``infer``.
 """
 
 from __future__ import annotations
@@ -18,6 +26,26 @@ import numpy as np
 from vsr.backends.buckets import BucketPolicy
 from vsr.errors import InputError
 from vsr.report.sample import StepStats
+
+
+@dataclass(frozen=True)
+class FrameKeys:
+    """Which source frame each input frame of an ``infer_stream`` call is.
+
+    ``frames[n][t]``: the source frame index of frame ``t`` of item ``n``; ``tiles[n]``: item ``n``'s tile (its
+    region of the frame, the same in every call of the stream); ``keep_from``: no later call of the stream has a
+    frame below this one (their features may go); ``stream``: the run the calls belong to (features are
+    kept within one stream only).
+    """
+
+    stream: int
+    frames: tuple[tuple[int, ...], ...]
+    tiles: tuple[int, ...]
+    keep_from: int
+
+    def keys(self) -> list[list[tuple[int, int]]]:
+        """``(frame, tile)`` of every input frame, ``[n][t]``."""
+        return [[(f, tile) for f in row] for row, tile in zip(self.frames, self.tiles)]
 
 
 @dataclass(frozen=True)
@@ -34,12 +62,21 @@ class Backend(Protocol):
     num_frame: int
     scale: int
     padding: str  # how windows are filled past the clip's ends (the model config's, e.g. "reflection_circle")
+    streams: bool  # takes infer_stream: each frame's features computed once per stream
 
     def input_spec(self) -> TensorSpec: ...
 
     def output_spec(self) -> TensorSpec: ...
 
     def infer(self, x: np.ndarray) -> np.ndarray: ...
+
+    def infer_stream(self, x: np.ndarray, keys: FrameKeys) -> np.ndarray:
+        """``infer(x)``, each (frame, tile)'s features computed once per stream (only where ``streams``)."""
+        ...
+
+    def feature_nbytes(self, height: int, width: int) -> int:
+        """Bytes of the features kept for one (frame, tile) of ``height x width`` (0 where it does not stream)."""
+        ...
 
     def prepare(self, height: int, width: int, batch: int) -> None:
         """Build what the first ``infer`` of ``(batch, T, 3, height, width)`` would (export, plan, sessions).
@@ -60,11 +97,13 @@ class Backend(Protocol):
 class ModelBackend:
     """Shared part of the backends that run an EDVR model: declared I/O, bucket policy and step timings.
 
-    Subclasses set ``name`` and ``_times`` (step name -> seconds) and implement ``infer`` and ``prepare``.
+    Subclasses set ``name`` and ``_times`` (step name -> seconds) and implement ``infer`` and ``prepare``; one that
+    keeps each frame's features sets ``streams`` and implements ``infer_stream``.
     """
 
     name = "model"
     scale = 4
+    streams = False
 
     def __init__(self, config, buckets: BucketPolicy | None = None):
         self.config = config
@@ -84,6 +123,16 @@ class ModelBackend:
 
     def step_stats(self) -> dict[str, StepStats]:
         return {}
+
+    def infer_stream(self, x: np.ndarray, keys: FrameKeys) -> np.ndarray:
+        return self.infer(x)  # nothing kept: every window computes its frames' features
+
+    def feature_nbytes(self, height: int, width: int) -> int:
+        if not self.streams:
+            return 0
+        from vsr.backends.features import pyramid_nbytes
+
+        return pyramid_nbytes(self.config.num_feat, *self.buckets.bucket(height, width))
 
     def check_input(self, x: np.ndarray) -> np.ndarray:
         """``x`` as contiguous float32 ``(N, T, 3, H, W)``; an InputError for any other shape."""

@@ -24,11 +24,13 @@ INT8_SCALES = ("runtime", "static", "exact")
 @dataclass(frozen=True)
 class TorchOptions:
     """PyTorch eager (the reference).  device: "cpu", "cuda", ... (None: CUDA when available); threads: torch's
-    intra-op threads (None: torch's default)."""
+    intra-op threads (None: torch's default); stream_features: in a run, each frame's features computed once
+    (``EDVR.features``) and kept for the windows that share the frame."""
 
     device: str | None = None
     threads: int | None = None
     buckets: BucketPolicy | None = None
+    stream_features: bool = True
 
 
 @dataclass(frozen=True)
@@ -56,7 +58,9 @@ class SplitOptions:
     cache_dir: plan cache root (default ``<engine dir>/plans``, see :func:`vsr.files.engine_dir`);
     precision: "fp32" | "int8" (segments' convs in int8, :mod:`vsr.quant`);
     int8_scales: activation scales of int8 segments, "runtime" (follow the frames) | "static" (calibration);
-    int8_calibration: folder of PNG frames that calibrates int8 plans (None: synthetic frames).
+    int8_calibration: folder of PNG frames that calibrates int8 plans (None: synthetic frames);
+    stream_features: compute each frame's features once and keep them for the windows that share the frame
+    (``vsr.backends.features``); False: every window computes its frames' features (the plan of before).
     """
 
     threads: int | None = None
@@ -67,6 +71,7 @@ class SplitOptions:
     precision: str = "fp32"
     int8_scales: str = "runtime"
     int8_calibration: str | None = None
+    stream_features: bool = True
 
     def __post_init__(self):
         if self.precision not in SPLIT_PRECISIONS:

@@ -22,7 +22,8 @@ from typing import Callable, Union
 import numpy as np
 import onnx
 
-from vsr.backends.base import ModelBackend
+from vsr.backends.base import FrameKeys, ModelBackend
+from vsr.backends.features import FeatureSlots, keyless
 from vsr.backends.options import SplitOptions
 from vsr.errors import BackendError, InputError
 from vsr.kernels.threads import configure_kernel_threads
@@ -192,6 +193,7 @@ class SplitBackend(ModelBackend):
 
     def plan_for(self, onnx_path: Path) -> SubgraphPlan:
         sb = self.segment_backend
+        front = {"front": True} if self.streams else {}
         bridge_ops = DEFAULT_BRIDGE_OPS if self.options.bridge_ops is None else self.options.bridge_ops
         quant = {}
         if sb.precision == "int8":
@@ -201,7 +203,152 @@ class SplitBackend(ModelBackend):
             quant = {"quant": cfg.digest, "transform": int8_plan_transform(cfg, self.options.threads)}
         return self.cache.get(onnx_path, backend=sb.name, backend_version=sb.version, precision=sb.precision,
                               bridge_ops=bridge_ops, fuse_activations=self.options.fuse_activations,
-                              kernel_device=sb.device, **quant)
+                              kernel_device=sb.device, **front, **quant)
+
+
+class StreamingSplitBackend(SplitBackend):
+    """The split plan with each frame's features computed once per stream (:mod:`vsr.backends.features`).
+
+    Its plan has the per-frame front (``segment_features``) as a segment of its own: that runs on ``batch``
+    frames at a time (the batch prepared: one fixed shape, rows beyond the frames zero), its outputs are kept
+    per (frame, tile), and the rest of the plan runs on windows whose features are copied in from them.
+    ``infer(x)`` without keys computes every frame of its windows (as :class:`SplitBackend`).
+    """
+
+    streams = True
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.slots = FeatureSlots()
+        self._store: dict[str, list[np.ndarray]] = {}
+        self._frames = 1  # frames per front call
+        self._stream_bucket: tuple[int, int] | None = None
+        self._warm_front: set[tuple[int, int, int]] = set()
+        self._io.update({"features:keep": 0.0, "features:gather": 0.0})
+
+    def new_executor(self, plan: SubgraphPlan) -> "FrontAndWindows":
+        return FrontAndWindows(plan, super().new_executor)
+
+    def prepare(self, height: int, width: int, batch: int) -> None:
+        """:meth:`SplitBackend.prepare`, and the front bound for ``batch`` frames per call, warmed up on zeros."""
+        self._frames = batch
+        super().prepare(height, width, batch)
+        with self._lock:
+            hb, wb = self.bucket(height, width)
+            if (batch, hb, wb) in self._warm_front:
+                return
+            t0 = time.perf_counter()
+            bound = self._front(hb, wb)
+            for buf in bound.inputs.values():
+                buf[...] = 0.0
+            bound.run(record=False)
+            reset = getattr(self.segment_backend, "reset", None)
+            if reset is not None:
+                reset()
+            self._build["build:warmup"] += time.perf_counter() - t0
+            self._warm_front.add((batch, hb, wb))
+
+    def _front(self, hb: int, wb: int) -> BoundPlan:
+        front = self.executor(hb, wb).front
+        return front.bind({front.plan.inputs[0]: (self._frames, 3, hb, wb)})
+
+    def infer(self, x: np.ndarray) -> np.ndarray:
+        return self.infer_stream(x, keyless(np.shape(x)[0], self.num_frame))
+
+    def infer_stream(self, x: np.ndarray, keys: FrameKeys) -> np.ndarray:
+        with self._lock:
+            x = self.check_input(x)
+            if len(keys.frames) != x.shape[0] or any(len(row) != x.shape[1] for row in keys.frames):
+                raise InputError(f"frame keys for {len(keys.frames)} items do not match the windows {x.shape}")
+            hb, wb = self.bucket(*x.shape[-2:])
+            if (hb, wb) != self._stream_bucket:
+                self.slots.stream, self._stream_bucket = None, (hb, wb)  # kept features are of another size
+            call = self.slots.begin(keys)
+            try:
+                self._compute(x, call.new, hb, wb)
+                return self._windows(x, call.slots, hb, wb)
+            except BaseException:
+                self.slots.stream = None  # some slots may lack their features: keep nothing
+                raise
+            finally:
+                self.slots.end(keys)
+
+    def _compute(self, x: np.ndarray, new: list[tuple[int, int, int]], hb: int, wb: int) -> None:
+        """The front on the frames ``new`` names, ``batch`` at a time; each frame's features into its slot."""
+        bound = self._front(hb, wb)
+        frames = next(iter(bound.inputs.values()))
+        outs = list(bound.outputs.items())
+        store = self._storage(outs)
+        m = frames.shape[0]
+        for i in range(0, len(new), m):
+            rows = new[i:i + m]
+            t0 = time.perf_counter()
+            for r, (_, n, t) in enumerate(rows):
+                self.buckets.pad_into(x[n, t], frames[r])
+            frames[len(rows):] = 0.0
+            t1 = time.perf_counter()
+            bound.run()
+            t2 = time.perf_counter()
+            for r, (slot, _, _) in enumerate(rows):
+                for name, arr in outs:
+                    np.copyto(store[name][slot], arr[r])
+            self._io["pad"] += t1 - t0
+            self._io["features:keep"] += time.perf_counter() - t2
+
+    def _storage(self, outs: list[tuple[str, np.ndarray]]) -> dict[str, list[np.ndarray]]:
+        """One array per slot and front output, grown to the slots in use (kept: allocated once per size)."""
+        for name, arr in outs:
+            kept = self._store.setdefault(name, [])
+            if kept and kept[0].shape != arr.shape[1:]:
+                kept.clear()
+            kept.extend(np.empty(arr.shape[1:], arr.dtype) for _ in range(self.slots.size - len(kept)))
+        return self._store
+
+    def _windows(self, x: np.ndarray, slots: np.ndarray, hb: int, wb: int) -> np.ndarray:
+        """The rest of the plan on the windows of ``x``, their features gathered from ``slots (N, T)``."""
+        n, t_, _, h, w = x.shape
+        bound, step = self._bound(n, hb, wb)
+        plan = self.executor(hb, wb).plan
+        in_name, out_name = plan.inputs[0], plan.outputs[0]
+        feats = plan.inputs[1:]
+        out = np.empty((n, 3, 4 * h, 4 * w), np.float32)
+        for i in range(0, n, step):
+            m = min(step, n - i)
+            t0 = time.perf_counter()
+            self.load_input(x[i:i + m], bound.inputs[in_name])
+            t1 = time.perf_counter()
+            for name in feats:
+                dst, kept = bound.inputs[name], self._store[name]
+                for r, slot in enumerate(slots[i:i + m].reshape(-1)):
+                    np.copyto(dst[r], kept[slot])
+                dst[m * t_:] = 0.0
+            t2 = time.perf_counter()
+            bound.run()
+            t3 = time.perf_counter()
+            out[i:i + m] = self.read_output(bound.outputs[out_name], m, 4 * h, 4 * w)
+            self._io["pad"] += t1 - t0
+            self._io["features:gather"] += t2 - t1
+            self._io["crop"] += time.perf_counter() - t3
+        return out
+
+
+class FrontAndWindows:
+    """A plan with a per-frame front as two executors: ``front`` (on frames) and the windows' (``plan``,
+    ``bind``: the plan without its front, :meth:`vsr.plan.plan.SubgraphPlan.window_plan`)."""
+
+    def __init__(self, plan: SubgraphPlan, executor: Callable[[SubgraphPlan], PlanExecutor]):
+        self.front = executor(plan.per_frame_plan())
+        self.windows = executor(plan.window_plan())
+        self.plan = self.windows.plan
+
+    def bind(self, input_shapes: dict[str, tuple[int, ...]]) -> BoundPlan:
+        return self.windows.bind(input_shapes)
+
+    def timings(self) -> dict[str, float]:
+        return self.front.timings() | self.windows.timings()
+
+    def step_stats(self) -> dict[str, StepStats]:
+        return self.front.step_stats() | self.windows.step_stats()
 
 
 def _segment_backend(options: SplitOptions) -> SegmentBackend:

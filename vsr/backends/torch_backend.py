@@ -7,12 +7,20 @@ import time
 import numpy as np
 import torch
 
-from vsr.backends.base import ModelBackend
+from vsr.backends.base import FrameKeys, ModelBackend
+from vsr.backends.features import FeatureSlots
 from vsr.backends.options import TorchOptions
+from vsr.errors import InputError
 
 
 class TorchBackend(ModelBackend):
-    """``infer((N,T,3,H,W) float32) -> (N,3,4H,4W) float32`` with the PyTorch model."""
+    """``infer((N,T,3,H,W) float32) -> (N,3,4H,4W) float32`` with the PyTorch model.
+
+    With ``stream_features``, ``infer_stream`` computes each (frame, tile)'s pyramid once per stream with the
+    model's own :meth:`~vsr.model.edvr.EDVR.features` (``batch`` frames per call, padded with zero frames: one
+    shape, so a frame's features do not depend on its neighbours in the call) and runs
+    :meth:`~vsr.model.edvr.EDVR.from_features` on the windows.
+    """
 
     name = "torch"
     scale = 4
@@ -20,14 +28,22 @@ class TorchBackend(ModelBackend):
     def __init__(self, model, config, options: TorchOptions = TorchOptions()):
         super().__init__(config, options.buckets)
         self.options = options
+        self.streams = options.stream_features
         self.device = options.device or ("cuda" if torch.cuda.is_available() else "cpu")
         self.model = model.to(self.device).eval()
         if options.threads:
             torch.set_num_threads(options.threads)
         self._times = {"run": 0.0}
+        if self.streams:
+            self._times.update({"features": 0.0, "windows": 0.0})
+        self.slots = FeatureSlots()
+        self._store: list[list[torch.Tensor]] = [[], [], []]  # L1, L2, L3: one tensor per slot
+        self._frames = 1  # frames per features call
+        self._stream_bucket: tuple[int, int] | None = None
 
     def prepare(self, height: int, width: int, batch: int) -> None:
-        """Nothing to build: the model is ready once loaded."""
+        """Nothing to build: the model is ready once loaded; the features calls take ``batch`` frames."""
+        self._frames = batch
 
     @torch.inference_mode()
     def infer(self, x: np.ndarray) -> np.ndarray:
@@ -39,3 +55,51 @@ class TorchBackend(ModelBackend):
         out = y[:, :, : 4 * h, : 4 * w].float().cpu().numpy()
         self._times["run"] += time.perf_counter() - t0
         return out
+
+    @torch.inference_mode()
+    def infer_stream(self, x: np.ndarray, keys: FrameKeys) -> np.ndarray:
+        if not self.streams:
+            return self.infer(x)
+        x = self.check_input(x)
+        if len(keys.frames) != x.shape[0] or any(len(row) != x.shape[1] for row in keys.frames):
+            raise InputError(f"frame keys for {len(keys.frames)} items do not match the windows {x.shape}")
+        h, w = x.shape[-2:]
+        xp, bucket = self.buckets.pad(x)
+        if bucket != self._stream_bucket:
+            self.slots.stream, self._stream_bucket = None, bucket
+        call = self.slots.begin(keys)
+        try:
+            t0 = time.perf_counter()
+            self._compute(xp, call.new)
+            t1 = time.perf_counter()
+            nbr = [torch.stack([kept[s] for s in call.slots.reshape(-1)]) for kept in self._store]
+            centre = torch.from_numpy(np.ascontiguousarray(xp[:, self.model.center_frame_idx])).to(self.device)
+            y = self.model.from_features(nbr, centre)
+            out = y[:, :, : 4 * h, : 4 * w].float().cpu().numpy()
+            t2 = time.perf_counter()
+        except BaseException:
+            self.slots.stream = None
+            raise
+        finally:
+            self.slots.end(keys)
+        self._times["features"] += t1 - t0
+        self._times["windows"] += t2 - t1
+        self._times["run"] += t2 - t0
+        return out
+
+    def _compute(self, xp: np.ndarray, new: list[tuple[int, int, int]]) -> None:
+        """``EDVR.features`` on the frames ``new`` names, ``batch`` per call; each pyramid into its slot."""
+        m = self._frames
+        for kept in self._store:
+            kept.extend([None] * (self.slots.size - len(kept)))
+        for i in range(0, len(new), m):
+            rows = new[i:i + m]
+            frames = np.zeros((m,) + xp.shape[2:], np.float32)
+            for r, (_, n, t) in enumerate(rows):
+                frames[r] = xp[n, t]
+            pyramid = self.model.features(torch.from_numpy(frames).to(self.device))
+            for r, (slot, _, _) in enumerate(rows):
+                for kept, level in zip(self._store, pyramid):
+                    if kept[slot] is None or kept[slot].shape != level[r].shape:
+                        kept[slot] = torch.empty_like(level[r])  # once per slot (and size)
+                    kept[slot].copy_(level[r])

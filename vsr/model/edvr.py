@@ -179,14 +179,19 @@ class EDVR(nn.Module):
         self.conv_hr = nn.Conv2d(64, 64, 3, 1, 1)
         self.conv_last = nn.Conv2d(64, num_out_ch, 3, 1, 1)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        b, t, c, h, w = x.shape
-        ci = self.center_frame_idx
-        x_center = x[:, ci]
-        feat_l1 = self.feature_extraction(_lrelu(self.conv_first(x.reshape(b * t, c, h, w))))
+    def features(self, frames: torch.Tensor) -> list[torch.Tensor]:
+        """Each frame's feature pyramid: ``(M, 3, H, W)`` -> ``[L1 (M, C, H, W), L2 (M, C, H/2, W/2),
+        L3 (M, C, H/4, W/4)]``.  Per frame: a frame's pyramid does not depend on the others in ``frames``."""
+        feat_l1 = self.feature_extraction(_lrelu(self.conv_first(frames)))
         feat_l2 = _lrelu(self.conv_l2_2(_lrelu(self.conv_l2_1(feat_l1))))
         feat_l3 = _lrelu(self.conv_l3_2(_lrelu(self.conv_l3_1(feat_l2))))
-        nbr = [feat_l1, feat_l2, feat_l3]
+        return [feat_l1, feat_l2, feat_l3]
+
+    def from_features(self, nbr: list[torch.Tensor], x_center: torch.Tensor) -> torch.Tensor:
+        """The windows' pyramids ``[L1 (N*T, C, H, W), L2, L3]`` (window-major: row ``n*T + t`` is frame ``t``
+        of window ``n``) and the centre frames ``(N, 3, H, W)`` -> ``(N, 3, 4H, 4W)``."""
+        t, ci = self.num_frame, self.center_frame_idx
+        b, _, h, w = x_center.shape
         # Reference (centre-frame) features, repeated so that all T frames align in one batch.
         ref = []
         for f in nbr:
@@ -205,3 +210,8 @@ class EDVR(nn.Module):
         out = self.conv_last(out)
         base = F.interpolate(x_center, scale_factor=4, mode="bilinear", align_corners=False)
         return out + base
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, c, h, w = x.shape
+        x_center = x[:, self.center_frame_idx]
+        return self.from_features(self.features(x.reshape(b * t, c, h, w)), x_center)

@@ -8,6 +8,11 @@ the largest that fits it.  A run that cannot fit (even with the smallest tile, o
 batch the user chose) raises ``MemoryBudgetError`` before its first frame.  Each figure is a measurement (docs/benchmarks.md), and the plan goes into the run's
 report so that a run that exceeds it can be traced to the estimate that was wrong.
 
+A backend that keeps each frame's features between windows (``streams``, :mod:`vsr.backends.features`) holds
+at most :func:`vsr.pipeline.batches.kept_features` of them; they are kept only where they fit the budget beside
+the plan made without them (:func:`with_features`), so the tiles are those of a backend that does not stream;
+otherwise every window computes its frames' features again, and the plan says so.
+
 A backend whose model runs in GPU memory (the CUDA runtime) describes that memory (:class:`DeviceMemory`: what is
 free now and what one LR pixel takes, measured by the backend on the device itself); then the model's working
 memory is planned against the GPU's free memory and only the arrays around the model against the budget.
@@ -16,7 +21,7 @@ memory is planned against the GPU's free memory and only the arrays around the m
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from vsr.errors import MemoryBudgetError
 from vsr.pipeline.tiles import best_tile
@@ -96,17 +101,28 @@ class MemoryPlan:
     tile: tuple[int, int] | None
     fits: bool
     device_mb: float | None = None  # the model's planned GPU memory (None: it works in host memory)
+    features_mb: float | None = None  # each frame's kept features (None: the backend does not keep them)
+    features: str | None = None  # "kept" (counted in the total) | "per-window" (they did not fit) | None
 
     @property
     def total_mb(self) -> float:
-        return self.process_mb + self.lr_frames_mb + self.hr_frames_mb + self.encoder_mb + self.model_mb
+        kept = self.features_mb if self.features == "kept" else 0.0
+        return self.process_mb + self.lr_frames_mb + self.hr_frames_mb + self.encoder_mb + self.model_mb + kept
 
     def to_dict(self) -> dict:
         d = {k: (round(v, 1) if isinstance(v, float) else v) for k, v in asdict(self).items()}
-        if self.device_mb is None:
-            del d["device_mb"]
+        for name in ("device_mb", "features_mb", "features"):
+            if d[name] is None:
+                del d[name]
         d["total_mb"] = round(self.total_mb, 1)
         return d
+
+
+def with_features(plan: MemoryPlan, features_mb: float) -> MemoryPlan:
+    """``plan`` with a streaming backend's kept features (``features_mb``): counted where they fit the budget
+    beside it, else marked ``per-window`` (every window then computes its frames' features)."""
+    fits = plan.total_mb + features_mb <= plan.budget_mb * (1.0 - MARGIN)
+    return replace(plan, features_mb=features_mb, features="kept" if fits else "per-window")
 
 
 def model_mb(pixels: int, batch: int, model: ModelMemory = ModelMemory()) -> float:

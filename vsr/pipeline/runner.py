@@ -12,7 +12,8 @@ loops, so the stages overlap.
     window      FrameWindow: the T frames around each output frame (clip ends padded as configured)
     batch       up to ``batch`` (window, tile) items stacked into (N, T, 3, h, w), or what is ready
                 after ``batch_wait_s``
-    infer       backend.infer -> (N, 3, 4h, 4w) float32
+    infer       backend.infer -> (N, 3, 4h, 4w) float32 (``infer_stream`` with the batch's frame keys where the
+                backend streams and the memory plan keeps the features)
     post        tile cores -> output planes (colour matrix, quantisation) of whole HR frames, written into
                 the sink's own frame buffers, then finished there (chroma subsampling, colour tags)
     encode      sink.write (PyAV encoder + muxer, or PNG files)
@@ -23,14 +24,15 @@ from __future__ import annotations
 import logging
 import time
 from contextlib import closing
+from itertools import count
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
 import numpy as np
 
 from vsr.errors import InputError
-from vsr.pipeline.batches import Batch, Result, batches
-from vsr.pipeline.memory import DeviceMemory, MemoryPlan, ModelMemory, plan_memory
+from vsr.pipeline.batches import Batch, Result, batches, kept_features
+from vsr.pipeline.memory import MB, DeviceMemory, MemoryPlan, ModelMemory, plan_memory, with_features
 from vsr.pipeline.scenes import CUT_CONTEXT, SCENE_MODES, WINDOW, CutDetector, CutRule, mark_listed
 from vsr.pipeline.stages import Stage, StagePipeline, abandoned_still_running
 from vsr.pipeline.tiles import Tile, tile_grid
@@ -39,6 +41,7 @@ from vsr.report import RunReport
 from vsr.video.colour import encode_planes
 
 log = logging.getLogger(__name__)
+_STREAMS = count(1)  # one stream of frame keys per run
 
 __all__ = ["FrameQueueRunner", "FrameWindow", "RunnerSettings", "infer_still_running"]
 
@@ -224,9 +227,15 @@ class FrameQueueRunner:
                            hr_bytes_per_pixel=3 * np.dtype(sink.plane_dtype()).itemsize, tile=s.tile,
                            device=self.device_memory(), extra_lr_frames=extra,
                            model=ModelMemory.of(getattr(self.backend, "config", None)))
-        if s.tile:
-            return (s.tile if (height > s.tile or width > s.tile) else None), plan
-        return plan.tile, plan
+        tile = (s.tile if (height > s.tile or width > s.tile) else None) if s.tile else plan.tile
+        if getattr(self.backend, "streams", False):
+            grid = tile_grid(height, width, tile, s.overlap)
+            item = self.backend.feature_nbytes(grid[0].y1 - grid[0].y0, grid[0].x1 - grid[0].x0)
+            plan = with_features(plan, kept_features(self.num_frame, s.batch, len(grid)) * item / MB)
+            if plan.features != "kept":
+                log.warning("each frame's features are computed per window: keeping them needs %.0f MB more than "
+                            "--memory-budget %d leaves", plan.features_mb, s.memory_budget_mb)
+        return tile, plan
 
     def decode_range(self) -> tuple[int, int | None]:
         """The source frames ``first:stop`` this run decodes (:func:`decode_range`)."""
@@ -251,7 +260,8 @@ class FrameQueueRunner:
         if on_start is not None:
             on_start()
         decode = SourceFrames(source, *self.decode_range())
-        pipeline = self._pipeline(decode, scenes, sink, tiles, info.height, info.width, progress)
+        stream = next(_STREAMS) if memory.features == "kept" else None
+        pipeline = self._pipeline(decode, scenes, sink, tiles, info.height, info.width, progress, stream)
         t0 = time.perf_counter()
         pipeline.run()
         wall = time.perf_counter() - t0
@@ -267,7 +277,7 @@ class FrameQueueRunner:
                          step_stats=self.backend.step_stats() or None)
 
     def _pipeline(self, decode: SourceFrames, scenes: SceneStage, sink, tiles: list[Tile], height: int,
-                  width: int, progress: Callable[[int], None] | None) -> StagePipeline:
+                  width: int, progress: Callable[[int], None] | None, stream: int | None) -> StagePipeline:
         s = self.settings
         start, stop = s.frames
         unit = "tiles" if len(tiles) > 1 else "frames"
@@ -275,8 +285,9 @@ class FrameQueueRunner:
 
         def infer(inbox: Iterator[Batch]) -> Iterator[Result]:
             for b in inbox:
-                result = Result(b.slots, self.backend.infer(b.x))
-                b = None
+                y = self.backend.infer(b.x) if stream is None else self.backend.infer_stream(b.x, b.keys)
+                result = Result(b.slots, y)
+                b = y = None
                 yield result
                 result = None
 
@@ -287,7 +298,8 @@ class FrameQueueRunner:
             Stage("decode", decode),
             *([Stage("scenes", scenes)] if marked else []),
             Stage("window", lambda inbox: windows(inbox, self.num_frame, self.padding, start, stop, marked)),
-            Stage("batch", lambda inbox: batches(inbox, tiles, s.batch), unit, n_slots, idle_s=s.batch_wait_s),
+            Stage("batch", lambda inbox: batches(inbox, tiles, s.batch, stream or 0), unit, n_slots,
+                  idle_s=s.batch_wait_s),
             Stage("infer", infer, unit, n_slots, grace_s=s.stop_grace_s),
             Stage("post", lambda inbox: hr_frames(inbox, sink, height, width, self.scale, len(tiles))),
             Stage("encode", lambda inbox: encoded(inbox, sink)),

@@ -163,3 +163,28 @@ def _bridge_call(kernel, inputs, outputs, workspace) -> Callable[[], None]:
     def call() -> None:
         kernel.run(inputs, outputs, workspace)
     return call
+
+
+class WindowRunner:
+    """A plan run on whole windows, with or without a per-frame front: ``run({input: (N, T, C, H, W)})``.
+
+    A plan with a front (:meth:`SubgraphPlan.per_frame_plan`) runs it on the windows' ``N*T`` frames first and
+    feeds its outputs to the rest (:meth:`SubgraphPlan.window_plan`): each frame's features every time it comes,
+    as a plan without a front computes them.  What calibration and tests need; a runner that keeps each frame's
+    features (``vsr.backends.split``) binds the two parts itself.
+    """
+
+    def __init__(self, plan: SubgraphPlan, segment_backend: SegmentBackend, kernels: KernelRegistry = KERNELS):
+        self.plan = plan
+        self.front = None
+        if plan.frame_input is not None:
+            self.front = PlanExecutor(plan.per_frame_plan(), segment_backend, kernels)
+        self.window = PlanExecutor(plan.window_plan(), segment_backend, kernels)
+
+    def run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Copies of the plan's outputs for ``feeds`` (the plan's own inputs)."""
+        if self.front is None:
+            return self.window.run(feeds)
+        x = feeds[self.plan.inputs[0]]
+        features = self.front.run({self.plan.frame_input: x.reshape((-1,) + x.shape[2:])})
+        return self.window.run({**feeds, **features})

@@ -12,6 +12,10 @@
 * An activation (LeakyRelu / Relu) that is the only consumer of a bridge's output is fused into the bridge step
   (``fuse_activations``), so the kernel writes the activated tensor in its single pass.
 * ``Constant`` nodes become initializers first, so that each segment owns copies of what it needs.
+* ``front=True``: the nodes that compute each frame's features alone (:mod:`vsr.plan.front`) become one segment
+  of their own, ``segment_features``, first and marked ``per_frame``: its input is the frames ``(F, C, H, W)``
+  the graph makes of its windows, its outputs every frame's features.  A runner may run it once per frame and
+  feed the rest of the plan the features of each window's frames (:meth:`vsr.plan.plan.SubgraphPlan.window_plan`).
 
 Each segment is a valid standalone ONNX model whose inputs/outputs are typed, named after the original
 tensors, and shaped with the original (possibly symbolic, e.g. ``3*N``) dimensions.
@@ -30,8 +34,10 @@ from onnx import helper, numpy_helper
 
 from vsr.errors import BackendError
 from vsr.kernels.node import FUSABLE_ACTIVATIONS
+from vsr.plan.front import find_front, per_frame_model
 
 DEFAULT_BRIDGE_OPS = ("DeformConv", "DepthToSpace")
+FRONT = -1  # the segment index of the per-frame front (it runs before segment 0)
 
 
 @dataclass(frozen=True)
@@ -67,6 +73,7 @@ class Step:
     epilogue: tuple[str, float] | None = None
     file: str | None = None  # segment model file, relative to the plan directory
     nodes: list[str] = field(default_factory=list)  # original node names (for the manifest)
+    per_frame: bool = False  # the per-frame front: runs on frames (F, ...), not on windows
 
     def runtime_inputs(self) -> list[str]:
         return [t for t in self.inputs if t]
@@ -79,6 +86,8 @@ class Step:
                      epilogue=list(self.epilogue) if self.epilogue else None)
         else:
             d.update(file=self.file)
+        if self.per_frame:
+            d["per_frame"] = True
         return d
 
     @classmethod
@@ -87,7 +96,7 @@ class Step:
                    op_type=d.get("op_type"), attrs=dict(d.get("attrs") or {}),
                    constants={int(k): v for k, v in (d.get("constants") or {}).items()},
                    epilogue=tuple(d["epilogue"]) if d.get("epilogue") else None, file=d.get("file"),
-                   nodes=list(d.get("nodes") or []))
+                   nodes=list(d.get("nodes") or []), per_frame=bool(d.get("per_frame", False)))
 
 
 @dataclass
@@ -101,6 +110,7 @@ class Partition:
     segments: dict[str, onnx.ModelProto]
     constants: dict[str, np.ndarray]
     bridge_ops: tuple[str, ...]
+    frame_input: str | None = None  # the per-frame front's input (the frames made of the windows), if cut
 
 
 _DIM_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,
@@ -199,6 +209,7 @@ class _Graph:
     owner: dict[int, int] = field(default_factory=dict)
     epilogues: dict[int, tuple[str, float]] = field(default_factory=dict)
     segment: dict[int, int] = field(default_factory=dict)
+    front: set[int] = field(default_factory=set)  # the per-frame front's nodes (segment FRONT)
 
     def info(self, t: str) -> TensorInfo:
         if t not in self.infos:
@@ -266,6 +277,8 @@ def _assign_segments(g: _Graph, bridges: list[int]) -> None:
     last = len(bridges)
 
     def step_of_consumer(ci: int) -> int | None:
+        if ci in g.front:
+            return None  # the front runs on frames of its own: what feeds it is not computed in the plan
         if ci in g.owner:
             return bridge_index[g.owner[ci]]
         if g.is_bridge[ci]:
@@ -273,7 +286,7 @@ def _assign_segments(g: _Graph, bridges: list[int]) -> None:
         return g.segment.get(ci)  # None: a dropped (dead) node
 
     for i in reversed(range(len(g.nodes))):
-        if g.is_bridge[i] or i in g.owner:
+        if g.is_bridge[i] or i in g.owner or i in g.front:
             continue
         s = None
         for t in g.nodes[i].output:
@@ -288,7 +301,8 @@ def _assign_segments(g: _Graph, bridges: list[int]) -> None:
 
 
 def _segment_step(g: _Graph, k: int) -> tuple[Step, onnx.ModelProto] | None:
-    """Segment ``k`` as a standalone, checked ONNX model and its step (None: the segment is empty)."""
+    """Segment ``k`` (``FRONT``: the per-frame front) as a standalone, checked ONNX model and its step (None: the
+    segment is empty)."""
     seg_nodes = [g.nodes[i] for i in range(len(g.nodes)) if g.segment.get(i) == k]
     if not seg_nodes:
         return None
@@ -299,7 +313,7 @@ def _segment_step(g: _Graph, k: int) -> tuple[Step, onnx.ModelProto] | None:
             if t and t not in produced and t not in g.inits and t not in ins:
                 ins.append(t)
     outs = [t for n in seg_nodes for t in n.output if t and g.needed_after(t, k)]
-    name = f"segment{k:02d}"
+    name = "segment_features" if k == FRONT else f"segment{k:02d}"
     used_inits = list({t: g.inits[t] for n in seg_nodes for t in n.input if t in g.inits}.values())
     # in node order, so that the same graph always gives the same segment bytes
     vis = [_value_info(g.infos[t]) for n in seg_nodes for t in n.output if t in g.infos and t not in outs]
@@ -308,12 +322,14 @@ def _segment_step(g: _Graph, k: int) -> tuple[Step, onnx.ModelProto] | None:
     seg_model = helper.make_model(graph, opset_imports=list(g.model.opset_import), ir_version=g.model.ir_version,
                                   producer_name="vsr.plan")
     seg_model.functions.extend(g.model.functions)
+    if k == FRONT:
+        per_frame_model(seg_model)
     try:
         onnx.checker.check_model(seg_model)
     except onnx.checker.ValidationError as e:
         raise BackendError(f"{name} is not a valid ONNX model: {str(e).splitlines()[0]}") from None
     step = Step(name=name, kind="segment", inputs=ins, outputs=outs, file=f"{name}.onnx",
-                nodes=[n.name for n in seg_nodes])
+                nodes=[n.name for n in seg_nodes], per_frame=k == FRONT)
     return step, seg_model
 
 
@@ -337,26 +353,33 @@ def _bridge_step(g: _Graph, k: int, b: int, constants: dict[str, np.ndarray]) ->
                 nodes=[n.name] + [g.nodes[i].name for i in fused])
 
 
-def partition(model: onnx.ModelProto, bridge_ops=DEFAULT_BRIDGE_OPS, fuse_activations: bool = True) -> Partition:
-    """Cut ``model`` at every node whose op type is in ``bridge_ops``; see the module docstring."""
+def partition(model: onnx.ModelProto, bridge_ops=DEFAULT_BRIDGE_OPS, fuse_activations: bool = True,
+              front: bool = False) -> Partition:
+    """Cut ``model`` at every node whose op type is in ``bridge_ops`` (and, with ``front``, off its per-frame
+    front); see the module docstring."""
     bridge_ops = tuple(sorted(set(bridge_ops)))
     g = _read_graph(model, bridge_ops)
     if fuse_activations:
         _fuse_activations(g)
+    frame = None
+    if front:
+        ranks = {t: len(info.shape) for t, info in g.infos.items()}
+        frame, g.front = find_front(g.nodes, g.inits, g.inputs, ranks)
+        g.segment.update({i: FRONT for i in g.front})
     bridges = [i for i in range(len(g.nodes)) if g.is_bridge[i]]
     _assign_segments(g, bridges)
     steps: list[Step] = []
     segments: dict[str, onnx.ModelProto] = {}
     constants: dict[str, np.ndarray] = {}
-    for k in range(len(bridges) + 1):
+    for k in ([FRONT] if front else []) + list(range(len(bridges) + 1)):
         seg = _segment_step(g, k)
         if seg is not None:
             steps.append(seg[0])
             segments[seg[0].name] = seg[1]
-        if k < len(bridges):
+        if 0 <= k < len(bridges):
             steps.append(_bridge_step(g, k, bridges[k], constants))
     tensors = {t: g.info(t) for s in steps for t in s.runtime_inputs() + s.outputs}
     for t in g.inputs + g.outputs:
         tensors[t] = g.info(t)
     return Partition(steps=steps, tensors=tensors, inputs=g.inputs, outputs=g.outputs, segments=segments,
-                     constants=constants, bridge_ops=bridge_ops)
+                     constants=constants, bridge_ops=bridge_ops, frame_input=frame)

@@ -9,7 +9,8 @@ A plan directory holds::
 
 The directory name is a hash of everything that makes the plan valid (:class:`PlanKey`): the ONNX model's
 checksum, its input shape bucket, the precision (with, for int8, the digest of the quantization parameters), the
-segment backend and its version, the bridge op set and the plan format.  :class:`PlanCache` never uses a stale plan (different key -> different directory; a directory
+segment backend and its version, the bridge op set, whether the per-frame front is cut off (``front``) and the
+plan format.  :class:`PlanCache` never uses a stale plan (different key -> different directory; a directory
 whose manifest or files do not match is rebuilt) and never rebuilds a valid one.
 """
 
@@ -31,7 +32,8 @@ import onnx
 from vsr.errors import BackendError, InputError
 from vsr.files import engine_dir, sha256_file
 from vsr.plan.arena import ArenaPlan, Buffer, plan_arena
-from vsr.plan.partition import DEFAULT_BRIDGE_OPS, Partition, Step, TensorInfo, partition
+from vsr.plan.front import FRAMES
+from vsr.plan.partition import DEFAULT_BRIDGE_OPS, Partition, Step, TensorInfo, eval_dim, partition
 
 log = logging.getLogger(__name__)
 
@@ -54,11 +56,13 @@ class PlanKey:
     kernel_device: str = "cpu"
     plan_format: int = PLAN_FORMAT
     quant: str = ""  # digest of the quantization parameters (int8 plans; "" for fp32)
+    front: bool = False  # the per-frame front is a segment of its own (vsr.plan.front)
 
     def fields(self) -> dict:
         d = asdict(self)
-        if not self.quant:
-            del d["quant"]  # fp32 keys (and their cached plans) stay as they were
+        for name in ("quant", "front"):
+            if not d[name]:
+                del d[name]  # the keys (and cached plans) of plans without it stay as they were
         d["bucket"] = list(self.bucket)
         d["bridge_ops"] = sorted(self.bridge_ops)
         return d
@@ -79,6 +83,27 @@ class SubgraphPlan:
     outputs: list[str]
     constants: dict[str, np.ndarray]
     key: dict = field(default_factory=dict)
+    frame_input: str | None = None  # the per-frame front's input, where the plan has one
+
+    def per_frame_plan(self) -> "SubgraphPlan":
+        """The per-frame front on its own: input the frames ``(F, C, H, W)`` (``frame_input``), outputs every
+        frame's features ``(F, ...)``; F is any number of frames, bound by the caller."""
+        steps = [s for s in self.steps if s.per_frame]
+        if self.frame_input is None or not steps:
+            raise BackendError(f"{self.directory}: the plan has no per-frame front")
+        outs = [t for s in steps for t in s.outputs]
+        tensors = {t: TensorInfo(t, (FRAMES,) + tuple(self.tensors[t].shape[1:]), self.tensors[t].dtype)
+                   for t in [self.frame_input] + outs}
+        return SubgraphPlan(self.directory, steps, tensors, [self.frame_input], outs, {}, self.key)
+
+    def window_plan(self) -> "SubgraphPlan":
+        """The plan without its per-frame front (the plan itself when it has none): inputs the windows and, after
+        them, the front's outputs as ``(N*T, ...)`` rows, window-major."""
+        if self.frame_input is None:
+            return self
+        feats = [t for s in self.steps if s.per_frame for t in s.outputs]
+        return SubgraphPlan(self.directory, [s for s in self.steps if not s.per_frame], self.tensors,
+                            self.inputs + feats, self.outputs, self.constants, self.key)
 
     def symbols(self, input_shapes: dict[str, tuple[int, ...]]) -> dict[str, int]:
         """Bind the symbolic dimensions of the graph inputs (e.g. ``N``) from concrete input shapes."""
@@ -88,11 +113,15 @@ class SubgraphPlan:
             if len(decl) != len(shape):
                 raise InputError(f"plan input {name!r} has rank {len(decl)}, got shape {tuple(shape)}")
             for d, v in zip(decl, shape):
-                if isinstance(d, str):
+                if isinstance(d, str) and d.isidentifier():
                     if env.setdefault(d, int(v)) != int(v):
                         raise InputError(f"plan input {name!r}: dimension {d} bound twice ({env[d]} and {v})")
-                elif d != v:
+                elif not isinstance(d, str) and d != v:
                     raise InputError(f"plan input {name!r} expects shape {decl}, got {tuple(shape)}")
+        for name, shape in input_shapes.items():  # dimensions such as "5*N": what the symbols make them
+            decl = self.tensors[name].shape
+            if any(isinstance(d, str) and not d.isidentifier() and eval_dim(d, env) != v for d, v in zip(decl, shape)):
+                raise InputError(f"plan input {name!r} expects shape {decl} with {env}, got {tuple(shape)}")
         return env
 
     def arena_plan(self, env: dict[str, int], workspaces: dict[int, int] | None = None) -> ArenaPlan:
@@ -133,7 +162,8 @@ class SubgraphPlan:
             constants = {name: z[f"c{i}"] for i, name in enumerate(m["constants"])}
         tensors = {k: TensorInfo(k, tuple(v["shape"]), v["dtype"]) for k, v in m["tensors"].items()}
         return cls(directory=d, steps=[Step.from_json(s) for s in m["steps"]], tensors=tensors,
-                   inputs=list(m["inputs"]), outputs=list(m["outputs"]), constants=constants, key=m.get("key", {}))
+                   inputs=list(m["inputs"]), outputs=list(m["outputs"]), constants=constants, key=m.get("key", {}),
+                   frame_input=m.get("frame_input"))
 
 
 def _model_bucket(model: onnx.ModelProto) -> tuple:
@@ -149,7 +179,8 @@ def _model_bucket(model: onnx.ModelProto) -> tuple:
 
 def plan_key(onnx_path: str | os.PathLike, *, backend: str = "onnxruntime", backend_version: str | None = None,
              precision: str = "fp32", bridge_ops=DEFAULT_BRIDGE_OPS, fuse_activations: bool = True,
-             kernel_device: str = "cpu", model: onnx.ModelProto | None = None, quant: str = "") -> PlanKey:
+             kernel_device: str = "cpu", model: onnx.ModelProto | None = None, quant: str = "",
+             front: bool = False) -> PlanKey:
     if backend_version is None:
         if backend != "onnxruntime":
             raise BackendError(f"plan_key: give backend_version for backend {backend!r}")
@@ -159,7 +190,7 @@ def plan_key(onnx_path: str | os.PathLike, *, backend: str = "onnxruntime", back
     model = model if model is not None else onnx.load(str(onnx_path), load_external_data=False)
     return PlanKey(model_sha256=sha256_file(onnx_path), bucket=_model_bucket(model), precision=precision,
                    backend=backend, backend_version=backend_version, bridge_ops=tuple(sorted(set(bridge_ops))),
-                   fuse_activations=fuse_activations, kernel_device=kernel_device, quant=quant)
+                   fuse_activations=fuse_activations, kernel_device=kernel_device, quant=quant, front=front)
 
 
 # transform(partition, model, out_dir) -> manifest additions: rewrites ``partition.segments`` in place (e.g. into
@@ -170,11 +201,12 @@ PlanTransform = Callable[[Partition, onnx.ModelProto, Path], dict]
 def write_plan(onnx_path: str | os.PathLike, out_dir: str | os.PathLike, *, bridge_ops=DEFAULT_BRIDGE_OPS,
                fuse_activations: bool = True, precision: str = "fp32", backend: str = "onnxruntime",
                backend_version: str | None = None, kernel_device: str = "cpu", quant: str = "",
-               transform: PlanTransform | None = None) -> SubgraphPlan:
+               transform: PlanTransform | None = None, front: bool = False) -> SubgraphPlan:
     """Partition the ONNX model at ``onnx_path`` and write the plan into ``out_dir`` (created; files replaced).
 
     This is what ``vsr export ... --split DIR`` calls.  Returns the loaded plan.  A plan of another precision
-    than fp32 needs the ``transform`` that makes its segments (:func:`vsr.quant.int8_plan_transform`).
+    than fp32 needs the ``transform`` that makes its segments (:func:`vsr.quant.int8_plan_transform`).  ``front``:
+    the per-frame front becomes a segment of its own (:func:`vsr.plan.partition.partition`).
     """
     src = Path(onnx_path)
     if not src.is_file():
@@ -187,8 +219,8 @@ def write_plan(onnx_path: str | os.PathLike, out_dir: str | os.PathLike, *, brid
         raise InputError(f"{src}: not a readable ONNX model ({e})") from None
     key = plan_key(src, backend=backend, backend_version=backend_version, precision=precision,
                    bridge_ops=bridge_ops, fuse_activations=fuse_activations, kernel_device=kernel_device, model=model,
-                   quant=quant)
-    part = partition(model, bridge_ops=key.bridge_ops, fuse_activations=fuse_activations)
+                   quant=quant, front=front)
+    part = partition(model, bridge_ops=key.bridge_ops, fuse_activations=fuse_activations, front=front)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     extra = transform(part, model, out) if transform is not None else {}
@@ -201,9 +233,9 @@ def write_plan(onnx_path: str | os.PathLike, out_dir: str | os.PathLike, *, brid
     np.savez(out / CONSTANTS, **{f"c{i}": part.constants[n] for i, n in enumerate(const_names)})
     files[CONSTANTS] = sha256_file(out / CONSTANTS)
     plan = SubgraphPlan(directory=out, steps=part.steps, tensors=part.tensors, inputs=part.inputs,
-                        outputs=part.outputs, constants=part.constants, key=key.fields())
+                        outputs=part.outputs, constants=part.constants, key=key.fields(), frame_input=part.frame_input)
     batch1 = {d: 1 for t in part.inputs for d in part.tensors[t].shape if isinstance(d, str)}
-    mem = plan.arena_plan(batch1)
+    mem = plan.window_plan().arena_plan(batch1)
     manifest = {
         "plan_format": PLAN_FORMAT,
         "key": key.fields(),
@@ -211,6 +243,7 @@ def write_plan(onnx_path: str | os.PathLike, out_dir: str | os.PathLike, *, brid
         "source": str(src),
         "inputs": part.inputs,
         "outputs": part.outputs,
+        **({"frame_input": part.frame_input} if part.frame_input else {}),
         "steps": [s.to_json() for s in part.steps],
         "tensors": {k: {"shape": list(v.shape), "dtype": v.dtype} for k, v in part.tensors.items()},
         "memory_batch1_without_workspaces": mem.summary() | {"symbols": batch1},

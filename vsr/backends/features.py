@@ -1,0 +1,90 @@
+"""Each frame's features computed once: which (frame, tile) a stream's calls need computed, where each is kept.
+
+A window of T frames shares T-1 of them with the next, so a backend that ``streams`` (:mod:`vsr.backends.base`)
+computes the feature pyramid of each (frame, tile) the first time a window names it and keeps it in a *slot*
+until the calls' ``keep_from`` says no later window can need it.  :class:`FeatureSlots` does that bookkeeping;
+the backend owns the storage (host arrays, torch tensors), one entry per slot, and grows it to :attr:`size`.
+
+Features never depend on where a run starts: a backend runs its per-frame call at one fixed shape (``batch``
+frames, the rows beyond those it has padded with zeros), so a frame's features are the same bits whichever
+frames share its call.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from itertools import count
+
+import numpy as np
+
+from vsr.backends.base import FrameKeys
+
+# infer() without keys runs as a stream of its own per call: ids below 0 never meet a runner's
+_KEYLESS = count(-1, -1)
+
+
+def pyramid_nbytes(num_feat: int, height: int, width: int) -> int:
+    """Bytes of one frame's EDVR feature pyramid at ``height x width``: L1, L2 and L3, float32 (the stride-2
+    convolutions round up)."""
+    px = 0
+    h, w = height, width
+    for _ in range(3):
+        px += h * w
+        h, w = -(-h // 2), -(-w // 2)
+    return 4 * num_feat * px
+
+
+@dataclass
+class Call:
+    """One call's plan: ``slots[n, t]`` holds the features of input frame ``(n, t)``; ``new`` lists the input
+    frames ``(slot, n, t)`` whose features are not kept yet (compute them, into their slot, before the windows)."""
+
+    slots: np.ndarray
+    new: list[tuple[int, int, int]] = field(default_factory=list)
+
+
+class FeatureSlots:
+    """The slots of one stream's kept features; :attr:`size` is the most slots held at once so far (the storage
+    to keep).  A call of another stream drops everything kept."""
+
+    def __init__(self):
+        self.stream: int | None = None
+        self.slot_of: dict[tuple[int, int], int] = {}
+        self.free: list[int] = []
+        self.size = 0
+        self.computed = 0  # pyramids computed, all streams (tests count them)
+
+    def begin(self, keys: FrameKeys) -> Call:
+        """The slot of every input frame of a call, computing ``new`` ones for the keys not kept."""
+        if keys.stream != self.stream:
+            self.stream = keys.stream
+            self.free = list(range(self.size))[::-1]
+            self.slot_of = {}
+        table = keys.keys()
+        call = Call(np.empty((len(table), len(table[0]) if table else 0), np.int64))
+        for n, row in enumerate(table):
+            for t, key in enumerate(row):
+                slot = self.slot_of.get(key)
+                if slot is None:
+                    slot = self.slot_of[key] = self._take()
+                    call.new.append((slot, n, t))
+                call.slots[n, t] = slot
+        self.computed += len(call.new)
+        return call
+
+    def end(self, keys: FrameKeys) -> None:
+        """After a call: free the slots of frames below ``keys.keep_from``."""
+        for key in [k for k in self.slot_of if k[0] < keys.keep_from]:
+            self.free.append(self.slot_of.pop(key))
+
+    def _take(self) -> int:
+        if self.free:
+            return self.free.pop()
+        self.size += 1
+        return self.size - 1
+
+
+def keyless(n: int, num_frame: int) -> FrameKeys:
+    """Keys that make every input frame of one ``infer(x)`` call its own (a stream of one call)."""
+    frames = tuple(tuple(range(i * num_frame, (i + 1) * num_frame)) for i in range(n))
+    return FrameKeys(next(_KEYLESS), frames, (0,) * n, keep_from=n * num_frame)
