@@ -57,7 +57,7 @@ def _fp32_plan(part: Partition, out: Path) -> SubgraphPlan:
     for name, seg in part.segments.items():
         onnx.save(seg, str(out / f"{name}.onnx"))
     return SubgraphPlan(directory=out, steps=part.steps, tensors=part.tensors, inputs=part.inputs,
-                        outputs=part.outputs, constants=part.constants)
+                        outputs=part.outputs, constants=part.constants, frame_input=part.frame_input)
 
 
 def int8_plan_transform(cfg: QuantConfig, threads: int | None = None):
