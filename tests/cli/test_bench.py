@@ -37,7 +37,7 @@ def test_every_case_has_a_report_that_vsr_report_reads(bench):
     out, res = bench
     summary = json.loads((out / "summary.json").read_text())
     assert summary["format"] == "vsr-bench/1"
-    names = [c.name for c in bench_cases()]
+    names = [c.name for c in bench_cases() if c.kind == "frames"]  # upscale- cases run only when named
     assert [c["case"] for c in summary["cases"]] == names
     for case in summary["cases"]:
         run = load_run(out / case["report"])
@@ -47,7 +47,8 @@ def test_every_case_has_a_report_that_vsr_report_reads(bench):
         assert (out / f"{case['case']}.html").is_file()
         assert vsr("report", out / case["report"]).returncode == 0
         assert case["case"] in res.stdout  # the terminal table's row
-    assert "in.mp4 frames 0-2 (played back and forth to 4)" in summary["settings"]["input"]
+    # the warm-up window and one per timed frame: 3 windows of 3 frames
+    assert "in.mp4 frames 0-2 (played back and forth to 5)" in summary["settings"]["input"]
 
 
 def test_warm_up_is_left_out_of_the_step_records(bench):
@@ -104,8 +105,28 @@ def test_bad_input_is_one_line(args, words):
 def test_one_case_list_covers_every_backend_plan_and_precision():
     cases = bench_cases(threads=1)
     assert [(c.backend, c.plan, c.precision) for c in cases][:1] == [("torch", "eager", "fp32")]
-    # the whole graph runs in fp32 only; the split plan in every precision
-    assert {(c.plan, c.precision) for c in cases if c.backend == "ort"} == {("whole", "fp32")} | {
-        ("split", p) for p in PRECISIONS}
+    # the whole graph runs in fp32 only; the split plan in every precision, with each frame's features kept or not
+    assert {(c.plan, c.precision, c.streams) for c in cases if c.backend == "ort"} == {("whole", "fp32", False)} | {
+        ("split", p, s) for p in PRECISIONS for s in (True, False)}
+    frames = [c for c in cases if c.kind == "frames"]
+    assert [c.name for c in cases if c.kind == "upscale"] == ["upscale-" + c.name for c in frames]
+    assert "ort-split-fp32-nostream" in {c.name for c in frames} and "torch-eager-fp32-nostream" in {
+        c.name for c in frames}
     assert "int8" in PRECISIONS
     assert len({c.name for c in cases}) == len(cases) and all(c.options.threads == 1 for c in cases)
+
+
+def test_an_upscale_case_times_a_whole_process_with_its_warm_up_apart(tmp_path):
+    out = tmp_path / "out"
+    res = vsr("bench", *TINY, "--input", "random", "--cases", "torch-eager-fp32,upscale-torch-eager-fp32",
+              "--baseline", "torch-eager-fp32", "--out", out)
+    assert res.returncode == 0, res.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    row = next(c for c in summary["cases"] if c["case"] == "upscale-torch-eager-fp32")
+    run = load_run(out / row["report"])
+    assert run.frames == FRAMES + 3  # the bench's frames, each an output frame (edvr-tiny: 3-frame windows)
+    assert row["times_s"] == [pytest.approx(run.wall_s / run.frames)]  # per frame after warm-up
+    assert row["process_s"] > row["build_s"] > 0 and row["process_s"] == pytest.approx(row["build_s"] + run.wall_s)
+    assert row["time_ratio"] is None  # a process is not paired with per-frame calls
+    assert run.settings["bench"] == row["case"] and run.settings["backend"] == "torch"
+    assert vsr("report", out / row["report"]).returncode == 0 and "upscale-torch-eager-fp32" in res.stdout

@@ -11,7 +11,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from tests.plan.toy_graphs import edvr_like
 from vsr.errors import BackendError
-from vsr.plan.executor import WindowRunner
+from vsr.plan.executor import plan_executor
 from vsr.plan.front import FRAMES
 from vsr.plan.partition import partition
 from vsr.plan.plan import PlanCache, plan_key
@@ -85,10 +85,10 @@ def test_a_plan_with_a_front_runs_the_frames_then_the_windows_and_equals_the_gra
     assert plan.window_plan().inputs == ["x", "feat"]
     x = np.random.default_rng(2).random((2, T, C, H, W), dtype=np.float32)
     want = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
-    got = WindowRunner(plan, OrtSegmentBackend(threads=1)).run({"x": x})["y"]
+    got = plan_executor(plan, OrtSegmentBackend(threads=1)).run({"x": x})["y"]
     assert np.abs(got - want).max() <= 1e-6
     # the front alone, on any number of frames: each frame's features, whatever else is in the call
-    one = WindowRunner(plan, OrtSegmentBackend(threads=1)).front
+    one = plan_executor(plan, OrtSegmentBackend(threads=1)).front
     five = one.run({"frames": x.reshape(-1, C, H, W)[:5]})["feat"]
     two = one.run({"frames": x.reshape(-1, C, H, W)[3:5]})["feat"]
     np.testing.assert_array_equal(five[3:5], two)

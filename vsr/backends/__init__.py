@@ -16,41 +16,33 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from vsr.backends.base import Backend, TensorSpec
+from vsr.backends.base import Backend, FrameKeys, TensorSpec
 from vsr.backends.buckets import BucketPolicy
-from vsr.backends.options import (BACKENDS, PLANS, BackendOptions, CudaOptions, OrtOptions, SplitOptions,
-                                  TorchOptions, backend_options)
-from vsr.errors import BackendError
+from vsr.backends.options import (BackendOptions, CudaOptions, OrtOptions, SplitOptions, TorchOptions,
+                                  backend_options)
+from vsr.backends.registry import backend_names, kind_of, plan_names
+
+
+def __getattr__(name: str):
+    # the CLI's choices, read from the registry when asked for
+    if name == "BACKENDS":
+        return backend_names()
+    if name == "PLANS":
+        return plan_names()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def open_backend(weights: str = "default", config=None, options: BackendOptions | None = None) -> Backend:
-    """Load the model from ``weights`` (path, ``"default"`` or ``"random"``) and wrap it in the backend that
-    ``options`` names (default: ``SplitOptions()``)."""
+    """Load the model from ``weights`` (path, ``"default"`` or ``"random"``) and open the backend that
+    ``options`` belong to (default: ``SplitOptions()``; :mod:`vsr.backends.registry`)."""
     from vsr.model import load_model
 
     options = SplitOptions() if options is None else options
-    if not isinstance(options, (TorchOptions, OrtOptions, SplitOptions, CudaOptions)):
-        raise BackendError(f"open_backend takes TorchOptions, OrtOptions, SplitOptions or CudaOptions, not {options!r}")
-    if isinstance(options, CudaOptions):
-        from vsr.backends.cuda import check_device
-
-        check_device(options)  # before the model loads: no GPU is one line, at once
+    kind = kind_of(options)
+    if kind.check is not None:
+        kind.check(options)  # before the model loads: a bad choice is one line, at once
     model, cfg = load_model(weights, config)
-    if isinstance(options, CudaOptions):
-        from vsr.backends.cuda import open_cuda_backend
-
-        return open_cuda_backend(model, cfg, options)
-    if isinstance(options, TorchOptions):
-        from vsr.backends.torch_backend import TorchBackend
-
-        return TorchBackend(model, cfg, options)
-    if isinstance(options, OrtOptions):
-        from vsr.backends.ort import OrtBackend
-
-        return OrtBackend(model, cfg, options)
-    from vsr.backends.split import SplitBackend, StreamingSplitBackend
-
-    return (StreamingSplitBackend if options.stream_features else SplitBackend).from_model(model, cfg, options)
+    return kind.open(model, cfg, options)
 
 
 @dataclass(frozen=True)
@@ -67,4 +59,5 @@ class BackendRequest:
 
 
 __all__ = ["BACKENDS", "PLANS", "Backend", "BackendOptions", "BackendRequest", "BucketPolicy", "CudaOptions",
+           "FrameKeys",
            "OrtOptions", "SplitOptions", "TensorSpec", "TorchOptions", "backend_options", "open_backend"]

@@ -48,6 +48,17 @@ class FrameKeys:
         return [[(f, tile) for f in row] for row, tile in zip(self.frames, self.tiles)]
 
 
+def pyramid_nbytes(num_feat: int, height: int, width: int) -> int:
+    """Bytes of one frame's EDVR feature pyramid at ``height x width``: L1, L2 and L3, float32 (the stride-2
+    convolutions round up)."""
+    px = 0
+    h, w = height, width
+    for _ in range(3):
+        px += h * w
+        h, w = -(-h // 2), -(-w // 2)
+    return 4 * num_feat * px
+
+
 @dataclass(frozen=True)
 class TensorSpec:
     """A declared tensor: name, shape (``None`` or a string for a dynamic dimension) and dtype."""
@@ -130,9 +141,12 @@ class ModelBackend:
     def feature_nbytes(self, height: int, width: int) -> int:
         if not self.streams:
             return 0
-        from vsr.backends.features import pyramid_nbytes
-
         return pyramid_nbytes(self.config.num_feat, *self.buckets.bucket(height, width))
+
+    def check_keys(self, x: np.ndarray, keys: FrameKeys) -> None:
+        """An InputError unless ``keys`` name the ``(N, T)`` frames of ``x``."""
+        if len(keys.frames) != x.shape[0] or any(len(row) != x.shape[1] for row in keys.frames):
+            raise InputError(f"frame keys for {len(keys.frames)} items do not match the windows {x.shape}")
 
     def check_input(self, x: np.ndarray) -> np.ndarray:
         """``x`` as contiguous float32 ``(N, T, 3, H, W)``; an InputError for any other shape."""

@@ -17,21 +17,12 @@ from itertools import count
 
 import numpy as np
 
-from vsr.backends.base import FrameKeys
+from vsr.backends.base import FrameKeys, pyramid_nbytes
+
+__all__ = ["Call", "FeatureSlots", "keyless", "pyramid_nbytes"]
 
 # infer() without keys runs as a stream of its own per call: ids below 0 never meet a runner's
 _KEYLESS = count(-1, -1)
-
-
-def pyramid_nbytes(num_feat: int, height: int, width: int) -> int:
-    """Bytes of one frame's EDVR feature pyramid at ``height x width``: L1, L2 and L3, float32 (the stride-2
-    convolutions round up)."""
-    px = 0
-    h, w = height, width
-    for _ in range(3):
-        px += h * w
-        h, w = -(-h // 2), -(-w // 2)
-    return 4 * num_feat * px
 
 
 @dataclass
@@ -48,16 +39,17 @@ class FeatureSlots:
     to keep).  A call of another stream drops everything kept."""
 
     def __init__(self):
-        self.stream: int | None = None
+        self.stream: tuple | None = None  # the stream's id and the size of its features
         self.slot_of: dict[tuple[int, int], int] = {}
         self.free: list[int] = []
         self.size = 0
         self.computed = 0  # pyramids computed, all streams (tests count them)
 
-    def begin(self, keys: FrameKeys) -> Call:
-        """The slot of every input frame of a call, computing ``new`` ones for the keys not kept."""
-        if keys.stream != self.stream:
-            self.stream = keys.stream
+    def begin(self, keys: FrameKeys, size: tuple = ()) -> Call:
+        """The slot of every input frame of a call, computing ``new`` ones for the keys not kept; ``size``: of
+        the features (kept ones of another size are not used)."""
+        if (keys.stream, size) != self.stream:
+            self.stream = (keys.stream, size)
             self.free = list(range(self.size))[::-1]
             self.slot_of = {}
         table = keys.keys()
@@ -71,6 +63,10 @@ class FeatureSlots:
                 call.slots[n, t] = slot
         self.computed += len(call.new)
         return call
+
+    def forget(self) -> None:
+        """Keep nothing (a call failed half-way: some slots may lack their features)."""
+        self.stream = None
 
     def end(self, keys: FrameKeys) -> None:
         """After a call: free the slots of frames below ``keys.keep_from``."""

@@ -1,4 +1,6 @@
-"""The knobs of each backend, one frozen dataclass per backend (what :func:`vsr.backends.open_backend` takes).
+"""The knobs of each backend (one frozen dataclass per backend, defined in its own file and registered there,
+:mod:`vsr.backends.registry`; the CUDA runtime's here, see :mod:`vsr.backends.cuda_backend`), and
+:func:`backend_options`: the options the CLI's names select.
 
 Every backend pads frames to the shape bucket of ``buckets`` (None: ``configs/plan/buckets.toml``) and crops the
 output back, so all of them give the same pixels for the same frame.
@@ -11,78 +13,20 @@ from dataclasses import dataclass
 from typing import Union
 
 from vsr.backends.buckets import BucketPolicy
+from vsr.backends.ort import OrtOptions
+from vsr.backends.registry import backend_names, choose, plan_names
+from vsr.backends.split import INT8_SCALES, SPLIT_PRECISIONS, SplitOptions
+from vsr.backends.torch_backend import TorchOptions
 from vsr.errors import BackendError
 
-BACKENDS = ("auto", "ort", "torch", "cuda")
 PRECISIONS = ("fp16", "fp32")
 SEGMENT_RUNTIMES = ("auto", "torch", "tensorrt")
-PLANS = ("auto", "whole", "split")
-SPLIT_PRECISIONS = ("fp32", "int8")
-INT8_SCALES = ("runtime", "static", "exact")
-
-
-@dataclass(frozen=True)
-class TorchOptions:
-    """PyTorch eager (the reference).  device: "cpu", "cuda", ... (None: CUDA when available); threads: torch's
-    intra-op threads (None: torch's default); stream_features: in a run, each frame's features computed once
-    (``EDVR.features``) and kept for the windows that share the frame."""
-
-    device: str | None = None
-    threads: int | None = None
-    buckets: BucketPolicy | None = None
-    stream_features: bool = True
-
-
-@dataclass(frozen=True)
-class OrtOptions:
-    """The whole exported graph in one ONNX Runtime session per bucket.
-
-    threads: intra-op threads (default: all cores); providers: explicit list or the best available (TensorRT EP,
-    CUDA EP, CPU EP); io_binding: bind inputs/outputs to preallocated buffers (saves a copy per run).
-    """
-
-    threads: int | None = None
-    providers: tuple[str, ...] | None = None
-    io_binding: bool = True
-    buckets: BucketPolicy | None = None
-
-
-@dataclass(frozen=True)
-class SplitOptions:
-    """The subgraph plan: ONNX Runtime segments bridged by vsr's own kernels (the default).
-
-    threads: cores for ONNX Runtime segments and vsr's kernels (default: all);
-    bridge_ops: op types cut out of the graph and run on vsr's kernels (None: DCN and PixelShuffle,
-    ``vsr.plan.partition.DEFAULT_BRIDGE_OPS``);
-    fuse_activations: let a kernel apply the LeakyReLU after it;
-    cache_dir: plan cache root (default ``<engine dir>/plans``, see :func:`vsr.files.engine_dir`);
-    precision: "fp32" | "int8" (segments' convs in int8, :mod:`vsr.quant`);
-    int8_scales: activation scales of int8 segments, "runtime" (follow the frames) | "static" (calibration);
-    int8_calibration: folder of PNG frames that calibrates int8 plans (None: synthetic frames);
-    stream_features: compute each frame's features once and keep them for the windows that share the frame
-    (``vsr.backends.features``); False: every window computes its frames' features (the plan of before).
-    """
-
-    threads: int | None = None
-    bridge_ops: tuple[str, ...] | None = None
-    fuse_activations: bool = True
-    cache_dir: str | None = None
-    buckets: BucketPolicy | None = None
-    precision: str = "fp32"
-    int8_scales: str = "runtime"
-    int8_calibration: str | None = None
-    stream_features: bool = True
-
-    def __post_init__(self):
-        if self.precision not in SPLIT_PRECISIONS:
-            raise BackendError(f"unknown precision {self.precision!r} (choose from {', '.join(SPLIT_PRECISIONS)})")
-        if self.int8_scales not in INT8_SCALES:
-            raise BackendError(f"unknown int8 scales {self.int8_scales!r} (choose from {', '.join(INT8_SCALES)})")
 
 
 @dataclass(frozen=True)
 class CudaOptions:
-    """EDVR on an NVIDIA GPU: the model's segments on torch (or TensorRT engines), bridged by vsr's CUDA kernels.
+    """EDVR on an NVIDIA GPU: the model's segments on torch (or TensorRT engines), bridged by vsr's CUDA kernels
+    (registered by :mod:`vsr.backends.cuda_backend`).
 
     device: "cuda", "cuda:1", ... (None: "cuda"); "cpu" is the explicit CPU emulation (tests, CI): the same
     runtime with the kernels on the CPU harness;  precision: fp16 | fp32;  cuda_graphs: capture the whole
@@ -113,6 +57,19 @@ class CudaOptions:
 
 BackendOptions = Union[TorchOptions, OrtOptions, SplitOptions, CudaOptions]
 
+__all__ = ["INT8_SCALES", "PRECISIONS", "SEGMENT_RUNTIMES", "SPLIT_PRECISIONS",
+           "BackendOptions", "CudaOptions", "OrtOptions", "SplitOptions", "TorchOptions", "backend_options",
+           "cuda_available"]
+
+
+def __getattr__(name: str):
+    # the CLI's choices, read from the registry when asked for
+    if name == "BACKENDS":
+        return backend_names()
+    if name == "PLANS":
+        return plan_names()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 def cuda_available() -> bool:
     """Whether the CUDA runtime can run here: torch sees a CUDA GPU and a GPU kernel launcher (cupy or pycuda)
@@ -133,26 +90,14 @@ def cuda_available() -> bool:
 
 def backend_options(backend: str = "auto", plan: str = "auto", threads: int | None = None,
                     precision: str = "fp32", int8_scales: str = "runtime",
-                    int8_calibration: str | None = None) -> BackendOptions:
-    """The options the CLI names select: ``backend`` auto | ort | torch | cuda, ``plan`` auto | whole | split;
-    ``precision`` int8 takes the split plan (the only one with int8 segments).
+                    int8_calibration: str | None = None, stream_features: bool = True) -> BackendOptions:
+    """The options the CLI names select (:func:`vsr.backends.registry.choose`): ``backend`` auto or a registered
+    backend (ort | torch | cuda), ``plan`` auto or a plan one offers (whole | split); ``precision`` int8 takes
+    the split plan (the only one with int8 segments).
 
-    ``auto`` is the CUDA runtime where torch sees a GPU; elsewhere ONNX Runtime with the split plan, measured
-    faster than the whole graph on the 2-core CPU machine (1.17x wall, 1.20x CPU on EDVR-M 180x320;
-    docs/benchmarks.md, "Subgraph plan and bridge kernels").
+    ``auto`` is the CUDA runtime where torch sees a GPU; elsewhere ONNX Runtime with the split plan.
+    ``stream_features`` False: every window computes its frames' features (where a backend streams them).
     """
-    if backend not in BACKENDS:
-        raise BackendError(f"unknown backend {backend!r} (choose from {', '.join(BACKENDS)})")
-    if plan not in PLANS:
-        raise BackendError(f"unknown plan {plan!r} (choose from {', '.join(PLANS)})")
-    if precision != "fp32" and (backend in ("torch", "cuda") or plan == "whole"):
-        raise BackendError(f"precision {precision} runs on the split plan only (not --backend {backend} "
-                           f"--plan {plan})")
-    if backend == "torch":
-        return TorchOptions(threads=threads)
-    if backend == "cuda" or (backend == "auto" and plan == "auto" and precision == "fp32" and cuda_available()):
-        return CudaOptions()
-    if plan == "whole":
-        return OrtOptions(threads=threads)
-    return SplitOptions(threads=threads, precision=precision, int8_scales=int8_scales,
-                        int8_calibration=int8_calibration)
+    kind = choose(backend, plan, precision)
+    return kind.make(threads=threads, precision=precision, int8_scales=int8_scales,
+                     int8_calibration=int8_calibration, stream_features=stream_features)

@@ -3,13 +3,30 @@
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
 from vsr.backends.base import ModelBackend
-from vsr.backends.options import OrtOptions
+from vsr.backends.buckets import BucketPolicy
+from vsr.backends.registry import BackendKind, register
+from vsr.backends.split import ort_missing
 from vsr.errors import BackendError
-from vsr.plan.segments import open_session, session_options
+
+
+@dataclass(frozen=True)
+class OrtOptions:
+    """The whole exported graph in one ONNX Runtime session per bucket.
+
+    threads: intra-op threads (default: all cores); providers: explicit list or the best available (TensorRT EP,
+    CUDA EP, CPU EP); io_binding: bind inputs/outputs to preallocated buffers (saves a copy per run).
+    """
+
+    threads: int | None = None
+    providers: tuple[str, ...] | None = None
+    io_binding: bool = True
+    buckets: BucketPolicy | None = None
+
 
 PROVIDER_ORDER = ("TensorrtExecutionProvider", "CUDAExecutionProvider", "CPUExecutionProvider")
 
@@ -29,6 +46,8 @@ def best_providers(requested: tuple[str, ...] | None = None) -> list[str]:
 
 def make_session(path, options: OrtOptions = OrtOptions()):
     """An ``InferenceSession`` with explicit threading and full graph optimisation."""
+    from vsr.plan.segments import open_session, session_options
+
     return open_session(path, session_options(options.threads), best_providers(options.providers))
 
 
@@ -100,3 +119,11 @@ class OrtBackend(ModelBackend):
             out = sess.run(["hr"], {"lr": xp})[0]
         self._times["run"] += time.perf_counter() - t0
         return out[:, :, : 4 * h, : 4 * w].copy()
+
+
+def _make(threads: int | None = None, **_others) -> OrtOptions:
+    return OrtOptions(threads=threads)
+
+
+register(BackendKind("ort-whole", "ort", "whole", OrtOptions, OrtBackend, _make, available=ort_missing, auto=2,
+                     default=False))

@@ -8,32 +8,72 @@ A frame size that is not a bucket (:class:`~vsr.backends.buckets.BucketPolicy`) 
 output cropped back.
 Per bucket, on first use: the ONNX model is exported (or the given file is used), its plan is taken from the
 plan cache (built if absent), segment sessions are loaded, and the memory arena is planned for the batch size.
+:class:`StreamingSplitBackend` (the default) also ``streams``: its plan's per-frame front runs once per frame.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Union
+from typing import TYPE_CHECKING, Callable, Union
 
 import numpy as np
-import onnx
 
 from vsr.backends.base import FrameKeys, ModelBackend
+from vsr.backends.buckets import BucketPolicy
 from vsr.backends.features import FeatureSlots, keyless
-from vsr.backends.options import SplitOptions
+from vsr.backends.registry import BackendKind, register
 from vsr.errors import BackendError, InputError
-from vsr.kernels.threads import configure_kernel_threads
-from vsr.plan.executor import BoundPlan, PlanExecutor
-from vsr.plan.partition import DEFAULT_BRIDGE_OPS
-from vsr.plan.plan import PlanCache, SubgraphPlan
-from vsr.plan.segments import OrtSegmentBackend, SegmentBackend
 from vsr.report.sample import StepStats, merge_step_stats
 
+if TYPE_CHECKING:  # the plan machinery imports ONNX and numba: loaded when a backend opens, not with this file
+    from vsr.plan.executor import BoundPlan, FrontAndWindows, PlanExecutor
+    from vsr.plan.plan import SubgraphPlan
+    from vsr.plan.segments import SegmentBackend
+
 log = logging.getLogger(__name__)
+
+SPLIT_PRECISIONS = ("fp32", "int8")
+INT8_SCALES = ("runtime", "static", "exact")
+
+
+@dataclass(frozen=True)
+class SplitOptions:
+    """The subgraph plan: ONNX Runtime segments bridged by vsr's own kernels (the default).
+
+    threads: cores for ONNX Runtime segments and vsr's kernels (default: all);
+    bridge_ops: op types cut out of the graph and run on vsr's kernels (None: DCN and PixelShuffle,
+    ``vsr.plan.partition.DEFAULT_BRIDGE_OPS``);
+    fuse_activations: let a kernel apply the LeakyReLU after it;
+    cache_dir: plan cache root (default ``<engine dir>/plans``, see :func:`vsr.files.engine_dir`);
+    precision: "fp32" | "int8" (segments' convs in int8, :mod:`vsr.quant`);
+    int8_scales: activation scales of int8 segments, "runtime" (follow the frames) | "static" (calibration);
+    int8_calibration: folder of PNG frames that calibrates int8 plans (None: synthetic frames);
+    stream_features: compute each frame's features once and keep them for the windows that share the frame
+    (``vsr.backends.features``); False: every window computes its frames' features (the plan of before).
+    Tuning: ``threads`` = the cores the run may have; ``int8`` where the CPU has VNNI.
+    """
+
+    threads: int | None = None
+    bridge_ops: tuple[str, ...] | None = None
+    fuse_activations: bool = True
+    cache_dir: str | None = None
+    buckets: BucketPolicy | None = None
+    precision: str = "fp32"
+    int8_scales: str = "runtime"
+    int8_calibration: str | None = None
+    stream_features: bool = True
+
+    def __post_init__(self):
+        if self.precision not in SPLIT_PRECISIONS:
+            raise BackendError(f"unknown precision {self.precision!r} (choose from {', '.join(SPLIT_PRECISIONS)})")
+        if self.int8_scales not in INT8_SCALES:
+            raise BackendError(f"unknown int8 scales {self.int8_scales!r} (choose from {', '.join(INT8_SCALES)})")
 
 # An ONNX file (one bucket: the size it was exported at) or ``exporter(height, width) -> path`` (any bucket).
 OnnxSource = Union[str, os.PathLike, Callable[[int, int], Path]]
@@ -52,18 +92,21 @@ class SplitBackend(ModelBackend):
         if options.precision != "fp32":
             self.name = f"{self.name}-{options.precision}"  # reports and eval tables tell int8 runs apart
         self.source = onnx_source
+        from vsr.kernels.threads import configure_kernel_threads
+        from vsr.plan.plan import PlanCache, window_input_shape
+
         self.segment_backend = segment_backend or _segment_backend(options)
         self.cache = PlanCache(options.cache_dir)
         if options.threads:
             configure_kernel_threads(options.threads)
         self._fixed_bucket = None
         if not callable(onnx_source):
-            shape = _input_shape(Path(onnx_source))
+            shape = window_input_shape(Path(onnx_source))
             self._fixed_bucket = (int(shape[-2]), int(shape[-1]))
         self._executors: dict[tuple[int, int], PlanExecutor] = {}
         self._build: dict[str, float] = {"build:export": 0.0, "build:plan": 0.0, "build:load": 0.0,
                                          "build:warmup": 0.0}
-        self._warm: set[tuple[int, int, int]] = set()
+        self._warm: set[tuple] = set()
         self._io: dict[str, float] = {"pad": 0.0, "crop": 0.0}
         # one arena per bound shape: calls from several threads take turns (the pipeline calls from one)
         self._lock = threading.Lock()
@@ -103,17 +146,21 @@ class SplitBackend(ModelBackend):
         with self._lock:
             hb, wb = self.bucket(height, width)
             bound, step = self._bound(batch, hb, wb)
-            if (step, hb, wb) in self._warm:
-                return
-            t0 = time.perf_counter()
-            for buf in bound.inputs.values():
-                buf[...] = 0.0
-            bound.run(record=False)
-            reset = getattr(self.segment_backend, "reset", None)
-            if reset is not None:  # the warm-up's zeros must not steer run-time int8 scales
-                reset()
-            self._build["build:warmup"] += time.perf_counter() - t0
-            self._warm.add((step, hb, wb))
+            self._warm_up(bound, ("windows", step, hb, wb))
+
+    def _warm_up(self, bound: BoundPlan, key: tuple) -> None:
+        """One untimed run of ``bound`` on zeros, once per ``key``."""
+        if key in self._warm:
+            return
+        t0 = time.perf_counter()
+        for buf in bound.inputs.values():
+            buf[...] = 0.0
+        bound.run(record=False)
+        reset = getattr(self.segment_backend, "reset", None)
+        if reset is not None:  # the warm-up's zeros must not steer run-time int8 scales
+            reset()
+        self._build["build:warmup"] += time.perf_counter() - t0
+        self._warm.add(key)
 
     def _bound(self, n: int, hb: int, wb: int) -> tuple[BoundPlan, int]:
         """The plan of bucket ``hb x wb`` bound for ``n`` frames, and how many frames one run takes."""
@@ -189,9 +236,13 @@ class SplitBackend(ModelBackend):
 
     def new_executor(self, plan: SubgraphPlan) -> PlanExecutor:
         """The executor of ``plan`` (host arena, the CPU bridge kernels); the CUDA runtime overrides it."""
+        from vsr.plan.executor import PlanExecutor
+
         return PlanExecutor(plan, self.segment_backend)
 
     def plan_for(self, onnx_path: Path) -> SubgraphPlan:
+        from vsr.plan.partition import DEFAULT_BRIDGE_OPS
+
         sb = self.segment_backend
         front = {"front": True} if self.streams else {}
         bridge_ops = DEFAULT_BRIDGE_OPS if self.options.bridge_ops is None else self.options.bridge_ops
@@ -222,12 +273,12 @@ class StreamingSplitBackend(SplitBackend):
         self.slots = FeatureSlots()
         self._store: dict[str, list[np.ndarray]] = {}
         self._frames = 1  # frames per front call
-        self._stream_bucket: tuple[int, int] | None = None
-        self._warm_front: set[tuple[int, int, int]] = set()
         self._io.update({"features:keep": 0.0, "features:gather": 0.0})
 
-    def new_executor(self, plan: SubgraphPlan) -> "FrontAndWindows":
-        return FrontAndWindows(plan, super().new_executor)
+    def new_executor(self, plan: SubgraphPlan) -> FrontAndWindows:
+        from vsr.plan.executor import FrontAndWindows
+
+        return FrontAndWindows(plan, self.segment_backend, executor=super().new_executor)
 
     def prepare(self, height: int, width: int, batch: int) -> None:
         """:meth:`SplitBackend.prepare`, and the front bound for ``batch`` frames per call, warmed up on zeros."""
@@ -235,18 +286,7 @@ class StreamingSplitBackend(SplitBackend):
         super().prepare(height, width, batch)
         with self._lock:
             hb, wb = self.bucket(height, width)
-            if (batch, hb, wb) in self._warm_front:
-                return
-            t0 = time.perf_counter()
-            bound = self._front(hb, wb)
-            for buf in bound.inputs.values():
-                buf[...] = 0.0
-            bound.run(record=False)
-            reset = getattr(self.segment_backend, "reset", None)
-            if reset is not None:
-                reset()
-            self._build["build:warmup"] += time.perf_counter() - t0
-            self._warm_front.add((batch, hb, wb))
+            self._warm_up(self._front(hb, wb), ("frames", batch, hb, wb))
 
     def _front(self, hb: int, wb: int) -> BoundPlan:
         front = self.executor(hb, wb).front
@@ -258,17 +298,14 @@ class StreamingSplitBackend(SplitBackend):
     def infer_stream(self, x: np.ndarray, keys: FrameKeys) -> np.ndarray:
         with self._lock:
             x = self.check_input(x)
-            if len(keys.frames) != x.shape[0] or any(len(row) != x.shape[1] for row in keys.frames):
-                raise InputError(f"frame keys for {len(keys.frames)} items do not match the windows {x.shape}")
+            self.check_keys(x, keys)
             hb, wb = self.bucket(*x.shape[-2:])
-            if (hb, wb) != self._stream_bucket:
-                self.slots.stream, self._stream_bucket = None, (hb, wb)  # kept features are of another size
-            call = self.slots.begin(keys)
+            call = self.slots.begin(keys, (hb, wb))
             try:
                 self._compute(x, call.new, hb, wb)
                 return self._windows(x, call.slots, hb, wb)
             except BaseException:
-                self.slots.stream = None  # some slots may lack their features: keep nothing
+                self.slots.forget()
                 raise
             finally:
                 self.slots.end(keys)
@@ -278,7 +315,11 @@ class StreamingSplitBackend(SplitBackend):
         bound = self._front(hb, wb)
         frames = next(iter(bound.inputs.values()))
         outs = list(bound.outputs.items())
-        store = self._storage(outs)
+        for name, arr in outs:  # one array per slot and output, allocated once (per size)
+            kept = self._store.setdefault(name, [])
+            if kept and kept[0].shape != arr.shape[1:]:
+                kept.clear()
+            kept.extend(np.empty(arr.shape[1:], arr.dtype) for _ in range(self.slots.size - len(kept)))
         m = frames.shape[0]
         for i in range(0, len(new), m):
             rows = new[i:i + m]
@@ -291,18 +332,9 @@ class StreamingSplitBackend(SplitBackend):
             t2 = time.perf_counter()
             for r, (slot, _, _) in enumerate(rows):
                 for name, arr in outs:
-                    np.copyto(store[name][slot], arr[r])
+                    np.copyto(self._store[name][slot], arr[r])
             self._io["pad"] += t1 - t0
             self._io["features:keep"] += time.perf_counter() - t2
-
-    def _storage(self, outs: list[tuple[str, np.ndarray]]) -> dict[str, list[np.ndarray]]:
-        """One array per slot and front output, grown to the slots in use (kept: allocated once per size)."""
-        for name, arr in outs:
-            kept = self._store.setdefault(name, [])
-            if kept and kept[0].shape != arr.shape[1:]:
-                kept.clear()
-            kept.extend(np.empty(arr.shape[1:], arr.dtype) for _ in range(self.slots.size - len(kept)))
-        return self._store
 
     def _windows(self, x: np.ndarray, slots: np.ndarray, hb: int, wb: int) -> np.ndarray:
         """The rest of the plan on the windows of ``x``, their features gathered from ``slots (N, T)``."""
@@ -332,45 +364,32 @@ class StreamingSplitBackend(SplitBackend):
         return out
 
 
-class FrontAndWindows:
-    """A plan with a per-frame front as two executors: ``front`` (on frames) and the windows' (``plan``,
-    ``bind``: the plan without its front, :meth:`vsr.plan.plan.SubgraphPlan.window_plan`)."""
-
-    def __init__(self, plan: SubgraphPlan, executor: Callable[[SubgraphPlan], PlanExecutor]):
-        self.front = executor(plan.per_frame_plan())
-        self.windows = executor(plan.window_plan())
-        self.plan = self.windows.plan
-
-    def bind(self, input_shapes: dict[str, tuple[int, ...]]) -> BoundPlan:
-        return self.windows.bind(input_shapes)
-
-    def timings(self) -> dict[str, float]:
-        return self.front.timings() | self.windows.timings()
-
-    def step_stats(self) -> dict[str, StepStats]:
-        return self.front.step_stats() | self.windows.step_stats()
-
-
 def _segment_backend(options: SplitOptions) -> SegmentBackend:
     if options.precision == "int8":
         from vsr.quant import Int8SegmentBackend
 
         return Int8SegmentBackend(threads=options.threads, scales=options.int8_scales)
+    from vsr.plan.segments import OrtSegmentBackend
+
     return OrtSegmentBackend(threads=options.threads)
 
 
-def _input_shape(path: Path) -> list:
-    if not path.is_file():
-        raise InputError(f"{path}: no such ONNX file")
-    try:
-        m = onnx.load(str(path), load_external_data=False)
-    except Exception as e:
-        raise InputError(f"{path}: not a readable ONNX model ({e})") from None
-    inits = {t.name for t in m.graph.initializer}
-    ins = [vi for vi in m.graph.input if vi.name not in inits]
-    if len(ins) != 1:
-        raise BackendError(f"{path}: expected one input (N, T, 3, H, W), found {len(ins)}")
-    dims = [d.dim_param if d.HasField("dim_param") else int(d.dim_value) for d in ins[0].type.tensor_type.shape.dim]
-    if len(dims) != 5 or not all(isinstance(d, int) for d in dims[-2:]):
-        raise BackendError(f"{path}: input shape {dims} is not (N, T, 3, H, W) with fixed H and W")
-    return dims
+def ort_missing() -> str | None:
+    """Why ONNX Runtime backends cannot run here (None: they can)."""
+    return None if importlib.util.find_spec("onnxruntime") else "onnxruntime is not installed"
+
+
+def _open(model, config, options: SplitOptions) -> SplitBackend:
+    return (StreamingSplitBackend if options.stream_features else SplitBackend).from_model(model, config, options)
+
+
+def _make(threads: int | None = None, precision: str = "fp32", int8_scales: str = "runtime",
+          int8_calibration: str | None = None, stream_features: bool = True) -> SplitOptions:
+    return SplitOptions(threads=threads, precision=precision, int8_scales=int8_scales,
+                        int8_calibration=int8_calibration, stream_features=stream_features)
+
+
+# measured faster than the whole graph on the 2-core CPU machine (1.17x wall, 1.20x CPU on EDVR-M 180x320;
+# docs/benchmarks.md, "Subgraph plan and bridge kernels"): ONNX Runtime's choice for --plan auto
+register(BackendKind("ort-split", "ort", "split", SplitOptions, _open, _make, available=ort_missing,
+                     precisions=SPLIT_PRECISIONS, auto=1))

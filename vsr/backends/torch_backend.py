@@ -2,15 +2,28 @@
 
 from __future__ import annotations
 
+import importlib.util
 import time
+from dataclasses import dataclass
 
 import numpy as np
-import torch
 
 from vsr.backends.base import FrameKeys, ModelBackend
+from vsr.backends.buckets import BucketPolicy
 from vsr.backends.features import FeatureSlots
-from vsr.backends.options import TorchOptions
-from vsr.errors import InputError
+from vsr.backends.registry import BackendKind, register
+
+
+@dataclass(frozen=True)
+class TorchOptions:
+    """PyTorch eager (the reference).  device: "cpu", "cuda", ... (None: CUDA when available); threads: torch's
+    intra-op threads (None: torch's default); stream_features: in a run, each frame's features computed once
+    (``EDVR.features``) and kept for the windows that share the frame."""
+
+    device: str | None = None
+    threads: int | None = None
+    buckets: BucketPolicy | None = None
+    stream_features: bool = True
 
 
 class TorchBackend(ModelBackend):
@@ -26,6 +39,8 @@ class TorchBackend(ModelBackend):
     scale = 4
 
     def __init__(self, model, config, options: TorchOptions = TorchOptions()):
+        import torch
+
         super().__init__(config, options.buckets)
         self.options = options
         self.streams = options.stream_features
@@ -39,46 +54,46 @@ class TorchBackend(ModelBackend):
         self.slots = FeatureSlots()
         self._store: list[list[torch.Tensor]] = [[], [], []]  # L1, L2, L3: one tensor per slot
         self._frames = 1  # frames per features call
-        self._stream_bucket: tuple[int, int] | None = None
 
     def prepare(self, height: int, width: int, batch: int) -> None:
         """Nothing to build: the model is ready once loaded; the features calls take ``batch`` frames."""
         self._frames = batch
 
-    @torch.inference_mode()
     def infer(self, x: np.ndarray) -> np.ndarray:
+        import torch
+
         x = self.check_input(x)
         h, w = x.shape[-2:]
         xp, _ = self.buckets.pad(x)
         t0 = time.perf_counter()
-        y = self.model(torch.from_numpy(xp).to(self.device))
-        out = y[:, :, : 4 * h, : 4 * w].float().cpu().numpy()
+        with torch.inference_mode():
+            y = self.model(torch.from_numpy(xp).to(self.device))
+            out = y[:, :, : 4 * h, : 4 * w].float().cpu().numpy()
         self._times["run"] += time.perf_counter() - t0
         return out
 
-    @torch.inference_mode()
     def infer_stream(self, x: np.ndarray, keys: FrameKeys) -> np.ndarray:
+        import torch
+
         if not self.streams:
             return self.infer(x)
         x = self.check_input(x)
-        if len(keys.frames) != x.shape[0] or any(len(row) != x.shape[1] for row in keys.frames):
-            raise InputError(f"frame keys for {len(keys.frames)} items do not match the windows {x.shape}")
+        self.check_keys(x, keys)
         h, w = x.shape[-2:]
         xp, bucket = self.buckets.pad(x)
-        if bucket != self._stream_bucket:
-            self.slots.stream, self._stream_bucket = None, bucket
-        call = self.slots.begin(keys)
+        call = self.slots.begin(keys, bucket)
         try:
-            t0 = time.perf_counter()
-            self._compute(xp, call.new)
-            t1 = time.perf_counter()
-            nbr = [torch.stack([kept[s] for s in call.slots.reshape(-1)]) for kept in self._store]
-            centre = torch.from_numpy(np.ascontiguousarray(xp[:, self.model.center_frame_idx])).to(self.device)
-            y = self.model.from_features(nbr, centre)
-            out = y[:, :, : 4 * h, : 4 * w].float().cpu().numpy()
-            t2 = time.perf_counter()
+            with torch.inference_mode():
+                t0 = time.perf_counter()
+                self._compute(xp, call.new)
+                t1 = time.perf_counter()
+                nbr = [torch.stack([kept[s] for s in call.slots.reshape(-1)]) for kept in self._store]
+                centre = torch.from_numpy(np.ascontiguousarray(xp[:, self.model.center_frame_idx])).to(self.device)
+                y = self.model.from_features(nbr, centre)
+                out = y[:, :, : 4 * h, : 4 * w].float().cpu().numpy()
+                t2 = time.perf_counter()
         except BaseException:
-            self.slots.stream = None
+            self.slots.forget()
             raise
         finally:
             self.slots.end(keys)
@@ -89,6 +104,8 @@ class TorchBackend(ModelBackend):
 
     def _compute(self, xp: np.ndarray, new: list[tuple[int, int, int]]) -> None:
         """``EDVR.features`` on the frames ``new`` names, ``batch`` per call; each pyramid into its slot."""
+        import torch
+
         m = self._frames
         for kept in self._store:
             kept.extend([None] * (self.slots.size - len(kept)))
@@ -103,3 +120,14 @@ class TorchBackend(ModelBackend):
                     if kept[slot] is None or kept[slot].shape != level[r].shape:
                         kept[slot] = torch.empty_like(level[r])  # once per slot (and size)
                     kept[slot].copy_(level[r])
+
+
+def _available() -> str | None:
+    return None if importlib.util.find_spec("torch") else "torch is not installed"
+
+
+def _make(threads: int | None = None, stream_features: bool = True, **_precision) -> TorchOptions:
+    return TorchOptions(threads=threads, stream_features=stream_features)
+
+
+register(BackendKind("torch", "torch", None, TorchOptions, TorchBackend, _make, available=_available))

@@ -2,8 +2,11 @@
 
 Frame ``i`` of every case runs on the same window, one case after the other (the starting case rotates each
 round), so a change in the machine's load during the run reaches every case alike and the per-frame ratios
-between two cases are paired.  Warm-up (export, plan, sessions: ``backend.prepare``, then one untimed run) is
-timed separately as the case's build time.
+between two cases are paired.  Warm-up (export, plan, sessions: ``backend.prepare``, then one untimed run on
+window 0) is timed separately as the case's build time; the timed frames are windows 1, 2, ...  A backend that
+keeps each frame's features gets the windows as a run's stream (``infer_stream``): after the warm-up window each
+timed window brings one new frame, as in the middle of a video.  ``upscale`` cases run after the others
+(:mod:`vsr.bench.upscale`).
 """
 
 from __future__ import annotations
@@ -11,78 +14,23 @@ from __future__ import annotations
 import os
 import platform
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
 
-from vsr.backends import Backend, open_backend
-from vsr.bench.cases import DEFAULT_BASELINE, BenchCase, bench_cases, select_cases
+from vsr.backends import Backend, FrameKeys, open_backend
+from vsr.bench.cases import DEFAULT_BASELINE, bench_cases, select_cases
 from vsr.bench.inputs import BenchInput, bench_input
+from vsr.bench.results import BenchResult, BenchSettings, CaseResult, round_order
+from vsr.bench.upscale import run_upscale_cases
 from vsr.errors import InputError
 from vsr.report.sample import StepStats, step_kind
 
 
-@dataclass(frozen=True)
-class BenchSettings:
-    """What to measure.  ``config``/``weights`` as for ``vsr upscale`` (weights None: the bundled default when no
-    config is named, else seeded random ones: speed does not depend on the weights' values); ``size``: LR (H, W);
-    ``frames``: timed frames per case; ``input``: clip, ``"random"`` or None (see :func:`bench_input`);
-    ``cases``: case names to run (None: all); ``baseline``: the case ratios are taken against (None:
-    ``ort-whole-fp32`` where it runs, else the first case)."""
-
-    config: str | None = None
-    weights: str | None = None
-    size: tuple[int, int] = (180, 320)
-    frames: int = 3
-    threads: int | None = None
-    input: str | None = None
-    cases: tuple[str, ...] | None = None
-    baseline: str | None = None
-    seed: int = 0
-
-    @property
-    def model_weights(self) -> str:
-        if self.weights is not None:
-            return self.weights
-        return "default" if self.config is None else "random"
-
-
-@dataclass
-class CaseResult:
-    """One case's measurements (seconds).  ``times``/``spans``: per timed frame, in order (``time.perf_counter``
-    spans); ``build_s``: open + prepare + the untimed run; ``steps``/``step_stats``: the backend's steps over the
-    timed frames only (one-off build steps: their whole time); ``first_output``: the untimed run's output."""
-
-    case: BenchCase
-    backend: str
-    device: str | None
-    build_s: float
-    times: list[float] = field(default_factory=list)
-    spans: list[tuple[float, float]] = field(default_factory=list)
-    steps: dict[str, float] = field(default_factory=dict)
-    step_stats: dict[str, StepStats] = field(default_factory=dict)
-    first_output: np.ndarray | None = None
-
-
-@dataclass
-class BenchResult:
-    """A finished benchmark: the settings, the input, the model's config name, machine facts, every case (in
-    run order), the baseline's name and the timed part's start (``time.perf_counter``) and wall time."""
-
-    settings: BenchSettings
-    input: BenchInput
-    config: str
-    machine: dict
-    cases: list[CaseResult]
-    baseline: str
-    started: float
-    wall_s: float
-
-
 def run_bench(settings: BenchSettings, progress: Callable[[str], None] | None = None) -> BenchResult:
-    """Opens and warms every case, then times ``settings.frames`` frames of each, interleaved."""
+    """Opens and warms every case, then times ``settings.frames`` frames of each, interleaved; then the
+    ``upscale`` cases."""
     say = progress or (lambda message: None)
     check_settings(settings)
     cases = select_cases(bench_cases(settings.threads), settings.cases)
@@ -90,36 +38,48 @@ def run_bench(settings: BenchSettings, progress: Callable[[str], None] | None = 
     baseline = settings.baseline or (DEFAULT_BASELINE if DEFAULT_BASELINE in names else names[0])
     if baseline not in names:
         raise InputError(f"baseline {baseline!r} is not among the cases run ({', '.join(names)})")
+    from vsr.model.weights import resolve_config
+
+    config, _ = resolve_config(settings.model_weights, settings.config)
+    # the warm-up window and one timed window per frame
+    data = bench_input(settings.input, settings.size, settings.frames + 1, config.num_frame, settings.seed)
     backends: list[Backend] = []
     results: list[CaseResult] = []
-    data = None
-    for case in cases:
+    for case in (c for c in cases if c.kind == "frames"):
         say(f"warming up {case.name}")
         t0 = time.perf_counter()
         backend = open_backend(settings.model_weights, settings.config, case.options)
-        if data is None:
-            data = bench_input(settings.input, settings.size, settings.frames, backend.num_frame, settings.seed)
         backend.prepare(*settings.size, 1)
-        first = backend.infer(data.window(0, backend.num_frame))
+        first = _infer(backend, data, 0)
         results.append(CaseResult(case, backend.name, _device(backend), time.perf_counter() - t0,
                                   first_output=first))
         backends.append(backend)
     before = [(b.timings(), b.step_stats()) for b in backends]
     started = time.perf_counter()
-    for i in range(settings.frames):
+    for i in range(settings.frames if backends else 0):
         say(f"frame {i + 1}/{settings.frames}")
-        for k in _round_order(len(cases), i):
-            x = data.window(i, backends[k].num_frame)
+        for k in round_order(len(backends), i):
             t0 = time.perf_counter()
-            backends[k].infer(x)
+            _infer(backends[k], data, i + 1)
             t1 = time.perf_counter()
             results[k].times.append(t1 - t0)
             results[k].spans.append((t0, t1))
     wall = time.perf_counter() - started
     for r, b, (totals, stats) in zip(results, backends, before):
         r.steps, r.step_stats = _timed_steps(b, totals, stats, started)
-    return BenchResult(settings, data, getattr(getattr(backends[0], "config", None), "name", "?"), machine(),
-                       results, baseline, started, wall)
+    upscales = [c for c in cases if c.kind == "upscale"]
+    if upscales:
+        results += run_upscale_cases(settings, data, upscales, say)
+    return BenchResult(settings, data, config.name, machine(), results, baseline, started, wall)
+
+
+def _infer(backend: Backend, data: BenchInput, i: int) -> np.ndarray:
+    """Window ``i``: through ``infer_stream`` (frames ``i..i+T-1`` of one stream) where the backend streams."""
+    t = backend.num_frame
+    x = data.window(i, t)
+    if not getattr(backend, "streams", False):
+        return backend.infer(x)
+    return backend.infer_stream(x, FrameKeys(1, (tuple(range(i, i + t)),), (0,), keep_from=i + 1))
 
 
 def check_settings(settings: BenchSettings) -> None:
@@ -131,11 +91,6 @@ def check_settings(settings: BenchSettings) -> None:
         raise InputError(f"bench needs at least 1 timed frame, not {settings.frames}")
     if settings.input not in (None, "random") and not Path(settings.input).exists():
         raise InputError(f"bench input {settings.input} does not exist")
-
-
-def _round_order(n: int, i: int) -> list[int]:
-    """Round ``i`` starts at case ``i mod n``: no case is always the first after a change of case."""
-    return [(i + k) % n for k in range(n)]
 
 
 def _timed_steps(backend: Backend, before: dict[str, float], before_stats: dict[str, StepStats],

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from vsr.bench.measure import BenchResult, CaseResult
+from vsr.bench.results import BenchResult, CaseResult
 from vsr.errors import InputError
 from vsr.report import RunReport, StageStats
 from vsr.report.render import fmt, table
@@ -36,6 +36,15 @@ def case_report(result: BenchResult, r: CaseResult) -> RunReport:
                      step_stats=dict(r.step_stats) or None)
 
 
+def upscale_report(result: BenchResult, r: CaseResult) -> dict:
+    """An upscale case's report: its last run's own, with the bench's figures added to the settings."""
+    report = dict(r.report)
+    report["settings"] = dict(report["settings"], bench=r.case.name, baseline=result.baseline,
+                              process_s=[round(p, 3) for p in r.process_s], build_s=round(r.build_s, 3),
+                              runs=len(r.process_s), machine=result.machine)
+    return report
+
+
 def summary(result: BenchResult, reports: dict[str, str] | None = None) -> dict:
     """The summary JSON: settings, machine, and per case the median / p95 / mean seconds per frame, fps, the
     median of its per-frame time ratios to the baseline (and of the baseline's to it: the speed-up), and the
@@ -44,13 +53,17 @@ def summary(result: BenchResult, reports: dict[str, str] | None = None) -> dict:
     base = next(r for r in result.cases if r.case.name == result.baseline)
     rows = []
     for r in result.cases:
-        ratios = [t / b for t, b in zip(r.times, base.times)]
+        # paired with the baseline frame by frame, or run by run for whole upscale runs: never across the two
+        ratios = [t / b for t, b in zip(r.times, base.times)] if r.case.kind == base.case.kind else []
         median = percentile(r.times, 50)
-        rows.append({"case": r.case.name, "backend": r.backend, "plan": r.case.plan, "precision": r.case.precision,
-                     "device": r.device, "report": (reports or {}).get(r.case.name), "frames": len(r.times),
+        rows.append({"case": r.case.name, "kind": r.case.kind, "backend": r.backend, "plan": r.case.plan,
+                     "precision": r.case.precision, "streams": r.case.streams, "device": r.device,
+                     "report": (reports or {}).get(r.case.name), "frames": len(r.times),
                      "median_s": median, "p95_s": percentile(r.times, 95), "mean_s": sum(r.times) / len(r.times),
-                     "fps": 1.0 / median if median else None, "time_ratio": percentile(ratios, 50),
-                     "speedup": percentile([1.0 / q for q in ratios], 50), "build_s": r.build_s,
+                     "fps": 1.0 / median if median else None,
+                     "time_ratio": percentile(ratios, 50) if ratios else None,
+                     "speedup": percentile([1.0 / q for q in ratios], 50) if ratios else None, "build_s": r.build_s,
+                     "process_s": percentile(r.process_s, 50) if r.process_s else None,
                      "max_abs_diff": _max_diff(r.first_output, base.first_output), "times_s": list(r.times),
                      "time_ratios": ratios})
     return {"format": SUMMARY_FORMAT, "baseline": result.baseline, "config": result.config,
@@ -76,11 +89,13 @@ def render_table(data: dict) -> str:
             + f"; onnxruntime {m['onnxruntime']}, torch {m['torch']}", ""]
     rows = [[r["case"] + (" *" if r["case"] == data["baseline"] else ""), fmt(r["median_s"]), fmt(r["p95_s"]),
              _g(r["fps"], ".3g"), fmt(r["time_ratio"], "x"), fmt(r["speedup"], "x"), fmt(r["build_s"]),
-             _g(r["max_abs_diff"], ".1e")] for r in data["cases"]]
-    foot = ["", f"* baseline; time and speed-up are medians of the {st['frames']} per-frame pairs with it, "
-                f"max |diff|: its first output against the baseline's"]
+             fmt(r.get("process_s")), _g(r["max_abs_diff"], ".1e")] for r in data["cases"]]
+    foot = ["", f"* baseline; time and speed-up are medians of the {st['frames']} per-frame pairs with it (of the "
+                "runs, for upscale- cases against an upscale- baseline); max |diff|: its first output against the "
+                "baseline's", "upscale- cases: s/frame is the run after warm-up, build s the rest of the process "
+                "(start, model, plans, warm-up), process s its wall time"]
     return "\n".join(head + [table(["case", "median s/frame", "p95 s/frame", "fps", "time vs base", "speed-up",
-                                    "build s", "max |diff|"], rows)] + foot)
+                                    "build s", "process s", "max |diff|"], rows)] + foot)
 
 
 def _g(v: float | None, spec: str) -> str:
@@ -128,7 +143,7 @@ def write_bench(result: BenchResult, out: str | Path, html: bool = False, overwr
     data = summary(result, {n: p.name for n, p in reports.items()})
     texts = {summary_path: json.dumps(data, indent=2) + "\n"}
     for r in result.cases:
-        report = case_report(result, r).to_dict()
+        report = case_report(result, r).to_dict() if r.report is None else upscale_report(result, r)
         texts[reports[r.case.name]] = json.dumps(report, indent=2) + "\n"
         if html:
             texts[pages[r.case.name]] = render_html(parse_run(report, reports[r.case.name].name))

@@ -10,8 +10,10 @@ from vsr.errors import InputError
 def add_parser(sub) -> None:
     p = sub.add_parser("bench", help="time every backend, graph plan and precision on the same input",
                        description="Open every case (PyTorch eager; ONNX Runtime whole graph and split plan, per "
-                                   "precision), warm each up outside the clock, then time --frames frames of "
-                                   "each, the cases interleaved frame by frame.  Prints medians, p95 and the "
+                                   "precision; with each frame's features kept and, -nostream, without), warm "
+                                   "each up outside the clock, then time --frames frames of each, the cases "
+                                   "interleaved frame by frame; upscale- cases time whole vsr upscale processes "
+                                   "(the run after warm-up and the warm-up apart).  Prints medians, p95 and the "
                                    "paired ratios to a baseline; --out writes one run report per case (read it "
                                    "with vsr report) and a summary JSON.")
     p.add_argument("--config", default=None, help="model config name or TOML file (default: from the weights)")
@@ -23,8 +25,11 @@ def add_parser(sub) -> None:
     p.add_argument("--input", default=None, metavar="CLIP", help="video file or PNG folder, or 'random' "
                                                                  "(default: the shared Big Buck Bunny clip where "
                                                                  "it exists, else random)")
-    p.add_argument("--cases", default=None, metavar="A,B", help="only these cases (e.g. ort-whole-fp32,"
-                                                                "ort-split-fp32); default: all")
+    p.add_argument("--cases", default=None, metavar="A,B", help="only these cases (e.g. ort-split-fp32,"
+                                                                "ort-split-fp32-nostream, upscale-ort-split-fp32); "
+                                                                "default: every per-frame case (upscale- cases, "
+                                                                "whole vsr upscale processes, only when named)")
+    p.add_argument("--runs", default="1", metavar="N", help="runs of each upscale- case, alternating (default 1)")
     p.add_argument("--baseline", default=None, help="the case ratios are taken against (default ort-whole-fp32)")
     p.add_argument("--out", default=None, metavar="DIR|SUMMARY.json", help="write the summary and one run "
                                                                           "report per case")
@@ -65,7 +70,7 @@ def run(args) -> int:
     settings = BenchSettings(config=args.config, weights=args.weights, size=parse_size(args.size),
                              frames=_positive(args.frames, "--frames"),
                              threads=_positive(args.threads, "--threads") if args.threads is not None else None,
-                             input=args.input, baseline=args.baseline,
+                             input=args.input, baseline=args.baseline, runs=_positive(args.runs, "--runs"),
                              cases=tuple(c.strip() for c in args.cases.split(",")) if args.cases else None)
     if args.out is not None:  # a bad or taken --out is reported before the models load
         from vsr.bench.cases import bench_cases, select_cases

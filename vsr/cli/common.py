@@ -39,6 +39,8 @@ def add_precision_args(p: argparse.ArgumentParser) -> None:
 
 
 def precision_options(args) -> dict:
-    """The keyword arguments of :func:`vsr.backends.backend_options` that ``add_precision_args`` parsed."""
+    """The keyword arguments of :func:`vsr.backends.backend_options` that ``add_precision_args`` (and
+    ``--per-window-features``, where the command has it) parsed."""
     return {"precision": args.precision, "int8_scales": args.int8_scales,
-            "int8_calibration": args.int8_calibration}
+            "int8_calibration": args.int8_calibration,
+            "stream_features": not getattr(args, "per_window_features", False)}

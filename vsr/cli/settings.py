@@ -10,14 +10,19 @@ from vsr.errors import InputError
 
 def add_upscale_options(p, *, frames: bool = True) -> None:
     """The model, runner and encoder option groups of ``vsr upscale`` (``frames``: with ``--frames A:B``)."""
+    from vsr.backends.registry import backend_names, plan_names
+
     m = p.add_argument_group("model")
     m.add_argument("--weights", default="default", help="checkpoint file, 'default' or 'real' (bundled; 'real' for "
                    "compressed video) or 'random' (tests)")
     m.add_argument("--config", default=None, help="model config name or TOML file (default: from the weights)")
-    m.add_argument("--backend", default="auto", help="auto | ort | torch | cuda (default: auto = cuda where torch "
-                   "sees a GPU and cupy or pycuda is installed, else ONNX Runtime)")
-    m.add_argument("--plan", default="auto", help="auto | whole | split (ONNX Runtime graph plan)")
+    m.add_argument("--backend", default="auto", help=f"{' | '.join(backend_names())} (default: auto = cuda where "
+                   "torch sees a GPU and cupy or pycuda is installed, else ONNX Runtime)")
+    m.add_argument("--plan", default="auto", help=f"{' | '.join(plan_names())} (ONNX Runtime graph plan)")
     m.add_argument("--threads", default=None, help="inference threads (default: all cores)")
+    m.add_argument("--per-window-features", action="store_true",
+                   help="compute each window's frames' features for every window, as before vsr kept each "
+                        "frame's (same output, slower; for comparisons)")
     add_precision_args(p)
     r = p.add_argument_group("runner")
     r.add_argument("--batch", default="1", help="windows (or tiles) per inference call (default 1)")
@@ -83,14 +88,15 @@ def parse_options(items: list[str]) -> tuple[tuple[str, str], ...]:
 def upscale_settings(args):
     """The parsed options of :func:`add_upscale_options` -> ``(BackendRequest, EncoderSettings,
     RunnerSettings)``; a bad value is one :class:`InputError` line naming the option."""
-    from vsr.backends import BACKENDS, PLANS, BackendRequest, backend_options
+    from vsr.backends import BackendRequest, backend_options
+    from vsr.backends.registry import backend_names, plan_names
     from vsr.pipeline import RunnerSettings
     from vsr.video import EncoderSettings
 
-    if args.backend not in BACKENDS:
-        raise InputError(f"--backend must be auto, ort, torch or cuda, not {args.backend!r}")
-    if args.plan not in PLANS:
-        raise InputError(f"--plan must be auto, whole or split, not {args.plan!r}")
+    if args.backend not in backend_names():
+        raise InputError(f"--backend must be one of {', '.join(backend_names())}, not {args.backend!r}")
+    if args.plan not in plan_names():
+        raise InputError(f"--plan must be one of {', '.join(plan_names())}, not {args.plan!r}")
     crf = None
     if args.crf is not None:
         try:

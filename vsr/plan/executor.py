@@ -165,26 +165,43 @@ def _bridge_call(kernel, inputs, outputs, workspace) -> Callable[[], None]:
     return call
 
 
-class WindowRunner:
-    """A plan run on whole windows, with or without a per-frame front: ``run({input: (N, T, C, H, W)})``.
+class FrontAndWindows:
+    """A plan with a per-frame front (:meth:`SubgraphPlan.per_frame_plan`) as two executors: ``front``, on frames,
+    and ``windows``, the rest (:meth:`SubgraphPlan.window_plan`; also ``plan``, ``bind``).
 
-    A plan with a front (:meth:`SubgraphPlan.per_frame_plan`) runs it on the windows' ``N*T`` frames first and
-    feeds its outputs to the rest (:meth:`SubgraphPlan.window_plan`): each frame's features every time it comes,
-    as a plan without a front computes them.  What calibration and tests need; a runner that keeps each frame's
-    features (``vsr.backends.split``) binds the two parts itself.
+    :meth:`run` runs whole windows ``{input: (N, T, C, H, W)}``: the front on their ``N*T`` frames, then the rest
+    on its outputs (each frame's features every time it comes, as a plan without a front computes them) --
+    what calibration and tests need.  A runner that keeps each frame's features (``vsr.backends.split``) binds
+    the two parts itself.
     """
 
-    def __init__(self, plan: SubgraphPlan, segment_backend: SegmentBackend, kernels: KernelRegistry = KERNELS):
-        self.plan = plan
-        self.front = None
-        if plan.frame_input is not None:
-            self.front = PlanExecutor(plan.per_frame_plan(), segment_backend, kernels)
-        self.window = PlanExecutor(plan.window_plan(), segment_backend, kernels)
+    def __init__(self, plan: SubgraphPlan, segment_backend: SegmentBackend, kernels: KernelRegistry = KERNELS,
+                 executor: Callable[[SubgraphPlan], PlanExecutor] | None = None):
+        make = executor or (lambda p: PlanExecutor(p, segment_backend, kernels))
+        self.whole = plan
+        self.front = make(plan.per_frame_plan())
+        self.windows = make(plan.window_plan())
+        self.plan = self.windows.plan
+
+    def bind(self, input_shapes: dict[str, tuple[int, ...]]) -> BoundPlan:
+        return self.windows.bind(input_shapes)
+
+    def timings(self) -> dict[str, float]:
+        return self.front.timings() | self.windows.timings()
+
+    def step_stats(self) -> dict[str, StepStats]:
+        return self.front.step_stats() | self.windows.step_stats()
 
     def run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Copies of the plan's outputs for ``feeds`` (the plan's own inputs)."""
-        if self.front is None:
-            return self.window.run(feeds)
-        x = feeds[self.plan.inputs[0]]
-        features = self.front.run({self.plan.frame_input: x.reshape((-1,) + x.shape[2:])})
-        return self.window.run({**feeds, **features})
+        x = feeds[self.whole.inputs[0]]
+        features = self.front.run({self.whole.frame_input: x.reshape((-1,) + x.shape[2:])})
+        return self.windows.run({**feeds, **features})
+
+
+def plan_executor(plan: SubgraphPlan, segment_backend: SegmentBackend, kernels: KernelRegistry = KERNELS):
+    """The executor of ``plan``: a :class:`FrontAndWindows` where it has a per-frame front, else a
+    :class:`PlanExecutor`; both ``run`` whole windows."""
+    if plan.frame_input is None:
+        return PlanExecutor(plan, segment_backend, kernels)
+    return FrontAndWindows(plan, segment_backend, kernels)

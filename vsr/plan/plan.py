@@ -298,3 +298,21 @@ class PlanCache:
             raise
         self.built += 1
         return SubgraphPlan.load(d)
+
+
+def window_input_shape(path: Path) -> list:
+    """The dimensions of the one input ``(N, T, 3, H, W)`` of the ONNX model at ``path`` (H and W fixed)."""
+    if not path.is_file():
+        raise InputError(f"{path}: no such ONNX file")
+    try:
+        m = onnx.load(str(path), load_external_data=False)
+    except Exception as e:
+        raise InputError(f"{path}: not a readable ONNX model ({e})") from None
+    inits = {t.name for t in m.graph.initializer}
+    ins = [vi for vi in m.graph.input if vi.name not in inits]
+    if len(ins) != 1:
+        raise BackendError(f"{path}: expected one input (N, T, 3, H, W), found {len(ins)}")
+    dims = [d.dim_param if d.HasField("dim_param") else int(d.dim_value) for d in ins[0].type.tensor_type.shape.dim]
+    if len(dims) != 5 or not all(isinstance(d, int) for d in dims[-2:]):
+        raise BackendError(f"{path}: input shape {dims} is not (N, T, 3, H, W) with fixed H and W")
+    return dims

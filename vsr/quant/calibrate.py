@@ -204,8 +204,8 @@ class _ProbeRunner:
 def calibrate_plan(plan, windows: np.ndarray, threads: int | None = None) -> list[ConvStats]:
     """:func:`calibrate` over the segments of the fp32 ``plan`` (a :class:`vsr.plan.plan.SubgraphPlan` whose
     segment files exist), run with vsr's bridge kernels (a per-frame front on the windows' frames first)."""
-    from vsr.plan.executor import WindowRunner
+    from vsr.plan.executor import plan_executor
 
     probe = _Probe()
-    runner = WindowRunner(plan, _ProbeSegments(probe, threads))
+    runner = plan_executor(plan, _ProbeSegments(probe, threads))
     return _two_passes(probe, lambda x: runner.run({plan.inputs[0]: x}), windows)
