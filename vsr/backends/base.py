@@ -135,6 +135,10 @@ class ModelBackend:
     def step_stats(self) -> dict[str, StepStats]:
         return {}
 
+    def facts(self) -> dict:
+        """What the run's report should say about how this backend computes (e.g. the int8 ISA)."""
+        return {"features": "per-frame" if self.streams else "per-window"}
+
     def infer_stream(self, x: np.ndarray, keys: FrameKeys) -> np.ndarray:
         return self.infer(x)  # nothing kept: every window computes its frames' features
 

@@ -9,8 +9,7 @@ import numpy as np
 
 from vsr.backends.base import ModelBackend
 from vsr.backends.buckets import BucketPolicy
-from vsr.backends.registry import BackendKind, register
-from vsr.backends.split import ort_missing
+from vsr.backends.registry import BackendKind, needs, register
 from vsr.errors import BackendError
 
 
@@ -125,5 +124,5 @@ def _make(threads: int | None = None, **_others) -> OrtOptions:
     return OrtOptions(threads=threads)
 
 
-register(BackendKind("ort-whole", "ort", "whole", OrtOptions, OrtBackend, _make, available=ort_missing, auto=2,
-                     default=False))
+register(BackendKind("ort-whole", "ort", "whole", OrtOptions, OrtBackend, _make, available=needs("onnxruntime"),
+                     auto=2, default=False))

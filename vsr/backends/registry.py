@@ -11,6 +11,7 @@ line in :data:`MODULES`.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -44,6 +45,15 @@ class BackendKind:
     precisions: tuple[str, ...] = ("fp32",)
     auto: int | None = None
     default: bool = True
+
+
+def needs(*modules: str) -> Callable[[], str | None]:
+    """The ``available`` of a backend that runs where ``modules`` import: None, or which of them are missing."""
+    def available() -> str | None:
+        missing = [m for m in modules if importlib.util.find_spec(m) is None]
+        return f"{' and '.join(missing)} not installed" if missing else None
+
+    return available
 
 
 _KINDS: dict[str, BackendKind] = {}

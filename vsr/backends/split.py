@@ -13,7 +13,6 @@ plan cache (built if absent), segment sessions are loaded, and the memory arena 
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 import os
 import threading
@@ -27,7 +26,7 @@ import numpy as np
 from vsr.backends.base import FrameKeys, ModelBackend
 from vsr.backends.buckets import BucketPolicy
 from vsr.backends.features import FeatureSlots, keyless
-from vsr.backends.registry import BackendKind, register
+from vsr.backends.registry import BackendKind, needs, register
 from vsr.errors import BackendError, InputError
 from vsr.report.sample import StepStats, merge_step_stats
 
@@ -138,6 +137,11 @@ class SplitBackend(ModelBackend):
     def step_stats(self) -> dict[str, StepStats]:
         """Per-call records of each plan step, merged over the buckets used."""
         return merge_step_stats(ex.step_stats() for ex in self._executors.values())
+
+    def facts(self) -> dict:
+        """:meth:`ModelBackend.facts`, the precision, and the segment backend's own (int8: ISA, re-runs)."""
+        own = getattr(self.segment_backend, "facts", dict)()
+        return super().facts() | {"precision": self.options.precision} | own
 
     def prepare(self, height: int, width: int, batch: int) -> None:
         """Export, plan, segment sessions and the arena of ``batch`` frames of ``height x width``, then one
@@ -374,11 +378,6 @@ def _segment_backend(options: SplitOptions) -> SegmentBackend:
     return OrtSegmentBackend(threads=options.threads)
 
 
-def ort_missing() -> str | None:
-    """Why ONNX Runtime backends cannot run here (None: they can)."""
-    return None if importlib.util.find_spec("onnxruntime") else "onnxruntime is not installed"
-
-
 def _open(model, config, options: SplitOptions) -> SplitBackend:
     return (StreamingSplitBackend if options.stream_features else SplitBackend).from_model(model, config, options)
 
@@ -391,5 +390,5 @@ def _make(threads: int | None = None, precision: str = "fp32", int8_scales: str 
 
 # measured faster than the whole graph on the 2-core CPU machine (1.17x wall, 1.20x CPU on EDVR-M 180x320;
 # docs/benchmarks.md, "Subgraph plan and bridge kernels"): ONNX Runtime's choice for --plan auto
-register(BackendKind("ort-split", "ort", "split", SplitOptions, _open, _make, available=ort_missing,
+register(BackendKind("ort-split", "ort", "split", SplitOptions, _open, _make, available=needs("onnxruntime"),
                      precisions=SPLIT_PRECISIONS, auto=1))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import time
 from dataclasses import dataclass
 
@@ -11,7 +10,7 @@ import numpy as np
 from vsr.backends.base import FrameKeys, ModelBackend
 from vsr.backends.buckets import BucketPolicy
 from vsr.backends.features import FeatureSlots
-from vsr.backends.registry import BackendKind, register
+from vsr.backends.registry import BackendKind, needs, register
 
 
 @dataclass(frozen=True)
@@ -122,12 +121,8 @@ class TorchBackend(ModelBackend):
                     kept[slot].copy_(level[r])
 
 
-def _available() -> str | None:
-    return None if importlib.util.find_spec("torch") else "torch is not installed"
-
-
 def _make(threads: int | None = None, stream_features: bool = True, **_precision) -> TorchOptions:
     return TorchOptions(threads=threads, stream_features=stream_features)
 
 
-register(BackendKind("torch", "torch", None, TorchOptions, TorchBackend, _make, available=_available))
+register(BackendKind("torch", "torch", None, TorchOptions, TorchBackend, _make, available=needs("torch")))

@@ -271,6 +271,7 @@ class FrameQueueRunner:
         settings = dict(settings_for_report or {})
         settings.update(tile=tile, tiles_per_frame=len(tiles), overlap=s.overlap, batch=s.batch, queue=s.queue,
                         padding=self.padding, num_frame=self.num_frame,
+                        backend_facts=self.backend.facts() if hasattr(self.backend, "facts") else {},
                         memory_plan=memory.to_dict(),
                         scene_cuts=scenes.to_dict(s.frames[0], s.frames[0] + written))
         return RunReport(stats, settings, wall, written, dict(self.backend.timings()), started=t0,

@@ -70,13 +70,21 @@ class BoundPlan:
     times: StepTimes | None = None
 
     def run(self, record: bool = True) -> None:
-        """Run every step once; ``record=False`` (a warm-up run) leaves the step times as they are."""
+        """Run every step once; ``record=False`` (a warm-up run) leaves the step times as they are.
+
+        A call may return the seconds it spent at its end running again (an int8 segment whose run-time scales
+        saturated, :mod:`vsr.quant.segments`): those are recorded as the step ``<name>:rerun``."""
         times = self.times if record else None
         for name, call in self.calls:
             t0 = time.perf_counter()
-            call()
+            again = call()
             if times is not None:
-                times.add(name, t0, time.perf_counter())
+                t1 = time.perf_counter()
+                if again:
+                    times.add(name, t0, t1 - again)
+                    times.add(f"{name}:rerun", t1 - again, t1)
+                else:
+                    times.add(name, t0, t1)
 
 
 class PlanExecutor:

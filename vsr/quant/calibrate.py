@@ -18,7 +18,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from vsr.quant.rewrite import quantize_weights
+from vsr.quant.rewrite import WEIGHT_QMAX, quantize_weights
 from vsr.quant.scales import u8_params
 
 
@@ -56,7 +56,7 @@ def _shadow(n, w: np.ndarray, probe: "_Probe", nodes: list, new_inits: list) -> 
             nodes.append(helper.make_node(op, [t], [f"{tag}/{op}"], keepdims=0))
             probe.output(f"{tag}/{op}")
         probe.scale_input(tag)
-    wq, ws = quantize_weights(w)
+    wq, ws = quantize_weights(w, probe.qmax)
     new_inits.append(numpy_helper.from_array(wq.astype(np.float32) * ws.reshape(-1, 1, 1, 1), f"{p}/wfq"))
     xfq = _fake_quant(x, f"{p}/x", nodes)
     nodes.append(helper.make_node("Conv", [xfq, f"{p}/wfq"] + list(n.input[2:]), [f"{p}/ys"],
@@ -73,7 +73,8 @@ class _Probe:
     """The scalars of all probes of one calibration: scale feeds (updated in place between the two passes)
     and results, bound by pointer to every probe session, and the statistics gathered from them."""
 
-    def __init__(self):
+    def __init__(self, qmax: int = WEIGHT_QMAX):
+        self.qmax = qmax  # the weights' codes, as the plan will have them
         self.feeds: dict[str, np.ndarray] = {}
         self.results: dict[str, np.ndarray] = {}
         self.convs: list = []
@@ -201,11 +202,12 @@ class _ProbeRunner:
         return self.probe.bind(self.session, inputs, outputs)
 
 
-def calibrate_plan(plan, windows: np.ndarray, threads: int | None = None) -> list[ConvStats]:
+def calibrate_plan(plan, windows: np.ndarray, threads: int | None = None,
+                   qmax: int = WEIGHT_QMAX) -> list[ConvStats]:
     """:func:`calibrate` over the segments of the fp32 ``plan`` (a :class:`vsr.plan.plan.SubgraphPlan` whose
     segment files exist), run with vsr's bridge kernels (a per-frame front on the windows' frames first)."""
     from vsr.plan.executor import plan_executor
 
-    probe = _Probe()
+    probe = _Probe(qmax)
     runner = plan_executor(plan, _ProbeSegments(probe, threads))
     return _two_passes(probe, lambda x: runner.run({plan.inputs[0]: x}), windows)

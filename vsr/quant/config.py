@@ -11,7 +11,7 @@ import numpy as np
 
 from vsr.errors import InputError
 from vsr.files import sha256_file
-from vsr.quant.rewrite import WEIGHT_QMAX
+from vsr.quant.isa import int8_isa, weight_qmax
 
 QUANT_FORMAT = 1  # bump when the int8 rewrite or the calibration changes what a plan holds
 
@@ -19,14 +19,26 @@ QUANT_FORMAT = 1  # bump when the int8 rewrite or the calibration changes what a
 @dataclass(frozen=True)
 class QuantConfig:
     """calibration: folder of PNG frames (None: vsr's synthetic frames); windows: calibration windows;
-    keep_fp32: fraction of convs kept in fp32, those of lowest measured SQNR (see :mod:`vsr.quant.calibrate`)."""
+    keep_fp32: fraction of convs kept in fp32, those of lowest measured SQNR (see :mod:`vsr.quant.calibrate`);
+    isa: the int8 instructions the plan is for (None: this CPU's, :func:`vsr.quant.isa.int8_isa`), which set the
+    weights' bits (:attr:`weight_qmax`)."""
 
     calibration: str | None = None
     windows: int = 2
     keep_fp32: float = 0.1
+    isa: str | None = None
+
+    def __post_init__(self):
+        if self.isa is None:
+            object.__setattr__(self, "isa", int8_isa())
+        weight_qmax(self.isa)
+
+    @property
+    def weight_qmax(self) -> int:
+        return weight_qmax(self.isa)
 
     def fields(self) -> dict:
-        d = asdict(self) | {"format": QUANT_FORMAT, "weight_qmax": WEIGHT_QMAX}
+        d = asdict(self) | {"format": QUANT_FORMAT, "weight_qmax": self.weight_qmax}
         if self.calibration is not None:
             files = _pngs(self.calibration)
             h = hashlib.sha256()

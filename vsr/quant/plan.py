@@ -65,13 +65,13 @@ def int8_plan_transform(cfg: QuantConfig, threads: int | None = None):
 
     def transform(part: Partition, model: onnx.ModelProto, out: Path) -> dict:
         t, h, w = input_hw(model)
-        stats = calibrate_plan(_fp32_plan(part, out), calibration_windows(cfg, t, h, w), threads)
+        stats = calibrate_plan(_fp32_plan(part, out), calibration_windows(cfg, t, h, w), threads, cfg.weight_qmax)
         fp32 = choose_fp32(stats, cfg.keep_fp32)
         int8 = {s.node for s in stats} - fp32
         ranges = activation_ranges(model, stats)
         tensors: dict[str, dict] = {}
         for name, seg in list(part.segments.items()):
-            q = quantize_segment(seg, int8)
+            q = quantize_segment(seg, int8, cfg.weight_qmax)
             part.segments[name] = q.model
             for tn in q.tensors:
                 tensors[tn] = {"range": list(ranges[tn]), "relu": tn in q.relu}
@@ -79,9 +79,10 @@ def int8_plan_transform(cfg: QuantConfig, threads: int | None = None):
         (out / QUANT_FILE).write_text(json.dumps({
             "config": cfg.fields(), "tensors": tensors,
             "sensitivity_sqnr_db": {s.node: round(s.sqnr_db, 2) for s in sens}}, indent=1) + "\n")
-        log.info("int8 plan: %d convs int8, %d fp32", len(int8), len(fp32))
+        log.info("int8 plan for %s: %d convs int8 (weights |q| <= %d), %d fp32", cfg.isa, len(int8),
+                 cfg.weight_qmax, len(fp32))
         return {"extra_files": [QUANT_FILE],
-                "quant": {"int8_convs": len(int8),
+                "quant": {"isa": cfg.isa, "weight_qmax": cfg.weight_qmax, "int8_convs": len(int8),
                           "fp32_convs": [{"node": s.node, "weight": s.weight, "sqnr_db": round(s.sqnr_db, 2)}
                                          for s in sens if s.node in fp32]}}
 

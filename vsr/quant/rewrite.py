@@ -7,7 +7,8 @@ For each int8 conv ``y = Conv(x, W, b)``::
     b_q   = int32(round(b / (x__qs * w_s)))                   computed in the graph: x__qs is an input
     y     = DequantizeLinear(y_q, y__qs, y__qz)                only where an fp32 consumer needs y
 
-Weights are symmetric int8 per output channel (``w_s = max|W_c| / WEIGHT_QMAX``, 7 bits: see there); activations are u8, asymmetric, per
+Weights are symmetric int8 per output channel (``w_s = max|W_c| / qmax``: 7 bits, or 8 where the CPU has VNNI, see
+:mod:`vsr.quant.isa`); activations are u8, asymmetric, per
 tensor, and every activation's scale (``T__qs`` float32 scalar) and zero point (``T__qz`` uint8 scalar) are
 graph inputs: :mod:`vsr.quant.scales` feeds them before each run.  A ``Relu`` that is a conv's only consumer
 is folded into the conv (its output range starts at 0 with zero point 0, so the u8 clamp is the ReLU); a
@@ -38,9 +39,10 @@ class QuantizedSegment:
     convs: list[str] = field(default_factory=list)
 
 
-# Weights use 7 of the 8 bits: on an x86 CPU without VNNI (AVX2 only, as the machine this was measured on)
-# ONNX Runtime's u8 x s8 kernels add pairs of products in int16 (vpmaddubsw), which saturates once
-# 2 * 255 * |w| > 32767; |w| <= 63 can never overflow (ONNX Runtime's own ``reduce_range``).
+# Weights use 7 of the 8 bits by default: on an x86 CPU without VNNI (AVX2 only, as the machine this was
+# measured on) ONNX Runtime's u8 x s8 kernels add pairs of products in int16 (vpmaddubsw), which saturates once
+# 2 * 255 * |w| > 32767; |w| <= 63 can never overflow (ONNX Runtime's own ``reduce_range``).  Plans for a CPU
+# with VNNI or AMX use all 8 (vsr.quant.isa).
 WEIGHT_QMAX = 63
 
 
@@ -59,8 +61,9 @@ def quantize_weights(w: np.ndarray, qmax: int = WEIGHT_QMAX) -> tuple[np.ndarray
 
 
 class _Rewriter:
-    def __init__(self, model: onnx.ModelProto, int8_convs: set[str]):
+    def __init__(self, model: onnx.ModelProto, int8_convs: set[str], qmax: int = WEIGHT_QMAX):
         self.src = model
+        self.qmax = qmax
         self.g = model.graph
         self.inits = {t.name: t for t in self.g.initializer}
         self.int8 = int8_convs
@@ -100,7 +103,7 @@ class _Rewriter:
         w = numpy_helper.to_array(self.inits[wname]).astype(np.float32)
         b = numpy_helper.to_array(self.inits[n.input[2]]).astype(np.float32) if len(n.input) > 2 and n.input[2] \
             else np.zeros(w.shape[0], np.float32)
-        wq, ws = quantize_weights(w)
+        wq, ws = quantize_weights(w, self.qmax)
         p = n.name
         self.new_inits += [numpy_helper.from_array(wq, f"{p}/w_q"), numpy_helper.from_array(ws, f"{p}/w_s"),
                            numpy_helper.from_array(np.zeros(w.shape[0], np.int8), f"{p}/w_z"),
@@ -139,9 +142,10 @@ def _needs_fp32(t: str, consumers: dict, outputs: set[str], int8_nodes: set[str]
                for c in consumers.get(t, []))
 
 
-def quantize_segment(model: onnx.ModelProto, int8_convs: set[str]) -> QuantizedSegment:
-    """``model`` with the ``Conv`` nodes named in ``int8_convs`` rewritten as described in the module docstring."""
-    r = _Rewriter(model, int8_convs)
+def quantize_segment(model: onnx.ModelProto, int8_convs: set[str], qmax: int = WEIGHT_QMAX) -> QuantizedSegment:
+    """``model`` with the ``Conv`` nodes named in ``int8_convs`` rewritten as described in the module docstring;
+    weights in ``[-qmax, qmax]`` (:func:`vsr.quant.isa.weight_qmax`)."""
+    r = _Rewriter(model, int8_convs, qmax)
     int8_here = {n.name for n in model.graph.node if n.op_type == "Conv" and n.name in int8_convs
                  and len(n.input) > 1 and n.input[1] in r.inits}
     for n in model.graph.node:

@@ -2,12 +2,14 @@
 
 Same load -> bind -> run shape as :class:`vsr.plan.segments.OrtSegmentBackend`; ``bind`` also binds each u8
 activation's scale / zero point (from :class:`~vsr.quant.scales.ScaleTable`) and its code statistics, and
-``run`` runs the segment again while the table asks for it (saturation under run-time scales).
+``run`` runs the segment again while the table asks for it (saturation under run-time scales) and returns the
+seconds those re-runs took (the plan executor records them as the step ``<segment>:rerun``).
 """
 
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -15,6 +17,7 @@ from typing import Callable
 import numpy as np
 
 from vsr.plan.segments import OrtSegmentBackend
+from vsr.quant.isa import int8_isa, weight_qmax
 from vsr.quant.rewrite import QMAX, QMIN, SCALE, ZERO
 from vsr.quant.scales import MAX_PASSES, ScaleTable
 
@@ -50,6 +53,13 @@ class Int8SegmentBackend:
     def reset(self) -> None:
         self.table.reset()
 
+    def facts(self) -> dict:
+        """For the run's report: the ISA this machine's int8 plans are for and their weights' largest code, the
+        scales' policy, and segment runs so far, with how many of them were re-runs (saturated scales)."""
+        isa = int8_isa()
+        return {"int8": {"isa": isa, "weight_qmax": weight_qmax(isa), "scales": self.scales,
+                         "segment_runs": self.table.passes, "reruns": self.table.reruns}}
+
 
 class Int8SegmentRunner:
     def __init__(self, session, table: ScaleTable):
@@ -74,12 +84,15 @@ class Int8SegmentRunner:
             io.bind_output(name, "cpu", 0, arr.dtype.type, list(arr.shape), arr.ctypes.data)
         sess, table, names, qmax, qmin = self.session, self.table, self.names, self.qmax, self.qmin
 
-        def run() -> None:
-            for attempt in range(MAX_PASSES):
+        def run() -> float:
+            """Run until the scales hold (at most MAX_PASSES); the seconds spent in runs after the first."""
+            sess.run_with_iobinding(io)
+            first = time.perf_counter()
+            again, passes = table.after_run(names, qmax, qmin), 1
+            while again and passes < MAX_PASSES:
+                table.reruns += 1
                 sess.run_with_iobinding(io)
-                if not table.after_run(names, qmax, qmin):
-                    return
-                if attempt + 1 < MAX_PASSES:
-                    table.reruns += 1
+                again, passes = table.after_run(names, qmax, qmin), passes + 1
+            return time.perf_counter() - first if passes > 1 else 0.0
 
         return run
