@@ -29,8 +29,10 @@ def test_vsr_export_cli_matches_basicsr_reference(tmp_path, name):
     ckpt = tmp_path / f"{name}.pth"
     ref = basicsr_checkpoint(cfg, ckpt, seed=7)
     out = tmp_path / f"{name}.onnx"
+    split = ["--split", str(tmp_path / "plan")] if name == "edvr-m" else []  # the plan with the per-frame segment
     r = subprocess.run([sys.executable, "-m", "vsr", "export", "--weights", str(ckpt), "--config", name,
-                        "--height", str(H), "--width", str(W), "--out", str(out)], capture_output=True, text=True)
+                        "--height", str(H), "--width", str(W), "--out", str(out), *split],
+                       capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     proto = onnx.load(out)
     ops = Counter(n.op_type for n in proto.graph.node)
@@ -45,6 +47,14 @@ def test_vsr_export_cli_matches_basicsr_reference(tmp_path, name):
         want = ref(torch.from_numpy(x)).numpy()
     assert got.shape == (2, 3, 4 * H, 4 * W)
     assert np.abs(got - want).max() <= 1e-4
+    if split:
+        from vsr.plan.executor import plan_executor
+        from vsr.plan.plan import SubgraphPlan
+        from vsr.plan.segments import OrtSegmentBackend
+
+        plan = SubgraphPlan.load(tmp_path / "plan")
+        assert plan.steps[0].name == "segment_features" and plan.steps[0].per_frame and plan.frame_input
+        assert np.abs(plan_executor(plan, OrtSegmentBackend(threads=1)).run({"lr": x})["hr"] - want).max() <= 1e-4
 
 
 def test_export_rejects_sizes_not_multiple_of_4(tmp_path):

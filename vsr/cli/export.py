@@ -15,7 +15,12 @@ def add_parser(sub) -> None:
     p.add_argument("--height", type=positive_int, required=True, help="LR frame height (multiple of 4)")
     p.add_argument("--width", type=positive_int, required=True, help="LR frame width (multiple of 4)")
     p.add_argument("--out", required=True, help="output .onnx path")
-    p.add_argument("--split", metavar="DIR", help="also write the subgraph plan (segments + manifest) to DIR")
+    p.add_argument("--split", metavar="DIR", help="also write the subgraph plan (segments + manifest) to DIR, with "
+                                                  "each frame's features as a per-frame segment of its own "
+                                                  "(segment_features), as vsr's split backend runs it")
+    p.add_argument("--per-window-features", action="store_true",
+                   help="with --split: no per-frame segment, every window computes its frames' features (the plan "
+                        "the CUDA runtime runs)")
     add_precision_args(p)
     p.add_argument("--qdq", action="store_true",
                    help="with --precision int8: write --out in explicit Q/DQ, the form TensorRT builds INT8 from")
@@ -54,9 +59,11 @@ def run(args) -> int:
 def _write_plan(path, out, args):
     from vsr.plan import write_plan
 
+    front = not args.per_window_features
     if args.precision == "fp32":
-        return write_plan(path, out)
+        return write_plan(path, out, front=front)
     from vsr.quant import QuantConfig, int8_plan_transform
 
     cfg = QuantConfig(calibration=args.int8_calibration)
-    return write_plan(path, out, precision="int8", quant=cfg.digest, transform=int8_plan_transform(cfg))
+    return write_plan(path, out, precision="int8", quant=cfg.digest, transform=int8_plan_transform(cfg),
+                      front=front)
