@@ -14,7 +14,7 @@ from typing import Union
 
 from vsr.backends.buckets import BucketPolicy
 from vsr.backends.ort import OrtOptions
-from vsr.backends.registry import backend_names, choose, plan_names
+from vsr.backends.registry import choose
 from vsr.backends.split import INT8_SCALES, SPLIT_PRECISIONS, SplitOptions
 from vsr.backends.torch_backend import TorchOptions
 from vsr.errors import BackendError
@@ -60,15 +60,6 @@ BackendOptions = Union[TorchOptions, OrtOptions, SplitOptions, CudaOptions]
 __all__ = ["INT8_SCALES", "PRECISIONS", "SEGMENT_RUNTIMES", "SPLIT_PRECISIONS",
            "BackendOptions", "CudaOptions", "OrtOptions", "SplitOptions", "TorchOptions", "backend_options",
            "cuda_available"]
-
-
-def __getattr__(name: str):
-    # the CLI's choices, read from the registry when asked for
-    if name == "BACKENDS":
-        return backend_names()
-    if name == "PLANS":
-        return plan_names()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def cuda_available() -> bool:

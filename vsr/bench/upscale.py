@@ -70,6 +70,8 @@ def upscale_once(settings: BenchSettings, case: BenchCase, src: Path, out: Path,
            "--quiet", "--overwrite"]
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0:
-        last = (done.stderr.strip().splitlines() or ["no message"])[-1]
-        raise BackendError(f"bench case {case.name}: vsr upscale failed ({last})")
+        lines = [x for x in done.stderr.strip().splitlines() if not x.startswith("vsr: warning:")]
+        why = lines[-1] if lines else (f"killed by signal {-done.returncode}" if done.returncode < 0
+                                       else f"exit status {done.returncode}")
+        raise BackendError(f"bench case {case.name}: vsr upscale failed ({why})")
     return json.loads(report.read_text())
