@@ -14,11 +14,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import count
 from pathlib import Path
 
 import cv2
 import numpy as np
 
+from vsr.backends.base import FrameKeys
 from vsr.errors import BackendError, InputError
 from vsr.pipeline.windows import window_indices
 from vsr.quality.metrics import FrameScores, frame_scores
@@ -28,6 +30,8 @@ SCALE = 4
 LR_GIVEN = "given"
 LR_FROM_GT = "bicubic x1/4 of GT"
 SSIM_MIN_SIZE = 11
+
+_STREAMS = count(1)  # one stream of frame keys per sequence scored
 
 
 def list_frames(folder: str | Path, what: str) -> list[Path]:
@@ -248,6 +252,7 @@ def _score(seq: _Sequence, selected: list[int], backend, crop_border: int, batch
     pad = _backend_padding(backend, padding)
     bicubic: list[FrameScores] = []
     model: list[FrameScores] | None = [] if backend is not None else None
+    stream = next(_STREAMS)
     for start in range(0, len(selected), batch_size):
         batch = selected[start:start + batch_size]
         outputs = None
@@ -255,7 +260,11 @@ def _score(seq: _Sequence, selected: list[int], backend, crop_border: int, batch
             windows = [window_indices(i, n, num_frame, pad) for i in batch]
             x = np.stack([np.stack([seq.lr(j) for j in win]) for win in windows])  # (N, T, H, W, 3) uint8
             x = np.ascontiguousarray(x.transpose(0, 1, 4, 2, 3), dtype=np.float32) / np.float32(255.0)
-            outputs = _infer(backend, x)
+            after = selected[start + batch_size] if start + batch_size < len(selected) else n
+            # as vsr upscale runs it: each frame's features computed once where the backend keeps them
+            keys = FrameKeys(stream, tuple(tuple(w) for w in windows), (0,) * len(batch),
+                             keep_from=after - 2 * (num_frame // 2))
+            outputs = _infer(backend, x, keys)
         for k, i in enumerate(batch):
             lr, gt = seq.lr(i), seq.gt(i)
             seq.check_pair(i, lr, gt)
@@ -281,9 +290,9 @@ def _lr_source(seq: _Sequence) -> str:
     return LR_FROM_GT if seq.lr_dir is None else LR_GIVEN
 
 
-def _infer(backend, x: np.ndarray) -> np.ndarray:
+def _infer(backend, x: np.ndarray, keys: FrameKeys) -> np.ndarray:
     n, _, _, h, w = x.shape
-    y = np.asarray(backend.infer(x))
+    y = np.asarray(backend.infer_stream(x, keys) if getattr(backend, "streams", False) else backend.infer(x))
     if y.shape != (n, 3, SCALE * h, SCALE * w):
         raise BackendError(f"backend {getattr(backend, 'name', backend)!r} returned shape {y.shape}, "
                            f"expected {(n, 3, SCALE * h, SCALE * w)}")
