@@ -110,3 +110,14 @@ def test_int8_streaming_stays_as_close_to_fp32_as_int8_per_window(engines):
         errors["window"].append(np.sqrt(np.mean((per_window.infer(b.x) - ref) ** 2)))
     # int8 noise differs (a frame's features are computed once, with the scales of its own call), not its size
     assert np.median(errors["stream"]) <= 1.5 * np.median(errors["window"]) and max(errors["stream"]) < 0.02
+
+
+@pytest.mark.slow
+def test_int8_warm_up_runs_each_segment_once_and_learns_nothing_from_its_zeros(engines):
+    streaming, _ = pair(SplitOptions, precision="int8")
+    streaming.prepare(H, W, 2)
+    table = streaming.segment_backend.table
+    assert table.tensors and table.passes == 0 and table.reruns == 0
+    assert all(min(t.calib[0], 0.0) == t.lo and max(t.calib[1], 0.0) == t.hi for t in table.tensors.values())
+    facts = streaming.facts()
+    assert facts["features"] == "per-frame" and facts["int8"]["segment_runs"] == 0

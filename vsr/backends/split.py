@@ -13,6 +13,7 @@ plan cache (built if absent), segment sessions are loaded, and the memory arena 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
@@ -159,10 +160,9 @@ class SplitBackend(ModelBackend):
         t0 = time.perf_counter()
         for buf in bound.inputs.values():
             buf[...] = 0.0
-        bound.run(record=False)
-        reset = getattr(self.segment_backend, "reset", None)
-        if reset is not None:  # the warm-up's zeros must not steer run-time int8 scales
-            reset()
+        held = getattr(self.segment_backend, "held", None)  # int8: the zeros must not steer run-time scales
+        with held() if held is not None else contextlib.nullcontext():
+            bound.run(record=False)
         self._build["build:warmup"] += time.perf_counter() - t0
         self._warm.add(key)
 

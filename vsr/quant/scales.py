@@ -78,6 +78,7 @@ class ScaleTable:
         self.tensors: dict[str, TensorScale] = {}
         self.passes = 0  # segment runs, including re-runs
         self.reruns = 0
+        self.held = False  # a warm-up run: no re-runs, nothing learnt (its input is not a frame)
 
     def add(self, name: str, lo: float, hi: float, relu: bool) -> TensorScale:
         t = self.tensors.get(name)
@@ -93,6 +94,8 @@ class ScaleTable:
 
     def after_run(self, names: list[str], qmax: list[np.ndarray], qmin: list[np.ndarray]) -> bool:
         """Observe one segment run; True when it must run again."""
+        if self.held:
+            return False
         self.passes += 1
         if self.policy == "static":
             return False
