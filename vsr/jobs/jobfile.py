@@ -24,7 +24,7 @@ UPSCALE_KEYS: dict[str, tuple[type, ...]] = {
     "weights": (str,), "config": (str,), "backend": (str,), "plan": (str,), "threads": (int,),
     "batch": (int,), "tile": (int,), "tile_overlap": (int,), "memory_budget": (int,),
     "codec": (str,), "crf": (int, float), "preset": (str,), "pix_fmt": (str,), "encoder_options": (dict,),
-    "precision": (str,), "int8_scales": (str,), "int8_calibration": (str,),
+    "precision": (str,), "int8_scales": (str,), "int8_calibration": (str,), "per_window_features": (bool,),
     "scene_cuts": (str,), "scene_threshold": (int, float),
 }
 
@@ -112,7 +112,8 @@ def _upscale(table, where: str) -> dict:
         if dest not in UPSCALE_KEYS:
             raise _unknown(where, key, UPSCALE_KEYS)
         types = UPSCALE_KEYS[dest]
-        what = " or ".join({str: "a string", int: "an integer", float: "a number", dict: "a table"}[t] for t in types)
+        what = " or ".join({str: "a string", int: "an integer", float: "a number", dict: "a table",
+                            bool: "true or false"}[t] for t in types)
         _typed(where, key, value, types, what)
         if dest == "encoder_options":
             if not all(isinstance(v, (str, int, float)) and not isinstance(v, bool) for v in value.values()):
