@@ -29,3 +29,12 @@ class MemoryBudgetError(InputError):
 
 class BrokerError(VsrError):
     """The job broker (``--broker redis://...``) is unreachable, or its URL is not one vsr can use."""
+
+
+def printable(text: object) -> str:
+    """``text`` safe to print on one terminal line: control characters (newlines, escape sequences, ...) shown
+    as Python escapes (``\\n``, ``\\x1b``), never sent; everything else as it is."""
+    text = str(text)
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)

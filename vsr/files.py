@@ -1,4 +1,5 @@
-"""Files vsr reads and writes outside the user's inputs and outputs: checksums and the engine cache folder."""
+"""Files vsr reads and writes outside the user's inputs and outputs: checksums, the engine cache folder and the
+user's data folder."""
 
 from __future__ import annotations
 
@@ -29,6 +30,12 @@ def user_cache_dir() -> Path:
     """``$XDG_CACHE_HOME/vsr``, else ``~/.cache/vsr``."""
     xdg = os.environ.get("XDG_CACHE_HOME")
     return (Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".cache") / "vsr"
+
+
+def user_data_dir() -> Path:
+    """``$XDG_DATA_HOME/vsr``, else ``~/.local/share/vsr``: what vsr keeps for the user (the job store)."""
+    xdg = os.environ.get("XDG_DATA_HOME")
+    return (Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".local" / "share") / "vsr"
 
 
 def engine_dir(root: Path = PACKAGE_PARENT) -> Path:

@@ -124,7 +124,7 @@ def test_cancel_then_retry(clips, tmp_path, capsys):
     assert jobs(capsys, "cancel", 1, "--store", store)[0] == 0
     assert run_workers(store).returncode == 0 and not (out / "a.mkv").exists()
     rc, _, err = jobs(capsys, "cancel", 1, "--store", store)
-    assert rc == 2 and errors(err) == ["vsr: error: job 1 is cancelled; only a queued or running job can be "
+    assert rc == 2 and errors(err) == ["vsr: error: job 1 is cancelled; only a queued, running or waiting job can be "
                                        "cancelled"]
     assert jobs(capsys, "retry", 1, "--store", store)[0] == 0
     assert run_workers(store).returncode == 0 and (out / "a.mkv").is_file()

@@ -132,10 +132,10 @@ def test_cancel_and_retry(store):
     store.commit_chunk(me, done, report(4, 1.0), computed=True)
     store.cancel(a)
     assert store.claim(me, 30) is None and store.job(a).state == "cancelled"
-    with pytest.raises(InputError, match="only a queued or running job can be cancelled"):
+    with pytest.raises(InputError, match="only a queued, running or waiting job can be cancelled"):
         store.cancel(a)
     store.retry(a, committed=lambda chunk: True)
-    assert store.job(a).state == "running" and store.job(a).chunks_done == 1
+    assert store.job(a).state == "queued" and store.job(a).chunks_done == 1
     assert store.claim(me, 30).index == 1
     with pytest.raises(InputError, match="only a failed or cancelled job"):
         store.retry(a)

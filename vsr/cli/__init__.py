@@ -39,11 +39,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _warning_line(message, category, filename, lineno, file=None, line=None):
-    print(f"vsr: warning: {message}", file=sys.stderr)
+    from vsr.errors import printable
+
+    print(f"vsr: warning: {printable(message)}", file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> int:
-    from vsr.errors import VsrError
+    from vsr.errors import VsrError, printable
 
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -54,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     except VsrError as e:
         if args.verbose:
             raise
-        print(f"vsr: error: {e}", file=sys.stderr)
+        print(f"vsr: error: {printable(e)}", file=sys.stderr)  # a file name may hold a newline or an escape
         return e.exit_code
     except KeyboardInterrupt:
         print("vsr: interrupted", file=sys.stderr)
@@ -62,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     except (MemoryError, OSError) as e:
         if args.verbose:
             raise
-        print(f"vsr: error: {type(e).__name__}: {e}", file=sys.stderr)
+        print(f"vsr: error: {type(e).__name__}: {printable(e)}", file=sys.stderr)
         return 1
 
 
