@@ -175,6 +175,14 @@ class VideoSink:
             self.packet_times.append((pkt.pts, pkt.dts, pkt.duration))
         self.oc.mux(pkt)
 
+    def trim_span(self, first_pts: int, end_pts: int) -> None:
+        """For a trimmed sink (``trim=True``) fed already encoded packets by :meth:`mux`: the span of the source
+        they cover (frame A's timestamp, and the end of the last frame), as :meth:`write` finds it from the
+        frames; those packets must then come moved back by :attr:`pts_offset`, as :meth:`write` moves frames."""
+        self._window_start = float(first_pts * self.info.time_base)
+        self._window_end = float(end_pts * self.info.time_base)
+        self.pts_offset = first_pts - self.info.start_pts
+
     def mux(self, packet: av.Packet) -> None:
         """Mux an already encoded video packet (stream copy, e.g. from a chunk written by a sink with the same
         settings), the source's audio and subtitle packets due before it first, as :meth:`write` does."""

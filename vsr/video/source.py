@@ -20,7 +20,7 @@ import numpy as np
 
 from vsr.errors import InputError
 from vsr.video.colour import ColourSpec, bit_depth, decode_rgb
-from vsr.video.seek import EntryPoint, enter
+from vsr.video.seek import EntryPoint, enter, picture_digest
 
 log = logging.getLogger(__name__)
 
@@ -119,12 +119,16 @@ class VideoSource:
     """Decodes the first video stream of a file.  ``frames()`` may be called once.
 
     ``entry``: a keyframe where decoding may start for ``frames(start)`` with ``start >= entry.index``, checked
-    to decode exactly (:mod:`vsr.video.seek`); None: always decode from the top.
+    to decode exactly (:mod:`vsr.video.seek`); None: always decode from the top.  ``expect``: frame index ->
+    the picture digest (:func:`vsr.video.seek.picture_digest`) that frame must decode to; a frame decoded to
+    another picture means the file is not the one those digests were taken of (a batch job's input replaced
+    after it was queued): an :class:`InputError` saying so.
     """
 
-    def __init__(self, path: Path, entry: EntryPoint | None = None):
+    def __init__(self, path: Path, entry: EntryPoint | None = None, expect: dict[int, str] | None = None):
         self.path = Path(path)
         self.entry = entry
+        self.expect = dict(expect or {})
         if self.path.stat().st_size == 0:
             raise InputError(f"not a video file: {self.path} is empty")
         try:
@@ -226,6 +230,9 @@ class VideoSource:
         warned = False
         try:
             for frame in decoded:
+                if index in self.expect and picture_digest(frame) != self.expect[index]:
+                    raise InputError(f"{self.path} has changed: its frame {index} is not the picture it was when "
+                                     "it was read before")
                 pts = frame.pts
                 dur = int(frame.duration or 0)
                 if last_pts is None:
