@@ -40,6 +40,8 @@ def run(args) -> int:
     report_path = Path(args.report) if args.report else None
     if report_path is not None and not report_path.parent.is_dir():
         raise InputError(f"--report folder does not exist: {report_path.parent}")
+    if report_path is not None and report_path.is_dir():
+        raise InputError(f"--report {report_path} is a folder: give the report's file name (e.g. run.json)")
 
     bars = []
     totals = []

@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import tempfile
 import warnings
 from pathlib import Path
 
@@ -96,8 +95,9 @@ def export_onnx(model: torch.nn.Module, config: ModelConfig, path: str | os.Path
     for k, v in meta.items():
         e = proto.metadata_props.add()
         e.key, e.value = k, v
-    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".part", dir=out.parent)
-    os.close(fd)
+    # a new file under a unique name, with the user's usual permissions (mkstemp's are 0600)
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.{os.urandom(4).hex()}.part")
+    os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666))
     try:
         onnx.save(proto, tmp)
         os.replace(tmp, out)

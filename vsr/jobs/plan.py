@@ -20,7 +20,8 @@ from vsr.jobs.identity import folder_identity, stat_of, video_identity
 from vsr.jobs.spec import ChunkSpec, JobSpec
 from vsr.model.weights import resolve_config
 from vsr.pipeline.runner import decode_range
-from vsr.video import open_source
+from vsr.video import VideoSink, open_source
+from vsr.video.source import VideoInfo
 from vsr.video.seek import VideoScan, scan_video, verify_entry
 
 log = logging.getLogger(__name__)
@@ -44,13 +45,13 @@ def plan_job(spec: JobSpec, chunk_frames: int = DEFAULT_CHUNK_FRAMES) -> tuple[J
     if chunk_frames < 1:
         raise InputError(f"--chunk-frames must be at least 1, not {chunk_frames}")
     path = Path(spec.input)
+    source = open_source(path)  # one-line errors for a missing file, not a video, no video stream
+    source.close()
+    check_encoder(spec, source.info)
     if path.is_dir():
-        source = open_source(path)
-        source.close()
         frames = source.info.frames
         bound = replace(spec, source=folder_identity(path, frames))
         return bound, _cut(*_frames(spec, frames), chunk_frames)
-    open_source(path).close()  # one-line errors for a missing file, not a video, no video stream
     before = stat_of(path)
     try:
         scan = scan_video(path)
@@ -67,6 +68,14 @@ def plan_job(spec: JobSpec, chunk_frames: int = DEFAULT_CHUNK_FRAMES) -> tuple[J
         stop = min(stop, scan.frames)
         chunks.append(replace(c, **entries.fields(first, stop), checks=_checks(scan, first, stop)))
     return bound, chunks
+
+
+def check_encoder(spec: JobSpec, info: VideoInfo) -> None:
+    """The job's encoder settings checked exactly as ``vsr upscale`` checks them, by the same code: codec,
+    container, pixel format, size, ``--crf``/``--preset`` and every ``-x`` option, the encoder opened (into
+    memory) for the job's output."""
+    quiet = replace(spec.encoder, quiet=True)  # what an encoder prints of itself is for the run, not the check
+    VideoSink(Path(spec.output), info, quiet, scale=4, passthrough=False, probe=True).abort()
 
 
 def plan_chunks(spec: JobSpec, chunk_frames: int = DEFAULT_CHUNK_FRAMES) -> list[ChunkSpec]:

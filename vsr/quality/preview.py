@@ -111,6 +111,9 @@ def preview(src: str | Path, *, at: str | int | None = None, frames: int = DEFAU
     info = source.info
     source.close()
     total = info.frames_estimate
+    if total is not None and total < 2:
+        raise InputError(f"{src} has {total} frame: a preview times 2 frames or more (vsr upscale upscales it)")
+    frames = min(frames, total or frames)  # a short clip: all of it, not a run told to write frames it lacks
     center = frame_at(at, float(info.rate) if info.rate else None, total)
     first = max(0, min(center - frames // 2, (total or center + frames) - frames))
     stop = first + frames

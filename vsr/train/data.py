@@ -296,9 +296,18 @@ class PairSampler:
         else:
             ok = [im for im in imgs if min(im.shape[:2]) >= size]
             if not ok:
-                raise InputError(f"no training image or video is at least {size}x{size} pixels")
+                raise InputError(self._nothing_fits(size, t))
             win = synth_window(ok[int(rng.integers(len(ok)))], t, size, rng, self.motion)
         return augment(win, rng)
+
+    def _nothing_fits(self, size: int, t: int) -> str:
+        """Why no window of ``t`` frames of ``size`` x ``size`` can be cut: the videos too short, or too small."""
+        big = [s for s in self.pool.segments if s.shape[1] >= size and s.shape[2] >= size]
+        if big:
+            longest = max(len(s) for s in big)
+            return (f"no training video has the {t} consecutive frames a window needs (the longest usable one "
+                    f"has {longest}), and no image is at least {size}x{size} pixels")
+        return f"no training image or video is at least {size}x{size} pixels"
 
     def batch(self, iteration: int) -> tuple[np.ndarray, np.ndarray]:
         self.pool.build(self.seed, iteration // self.refresh_every)

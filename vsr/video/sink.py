@@ -10,6 +10,7 @@ temporary, so an interrupted run never leaves a file at the output path.
 
 from __future__ import annotations
 
+import io
 import logging
 from pathlib import Path
 from typing import Callable
@@ -40,11 +41,13 @@ class VideoSink:
     With ``trim`` (``--frames A:B``) the output starts where the source starts: timestamps move back by
     the time of frame A, and only audio/subtitle packets inside the written frames' span are copied.
     ``passthrough=False``: video only, the source's audio and subtitles are left out (a chunk of a batch job,
-    :mod:`vsr.jobs.chunks`, whose join adds them with :meth:`mux`).
+    :mod:`vsr.jobs.chunks`, whose join adds them with :meth:`mux`).  ``probe``: check everything as for a real
+    output and open the encoder, writing into memory only; then :meth:`abort` (``vsr jobs add`` checks a job's
+    encoder settings so, hours before its first chunk).
     """
 
     def __init__(self, dst: Path, info: VideoInfo, settings: EncoderSettings, scale: int = 4,
-                 trim: bool = False, passthrough: bool = True):
+                 trim: bool = False, passthrough: bool = True, probe: bool = False):
         self.dst = output_path(Path(dst))
         self.info = info
         self.tmp = video_partial(self.dst)
@@ -60,7 +63,8 @@ class VideoSink:
         self.oc = None
         codec = open_codec(settings.codec) if settings.codec is not None else None
         try:
-            self.oc = av.open(str(self.tmp), "w")
+            # probe: every check of a real sink, the encoder opened, into memory (nothing written): `vsr jobs add`
+            self.oc = av.open(_Buffer(self.dst.name) if probe else str(self.tmp), "w")
         except ValueError:
             raise InputError(f"unknown output container for {self.dst.name!r} (use .mp4, .mkv, .mov, ...)") from None
         except (av.FFmpegError, OSError) as e:
@@ -210,6 +214,14 @@ class VideoSink:
             except Exception:  # closing a half-written container may fail; the file goes anyway
                 pass
         self.tmp.unlink(missing_ok=True)
+
+
+class _Buffer(io.BytesIO):
+    """An in-memory file with a name, from which FFmpeg guesses the container as from a path."""
+
+    def __init__(self, name: str):
+        super().__init__()
+        self.name = name
 
 
 def open_sink(dst: Path, info: VideoInfo, settings: EncoderSettings, scale: int = 4,
