@@ -47,8 +47,8 @@ from vsr.video import VideoSink, VideoSource, check_output, open_source
 from vsr.video.output import remove_stale_partials
 from vsr.video.seek import EntryPoint
 
-__all__ = ["CHUNKS_FOLDER", "DEFAULT_CHUNK_FRAMES", "chunk_folder", "chunk_path", "is_committed", "join_chunks",
-           "plan_chunks", "plan_job", "run_chunk"]
+__all__ = ["CHUNKS_FOLDER", "DEFAULT_CHUNK_FRAMES", "chunk_folder", "chunk_path", "discard", "is_committed",
+           "join_chunks", "plan_chunks", "plan_job", "run_chunk"]
 
 log = logging.getLogger(__name__)
 
@@ -144,6 +144,14 @@ def _chunk_source(spec: JobSpec, chunk: ChunkSpec):
         raise InputError(f"no such file: {spec.input}")
     entry = EntryPoint(chunk.decode_from, chunk.entry_pts, chunk.entry_digest) if chunk.decode_from else None
     return VideoSource(Path(spec.input), entry, expect=dict(chunk.checks))
+
+
+def discard(spec: JobSpec) -> None:
+    """Remove the chunk folder of ``spec`` (a job whose input changed: its chunks are of a file that is gone)."""
+    folder = ChunkFolder.open(spec.output, spec.key, create=False)
+    if folder is not None:
+        with folder:
+            folder.remove()
 
 
 def join_chunks(spec: JobSpec, chunks: list[ChunkSpec]) -> None:

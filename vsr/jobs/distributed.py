@@ -39,11 +39,12 @@ from urllib.parse import urlsplit
 
 from vsr.backends import Backend
 from vsr.errors import BrokerError, VsrError
-from vsr.jobs.chunks import is_committed, join_chunks, run_chunk
+from vsr.jobs.chunks import discard, is_committed, join_chunks, run_chunk
 from vsr.jobs.plan import plan_job
 from vsr.jobs.records import give_output, key as _key, safe_url, scrub, take_output
 from vsr.jobs.spec import ChunkSpec, JobSpec
 from vsr.jobs.worker import disk_full
+from vsr.video.source import SourceChanged
 
 try:
     import redis
@@ -282,6 +283,9 @@ def _chunk_task(task, job_id: str, spec_json: str, chunk_dict: dict, generation:
             db.hincrby(_key(job_id, "attempts"), str(chunk.index), -1)
             raise task.retry(countdown=DISK_WAIT_S, max_retries=None) from None
         _fail(db, job_id, str(err) if isinstance(err, VsrError) else f"{type(err).__name__}: {err}")
+        if isinstance(err, SourceChanged):  # its chunks are of a file that is gone
+            with contextlib.suppress(VsrError):
+                discard(spec)
         if isinstance(err, VsrError):
             return None
         raise  # recorded for `vsr jobs list`; Celery logs the traceback in the worker's log

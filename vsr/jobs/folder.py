@@ -48,7 +48,13 @@ class ChunkFolder:
         fds: list[int] = []
         try:
             try:
+                if create:  # the output's own folder is the user's: made as a path, as `jobs add` makes it
+                    output.parent.mkdir(parents=True, exist_ok=True)
                 fds.append(os.open(output.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC))
+            except FileNotFoundError:
+                if not create:
+                    return None
+                raise InputError(f"cannot open the output folder {output.parent}: it does not exist") from None
             except OSError as e:
                 raise InputError(f"cannot open the output folder {output.parent}: {e.strerror}") from None
             for name, mode in ((CHUNKS_FOLDER, 0o777), (key, 0o700)):

@@ -18,9 +18,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from vsr.errors import InputError
 from vsr.files import sha256_file
 from vsr.video.seek import VideoScan
+from vsr.video.source import SourceChanged
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,7 @@ def stat_of(path: str | os.PathLike) -> tuple[int, int]:
 
 def video_identity(path: Path, scan: VideoScan, before: tuple[int, int]) -> InputIdentity:
     """The identity of the video file ``path``, whose stat was ``before`` when ``scan`` (a decode from the top)
-    began; a file that changed during the scan is an :class:`InputError`."""
+    began; a file that changed during the scan is :class:`~vsr.video.source.SourceChanged`."""
     _same(path, before, "while it was being read")
     keys = [[k, scan.pts[k], scan.digests[k]] for k in scan.keyframes]
     digest = hashlib.sha256(json.dumps({"frames": scan.frames, "keyframes": keys}).encode()).hexdigest()
@@ -66,7 +66,8 @@ def folder_identity(path: Path, frames: int) -> InputIdentity:
 
 
 def check_unchanged(input: str, identity: InputIdentity | None) -> None:
-    """An :class:`InputError` naming ``input`` when its size or modification time is not that of ``identity``
+    """:class:`~vsr.video.source.SourceChanged` naming ``input`` when its size or modification time is not that
+    of ``identity``
     (None: a job made without one, by a library call, is not checked)."""
     if identity is not None:
         _same(Path(input), (identity.size, identity.mtime_ns), "since the job was added")
@@ -76,9 +77,9 @@ def _same(path: Path, expected: tuple[int, int], when: str) -> None:
     try:
         now = stat_of(path)
     except OSError as e:
-        raise InputError(f"the input {path} is gone {when} ({e.strerror}); the job's chunks come from the file "
-                         "as it was") from None
+        raise SourceChanged(f"the input {path} is gone {when} ({e.strerror}); the job's chunks come from the "
+                            "file as it was") from None
     if now != expected:
         what = "size" if now[0] != expected[0] else "modification time"
-        raise InputError(f"the input {path} changed {when} (its {what} differs): a job upscales the file it was "
-                         "added with; add the new one as a new job")
+        raise SourceChanged(f"the input {path} changed {when} (its {what} differs): a job upscales the file it "
+                            "was added with; add the new one as a new job")

@@ -105,7 +105,7 @@ class JobStore(Leases):
                 db.execute("PRAGMA user_version").fetchone()  # a read-only open fails here, not at connect
                 return db
             except sqlite3.DatabaseError as e:
-                if i == len(uris) - 1:
+                if i == len(uris) - 1 or "locked" in str(e) or "busy" in str(e):  # immutable would read past a lock
                     with self._errors():
                         raise e
         raise AssertionError("unreachable")

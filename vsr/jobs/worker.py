@@ -21,10 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vsr.errors import VsrError, printable
-from vsr.jobs.chunks import is_committed, join_chunks, run_chunk
+from vsr.jobs.chunks import discard, is_committed, join_chunks, run_chunk
 from vsr.jobs.leases import MAX_ATTEMPTS, Claim, owner_id
 from vsr.jobs.spec import ChunkSpec, JobSpec
 from vsr.jobs.store import JobStore, StoreError
+from vsr.video.source import SourceChanged
 
 log = logging.getLogger(__name__)
 
@@ -180,6 +181,11 @@ def disk_full(error: BaseException) -> bool:
 
 
 def _failed(store: JobStore, owner: str, claim: Claim, e: Exception, say) -> None:
+    if isinstance(e, SourceChanged):  # its chunks are of a file that is gone: no retry can use them
+        try:
+            discard(JobSpec.from_json(claim.spec))
+        except VsrError as why:
+            log.warning("job %s: its chunks stay: %s", claim.job, why)
     if isinstance(e, VsrError):
         _fail(store, owner, claim, str(e), say)
     else:  # anything else a chunk raises fails its job, not the worker

@@ -27,6 +27,11 @@ log = logging.getLogger(__name__)
 PNG_TIME_BASE = Fraction(1, 25)
 
 
+class SourceChanged(InputError):
+    """The input is not the file it was when it was first read (a batch job's input replaced since it was
+    added): what was computed from it before must not be mixed with what is computed now."""
+
+
 @dataclass(frozen=True)
 class SourceFrame:
     """One decoded frame: ``rgb`` float32 ``(3, H, W)`` in [0, 1]; ``pts``/``duration`` in the source's
@@ -231,8 +236,8 @@ class VideoSource:
         try:
             for frame in decoded:
                 if index in self.expect and picture_digest(frame) != self.expect[index]:
-                    raise InputError(f"{self.path} has changed: its frame {index} is not the picture it was when "
-                                     "it was read before")
+                    raise SourceChanged(f"{self.path} has changed: its frame {index} is not the picture it was "
+                                        "when it was read before")
                 pts = frame.pts
                 dur = int(frame.duration or 0)
                 if last_pts is None:
