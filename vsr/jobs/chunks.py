@@ -105,7 +105,8 @@ def run_chunk(spec: JobSpec, chunk: ChunkSpec, *, backend: Backend | None = None
                 def keep_notes():  # the chunk's notes exist before the chunk does; its input did not change
                     check_unchanged(spec.input, spec.source)
                     folder.write_text(f"{notes}.packets.json", json.dumps(
-                        {"time_base": str(sink.vs.codec_context.time_base), "packets": sink.packet_times}))
+                        {"time_base": str(sink.vs.codec_context.time_base), "packets": sink.packet_times,
+                         "span_s": list(sink.written_span)}))
                     folder.write_text(f"{notes}.json", json.dumps(report))
 
                 sink.commit(before_rename=keep_notes)
@@ -217,12 +218,11 @@ def _trim(sink: VideoSink, times: list[dict]) -> int:
     """For ``--frames A:B``: tell ``sink`` the span the chunks cover; the shift of the packets' timestamps
     (in the chunks' time base) that moves frame A to where ``vsr upscale --frames`` puts it."""
     first = min(p[0] for p in times[0]["packets"] if p[0] is not None)
-    end = max(p[0] + (p[2] or 0) for p in times[-1]["packets"] if p[0] is not None)
     tb, info_tb = Fraction(times[0]["time_base"]), sink.info.time_base
-    first_src, end_src = first * tb / info_tb, end * tb / info_tb
-    if first_src.denominator != 1 or end_src.denominator != 1:
+    first_src = first * tb / info_tb
+    if first_src.denominator != 1:
         raise InputError(f"cannot trim the job's output: the chunks' time base {tb} is not the source's {info_tb}")
-    sink.trim_span(int(first_src), int(end_src))
+    sink.trim_span(int(first_src), float(times[-1]["span_s"][1]))
     shift = sink.pts_offset * info_tb / tb
     return int(shift)
 

@@ -44,8 +44,8 @@ class JobRow:
     @property
     def fps(self) -> float | None:
         """Frames per second of one worker, over the committed chunks and the progress of the running ones."""
-        seconds = self.compute_s + self.running_s
-        return (self.frames_done + self.frames_running) / seconds if seconds > 0 else None
+        seconds, frames = self.compute_s + self.running_s, self.frames_done + self.frames_running
+        return frames / seconds if seconds > 0 and frames > 0 else None
 
     @property
     def eta_s(self) -> float | None:

@@ -179,12 +179,18 @@ class VideoSink:
             self.packet_times.append((pkt.pts, pkt.dts, pkt.duration))
         self.oc.mux(pkt)
 
-    def trim_span(self, first_pts: int, end_pts: int) -> None:
+    @property
+    def written_span(self) -> tuple[float | None, float]:
+        """Source seconds from the first frame written to the end of the last one (its time plus duration)."""
+        return self._window_start, self._window_end
+
+    def trim_span(self, first_pts: int, end_s: float) -> None:
         """For a trimmed sink (``trim=True``) fed already encoded packets by :meth:`mux`: the span of the source
-        they cover (frame A's timestamp, and the end of the last frame), as :meth:`write` finds it from the
-        frames; those packets must then come moved back by :attr:`pts_offset`, as :meth:`write` moves frames."""
+        they cover (frame A's timestamp; the end of the last frame, in source seconds: another sink's
+        :attr:`written_span`), as :meth:`write` finds it from the frames; those packets must then come moved
+        back by :attr:`pts_offset`, as :meth:`write` moves frames."""
         self._window_start = float(first_pts * self.info.time_base)
-        self._window_end = float(end_pts * self.info.time_base)
+        self._window_end = end_s
         self.pts_offset = first_pts - self.info.start_pts
 
     def mux(self, packet: av.Packet) -> None:
