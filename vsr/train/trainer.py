@@ -103,6 +103,7 @@ class Trainer:
         self.sampler = PairSampler(self.pool, num_frame=self.cfg.num_frame, lr_patch=o.lr_patch,
                                    batch_size=o.batch_size, seed=o.seed, video_fraction=o.video_fraction,
                                    refresh_every=o.refresh_every, degradation=self.degradation)
+        self.sampler.check()  # data that can make no window: one line now, not after the run folder is made
         self.dir.mkdir(parents=True, exist_ok=True)
         if "holdout" in o.val:
             self.val_sets += holdout_sets(self.sources.videos, self.dir / "holdout")
