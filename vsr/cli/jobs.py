@@ -290,7 +290,7 @@ def _retry(args) -> int:
 def _report(args) -> int:
     from vsr.report import html, render
     from vsr.report.combine import combine_reports
-    from vsr.report.load import parse_run
+    from vsr.report.load import escaped, parse_run
 
     broker = _broker(args)
     if broker:
@@ -303,8 +303,7 @@ def _report(args) -> int:
     run = parse_run(combine_reports(reports, settings), label)
     if args.html:
         html.write_page(args.html, html.render_html(run), overwrite=args.overwrite)
-    text = json.dumps(render.to_json(run), indent=2) if args.json else render.render_text(run)
-    print("\n".join(printable(line) for line in text.splitlines()))
+    print(json.dumps(render.to_json(run), indent=2) if args.json else render.render_text(escaped(run)))
     if total is not None and len(reports) < total:
         print(f"vsr: {label} is {state}: the report covers {len(reports)} of its {total} chunks", file=sys.stderr)
     return 0

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from vsr.errors import InputError
+from vsr.errors import InputError, printable
 from vsr.report.sample import step_kind
 from vsr.report.timer import REPORT_FORMAT, StageStats
 
@@ -69,6 +69,24 @@ class Run:
     def call_steps(self) -> tuple[StepRow, ...]:
         """Steps run per inference call (segments, bridge kernels, padding...), not one-off builds."""
         return tuple(s for s in self.steps if s.kind != "build")
+
+
+def escaped(run: Run) -> Run:
+    """``run`` with every name and setting in it as :func:`vsr.errors.printable` shows it: for a terminal (a
+    report's settings hold file names, which may hold newlines or escape sequences)."""
+    def clean(value):
+        if isinstance(value, str):
+            return printable(value)
+        if isinstance(value, dict):
+            return {printable(k): clean(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return type(value)(clean(v) for v in value)
+        return value
+
+    return replace(run, label=printable(run.label), settings=clean(run.settings),
+                   stages=tuple(replace(s, name=printable(s.name), unit=printable(s.unit)) for s in run.stages),
+                   steps=tuple(replace(s, name=printable(s.name), kind=printable(s.kind)) for s in run.steps),
+                   step_intervals={printable(k): v for k, v in run.step_intervals.items()})
 
 
 def load_run(path: str | Path) -> Run:
