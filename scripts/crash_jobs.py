@@ -11,9 +11,9 @@ frames and timestamps of ``vsr upscale`` with the same options, no chunk compute
 ``computed`` column), nothing but the outputs left in the output folder, ``PRAGMA integrity_check`` ok.
 
 ``--replace-after K``: after the K-th kill (which comes once a chunk is committed) the first clip is replaced by
-another clip of the same length (its frames mirrored), as a user replacing a file under a running queue would.  Its job must then either have been
-done already, frame-exact to the original, or fail with one line naming the file, with no output: never be done
-from chunks of two versions.  Prints the summary as JSON.
+another clip of the same length (its frames mirrored), as a user replacing a file under a running queue would.
+Its job must then either have been done already, frame-exact to the original, or fail with one line naming the
+file, with no output: never be done from chunks of two versions.  Prints the summary as JSON.
 """
 
 from __future__ import annotations

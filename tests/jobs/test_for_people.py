@@ -51,7 +51,8 @@ def test_the_store_is_in_the_user_data_folder_and_add_cancel_retry_say_what_they
     assert rc == 0 and text.strip() == (f"cancelled job 1: {src} -> {out / 'a.mkv'} (0 of 3 chunks done; a chunk "
                                         "in progress finishes, none starts)")
     rc, text, _ = jobs(capsys, "retry", 1)
-    assert rc == 0 and text.strip() == f"job 1 queued again: {src} -> {out / 'a.mkv'} (0 of 3 chunks kept, 3 to compute)"
+    assert rc == 0 and text.strip() == (f"job 1 queued again: {src} -> {out / 'a.mkv'} (0 of 3 chunks kept, 3 to "
+                                        "compute)")
     other = tmp_path / "elsewhere.db"
     for variable in ("VSR_JOBS", "VSR_JOBS_STORE"):  # the older name still works; the newer one wins
         monkeypatch.setenv(variable, str(other))
@@ -147,7 +148,8 @@ def test_names_are_listed_escaped(make_clip, tmp_path, capsys):
 def test_list_shows_progress_fps_and_eta_while_a_runner_works_and_interrupted_after(make_clip, tmp_path, capsys):
     src = make_clip("a.mp4", width=64, height=48, frames=40)
     store = tmp_path / "q.db"
-    assert jobs(capsys, "add", src, "--out-dir", tmp_path / "out", "--chunk-frames", 40, "--store", store, *TINY)[0] == 0
+    rc = jobs(capsys, "add", src, "--out-dir", tmp_path / "out", "--chunk-frames", 40, "--store", store, *TINY)[0]
+    assert rc == 0
     p = subprocess.Popen([sys.executable, "-m", "vsr", "jobs", "run", "--store", str(store), "--lease", "1",
                           "--quiet"], cwd=REPO, stderr=subprocess.PIPE, text=True)
     try:

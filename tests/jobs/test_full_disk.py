@@ -50,23 +50,25 @@ try:  # every byte the disk has
 except OSError:
     pass
 os.close(fd)
+os.truncate(filler, os.path.getsize(filler) - 8192)  # room for the chunk folder's marker, not for a chunk
 done = threading.Event()
 worker = threading.Thread(target=lambda: (work(store, WorkerSettings(poll_s=0.05, until_empty=True, quiet=True,
                                                                       disk_wait_s=0.5)), done.set()))
 worker.start()
-seen = None
+seen, log = None, []
 deadline = time.monotonic() + 120
 while time.monotonic() < deadline and seen is None:
     with JobStore(store) as s:
         row = s.job(1)
     if row.state == "waiting":
         seen = row.to_dict()
+        log = sorted(str(p.relative_to(out)) for p in out.rglob("*"))
     time.sleep(0.05)
 filler.unlink()  # room again
 worker.join(300)
 with JobStore(store) as s:
     final = s.job(1).to_dict()
-print(json.dumps({"waiting": seen, "final": final, "outputs": sorted(os.listdir(out))}))
+print(json.dumps({"waiting": seen, "final": final, "outputs": sorted(os.listdir(out)), "log": log}))
 """
 
 
@@ -86,6 +88,7 @@ def test_a_full_disk_makes_the_job_wait_not_fail(make_clip, tmp_path):
     assert "the job waits and is tried again every 0.5 s" in waiting["error"]
     assert result["final"]["state"] == "done" and result["final"]["error"] is None
     assert result["outputs"] == ["a.mkv"]  # and no chunk folder, no partial file left
+    assert "No space left on device" in waiting["error"] and any(p.endswith("/.vsr-job") for p in result["log"])
 
 
 def test_a_store_on_a_read_only_file_system_can_be_listed(make_clip, tmp_path, capsys):

@@ -141,7 +141,8 @@ def work(path: str | Path, settings: WorkerSettings = WorkerSettings(), *, paren
 
 def _process(store: JobStore, owner: str, claim: Claim, backends: _Backends, settings: WorkerSettings,
              progress: Progress) -> None:
-    say = (lambda text: None) if settings.quiet else (lambda text: print(f"vsr: {printable(text)}", file=sys.stderr))
+    say = (lambda text: None) if settings.quiet else \
+        (lambda text: print(f"vsr: {printable(text)}", file=sys.stderr))
     t0 = time.perf_counter()
     try:
         spec = JobSpec.from_json(claim.spec)
