@@ -10,8 +10,8 @@ or a complete file.  A last run finishes the queue.  Then: every job done, every
 frames and timestamps of ``vsr upscale`` with the same options, no chunk computed twice (the store's
 ``computed`` column), nothing but the outputs left in the output folder, ``PRAGMA integrity_check`` ok.
 
-``--replace-after K``: after the K-th kill (which comes once a chunk is committed) the first clip is replaced by
-another clip of the same length (its frames mirrored), as a user replacing a file under a running queue would.
+``--replace-after K``: after the K-th kill (which comes as soon as a chunk is committed) the first clip is replaced
+by another clip of the same length (its frames mirrored), as a user replacing a file under a running queue would.
 Its job must then either have been done already, frame-exact to the original, or fail with one line naming the
 file, with no output: never be done from chunks of two versions.  Prints the summary as JSON.
 """
@@ -155,8 +155,9 @@ def crash_run(clips: list[Path], work: Path, kills: int, chunk_frames: int = 8, 
     replacement = mirrored(clips[0]) if replace_after is not None else None
     cycles = []
     for k in range(kills):
-        replacing = replacement is not None and k + 1 == replace_after  # then kill once a chunk is committed
-        cycles.append(kill_cycle(store, counts, rng.uniform(0.0, max_wait_s), workers, chunks=int(replacing)))
+        replacing = replacement is not None and k + 1 == replace_after  # kill as a chunk is committed: mid-job
+        wait = rng.uniform(0.0, max_wait_s)
+        cycles.append(kill_cycle(store, counts, 0.0 if replacing else wait, workers, chunks=int(replacing)))
         print(f"kill {k + 1}/{kills}: {json.dumps(cycles[-1])}", file=sys.stderr, flush=True)
         if replacing:
             clips[0].write_bytes(replacement)  # the same clip's length, other pictures
