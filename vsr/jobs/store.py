@@ -36,7 +36,7 @@ __all__ = ["JOB_STATES", "SCHEMA_VERSION", "JobRow", "JobStore", "StoreError", "
 STORE_NAME = "jobs.db"
 # How long a statement waits for another process's write before giving up (seconds).
 DEFAULT_BUSY_TIMEOUT_S = 10.0
-# Where vsr before 0.? kept the store (relative to the current folder): named in the error of a missing store.
+# Where vsr kept the store before schema 2 (relative to the current folder): named when no store is found.
 OLD_DEFAULT = Path("jobs") / "queue.db"
 
 
