@@ -21,6 +21,7 @@ for real.  Use as ``sys.modules["tensorrt"] = TensorRTStandIn("11.4.0.106")`` (`
 from __future__ import annotations
 
 import ctypes
+import importlib.machinery
 import json
 
 import numpy as np
@@ -307,6 +308,7 @@ class TensorRTStandIn(_Strict):
         self._from_wheel = table is not None
         self._allowed = table if table is not None else frozenset(own - (GONE_IN_11 if major == "11" else set()))
         self._builds, self._streams, self._log = [], [], []
+        self.__spec__ = importlib.machinery.ModuleSpec("tensorrt", None)  # importlib.util.find_spec finds it
         self.__version__ = version
         self.Logger = _LoggerClass(self)
         self.BuilderFlag = _Enum(self, "BuilderFlag", ("FP16", "BF16", "INT8", "TF32"))
