@@ -248,9 +248,11 @@ def test_host_launcher_refuses_device_tensors_and_unknown_launchers_are_errors()
         open_tensor_launcher("opencl", torch.device("cpu"))
 
 
-def test_vsr_upscale_through_the_cuda_runtime_emulated_on_the_cpu(make_clip, tmp_path):
+@pytest.mark.parametrize("output", ["float32", "float16", "uint8"])
+def test_vsr_upscale_through_the_cuda_runtime_emulated_on_the_cpu(make_clip, tmp_path, output):
     """The whole pipeline (decode, windows, batches, the runtime, encode) with the CUDA runtime emulated: the
-    same PNG frames as the torch backend, within one level where a 1e-7 difference crosses a rounding edge."""
+    same PNG frames as the torch backend, within one level where a small difference crosses a rounding edge --
+    whichever dtype the runtime downloads (the post stage takes float32, float16 and uint8 RGB)."""
     import av
 
     from vsr.backends import BackendRequest
@@ -258,7 +260,8 @@ def test_vsr_upscale_through_the_cuda_runtime_emulated_on_the_cpu(make_clip, tmp
 
     src = make_clip("c.mp4", frames=3, width=20, height=16)
     frames = {}
-    for name, options in (("cuda", CPU_FP32), ("torch", TorchOptions(device="cpu", threads=1))):
+    cuda = CudaOptions(device="cpu", precision="fp32", output=output)
+    for name, options in (("cuda", cuda), ("torch", TorchOptions(device="cpu", threads=1))):
         request = BackendRequest("random", "edvr-tiny", options)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
