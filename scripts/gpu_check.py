@@ -443,7 +443,6 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     ctx = Context(args)
     ctx.out.mkdir(parents=True, exist_ok=True)
-    os.environ.setdefault("VSR_ENGINE_DIR", str(ctx.out / "engines"))
     t0 = time.perf_counter()
     with open(ctx.out / "gpu_check.log", "w") as logf:
         results = run_checks(ctx, names, logf)

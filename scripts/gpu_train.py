@@ -21,11 +21,17 @@ checked against its sha256 before training resumes from it (``vsr.train``: exact
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
 import json
+import os
 import shutil
 import sys
 import time
+import types
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -95,7 +101,62 @@ def split_checkpoint(run: Path, out: Path) -> list[str]:
     return names + ["latest.sha256", "curve.json", "log.jsonl"]
 
 
+class _Absent:
+    """Any attribute of the PyAV stand-in: attributes and operators give more of it; a call raises."""
+
+    def __init__(self, name: str):
+        self._name = name
+
+    def __getattr__(self, attr: str) -> "_Absent":
+        return _Absent(f"{self._name}.{attr}")
+
+    def __call__(self, *args, **kwargs):
+        raise ImportError(f"PyAV is not installed here ({self._name}): gpu_train.py trains from still images only")
+
+    def __mro_entries__(self, bases):
+        return (object,)
+
+    def __or__(self, other) -> "_Absent":
+        return self
+
+    __ror__ = __and__ = __rand__ = __add__ = __radd__ = __or__
+
+
+def _absent_attribute(module: str, attr: str):
+    if attr.startswith("__"):  # introspection (torch._dynamo reads every module's dunders) sees plain absence
+        raise AttributeError(attr)
+    return _Absent(f"{module}.{attr}")
+
+
+class _NoPyAV(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Imports of ``av`` and ``av.*`` give stand-in modules (see :func:`without_pyav`)."""
+
+    def find_spec(self, name, path, target=None):
+        if name == "av" or name.startswith("av."):
+            return importlib.machinery.ModuleSpec(name, self, is_package=True)
+        return None
+
+    def create_module(self, spec):
+        module = types.ModuleType(spec.name)
+        module.__path__ = []
+        module.__file__ = f"<{spec.name}: PyAV stand-in of scripts/gpu_train.py>"
+        module.__getattr__ = functools.partial(_absent_attribute, spec.name)
+        return module
+
+    def exec_module(self, module) -> None:
+        pass
+
+
+def without_pyav() -> None:
+    """Let ``vsr.train`` import where PyAV is absent (the GPU image): vsr imports it at module level through
+    ``vsr.video``, but training from still images never calls it.  Its 34 MiB wheel would not fit a session's
+    64 MiB beside the checkpoint and the images.  Every use of the stand-in raises ImportError."""
+    sys.meta_path.insert(0, _NoPyAV())
+
+
 def train_slice(args) -> dict:
+    if importlib.util.find_spec("av") is None or os.environ.get("VSR_TRAIN_NO_PYAV"):
+        without_pyav()
     from vsr.train import TrainOptions, Trainer
 
     run = Path(args.work)

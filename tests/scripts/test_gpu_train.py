@@ -37,7 +37,9 @@ def _slice(data: Path, carried: Path, out: Path, work: Path, *extra: str) -> dic
     cmd = ["bash", str(REPO / "scripts" / "gpu_train.sh"), "--out", str(out), "--work", str(work),
            "--config", "edvr-tiny", "--iters", "4", "--batch-size", "2", "--patch", "16", "--warmup", "1",
            "--log-every", "1", "--threads", "1", "--device", "cpu", *extra]
-    env = dict(os.environ, PYTHON=sys.executable, VSR_TRAIN_DATA=str(data), VSR_TRAIN_CARRIED=str(carried))
+    # as on the GPU image: no PyAV (its stand-in in gpu_train.py must be enough for training on still images)
+    env = dict(os.environ, PYTHON=sys.executable, VSR_TRAIN_DATA=str(data), VSR_TRAIN_CARRIED=str(carried),
+               VSR_TRAIN_NO_PYAV="1")
     r = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=REPO)
     assert r.returncode == 0, r.stderr[-2000:]
     return json.loads(r.stdout.splitlines()[-1])
@@ -91,3 +93,14 @@ def test_two_slices_resume_bit_exactly_where_one_run_ends(tmp_path):
     assert not different, different[:5]
     curve = (second / "curve.json").read_text()
     assert '"iteration": 4' in curve and '"iteration": 3' in curve  # the curve spans both slices
+
+
+def test_the_training_pack_fits_a_session_beside_the_repository_and_the_checkpoint():
+    sys.path.insert(0, str(REPO))
+    from scripts.gpu_carry import LIMIT, checkpoint_bytes, train_budget
+
+    ckpt = checkpoint_bytes("edvr-s-wide")
+    assert 23 << 20 < ckpt < 25 << 20  # 1.47 M parameters, four float32 copies
+    assert train_budget(8 << 20, ckpt) == LIMIT - (8 << 20) - ckpt - (1 << 20)
+    assert train_budget(1 << 20, 1 << 20) == 40 << 20  # at most 40 MiB of images
+X
