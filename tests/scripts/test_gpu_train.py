@@ -103,4 +103,4 @@ def test_the_training_pack_fits_a_session_beside_the_repository_and_the_checkpoi
     assert 23 << 20 < ckpt < 25 << 20  # 1.47 M parameters, four float32 copies
     assert train_budget(8 << 20, ckpt) == LIMIT - (8 << 20) - ckpt - (1 << 20)
     assert train_budget(1 << 20, 1 << 20) == 40 << 20  # at most 40 MiB of images
-X
+    assert train_budget(8 << 20, checkpoint_bytes("edvr-m")) < 4 << 20  # EDVR-M's 53 MB leave no room for data
