@@ -145,8 +145,11 @@ class CudaTorchBackend(ModelBackend):
     def device_memory(self, sides: tuple[int, int] = (64, 128)) -> dict | None:
         """The GPU memory the model works in, for the run's memory plan (``vsr.pipeline.memory.DeviceMemory``):
         free memory now (``torch.cuda.mem_get_info`` plus torch's cached free blocks), and the working memory
-        per LR pixel and its fixed part, measured here by two probe runs (``sides`` squared, batch 1) as
-        peaks of torch's allocator.  None on the CPU: the host memory plan applies as for every backend."""
+        per LR pixel and its fixed part, measured here by two probe runs of what a run does (``sides`` squared,
+        batch 1: the float32 input, the model, the output's conversion) as peaks of torch's allocator.  The CUDA
+        graphs add no multiple of it: one per (bucket, planned batch), all in one pool that holds one run's working
+        memory, the warm-ups' cached blocks given back after each capture (:class:`GraphSet`).  None on the CPU:
+        the host memory plan applies as for every backend."""
         if self.device.type != "cuda":
             return None
         with self._on_device():
@@ -158,7 +161,7 @@ class CudaTorchBackend(ModelBackend):
             torch.cuda.synchronize(self.device)
             base = torch.cuda.memory_allocated(self.device)
             torch.cuda.reset_peak_memory_stats(self.device)
-            self.model(torch.zeros((1, self.num_frame, 3, side, side), dtype=self.dtype, device=self.device))
+            self.program(torch.zeros((1, self.num_frame, 3, side, side), device=self.device))
             torch.cuda.synchronize(self.device)
             peaks.append(torch.cuda.max_memory_allocated(self.device) - base)
         per_pixel = max((peaks[1] - peaks[0]) / (sides[1] ** 2 - sides[0] ** 2), 1.0)
