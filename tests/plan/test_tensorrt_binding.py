@@ -145,8 +145,9 @@ def test_fp16_engines_come_from_an_fp16_onnx_and_need_no_fp16_flag(trt, tmp_path
 
 def test_int8_engines_come_from_the_qdq_export(trt, tmp_path):
     be = TensorRTSegmentBackend(precision="int8", device_io=True, stream=lambda: 5)
-    with pytest.raises(BackendError, match="no Q/DQ nodes"):
-        be.load(_double(tmp_path / "plain.onnx"))
+    with pytest.raises(BackendError, match="is fp16: int8 engines are built from the Q/DQ export"):
+        be.load(_double(tmp_path / "half.onnx", dtype=TensorProto.FLOAT16))
+    be.load(_double(tmp_path / "plain.onnx"))  # a segment whose convs all stayed fp32
     path = _double(tmp_path / "qdq.onnx")
     model = onnx.load(path)
     scale = numpy_helper.from_array(np.array(0.05, np.float32), "s")

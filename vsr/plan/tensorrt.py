@@ -115,7 +115,8 @@ def profile_shapes(inputs: list[SegmentInput], opt_batch: int, max_batch: int, w
 
 
 def check_precision(onnx_bytes: bytes, precision: str, where: str = "segment") -> None:
-    """A strongly typed engine has its ONNX's types: refuse a segment that is not in ``precision``."""
+    """A strongly typed engine has its ONNX's types: refuse a segment that is not in ``precision`` (an int8
+    plan's segment may be all fp32: the convs of lowest SQNR stay fp32, ``vsr.quant``)."""
     import onnx
 
     if precision not in PRECISIONS:
@@ -128,8 +129,8 @@ def check_precision(onnx_bytes: bytes, precision: str, where: str = "segment") -
     if precision == "fp16" and not half:
         raise BackendError(f"{where} is fp32: fp16 engines are built from vsr's fp16 export (strongly typed "
                            "networks take their precision from the ONNX)")
-    if precision == "int8" and not qdq:
-        raise BackendError(f"{where} has no Q/DQ nodes: int8 engines are built from the Q/DQ export")
+    if precision == "int8" and half:  # a segment of the Q/DQ export may have no Q/DQ (its convs kept fp32)
+        raise BackendError(f"{where} is fp16: int8 engines are built from the Q/DQ export of the fp32 model")
     if precision == "fp32" and (half or qdq):
         raise BackendError(f"{where} is not fp32 ({'fp16' if half else 'Q/DQ'} nodes): ask for that precision")
 
