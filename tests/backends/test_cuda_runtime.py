@@ -168,3 +168,78 @@ def test_the_output_is_downloaded_small_and_quantised_as_the_post_stage_would(ti
         assert np.abs(got.astype(int) - quantise_rgb(want, 8).astype(int)).max() <= 1
     else:
         assert np.abs(got.astype(np.float32) - want).max() <= 1e-3
+
+
+class _StreamAPI:
+    """A recording stand-in for torch.cuda's streams and events (there is no GPU here): what waits on what."""
+
+    def __init__(self):
+        self.log = []
+        self.current = self.Stream(self, "compute")
+
+    class Stream:
+        def __init__(self, api, name):
+            self.api, self.name = api, name
+
+        def wait_stream(self, other):
+            self.api.log.append(("wait_stream", self.name, other.name))
+
+        def wait_event(self, event):
+            self.api.log.append(("wait_event", self.name, event.label))
+
+    def event(self):
+        api = self
+
+        class Event:
+            def record(self, stream):
+                self.label = f"{stream.name}#{sum(e[0] == 'record' for e in api.log)}"
+                api.log.append(("record", stream.name, self.label))
+
+            def synchronize(self):
+                api.log.append(("host_wait", self.label))
+
+        return Event
+
+    @contextmanager
+    def stream(self, s):
+        saved, self.current = self.current, s
+        self.log.append(("on", s.name))
+        yield
+        self.current = saved
+
+
+def test_transfers_use_pinned_buffers_and_a_copy_stream_ordered_by_events(monkeypatch):
+    from vsr.backends.cuda import transfer
+
+    api, pinned = _StreamAPI(), []
+    monkeypatch.setattr(torch.cuda, "Event", api.event())
+    monkeypatch.setattr(torch.cuda, "stream", api.stream)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: api.current)
+    empty = torch.empty
+
+    def recording_empty(*shape, pin_memory=False, **kw):  # no CUDA: record the request, allocate plainly
+        pinned.append(pin_memory)
+        return empty(*shape, **kw)
+
+    monkeypatch.setattr(transfer.torch, "empty", recording_empty)
+    io = transfer.Transfers(torch.device("cpu"))
+    io.gpu, io.copy_stream = True, api.Stream(api, "copy")  # as on a GPU, with the stand-in streams and events
+    results = []
+    for k in range(3):  # three chunks: slots 0, 1, 0
+        slot = k % 2
+        host = io.input_buffer(slot, (1, 2))
+        host[...] = float(k)
+        lr = io.upload(slot, host)
+        y = lr * 2
+        io.consumed(slot)
+        out = io.start_download(slot, y)
+        results.append(io.finish(slot, out))
+    assert [r.tolist() for r in results] == [[[0.0, 0.0]], [[2.0, 2.0]], [[4.0, 4.0]]]
+    assert pinned.count(True) == 4  # pinned input and output of each of the two slots, made once
+    assert ("on", "copy") in api.log and ("wait_stream", "copy", "compute") in api.log
+    uploads = [e for e in api.log if e[0] == "record" and e[1] == "copy"]
+    assert len(uploads) == 6  # each chunk: its upload and its download recorded on the copy stream
+    assert all(("wait_event", "compute", e[2]) in api.log for e in uploads[0::2])  # compute waits for uploads
+    waits = [e[1] for e in api.log if e[0] == "host_wait"]
+    # the host waits for each download alone, and before refilling slot 0's pinned input, for its upload
+    assert waits == [uploads[1][2], uploads[3][2], uploads[0][2], uploads[5][2]]

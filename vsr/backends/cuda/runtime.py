@@ -86,8 +86,10 @@ class GraphSet:
 
 
 class CudaTorchBackend(ModelBackend):
-    """EDVR on torch segments bridged by vsr's CUDA kernels.  ``timings()``: ``run`` and, for runs not captured
-    in a graph, seconds per segment and per bridge kernel (``segment_<i>``, ``dcn:<module>``, ``shuffle:...``).
+    """EDVR on torch segments bridged by vsr's CUDA kernels.  ``timings()``: ``upload`` (host padding and the
+    copy's launch), ``run`` (on a GPU the launches: the work is asynchronous), ``download`` (waiting for the GPU
+    and the copy back) and, for runs not captured in a graph, seconds per segment and per bridge kernel
+    (``segment_<i>``, ``dcn:<module>``, ``shuffle:...``).
 
     ``infer`` returns ``options.output`` (uint8 RGB quantised as the post stage would, float16 or float32).
     Everything runs on a stream of the backend's own (the kernels follow torch's current stream onto it)."""
