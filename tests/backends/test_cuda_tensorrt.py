@@ -22,7 +22,7 @@ from vsr.model import load_model
 from vsr.plan.tensorrt import TensorRTSegmentBackend
 
 
-@pytest.mark.parametrize("precision, tol", [("fp16", 5e-3)])  # fp32: tests/backends/test_cuda_backend.py
+@pytest.mark.parametrize("precision, tol", [("fp16", 5e-3), ("int8", 0.1)])  # fp32: test_cuda_backend.py
 def test_tensorrt_segments_equal_the_reference_and_run_as_planned(precision, tol, monkeypatch, tmp_path):
     monkeypatch.setenv("VSR_ENGINE_DIR", str(tmp_path / "engines"))
     with warnings.catch_warnings():
@@ -32,7 +32,8 @@ def test_tensorrt_segments_equal_the_reference_and_run_as_planned(precision, tol
         _exporter(model, cfg, state_checksum(model), precision)(16, 20)
     trt = TensorRTStandIn("11.4.0.106")
     monkeypatch.setitem(sys.modules, "tensorrt", trt)
-    options = CudaOptions(device="cpu", precision=precision, output="float32", cache_dir=str(tmp_path / "cuda"))
+    options = CudaOptions(device="cpu", precision=precision, output="float32", segments="tensorrt",
+                          cache_dir=str(tmp_path / "cuda"))
     segments = TensorRTSegmentBackend(precision=precision, device="cuda", device_io=True,
                                       engine_dir=str(tmp_path / "trt"))
     backend = CudaTensorRTBackend.from_model(model, cfg, options, torch.device("cpu"), segment_backend=segments)
@@ -49,6 +50,8 @@ def test_tensorrt_segments_equal_the_reference_and_run_as_planned(precision, tol
     assert any(p[0][0] == 3 for p in profiles)  # per-frame features: 3 frames per item
     half_inputs = {dtype for b in trt._builds for _, _, dtype in b["inputs"]}
     assert half_inputs == ({"float32", "float16"} if precision == "fp16" else {"float32"})
-    assert set(trt._streams) == {backend.stream_handle()} and backend.stream_handle() != 0
     (executor,) = backend._executors.values()
+    segments = [(executor.plan.directory / s.file).read_bytes() for s in executor.plan.steps if s.kind == "segment"]
+    assert any(b"QuantizeLinear" in seg for seg in segments) == (precision == "int8")  # the Q/DQ export's
+    assert set(trt._streams) == {backend.stream_handle()} and backend.stream_handle() != 0
     assert len(executor._bound) == 1  # the planned batch's arena serves every batch size

@@ -11,7 +11,8 @@ round trips are removed afterwards.  Kept:
   ``num_feat`` products of unbounded features (64 for EDVR-M) that exceeds fp16's 65504 long before the sigmoid
   saturates.  In the graph it is the only ``ReduceSum``: its ``Mul`` input, itself and its ``Sigmoid``.
 
-The CUDA runtime's torch segments keep the same computation fp32 (``vsr.backends.cuda.bridges``).
+The CUDA runtime's torch segments keep the same correlation fp32, and its two embedding convolutions with it
+(``vsr.backends.cuda.bridges.keep_attention_fp32``).
 """
 
 from __future__ import annotations
