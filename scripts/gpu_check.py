@@ -375,18 +375,24 @@ def _upscale(ctx: Context, work: Path) -> dict:
 
     clip = ctx.data / "clip.mp4" if ctx.data and (ctx.data / "clip.mp4").is_file() else _quick_clip(ctx, work / "in")
     weights, config = ("random", "edvr-tiny") if ctx.quick else ("default", None)
-    precision = "fp32" if ctx.quick else "fp16"  # the CPU harness is slow in fp16; on a GPU fp16 is the default
-    out = {"clip": str(clip), "precision": precision}
-    for name, options in (("cuda", CudaOptions(device=str(ctx.device), precision=precision, output="uint8")),
-                          ("torch", TorchOptions(device=str(ctx.device)))):
-        t0 = time.perf_counter()
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            report = upscale(clip, work / name, backend=BackendRequest(weights, config, options),
-                             runner=RunnerSettings(batch=2, scene_cuts="off"))
-        out[f"{name}_frames"] = report.to_dict()["frames"]
-        out[f"{name}_wall_s"] = time.perf_counter() - t0
-        out[f"{name}_fps"] = out[f"{name}_frames"] / out[f"{name}_wall_s"]
+    # fp32 on both sides, TF32 off: "equal within 1/255" compares the runtimes, not fp16 with fp32 (the CLI run
+    # below is the default fp16)
+    out = {"clip": str(clip), "precision": "fp32"}
+    saved = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        for name, options in (("cuda", CudaOptions(device=str(ctx.device), precision="fp32", output="uint8")),
+                              ("torch", TorchOptions(device=str(ctx.device)))):
+            t0 = time.perf_counter()
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                report = upscale(clip, work / name, backend=BackendRequest(weights, config, options),
+                                 runner=RunnerSettings(batch=2, scene_cuts="off"))
+            out[f"{name}_frames"] = report.to_dict()["frames"]
+            out[f"{name}_wall_s"] = time.perf_counter() - t0
+            out[f"{name}_fps"] = out[f"{name}_frames"] / out[f"{name}_wall_s"]
+    finally:
+        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
     a, b = _png_frames(work / "cuda"), _png_frames(work / "torch")
     out["max_level_difference"] = int(max(np.abs(x - y).max() for x, y in zip(a, b)))
     if ctx.gpu:  # the CLI itself, to a video file: the fps a user sees
