@@ -1,8 +1,10 @@
-"""Files vsr reads and writes outside the user's inputs and outputs: checksums and the engine cache folder."""
+"""Files vsr reads and writes outside the user's inputs and outputs: checksums, its configuration files, the
+engine cache folder and the folder of downloaded weights."""
 
 from __future__ import annotations
 
 import hashlib
+import importlib.resources
 import os
 from pathlib import Path
 
@@ -25,6 +27,21 @@ def source_checkout(root: Path = PACKAGE_PARENT) -> bool:
             and os.access(root / "engines", os.W_OK))
 
 
+def config_dir() -> Path:
+    """The folder of vsr's configuration files (model configs, ``plan/``, ``degrade/``, ``pipeline/``):
+    ``$VSR_CONFIG_DIR``, else the package ``vsr.configs`` (the top-level ``configs/`` folder of a checkout, or
+    the copy inside an installed wheel), found through :mod:`importlib.resources`.  Every loader of a config
+    file starts here."""
+    env = os.environ.get("VSR_CONFIG_DIR")
+    if env:
+        return Path(env)
+    root = importlib.resources.files("vsr.configs")
+    if not isinstance(root, Path):  # a zip import: the loaders need real files (glob, paths in reports)
+        raise FileNotFoundError(f"vsr's configs are not on the file system ({root}); install vsr unzipped, or "
+                                "set VSR_CONFIG_DIR to a copy of its configs/ folder")
+    return root
+
+
 def user_cache_dir() -> Path:
     """``$XDG_CACHE_HOME/vsr``, else ``~/.cache/vsr``."""
     xdg = os.environ.get("XDG_CACHE_HOME")
@@ -43,3 +60,11 @@ def engine_dir(root: Path = PACKAGE_PARENT) -> Path:
     if source_checkout(root):
         return root / "engines"
     return user_cache_dir() / "engines"
+
+
+def weights_dir() -> Path:
+    """Where ``vsr models fetch`` puts official checkpoints and where ``--weights NAME`` finds them:
+    ``$VSR_WEIGHTS_DIR``, else ``weights/`` in the user's cache folder (also when run from a checkout: they are
+    large and the same for every checkout)."""
+    env = os.environ.get("VSR_WEIGHTS_DIR")
+    return Path(env) if env else user_cache_dir() / "weights"
