@@ -29,3 +29,10 @@ class MemoryBudgetError(InputError):
 
 class BrokerError(VsrError):
     """The job broker (``--broker redis://...``) is unreachable, or its URL is not one vsr can use."""
+
+
+class DownloadError(VsrError):
+    """A download did not give the published file: the server failed, stalled or refused, or the file's sha256 is
+    not the published one.  Not the user's input: running the command again may succeed (it resumes)."""
+
+    exit_code = 1
