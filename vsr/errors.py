@@ -36,3 +36,9 @@ class DownloadError(VsrError):
     not the published one.  Not the user's input: running the command again may succeed (it resumes)."""
 
     exit_code = 1
+
+
+class OutputClosed(VsrError):
+    """The reader of an output stream (``vsr upscale IN -``) closed it before the end: the run stopped there."""
+
+    exit_code = 141  # as a command-line tool stopped by SIGPIPE

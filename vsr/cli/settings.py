@@ -36,7 +36,7 @@ def add_upscale_options(p, *, frames: bool = True) -> None:
                    help="detector's ratio of a cut's frame difference to its neighbours' (default: "
                         "configs/pipeline/scenes.toml)")
     e = p.add_argument_group("encoder")
-    e.add_argument("--codec", default=None, help="video encoder: libx264 (default where the container holds "
+    e.add_argument("-c", "--codec", default=None, help="video encoder: libx264 (default where the container holds "
                                                  "H.264), libx265, libsvtav1, ffv1, prores_ks, ...")
     e.add_argument("--crf", default=None, help="constant rate factor (codec's default if omitted)")
     e.add_argument("--preset", default=None, help="encoder preset")
