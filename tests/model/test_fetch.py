@@ -39,13 +39,18 @@ def _saved(obj) -> bytes:
     return buf.getvalue()
 
 
+# mmagic's EDVRNet wraps these convolutions in mmcv's ConvModule (``.conv.weight``); the others are plain
+# (open-mmlab/mmagic mmagic/models/editors/edvr/edvr_net.py, commit b3c855b5)
+_CONV_MODULES = re.compile(r"^(pcd_alignment\.(offset_conv[123]|feat_conv)\.l\d|pcd_alignment\.cas_offset_conv[12]|"
+                           r"fusion\.(feat_fusion|spatial_attn[1-4]|spatial_attn_l[1-3]|spatial_attn_add1))\.")
+
+
 def to_mmagic(key: str) -> str:
-    """A BasicSR EDVR key as mmagic's EDVRNet names it (its ConvModule wrappers add ``.conv``)."""
+    """A BasicSR EDVR key as mmagic's EDVRNet names it."""
     key = re.sub(r"^conv_l([23])_([12])\.", r"feat_l\1_conv\2.conv.", key)
     key = re.sub(r"^upconv([12])\.", r"upsample\1.upsample_conv.", key)
     key = key.replace("pcd_align.", "pcd_alignment.")
-    key = re.sub(r"^(pcd_alignment\.(offset_conv[123]|feat_conv)\.l\d)\.", r"\1.conv.", key)
-    return re.sub(r"^(fusion\.(temporal_attn[12]|feat_fusion|spatial_attn\w*))\.", r"\1.conv.", key)
+    return _CONV_MODULES.sub(r"\1.conv.", key)
 
 
 @pytest.fixture(scope="module")
