@@ -12,7 +12,7 @@ def add_upscale_options(p, *, frames: bool = True) -> None:
     """The model, runner and encoder option groups of ``vsr upscale`` (``frames``: with ``--frames A:B``)."""
     m = p.add_argument_group("model")
     m.add_argument("--weights", default="default", help="checkpoint file, 'default' or 'real' (bundled; 'real' for "
-                   "compressed video) or 'random' (tests)")
+                   "compressed video), a fetched official checkpoint's name (vsr models) or 'random' (tests)")
     m.add_argument("--config", default=None, help="model config name or TOML file (default: from the weights)")
     m.add_argument("--backend", default="auto", help="auto | ort | torch | cuda (default: auto = cuda where torch "
                    "sees a GPU and cupy or pycuda is installed, else ONNX Runtime)")
