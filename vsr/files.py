@@ -35,7 +35,14 @@ def config_dir() -> Path:
     env = os.environ.get("VSR_CONFIG_DIR")
     if env:
         return Path(env)
-    root = importlib.resources.files("vsr.configs")
+    try:
+        root = importlib.resources.files("vsr.configs")
+    except ModuleNotFoundError:
+        # an editable install made before vsr.configs existed (its import hook knows only vsr/): the checkout's
+        # own folder, until scripts/setup.sh runs again
+        root = PACKAGE_PARENT / "configs"
+        if not root.is_dir():
+            raise
     if not isinstance(root, Path):  # a zip import: the loaders need real files (glob, paths in reports)
         raise FileNotFoundError(f"vsr's configs are not on the file system ({root}); install vsr unzipped, or "
                                 "set VSR_CONFIG_DIR to a copy of its configs/ folder")

@@ -71,6 +71,17 @@ def test_config_dir_is_the_installed_vsr_configs_package(monkeypatch):
         assert (root / rel).is_file(), rel
 
 
+def test_an_editable_install_older_than_vsr_configs_still_finds_the_checkouts_configs(monkeypatch):
+    import vsr.files
+
+    def no_such_package(name):
+        raise ModuleNotFoundError(f"No module named {name!r}")
+
+    monkeypatch.delenv("VSR_CONFIG_DIR", raising=False)
+    monkeypatch.setattr(vsr.files.importlib.resources, "files", no_such_package)
+    assert config_dir() == REPO / "configs"
+
+
 def test_every_config_file_is_package_data_of_the_wheel():
     """pyproject's package-data globs must cover every TOML under configs/: a file they miss is absent from an
     installed vsr (scripts/check_wheel.sh finds that only in CI)."""
