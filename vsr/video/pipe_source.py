@@ -104,7 +104,10 @@ class StreamSource:
         except StopIteration:
             raise InputError("zero frames: the video on standard input holds no decodable frame") from None
         except (av.FFmpegError, ValueError) as e:
-            raise InputError(f"cannot decode the video on standard input ({one_line(e)})") from None
+            hint = ""
+            if "mp4" in c.format.name and not self._file.seekable():  # MP4/MOV index usually at the end
+                hint = "; MP4 and MOV need a seekable input: redirect the file (< IN.mp4) or pipe NUT, MPEG-TS or Y4M"
+            raise InputError(f"cannot decode the video on standard input ({one_line(e)}){hint}") from None
         return replace(video_info(self.path, c, st, self._first), side_packets=self._side)
 
     def _decode(self, st) -> Iterator[av.VideoFrame]:
