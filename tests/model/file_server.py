@@ -38,7 +38,7 @@ DRIVE_PAGE = """<!DOCTYPE html><html><head><title>Google Drive - Virus scan warn
 </p><p class="uc-warning-subcaption"><span class="uc-name-size"><a href="/open?id={id}">{name}</a> (13M)</span>
 is too large for Google to scan for viruses. Would you still like to download this file?</p>
 <form id="download-form" action="{base}/download" method="get">
-<input type="submit" id="uc-download-link" class="goog-inline-block jfk-button jfk-button-action" value="Download anyway"/>
+<input type="submit" id="uc-download-link" class="goog-inline-block jfk-button" value="Download anyway"/>
 <input type="hidden" name="id" value="{id}"><input type="hidden" name="export" value="download">
 <input type="hidden" name="confirm" value="t"><input type="hidden" name="uuid" value="{uuid}">
 </form></div></div></body></html>"""

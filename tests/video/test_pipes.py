@@ -29,7 +29,8 @@ FFMPEG = shutil.which("ffmpeg")
 TINY = ["--weights", "random", "--config", "edvr-tiny", "--backend", "torch", "--threads", "1"]
 VSR = [sys.executable, "-m", "vsr"]
 
-pytestmark = pytest.mark.skipif(FFMPEG is None, reason="needs the ffmpeg command (Debian's ffmpeg; .ci/run installs it)")
+pytestmark = pytest.mark.skipif(FFMPEG is None,
+                                reason="needs the ffmpeg command (Debian's ffmpeg; .ci/run installs it)")
 
 # (clip, its crop, seconds, how ffmpeg streams it into vsr, vsr's --format and codec, how ffmpeg stores vsr's stream)
 CASES = {
