@@ -1,5 +1,6 @@
 """`vsr models fetch`: official checkpoints downloaded from a real HTTP server on 127.0.0.1
-(tests/model/file_server.py), resumed with HTTP ranges, verified by sha256 before they are renamed into place, and then loaded by name.
+(tests/model/file_server.py), resumed with HTTP ranges, verified by sha256 before they are renamed into place,
+and then loaded by name.
 
 The served checkpoints are generated EDVR-tiny state dicts in BasicSR and mmagic format; the catalogue is
 patched with their local URLs and digests (the real one is checked against the published key lists below)."""
