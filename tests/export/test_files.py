@@ -82,13 +82,15 @@ def test_an_editable_install_older_than_vsr_configs_still_finds_the_checkouts_co
     assert config_dir() == REPO / "configs"
 
 
-def test_every_config_file_is_package_data_of_the_wheel():
-    """pyproject's package-data globs must cover every TOML under configs/: a file they miss is absent from an
-    installed vsr (scripts/check_wheel.sh finds that only in CI)."""
+def test_every_config_and_data_file_is_package_data_of_the_wheel():
+    """pyproject's package-data globs must cover every TOML under configs/ and every file under vsr/ that is not
+    Python: a file they miss is absent from an installed vsr (scripts/check_wheel.sh finds that only in CI)."""
     tool = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
     assert tool["package-dir"]["vsr.configs"] == "configs"
     shipped = {p for pattern in tool["package-data"]["vsr.configs"] for p in (REPO / "configs").glob(pattern)}
     assert set((REPO / "configs").rglob("*.toml")) == shipped
+    data = {p for p in (REPO / "vsr").rglob("*") if p.is_file() and p.suffix != ".py" and "__pycache__" not in p.parts}
+    assert data <= {p for pattern in tool["package-data"]["vsr"] for p in (REPO / "vsr").glob(pattern)}
 
 
 def test_every_config_loader_reads_through_config_dir(tmp_path, monkeypatch):
