@@ -61,11 +61,20 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("vsr: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        return _stdout_closed()
     except (MemoryError, OSError) as e:
         if args.verbose:
             raise
         print(f"vsr: error: {type(e).__name__}: {printable(e)}", file=sys.stderr)
         return 1
+
+
+def _stdout_closed() -> int:
+    """The reader of standard output went away (``vsr models | head -1``): stop quietly, as command-line tools
+    do, with nothing left for the interpreter to fail to flush at exit."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 141
 
 
 def entry() -> None:
@@ -79,6 +88,9 @@ def entry() -> None:
     code = 1
     try:
         code = main()
+        sys.stdout.flush()  # here, where a closed pipe is caught, not at exit
+    except BrokenPipeError:
+        code = _stdout_closed()
     except SystemExit as e:  # argparse
         code = e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
     finally:

@@ -20,6 +20,7 @@ import av
 from vsr.errors import InputError
 from vsr.jobs.spec import JobSpec
 from vsr.video import check_output
+from vsr.video.output import is_stream
 
 # Containers vsr reads and writes as video files (a folder's other files are not jobs).
 VIDEO_SUFFIXES = frozenset(".mp4 .m4v .mkv .mov .webm .avi .ts .m2ts .mts .mpg .mpeg .mxf .flv .wmv .ogv .y4m"
@@ -48,6 +49,9 @@ def check_ext(ext: str, where: str = "--ext") -> str:
 def videos_of(path: Path) -> list[Path]:
     """``path`` itself (a file), or the videos of a folder; a missing path or a folder without videos is an
     :class:`InputError`."""
+    if is_stream(path):
+        raise InputError("a job's input must be a file: its chunks seek into it (standard input, -, is read once; "
+                         "use vsr upscale - OUT)")
     if path.is_file():
         return [path]
     if path.is_dir():

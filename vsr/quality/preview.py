@@ -28,6 +28,7 @@ from vsr.backends import Backend, BackendRequest
 from vsr.errors import InputError
 from vsr.pipeline import RunnerSettings, upscale
 from vsr.video import EncoderSettings, open_source
+from vsr.video.output import is_stream
 
 DEFAULT_FRAMES = 3  # the middle one is shown; the two after the first time the run
 
@@ -106,6 +107,9 @@ def preview(src: str | Path, *, at: str | int | None = None, frames: int = DEFAU
     frames), and measure it (see the module's docstring)."""
     if frames < 2:
         raise InputError(f"--frames must be 2 or more (the time per frame is their spacing), not {frames}")
+    if is_stream(src):
+        raise InputError("vsr preview needs a file: it reads its input three times (standard input, -, is read "
+                         "once)")
     src = Path(src)
     source = open_source(src)
     info = source.info

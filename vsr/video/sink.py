@@ -1,5 +1,4 @@
-"""``VideoSink``: output frames encoded into a video file (PyAV), with the source's other streams, and
-:func:`open_sink`, which picks the sink from the output name.
+"""``VideoSink``: output frames encoded into a video file (PyAV), with the source's other streams.
 
 The video sink copies the source's timestamps frame by frame (variable frame rate stays variable), its
 audio and subtitle packets (:mod:`vsr.video.passthrough`), stream metadata, display rotation and sample
@@ -24,9 +23,8 @@ from vsr.video.colour import (SPC_RGB, ColourSpec, FramePlanes, bit_depth, is_gr
 from vsr.video.dts import DtsRepair
 from vsr.video.encoders import (EncoderSettings, check_values, check_size, choose_pix_fmt, default_codec,
                                 encoder_memory_mb, encoder_options, open_codec, open_encoder)
-from vsr.video.output import commit_output, is_png_folder, output_path, video_partial
+from vsr.video.output import commit_output, output_path, video_partial
 from vsr.video.passthrough import Passthrough, Window
-from vsr.video.png_sink import PngFolderSink
 from vsr.video.source import VideoInfo
 
 log = logging.getLogger(__name__)
@@ -48,9 +46,7 @@ class VideoSink:
 
     def __init__(self, dst: Path, info: VideoInfo, settings: EncoderSettings, scale: int = 4,
                  trim: bool = False, passthrough: bool = True, probe: bool = False):
-        self.dst = output_path(Path(dst))
         self.info = info
-        self.tmp = video_partial(self.dst)
         self.pts_offset = 0
         # (pts, dts, duration) of each video packet as the encoder gave it, in the source's time base, when a
         # caller asks for them (a chunk of a batch job: containers do not all give them back exactly)
@@ -62,18 +58,12 @@ class VideoSink:
         self.passthrough: Passthrough | None = None
         self.oc = None
         codec = open_codec(settings.codec) if settings.codec is not None else None
-        try:
-            # probe: every check of a real sink, the encoder opened, into memory (nothing written): `vsr jobs add`
-            self.oc = av.open(_Buffer(self.dst.name) if probe else str(self.tmp), "w")
-        except ValueError:
-            raise InputError(f"unknown output container for {self.dst.name!r} (use .mp4, .mkv, .mov, ...)") from None
-        except (av.FFmpegError, OSError) as e:
-            raise InputError(f"cannot write {self.dst}: {e}") from None
+        self.oc = self._open_in_memory(Path(dst)) if probe else self._open(Path(dst), settings)
         try:
             if codec is None:
                 codec = open_codec(default_codec(self.oc))
             self.codec = codec.name
-            self.pix_fmt = choose_pix_fmt(codec, info, settings.pix_fmt)
+            self.pix_fmt = self._pix_fmt(codec, settings.pix_fmt)
             self.colour = info.colour.for_output(self.pix_fmt)
             if codec.name not in self.oc.supported_codecs:
                 raise InputError(f"{self.oc.format.name} cannot hold {codec.name} video (choose another codec or "
@@ -84,12 +74,35 @@ class VideoSink:
             check_values(codec.name, self.encoder_options, settings)
             self.vs = self._add_video(codec, width, height)
             if info.kind == "video" and passthrough:
-                self.passthrough = Passthrough(info.path, self.oc)
+                self.passthrough = Passthrough(info.path if info.side_packets is None else info.side_packets, self.oc)
             self.oc.metadata.update(info.container_metadata)
             open_encoder(self.oc, self.vs, self.encoder_options, settings)
         except BaseException:
             self.abort()
             raise
+
+    def _open(self, dst: Path, settings: EncoderSettings):
+        """The output container, under a temporary name beside the output (:attr:`tmp`, renamed on commit)."""
+        self.dst = output_path(dst)
+        self.tmp = video_partial(self.dst)
+        try:
+            return av.open(str(self.tmp), "w")
+        except ValueError:
+            raise InputError(f"unknown output container for {self.dst.name!r} (use .mp4, .mkv, .mov, ...)") from None
+        except (av.FFmpegError, OSError) as e:
+            raise InputError(f"cannot write {self.dst}: {e}") from None
+
+    def _open_in_memory(self, dst: Path):
+        """For ``probe``: the container FFmpeg picks for ``dst``'s name, writing into memory (nothing on disk)."""
+        self.dst = output_path(dst)
+        self.tmp = video_partial(self.dst)  # never created: abort's unlink finds nothing
+        try:
+            return av.open(_Buffer(self.dst.name), "w")
+        except ValueError:
+            raise InputError(f"unknown output container for {self.dst.name!r} (use .mp4, .mkv, .mov, ...)") from None
+
+    def _pix_fmt(self, codec: av.Codec, requested: str | None) -> str:
+        return choose_pix_fmt(codec, self.info, requested)
 
     def plane_dtype(self) -> np.dtype:
         return np.dtype(np.uint8 if bit_depth(planar444(self.pix_fmt)) <= 8 else np.uint16)
@@ -210,16 +223,22 @@ class VideoSink:
         self.oc.close()
         if before_rename is not None:
             before_rename()
+        self._move_into_place()
+
+    def _move_into_place(self) -> None:
         commit_output(self.tmp, self.dst, self.info.path)
 
     def abort(self) -> None:
-        for c in (self.oc, self.passthrough):
+        self._close_quietly()
+        self.tmp.unlink(missing_ok=True)
+
+    def _close_quietly(self) -> None:
+        for c in (getattr(self, "oc", None), self.passthrough):
             try:
                 if c is not None:
                     c.close()
             except Exception:  # closing a half-written container may fail; the file goes anyway
                 pass
-        self.tmp.unlink(missing_ok=True)
 
 
 class _Buffer(io.BytesIO):
@@ -230,12 +249,4 @@ class _Buffer(io.BytesIO):
         self.name = name
 
 
-def open_sink(dst: Path, info: VideoInfo, settings: EncoderSettings, scale: int = 4,
-              trim: bool = False) -> PngFolderSink | VideoSink:
-    """A :class:`PngFolderSink` for a folder name, else a :class:`VideoSink` (container from the suffix)."""
-    if is_png_folder(Path(dst)):
-        return PngFolderSink(Path(dst), info, settings)
-    return VideoSink(Path(dst), info, settings, scale, trim)
-
-
-__all__ = ["EncoderSettings", "VideoSink", "PngFolderSink", "open_sink"]
+__all__ = ["EncoderSettings", "VideoSink"]
