@@ -29,3 +29,25 @@ class MemoryBudgetError(InputError):
 
 class BrokerError(VsrError):
     """The job broker (``--broker redis://...``) is unreachable, or its URL is not one vsr can use."""
+
+
+class DownloadError(VsrError):
+    """A download did not give the published file: the server failed, stalled or refused, or the file's sha256 is
+    not the published one.  Not the user's input: running the command again may succeed (it resumes)."""
+
+    exit_code = 1
+
+
+class OutputClosed(VsrError):
+    """The reader of an output stream (``vsr upscale IN -``) closed it before the end: the run stopped there."""
+
+    exit_code = 141  # as a command-line tool stopped by SIGPIPE
+
+
+def printable(text: object) -> str:
+    """``text`` safe to print on one terminal line: control characters (newlines, escape sequences, ...) shown
+    as Python escapes (``\\n``, ``\\x1b``), never sent; everything else as it is."""
+    text = str(text)
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)

@@ -1,8 +1,10 @@
-"""Files vsr reads and writes outside the user's inputs and outputs: checksums and the engine cache folder."""
+"""Files vsr reads and writes outside the user's inputs and outputs: checksums, its configuration files, the
+engine cache folder, the folder of downloaded weights and the user's data folder (the job store)."""
 
 from __future__ import annotations
 
 import hashlib
+import importlib.resources
 import os
 from pathlib import Path
 
@@ -25,10 +27,38 @@ def source_checkout(root: Path = PACKAGE_PARENT) -> bool:
             and os.access(root / "engines", os.W_OK))
 
 
+def config_dir() -> Path:
+    """The folder of vsr's configuration files (model configs, ``plan/``, ``degrade/``, ``pipeline/``):
+    ``$VSR_CONFIG_DIR``, else the package ``vsr.configs`` (the top-level ``configs/`` folder of a checkout, or
+    the copy inside an installed wheel), found through :mod:`importlib.resources`.  Every loader of a config
+    file starts here."""
+    env = os.environ.get("VSR_CONFIG_DIR")
+    if env:
+        return Path(env)
+    try:
+        root = importlib.resources.files("vsr.configs")
+    except ModuleNotFoundError:
+        # an editable install made before vsr.configs existed (its import hook knows only vsr/): the checkout's
+        # own folder, until scripts/setup.sh runs again
+        root = PACKAGE_PARENT / "configs"
+        if not root.is_dir():
+            raise
+    if not isinstance(root, Path):  # a zip import: the loaders need real files (glob, paths in reports)
+        raise FileNotFoundError(f"vsr's configs are not on the file system ({root}); install vsr unzipped, or "
+                                "set VSR_CONFIG_DIR to a copy of its configs/ folder")
+    return root
+
+
 def user_cache_dir() -> Path:
     """``$XDG_CACHE_HOME/vsr``, else ``~/.cache/vsr``."""
     xdg = os.environ.get("XDG_CACHE_HOME")
     return (Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".cache") / "vsr"
+
+
+def user_data_dir() -> Path:
+    """``$XDG_DATA_HOME/vsr``, else ``~/.local/share/vsr``: what vsr keeps for the user (the job store)."""
+    xdg = os.environ.get("XDG_DATA_HOME")
+    return (Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".local" / "share") / "vsr"
 
 
 def engine_dir(root: Path = PACKAGE_PARENT) -> Path:
@@ -43,3 +73,11 @@ def engine_dir(root: Path = PACKAGE_PARENT) -> Path:
     if source_checkout(root):
         return root / "engines"
     return user_cache_dir() / "engines"
+
+
+def weights_dir() -> Path:
+    """Where ``vsr models fetch`` puts official checkpoints and where ``--weights NAME`` finds them:
+    ``$VSR_WEIGHTS_DIR``, else ``weights/`` in the user's cache folder (also when run from a checkout: they are
+    large and the same for every checkout)."""
+    env = os.environ.get("VSR_WEIGHTS_DIR")
+    return Path(env) if env else user_cache_dir() / "weights"

@@ -64,7 +64,7 @@ def test_bridged_dcn_matches_torchvision_on_edvr_m_shapes(dtype, tol, gemm):
 def test_fp32_runtime_equals_the_torch_backend(graphs):
     x = np.random.default_rng(0).random((2, 5, 3, 64, 96), dtype=np.float32)
     ref = _open("edvr-s", TorchOptions(device="cuda")).infer(x)
-    got = _open("edvr-s", CudaOptions(precision="fp32", cuda_graphs=graphs)).infer(x)
+    got = _open("edvr-s", CudaOptions(precision="fp32", cuda_graphs=graphs, output="float32")).infer(x)
     assert np.abs(got - ref).max() <= 1e-4
 
 
@@ -80,7 +80,7 @@ def test_fp16_with_graphs_is_close_to_fp32_and_replays_identically():
 
 def test_kernels_follow_torch_onto_a_side_stream():
     x = np.random.default_rng(2).random((1, 3, 3, 32, 32), dtype=np.float32)
-    backend = _open("edvr-tiny", CudaOptions(precision="fp32", cuda_graphs=False))
+    backend = _open("edvr-tiny", CudaOptions(precision="fp32", cuda_graphs=False, output="float32"))
     want = backend.infer(x)
     side = torch.cuda.Stream()
     with torch.cuda.stream(side):
@@ -104,3 +104,27 @@ def test_timings_per_segment_and_kernel_print():
     steps = {k: v.p50_s for k, v in backend.step_stats().items()}
     assert len(steps) == 13 and all(v > 0 for v in steps.values())
     print("\n" + "\n".join(f"{k:32s} {1e3 * v:8.2f} ms" for k, v in steps.items()))
+
+
+def test_kernels_run_on_the_backends_own_stream_and_graphs_on_the_planned_batch():
+    """The bridges' cupy launches follow torch's current stream, which the backend sets to its own (not the
+    default); prepare() captures the planned batch's graph and a partial batch replays it (no second graph)."""
+    x = np.random.default_rng(4).random((2, 3, 3, 32, 32), dtype=np.float32)
+    eager = _open("edvr-tiny", CudaOptions(precision="fp16", cuda_graphs=False))
+    seen = []
+    launch = eager.launcher.launch
+    eager.launcher.launch = lambda *a: (seen.append(torch.cuda.current_stream().cuda_stream), launch(*a))[1]
+    eager.infer(x)
+    assert seen and set(seen) == {eager.stream.cuda_stream} != {0}
+    graphs = _open("edvr-tiny", CudaOptions(precision="fp16"))
+    graphs.prepare(32, 32, 3)
+    np.testing.assert_allclose(graphs.infer(x).astype(np.float32), eager.infer(x).astype(np.float32), atol=2e-3)
+    assert list(graphs.graphs.runs) == [(3, 3, 3, 32, 32)]
+
+
+def test_uint8_output_matches_the_float_output_quantised():
+    x = np.random.default_rng(5).random((1, 3, 3, 32, 32), dtype=np.float32)
+    f = _open("edvr-tiny", CudaOptions(precision="fp32", output="float32")).infer(x)
+    u = _open("edvr-tiny", CudaOptions(precision="fp32", output="uint8")).infer(x)
+    assert u.dtype == np.uint8
+    assert np.abs(u.astype(int) - np.clip(f * 255 + 0.5, 0, 255).astype(int)).max() <= 1

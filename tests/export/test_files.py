@@ -1,8 +1,12 @@
-"""vsr.files: file checksums and where built engines go."""
+"""vsr.files: file checksums, where built engines and fetched weights go, where the configs are read from."""
 
 import hashlib
+import importlib.resources
+import shutil
+import tomllib
+from pathlib import Path
 
-from vsr.files import engine_dir, sha256_file, source_checkout
+from vsr.files import config_dir, engine_dir, sha256_file, source_checkout, weights_dir
 
 
 def test_sha256_file_matches_hashlib(tmp_path):
@@ -52,3 +56,68 @@ def test_engine_dir_falls_back_to_home_cache(tmp_path, monkeypatch):
     site = tmp_path / "site-packages"
     site.mkdir()
     assert engine_dir(site) == tmp_path / "home" / ".cache" / "vsr" / "engines"
+
+
+# ---- configuration files: one resolver, shipped in the package ------------------------------------------------
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_config_dir_is_the_installed_vsr_configs_package(monkeypatch):
+    monkeypatch.delenv("VSR_CONFIG_DIR", raising=False)
+    root = config_dir()
+    assert root == importlib.resources.files("vsr.configs")
+    for rel in ("edvr-m.toml", "plan/buckets.toml", "pipeline/scenes.toml", "degrade/mix.toml"):
+        assert (root / rel).is_file(), rel
+
+
+def test_an_editable_install_older_than_vsr_configs_still_finds_the_checkouts_configs(monkeypatch):
+    import vsr.files
+
+    def no_such_package(name):
+        raise ModuleNotFoundError(f"No module named {name!r}")
+
+    monkeypatch.delenv("VSR_CONFIG_DIR", raising=False)
+    monkeypatch.setattr(vsr.files.importlib.resources, "files", no_such_package)
+    assert config_dir() == REPO / "configs"
+
+
+def test_every_config_and_data_file_is_package_data_of_the_wheel():
+    """pyproject's package-data globs must cover every TOML under configs/ and every file under vsr/ that is not
+    Python: a file they miss is absent from an installed vsr (scripts/check_wheel.sh finds that only in CI)."""
+    tool = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
+    assert tool["package-dir"]["vsr.configs"] == "configs"
+    shipped = {p for pattern in tool["package-data"]["vsr.configs"] for p in (REPO / "configs").glob(pattern)}
+    assert set((REPO / "configs").rglob("*.toml")) == shipped
+    data = {p for p in (REPO / "vsr").rglob("*") if p.is_file() and p.suffix != ".py" and "__pycache__" not in p.parts}
+    assert data <= {p for pattern in tool["package-data"]["vsr"] for p in (REPO / "vsr").glob(pattern)}
+
+
+def test_every_config_loader_reads_through_config_dir(tmp_path, monkeypatch):
+    """Model configs, shape buckets, scene-cut rule and degradations all follow VSR_CONFIG_DIR."""
+    from vsr.backends.buckets import BucketPolicy
+    from vsr.model.config import list_configs, load_config
+    from vsr.pipeline.scenes import CutRule
+    from vsr.train.degrade import load_degrade
+
+    copy = tmp_path / "configs"
+    shutil.copytree(REPO / "configs", copy)
+    (copy / "edvr-m.toml").rename(copy / "edvr-x.toml")
+    (copy / "plan" / "buckets.toml").write_text("sizes = [[64, 96]]\nalign = 8\n")
+    (copy / "pipeline" / "scenes.toml").write_text("threshold = 7.5\nmin_score = 2\n")
+    mix = copy / "degrade" / "mix.toml"
+    mix.write_text(mix.read_text().replace('name = "mix"', 'name = "mixed-here"'))
+    monkeypatch.setenv("VSR_CONFIG_DIR", str(copy))
+    assert "edvr-x" in list_configs() and "edvr-m" not in list_configs()
+    assert load_config("edvr-x").num_feat == 64
+    assert BucketPolicy.load().sizes == ((64, 96),) and BucketPolicy.load().align == 8
+    assert CutRule.load() == CutRule(7.5, 2.0)
+    assert load_degrade("mix").name == "mixed-here"
+
+
+def test_weights_dir_is_the_user_cache_unless_set(tmp_path, monkeypatch):
+    monkeypatch.delenv("VSR_WEIGHTS_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert weights_dir() == tmp_path / "xdg" / "vsr" / "weights"
+    monkeypatch.setenv("VSR_WEIGHTS_DIR", str(tmp_path / "w"))
+    assert weights_dir() == tmp_path / "w"

@@ -39,3 +39,8 @@ class WindowBackend:
         return {}
 
 
+
+
+def added_ids(stdout: str) -> list[str]:
+    """The job ids ``vsr jobs add`` printed (its lines ``job N: IN -> OUT (...)``)."""
+    return [line.split()[1].rstrip(":") for line in stdout.splitlines() if line.startswith("job ")]

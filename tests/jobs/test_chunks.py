@@ -172,7 +172,7 @@ def test_a_failed_chunk_leaves_nothing_and_a_join_waits_for_every_chunk(tmp_path
     chunks = plan_chunks(spec, 8)
     with pytest.raises(RuntimeError, match="worker lost"):
         run_chunk(spec, chunks[0], backend=BreaksAt(5))
-    assert list(chunk_folder(spec).iterdir()) == []
+    assert [p.name for p in chunk_folder(spec).iterdir()] == [".vsr-job"]  # the folder's marker only
     assert not is_committed(spec, chunks[0]) and not report_path(spec, chunks[0]).exists()
     with pytest.raises(Exception, match="chunk 0 of 5 is not done"):
         join_chunks(spec, chunks)
@@ -195,6 +195,7 @@ def test_a_join_stopped_after_its_rename_only_removes_the_chunks_and_never_repla
     # as if stopped between the rename and the removal: the folder is back, with its note of the joined file
     folder = chunk_folder(spec)
     folder.mkdir(parents=True)
+    (folder / ".vsr-job").write_text(spec.key)
     st = os.stat(spec.output)
     (folder / "joined.json").write_text(f"[{st.st_dev}, {st.st_ino}]")
     join_chunks(spec, chunks)

@@ -15,6 +15,8 @@ import pytest
 
 from vsr.cli import main
 
+from tests.jobs.helpers import added_ids
+
 REPO = Path(__file__).resolve().parents[2]
 # the torch backend: the quickest to start (the default ONNX Runtime one is scripts/crash_jobs.py's)
 TINY = ["--weights", "random", "--config", "edvr-tiny", "--backend", "torch", "--codec", "ffv1", "--threads", "1"]
@@ -72,7 +74,8 @@ def test_add_run_list_report(clips, tmp_path, capsys):
     rc, ids, err = jobs(capsys, "add", a.parent, "--out-dir", out, "--ext", "mkv", "--chunk-frames", 3,
                         "--store", store, *TINY)
     assert rc == 0, err
-    assert ids.split() == ["1", "2"]
+    assert added_ids(ids) == ["1", "2"]
+    assert f"queued 2 jobs in the job store {store}" in ids
     rc, listing, _ = jobs(capsys, "list", "--store", store, "--json")
     rows = json.loads(listing)
     assert [(r["state"], r["chunks_done"], r["chunks_total"]) for r in rows] == [("queued", 0, 3), ("queued", 0, 2)]
@@ -83,8 +86,9 @@ def test_add_run_list_report(clips, tmp_path, capsys):
     for src in (a, b):
         assert same_frames(out / f"{src.stem}.mkv", single_pass(src, tmp_path / f"ref-{src.stem}.mkv"))
     rc, text, _ = jobs(capsys, "list", "--store", store)
-    assert text.splitlines()[0].split() == ["id", "state", "chunks", "fps", "ETA", "input", "error"]
-    assert [line.split()[1:3] for line in text.splitlines()[1:]] == [["done", "3/3"], ["done", "2/2"]]
+    assert text.splitlines()[0].split() == ["id", "state", "progress", "chunks", "fps", "ETA", "input", "error"]
+    assert [line.split()[1:5] for line in text.splitlines()[1:]] == [["done", "100%", "(7/7)", "3/3"],
+                                                                      ["done", "100%", "(5/5)", "2/2"]]
     rc, text, _ = jobs(capsys, "report", 1, "--store", store, "--html", tmp_path / "job1.html")
     assert rc == 0 and text.startswith("job 1: 7 frames in ") and "chunks" in text
     assert "<svg" in (tmp_path / "job1.html").read_text()
@@ -124,7 +128,7 @@ def test_cancel_then_retry(clips, tmp_path, capsys):
     assert jobs(capsys, "cancel", 1, "--store", store)[0] == 0
     assert run_workers(store).returncode == 0 and not (out / "a.mkv").exists()
     rc, _, err = jobs(capsys, "cancel", 1, "--store", store)
-    assert rc == 2 and errors(err) == ["vsr: error: job 1 is cancelled; only a queued or running job can be "
+    assert rc == 2 and errors(err) == ["vsr: error: job 1 is cancelled; only a queued, running or waiting job can be "
                                        "cancelled"]
     assert jobs(capsys, "retry", 1, "--store", store)[0] == 0
     assert run_workers(store).returncode == 0 and (out / "a.mkv").is_file()
@@ -152,8 +156,8 @@ def test_job_file_options_override_the_command_line(clips, tmp_path, capsys):
     from vsr.jobs.store import JobStore
 
     with JobStore(store) as s:
-        first, second = (JobSpec.from_json(s.spec_json(int(i))) for i in ids.split())
-        assert len(s.chunks(int(ids.split()[1]))) == 3  # 5 frames in chunks of 2
+        first, second = (JobSpec.from_json(s.spec_json(int(i))) for i in added_ids(ids))
+        assert len(s.chunks(int(added_ids(ids)[1]))) == 3  # 5 frames in chunks of 2
     assert first.output == str(tmp_path / "out" / "a.mp4") and first.runner.batch == 1
     assert second.output == str(tmp_path / "files" / "b.mkv") and second.runner.batch == 2
     assert second.encoder.codec == "ffv1"  # from the command line, which the file does not override
@@ -224,4 +228,4 @@ def test_a_refused_add_leaves_no_new_output_folder(clips, tmp_path, capsys):
     assert rc == 2 and out == "" and errors(err) and "not a video file" in errors(err)[0]
     assert kept.is_dir() and list(kept.iterdir()) == [] and not store.exists()
     rc, ids, err = jobs(capsys, "add", a, "--out-dir", kept / "new" / "out", "--store", store, *TINY)
-    assert rc == 0 and ids.split() == ["1"] and (kept / "new" / "out").is_dir()
+    assert rc == 0 and added_ids(ids) == ["1"] and (kept / "new" / "out").is_dir()

@@ -283,3 +283,59 @@ def test_a_password_is_not_printed():
     with pytest.raises(BrokerError) as err:
         status(f"redis://:s3cret@127.0.0.1:{free_port()}/0")
     assert "s3cret" not in str(err.value) and "***" in str(err.value)
+
+
+def test_one_unfinished_job_per_output_on_the_broker_too(broker, make_clip, tmp_path):
+    """The Celery side of issue 23's retry case: the owner of an output is taken atomically (a Redis script)
+    by submit and by retry; eight submits racing for one output: one wins."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from vsr.jobs.distributed import submit_planned
+    from vsr.jobs.plan import plan_job
+
+    planned = plan_job(job(make_clip("r.mp4", frames=3), tmp_path / "out" / "r.mp4"), 8)
+    [first] = submit_planned([planned], broker)
+    with pytest.raises(BrokerError, match=f"is already the output of job {first} \\(queued\\): one unfinished job"):
+        submit_planned([planned], broker)
+    cancel(broker, first)
+    [second] = submit_planned([planned], broker)
+    with pytest.raises(BrokerError, match=f"is already the output of job {second} \\(queued\\)"):
+        retry(broker, first)
+    assert {r["id"]: r["state"] for r in status(broker)} == {first: "cancelled", second: "queued"}
+    cancel(broker, second)
+
+    def one(_):
+        try:
+            return submit_planned([planned], broker)[0]
+        except BrokerError:
+            return None
+
+    with ThreadPoolExecutor(8) as pool:
+        won = [i for i in pool.map(one, range(8)) if i is not None]
+    assert len(won) == 1
+    states = [r["state"] for r in status(broker)]
+    assert states.count("queued") == 1 and len(states) == 3  # the losers left no record behind
+
+
+@pytest.mark.parametrize("damage, words", [
+    (lambda db, i: db.hdel(f"vsr:job:{i}", "total"), "is malformed (no 'total')"),
+    (lambda db, i: (db.delete(f"vsr:job:{i}:done"), db.set(f"vsr:job:{i}:done", "x")), "holds something else"),
+    (lambda db, i: (db.delete("vsr:jobs"), db.set("vsr:jobs", "x")), "holds something else at vsr:jobs"),
+    (lambda db, i: db.hset(f"vsr:job:{i}", "spec", "{"), "is malformed (not a vsr job"),
+])
+def test_a_record_vsr_did_not_write_is_one_line(broker, make_clip, tmp_path, damage, words):
+    [job_id] = submit([job(make_clip("m.mp4", frames=3), tmp_path / "m.mp4")], broker, chunk_frames=8)
+    damage(redis.Redis.from_url(broker, decode_responses=True), job_id)
+    with pytest.raises(BrokerError) as err:
+        status(broker)
+    assert words in str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("url", ["redis://:{pw}@127.0.0.1:{port}/0", "redis://vsr:{pw}@127.0.0.1:{port}/0",
+                                 "redis://127.0.0.1:{port}/0?password={pw}", "unix:///nowhere/redis.sock?password={pw}",
+                                 "redis://127.0.0.1:{port}/0?password={pw}&db=2"])
+def test_a_password_is_masked_in_every_url_form(url):
+    url = url.format(pw="s3cr%65t", port=free_port())
+    with pytest.raises(BrokerError) as err:
+        status(url)
+    assert "s3cr" not in str(err.value) and "***" in str(err.value)

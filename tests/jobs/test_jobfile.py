@@ -25,14 +25,17 @@ def test_the_example_documents_every_key():
     f = read_job_file(REPO / "jobs" / "example.toml")
     assert f.out_dir == REPO / "upscaled" and f.inputs[0] == REPO / "videos" / "holiday.mp4"
     assert (f.ext, f.chunk_frames, f.overwrite) == ("mkv", 300, False)
-    # tile: automatic unless set; int8-calibration: a folder of your frames, shown commented out
-    assert set(f.upscale) == set(UPSCALE_KEYS) - {"tile", "int8_calibration"}
+    # tile: automatic unless set; int8-calibration: a folder of your frames; frames: all unless set; each shown
+    # commented out
+    assert set(f.upscale) == set(UPSCALE_KEYS) - {"tile", "int8_calibration", "frames"}
+    text = (REPO / "jobs" / "example.toml").read_text()
+    assert all(f"# {k.replace('_', '-')} = " in text for k in ("int8_calibration", "frames"))
     assert f.upscale["memory_budget"] == 3072 and f.upscale["encoder_options"] == ["tune=film"]
 
 
-def test_the_keys_are_those_of_vsr_upscale_without_frames():
+def test_the_keys_are_those_of_vsr_upscale():
     p = argparse.ArgumentParser()
-    add_upscale_options(p, frames=False)
+    add_upscale_options(p)
     assert {a.dest for a in p._actions if a.dest != "help"} == set(UPSCALE_KEYS)
 
 

@@ -127,9 +127,10 @@ def test_a_malformed_job_is_one_line(text, message):
         JobSpec.from_json(text)
 
 
-def test_a_job_is_a_whole_video_into_a_video_file():
-    with pytest.raises(InputError, match="--frames"):
-        JobSpec("/a.mp4", "/b.mp4", runner=RunnerSettings(frames=(2, 9)))
+def test_a_job_writes_a_video_file_of_all_or_some_frames():
+    part = JobSpec("/a.mp4", "/b.mp4", runner=RunnerSettings(frames=(2, 9)))
+    assert part.trimmed and not JobSpec("/a.mp4", "/b.mp4").trimmed
+    assert part.key != JobSpec("/a.mp4", "/b.mp4").key
     with pytest.raises(InputError, match="PNG folders"):
         JobSpec("/a.mp4", "/frames")
 

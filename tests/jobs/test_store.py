@@ -132,10 +132,10 @@ def test_cancel_and_retry(store):
     store.commit_chunk(me, done, report(4, 1.0), computed=True)
     store.cancel(a)
     assert store.claim(me, 30) is None and store.job(a).state == "cancelled"
-    with pytest.raises(InputError, match="only a queued or running job can be cancelled"):
+    with pytest.raises(InputError, match="only a queued, running or waiting job can be cancelled"):
         store.cancel(a)
     store.retry(a, committed=lambda chunk: True)
-    assert store.job(a).state == "running" and store.job(a).chunks_done == 1
+    assert store.job(a).state == "queued" and store.job(a).chunks_done == 1
     assert store.claim(me, 30).index == 1
     with pytest.raises(InputError, match="only a failed or cancelled job"):
         store.retry(a)
@@ -230,3 +230,108 @@ def test_a_locked_store_is_one_line_after_the_busy_timeout(tmp_path):
         holder.close()
     with JobStore(path) as s:
         assert s.jobs() == [] and s.integrity_check() == "ok"
+
+
+def test_retry_cannot_take_an_output_another_unfinished_job_owns(store):
+    """Issue 23: cancel job 1, add job 2 to the same output, retry job 1: both ran and job 1's output was
+    silently replaced.  The store's unique index refuses the retry, whatever the command line said."""
+    (a,) = store.add_jobs([job("a", 1)])
+    store.cancel(a)
+    (b,) = store.add_jobs([job("a", 1)])
+    with pytest.raises(StoreError, match=f"job {a} cannot be retried: its output /out/a.mp4 is now the output of "
+                                         f"job {b} \\(queued\\): one unfinished job per output"):
+        store.retry(a)
+    assert [r.state for r in store.jobs()] == ["cancelled", "queued"]
+    store.cancel(b)
+    store.retry(a)  # the output is free again
+    assert [r.state for r in store.jobs()] == ["queued", "cancelled"]
+
+
+def test_the_store_itself_keeps_one_unfinished_job_per_output(store):
+    """Not a check in each command: a plain INSERT of a second unfinished job is refused by SQLite."""
+    store.add_jobs([job("a", 1)])
+    db = sqlite3.connect(store.path)
+    with pytest.raises(sqlite3.IntegrityError, match="UNIQUE"):
+        db.execute("INSERT INTO jobs (spec, input, output, state, created, updated) VALUES ('{}', '/in/x.mp4', "
+                   "'/out/a.mp4', 'waiting', 0, 0)")
+    db.execute("INSERT INTO jobs (spec, input, output, state, created, updated) VALUES ('{}', '/in/x.mp4', "
+               "'/out/a.mp4', 'done', 0, 0)")  # finished jobs of one output: as many as ever ran
+    db.commit()
+    db.close()
+
+
+def test_a_version_1_store_is_migrated_and_keeps_one_owner_per_output(tmp_path):
+    """A store written by the vsr before schema 2 (whose retry could make two unfinished jobs of one output):
+    opened, it becomes version 2; its chunks stay; of two unfinished jobs of one output the later one fails."""
+    path = tmp_path / "old.db"
+    db = sqlite3.connect(path)
+    db.executescript("""
+        CREATE TABLE jobs (id INTEGER PRIMARY KEY AUTOINCREMENT, spec TEXT NOT NULL, input TEXT NOT NULL,
+            output TEXT NOT NULL, state TEXT NOT NULL CHECK (state IN ('queued', 'running', 'done', 'failed',
+            'cancelled')), error TEXT, join_owner TEXT, join_expiry REAL, created REAL NOT NULL,
+            updated REAL NOT NULL);
+        CREATE TABLE chunks (job INTEGER NOT NULL REFERENCES jobs (id) ON DELETE CASCADE, idx INTEGER NOT NULL,
+            start INTEGER NOT NULL, stop INTEGER NOT NULL, chunk TEXT NOT NULL, state TEXT NOT NULL CHECK (state
+            IN ('queued', 'running', 'done', 'failed')), owner TEXT, expiry REAL, heartbeat REAL,
+            attempts INTEGER NOT NULL DEFAULT 0, computed INTEGER NOT NULL DEFAULT 0, report TEXT,
+            PRIMARY KEY (job, idx));
+        CREATE INDEX chunks_state ON chunks (state);
+        INSERT INTO jobs VALUES (1, '{}', '/in/a.mp4', '/out/a.mp4', 'running', NULL, NULL, NULL, 0, 0);
+        INSERT INTO jobs VALUES (2, '{}', '/in/b.mp4', '/out/a.mp4', 'queued', NULL, NULL, NULL, 0, 0);
+        INSERT INTO chunks (job, idx, start, stop, chunk, state) VALUES (1, 0, 0, 4, '{}', 'done');
+        INSERT INTO chunks (job, idx, start, stop, chunk, state) VALUES (2, 0, 0, 4, '{}', 'queued');
+        PRAGMA user_version = 1;
+    """)
+    db.close()
+    with JobStore(path) as s:
+        assert [(r.id, r.state, r.chunks_done, r.chunks_total) for r in s.jobs()] == \
+            [(1, "interrupted", 1, 1), (2, "failed", 0, 1)]
+        assert s.job(2).error == "job 1 writes the same output; retry this one once it has ended"
+        assert s.integrity_check() == "ok"
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
+
+
+def test_a_full_disk_makes_a_job_wait_then_it_goes_on(store):
+    (a,) = store.add_jobs([job("a", 2)])
+    me = owner_id()
+    claim = store.claim(me, 30)
+    store.wait(me, claim, "no space left on the output's disk", 0.3)
+    row = store.job(a)
+    assert (row.state, row.error) == ("waiting", "no space left on the output's disk") and store.pending()
+    assert store.chunks(a)[0]["attempts"] == 0  # not counted against --max-attempts
+    assert store.claim(me, 30) is None  # not before its wait is over
+    time.sleep(0.35)
+    again = store.claim(me, 30)
+    assert (again.job, again.index) == (a, 0) and store.job(a).state == "running" and store.job(a).error is None
+    store.cancel(a)  # a waiting job can be cancelled too
+    assert store.job(a).state == "cancelled"
+
+
+def test_a_running_job_whose_workers_are_gone_shows_as_interrupted(store):
+    (a,) = store.add_jobs([job("a", 2, frames=10)])
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    gone = f"{socket.gethostname()}:{dead.pid}:t"
+    store.claim(gone, 3600)
+    assert store.job(a).state == "interrupted" and store.job(a).to_dict()["state"] == "interrupted"
+    me = owner_id()
+    claim = store.claim(me, 30)  # the lost chunk, taken up again
+    assert store.job(a).state == "running"
+    assert store.heartbeat(me, claim, 30, progress=(4, 2.0))
+    row = store.job(a)
+    assert (row.frames_running, row.chunks_running, row.fps) == (4, 1, 2.0)
+    assert row.progress == pytest.approx(0.2) and row.eta_s == pytest.approx(8.0)  # 16 frames left at 2 fps
+    store.release(me)
+    assert store.job(a).state == "interrupted" and store.job(a).frames_running == 0
+
+
+def test_a_chunk_report_that_is_not_json_is_read_as_none(store):
+    (a,) = store.add_jobs([job("a", 1)])
+    me = owner_id()
+    store.commit_chunk(me, store.claim(me, 30), report(4, 1.0), computed=True)
+    with sqlite3.connect(store.path) as db:
+        db.execute("UPDATE chunks SET report = ? WHERE job = ?", ("{not json" + "[" * 100000, a))
+    row = store.job(a)
+    assert row.chunks_done == 1 and row.fps is None
+    assert store.chunks(a)[0]["report"] is None and store.chunks(a)[0]["report_error"].startswith("not JSON")

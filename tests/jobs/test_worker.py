@@ -100,4 +100,5 @@ def test_ctrl_c_gives_the_chunk_back_and_exits_130(make_clip, tmp_path, workers)
         assert p.returncode == 130, err
         chunk = store.chunks(job)[0]
         assert (chunk["state"], chunk["owner"], chunk["attempts"]) == ("queued", None, 0)
+        assert store.job(job).state == "interrupted"  # issue 25: not "running" with no worker alive
     assert not (tmp_path / "a.mkv").exists() and "Traceback" not in err

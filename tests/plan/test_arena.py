@@ -34,3 +34,13 @@ def test_random_lifetimes(specs):
     busiest = max(sum(-(-b.nbytes // ALIGN) * ALIGN for b in bufs if b.first <= s <= b.last)
                   for s in range(-1, 10))
     assert plan.arena_nbytes >= busiest
+
+
+def test_every_offset_is_256_byte_aligned_for_tensorrt():
+    """TensorRT's set_tensor_address refuses addresses that are not 256-byte aligned; the arena's buffers are
+    bound to engines as they are."""
+    assert ALIGN == 256
+    plan = plan_arena([Buffer("a", 100, 0, 2), Buffer("b", 300, 1, 2), Buffer("c", 4, 2, 3), Buffer("d", 70, 0, 3)])
+    check_no_overlap(plan)
+    assert all(b.offset % 256 == 0 for b in plan.buffers.values())
+    assert plan.arena_nbytes == 256 + 512 + 256 + 256  # b (300 bytes) takes two blocks, the others one each

@@ -1,22 +1,32 @@
-"""TensorRT runner binding: each run sets its own input shapes and tensor addresses on the shared context.
+"""The TensorRT segment backend on the strict stand-in module (``tests/plan/trt_standin.py``): builds, profiles,
+bindings and the checks of every call.
 
-TensorRT and pycuda cannot be installed on the development machine, so the engine, its execution context and
-pycuda's driver are stand-ins here (``FakeEngine``, ``FakeContext``, ``FakeCuda``) that keep what TensorRT keeps:
-the context's input shapes and tensor addresses are state set by the caller and read by ``execute_async_v3``.
-The stand-in engine doubles its input.  The real engines are tested in test_tensorrt.py where TensorRT exists.
+TensorRT and pycuda cannot be installed here.  The stand-in refuses every name the real 11.x (or 10.x) bindings
+lack and fails where TensorRT fails; its engines run their ONNX on ONNX Runtime over the host memory at the
+addresses they are given.  ``HostCuda`` is pycuda's driver over host memory (256-byte aligned allocations).
+The real engines are tested in test_tensorrt.py where TensorRT exists.
 """
 
 from __future__ import annotations
 
+import sys
+import types
+
 import numpy as np
+import onnx
 import pytest
+import torch
+from onnx import TensorProto, helper, numpy_helper
 
+from tests.plan.trt_standin import TensorRTStandIn
 from vsr.errors import BackendError
-from vsr.plan.tensorrt import TensorRTSegmentRunner
+from vsr.plan.tensorrt import TensorRTDeviceRunner, TensorRTSegmentBackend
+
+VERSIONS = ("10.16.1.11", "11.4.0.106")
 
 
-class FakeCuda:
-    """pycuda.driver's calls the runner makes; device memory is a dict of byte arrays keyed by address."""
+class HostCuda:
+    """pycuda.driver's calls the host runner makes, on host memory: allocations are numpy arrays."""
 
     def __init__(self):
         self.memory: dict[int, np.ndarray] = {}
@@ -28,12 +38,15 @@ class FakeCuda:
             pass
 
     def mem_alloc(self, nbytes: int) -> int:
-        addr = 0x1000 * (len(self.memory) + 1)
-        self.memory[addr] = np.zeros(nbytes, np.uint8)
-        return addr
+        raw = np.zeros(nbytes + 256, np.uint8)
+        start = -raw.ctypes.data % 256
+        buf = raw[start:start + nbytes]
+        self.memory[buf.ctypes.data] = buf
+        self._keep = getattr(self, "_keep", []) + [raw]
+        return buf.ctypes.data
 
     def memcpy_htod_async(self, addr, arr, stream):
-        raw = arr.reshape(-1).view(np.uint8)
+        raw = np.ascontiguousarray(arr).reshape(-1).view(np.uint8)
         self.memory[addr][:raw.size] = raw
 
     def memcpy_dtoh_async(self, arr, addr, stream):
@@ -41,42 +54,36 @@ class FakeCuda:
         raw[:] = self.memory[addr][:raw.size]
 
 
-class FakeContext:
-    def __init__(self, cuda: FakeCuda):
-        self.cuda = cuda
-        self.shapes: dict[str, tuple] = {}
-        self.addresses: dict[str, int] = {}
-        self.runs: list[tuple] = []
-
-    def set_input_shape(self, name, shape) -> bool:
-        if shape[1:] != (4,):
-            return False
-        self.shapes[name] = tuple(shape)
-        return True
-
-    def set_tensor_address(self, name, addr) -> None:
-        self.addresses[name] = addr
-
-    def execute_async_v3(self, stream_handle) -> bool:
-        shape = self.shapes["x"]
-        n = int(np.prod(shape))
-        x = self.cuda.memory[self.addresses["x"]][:4 * n].view(np.float32)
-        self.cuda.memory[self.addresses["y"]][:4 * n] = (2 * x).view(np.uint8)
-        self.runs.append(shape)
-        return True
+def _double(path, dims=("N", 4), dtype=TensorProto.FLOAT, extra_input=None) -> str:
+    """y = 2 * x, x of ``dims`` (a symbolic first dimension); optionally a second, unused-looking input."""
+    x = helper.make_tensor_value_info("x", dtype, list(dims))
+    y = helper.make_tensor_value_info("y", dtype, list(dims))
+    two = numpy_helper.from_array(np.array(2, helper.tensor_dtype_to_np_dtype(dtype)), "two")
+    inputs, nodes = [x], [helper.make_node("Mul", ["x", "two"], ["y"], name="double")]
+    if extra_input is not None:
+        inputs.append(extra_input)
+    model = helper.make_model(helper.make_graph(nodes, "double", inputs, [y], [two]),
+                              opset_imports=[helper.make_opsetid("", 19)])
+    onnx.save(model, str(path))
+    return str(path)
 
 
-class FakeEngine:
-    num_io_tensors = 2
+@pytest.fixture(params=VERSIONS)
+def trt(request, monkeypatch):
+    standin = TensorRTStandIn(request.param)
+    monkeypatch.setitem(sys.modules, "tensorrt", standin)
+    return standin
 
-    def __init__(self, cuda: FakeCuda):
-        self.context = FakeContext(cuda)
 
-    def get_tensor_name(self, i: int) -> str:
-        return ("x", "y")[i]
-
-    def create_execution_context(self) -> FakeContext:
-        return self.context
+@pytest.fixture
+def pycuda(monkeypatch):
+    cuda = HostCuda()
+    pkg = types.ModuleType("pycuda")
+    monkeypatch.setitem(sys.modules, "pycuda", pkg)
+    monkeypatch.setitem(sys.modules, "pycuda.autoinit", types.ModuleType("pycuda.autoinit"))
+    monkeypatch.setitem(sys.modules, "pycuda.driver", cuda)
+    pkg.driver = cuda
+    return cuda
 
 
 def _buffers(n: int):
@@ -84,97 +91,168 @@ def _buffers(n: int):
     return x, np.zeros_like(x)
 
 
-def test_each_binding_runs_with_its_own_batch_shape_and_buffers():
-    cuda = FakeCuda()
-    runner = TensorRTSegmentRunner(FakeEngine(cuda), cuda, max_batch=4)
+def test_each_binding_runs_with_its_own_batch_shape_and_buffers(trt, pycuda, tmp_path):
+    runner = TensorRTSegmentBackend(max_batch=4).load(_double(tmp_path / "d.onnx"))
     x2, y2 = _buffers(2)
     x1, y1 = _buffers(1)
     run2 = runner.bind({"x": x2}, {"y": y2})
     run1 = runner.bind({"x": x1}, {"y": y1})  # bound last: the context must not keep its shape for run2
     run2()
     run1()
+    y2[...] = 0
     run2()
-    assert runner.context.runs == [(2, 4), (1, 4), (2, 4)]
     np.testing.assert_array_equal(y2, 2 * x2)
     np.testing.assert_array_equal(y1, 2 * x1)
 
 
-def test_device_buffers_are_sized_for_the_largest_batch_once():
-    cuda = FakeCuda()
-    runner = TensorRTSegmentRunner(FakeEngine(cuda), cuda, max_batch=4)
+def test_device_buffers_are_sized_for_the_largest_batch_once(trt, pycuda, tmp_path):
+    runner = TensorRTSegmentBackend(max_batch=4).load(_double(tmp_path / "d.onnx"))
     runner.bind({"x": _buffers(1)[0]}, {"y": _buffers(1)[1]})
     runner.bind({"x": _buffers(3)[0]}, {"y": _buffers(3)[1]})
-    assert len(cuda.memory) == 2  # one per tensor, none reallocated for the larger batch
-    assert all(buf.size == 4 * 4 * 4 for buf in cuda.memory.values())
+    assert len(pycuda.memory) == 2  # one per tensor, none reallocated for the larger batch
+    assert all(buf.size == 4 * 4 * 4 for buf in pycuda.memory.values())
 
 
-def test_a_binding_larger_than_max_batch_grows_the_buffer_and_earlier_bindings_follow():
-    cuda = FakeCuda()
-    runner = TensorRTSegmentRunner(FakeEngine(cuda), cuda, max_batch=1)
-    x1, y1 = _buffers(1)
-    run1 = runner.bind({"x": x1}, {"y": y1})
-    x5, y5 = _buffers(5)
-    run5 = runner.bind({"x": x5}, {"y": y5})
-    run1()
-    run5()
-    np.testing.assert_array_equal(y1, 2 * x1)
-    np.testing.assert_array_equal(y5, 2 * x5)
-
-
-def test_unknown_tensor_and_rejected_shape_are_backend_errors():
-    cuda = FakeCuda()
-    runner = TensorRTSegmentRunner(FakeEngine(cuda), cuda)
+def test_a_batch_beyond_the_profile_and_an_unknown_tensor_are_one_line_errors(trt, pycuda, tmp_path):
+    runner = TensorRTSegmentBackend(max_batch=2).load(_double(tmp_path / "d.onnx"))
     with pytest.raises(BackendError, match="no I/O tensor 'z'"):
         runner.bind({"z": np.zeros((1, 4), np.float32)}, {})
-    run = runner.bind({"x": np.zeros((1, 3), np.float32)}, {"y": np.zeros((1, 3), np.float32)})
-    with pytest.raises(BackendError, match="rejected shape"):
+    run = runner.bind({"x": _buffers(3)[0]}, {"y": _buffers(3)[1]})
+    with pytest.raises(BackendError, match=r"rejected shape \(3, 4\) for input 'x'") as info:
         run()
+    assert "\n" not in str(info.value)
 
 
-class _DeviceTensor:
-    """A device tensor as the device-I/O runner sees it: an address and a shape."""
-
-    def __init__(self, address: int, shape: tuple):
-        self.address, self.shape = address, shape
-
-    def data_ptr(self) -> int:
-        return self.address
+def test_networks_are_strongly_typed_and_set_no_precision_flag(trt, tmp_path):
+    TensorRTSegmentBackend(device_io=True, stream=lambda: 5).load(_double(tmp_path / "d.onnx"))
+    assert trt._builds[-1]["strongly_typed"] is True and trt._builds[-1]["flags"] == []
 
 
-class _RecordingContext(FakeContext):
-    def execute_async_v3(self, stream_handle) -> bool:
-        self.runs.append((dict(self.shapes), dict(self.addresses), stream_handle))
-        return True
+def test_fp16_engines_come_from_an_fp16_onnx_and_need_no_fp16_flag(trt, tmp_path):
+    """TensorRT 11 has no BuilderFlag.FP16: the old path raised AttributeError there; the precision is the
+    ONNX's (strongly typed)."""
+    if trt._version.startswith("11"):
+        with pytest.raises(AttributeError, match="FP16"):
+            trt.BuilderFlag.FP16
+    else:
+        assert repr(trt.BuilderFlag.FP16) == "BuilderFlag.FP16"
+    half = TensorRTSegmentBackend(precision="fp16", device_io=True, stream=lambda: 5)
+    with pytest.raises(BackendError, match="fp16 engines are built from vsr's fp16 export"):
+        half.load(_double(tmp_path / "fp32.onnx"))
+    half.load(_double(tmp_path / "fp16.onnx", dtype=TensorProto.FLOAT16))
+    assert trt._builds[-1]["inputs"] == [["x", [-1, 4], "float16"]] and trt._builds[-1]["flags"] == []
 
 
-def test_device_io_points_the_engine_at_the_callers_tensors_on_the_callers_stream():
-    from vsr.plan.tensorrt import TensorRTDeviceRunner
+def test_int8_engines_come_from_the_qdq_export(trt, tmp_path):
+    be = TensorRTSegmentBackend(precision="int8", device_io=True, stream=lambda: 5)
+    with pytest.raises(BackendError, match="is fp16: int8 engines are built from the Q/DQ export"):
+        be.load(_double(tmp_path / "half.onnx", dtype=TensorProto.FLOAT16))
+    be.load(_double(tmp_path / "plain.onnx"))  # a segment whose convs all stayed fp32
+    path = _double(tmp_path / "qdq.onnx")
+    model = onnx.load(path)
+    scale = numpy_helper.from_array(np.array(0.05, np.float32), "s")
+    zero = numpy_helper.from_array(np.array(0, np.int8), "z")
+    model.graph.initializer.extend([scale, zero])
+    model.graph.node[0].input[0] = "x_dq"
+    model.graph.node.insert(0, helper.make_node("QuantizeLinear", ["x", "s", "z"], ["x_q"], name="q"))
+    model.graph.node.insert(1, helper.make_node("DequantizeLinear", ["x_q", "s", "z"], ["x_dq"], name="dq"))
+    onnx.save(model, path)
+    be.load(path)
+    assert trt._builds[-1]["strongly_typed"] is True and trt._builds[-1]["flags"] == []
 
-    cuda = FakeCuda()
-    engine = FakeEngine(cuda)
-    engine.context = _RecordingContext(cuda)
+
+def test_profiles_span_the_batch_in_items_scaled_by_frames_per_item(trt, tmp_path):
+    """A per-frame input is (3*N, ...): batch 2 of 3-frame items is 6 rows, inside a profile built for
+    N = 1..4 and optimised at the planned N = 2 (the old profile was rows 1..8 at 1)."""
+    path = _double(tmp_path / "frames.onnx", dims=("3*N", 4))
+    runner = TensorRTSegmentBackend(opt_batch=2, max_batch=4, device_io=True, stream=lambda: 5).load(path)
+    assert trt._builds[-1]["profile"] == {"x": [[3, 4], [6, 4], [12, 4]]}
+    x, y = _aligned(6, 4), _aligned(6, 4)
+    x[...] = torch.arange(24.0).reshape(6, 4)
+    runner.bind({"x": x}, {"y": y})()
+    torch.testing.assert_close(y, 2 * x, rtol=0, atol=0)
+
+
+def test_an_int64_shape_input_is_refused_before_the_build(trt, tmp_path):
+    val = helper.make_tensor_value_info("val_0", TensorProto.INT64, [1])
+    path = _double(tmp_path / "shape.onnx", extra_input=val)
+    with pytest.raises(BackendError, match="input 'val_0' is int64; TensorRT segments take float tensors only"):
+        TensorRTSegmentBackend(device_io=True, stream=lambda: 5).load(path)
+
+
+def _aligned(*shape) -> torch.Tensor:
+    raw = torch.zeros(int(np.prod(shape)) + 64)
+    start = (-raw.data_ptr() % 256) // 4
+    return raw[start:start + int(np.prod(shape))].view(*shape)
+
+
+def test_device_io_points_the_engine_at_the_callers_tensors_on_the_callers_stream(trt, tmp_path):
     streams = iter([11, 12])
-    runner = TensorRTDeviceRunner(engine, stream=lambda: next(streams))
-    run2 = runner.bind({"x": _DeviceTensor(0xA000, (2, 4))}, {"y": _DeviceTensor(0xB000, (2, 4))})
-    run1 = runner.bind({"x": _DeviceTensor(0xC000, (1, 4))}, {"y": _DeviceTensor(0xD000, (1, 4))})
+    runner = TensorRTSegmentBackend(max_batch=2, device_io=True, stream=lambda: next(streams)).load(
+        _double(tmp_path / "d.onnx"))
+    x2, y2, x1, y1 = _aligned(2, 4), _aligned(2, 4), _aligned(1, 4), _aligned(1, 4)
+    x2[...] = torch.arange(8.0).reshape(2, 4)
+    x1[...] = 5.0
+    run2 = runner.bind({"x": x2}, {"y": y2})
+    run1 = runner.bind({"x": x1}, {"y": y1})
     run2()
     run1()
-    assert engine.context.runs == [({"x": (2, 4)}, {"x": 0xA000, "y": 0xB000}, 11),
-                                   ({"x": (1, 4)}, {"x": 0xC000, "y": 0xD000}, 12)]
-    assert cuda.memory == {}  # nothing allocated, nothing copied
-    with pytest.raises(BackendError, match="no I/O tensor 'z'"):
-        runner.bind({"z": _DeviceTensor(1, (1, 4))}, {})
+    assert trt._streams == [11, 12]
+    torch.testing.assert_close(y2, 2 * x2, rtol=0, atol=0)
+    torch.testing.assert_close(y1, 2 * x1, rtol=0, atol=0)
 
 
-def test_engine_cache_path_depends_on_the_device_key_and_the_folder(tmp_path):
-    from vsr.plan.tensorrt import TensorRTSegmentBackend
+def test_device_io_refuses_the_default_stream_and_misaligned_tensors(trt, tmp_path):
+    path = _double(tmp_path / "d.onnx")
+    with pytest.raises(BackendError, match="give the stream"):
+        TensorRTSegmentBackend(device_io=True).load(path)
+    run = TensorRTSegmentBackend(device_io=True, stream=lambda: 0).load(path).bind(
+        {"x": _aligned(1, 4)}, {"y": _aligned(1, 4)})
+    with pytest.raises(BackendError, match="legacy default stream"):
+        run()
+    runner = TensorRTSegmentBackend(device_io=True, stream=lambda: 5).load(path)
+    off = _aligned(1, 8)[:, 1:5]
+    with pytest.raises(BackendError, match=r"tensor 'x' at 0x[0-9a-f]+ is not 256-byte aligned"):
+        runner.bind({"x": off}, {"y": _aligned(1, 4)})
 
-    onnx = tmp_path / "segment_0.onnx"
+
+class _Refusing:
+    """An execution context whose every call fails (as TensorRT's do, returning False)."""
+
+    def __init__(self, fail: str):
+        self.fail = fail
+
+    def set_input_shape(self, name, shape):
+        return self.fail != "shape"
+
+    def set_tensor_address(self, name, address):
+        return self.fail != "address"
+
+    def execute_async_v3(self, stream):
+        return self.fail != "execute"
+
+
+@pytest.mark.parametrize("fail, message", [("shape", "rejected shape \\(1, 4\\) for input 'x'"),
+                                           ("address", "rejected the address 0x[0-9a-f]+ of tensor '[xy]'"),
+                                           ("execute", "execution of seg failed \\(outputs y\\)")])
+def test_every_refused_call_is_a_one_line_error_naming_the_tensor(fail, message):
+    engine = types.SimpleNamespace(num_io_tensors=2, get_tensor_name=lambda i: "xy"[i],
+                                   create_execution_context=lambda: _Refusing(fail))
+    run = TensorRTDeviceRunner(engine, lambda: 9, "seg").bind({"x": _aligned(1, 4)}, {"y": _aligned(1, 4)})
+    with pytest.raises(BackendError, match=message) as info:
+        run()
+    assert "\n" not in str(info.value)
+
+
+def test_engine_cache_path_depends_on_every_build_setting(tmp_path):
+    onnx_path = tmp_path / "segment_0.onnx"
     a = TensorRTSegmentBackend(precision="fp16", cache_key="k1", engine_dir=str(tmp_path / "engines"))
-    path = a.engine_path(onnx, b"graph", "10.6")
+    path = a.engine_path(onnx_path, b"graph", "10.6")
     assert path.parent == tmp_path / "engines" and path.name.startswith("segment_0.") and path.suffix == ".engine"
-    assert path == a.engine_path(onnx, b"graph", "10.6")
-    others = {TensorRTSegmentBackend(precision="fp16", cache_key="k2").engine_path(onnx, b"graph", "10.6").name,
-              a.engine_path(onnx, b"graph", "10.7").name, a.engine_path(onnx, b"graph2", "10.6").name,
-              TensorRTSegmentBackend(precision="fp32", cache_key="k1").engine_path(onnx, b"graph", "10.6").name}
-    assert path.name not in others and len(others) == 4
+    assert path == a.engine_path(onnx_path, b"graph", "10.6")
+    others = {TensorRTSegmentBackend(precision="fp16", cache_key="k2").engine_path(onnx_path, b"graph", "10.6").name,
+              a.engine_path(onnx_path, b"graph", "10.7").name, a.engine_path(onnx_path, b"graph2", "10.6").name,
+              TensorRTSegmentBackend(precision="fp32", cache_key="k1").engine_path(onnx_path, b"graph", "10.6").name,
+              TensorRTSegmentBackend(precision="fp16", cache_key="k1", opt_batch=2).engine_path(
+                  onnx_path, b"graph", "10.6").name}
+    assert path.name not in others and len(others) == 5

@@ -109,3 +109,24 @@ def test_two_reports_side_by_side_give_b_over_a(tmp_path, capsys):
     assert rc == 0 and "note: A wrote 6 frames and B 3" in out
     assert next(line for line in out.splitlines() if line.startswith("infer ")).split() == ["infer", "1.900", "3.800",
                                                                                           "2.00x"]
+
+
+def test_names_in_a_report_reach_the_terminal_escaped(tmp_path, capsys):
+    data = dict(OLD, settings={**OLD["settings"], "input": "clip\x1b[2J\nname.mp4"})
+    rc, out, err = report(capsys, write(tmp_path, data))
+    assert rc == 0 and "\x1b" not in out and "clip\\x1b[2J\\nname.mp4" in out
+
+
+@pytest.mark.parametrize("data, words", [
+    ({**OLD, "format": "vsr-run-report/3"}, "format vsr-run-report/3, which this vsr cannot read"),
+    ({**OLD, "frames": 10**400}, "a number of 401 digits"),
+    ({**OLD, "wall_s": 1e300}, "holds 1e+300: beyond any number"),
+    ({**OLD, "settings": {"deep": json.loads("[" * 40 + "]" * 40)}}, "nests deeper than 32 levels"),
+])
+def test_reports_beyond_any_real_one_are_refused_before_rendering(data, words):
+    """Also for reports that never were a file (a job's chunk reports, read from its store)."""
+    from vsr.report.load import parse_run
+
+    with pytest.raises(InputError) as e:
+        parse_run(data, "chunk 3")
+    assert words in str(e.value) and "\n" not in str(e.value)

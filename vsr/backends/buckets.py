@@ -38,7 +38,7 @@ class BucketPolicy:
     def load(cls, path: str | os.PathLike | None = None) -> "BucketPolicy":
         """``configs/plan/buckets.toml`` (or ``path``)."""
         if path is None:
-            from vsr.model.config import config_dir
+            from vsr.files import config_dir
 
             path = config_dir() / "plan" / "buckets.toml"
         p = Path(path)

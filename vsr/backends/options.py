@@ -20,6 +20,8 @@ from vsr.backends.torch_backend import TorchOptions
 from vsr.errors import BackendError
 
 PRECISIONS = ("fp16", "fp32")
+CUDA_PRECISIONS = ("fp16", "fp32", "int8")  # int8: TensorRT segments built from the Q/DQ export
+CUDA_OUTPUTS = ("float16", "uint8", "float32")
 SEGMENT_RUNTIMES = ("auto", "torch", "tensorrt")
 
 
@@ -34,7 +36,10 @@ class CudaOptions:
     launcher: "auto" | "cupy" | "pycuda" | "host" (see :mod:`vsr.kernels.cuda.launch`);  segments: "auto"
     (TensorRT engines when ``tensorrt`` imports, else torch) | "torch" | "tensorrt";  dcn_gemm: the DCN's
     matrix product on "torch" (cuBLAS) after vsr's sampling kernel, or vsr's own "kernel";  cache_dir: engine
-    and kernel caches (default ``<engine dir>/cuda``).  Tuning: fp16 and cuda_graphs on; a larger --batch.
+    and kernel caches (default ``<engine dir>/cuda``);  output: the dtype ``infer`` downloads, "float16" (enough
+    for 10-bit output), "uint8" (RGB quantised on the device: a quarter of float32's bytes) or "float32";
+    precision "int8" takes TensorRT segments (the Q/DQ export).  Tuning: fp16 and cuda_graphs on; a larger
+    --batch.
     """
 
     device: str | None = None
@@ -45,10 +50,15 @@ class CudaOptions:
     dcn_gemm: str = "torch"
     cache_dir: str | None = None
     buckets: BucketPolicy | None = None
+    output: str = "float16"
 
     def __post_init__(self):
-        if self.precision not in PRECISIONS:
-            raise BackendError(f"CUDA precision {self.precision!r}: choose from {', '.join(PRECISIONS)}")
+        if self.precision not in CUDA_PRECISIONS:
+            raise BackendError(f"CUDA precision {self.precision!r}: choose from {', '.join(CUDA_PRECISIONS)}")
+        if self.precision == "int8" and self.segments != "tensorrt":
+            raise BackendError("CUDA precision int8 runs on TensorRT segments only (segments='tensorrt')")
+        if self.output not in CUDA_OUTPUTS:
+            raise BackendError(f"CUDA output {self.output!r}: choose from {', '.join(CUDA_OUTPUTS)}")
         if self.segments not in SEGMENT_RUNTIMES:
             raise BackendError(f"CUDA segments {self.segments!r}: choose from {', '.join(SEGMENT_RUNTIMES)}")
         if self.dcn_gemm not in ("torch", "kernel"):

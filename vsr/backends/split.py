@@ -185,7 +185,7 @@ class SplitBackend(ModelBackend):
         bound, step = self._bound(n, hb, wb)
         plan = self.executor(hb, wb).plan
         in_name, out_name = plan.inputs[0], plan.outputs[0]
-        out = np.empty((n, 3, 4 * h, 4 * w), np.float32)
+        out = None  # as read_output gives it: float32 here, the CUDA runtime's own output dtype there
         for i in range(0, n, step):
             chunk = x[i:i + step]
             m = chunk.shape[0]
@@ -194,7 +194,10 @@ class SplitBackend(ModelBackend):
             t1 = time.perf_counter()
             bound.run()
             t2 = time.perf_counter()
-            out[i:i + m] = self.read_output(bound.outputs[out_name], m, 4 * h, 4 * w)
+            y = self.read_output(bound.outputs[out_name], m, 4 * h, 4 * w)
+            if out is None:
+                out = np.empty((n, *y.shape[1:]), y.dtype)
+            out[i:i + m] = y
             self._io["pad"] += t1 - t0
             self._io["crop"] += time.perf_counter() - t2
         return out

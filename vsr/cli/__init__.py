@@ -39,11 +39,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _warning_line(message, category, filename, lineno, file=None, line=None):
-    print(f"vsr: warning: {message}", file=sys.stderr)
+    from vsr.errors import printable
+
+    print(f"vsr: warning: {printable(message)}", file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> int:
-    from vsr.errors import VsrError
+    from vsr.errors import VsrError, printable
 
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -54,16 +56,25 @@ def main(argv: list[str] | None = None) -> int:
     except VsrError as e:
         if args.verbose:
             raise
-        print(f"vsr: error: {e}", file=sys.stderr)
+        print(f"vsr: error: {printable(e)}", file=sys.stderr)  # a file name may hold a newline or an escape
         return e.exit_code
     except KeyboardInterrupt:
         print("vsr: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        return _stdout_closed()
     except (MemoryError, OSError) as e:
         if args.verbose:
             raise
-        print(f"vsr: error: {type(e).__name__}: {e}", file=sys.stderr)
+        print(f"vsr: error: {type(e).__name__}: {printable(e)}", file=sys.stderr)
         return 1
+
+
+def _stdout_closed() -> int:
+    """The reader of standard output went away (``vsr models | head -1``): stop quietly, as command-line tools
+    do, with nothing left for the interpreter to fail to flush at exit."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 141
 
 
 def entry() -> None:
@@ -77,6 +88,9 @@ def entry() -> None:
     code = 1
     try:
         code = main()
+        sys.stdout.flush()  # here, where a closed pipe is caught, not at exit
+    except BrokenPipeError:
+        code = _stdout_closed()
     except SystemExit as e:  # argparse
         code = e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
     finally:

@@ -67,11 +67,15 @@ def run(args) -> int:
 
     if args.html and args.out is None:
         raise InputError("--html needs --out (the pages go beside the reports)")
+    cases = None if args.cases is None else tuple(c.strip() for c in args.cases.split(",") if c.strip())
+    if cases == ():
+        raise InputError(f"--cases {args.cases!r} names no case: give case names separated by commas (e.g. "
+                         "ort-whole-fp32,ort-split-fp32), or leave --cases out for all of them")
     settings = BenchSettings(config=args.config, weights=args.weights, size=parse_size(args.size),
                              frames=_positive(args.frames, "--frames"),
                              threads=_positive(args.threads, "--threads") if args.threads is not None else None,
                              input=args.input, baseline=args.baseline, runs=_positive(args.runs, "--runs"),
-                             cases=tuple(c.strip() for c in args.cases.split(",")) if args.cases else None)
+                             cases=cases)
     if args.out is not None:  # a bad or taken --out is reported before the models load
         from vsr.bench.cases import bench_cases, select_cases
         from vsr.bench.output import check_out

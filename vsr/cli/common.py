@@ -19,7 +19,8 @@ def add_model_args(p: argparse.ArgumentParser, default_weights: str | None = "de
     req = default_weights is None
     p.add_argument("--weights", required=req, default=default_weights,
                    help="checkpoint (.pth: BasicSR, mmagic or plain state dict), 'default' or 'real' "
-                        "(bundled; 'real' for compressed video) or 'random' (seeded random init, for testing)"
+                        "(bundled; 'real' for compressed video), a fetched official checkpoint's name (vsr models) "
+                        "or 'random' (seeded random init, for testing)"
                         + ("" if req else f"; default: {default_weights}"))
     p.add_argument("--config", default=None,
                    help="model config name in configs/ or a .toml path (default: recognised from the "

@@ -1,7 +1,9 @@
 """``vsr jobs add|list|run|cancel|retry|report``: queued batch upscales in a job store (:mod:`vsr.jobs`).
 
-The store is ``jobs/queue.db`` (``--store PATH`` or ``$VSR_JOBS``).  ``--broker URL`` sends the jobs to a Celery
-broker instead (:mod:`vsr.jobs.distributed`, imported only then).
+The store is ``$XDG_DATA_HOME/vsr/jobs.db`` (``~/.local/share/vsr/jobs.db``; ``--store PATH`` or
+``$VSR_JOBS_STORE``).  ``--broker URL`` sends the jobs to a Celery broker instead (:mod:`vsr.jobs.distributed`,
+imported only then).  Every name printed is escaped (:func:`vsr.errors.printable`): a file name can hold a
+newline or a terminal escape sequence.
 """
 
 from __future__ import annotations
@@ -9,13 +11,19 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import math
 import signal
 import sys
 from dataclasses import replace
 from pathlib import Path
 
 from vsr.cli.settings import add_upscale_options, to_int, upscale_settings
-from vsr.errors import InputError
+from vsr.errors import InputError, printable
+
+MAX_JOB_ID = 2**63 - 1  # SQLite's integers
+MAX_WORKERS = 256
+MAX_LEASE_S = 7 * 24 * 3600.0
+MAX_CHUNK_FRAMES = 10**9
 
 
 def add_parser(sub) -> None:
@@ -25,20 +33,20 @@ def add_parser(sub) -> None:
     jobs = p.add_subparsers(dest="jobs_command", metavar="ACTION")
     jobs.required = True
     _add_add(jobs)
-    q = _sub(jobs, "list", "show the jobs: state, chunks done, speed, ETA, error")
+    q = _sub(jobs, "list", "show the jobs: state, progress, speed, ETA, error")
     q.add_argument("--json", action="store_true", help="print the jobs as JSON")
     q.add_argument("--broker", default=None, metavar="URL", help="show the jobs of a Celery broker instead")
     r = _sub(jobs, "run", "work through the queue (several at once share it safely)")
-    r.add_argument("--workers", default="1", metavar="N", help="worker processes (default 1)")
-    r.add_argument("--until-empty", action="store_true", help="exit when no job is queued or running")
+    r.add_argument("--workers", default="1", metavar="N", help=f"worker processes (default 1, at most {MAX_WORKERS})")
+    r.add_argument("--until-empty", action="store_true", help="exit when no job is queued, running or waiting")
     r.add_argument("--lease", default="60", metavar="S",
                    help="seconds a chunk stays claimed by a worker that stopped answering (default 60)")
     r.add_argument("--max-attempts", default=None, metavar="N",
                    help="a chunk whose worker vanished N times fails its job (default 25)")
     r.add_argument("--quiet", action="store_true", help="no line per chunk and job")
     r.add_argument("--broker", default=None, metavar="URL", help="run a Celery worker on this broker instead")
-    for name, text in (("cancel", "stop a queued or running job"), ("retry", "queue a failed or cancelled job "
-                                                                                "again (its done chunks are kept)")):
+    for name, text in (("cancel", "stop a queued, running or waiting job"),
+                       ("retry", "queue a failed or cancelled job again (its done chunks are kept)")):
         _sub(jobs, name, text).add_argument("id", help="job id (see vsr jobs list)")
     rep = _sub(jobs, "report", "the per-stage timing of a job, summed over its chunks")
     rep.add_argument("id", help="job id (see vsr jobs list)")
@@ -50,8 +58,9 @@ def add_parser(sub) -> None:
 
 def _sub(jobs, name: str, text: str) -> argparse.ArgumentParser:
     p = jobs.add_parser(name, help=text, description=text[0].upper() + text[1:] + ".")
-    p.add_argument("--store", default=None, metavar="PATH", help="job store (default: $VSR_JOBS, else "
-                                                                 "jobs/queue.db)")
+    p.add_argument("--store", default=None, metavar="PATH", help="job store (default: $VSR_JOBS_STORE, else "
+                                                                 "$XDG_DATA_HOME/vsr/jobs.db, i.e. "
+                                                                 "~/.local/share/vsr/jobs.db)")
     p.set_defaults(func=globals()[f"_{name}"])
     return p
 
@@ -61,11 +70,12 @@ def _add_add(jobs) -> None:
     a.add_argument("inputs", nargs="+", metavar="IN", help="video file, folder of videos, or job file (.toml, "
                                                             "see jobs/example.toml)")
     a.add_argument("--out-dir", default=None, metavar="DIR", help="where the outputs go: DIR/<input stem>.<ext>")
-    a.add_argument("--ext", default=None, help="output container (default: the input's)")
+    a.add_argument("--ext", default=None, help="output container, a bare suffix (default: the input's where it "
+                                               "keeps timestamps, else mp4 or mkv)")
     a.add_argument("--chunk-frames", default=None, metavar="N", help="frames per chunk (default 300)")
     a.add_argument("--overwrite", action="store_true", help="replace outputs that exist")
     a.add_argument("--broker", default=None, metavar="URL", help="submit to a Celery broker (redis://HOST:PORT/N)")
-    add_upscale_options(a, frames=False)
+    add_upscale_options(a)
 
 
 def _distributed():
@@ -77,20 +87,40 @@ def _distributed():
     return distributed
 
 
+def _broker(args) -> str | None:
+    """``--broker``: None when not given; an empty one is an error (it never means the local store)."""
+    if args.broker is None:
+        return None
+    if not args.broker.strip():
+        raise InputError("--broker is empty: give the broker's URL (redis://HOST:PORT/N), or leave --broker out "
+                         "for the local job store")
+    return args.broker
+
+
 def _job_id(text: str) -> int:
     try:
-        return int(text)
+        job = int(text)
     except ValueError:
         raise InputError(f"a job id is a number (see vsr jobs list), not {text!r}") from None
+    if not 1 <= job <= MAX_JOB_ID:
+        raise InputError(f"no job {text}: job ids run from 1 (see vsr jobs list)")
+    return job
 
 
-def _positive(value, option: str) -> float:
+def _seconds(value, option: str, low: float, high: float) -> float:
     try:
         v = float(value)
-    except (TypeError, ValueError):
-        raise InputError(f"{option} must be a number, not {value!r}") from None
-    if v <= 0:
-        raise InputError(f"{option} must be > 0, not {value}")
+    except (TypeError, ValueError, OverflowError):
+        raise InputError(f"{option} must be a number of seconds, not {value!r}") from None
+    if not (math.isfinite(v) and low <= v <= high):
+        raise InputError(f"{option} must be between {low:g} and {high:g} seconds, not {value}")
+    return v
+
+
+def _bounded_int(value, option: str, low: int, high: int) -> int:
+    v = to_int(value, option, low)
+    if v > high:
+        raise InputError(f"{option} must be at most {high}, not {v}")
     return v
 
 
@@ -100,7 +130,8 @@ def _groups(args) -> list[tuple[list[Path], Path, str | None, int | None, bool, 
     from vsr.jobs.jobfile import read_job_file
 
     out_dir = Path(args.out_dir) if args.out_dir else None
-    chunk = to_int(args.chunk_frames, "--chunk-frames", 1) if args.chunk_frames is not None else None
+    chunk = _bounded_int(args.chunk_frames, "--chunk-frames", 1, MAX_CHUNK_FRAMES) \
+        if args.chunk_frames is not None else None
     plain = [Path(i) for i in args.inputs if Path(i).suffix.lower() != ".toml"]
     groups = []
     if plain:
@@ -124,17 +155,24 @@ def _groups(args) -> list[tuple[list[Path], Path, str | None, int | None, bool, 
 def _add(args) -> int:
     from vsr.jobs.inputs import output_folders
 
+    broker = _broker(args)
     with output_folders() as created:  # until the jobs are queued: a failed add leaves no new folder
-        ids = _queue(args, created)
-    for i in ids:
-        print(i)
+        added, where = _queue(args, broker, created)
+    for job, spec, chunks in added:
+        frames = sum(c.stop - c.start for c in chunks)
+        print(printable(f"job {job}: {spec.input} -> {spec.output} ({frames} frames in {len(chunks)} "
+                        f"chunk{'s' if len(chunks) != 1 else ''})"))
+    how = f" --broker {where}" if broker else f" --store {where}" if args.store is not None else ""
+    place = "on the broker" if broker else "in the job store"
+    print(printable(f"queued {len(added)} job{'s' if len(added) != 1 else ''} {place} {where}; `vsr jobs run{how}` "
+                    "works through them"))
     return 0
 
 
-def _queue(args, created: list[Path]) -> list:
-    """Check and queue the jobs of ``vsr jobs add``: their ids."""
-    from vsr.jobs.chunks import DEFAULT_CHUNK_FRAMES, plan_chunks
+def _queue(args, broker: str | None, created: list[Path]) -> tuple[list, str]:
+    """Check, plan and queue the jobs of ``vsr jobs add``: ``[(id, spec, chunks)]`` and where they went."""
     from vsr.jobs.inputs import job_specs
+    from vsr.jobs.plan import DEFAULT_CHUNK_FRAMES, plan_job
 
     taken: dict = {}
     planned = []  # (spec, chunk frames)
@@ -142,43 +180,53 @@ def _queue(args, created: list[Path]) -> list:
         backend, encoder, runner = upscale_settings(options)
         for spec in job_specs(inputs, out_dir, ext, backend, encoder, runner, overwrite, taken, created):
             planned.append((spec, chunk or DEFAULT_CHUNK_FRAMES))
-    if args.broker:
-        ids = []
-        for frames in dict.fromkeys(f for _, f in planned):
-            ids += _distributed().submit([s for s, f in planned if f == frames], args.broker, frames)
-            created.clear()  # queued jobs write there: their folders stay whatever fails next
+    jobs = [plan_job(spec, frames) for spec, frames in planned]  # probes every input and encoder first
+    if broker:
+        distributed = _distributed()
+        ids = distributed.submit_planned(jobs, broker)
+        created.clear()  # queued jobs write there: their folders stay whatever fails next
+        where = distributed.safe_url(broker)
     else:
         from vsr.jobs.store import JobStore
 
-        jobs = [(spec, plan_chunks(spec, frames)) for spec, frames in planned]  # probes every input first
         with JobStore(args.store, create=True) as store:
             ids = store.add_jobs(jobs)
-    return ids
+            where = str(store.path)
+    return [(i, spec, chunks) for i, (spec, chunks) in zip(ids, jobs)], where
 
 
 def _list(args) -> int:
     from vsr.report.render import table
 
-    if args.broker:
-        rows = _distributed().status(args.broker)
+    broker = _broker(args)
+    if broker:
+        rows = _distributed().status(broker)
     else:
         from vsr.jobs.store import JobStore
 
-        with JobStore(args.store) as store:
+        with JobStore(args.store, write=False) as store:
             rows = [r.to_dict() for r in store.jobs()]
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
-    cells = [[str(r.get("id")), str(r.get("state")), f"{r.get('chunks_done', '-')}/{r.get('chunks_total', '-')}",
-              f"{r['fps']:.2f}" if r.get("fps") else "-", _eta(r.get("eta_s")), str(r.get("input")),
-              r.get("error") or ""] for r in rows]
-    print(table(["id", "state", "chunks", "fps", "ETA", "input", "error"], cells, right=False) if cells
-          else "no jobs")
+    cells = [[str(r.get("id")), str(r.get("state")), _progress(r), f"{r.get('chunks_done', '-')}/"
+              f"{r.get('chunks_total', '-')}", f"{r['fps']:.2f}" if r.get("fps") else "-", _eta(r.get("eta_s")),
+              str(r.get("input")), r.get("error") or ""] for r in rows]
+    cells = [[printable(c) for c in row] for row in cells]
+    print(table(["id", "state", "progress", "chunks", "fps", "ETA", "input", "error"], cells, right=False)
+          if cells else "no jobs")
     return 0
 
 
+def _progress(row: dict) -> str:
+    total, done = row.get("frames_total"), row.get("frames_done")
+    if not isinstance(total, int) or not isinstance(done, int) or total <= 0:
+        return "-"
+    return f"{100 * min(done, total) // total}% ({done}/{total})"
+
+
 def _eta(seconds: float | None) -> str:
-    if seconds is None:
+    if seconds is None or not math.isfinite(seconds):
         return "-"
     s = int(round(seconds))
     return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}"
@@ -189,17 +237,18 @@ def _raise_interrupt(signum, frame):
 
 
 def _run(args) -> int:
-    workers = to_int(args.workers, "--workers", 1)
-    if args.broker:
-        _distributed().run_worker(args.broker, concurrency=workers)
+    workers = _bounded_int(args.workers, "--workers", 1, MAX_WORKERS)
+    broker = _broker(args)
+    if broker:
+        _distributed().run_worker(broker, concurrency=workers)
         return 0
     from vsr.jobs.store import store_path
     from vsr.jobs.worker import WorkerSettings, run_workers
 
-    settings = WorkerSettings(lease_s=_positive(args.lease, "--lease"), until_empty=args.until_empty,
+    settings = WorkerSettings(lease_s=_seconds(args.lease, "--lease", 1, MAX_LEASE_S), until_empty=args.until_empty,
                               quiet=args.quiet)
     if args.max_attempts is not None:
-        settings = replace(settings, max_attempts=to_int(args.max_attempts, "--max-attempts", 1))
+        settings = replace(settings, max_attempts=_bounded_int(args.max_attempts, "--max-attempts", 1, 10**6))
     # SIGTERM/SIGHUP take Ctrl-C's path: the claims in progress go back to the queue
     previous = {s: signal.signal(s, _raise_interrupt) for s in (signal.SIGTERM, signal.SIGHUP)}
     try:
@@ -212,48 +261,68 @@ def _run(args) -> int:
 def _cancel(args) -> int:
     from vsr.jobs.store import JobStore
 
+    job = _job_id(args.id)
     with JobStore(args.store) as store:
-        store.cancel(_job_id(args.id))
+        store.cancel(job)
+        row = store.job(job)
+    print(printable(f"cancelled job {job}: {row.input} -> {row.output} ({row.chunks_done} of {row.chunks_total} "
+                    "chunks done; a chunk in progress finishes, none starts)"))
     return 0
 
 
 def _retry(args) -> int:
     from vsr.jobs.chunks import is_committed
+    from vsr.jobs.identity import check_unchanged
     from vsr.jobs.spec import ChunkSpec, JobSpec
     from vsr.jobs.store import JobStore
 
     job = _job_id(args.id)
     with JobStore(args.store) as store:
         spec = JobSpec.from_json(store.spec_json(job))
+        check_unchanged(spec.input, spec.source)  # a job is bound to its input: a changed one fails again
         store.retry(job, committed=lambda chunk: is_committed(spec, ChunkSpec.from_dict(chunk)))
+        row = store.job(job)
+    print(printable(f"job {job} queued again: {row.input} -> {row.output} ({row.chunks_done} of "
+                    f"{row.chunks_total} chunks kept, {row.chunks_total - row.chunks_done} to compute)"))
     return 0
 
 
 def _report(args) -> int:
     from vsr.report import html, render
     from vsr.report.combine import combine_reports
-    from vsr.report.load import parse_run
+    from vsr.report.load import escaped, parse_run
 
-    if args.broker:
-        reports, total = _distributed().chunk_reports(args.broker, args.id), None
+    broker = _broker(args)
+    if broker:
+        reports, total = _distributed().chunk_reports(broker, args.id), None
         settings, label, state = {"job": args.id}, f"job {args.id}", "on the broker"
     else:
-        from vsr.jobs.store import JobStore
-
-        job = _job_id(args.id)
-        with JobStore(args.store) as store:
-            row = store.job(job)
-            chunks = store.chunks(job)
-        reports = [c["report"] for c in chunks if c["state"] == "done" and c["report"]]
-        total, label, state = len(chunks), f"job {job}", row.state
-        settings = {"input": row.input, "output": row.output, "frames": f"0:{row.frames_total}", "job": job}
+        reports, total, label, state, settings = _stored_reports(_job_id(args.id), args.store)
+    for i, r in enumerate(reports):
+        parse_run(r, f"{label}: the report of chunk {i}")  # checked and bounded before they are combined
     run = parse_run(combine_reports(reports, settings), label)
     if args.html:
         html.write_page(args.html, html.render_html(run), overwrite=args.overwrite)
-    print(json.dumps(render.to_json(run), indent=2) if args.json else render.render_text(run))
+    print(json.dumps(render.to_json(run), indent=2) if args.json else render.render_text(escaped(run)))
     if total is not None and len(reports) < total:
         print(f"vsr: {label} is {state}: the report covers {len(reports)} of its {total} chunks", file=sys.stderr)
     return 0
+
+
+def _stored_reports(job: int, store_arg) -> tuple[list[dict], int, str, str, dict]:
+    from vsr.jobs.store import JobStore, StoreError
+
+    with JobStore(store_arg, write=False) as store:
+        row = store.job(job)
+        chunks = store.chunks(job)
+    for c in chunks:
+        if c["state"] == "done" and c["report_error"]:
+            raise StoreError(f"job {job}: the stored report of chunk {c['idx']} is {c['report_error']}; the store "
+                             "is damaged")
+    reports = [c["report"] for c in chunks if c["state"] == "done" and c["report"]]
+    frames = f"{chunks[0]['start']}:{chunks[-1]['stop']}" if chunks else "0:0"
+    settings = {"input": row.input, "output": row.output, "frames": frames, "job": job}
+    return reports, len(chunks), f"job {job}", row.state, settings
 
 
 def run(args) -> int:

@@ -1,40 +1,86 @@
-"""``vsr models``: configurations and known official checkpoints."""
+"""``vsr models``: configurations, bundled weights and the official checkpoints; ``vsr models fetch NAME``."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("models", help="list model configurations and known official checkpoints")
+    p = sub.add_parser("models", help="list model configurations and official checkpoints; fetch them",
+                       description="List the model configurations, the bundled weights and the official EDVR "
+                                   "checkpoints (with which are downloaded); `vsr models fetch NAME` downloads one.")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=run)
+    actions = p.add_subparsers(dest="action", metavar="ACTION")
+    f = actions.add_parser("fetch", help="download official checkpoints (resumable, sha256-verified)",
+                           description="Download official EDVR checkpoints from where they are published, verify "
+                                       "their sha256 and keep them in the weights cache ($VSR_WEIGHTS_DIR, else "
+                                       "~/.cache/vsr/weights), where --weights NAME finds them.  An interrupted "
+                                       "download resumes where it stopped.")
+    f.add_argument("names", nargs="+", metavar="NAME", help="short names from `vsr models`, or all")
+    f.add_argument("--dir", default=None, metavar="D", help="download into folder D instead of the weights cache "
+                                                          "(then pass --weights D/FILE, or set VSR_WEIGHTS_DIR=D)")
+    f.add_argument("--timeout", default="30", metavar="S", help="give up on a server that sends nothing for S "
+                                                               "seconds (default 30; run again to resume)")
+    f.add_argument("--quiet", action="store_true", help="no progress bar")
+    f.set_defaults(func=run_fetch)
+
+
+def run_fetch(args) -> int:
+    from vsr.errors import InputError
+    from vsr.model.official import fetch, find_official, official_names
+
+    names = list(official_names()) if "all" in args.names else list(dict.fromkeys(args.names))
+    unknown = [n for n in names if find_official(n) is None]
+    if unknown:
+        raise InputError(f"unknown official checkpoint {unknown[0]!r} (known: {', '.join(official_names())}, "
+                         "or all)")
+    try:
+        timeout = float(args.timeout)
+    except ValueError:
+        timeout = 0.0
+    if not 0 < timeout < 86400:
+        raise InputError(f"--timeout must be a number of seconds, not {args.timeout!r}")
+    folder = Path(args.dir) if args.dir is not None else None
+    for name in names:
+        path, downloaded = fetch(name, folder, timeout=timeout, quiet=args.quiet)
+        print(f"{name}: {path}{'' if downloaded else ' (already there, sha256 verified)'}")
+    return 0
 
 
 def run(args) -> int:
     import json
 
-    from vsr.model import OFFICIAL, list_configs, load_config
+    from vsr.model import list_configs, load_config, official
+    from vsr.model.official import fetched_path
     from vsr.model.weights import BUNDLED_NAMES, DEFAULT_WEIGHTS, WEIGHTS_DIR
 
     cfgs = [load_config(n) for n in list_configs()]
     bundled = {n: WEIGHTS_DIR / f"{n}.pth" for n in BUNDLED_NAMES if (WEIGHTS_DIR / f"{n}.pth").is_file()}
+    catalogue = official.OFFICIAL
+    present = {o.name: fetched_path(o) for o in catalogue if fetched_path(o).is_file()}
     if args.json:
         print(json.dumps({
             "configs": [{"name": c.name, "num_feat": c.num_feat, "num_frame": c.num_frame,
                          "num_reconstruct_block": c.num_reconstruct_block, "with_tsa": c.with_tsa,
                          "description": c.description} for c in cfgs],
-            "official": [{"file": o.filename, "config": o.config, "sha256": o.sha256 or f"{o.prefix}...",
-                          "published": o.psnr} for o in OFFICIAL],
+            "official": [{"name": o.name, "file": o.filename, "config": o.config,
+                          "sha256": o.sha256 or f"{o.prefix}...", "published": o.psnr, "urls": list(o.urls),
+                          "source": o.source, "path": str(present[o.name]) if o.name in present else None}
+                         for o in catalogue],
             "default_weights": str(DEFAULT_WEIGHTS) if DEFAULT_WEIGHTS.is_file() else None,
             "bundled": {n: str(f) for n, f in bundled.items()}}, indent=2))
         return 0
-    print("Configurations (configs/):")
+    print("Configurations:")
     for c in cfgs:
         print(f"  {c.name:<14} feat {c.num_feat:<4} frames {c.num_frame}  blocks {c.num_extract_block}+"
               f"{c.num_reconstruct_block:<3} TSA {'yes' if c.with_tsa else 'no ':<3}  {c.description}")
-    print("\nOfficial BasicSR checkpoints (recognised by sha256, config chosen automatically):")
-    for o in OFFICIAL:
-        sha = o.sha256 or f"{o.prefix}... (file-name suffix)"
-        print(f"  {o.filename}\n      config {o.config}; published {o.psnr}; sha256 {sha}")
+    print("\nOfficial checkpoints (`vsr models fetch NAME` downloads one, then --weights NAME; any copy of these "
+          "files is recognised by its sha256):")
+    for o in catalogue:
+        where = f"downloaded: {present[o.name]}" if o.name in present else f"not downloaded (from {o.hosts})"
+        print(f"  {o.name:<25} config {o.config:<13} published {o.psnr}\n"
+              f"  {'':<25} {o.filename}; {where}")
     print(f"\nBundled default weights: {DEFAULT_WEIGHTS if DEFAULT_WEIGHTS.is_file() else 'none in this build'}")
     for n, f in bundled.items():
         record = f.with_suffix(".json")

@@ -20,16 +20,17 @@ def run(args) -> int:
 
     from vsr.errors import InputError
     from vsr.report import html, render
-    from vsr.report.load import load_run
+    from vsr.report.load import escaped, load_run
 
     if len(args.reports) > 2:
         raise InputError(f"vsr report takes one report, or two to compare, not {len(args.reports)}")
     runs = [load_run(p) for p in args.reports]
+    shown = [escaped(r) for r in runs]  # the terminal's copy: a report's settings hold file names
     if len(runs) == 1:
-        data, text = render.to_json(runs[0]), render.render_text(runs[0])
+        data, text = render.to_json(runs[0]), render.render_text(shown[0])
         page = html.render_html(runs[0]) if args.html else None
     else:
-        data, text = render.compare(*runs), render.render_compare_text(*runs)
+        data, text = render.compare(*runs), render.render_compare_text(*shown)
         page = html.render_compare_html(*runs) if args.html else None
     if page is not None:
         html.write_page(args.html, page, overwrite=args.overwrite)

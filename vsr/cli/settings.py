@@ -14,7 +14,7 @@ def add_upscale_options(p, *, frames: bool = True) -> None:
 
     m = p.add_argument_group("model")
     m.add_argument("--weights", default="default", help="checkpoint file, 'default' or 'real' (bundled; 'real' for "
-                   "compressed video) or 'random' (tests)")
+                   "compressed video), a fetched official checkpoint's name (vsr models) or 'random' (tests)")
     m.add_argument("--config", default=None, help="model config name or TOML file (default: from the weights)")
     m.add_argument("--backend", default="auto", help=f"{' | '.join(backend_names())} (default: auto = cuda where "
                    "torch sees a GPU and cupy or pycuda is installed, else ONNX Runtime)")
@@ -41,7 +41,7 @@ def add_upscale_options(p, *, frames: bool = True) -> None:
                    help="detector's ratio of a cut's frame difference to its neighbours' (default: "
                         "configs/pipeline/scenes.toml)")
     e = p.add_argument_group("encoder")
-    e.add_argument("--codec", default=None, help="video encoder: libx264 (default where the container holds "
+    e.add_argument("-c", "--codec", default=None, help="video encoder: libx264 (default where the container holds "
                                                  "H.264), libx265, libsvtav1, ffv1, prores_ks, ...")
     e.add_argument("--crf", default=None, help="constant rate factor (codec's default if omitted)")
     e.add_argument("--preset", default=None, help="encoder preset")

@@ -6,6 +6,7 @@ import json
 import os
 import signal
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from vsr.cli.settings import add_upscale_options, parse_frames, parse_options, upscale_settings
@@ -19,10 +20,15 @@ def add_parser(sub) -> None:
                        description="Upscale IN x4 into OUT.  OUT's suffix picks the container (.mp4, .mkv, .mov, "
                                    "...); a name without suffix, or a folder, gets %08d.png frames.  Audio and "
                                    "subtitles are copied; timestamps, colour and rotation kept.")
-    p.add_argument("input", help="video file, or folder of *.png frames")
-    p.add_argument("output", help="video file, or folder for PNG frames")
+    p.add_argument("input", help="video file, folder of *.png frames, or - (a stream on standard input: Y4M, "
+                                 "NUT, MPEG-TS, Matroska, ...)")
+    p.add_argument("output", help="video file, folder for PNG frames, or - (a stream on standard output, see "
+                                  "--format)")
     add_upscale_options(p)
     o = p.add_argument_group("output")
+    o.add_argument("--format", default=None, choices=("y4m", "nut", "matroska"),
+                   help="container of output - (default y4m: raw frames, no audio; nut and matroska carry audio "
+                        "and take -c as files do)")
     o.add_argument("--report", default=None, metavar="RUN.JSON", help="write per-stage timings and settings")
     o.add_argument("--quiet", action="store_true", help="no progress bar, no summary table")
     o.add_argument("--overwrite", action="store_true", help="replace OUTPUT if it exists")
@@ -37,9 +43,12 @@ def run(args) -> int:
     from vsr.pipeline import upscale
 
     request, encoder, runner = upscale_settings(args)
+    encoder = replace(encoder, container=args.format)
     report_path = Path(args.report) if args.report else None
     if report_path is not None and not report_path.parent.is_dir():
         raise InputError(f"--report folder does not exist: {report_path.parent}")
+    if report_path is not None and report_path.is_dir():
+        raise InputError(f"--report {report_path} is a folder: give the report's file name (e.g. run.json)")
 
     bars = []
     totals = []

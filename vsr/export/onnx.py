@@ -5,7 +5,9 @@ exporter with a ``torch.library`` custom op for the DCN and a custom translation
 ``opset19.DeformConv`` works, so that is what is used here.
 
 Graph I/O: input ``lr`` float32 ``(N, T, 3, H, W)`` in [0, 1]; output ``hr`` float32 ``(N, 3, 4H, 4W)``.
-N is dynamic; H and W are fixed at export (a shape bucket); the backends pad frames to the bucket.
+N is dynamic; H and W are fixed at export (a shape bucket); the backends pad frames to the bucket.  Values the
+exporter computes from the input's shape are folded into constants (:mod:`vsr.export.fold`): no ``Shape`` node,
+so no segment of a split plan takes an int64 shape tensor.
 """
 
 from __future__ import annotations
@@ -13,13 +15,13 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import tempfile
 import warnings
 from pathlib import Path
 
 import torch
 
 from vsr.errors import InputError
+from vsr.export.fold import fold_shape_values
 from vsr.model.config import ModelConfig
 
 log = logging.getLogger(__name__)
@@ -86,7 +88,7 @@ def export_onnx(model: torch.nn.Module, config: ModelConfig, path: str | os.Path
         prog = torch.onnx.export(model, (x,), dynamo=True, opset_version=opset, input_names=[INPUT_NAME],
                                  output_names=[OUTPUT_NAME], dynamic_shapes=dyn, custom_translation_table=table,
                                  optimize=True, verbose=False, report=False)
-    proto = prog.model_proto
+    proto = fold_shape_values(prog.model_proto)
     n_dcn = sum(1 for nd in proto.graph.node if nd.op_type == "DeformConv")
     n_d2s = _pixel_shuffle_to_crd(proto)
     if n_dcn == 0 or n_d2s != 2:
@@ -96,13 +98,21 @@ def export_onnx(model: torch.nn.Module, config: ModelConfig, path: str | os.Path
     for k, v in meta.items():
         e = proto.metadata_props.add()
         e.key, e.value = k, v
-    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".part", dir=out.parent)
-    os.close(fd)
+    save_atomic(proto, out)
+    log.info("exported %s: %d DeformConv, %d DepthToSpace nodes", out, n_dcn, n_d2s)
+    return out
+
+
+def save_atomic(proto, out: Path) -> None:
+    """Write ``proto`` to ``out`` under a temporary name beside it, renamed when complete; the file gets the
+    user's usual permissions (umask), not mkstemp's 0600."""
+    import onnx
+
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.{os.urandom(4).hex()}.part")
+    os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666))
     try:
         onnx.save(proto, tmp)
         os.replace(tmp, out)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    log.info("exported %s: %d DeformConv, %d DepthToSpace nodes", out, n_dcn, n_d2s)
-    return out

@@ -22,9 +22,15 @@ fails its job.  Several worker processes on one machine share its cores: give th
 (``--threads``), as ONNX Runtime takes every core per process by default.
 
 Job records live in the broker's Redis, next to Celery's own keys: ``vsr:jobs`` (job ids, oldest first),
-``vsr:job:<id>`` (spec, chunks, state, error, times), ``vsr:job:<id>:done`` (chunk index -> worker, time, run
-report), ``vsr:job:<id>:running`` (chunk index -> worker and pid) and ``vsr:job:<id>:attempts`` (chunk index ->
-deliveries).  Messages are JSON only.
+``vsr:job:<id>`` (spec, output, chunks, state, error, times), ``vsr:job:<id>:done`` (chunk index -> worker, time,
+run report), ``vsr:job:<id>:running`` (chunk index -> worker and pid), ``vsr:job:<id>:attempts`` (chunk index ->
+deliveries) and ``vsr:output:<path>`` (the job that owns an output: at most one unfinished job does, taken
+atomically by submit and retry, :mod:`vsr.jobs.records`).  Messages are JSON only.  A chunk or join that finds
+its output's disk full leaves its job ``waiting`` and is sent again after :data:`DISK_WAIT_S`.
+
+Trust: whoever can write to the broker can make the workers read and write any path their user may (a job
+names its files by absolute path); the broker is for trusted users only.  Messages name the broker with its
+password masked (:func:`vsr.jobs.records.safe_url`).
 """
 
 from __future__ import annotations
@@ -39,8 +45,12 @@ from urllib.parse import urlsplit
 
 from vsr.backends import Backend
 from vsr.errors import BrokerError, VsrError
-from vsr.jobs.chunks import is_committed, join_chunks, plan_chunks, run_chunk
+from vsr.jobs.chunks import discard, is_committed, join_chunks, run_chunk
+from vsr.jobs.plan import plan_job
+from vsr.jobs.records import give_output, key as _key, safe_url, scrub, take_output
 from vsr.jobs.spec import ChunkSpec, JobSpec
+from vsr.jobs.worker import disk_full
+from vsr.video.source import SourceChanged
 
 try:
     import redis
@@ -53,6 +63,7 @@ CONNECT_TIMEOUT_S = 3.0          # a broker that is not there is reported in sec
 QUEUE = "vsr"                    # not Celery's default queue: a Redis shared with other Celery apps stays apart
 CHUNK_TASK = "vsr.jobs.chunk"
 MAX_ATTEMPTS = 3  # a chunk whose process dies this often (out of memory?) fails its job instead of looping
+DISK_WAIT_S = 60  # a chunk or join that found its output's disk full is sent again after this
 
 # one opened backend per worker process, reused by the chunks of every job with the same model and options
 _BACKENDS: dict[str, Backend] = {}
@@ -83,24 +94,45 @@ def submit(specs: list[JobSpec], broker: str, chunk_frames: int, *,
            visibility_timeout_s: float | None = None) -> list[str]:
     """Queue ``specs`` on ``broker``; one id per job.  Every input is probed before anything is sent, so a bad
     one is a :class:`~vsr.errors.VsrError` and nothing is queued."""
+    _connect(broker)
+    return submit_planned([plan_job(spec, chunk_frames) for spec in specs], broker,
+                          visibility_timeout_s=visibility_timeout_s)
+
+
+def submit_planned(jobs: list[tuple[JobSpec, list[ChunkSpec]]], broker: str, *,
+                   visibility_timeout_s: float | None = None) -> list[str]:
+    """Queue planned jobs (:func:`vsr.jobs.plan.plan_job`) on ``broker``; one id per job.  Each job takes its
+    output first (:func:`vsr.jobs.records.take_output`): an output another unfinished job owns is refused and
+    nothing is sent."""
     db = _connect(broker)
-    plans = [(spec, plan_chunks(spec, chunk_frames)) for spec in specs]
-    app = make_app(broker, visibility_timeout_s=visibility_timeout_s)
-    ids, job_id = [], None
+    ids = [uuid.uuid4().hex for _ in jobs]
+    taken: list[tuple[str, str]] = []
     try:
-        for spec, chunks in plans:
-            job_id = uuid.uuid4().hex
+        for job_id, (spec, chunks) in zip(ids, jobs):
             db.hset(_key(job_id), mapping={
-                "spec": spec.to_json(), "chunks": json.dumps([c.to_dict() for c in chunks]),
+                "spec": spec.to_json(), "output": spec.output, "chunks": json.dumps([c.to_dict() for c in chunks]),
                 "total": len(chunks), "state": "queued", "error": "", "submitted": time.time(), "generation": 0})
+            take_output(db, job_id, spec.output)
+            taken.append((job_id, spec.output))
+    except BaseException:
+        with contextlib.suppress(redis.RedisError, OSError):
+            for job_id, output in taken:
+                give_output(db, job_id, output)
+            db.delete(*(_key(i) for i in ids))
+        raise
+    app = make_app(broker, visibility_timeout_s=visibility_timeout_s)
+    sent = []
+    try:
+        for job_id, (spec, chunks) in zip(ids, jobs):
             db.rpush("vsr:jobs", job_id)
             _send(app, job_id, spec, chunks, 0)
-            ids.append(job_id)
+            sent.append(job_id)
     except (redis.RedisError, OSError) as err:
-        if job_id is not None and job_id not in ids:
-            with contextlib.suppress(redis.RedisError, OSError):  # `retry` can send what is missing
-                _fail(db, job_id, f"the broker failed while its chunks were sent: {err}")
-        raise BrokerError(f"the broker {_safe(broker)} failed while jobs were sent ({len(ids)} queued): {err}") from err
+        with contextlib.suppress(redis.RedisError, OSError):  # `retry` can send what is missing
+            for job_id in ids[len(sent):]:
+                _fail(db, job_id, f"the broker failed while its chunks were sent: {scrub(str(err), broker)}")
+        raise BrokerError(f"the broker {safe_url(broker)} failed while jobs were sent ({len(sent)} queued): "
+                          f"{scrub(str(err), broker)}") from None
     finally:
         app.close()
     return ids
@@ -116,22 +148,24 @@ def cancel(broker: str, job_id: str) -> None:
 
 
 def retry(broker: str, job_id: str) -> None:
-    """Queue a failed or cancelled ``job_id`` again: the chunks not done are sent anew (the join, if all are)."""
+    """Queue a failed or cancelled ``job_id`` again: the chunks not done are sent anew (the join, if all are).
+    Refused while another unfinished job owns its output."""
     db = _connect(broker)
     state = _state(db, broker, job_id)
     if state not in ("failed", "cancelled"):
         raise BrokerError(f"job {job_id} is {state}: only a failed or cancelled job is retried")
     job = db.hgetall(_key(job_id))
+    spec = JobSpec.from_json(job["spec"])
+    # the output and the new state in one step: no other job can take the output between them
+    take_output(db, job_id, spec.output, allowed=("failed", "cancelled"), state="queued")
     chunks = [ChunkSpec.from_dict(c) for c in json.loads(job["chunks"])]
     done = {int(i) for i in db.hkeys(_key(job_id, "done"))}
     # the messages of earlier attempts still queued carry an older generation: workers drop them
     generation = db.hincrby(_key(job_id), "generation")
     db.delete(_key(job_id, "attempts"), _key(job_id, "running"))
-    db.hset(_key(job_id), mapping={"state": "queued", "error": ""})
     app = make_app(broker)
     try:
-        _send(app, job_id, JobSpec.from_json(job["spec"]),
-              [c for c in chunks if c.index not in done] or chunks[-1:], generation)
+        _send(app, job_id, spec, [c for c in chunks if c.index not in done] or chunks[-1:], generation)
     finally:
         app.close()
 
@@ -144,7 +178,7 @@ def _send(app: Celery, job_id: str, spec: JobSpec, chunks: list[ChunkSpec], gene
 def _state(db: redis.Redis, broker: str, job_id: str) -> str:
     state = db.hget(_key(job_id), "state")
     if state is None:
-        raise BrokerError(f"no job {job_id!r} on {_safe(broker)}")
+        raise BrokerError(f"no job {job_id!r} on {safe_url(broker)}")
     return state
 
 
@@ -162,40 +196,65 @@ def run_worker(broker: str, concurrency: int = 1, *, visibility_timeout_s: float
 
 
 def status(broker: str) -> list[dict]:
-    """One row per job, oldest first: id, input, output, state (queued, running, done, failed, cancelled),
-    chunks_done, chunks_total, fps (frames done per wall second since its first chunk started, all workers
-    together), eta_s, error, workers (names of the workers that finished its chunks), running (chunk index ->
-    worker and pid)."""
+    """One row per job, oldest first: id, input, output, state (queued, running, waiting, done, failed,
+    cancelled), chunks_done, chunks_total, frames_done, frames_total, fps (frames done per wall second since its
+    first chunk started, all workers together), eta_s, error, workers (names of the workers that finished its
+    chunks), running (chunk index -> worker and pid).  A record vsr cannot read is one :class:`BrokerError`."""
     db = _connect(broker)
     rows = []
-    for job_id in db.lrange("vsr:jobs", 0, -1):
-        job = db.hgetall(_key(job_id))
-        if not job:
-            continue
-        done = [json.loads(v) for v in db.hgetall(_key(job_id, "done")).values()]
-        spec = JobSpec.from_json(job["spec"])
-        total = int(job["total"])
-        fps = eta = None
-        if done and job.get("started"):
-            frames = sum(d["frames"] for d in done)
-            wall = max(d["finished"] for d in done) - float(job["started"])
-            fps = frames / wall if wall > 0 else None
-            chunks = [ChunkSpec.from_dict(c) for c in json.loads(job["chunks"])]
-            left = sum(c.stop - c.start for c in chunks) - frames
-            eta = left / fps if fps and job["state"] == "running" else None
-        rows.append({"id": job_id, "input": spec.input, "output": spec.output, "state": job["state"],
-                     "chunks_done": len(done), "chunks_total": total, "fps": fps, "eta_s": eta,
-                     "error": job["error"] or None, "workers": sorted({d["worker"] for d in done}),
-                     "running": {int(k): v for k, v in db.hgetall(_key(job_id, "running")).items()}})
+    for job_id in _read(broker, "vsr:jobs", lambda: db.lrange("vsr:jobs", 0, -1)):
+        row = _read(broker, _key(job_id), lambda: _status_row(db, job_id))
+        if row is not None:
+            rows.append(row)
     return rows
+
+
+def _status_row(db: redis.Redis, job_id: str) -> dict | None:
+    job = db.hgetall(_key(job_id))
+    if not job:
+        return None
+    done = [json.loads(v) for v in db.hgetall(_key(job_id, "done")).values()]
+    spec = JobSpec.from_json(job["spec"])
+    chunks = [ChunkSpec.from_dict(c) for c in json.loads(job["chunks"])]
+    total, frames_total = int(job["total"]), sum(c.stop - c.start for c in chunks)
+    frames = sum(int(d["frames"]) for d in done)
+    fps = eta = None
+    if done and job.get("started"):
+        wall = max(float(d["finished"]) for d in done) - float(job["started"])
+        fps = frames / wall if wall > 0 else None
+        eta = (frames_total - frames) / fps if fps and job["state"] == "running" else None
+    return {"id": job_id, "input": spec.input, "output": spec.output, "state": job["state"],
+            "chunks_done": len(done), "chunks_total": total, "frames_done": frames, "frames_total": frames_total,
+            "fps": fps, "eta_s": eta, "error": job.get("error") or None,
+            "workers": sorted({str(d["worker"]) for d in done}),
+            "running": {int(k): v for k, v in db.hgetall(_key(job_id, "running")).items()}}
+
+
+def _read(broker: str, key: str, read):
+    """``read()``, with a record vsr did not write (another type at the key, a field missing or malformed) as
+    one :class:`BrokerError` naming the key, and a broker that went away as another."""
+    try:
+        return read()
+    except redis.ResponseError as err:
+        raise BrokerError(f"the broker {safe_url(broker)} holds something else at {key} "
+                          f"({scrub(str(err), broker)}): not a vsr job record") from None
+    except (redis.RedisError, OSError) as err:
+        raise BrokerError(f"the broker {safe_url(broker)} failed: {scrub(str(err), broker)}") from None
+    except (KeyError, ValueError, TypeError, AttributeError, VsrError) as err:
+        what = f"no {err}" if isinstance(err, KeyError) else " ".join(str(err).split())[:120]
+        raise BrokerError(f"the job record {key} on {safe_url(broker)} is malformed ({what})") from None
 
 
 def chunk_reports(broker: str, job_id: str) -> list[dict]:
     """The run reports (``vsr-run-report/2``) of ``job_id``'s finished chunks, in chunk order."""
     db = _connect(broker)
     _state(db, broker, job_id)
-    done = {int(k): json.loads(v) for k, v in db.hgetall(_key(job_id, "done")).items()}
-    return [done[i]["report"] for i in sorted(done)]
+
+    def reports() -> list[dict]:
+        done = {int(k): json.loads(v) for k, v in db.hgetall(_key(job_id, "done")).items()}
+        return [done[i]["report"] for i in sorted(done)]
+
+    return _read(broker, _key(job_id, "done"), reports)
 
 
 def _chunk_task(task, job_id: str, spec_json: str, chunk_dict: dict, generation: int = 0) -> dict | None:
@@ -213,24 +272,31 @@ def _chunk_task(task, job_id: str, spec_json: str, chunk_dict: dict, generation:
         return None
     db.hset(_key(job_id, "running"), str(chunk.index), f"{worker} pid {os.getpid()}")
     db.hsetnx(job, "started", time.time())
-    if db.hget(job, "state") == "queued":
-        db.hset(job, "state", "running")
+    if db.hget(job, "state") in ("queued", "waiting"):
+        db.hset(job, mapping={"state": "running", "error": ""})
     try:
         report = run_chunk(spec, chunk, backend=_backend_for(spec))
-    except VsrError as err:
-        _fail(db, job_id, str(err))
-        return None
-    except Exception as err:  # recorded for `vsr jobs list`, then Celery logs the traceback in the worker's log
-        _fail(db, job_id, f"{type(err).__name__}: {err}")
-        raise
+        # the first record of a chunk stays: a redelivery after a commit computed nothing
+        db.hsetnx(_key(job_id, "done"), str(chunk.index),
+                  json.dumps({"worker": worker, "finished": time.time(), "frames": chunk.stop - chunk.start,
+                              "report": report}))
+        if db.hlen(_key(job_id, "done")) == int(db.hget(job, "total")):
+            _join(db, task.request.id, job_id, spec)
+    except Exception as err:
+        if disk_full(err):  # the job waits; this task comes back (its chunk, or its join) after DISK_WAIT_S
+            db.hset(job, mapping={"state": "waiting", "error": f"no space left on the output's disk ({err}); "
+                                                                f"tried again every {DISK_WAIT_S} s"})
+            db.hincrby(_key(job_id, "attempts"), str(chunk.index), -1)
+            raise task.retry(countdown=DISK_WAIT_S, max_retries=None) from None
+        _fail(db, job_id, str(err) if isinstance(err, VsrError) else f"{type(err).__name__}: {err}")
+        if isinstance(err, SourceChanged):  # its chunks are of a file that is gone
+            with contextlib.suppress(VsrError):
+                discard(spec)
+        if isinstance(err, VsrError):
+            return None
+        raise  # recorded for `vsr jobs list`; Celery logs the traceback in the worker's log
     finally:
         db.hdel(_key(job_id, "running"), str(chunk.index))
-    # the first record of a chunk stays: a redelivery after a commit computed nothing
-    db.hsetnx(_key(job_id, "done"), str(chunk.index),
-              json.dumps({"worker": worker, "finished": time.time(), "frames": chunk.stop - chunk.start,
-                          "report": report}))
-    if db.hlen(_key(job_id, "done")) == int(db.hget(job, "total")):
-        _join(db, task.request.id, job_id, spec)
     return {"job": job_id, "chunk": chunk.index, "worker": worker}
 
 
@@ -247,6 +313,8 @@ def _join(db: redis.Redis, task_id: str, job_id: str, spec: JobSpec) -> None:
         join_chunks(spec, chunks)
         db.hset(_key(job_id), mapping={"state": "done", "finished": time.time()})
     except VsrError as err:
+        if disk_full(err):
+            raise
         _fail(db, job_id, str(err))
     finally:
         if db.get(lock) == task_id:
@@ -276,28 +344,18 @@ def _records(url: str) -> redis.Redis:
 
 
 def _connect(broker: str) -> redis.Redis:
-    """A client of ``broker`` that answered a PING; a bad URL or a broker not running is one-line BrokerError."""
+    """A client of ``broker`` that answered a PING; a bad URL or a broker not running is one-line BrokerError
+    (its password masked, whatever form it was given in)."""
     scheme = urlsplit(broker).scheme
     if scheme not in ("redis", "rediss", "unix"):
-        raise BrokerError(f"the broker must be a Redis URL (redis://HOST:PORT/N), not {_safe(broker)!r}")
+        raise BrokerError(f"the broker must be a Redis URL (redis://HOST:PORT/N), not {safe_url(broker)!r}")
     try:
         db = redis.Redis.from_url(broker, decode_responses=True, socket_connect_timeout=CONNECT_TIMEOUT_S,
                                   socket_timeout=30)
         db.ping()
     except ValueError as err:
-        raise BrokerError(f"bad broker URL {_safe(broker)!r}: {err}") from err
+        raise BrokerError(f"bad broker URL {safe_url(broker)!r}: {scrub(str(err), broker)}") from None
     except (redis.RedisError, OSError) as err:
-        raise BrokerError(f"cannot reach the broker {_safe(broker)} (is Redis running there?): {err}") from err
+        raise BrokerError(f"cannot reach the broker {safe_url(broker)} (is Redis running there?): "
+                          f"{scrub(str(err), broker)}") from None
     return db
-
-
-def _safe(url: str) -> str:
-    """``url`` without its password, for messages."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    return parts._replace(netloc=parts.netloc.replace(f":{parts.password}@", ":***@")).geturl()
-
-
-def _key(job_id: str, part: str = "") -> str:
-    return f"vsr:job:{job_id}" + (f":{part}" if part else "")

@@ -1,28 +1,57 @@
 """What ``vsr jobs add`` turns its inputs into: one :class:`~vsr.jobs.spec.JobSpec` per video, each checked.
 
 A folder stands for the videos directly in it (by suffix, hidden files left out, in name order).  The output of
-``IN`` is ``out_dir/<IN's stem>.<ext>`` (``ext``: IN's own suffix unless given).  Every input and output is
-checked before any job is added, so a missing file among many is one error line and nothing is queued.
+``IN`` is ``out_dir/<IN's stem>.<ext>``, built only from checked parts: ``ext`` is a bare suffix (letters and
+digits), and the name stays in ``out_dir``.  Without ``ext``, an input whose container keeps every frame's
+timestamp (:data:`KEEPS_TIMESTAMPS`) keeps its own; any other (AVI, Y4M, MPEG-PS, FLV...) becomes MP4 where
+all its streams fit MP4 as they are, else Matroska.  Every input and output is checked before any job is added,
+so a missing file among many is one error line and nothing is queued.
 """
 
 from __future__ import annotations
 
+import re
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Iterator
 
+import av
+
 from vsr.errors import InputError
 from vsr.jobs.spec import JobSpec
 from vsr.video import check_output
+from vsr.video.output import is_stream
 
 # Containers vsr reads and writes as video files (a folder's other files are not jobs).
 VIDEO_SUFFIXES = frozenset(".mp4 .m4v .mkv .mov .webm .avi .ts .m2ts .mts .mpg .mpeg .mxf .flv .wmv .ogv .y4m"
                            .split())
+# Containers that store each frame's presentation time as vsr writes it (B-frames, variable frame rate): a job
+# of such an input keeps its container.  AVI cannot (its frames have an index, not a time: H.264 with B-frames
+# comes back two frames late), nor can Y4M, MPEG-PS or FLV's millisecond clock, among others.
+KEEPS_TIMESTAMPS = frozenset(".mp4 .m4v .mov .mkv .webm .ts .m2ts .mts".split())
+# What an MP4 holds that every player reads: the video encoders vsr uses, the audio and subtitle codecs copied.
+MP4_VIDEO = frozenset("libx264 libx265 libsvtav1 libaom-av1 libvpx-vp9 mpeg4".split())
+MP4_AUDIO = frozenset("aac mp3 ac3 eac3 opus flac alac".split())
+MP4_SUBTITLES = frozenset(["mov_text"])
+EXT = re.compile(r"[A-Za-z0-9]{1,16}")
+
+
+def check_ext(ext: str, where: str = "--ext") -> str:
+    """``ext`` (``mkv`` or ``.mkv``) -> ``.mkv``; anything but a bare suffix (a path, ``..``, a space, a
+    control character) is an :class:`InputError`."""
+    bare = ext[1:] if ext.startswith(".") else ext
+    if not EXT.fullmatch(bare):
+        raise InputError(f"{where} must be a container suffix such as mkv or mp4 (letters and digits only), "
+                         f"not {ext!r}")
+    return "." + bare
 
 
 def videos_of(path: Path) -> list[Path]:
     """``path`` itself (a file), or the videos of a folder; a missing path or a folder without videos is an
     :class:`InputError`."""
+    if is_stream(path):
+        raise InputError("a job's input must be a file: its chunks seek into it (standard input, -, is read once; "
+                         "use vsr upscale - OUT)")
     if path.is_file():
         return [path]
     if path.is_dir():
@@ -34,11 +63,36 @@ def videos_of(path: Path) -> list[Path]:
     raise InputError(f"input does not exist: {path}" if not path.exists() else f"input is not a file: {path}")
 
 
-def output_for(src: Path, out_dir: Path, ext: str | None) -> Path:
-    suffix = f".{ext.lstrip('.')}" if ext else src.suffix
-    if suffix in ("", "."):
-        raise InputError(f"{src} has no suffix to name its output's container: pass --ext")
-    return out_dir / f"{src.stem}{suffix}"
+def output_for(src: Path, out_dir: Path, ext: str | None, codec: str | None = None) -> Path:
+    """``out_dir/<src's stem>.<ext>``: ``ext`` checked (:func:`check_ext`), else :func:`default_suffix`."""
+    suffix = check_ext(ext) if ext is not None else default_suffix(src, codec)
+    name = f"{src.stem}{suffix}"
+    if src.stem in ("", ".", "..") or "/" in name:
+        raise InputError(f"cannot name an output for {src} in {out_dir}")
+    return out_dir / name
+
+
+def default_suffix(src: Path, codec: str | None = None) -> str:
+    """The output container of ``src`` when no ``ext`` is given: its own where it keeps timestamps, else
+    ``.mp4`` where MP4 holds the video encoder (``codec``, None: libx264) and every audio and subtitle stream of
+    ``src`` as it is, else ``.mkv``."""
+    if src.suffix.lower() in KEEPS_TIMESTAMPS:
+        return src.suffix
+    return ".mp4" if _fits_mp4(src, codec) else ".mkv"
+
+
+def _fits_mp4(src: Path, codec: str | None) -> bool:
+    if codec is not None and codec not in MP4_VIDEO:
+        return False
+    try:
+        with av.open(str(src)) as c:
+            for st in c.streams:
+                name = st.codec_context.name if st.codec_context else None
+                if st.type == "audio" and name not in MP4_AUDIO or st.type == "subtitle" and name not in MP4_SUBTITLES:
+                    return False
+    except (av.FFmpegError, OSError, ValueError):
+        return False  # not readable: planning the job says why
+    return True
 
 
 @contextmanager
@@ -81,7 +135,9 @@ def _specs(inputs, out_dir, ext, backend, encoder, runner, overwrite, taken) -> 
     for path in inputs:
         for src in videos_of(path):
             src = src.resolve()
-            dst = output_for(src, out_dir, ext).resolve()
+            dst = output_for(src, out_dir, ext, encoder.codec).resolve()
+            if dst.parent != out_dir.resolve():
+                raise InputError(f"the output of {src} would be written outside {out_dir}: {dst}")
             if dst in taken:
                 raise InputError(f"{taken[dst]} and {src} would both be written to {dst}")
             check_output(dst, src, overwrite)

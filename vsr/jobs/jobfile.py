@@ -1,9 +1,10 @@
 """Job files (``jobs/*.toml``): a batch of inputs and the options to upscale them with.  See ``jobs/example.toml``.
 
 Top-level keys: ``inputs`` (a path or a list of paths: video files or folders of videos), ``out_dir``,
-``ext`` (output container, default: each input's own), ``chunk_frames``, ``overwrite``, and an ``[upscale]``
-table of ``vsr upscale`` options named as on the command line without the dashes (``memory-budget`` or
-``memory_budget``; ``encoder_options`` is a table of ``-x`` pairs).  Relative paths are relative to the job file.
+``ext`` (output container, a bare suffix; default: each input's own where it keeps timestamps, else mp4 or mkv),
+``chunk_frames``, ``overwrite``, and an ``[upscale]`` table of ``vsr upscale`` options named as on the command
+line without the dashes (``memory-budget`` or ``memory_budget``; ``encoder_options`` is a table of ``-x`` pairs;
+``frames = "A:B"``).  Relative paths are relative to the job file.
 Any other key, or a value of the wrong type, is one :class:`~vsr.errors.InputError` naming the file and the key.
 """
 
@@ -16,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from vsr.errors import InputError
+from vsr.jobs.inputs import check_ext
 
 _TOP = {"inputs": "a path or a list of paths", "out_dir": "a path", "ext": "a container suffix (mkv, mp4...)",
         "chunk_frames": "an integer", "overwrite": "true or false", "upscale": "a table of vsr upscale options"}
@@ -25,7 +27,7 @@ UPSCALE_KEYS: dict[str, tuple[type, ...]] = {
     "batch": (int,), "tile": (int,), "tile_overlap": (int,), "memory_budget": (int,),
     "codec": (str,), "crf": (int, float), "preset": (str,), "pix_fmt": (str,), "encoder_options": (dict,),
     "precision": (str,), "int8_scales": (str,), "int8_calibration": (str,), "per_window_features": (bool,),
-    "scene_cuts": (str,), "scene_threshold": (int, float),
+    "scene_cuts": (str,), "scene_threshold": (int, float), "frames": (str,),
 }
 
 
@@ -82,7 +84,7 @@ def read_job_file(path: str | Path) -> JobFile:
         out_dir = Path(os.path.normpath(base / _typed(where, "out_dir", out_dir, (str,), _TOP["out_dir"])))
     ext = data.get("ext")
     if ext is not None:
-        ext = _typed(where, "ext", ext, (str,), _TOP["ext"]).lstrip(".")
+        ext = check_ext(_typed(where, "ext", ext, (str,), _TOP["ext"]), f"{where}: ext")[1:]
     chunk_frames = data.get("chunk_frames")
     if chunk_frames is not None and _typed(where, "chunk_frames", chunk_frames, (int,), _TOP["chunk_frames"]) < 1:
         raise InputError(f"{where}: chunk_frames must be >= 1, not {chunk_frames}")

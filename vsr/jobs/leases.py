@@ -53,8 +53,13 @@ def owner_gone(owner: str | None) -> bool:
     return False
 
 
-def _lost(owner: str | None, expiry: float | None, now: float) -> bool:
+def lost(owner: str | None, expiry: float | None, now: float) -> bool:
+    """Whether a lease (``owner``, ``expiry``) is no longer held: it ran out, or its owner is known gone."""
     return expiry is None or expiry < now or owner_gone(owner)
+
+
+# the jobs a worker may take work from: queued and running ones, and waiting ones (disk full) whose wait is over
+_OPEN = "(state IN ('queued', 'running') OR (state = 'waiting' AND coalesce(not_before, 0) <= :now))"
 
 
 class Leases:
@@ -68,19 +73,19 @@ class Leases:
         """
         now = time.time()
         with self.transaction() as db:
-            for j in db.execute("SELECT id, spec, join_owner, join_expiry FROM jobs j WHERE state IN ('queued', "
-                                "'running') AND NOT EXISTS (SELECT 1 FROM chunks c WHERE c.job = j.id AND "
-                                "c.state != 'done') ORDER BY id").fetchall():
-                if j["join_owner"] is None or _lost(j["join_owner"], j["join_expiry"], now):
-                    db.execute("UPDATE jobs SET state = 'running', join_owner = ?, join_expiry = ?, updated = ? "
-                               "WHERE id = ?", (owner, now + lease_s, now, j["id"]))
+            for j in db.execute(f"SELECT id, spec, join_owner, join_expiry FROM jobs j WHERE {_OPEN} AND NOT EXISTS "
+                                "(SELECT 1 FROM chunks c WHERE c.job = j.id AND c.state != 'done') ORDER BY id",
+                                {"now": now}).fetchall():
+                if j["join_owner"] is None or lost(j["join_owner"], j["join_expiry"], now):
+                    db.execute("UPDATE jobs SET state = 'running', error = NULL, not_before = NULL, join_owner = ?, "
+                               "join_expiry = ?, updated = ? WHERE id = ?", (owner, now + lease_s, now, j["id"]))
                     return Claim(j["id"], j["spec"])
             rows = db.execute("SELECT c.job, c.idx, c.chunk, c.state, c.owner, c.expiry, c.attempts, c.start, c.stop "
-                              "FROM chunks c JOIN jobs j ON j.id = c.job WHERE j.state IN ('queued', 'running') "
-                              "AND c.state IN ('queued', 'running') ORDER BY c.job, c.idx").fetchall()
+                              f"FROM chunks c JOIN (SELECT id FROM jobs WHERE {_OPEN}) j ON j.id = c.job "
+                              "WHERE c.state IN ('queued', 'running') ORDER BY c.job, c.idx", {"now": now}).fetchall()
             failed: set[int] = set()
             for c in rows:
-                if c["job"] in failed or (c["state"] == "running" and not _lost(c["owner"], c["expiry"], now)):
+                if c["job"] in failed or (c["state"] == "running" and not lost(c["owner"], c["expiry"], now)):
                     continue
                 if c["attempts"] >= max_attempts:
                     message = (f"chunk {c['idx']} (frames {c['start']}:{c['stop']}) was started {c['attempts']} "
@@ -89,23 +94,27 @@ class Leases:
                     failed.add(c["job"])
                     continue
                 db.execute("UPDATE chunks SET state = 'running', owner = ?, expiry = ?, heartbeat = ?, "
-                           "attempts = attempts + 1 WHERE job = ? AND idx = ?",
+                           "attempts = attempts + 1, progress = 0, progress_s = 0 WHERE job = ? AND idx = ?",
                            (owner, now + lease_s, now, c["job"], c["idx"]))
-                db.execute("UPDATE jobs SET state = 'running', updated = ? WHERE id = ?", (now, c["job"]))
+                db.execute("UPDATE jobs SET state = 'running', error = CASE WHEN state = 'waiting' THEN NULL ELSE "
+                           "error END, not_before = NULL, updated = ? WHERE id = ?", (now, c["job"]))
                 spec = db.execute("SELECT spec FROM jobs WHERE id = ?", (c["job"],)).fetchone()[0]
                 return Claim(c["job"], spec, c["idx"], json.loads(c["chunk"]))
         return None
 
-    def heartbeat(self, owner: str, claim: Claim, lease_s: float) -> bool:
-        """Extend ``owner``'s lease on ``claim``; False when the lease was lost or the job was stopped."""
+    def heartbeat(self, owner: str, claim: Claim, lease_s: float, progress: tuple[int, float] | None = None) -> bool:
+        """Extend ``owner``'s lease on ``claim``, and record the chunk's ``progress`` (frames written, seconds
+        since its first frame); False when the lease was lost or the job was stopped."""
         now = time.time()
+        frames, seconds = progress or (0, 0.0)
         with self.transaction() as db:
             if claim.is_join:
                 n = db.execute("UPDATE jobs SET join_expiry = ? WHERE id = ? AND join_owner = ?",
                                (now + lease_s, claim.job, owner)).rowcount
             else:
-                n = db.execute("UPDATE chunks SET expiry = ?, heartbeat = ? WHERE job = ? AND idx = ? AND owner = ? "
-                               "AND state = 'running'", (now + lease_s, now, claim.job, claim.index, owner)).rowcount
+                n = db.execute("UPDATE chunks SET expiry = ?, heartbeat = ?, progress = ?, progress_s = ? WHERE "
+                               "job = ? AND idx = ? AND owner = ? AND state = 'running'",
+                               (now + lease_s, now, frames, seconds, claim.job, claim.index, owner)).rowcount
             state = db.execute("SELECT state FROM jobs WHERE id = ?", (claim.job,)).fetchone()
         return n == 1 and state is not None and state[0] in ("queued", "running")
 
@@ -124,7 +133,7 @@ class Leases:
         """The join wrote the output: the job is done."""
         with self.transaction() as db:
             db.execute("UPDATE jobs SET state = 'done', join_owner = NULL, join_expiry = NULL, updated = ? "
-                       "WHERE id = ? AND state IN ('queued', 'running')", (time.time(), claim.job))
+                       "WHERE id = ? AND state IN ('queued', 'running', 'waiting')", (time.time(), claim.job))
 
     def fail(self, owner: str, claim: Claim, message: str) -> None:
         """The claimed work failed for good (bad input): its job fails with ``message`` (one line)."""
@@ -137,7 +146,23 @@ class Leases:
             db.execute("UPDATE chunks SET state = 'failed', owner = NULL, expiry = NULL WHERE job = ? AND idx = ?",
                        (job, index))
         db.execute("UPDATE jobs SET state = 'failed', error = ?, join_owner = NULL, join_expiry = NULL, updated = ? "
-                   "WHERE id = ? AND state IN ('queued', 'running')", (message, now, job))
+                   "WHERE id = ? AND state IN ('queued', 'running', 'waiting')", (message, now, job))
+
+    def wait(self, owner: str, claim: Claim, message: str, wait_s: float) -> None:
+        """The claimed work could not be written (the output's disk is full): it goes back to the queue, not
+        counted as an attempt, and its job waits ``wait_s`` seconds, saying why (``message``), before a worker
+        tries it again.  Nothing is lost: the chunks committed stay."""
+        now = time.time()
+        with self.transaction() as db:
+            if claim.is_join:
+                db.execute("UPDATE jobs SET join_owner = NULL, join_expiry = NULL WHERE id = ? AND join_owner = ?",
+                           (claim.job, owner))
+            else:
+                db.execute("UPDATE chunks SET state = 'queued', owner = NULL, expiry = NULL, progress = 0, "
+                           "progress_s = 0, attempts = max(0, attempts - 1) WHERE job = ? AND idx = ? AND owner = ? "
+                           "AND state = 'running'", (claim.job, claim.index, owner))
+            db.execute("UPDATE jobs SET state = 'waiting', error = ?, not_before = ?, updated = ? WHERE id = ? "
+                       "AND state IN ('queued', 'running', 'waiting')", (message, now + wait_s, now, claim.job))
 
     def release(self, owner: str) -> None:
         """Everything ``owner`` holds goes back to the queue at once (Ctrl-C); not counted as a lost attempt."""
@@ -147,6 +172,7 @@ class Leases:
             db.execute("UPDATE jobs SET join_owner = NULL, join_expiry = NULL WHERE join_owner = ?", (owner,))
 
     def pending(self) -> bool:
-        """Whether any job is still queued or running."""
+        """Whether any job is still queued, running or waiting."""
         with self.transaction(immediate=False) as db:
-            return db.execute("SELECT 1 FROM jobs WHERE state IN ('queued', 'running') LIMIT 1").fetchone() is not None
+            return db.execute("SELECT 1 FROM jobs WHERE state IN ('queued', 'running', 'waiting') "
+                              "LIMIT 1").fetchone() is not None

@@ -23,6 +23,7 @@ from pathlib import Path
 from vsr.backends import BackendRequest
 from vsr.errors import InputError
 from vsr.files import sha256_file
+from vsr.jobs.identity import InputIdentity
 from vsr.model.config import config_path
 from vsr.model.weights import bundled_path
 from vsr.pipeline.runner import RunnerSettings
@@ -89,8 +90,10 @@ def _dataclass_from(cls, data: dict):
 class JobSpec:
     """One upscale: ``input`` -> ``output`` (absolute paths) with everything ``vsr upscale`` takes.
 
-    ``runner.frames`` is always the whole clip: a job is cut into chunks by :func:`vsr.jobs.chunks.plan_chunks`.
-    ``overwrite``: the join may replace an existing output (under :mod:`vsr.video.output`'s rules).
+    ``runner.frames``: the output frames ``A:B``, as ``vsr upscale --frames``; a job is cut into chunks of them
+    by :func:`vsr.jobs.plan.plan_job`.  ``overwrite``: the join may replace an existing output (under
+    :mod:`vsr.video.output`'s rules).  ``source``: the input as it was added (:mod:`vsr.jobs.identity`), set
+    by :func:`~vsr.jobs.plan.plan_job`; the job checks it before every chunk, and its key covers it.
     """
 
     input: str
@@ -99,10 +102,9 @@ class JobSpec:
     encoder: EncoderSettings = field(default_factory=EncoderSettings)
     runner: RunnerSettings = field(default_factory=RunnerSettings)
     overwrite: bool = False
+    source: InputIdentity | None = None
 
     def __post_init__(self):
-        if self.runner.frames != (0, None):
-            raise InputError("vsr jobs upscales whole videos: --frames is not taken")
         if Path(self.output).suffix == "":
             raise InputError(f"vsr jobs writes video files, not PNG folders: {self.output} has no suffix")
 
@@ -110,6 +112,12 @@ class JobSpec:
     def from_settings(cls, input: str | os.PathLike, output: str | os.PathLike, backend: BackendRequest,
                       encoder: EncoderSettings, runner: RunnerSettings, overwrite: bool = False) -> "JobSpec":
         return cls(os.path.abspath(input), os.path.abspath(output), backend, encoder, runner, overwrite)
+
+    @property
+    def trimmed(self) -> bool:
+        """Whether the job writes part of its input (``--frames A:B``): its output starts at frame A's time."""
+        start, stop = self.runner.frames
+        return start > 0 or stop is not None
 
     def settings(self) -> tuple[BackendRequest, EncoderSettings, RunnerSettings]:
         return self.backend, self.encoder, self.runner
@@ -195,7 +203,9 @@ class ChunkSpec:
 
     ``decode_from``: the frame where its decoding starts (0: the top of the file, else a keyframe checked at
     planning to decode exactly as a decode from the top, see :mod:`vsr.video.seek`), at timestamp ``entry_pts``,
-    whose decoded picture hashes to ``entry_digest``.
+    whose decoded picture hashes to ``entry_digest``.  ``checks``: ``(frame, picture digest)`` of frames the
+    chunk decodes (the first and last it reads and the keyframes between), as planning decoded them: a frame
+    that decodes otherwise means the input changed (:mod:`vsr.jobs.identity`).
     """
 
     index: int
@@ -204,9 +214,12 @@ class ChunkSpec:
     decode_from: int = 0
     entry_pts: int | None = None
     entry_digest: str | None = None
+    checks: tuple[tuple[int, str], ...] = ()
 
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        data = to_data(self)
+        del data["type"]
+        return data
 
     @classmethod
     def from_dict(cls, data: dict) -> "ChunkSpec":

@@ -1,4 +1,4 @@
-"""The job store: jobs and their chunks in one SQLite file (``jobs/queue.db`` by default).
+"""The job store: jobs and their chunks in one SQLite file (``$XDG_DATA_HOME/vsr/jobs.db`` by default).
 
 Every state change is one transaction; a claim is ``BEGIN IMMEDIATE`` (one writer at a time), so several worker
 processes on one machine share the file safely.  The file is in WAL mode (readers never wait for a writer).
@@ -9,7 +9,9 @@ exists, goes back to the queue.  ``attempts`` counts the claims of a chunk; ``co
 computed it (a chunk found committed on disk is not computed again), so ``computed <= 1`` for every chunk is
 the store's own record that no committed chunk was computed twice.
 
-Jobs: queued -> running -> done | failed | cancelled.  Chunks: queued -> running -> done | failed.
+Jobs: queued -> running -> done | failed | cancelled, and running -> waiting -> running while the output's disk
+is full.  Chunks: queued -> running -> done | failed.  At most one unfinished job owns an output path: a unique
+index of the store, so ``add``, ``retry`` and job files cannot get around it (:mod:`vsr.jobs.schema`).
 """
 
 from __future__ import annotations
@@ -19,141 +21,120 @@ import os
 import sqlite3
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import quote
 
 from vsr.errors import InputError
+from vsr.files import user_data_dir
+from vsr.jobs import schema
 from vsr.jobs.leases import Leases
+from vsr.jobs.rows import JobRow, decode_report, job_row
+from vsr.jobs.schema import JOB_STATES, ONE_OWNER_INDEX, SCHEMA_VERSION, UNFINISHED
 
-SCHEMA_VERSION = 1
-DEFAULT_STORE = Path("jobs") / "queue.db"
+__all__ = ["JOB_STATES", "SCHEMA_VERSION", "JobRow", "JobStore", "StoreError", "default_store", "store_path"]
+
+STORE_NAME = "jobs.db"
 # How long a statement waits for another process's write before giving up (seconds).
 DEFAULT_BUSY_TIMEOUT_S = 10.0
-JOB_STATES = ("queued", "running", "done", "failed", "cancelled")
-
-_SCHEMA = """
-CREATE TABLE jobs (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    spec TEXT NOT NULL,
-    input TEXT NOT NULL,
-    output TEXT NOT NULL,
-    state TEXT NOT NULL CHECK (state IN ('queued', 'running', 'done', 'failed', 'cancelled')),
-    error TEXT,
-    join_owner TEXT,
-    join_expiry REAL,
-    created REAL NOT NULL,
-    updated REAL NOT NULL
-);
-CREATE TABLE chunks (
-    job INTEGER NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
-    idx INTEGER NOT NULL,
-    start INTEGER NOT NULL,
-    stop INTEGER NOT NULL,
-    chunk TEXT NOT NULL,
-    state TEXT NOT NULL CHECK (state IN ('queued', 'running', 'done', 'failed')),
-    owner TEXT,
-    expiry REAL,
-    heartbeat REAL,
-    attempts INTEGER NOT NULL DEFAULT 0,
-    computed INTEGER NOT NULL DEFAULT 0,
-    report TEXT,
-    PRIMARY KEY (job, idx)
-);
-CREATE INDEX chunks_state ON chunks (state);
-"""
+# Where vsr kept the store before schema 2 (relative to the current folder): named when no store is found.
+OLD_DEFAULT = Path("jobs") / "queue.db"
 
 
 class StoreError(InputError):
     """The job store cannot be used: missing, unreadable, locked, corrupt, or not a vsr job store."""
 
 
-@dataclass(frozen=True)
-class JobRow:
-    """One job as ``vsr jobs list`` shows it; ``frames_done``/``compute_s`` sum the committed chunks' reports."""
-
-    id: int
-    input: str
-    output: str
-    state: str
-    error: str | None
-    chunks_done: int
-    chunks_total: int
-    chunks_running: int
-    frames_done: int
-    frames_total: int
-    compute_s: float
-
-    @property
-    def fps(self) -> float | None:
-        """Frames per second of one worker, over the committed chunks."""
-        return self.frames_done / self.compute_s if self.compute_s > 0 else None
-
-    @property
-    def eta_s(self) -> float | None:
-        """Seconds left at :attr:`fps` per running chunk (None when done, stopped, or nothing measured yet)."""
-        if self.state not in ("queued", "running") or self.fps is None:
-            return None
-        return (self.frames_total - self.frames_done) / self.fps / max(1, self.chunks_running)
-
-    def to_dict(self) -> dict:
-        return {"id": self.id, "input": self.input, "output": self.output, "state": self.state,
-                "chunks_done": self.chunks_done, "chunks_total": self.chunks_total, "frames_done": self.frames_done,
-                "frames_total": self.frames_total, "fps": self.fps, "eta_s": self.eta_s, "error": self.error}
+def default_store() -> Path:
+    """The store when none is named: ``jobs.db`` in the user's data folder (:func:`vsr.files.user_data_dir`)."""
+    return user_data_dir() / STORE_NAME
 
 
-def store_path(path: str | Path | None = None) -> Path:
-    """``--store PATH``, else ``$VSR_JOBS``, else ``jobs/queue.db`` (relative to the current folder)."""
-    return Path(path or os.environ.get("VSR_JOBS") or DEFAULT_STORE)
+def store_path(path: str | os.PathLike | None = None) -> Path:
+    """``--store PATH``, else ``$VSR_JOBS_STORE`` (``$VSR_JOBS``, its older name), else :func:`default_store`."""
+    for given, name in ((path, "--store"), (os.environ.get("VSR_JOBS_STORE"), "VSR_JOBS_STORE"),
+                        (os.environ.get("VSR_JOBS"), "VSR_JOBS")):
+        if given is not None:
+            if not os.fspath(given):
+                raise StoreError(f"{name} is empty: it names the job store's file")
+            return Path(given)
+    return default_store()
+
+
+def _uri(path: Path, **query: str) -> str:
+    return "file:" + quote(str(path.absolute())) + "?" + "&".join(f"{k}={v}" for k, v in query.items())
 
 
 class JobStore(Leases):
-    """The SQLite job store at ``path`` (created by ``create=True``; else it must exist).  The workers' side
-    (claims, heartbeats, commits) is :class:`vsr.jobs.leases.Leases`."""
+    """The SQLite job store at ``path`` (created by ``create=True``; else it must exist).  ``write=False``: the
+    store is only read (``list``, ``report``), so one on a read-only file system or without write permission
+    opens too.  The workers' side (claims, heartbeats, commits) is :class:`vsr.jobs.leases.Leases`."""
 
-    def __init__(self, path: str | Path | None = None, *, create: bool = False,
+    def __init__(self, path: str | Path | None = None, *, create: bool = False, write: bool = True,
                  busy_timeout_s: float | None = None):
         self.path = store_path(path)
         if busy_timeout_s is None:
             busy_timeout_s = float(os.environ.get("VSR_JOBS_BUSY_TIMEOUT", DEFAULT_BUSY_TIMEOUT_S))
         self.busy_timeout_s = busy_timeout_s
         if not create and not self.path.is_file():
-            raise StoreError(f"no job store at {self.path} (vsr jobs add creates it)")
+            hint = f"; an older vsr kept it in {OLD_DEFAULT}: pass --store {OLD_DEFAULT}" \
+                if path is None and OLD_DEFAULT.is_file() else ""
+            raise StoreError(f"no job store at {self.path} (vsr jobs add creates it{hint})")
         if create:
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
             except OSError as e:
                 raise StoreError(f"cannot create the job store folder {self.path.parent}: {e.strerror}") from None
-        with self._errors():
-            self._db = sqlite3.connect(str(self.path), timeout=busy_timeout_s, isolation_level=None)
+        self._db = self._connect(write)
         try:
             self._db.row_factory = sqlite3.Row
             with self._errors():
-                self._setup(create)
+                self._setup(create, write)
         except BaseException:
             self._db.close()
             raise
 
-    def _setup(self, create: bool) -> None:
+    def _connect(self, write: bool) -> sqlite3.Connection:
+        """A connection: read-write, or for ``write=False`` read-only, and where even that cannot open its WAL
+        index (a read-only file system), immutable (nothing can change the file there)."""
+        uris = [None] if write else [_uri(self.path, mode="ro"), _uri(self.path, immutable="1")]
+        for i, uri in enumerate(uris):
+            try:
+                if uri is None:
+                    return sqlite3.connect(str(self.path), timeout=self.busy_timeout_s, isolation_level=None)
+                db = sqlite3.connect(uri, uri=True, timeout=self.busy_timeout_s, isolation_level=None)
+                db.execute("PRAGMA user_version").fetchone()  # a read-only open fails here, not at connect
+                return db
+            except sqlite3.DatabaseError as e:
+                if i == len(uris) - 1 or "locked" in str(e) or "busy" in str(e):  # immutable would read past a lock
+                    with self._errors():
+                        raise e
+        raise AssertionError("unreachable")
+
+    def _setup(self, create: bool, write: bool) -> None:
         db = self._db
         db.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_s * 1000)}")
-        db.execute("PRAGMA foreign_keys = ON")
         version = db.execute("PRAGMA user_version").fetchone()[0]
-        if version == 0:
+        if version == 0 and write:
             with self.transaction():  # two `vsr jobs add` may create the same store at once: one does
                 version = db.execute("PRAGMA user_version").fetchone()[0]
                 tables = db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
                 if version == 0 and (tables or not create):
                     raise StoreError(f"{self.path} is an SQLite file but not a vsr job store")
                 if version == 0:
-                    for statement in _SCHEMA.split(";"):
-                        if statement.strip():
-                            db.execute(statement)
-                    db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+                    schema.create(db)
                     version = SCHEMA_VERSION
+        if version == 1 and write:  # foreign keys are still off: the jobs table is rebuilt, its chunks stay
+            with self.transaction():
+                if db.execute("PRAGMA user_version").fetchone()[0] == 1:
+                    schema.migrate_from_1(db, time.time())
+            version = SCHEMA_VERSION
+        if version == 0:
+            raise StoreError(f"{self.path} is an SQLite file but not a vsr job store")
         if version != SCHEMA_VERSION:
             raise StoreError(f"{self.path} is a job store of schema version {version}; this vsr reads version "
-                             f"{SCHEMA_VERSION}")
-        if db.execute("PRAGMA journal_mode = WAL").fetchone()[0].lower() != "wal":
+                             f"{SCHEMA_VERSION}" + ("" if write else " (and cannot update it: it is read-only)"))
+        db.execute("PRAGMA foreign_keys = ON")
+        if write and db.execute("PRAGMA journal_mode = WAL").fetchone()[0].lower() != "wal":
             raise StoreError(f"{self.path}: the job store cannot be switched to WAL mode")
 
     def close(self) -> None:
@@ -176,6 +157,8 @@ class JobStore(Leases):
                 text = f"it is locked by another process (waited {self.busy_timeout_s:g} s)"
             elif "not a database" in text or "malformed" in text:
                 text = f"it is not a job store, or it is corrupt ({text})"
+            elif "readonly" in text or "unable to open" in text:
+                text = f"it cannot be written here ({text}); vsr jobs list and report only read it"
             raise StoreError(f"job store {self.path}: {text}") from None
 
     @contextmanager
@@ -200,17 +183,25 @@ class JobStore(Leases):
         ids = []
         with self.transaction() as db:
             for spec, chunks in jobs:
-                busy = db.execute("SELECT id, state FROM jobs WHERE output = ? AND state IN ('queued', 'running')",
-                                  (spec.output,)).fetchone()
-                if busy is not None:
-                    raise StoreError(f"{spec.output} is already the output of job {busy['id']} ({busy['state']})")
-                cur = db.execute("INSERT INTO jobs (spec, input, output, state, created, updated) VALUES "
-                                 "(?, ?, ?, 'queued', ?, ?)", (spec.to_json(), spec.input, spec.output, now, now))
+                try:
+                    cur = db.execute("INSERT INTO jobs (spec, input, output, state, created, updated) VALUES "
+                                     "(?, ?, ?, 'queued', ?, ?)", (spec.to_json(), spec.input, spec.output, now, now))
+                except sqlite3.IntegrityError as e:
+                    raise self._owned(db, e, spec.output, f"{spec.output} is already the output of") from None
                 job = cur.lastrowid
                 db.executemany("INSERT INTO chunks (job, idx, start, stop, chunk, state) VALUES (?, ?, ?, ?, ?, "
                                "'queued')", [(job, c.index, c.start, c.stop, json.dumps(c.to_dict())) for c in chunks])
                 ids.append(job)
         return ids
+
+    def _owned(self, db, error: sqlite3.IntegrityError, output: str, what: str) -> Exception:
+        """The one-output-one-owner index refused a job: an error naming the job that owns ``output``."""
+        if ONE_OWNER_INDEX not in str(error) and "jobs.output" not in str(error):
+            return StoreError(f"job store {self.path}: {error}")
+        row = db.execute(f"SELECT id, state FROM jobs WHERE output = ? AND state IN {UNFINISHED}",
+                         (output,)).fetchone()
+        owner = f"job {row['id']} ({row['state']})" if row is not None else "another unfinished job"
+        return StoreError(f"{what} {owner}: one unfinished job per output (--overwrite does not change that)")
 
     def _job(self, db, job: int) -> sqlite3.Row:
         row = db.execute("SELECT * FROM jobs WHERE id = ?", (job,)).fetchone()
@@ -219,15 +210,17 @@ class JobStore(Leases):
         return row
 
     def cancel(self, job: int) -> None:
-        """Queued and running jobs stop being worked on (a chunk in progress finishes; nothing more starts)."""
+        """Unfinished jobs stop being worked on (a chunk in progress finishes; nothing more starts)."""
         with self.transaction() as db:
             row = self._job(db, job)
-            if row["state"] not in ("queued", "running"):
-                raise InputError(f"job {job} is {row['state']}; only a queued or running job can be cancelled")
+            if row["state"] not in UNFINISHED:
+                raise InputError(f"job {job} is {row['state']}; only a queued, running or waiting job can be "
+                                 "cancelled")
             db.execute("UPDATE jobs SET state = 'cancelled', updated = ? WHERE id = ?", (time.time(), job))
 
     def retry(self, job: int, committed=None) -> None:
-        """A failed or cancelled job is queued again; its committed chunks stay done.
+        """A failed or cancelled job is queued again; its committed chunks stay done.  Refused while another
+        unfinished job owns its output.
 
         ``committed(chunk_dict) -> bool`` (optional): whether a done chunk's file is still there; one that is not
         is queued again too.
@@ -236,37 +229,32 @@ class JobStore(Leases):
             row = self._job(db, job)
             if row["state"] not in ("failed", "cancelled"):
                 raise InputError(f"job {job} is {row['state']}; only a failed or cancelled job can be retried")
-            db.execute("UPDATE chunks SET state = 'queued', owner = NULL, expiry = NULL, attempts = 0 "
-                       "WHERE job = ? AND state != 'done'", (job,))
+            db.execute("UPDATE chunks SET state = 'queued', owner = NULL, expiry = NULL, attempts = 0, progress = 0, "
+                       "progress_s = 0 WHERE job = ? AND state != 'done'", (job,))
             if committed is not None:
                 for c in db.execute("SELECT idx, chunk FROM chunks WHERE job = ? AND state = 'done'", (job,)):
                     if not committed(json.loads(c["chunk"])):
                         db.execute("UPDATE chunks SET state = 'queued', report = NULL WHERE job = ? AND idx = ?",
                                    (job, c["idx"]))
-            done = db.execute("SELECT count(*) FROM chunks WHERE job = ? AND state = 'done'", (job,)).fetchone()[0]
-            db.execute("UPDATE jobs SET state = ?, error = NULL, join_owner = NULL, join_expiry = NULL, updated = ? "
-                       "WHERE id = ?", ("running" if done else "queued", time.time(), job))
+            try:
+                db.execute("UPDATE jobs SET state = 'queued', error = NULL, join_owner = NULL, join_expiry = NULL, "
+                           "not_before = NULL, updated = ? WHERE id = ?", (time.time(), job))
+            except sqlite3.IntegrityError as e:
+                raise self._owned(db, e, row["output"], f"job {job} cannot be retried: its output "
+                                                        f"{row['output']} is now the output of") from None
 
     # -- reading -------------------------------------------------------------------------------------------
     def jobs(self, ids: list[int] | None = None) -> list[JobRow]:
-        """Every job (or those of ``ids``), oldest first, with their chunk counts and measured speed."""
+        """Every job (or those of ``ids``), oldest first, with their chunk counts, progress and speed."""
         with self.transaction(immediate=False) as db:
             rows = db.execute("SELECT * FROM jobs ORDER BY id").fetchall()
-            chunks = db.execute("SELECT job, state, start, stop, report FROM chunks").fetchall()
+            chunks = db.execute("SELECT job, state, start, stop, report, owner, expiry, progress, progress_s "
+                                "FROM chunks").fetchall()
         per: dict[int, list] = {}
         for c in chunks:
             per.setdefault(c["job"], []).append(c)
-        out = []
-        for r in rows:
-            if ids is not None and r["id"] not in ids:
-                continue
-            cs = per.get(r["id"], [])
-            done = [c for c in cs if c["state"] == "done"]
-            reports = [json.loads(c["report"]) for c in done if c["report"]]
-            out.append(JobRow(r["id"], r["input"], r["output"], r["state"], r["error"], len(done), len(cs),
-                              sum(c["state"] == "running" for c in cs), sum(c["stop"] - c["start"] for c in done),
-                              sum(c["stop"] - c["start"] for c in cs), sum(float(x.get("wall_s", 0)) for x in reports)))
-        return out
+        now = time.time()
+        return [job_row(r, per.get(r["id"], []), now) for r in rows if ids is None or r["id"] in ids]
 
     def job(self, job: int) -> JobRow:
         rows = self.jobs([job])
@@ -279,7 +267,8 @@ class JobStore(Leases):
             return self._job(db, job)["spec"]
 
     def chunks(self, job: int) -> list[dict]:
-        """The chunk rows of ``job`` as dicts (index order), reports decoded."""
+        """The chunk rows of ``job`` as dicts (index order), reports decoded (a report that is not a JSON object
+        is None, with ``report_error`` saying why)."""
         with self.transaction(immediate=False) as db:
             self._job(db, job)
             rows = db.execute("SELECT * FROM chunks WHERE job = ? ORDER BY idx", (job,)).fetchall()
@@ -287,7 +276,7 @@ class JobStore(Leases):
         for r in rows:
             d = dict(r)
             d["chunk"] = json.loads(d["chunk"])
-            d["report"] = json.loads(d["report"]) if d["report"] else None
+            d["report"], d["report_error"] = decode_report(d["report"])
             out.append(d)
         return out
 

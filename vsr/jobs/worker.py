@@ -9,6 +9,7 @@ its process is known to be gone).  An opened backend is kept for the next chunk 
 
 from __future__ import annotations
 
+import errno
 import logging
 import multiprocessing
 import os
@@ -19,11 +20,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from vsr.errors import VsrError
-from vsr.jobs.chunks import is_committed, join_chunks, run_chunk
+from vsr.errors import VsrError, printable
+from vsr.jobs.chunks import discard, is_committed, join_chunks, run_chunk
 from vsr.jobs.leases import MAX_ATTEMPTS, Claim, owner_id
 from vsr.jobs.spec import ChunkSpec, JobSpec
 from vsr.jobs.store import JobStore, StoreError
+from vsr.video.source import SourceChanged
 
 log = logging.getLogger(__name__)
 
@@ -31,24 +33,45 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class WorkerSettings:
     """lease_s: how long a claim stays leased without a heartbeat; poll_s: the wait when nothing can be claimed;
-    until_empty: stop when no job is queued or running (else poll for new jobs until stopped);
+    until_empty: stop when no job is queued, running or waiting (else poll for new jobs until stopped);
     quiet: no line per chunk and job on stderr; max_attempts: a chunk whose worker vanished this often fails its
-    job."""
+    job; disk_wait_s: how long a job whose output's disk was full waits before it is tried again."""
 
     lease_s: float = 60.0
     poll_s: float = 1.0
     until_empty: bool = False
     quiet: bool = False
     max_attempts: int = MAX_ATTEMPTS
+    disk_wait_s: float = 60.0
+
+
+class Progress:
+    """What a running chunk has done, for its heartbeat to record: frames written, and when its first frame
+    started (after the backend's warm-up)."""
+
+    def __init__(self):
+        self.frames = 0
+        self.started: float | None = None
+
+    def start(self) -> None:
+        self.started = time.monotonic()
+
+    def add(self, n: int) -> None:
+        self.frames += n
+
+    def now(self) -> tuple[int, float]:
+        return self.frames, (time.monotonic() - self.started) if self.started is not None else 0.0
 
 
 class _Heartbeat(threading.Thread):
     """Renews one claim's lease on its own connection until stopped; ends this process if its parent
     (``vsr jobs run --workers N``) was killed, so no worker outlives it unseen."""
 
-    def __init__(self, path: Path, owner: str, claim: Claim, settings: WorkerSettings, parent: int | None):
+    def __init__(self, path: Path, owner: str, claim: Claim, settings: WorkerSettings, parent: int | None,
+                 progress: Progress):
         super().__init__(name="vsr-heartbeat", daemon=True)
         self.path, self.owner, self.claim, self.settings, self.parent = path, owner, claim, settings, parent
+        self.progress = progress
         self.stopped = threading.Event()
 
     def run(self) -> None:
@@ -58,7 +81,7 @@ class _Heartbeat(threading.Thread):
                 os._exit(1)
             try:
                 store = store or JobStore(self.path)
-                if not store.heartbeat(self.owner, self.claim, self.settings.lease_s):
+                if not store.heartbeat(self.owner, self.claim, self.settings.lease_s, self.progress.now()):
                     log.info("job %s: the lease was lost or the job was stopped", self.claim.job)
             except StoreError as e:
                 log.warning("heartbeat: %s", e)
@@ -99,10 +122,11 @@ def work(path: str | Path, settings: WorkerSettings = WorkerSettings(), *, paren
                     return done
                 time.sleep(settings.poll_s)
                 continue
-            beat = _Heartbeat(store.path, owner, claim, settings, parent)
+            progress = Progress()
+            beat = _Heartbeat(store.path, owner, claim, settings, parent, progress)
             beat.start()
             try:
-                _process(store, owner, claim, backends, settings)
+                _process(store, owner, claim, backends, settings, progress)
             finally:
                 beat.stopped.set()
                 beat.join()
@@ -115,8 +139,10 @@ def work(path: str | Path, settings: WorkerSettings = WorkerSettings(), *, paren
         store.close()
 
 
-def _process(store: JobStore, owner: str, claim: Claim, backends: _Backends, settings: WorkerSettings) -> None:
-    say = (lambda text: None) if settings.quiet else (lambda text: print(f"vsr: {text}", file=sys.stderr))
+def _process(store: JobStore, owner: str, claim: Claim, backends: _Backends, settings: WorkerSettings,
+             progress: Progress) -> None:
+    say = (lambda text: None) if settings.quiet else \
+        (lambda text: print(f"vsr: {printable(text)}", file=sys.stderr))
     t0 = time.perf_counter()
     try:
         spec = JobSpec.from_json(claim.spec)
@@ -128,16 +154,43 @@ def _process(store: JobStore, owner: str, claim: Claim, backends: _Backends, set
         chunk = ChunkSpec.from_dict(claim.chunk)
         computed = not is_committed(spec, chunk)
         backend = backends.get(spec.settings()[0]) if computed else None
-        report = run_chunk(spec, chunk, backend=backend)
+        report = run_chunk(spec, chunk, backend=backend, progress=progress.add, on_start=progress.start)
         store.commit_chunk(owner, claim, report, computed)
         say(f"job {claim.job} chunk {chunk.index} (frames {chunk.start}:{chunk.stop}) done in "
             f"{time.perf_counter() - t0:.1f} s")
     except (KeyboardInterrupt, StoreError):
         raise
-    except VsrError as e:
+    except Exception as e:
+        if not disk_full(e):
+            _failed(store, owner, claim, e, say)
+            return
+        message = (f"no space left on the output's disk ({' '.join(str(e).split())}); the job waits and is tried "
+                   f"again every {settings.disk_wait_s:g} s (its committed chunks are kept)")
+        store.wait(owner, claim, message, settings.disk_wait_s)
+        say(f"job {claim.job} waits: {message}")
+
+
+def disk_full(error: BaseException) -> bool:
+    """Whether ``error`` (or one it was raised from or during) is a full disk or an exceeded quota."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if getattr(error, "errno", None) in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        error = error.__cause__ or error.__context__
+    return False
+
+
+def _failed(store: JobStore, owner: str, claim: Claim, e: Exception, say) -> None:
+    if isinstance(e, SourceChanged):  # its chunks are of a file that is gone: no retry can use them
+        try:
+            discard(JobSpec.from_json(claim.spec))
+        except VsrError as why:
+            log.warning("job %s: its chunks stay: %s", claim.job, why)
+    if isinstance(e, VsrError):
         _fail(store, owner, claim, str(e), say)
-    except Exception as e:  # anything else a chunk raises fails its job, not the worker
-        log.debug("job %s failed", claim.job, exc_info=True)
+    else:  # anything else a chunk raises fails its job, not the worker
+        log.debug("job %s failed", claim.job, exc_info=e)
         _fail(store, owner, claim, f"{type(e).__name__}: {e}", say)
 
 
@@ -165,7 +218,7 @@ def _child(path: str, settings: WorkerSettings, parent: int) -> None:
     except KeyboardInterrupt:
         code = 130
     except VsrError as e:
-        print(f"vsr: error: {e}", file=sys.stderr)
+        print(f"vsr: error: {printable(e)}", file=sys.stderr)
         code = e.exit_code
     sys.stdout.flush()
     sys.stderr.flush()

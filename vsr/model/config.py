@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from vsr.errors import ConfigError
+from vsr.files import config_dir
 
 PADDING_MODES = ("reflection_circle", "replicate")
 
@@ -21,12 +22,6 @@ _KEYS = {None: {"name", "description", "model", "inference"},
                    "deformable_groups", "with_tsa", "center_frame_idx"},
          "inference": {"padding", "memory_fixed_mb", "memory_bytes_per_pixel"}}
 _REQUIRED = ("num_feat", "num_frame", "num_extract_block", "num_reconstruct_block")
-
-
-def config_dir() -> Path:
-    """``$VSR_CONFIG_DIR`` or the repository's ``configs/`` folder."""
-    env = os.environ.get("VSR_CONFIG_DIR")
-    return Path(env) if env else Path(__file__).resolve().parents[2] / "configs"
 
 
 @dataclass(frozen=True)

@@ -128,12 +128,17 @@ class TSAFusion(nn.Module):
     def _up2(x: torch.Tensor) -> torch.Tensor:
         return F.interpolate(x, scale_factor=2, mode="bilinear", align_corners=False)
 
-    def forward(self, aligned_feat: torch.Tensor) -> torch.Tensor:
+    def temporal_attention(self, aligned_feat: torch.Tensor) -> torch.Tensor:
+        """How much each frame agrees with the centre one: ``(N, T, C, H, W) -> (N, T, 1, H, W)`` in [0, 1]."""
         b, t, c, h, w = aligned_feat.shape
         embedding_ref = self.temporal_attn1(aligned_feat[:, self.center_frame_idx])
         embedding = self.temporal_attn2(aligned_feat.reshape(b * t, c, h, w)).view(b, t, c, h, w)
         corr = (embedding * embedding_ref.unsqueeze(1)).sum(dim=2)  # (b, t, h, w)
-        corr_prob = torch.sigmoid(corr).unsqueeze(2)  # (b, t, 1, h, w)
+        return torch.sigmoid(corr).unsqueeze(2)  # (b, t, 1, h, w)
+
+    def forward(self, aligned_feat: torch.Tensor) -> torch.Tensor:
+        b, t, c, h, w = aligned_feat.shape
+        corr_prob = self.temporal_attention(aligned_feat)
         aligned_feat = (aligned_feat * corr_prob).reshape(b, t * c, h, w)
         feat = _lrelu(self.feat_fusion(aligned_feat))
         attn = _lrelu(self.spatial_attn1(aligned_feat))

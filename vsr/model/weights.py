@@ -1,7 +1,8 @@
 """Checkpoint loading: BasicSR, mmagic/mmediting and plain state dicts, ``weights_only=True`` always.
 
-Entry point: :func:`load_model` (path, ``"random"`` or a bundled name -> ready EDVR in eval mode).  Bundled
-weights are ``vsr/weights/<name>.pth`` (:func:`bundled_path`): ``default`` (clean bicubic training),
+Entry point: :func:`load_model` (path, ``"random"``, a bundled name or a fetched official checkpoint's name ->
+ready EDVR in eval mode; :func:`weights_path` resolves the names).  Bundled
+weights are ``vsr/weights/<name>.pth``: ``default`` (clean bicubic training),
 ``real`` (fine-tuned on compressed, noisy, blurred LR: for lossy web and camera video) and, where the file
 exists, ``clean``; ``vsr/weights/<name>.json`` records how each was trained.
 """
@@ -11,7 +12,6 @@ from __future__ import annotations
 import pickle
 import re
 import warnings
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -19,46 +19,37 @@ import torch
 from vsr.errors import InputError, WeightsError
 from vsr.files import sha256_file
 from vsr.model.config import ModelConfig, list_configs, load_config
+from vsr.model.official import OFFICIAL, fetched_path, find_official
 
-
-@dataclass(frozen=True)
-class OfficialCheckpoint:
-    filename: str
-    config: str
-    sha256: str | None  # None where only the 8-digit prefix in the file name is published
-    prefix: str
-    psnr: str
-
-
-OFFICIAL = (
-    OfficialCheckpoint("EDVR_M_x4_SR_REDS_official-32075921.pth", "edvr-m",
-                       "32075921635eb07d56c83ec4009341bd82d882900ca7043f9c51cc7951033efd", "32075921",
-                       "REDS4 30.53 dB / 0.8699 (RGB)"),
-    OfficialCheckpoint("EDVR_M_woTSA_x4_SR_REDS_official-1edf645c.pth", "edvr-m-wotsa",
-                       "1edf645c117ba34ea1c7fcf5506079cf9dd361c2bd26b6f3cad9197a0ba7adbf", "1edf645c",
-                       "not in BasicSR's ModelZoo table (mmediting's own woTSA retrain: REDS4 30.34 dB RGB)"),
-    OfficialCheckpoint("EDVR_L_x4_SR_REDS_official-9f5f5039.pth", "edvr-l", None, "9f5f5039",
-                       "REDS4 31.09 dB / 0.8800 (RGB)"),
-    OfficialCheckpoint("EDVR_L_x4_SR_Vimeo90K_official-162b54e4.pth", "edvr-l-7f", None, "162b54e4",
-                       "Vid4 27.35 dB / 0.8264 (Y)"),
-)
 
 WEIGHTS_DIR = Path(__file__).resolve().parents[1] / "weights"
 DEFAULT_WEIGHTS = WEIGHTS_DIR / "default.pth"
 BUNDLED_NAMES = ("default", "real", "clean")
 
 
-def bundled_path(weights: str | Path) -> Path:
-    """``vsr/weights/<name>.pth`` for a bundled name (:data:`BUNDLED_NAMES`), else ``weights`` as a path.
+def weights_path(weights: str | Path) -> Path:
+    """The file behind ``--weights``: ``vsr/weights/<name>.pth`` for a bundled name (:data:`BUNDLED_NAMES`),
+    the fetched file for an official checkpoint's name (:mod:`vsr.model.official`), else ``weights`` as a path.
 
-    :class:`InputError` when a bundled name has no file in this build."""
+    :class:`InputError` when a bundled name has no file in this build, or an official one is not fetched yet
+    (it is never downloaded unasked)."""
     w = str(weights)
+    official = find_official(w)
+    if official is not None:
+        p = fetched_path(official)
+        if not p.is_file():
+            raise InputError(f"{official.name} is not downloaded: run `vsr models fetch {official.name}` "
+                             f"(from {official.hosts}), then --weights {official.name} finds it in {p.parent}")
+        return p
     if w not in BUNDLED_NAMES:
         return Path(w)
     p = WEIGHTS_DIR / f"{w}.pth"
     if not p.is_file():
         raise InputError(f"no bundled {w!r} weights in this build; pass --weights FILE (or --weights random)")
     return p
+
+
+bundled_path = weights_path  # its older name (vsr.jobs.spec, vsr.train.trainer)
 
 
 def identify_official(path: Path, digest: str | None = None) -> OfficialCheckpoint | None:
@@ -215,8 +206,8 @@ def resolve_config(weights: str | Path, config: str | ModelConfig | None) -> tup
     w = str(weights)
     if w == "random":
         return load_config("edvr-m"), "default for random"
-    p = bundled_path(w)
-    off = identify_official(p) if p.is_file() else None
+    p = weights_path(w)
+    off = find_official(w) or (identify_official(p) if p.is_file() else None)
     if off is not None:
         return load_config(off.config), f"official {off.filename}"
     obj = read_checkpoint(p)
@@ -235,7 +226,7 @@ def load_model(weights: str | Path = "default", config: str | ModelConfig | None
     """
     w = str(weights)
     if w != "random":
-        bundled_path(w)  # a missing bundled file fails here, before any config is guessed
+        weights_path(w)  # a missing bundled or unfetched file fails here, before any config is guessed
     cfg, _ = resolve_config(weights, config)
     model = build_model(cfg)
     if w == "random":
@@ -243,7 +234,7 @@ def load_model(weights: str | Path = "default", config: str | ModelConfig | None
                       stacklevel=2)
         random_state(model, seed)
     else:
-        path = bundled_path(w)
+        path = weights_path(w)
         sd, _fmt = extract_state_dict(read_checkpoint(path))
         load_state(model, sd, cfg, str(path), strict=strict)
     return model.eval(), cfg

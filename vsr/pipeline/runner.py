@@ -151,6 +151,8 @@ def hr_frames(results: Iterator[Result], sink, height: int, width: int, scale: i
               tiles_per_frame: int) -> Iterator[HrFrame]:
     """The post stage: backend results ``(N, 3, s*h, s*w)`` -> whole finished output frames, in order.
 
+    Results may be float (32 or 16 bit, RGB in [0, 1]) or uint8 (RGB 0..255, quantised by the backend).
+
     Each tile's core is converted (colour matrix, quantisation) straight into the frame's planes from
     ``sink.new_planes``; a frame whose last tile arrived is handed to ``sink.finish`` and goes on.
     """
@@ -164,6 +166,8 @@ def hr_frames(results: Iterator[Result], sink, height: int, width: int, scale: i
                 current = HrFrame(slot.index, slot.pts, slot.duration, sink.new_planes(height * sc, width * sc),
                                   tiles_per_frame)
             core = res.y[n, :, sc * (t.cy0 - t.y0): sc * (t.cy1 - t.y0), sc * (t.cx0 - t.x0): sc * (t.cx1 - t.x0)]
+            if core.dtype == np.uint8:  # RGB a backend quantised already (the CUDA runtime's uint8 download)
+                core = core.astype(np.float32) * np.float32(1.0 / 255.0)
             encode_planes(core, pix_fmt, spec, out=current.planes[:, sc * t.cy0: sc * t.cy1, sc * t.cx0: sc * t.cx1])
             current.tiles_left -= 1
             if current.tiles_left == 0:

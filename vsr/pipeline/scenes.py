@@ -53,7 +53,7 @@ class CutRule:
     def load(cls, path: str | Path | None = None, threshold: float | None = None) -> CutRule:
         """``configs/pipeline/scenes.toml`` (or ``path``); ``threshold`` (e.g. ``--scene-threshold``) overrides."""
         if path is None:
-            from vsr.model.config import config_dir
+            from vsr.files import config_dir
 
             path = config_dir() / "pipeline" / "scenes.toml"
         p = Path(path)

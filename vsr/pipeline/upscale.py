@@ -11,6 +11,7 @@ from vsr.errors import InputError
 from vsr.pipeline.runner import FrameQueueRunner, RunnerSettings
 from vsr.report import RunReport
 from vsr.video import EncoderSettings, check_output, open_sink, open_source
+from vsr.video.output import is_stream
 
 log = logging.getLogger(__name__)
 
@@ -19,7 +20,8 @@ def upscale(src: str | Path, dst: str | Path, *, backend: Backend | BackendReque
             encoder: EncoderSettings = EncoderSettings(), runner: RunnerSettings = RunnerSettings(),
             overwrite: bool = False, progress: Callable[[int | None], Callable[[int], None]] | None = None,
             on_start: Callable[[], None] | None = None) -> RunReport:
-    """Upscale ``src`` (video file or PNG folder) into ``dst`` (container from its suffix, or a PNG folder).
+    """Upscale ``src`` (video file, PNG folder, or ``-``: a stream on standard input) into ``dst`` (container
+    from its suffix, a PNG folder, or ``-``: a stream on standard output in ``encoder.container``).
 
     ``backend``: a ready backend, or a :class:`~vsr.backends.BackendRequest` (weights, config, options) that is
     opened once the output is known to be writable.  ``progress(total_frames_or_None)`` returns a per-frame
@@ -30,7 +32,8 @@ def upscale(src: str | Path, dst: str | Path, *, backend: Backend | BackendReque
     src, dst = Path(src), Path(dst)
     source = open_source(src)
     try:
-        check_output(dst, src, overwrite)
+        if not is_stream(dst):  # standard output: written as it goes, nothing to check or replace
+            check_output(dst, src, overwrite)
         start, stop = runner.frames
         trim = start > 0 or stop is not None
         # the sink first: a wrong codec or container is reported before minutes of model loading

@@ -5,6 +5,9 @@ first step, graph outputs until after the last).  Buffers whose lifetimes do not
 are assigned greedily, largest first, at the lowest offset that does not collide with an already placed buffer
 alive at the same time (the "greedy by size" scheme of TFLite's arena planner).  Lifetimes are closed intervals,
 so a step's inputs and outputs never share memory.
+
+Offsets are multiples of 256 bytes: TensorRT's ``set_tensor_address`` refuses a tensor that is not 256-byte
+aligned, and the CUDA runtime points engines at views of one device arena (whose base, from cudaMalloc, is).
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-ALIGN = 64
+ALIGN = 256
 
 
 def _aligned(n: int) -> int:

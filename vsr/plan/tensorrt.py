@@ -1,23 +1,33 @@
-"""TensorRT engines as the segment backend of a plan (TensorRT 10/11 Python API; optional dependency).
+"""TensorRT engines as the segment backend of a plan (TensorRT 10.x and 11.x Python API; optional dependency).
 
-Build is separate from inference: :meth:`TensorRTSegmentBackend.load` builds an engine from a segment's ONNX
-(explicit I/O from the model, one optimisation profile over the batch dimension) or deserialises the engine file
-cached beside it, and creates an execution context.  :meth:`TensorRTSegmentRunner.bind` makes sure each I/O
-tensor has a device buffer large enough for the engine's largest batch; the returned ``run`` sets the context's
-input shapes and tensor addresses for its own binding (the one context is shared by every bound batch size),
-copies the inputs in, runs ``execute_async_v3`` and copies the outputs back into the plan's host arena (bridge
-kernels are CPU kernels; device-resident bridges would make these copies unnecessary).
+Build is separate from inference: :meth:`TensorRTSegmentBackend.load` builds an engine from a segment's ONNX or
+deserialises the engine file cached beside it, and creates an execution context.
+
+* **Strongly typed networks** on 10 and 11 (11 has no other kind: its ``BuilderFlag`` lost ``FP16``/``INT8``): an
+  engine's precision is its ONNX file's.  fp16 engines come from vsr's fp16 export (:mod:`vsr.export.fp16`, TSA's
+  correlation kept fp32 by name), int8 engines from the Q/DQ export (:mod:`vsr.quant.qdq`), fp32 from the plain
+  one; a segment whose types contradict the asked precision is refused before the build.
+* **Float inputs only**: a segment that takes an int64 tensor would make TensorRT take it as a shape tensor,
+  whose values no profile here sets; vsr's exports fold those values per bucket (:mod:`vsr.export.fold`).
+* **Profiles scaled by frames per item**: a segment input's first dimension is an expression of the batch ``N``
+  (``3*N`` for EDVR-tiny's per-frame features, ``N`` after the fusion); the profile spans ``N = 1 ..
+  max_batch``, optimised at ``opt_batch`` (the planned batch).
+* **Every call checked**: ``set_input_shape``, ``set_tensor_address`` and ``execute_async_v3`` return False on a
+  refusal (TensorRT logs why); each becomes a one-line :class:`~vsr.errors.BackendError` naming the tensor.
+  Addresses must be 256-byte aligned (the plan's arena is, :mod:`vsr.plan.arena`).
 
 With ``device_io`` (the CUDA runtime, ``vsr.backends.cuda.engines``) the plan's arena is device memory and the
 bridges are CUDA kernels: ``bind`` takes device tensors (anything with ``data_ptr()`` and ``shape``), points the
-engine's I/O at them and runs on the caller's stream (``stream()``: a ``cudaStream_t`` as an int) -- no copies,
-no synchronisation, no pycuda (the caller's CUDA context is used).
+engine's I/O at them and runs on ``stream()`` -- the runtime's own stream, shared with its bridge kernels; the
+legacy default stream (0) is refused.  Without it (CPU bridges) each run copies through pycuda device buffers.
 
 Engines are cached beside the segment's ONNX, or in ``engine_dir``; the file name hashes the ONNX, the build
 settings, TensorRT's version and ``cache_key`` (the device and software stack, ``vsr.backends.cuda.keys``).
 
-The engine tests skip when ``tensorrt`` is absent (it cannot be installed on the development machine); the
-binding logic is tested against a stand-in context in ``tests/plan/test_tensorrt_binding.py``.
+TensorRT cannot be installed on the development machine: ``tests/plan/trt_standin.py`` is a stand-in module
+that refuses every name the real 11.x bindings lack (their wheel's string table), on which the build and the
+binding logic run; ``tests/plan/test_tensorrt_contract.py`` checks every ``trt.`` name used here against the
+real 10.x and 11.x bindings.
 """
 
 from __future__ import annotations
@@ -31,30 +41,109 @@ from typing import Callable
 import numpy as np
 
 from vsr.errors import BackendError
+from vsr.plan.partition import eval_dim
 
 log = logging.getLogger(__name__)
+
+SUPPORTED_MAJORS = (10, 11)
+PRECISIONS = ("fp32", "fp16", "int8")
+ENGINE_FORMAT = 2  # 2: strongly typed, profiles over N scaled by frames per item (1: FP16 flag, batch 1..8)
+ALIGNMENT = 256  # bytes: what set_tensor_address requires
+_FLOAT_INPUTS = ("float32", "float16")
 
 
 def _import(need_pycuda: bool = True):
     try:
         import tensorrt as trt
 
-        if not need_pycuda:
-            return trt, None
-        import pycuda.autoinit  # noqa: F401  (creates the CUDA context)
-        import pycuda.driver as cuda
+        if need_pycuda:
+            import pycuda.autoinit  # noqa: F401  (creates the CUDA context)
+            import pycuda.driver as cuda
+        else:
+            cuda = None
     except ImportError as e:
-        raise BackendError(f"TensorRT segment backend needs tensorrt and pycuda ({e})") from None
+        raise BackendError(f"TensorRT segment backend needs tensorrt{' and pycuda' * need_pycuda} ({e})") from None
+    major = int(str(trt.__version__).split(".")[0])
+    if major not in SUPPORTED_MAJORS:
+        raise BackendError(f"TensorRT {trt.__version__}: vsr supports {' and '.join(map(str, SUPPORTED_MAJORS))}.x")
     return trt, cuda
 
 
 @dataclass(frozen=True)
+class SegmentInput:
+    """A segment's declared input: its name, dimensions (ints, or expressions of ``N``) and numpy dtype."""
+
+    name: str
+    dims: tuple
+    dtype: str
+
+
+def segment_inputs(onnx_bytes: bytes) -> list[SegmentInput]:
+    """The graph inputs of a segment's ONNX (initializers excluded), as the partition wrote them."""
+    import onnx
+    from onnx import helper
+
+    model = onnx.load_model_from_string(onnx_bytes)
+    inits = {t.name for t in model.graph.initializer}
+    out = []
+    for vi in model.graph.input:
+        if vi.name in inits:
+            continue
+        t = vi.type.tensor_type
+        dims = tuple(d.dim_param if d.HasField("dim_param") else int(d.dim_value) for d in t.shape.dim)
+        out.append(SegmentInput(vi.name, dims, np.dtype(helper.tensor_dtype_to_np_dtype(t.elem_type)).name))
+    return out
+
+
+def profile_shapes(inputs: list[SegmentInput], opt_batch: int, max_batch: int, where: str = "segment"
+                   ) -> dict[str, tuple[tuple, tuple, tuple]]:
+    """``{input: (min, opt, max)}`` for the inputs whose first dimension depends on ``N``: ``N = 1``,
+    ``opt_batch`` and ``max_batch`` items.  BackendError for a non-float input or any other dynamic dimension."""
+    if not 1 <= opt_batch <= max_batch:
+        raise BackendError(f"TensorRT profile: need 1 <= opt_batch ({opt_batch}) <= max_batch ({max_batch})")
+    shapes = {}
+    for inp in inputs:
+        if inp.dtype not in _FLOAT_INPUTS:
+            raise BackendError(f"{where}: input {inp.name!r} is {inp.dtype}; TensorRT segments take float tensors "
+                               "only (an int64 input is a shape tensor: export with vsr, which folds them)")
+        if any(isinstance(d, str) for d in inp.dims[1:]):
+            raise BackendError(f"{where}: input {inp.name!r} has dynamic dimensions besides the batch: {inp.dims}")
+        if inp.dims and isinstance(inp.dims[0], str):
+            shapes[inp.name] = tuple(tuple(eval_dim(d, {"N": n}) for d in inp.dims)
+                                     for n in (1, opt_batch, max_batch))
+    return shapes
+
+
+def check_precision(onnx_bytes: bytes, precision: str, where: str = "segment") -> None:
+    """A strongly typed engine has its ONNX's types: refuse a segment that is not in ``precision`` (an int8
+    plan's segment may be all fp32: the convs of lowest SQNR stay fp32, ``vsr.quant``)."""
+    import onnx
+
+    if precision not in PRECISIONS:
+        raise BackendError(f"TensorRT precision {precision!r}: choose from {', '.join(PRECISIONS)}")
+    model = onnx.load_model_from_string(onnx_bytes)
+    half = any(t.data_type == onnx.TensorProto.FLOAT16 for t in model.graph.initializer) or any(
+        n.op_type == "Cast" and any(a.name == "to" and a.i == onnx.TensorProto.FLOAT16 for a in n.attribute)
+        for n in model.graph.node)
+    qdq = any(n.op_type in ("QuantizeLinear", "DequantizeLinear") for n in model.graph.node)
+    if precision == "fp16" and not half:
+        raise BackendError(f"{where} is fp32: fp16 engines are built from vsr's fp16 export (strongly typed "
+                           "networks take their precision from the ONNX)")
+    if precision == "int8" and half:  # a segment of the Q/DQ export may have no Q/DQ (its convs kept fp32)
+        raise BackendError(f"{where} is fp16: int8 engines are built from the Q/DQ export of the fp32 model")
+    if precision == "fp32" and (half or qdq):
+        raise BackendError(f"{where} is not fp32 ({'fp16' if half else 'Q/DQ'} nodes): ask for that precision")
+
+
+@dataclass(frozen=True)
 class TensorRTSegmentBackend:
-    """precision: fp32 | fp16; max_batch: largest N of the batch profile; workspace_mib: builder scratch;
-    device_io / stream / device: see the module's docstring; engine_dir, cache_key: the engine cache."""
+    """precision: fp32 | fp16 | int8 (the segments' own, see the module's docstring); opt_batch / max_batch: the
+    profile's optimum and largest N (items, not frames); workspace_mib: builder scratch; device_io / stream /
+    device: see the module's docstring; engine_dir, cache_key: the engine cache."""
 
     precision: str = "fp32"
     max_batch: int = 8
+    opt_batch: int = 1
     workspace_mib: int = 2048
     name: str = "tensorrt"
     device: str = "cpu"  # where the bridge kernels run (CPU kernels; device buffers are copied around them)
@@ -70,12 +159,13 @@ class TensorRTSegmentBackend:
 
     def engine_path(self, path: Path, onnx_bytes: bytes, trt_version: str) -> Path:
         """Where the engine of the segment at ``path`` is cached (a function of everything it depends on)."""
-        settings = f"{self.precision}/{self.max_batch}/{trt_version}/{self.cache_key}".encode()
+        settings = (f"{ENGINE_FORMAT}/{self.precision}/{self.opt_batch}/{self.max_batch}/{trt_version}/"
+                    f"{self.cache_key}").encode()
         tag = hashlib.sha256(onnx_bytes + settings).hexdigest()[:16]
         folder = Path(self.engine_dir) if self.engine_dir else Path(path).parent
         return folder / f"{Path(path).stem}.{tag}.engine"
 
-    def load(self, path: Path) -> "TensorRTSegmentRunner":
+    def load(self, path: Path) -> "TensorRTSegmentRunner | TensorRTDeviceRunner":
         trt, cuda = _import(need_pycuda=not self.device_io)
         logger = trt.Logger(trt.Logger.WARNING)
         onnx_bytes = Path(path).read_bytes()
@@ -93,37 +183,50 @@ class TensorRTSegmentBackend:
         if engine is None:
             raise BackendError(f"TensorRT could not deserialise the engine of {path}")
         if self.device_io:
-            return TensorRTDeviceRunner(engine, self.stream)
+            return TensorRTDeviceRunner(engine, self.stream, Path(path).stem)
         return TensorRTSegmentRunner(engine, cuda, self.max_batch)
 
     def _build(self, trt, logger, onnx_bytes: bytes, path: Path) -> bytes:
+        where = Path(path).name
+        check_precision(onnx_bytes, self.precision, where)
+        shapes = profile_shapes(segment_inputs(onnx_bytes), self.opt_batch, self.max_batch, where)
         builder = trt.Builder(logger)
-        network = builder.create_network(0)  # explicit batch is the only mode in TensorRT 10
+        network = builder.create_network(1 << int(trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED))
         parser = trt.OnnxParser(network, logger)
         if not parser.parse(onnx_bytes):
             errors = "; ".join(str(parser.get_error(i)) for i in range(parser.num_errors))
-            raise BackendError(f"TensorRT cannot parse {path}: {errors[:300]}")
+            raise BackendError(f"TensorRT cannot parse {where}: {errors[:300]}")
         config = builder.create_builder_config()
         config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, self.workspace_mib << 20)
-        if self.precision == "fp16":
-            config.set_flag(trt.BuilderFlag.FP16)
-        elif self.precision != "fp32":
-            raise BackendError(f"TensorRT precision {self.precision!r}: choose fp32 or fp16")
         profile = builder.create_optimization_profile()
         for i in range(network.num_inputs):
-            t = network.get_input(i)
-            shape = list(t.shape)
-            if any(d < 0 for d in shape[1:]):
-                raise BackendError(f"{path}: input {t.name} has dynamic dimensions besides the batch: {shape}")
-            if shape[0] < 0:  # the batch dimension, e.g. N or 3*N: scale the profile's batch range
-                lo, hi = list(shape), list(shape)
-                lo[0], hi[0] = 1, self.max_batch
-                profile.set_shape(t.name, lo, lo, hi)
-        config.add_optimization_profile(profile)
+            name = network.get_input(i).name
+            if name in shapes:
+                profile.set_shape(name, *shapes[name])
+        if config.add_optimization_profile(profile) < 0:
+            raise BackendError(f"TensorRT refused the optimisation profile of {where}: {shapes}")
         engine = builder.build_serialized_network(network, config)
         if engine is None:
-            raise BackendError(f"TensorRT failed to build an engine for {path}")
+            raise BackendError(f"TensorRT failed to build an engine for {where} (its log says why)")
         return bytes(engine)
+
+
+def _set_shape(ctx, name: str, shape: tuple) -> None:
+    if not ctx.set_input_shape(name, shape):
+        raise BackendError(f"TensorRT rejected shape {shape} for input {name!r} (outside the engine's profile)")
+
+
+def _set_address(ctx, name: str, address: int) -> None:
+    if address % ALIGNMENT:
+        raise BackendError(f"TensorRT tensor {name!r} at {address:#x} is not {ALIGNMENT}-byte aligned")
+    if not ctx.set_tensor_address(name, address):
+        raise BackendError(f"TensorRT rejected the address {address:#x} of tensor {name!r}")
+
+
+def _check_names(names: list[str], bound) -> None:
+    for name in bound:
+        if name not in names:
+            raise BackendError(f"TensorRT engine has no I/O tensor {name!r} (has {names})")
 
 
 class TensorRTSegmentRunner:
@@ -150,9 +253,8 @@ class TensorRTSegmentRunner:
             self._device[name] = (self.cuda.mem_alloc(nbytes), nbytes)
 
     def bind(self, inputs: dict[str, np.ndarray], outputs: dict[str, np.ndarray]) -> Callable[[], None]:
+        _check_names(self.names, {**inputs, **outputs})
         for name, arr in {**inputs, **outputs}.items():
-            if name not in self.names:
-                raise BackendError(f"TensorRT engine has no I/O tensor {name!r} (has {self.names})")
             self._device_buffer(name, arr)
         cuda, ctx, stream, device = self.cuda, self.context, self.stream, self._device
 
@@ -160,14 +262,13 @@ class TensorRTSegmentRunner:
             # shapes and addresses are the context's state: set them for this binding on every run, as another
             # binding (another batch size) may have run on the same context since
             for name, arr in inputs.items():
-                if not ctx.set_input_shape(name, tuple(arr.shape)):
-                    raise BackendError(f"TensorRT rejected shape {tuple(arr.shape)} for input {name!r}")
+                _set_shape(ctx, name, tuple(arr.shape))
             for name in (*inputs, *outputs):
-                ctx.set_tensor_address(name, int(device[name][0]))
+                _set_address(ctx, name, int(device[name][0]))
             for name, arr in inputs.items():
                 cuda.memcpy_htod_async(device[name][0], arr, stream)
             if not ctx.execute_async_v3(stream.handle):
-                raise BackendError("TensorRT execution failed")
+                raise BackendError(f"TensorRT execution failed (inputs {', '.join(inputs)})")
             for name, arr in outputs.items():
                 cuda.memcpy_dtoh_async(arr, device[name][0], stream)
             stream.synchronize()
@@ -178,28 +279,35 @@ class TensorRTSegmentRunner:
 class TensorRTDeviceRunner:
     """One engine whose I/O are the caller's device tensors; ``stream()`` gives the stream to run on."""
 
-    def __init__(self, engine, stream: Callable[[], int] | None):
+    def __init__(self, engine, stream: Callable[[], int] | None, label: str = "segment"):
+        if stream is None:
+            raise BackendError("TensorRT device runner: give the stream to run on (the runtime's own, not 0)")
         self.engine = engine
-        self.stream = stream or (lambda: 0)
+        self.stream = stream
+        self.label = label
         self.context = engine.create_execution_context()
         self.names = [engine.get_tensor_name(i) for i in range(engine.num_io_tensors)]
 
     def bind(self, inputs: dict, outputs: dict) -> Callable[[], None]:
-        for name in (*inputs, *outputs):
-            if name not in self.names:
-                raise BackendError(f"TensorRT engine has no I/O tensor {name!r} (has {self.names})")
-        ctx, stream = self.context, self.stream
+        _check_names(self.names, {**inputs, **outputs})
+        ctx, stream, label = self.context, self.stream, self.label
         shapes = {name: tuple(int(d) for d in t.shape) for name, t in inputs.items()}
         addresses = {name: int(t.data_ptr()) for name, t in {**inputs, **outputs}.items()}
+        for name, address in addresses.items():
+            if address % ALIGNMENT:
+                raise BackendError(f"TensorRT tensor {name!r} at {address:#x} is not {ALIGNMENT}-byte aligned")
 
         def run() -> None:
             # the context is shared by every binding (batch size): set its shapes and addresses on each run
             for name, shape in shapes.items():
-                if not ctx.set_input_shape(name, shape):
-                    raise BackendError(f"TensorRT rejected shape {shape} for input {name!r}")
+                _set_shape(ctx, name, shape)
             for name, address in addresses.items():
-                ctx.set_tensor_address(name, address)
-            if not ctx.execute_async_v3(stream()):
-                raise BackendError("TensorRT execution failed")
+                _set_address(ctx, name, address)
+            handle = int(stream())
+            if handle == 0:
+                raise BackendError(f"TensorRT {label}: refusing the legacy default stream (0): run on the "
+                                   "runtime's own stream")
+            if not ctx.execute_async_v3(handle):
+                raise BackendError(f"TensorRT execution of {label} failed (outputs {', '.join(outputs)})")
 
         return run

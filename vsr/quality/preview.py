@@ -28,6 +28,7 @@ from vsr.backends import Backend, BackendRequest
 from vsr.errors import InputError
 from vsr.pipeline import RunnerSettings, upscale
 from vsr.video import EncoderSettings, open_source
+from vsr.video.output import is_stream
 
 DEFAULT_FRAMES = 3  # the middle one is shown; the two after the first time the run
 
@@ -106,11 +107,17 @@ def preview(src: str | Path, *, at: str | int | None = None, frames: int = DEFAU
     frames), and measure it (see the module's docstring)."""
     if frames < 2:
         raise InputError(f"--frames must be 2 or more (the time per frame is their spacing), not {frames}")
+    if is_stream(src):
+        raise InputError("vsr preview needs a file: it reads its input three times (standard input, -, is read "
+                         "once)")
     src = Path(src)
     source = open_source(src)
     info = source.info
     source.close()
     total = info.frames_estimate
+    if total is not None and total < 2:
+        raise InputError(f"{src} has {total} frame: a preview times 2 frames or more (vsr upscale upscales it)")
+    frames = min(frames, total or frames)  # a short clip: all of it, not a run told to write frames it lacks
     center = frame_at(at, float(info.rate) if info.rate else None, total)
     first = max(0, min(center - frames // 2, (total or center + frames) - frames))
     stop = first + frames

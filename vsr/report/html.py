@@ -120,6 +120,8 @@ def write_page(path: str | Path, page: str, overwrite: bool = False) -> Path:
     An existing file is replaced only with ``overwrite``: it may not be one vsr wrote.
     """
     path = Path(path)
+    if path.is_dir():
+        raise InputError(f"--html {path} is a folder: give the page's file name (e.g. {path / 'report.html'})")
     if not path.parent.is_dir():
         raise InputError(f"--html folder does not exist: {path.parent}")
     if path.exists() and not overwrite:

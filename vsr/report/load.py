@@ -1,21 +1,29 @@
 """Read a run report (the JSON of ``vsr upscale --report``) back, checked, into :class:`Run`.
 
 Reports written before the timeline existed (no ``format``, ``backend_steps`` or ``timeline``) load too: their
-steps have totals only and :attr:`Run.has_timeline` is False.  Anything else is one :class:`InputError` line.
+steps have totals only and :attr:`Run.has_timeline` is False.  A report of another format version, or anything
+else, is one :class:`InputError` line.  A report is bounded before anything renders it: at most
+:data:`MAX_REPORT_BYTES`, nested at most :data:`MAX_DEPTH` deep, every number finite and within
+:data:`MAX_NUMBER` (no ``10**400`` frames, no timeline from -1e308 to 1e308).
 """
 
 from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from vsr.errors import InputError
+from vsr.errors import InputError, printable
 from vsr.report.sample import step_kind
-from vsr.report.timer import StageStats
+from vsr.report.timer import REPORT_FORMAT, StageStats
 
 _FORMAT_PREFIX = "vsr-run-report/"
+KNOWN_FORMATS = (REPORT_FORMAT,)  # and none: the reports from before the format was written into them
+MAX_REPORT_BYTES = 64 << 20  # a real report is kilobytes: its timeline is a bounded sample
+MAX_DEPTH = 32  # a real report nests 6 deep
+MAX_NUMBER = 1e15  # seconds, frames, bytes: a real report's largest numbers are far below
+MAX_ITEMS = 4_000_000
 
 
 @dataclass(frozen=True)
@@ -63,27 +71,94 @@ class Run:
         return tuple(s for s in self.steps if s.kind != "build")
 
 
+def escaped(run: Run) -> Run:
+    """``run`` with every name and setting in it as :func:`vsr.errors.printable` shows it: for a terminal (a
+    report's settings hold file names, which may hold newlines or escape sequences)."""
+    def clean(value):
+        if isinstance(value, str):
+            return printable(value)
+        if isinstance(value, dict):
+            return {printable(k): clean(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return type(value)(clean(v) for v in value)
+        return value
+
+    return replace(run, label=printable(run.label), settings=clean(run.settings),
+                   stages=tuple(replace(s, name=printable(s.name), unit=printable(s.unit)) for s in run.stages),
+                   steps=tuple(replace(s, name=printable(s.name), kind=printable(s.kind)) for s in run.steps),
+                   step_intervals={printable(k): v for k, v in run.step_intervals.items()})
+
+
 def load_run(path: str | Path) -> Run:
     """``path`` -> :class:`Run`; a missing, unreadable, broken or foreign file is an :class:`InputError`."""
     path = Path(path)
     try:
+        if path.is_dir():
+            raise InputError(f"{path} is a folder, not a run report")
+        if path.stat().st_size > MAX_REPORT_BYTES:
+            raise InputError(f"{path} is {path.stat().st_size >> 20} MiB: larger than any run report "
+                             f"({MAX_REPORT_BYTES >> 20} MiB at most)")
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise InputError(f"cannot read run report {path}: {getattr(e, 'strerror', None) or e}") from None
     try:
-        data = json.loads(text)
+        data = json.loads(text, parse_int=_parse_int, parse_constant=_parse_constant)
     except json.JSONDecodeError as e:
         raise InputError(f"{path} is not JSON ({e.msg} at line {e.lineno} column {e.colno})") from None
+    except RecursionError:
+        raise InputError(f"{path} nests deeper than any run report ({MAX_DEPTH} levels at most)") from None
+    except ValueError as e:
+        raise InputError(f"{path}: {e}") from None
     return parse_run(data, str(path))
 
 
+def _parse_int(text: str) -> int:
+    if len(text.lstrip("-")) > 18:
+        raise ValueError(f"the number {text[:20]}... ({len(text)} digits) is beyond any in a run report")
+    return int(text)
+
+
+def _parse_constant(name: str):
+    raise ValueError(f"{name} is not a number a run report holds")
+
+
+def check_bounds(data, label: str) -> None:
+    """:class:`InputError` unless ``data`` (decoded JSON) nests at most :data:`MAX_DEPTH` deep, holds at most
+    :data:`MAX_ITEMS` values, and every number in it is finite and within :data:`MAX_NUMBER`."""
+    stack, seen = [(data, 1)], 0
+    while stack:
+        value, depth = stack.pop()
+        seen += 1
+        if depth > MAX_DEPTH or seen > MAX_ITEMS:
+            what = f"nests deeper than {MAX_DEPTH} levels" if depth > MAX_DEPTH else f"holds over {MAX_ITEMS} values"
+            raise InputError(f"{label} {what}: not a run report")
+        if isinstance(value, dict):
+            stack.extend((v, depth + 1) for v in value.values())
+        elif isinstance(value, list):
+            stack.extend((v, depth + 1) for v in value)
+        elif isinstance(value, (int, float)) and not isinstance(value, bool) and not _small(value):
+            shown = f"{value:.3g}" if isinstance(value, float) else f"a number of {len(str(abs(value)))} digits"
+            raise InputError(f"{label} holds {shown}: beyond any number in a run report (|x| <= {MAX_NUMBER:g})")
+
+
+def _small(value: int | float) -> bool:
+    if isinstance(value, int):
+        return -MAX_NUMBER <= value <= MAX_NUMBER
+    return math.isfinite(value) and abs(value) <= MAX_NUMBER
+
+
 def parse_run(data, label: str) -> Run:
-    """A report's decoded JSON -> :class:`Run`; ``label`` names it in errors and in comparisons."""
+    """A report's decoded JSON -> :class:`Run`; ``label`` names it in errors and in comparisons.  Checked
+    (:func:`check_bounds`, the format version, every field's type) before anything reads it."""
+    check_bounds(data, label)
     if not isinstance(data, dict) or not isinstance(data.get("stages"), list):
         raise InputError(f"{label} is not a vsr run report (no 'stages' list)")
     fmt = data.get("format")
-    if fmt is not None and not (isinstance(fmt, str) and fmt.startswith(_FORMAT_PREFIX)):
-        raise InputError(f"{label} is a {fmt!r} file, not a vsr run report")
+    if fmt is not None and fmt not in KNOWN_FORMATS:
+        if isinstance(fmt, str) and fmt.startswith(_FORMAT_PREFIX):
+            raise InputError(f"{label} is a run report of format {fmt}, which this vsr cannot read (it reads "
+                             f"{', '.join(KNOWN_FORMATS)}): read it with the vsr that wrote it")
+        raise InputError(f"{label} is a {str(fmt)[:60]!r} file, not a vsr run report")
     timeline = data.get("timeline")
     if timeline is not None and not (isinstance(timeline, dict) and isinstance(timeline.get("stages", {}), dict)
                                      and isinstance(timeline.get("steps", {}), dict)):

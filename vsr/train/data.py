@@ -157,7 +157,7 @@ class FramePool:
         self.segment_length = segment_length
         self.region = region
         self.images = [read_image(p) for p in sources.images]
-        self._sizes = [video_size(v.path) for v in sources.videos]
+        self.sizes = [video_size(v.path) for v in sources.videos]  # (height, width) of each video
         self.segments: list[np.ndarray] = []
         self.epoch: int | None = None
 
@@ -166,7 +166,7 @@ class FramePool:
             return
         rng = np.random.default_rng([seed, 1, epoch])
         segments = []
-        for v, (h, w) in zip(self.sources.videos, self._sizes):
+        for v, (h, w) in zip(self.sources.videos, self.sizes):
             usable = v.usable
             n = len(usable)
             if n < 1:
@@ -296,9 +296,24 @@ class PairSampler:
         else:
             ok = [im for im in imgs if min(im.shape[:2]) >= size]
             if not ok:
-                raise InputError(f"no training image or video is at least {size}x{size} pixels")
+                raise InputError(self._nothing_fits(size, t))
             win = synth_window(ok[int(rng.integers(len(ok)))], t, size, rng, self.motion)
         return augment(win, rng)
+
+    def check(self) -> None:
+        """An :class:`InputError` before training starts when no window can ever be cut from the data."""
+        size, t = self.lr_patch * SCALE, self.num_frame
+        videos = [len(v.usable) for v, (h, w) in zip(self.pool.sources.videos, self.pool.sizes) if min(h, w) >= size]
+        if not any(n >= t for n in videos) and not any(min(im.shape[:2]) >= size for im in self.pool.images):
+            raise InputError(self._nothing_fits(size, t))
+
+    def _nothing_fits(self, size: int, t: int) -> str:
+        """Why no window of ``t`` frames of ``size`` x ``size`` can be cut: the videos too short, or too small."""
+        big = [len(v.usable) for v, (h, w) in zip(self.pool.sources.videos, self.pool.sizes) if min(h, w) >= size]
+        if big:
+            return (f"no training video has the {t} consecutive frames a window needs (the longest usable one "
+                    f"has {max(big)}), and no image is at least {size}x{size} pixels")
+        return f"no training image or video is at least {size}x{size} pixels"
 
     def batch(self, iteration: int) -> tuple[np.ndarray, np.ndarray]:
         self.pool.build(self.seed, iteration // self.refresh_every)

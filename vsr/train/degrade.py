@@ -21,7 +21,8 @@ import cv2
 import numpy as np
 
 from vsr.errors import ConfigError, InputError
-from vsr.model.config import config_dir, read_toml
+from vsr.files import config_dir
+from vsr.model.config import read_toml
 from vsr.quality.resize import bicubic_downscale_x4
 
 SCALE = 4

@@ -103,6 +103,7 @@ class Trainer:
         self.sampler = PairSampler(self.pool, num_frame=self.cfg.num_frame, lr_patch=o.lr_patch,
                                    batch_size=o.batch_size, seed=o.seed, video_fraction=o.video_fraction,
                                    refresh_every=o.refresh_every, degradation=self.degradation)
+        self.sampler.check()  # data that can make no window: one line now, not after the run folder is made
         self.dir.mkdir(parents=True, exist_ok=True)
         if "holdout" in o.val:
             self.val_sets += holdout_sets(self.sources.videos, self.dir / "holdout")
@@ -199,8 +200,10 @@ class Trainer:
             f.write(json.dumps(rec) + "\n")
 
     # -- the loop ------------------------------------------------------------------------------------------
-    def run(self, *, stop_after: int | None = None, progress: bool = True) -> TrainState:
-        """Train up to ``options.iters`` (or ``stop_after`` more iterations); checkpoint on the way out.
+    def run(self, *, stop_after: int | None = None, progress: bool = True,
+            deadline: float | None = None) -> TrainState:
+        """Train up to ``options.iters`` (or ``stop_after`` more iterations, or until ``time.time()`` passes
+        ``deadline``: a time slice); checkpoint on the way out.
 
         An interrupted step is not saved: the last checkpoint stays an exact resume point.
         """
@@ -218,7 +221,7 @@ class Trainer:
         t_last, losses = time.time(), []
         with tqdm(total=o.iters, initial=start, disable=not progress, dynamic_ncols=True, unit="it",
                   mininterval=5.0) as bar:
-            while self.state.iteration < end:
+            while self.state.iteration < end and not (deadline is not None and time.time() >= deadline):
                 t0 = time.time()
                 loss = self.step()
                 self.state.wall_s += time.time() - t0
@@ -237,7 +240,7 @@ class Trainer:
                     res = self._record_validation()
                     self.state.wall_s += time.time() - t0
                     bar.write(f"iter {it}: {_validation_line(res)}")
-                if it % o.ckpt_every == 0 or it == end:
+                if it % o.ckpt_every == 0 or it == end or (deadline is not None and time.time() >= deadline):
                     save_checkpoint(self.checkpoint(), self.dir / "latest.pth")
                     if o.qat:
                         _write_json(self.dir / "qat.json", qat_parameters(self.ema))

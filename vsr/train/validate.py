@@ -21,7 +21,8 @@ from vsr.train.data import VideoSource
 
 
 def data_root() -> Path:
-    """``$VSR_DATA`` or the shared data folder next to the repository (``../shared/data``)."""
+    """``$VSR_DATA`` or the shared data folder next to a source checkout (``../shared/data``; an installed vsr
+    has none: it needs ``$VSR_DATA`` for the Vid4 validation sets)."""
     env = os.environ.get("VSR_DATA")
     return Path(env) if env else Path(__file__).resolve().parents[3] / "shared" / "data"
 
@@ -51,7 +52,8 @@ def vid4_sets(names: list[str], frames: tuple[int, ...] = (10, 20),
         seq, recipe = DEGRADED_SETS.get(name, (name, None))
         d = root / seq
         if not (d / "gt").is_dir():
-            raise InputError(f"validation set {name!r} not found under {root}")
+            raise InputError(f"validation set {name!r} not found under {root} (set VSR_DATA to the folder "
+                             "holding sequences/vid4)")
         lr = d / "lr" if (d / "lr").is_dir() and recipe is None else None
         out.append(ValSet(name, d / "gt", lr, frames, crop, recipe))
     return out

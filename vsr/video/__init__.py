@@ -3,16 +3,18 @@ and the colour conversions between YUV and the model's RGB.
 
 Modules: ``source`` (decode), ``colour`` (YUV <-> RGB), ``base`` (the ``Sink`` protocol), ``output`` (output
 paths, overwrite rules, atomic commit), ``encoders`` (codec, options, encoder memory), ``dts`` (packet
-timestamp repair), ``passthrough`` (audio/subtitle copy), ``png_sink`` and ``sink`` (the two sinks).
+timestamp repair), ``passthrough`` (audio/subtitle copy), ``png_sink`` and ``sink`` (the file sinks),
+``pipe_source`` and ``pipe_sink`` (``-``: standard input and output), ``endpoints`` (which of them a name opens).
 """
 
 from vsr.video.base import Sink
 from vsr.video.colour import ColourSpec
 from vsr.video.encoders import EncoderSettings
 from vsr.video.output import check_output
+from vsr.video.endpoints import open_sink, open_source
 from vsr.video.png_sink import PngFolderSink
-from vsr.video.sink import VideoSink, open_sink
-from vsr.video.source import PngFolderSource, SourceFrame, VideoInfo, VideoSource, open_source
+from vsr.video.sink import VideoSink
+from vsr.video.source import PngFolderSource, SourceFrame, VideoInfo, VideoSource
 
 __all__ = ["ColourSpec", "EncoderSettings", "PngFolderSink", "Sink", "VideoSink", "check_output", "open_sink",
            "PngFolderSource", "SourceFrame", "VideoInfo", "VideoSource", "open_source"]

@@ -30,8 +30,8 @@ FALLBACK_CODECS = ("libsvtav1", "libvpx-vp9", "ffv1", "mpeg4")
 @dataclass(frozen=True)
 class EncoderSettings:
     """``codec``, ``crf``, ``preset``, ``pix_fmt`` (None: the source's, where the codec allows), extra
-    encoder ``options`` (``-x key=value``) and ``quiet`` (encoders that print to the terminal themselves,
-    SVT-AV1 and x265, print only errors)."""
+    encoder ``options`` (``-x key=value``), ``quiet`` (encoders that print to the terminal themselves,
+    SVT-AV1 and x265, print only errors) and the ``container`` of a stream output (``--format``)."""
 
     codec: str | None = None  # None: libx264, or what the container holds where it cannot hold H.264
     crf: float | None = None
@@ -39,6 +39,7 @@ class EncoderSettings:
     pix_fmt: str | None = None
     options: tuple[tuple[str, str], ...] = field(default_factory=tuple)
     quiet: bool = False
+    container: str | None = None  # output "-" only: y4m, nut or matroska (a file's follows its suffix)
 
 
 BIG_OUTPUT_PIXELS = 3840 * 2160
@@ -49,7 +50,8 @@ BIG_OUTPUT_PIXELS = 3840 * 2160
 BIG_OUTPUT_X264_PARAMS = "sliced-threads=1:rc-lookahead=0:sync-lookahead=0:ref=1:bframes=1"
 # Encoder memory per output megapixel, for the memory plan (vsr.pipeline.memory): measured at 7680x4320.
 ENCODER_MB_PER_MPX = {"libx264": 158.0, "libx264-big": 34.0, "libx264-ultrafast": 17.0, "ffv1": 8.0,
-                      "prores_ks": 8.0, "png": 0.0}
+                      "prores_ks": 8.0, "png": 0.0,
+                      "wrapped_avframe": 0.0, "rawvideo": 0.0}  # pass frames through, holding none (not measured)
 ENCODER_MB_PER_MPX_OTHER = 60.0  # not measured: a generous guess (a dozen frames in flight)
 
 # The quality scale of --crf per codec (FFmpeg's own option ranges are wider or unchecked: libx264 takes 99).

@@ -35,6 +35,15 @@ FRAME_NAME = re.compile(r"\d{8,}\.png")
 PARTIAL_PID = r"([1-9][0-9]{0,9})"
 
 
+STREAM = "-"  # the input or output name of a stream: standard input, standard output
+
+
+def is_stream(path: str | os.PathLike) -> bool:
+    """Whether ``path`` names a stream (``-``) rather than a file: written and read once, in order, never renamed
+    or replaced (none of the rules below apply to it)."""
+    return os.fspath(path) == STREAM
+
+
 def is_png_folder(path: Path) -> bool:
     """Output/input naming rule: an existing folder, or a name without a suffix, is a PNG-frame folder."""
     return path.is_dir() or path.suffix == ""

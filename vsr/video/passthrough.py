@@ -1,5 +1,8 @@
 """``Passthrough``: the source's audio and subtitle streams, muxed beside the new video in time order.
 
+A file's packets are read by a demuxer of its own (:class:`FilePackets`); a stream's, which can be read only
+once, are handed over by its source as they pass (:class:`PacketFeed`).
+
 Packets are copied as they are where the output container holds their codec; audio it cannot hold is
 re-encoded to the container's default audio codec, text subtitles are converted to ``mov_text``, anything
 else is dropped (each with a warning).
@@ -13,6 +16,7 @@ import warnings
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
+from typing import Protocol
 
 import av
 
@@ -76,17 +80,57 @@ def _route(st, oc) -> Route | None:
     return None
 
 
-class Passthrough:
-    """The audio and subtitle streams of the video at ``src``, added to the output container ``oc``."""
+class PacketFeed(Protocol):
+    """Where a :class:`Passthrough` takes the source's audio and subtitle packets from, in file order:
+    :class:`FilePackets` (a file, read again on its own) or a stream's packets as they pass
+    (:class:`vsr.video.pipe_source.StreamPackets`)."""
 
-    def __init__(self, src: Path, oc):
+    streams: list  # the source's audio and subtitle streams
+    ended: bool  # no packet will come any more
+
+    def select(self, indices: set[int]) -> None:
+        """Only the packets of these streams are wanted (called once)."""
+
+    def next_packet(self):
+        """The next wanted packet, or None (none now; none ever once ``ended``)."""
+
+    def close(self) -> None: ...
+
+
+class FilePackets:
+    """The audio and subtitle packets of the video file at ``src``, from a demuxer of their own."""
+
+    def __init__(self, src: Path):
+        self._in = av.open(str(src), "r")
+        self.streams = [st for st in self._in.streams if st.type in ("audio", "subtitle")]
+        self._packets = iter(())
+        self.ended = False
+
+    def select(self, indices: set[int]) -> None:
+        if indices:
+            self._packets = self._in.demux([self._in.streams[i] for i in sorted(indices)])
+
+    def next_packet(self):
+        try:
+            return next(self._packets)
+        except StopIteration:
+            self.ended = True
+            return None
+
+    def close(self) -> None:
+        self._in.close()
+
+
+class Passthrough:
+    """The audio and subtitle streams of the source, taken from ``feed`` (a :class:`PacketFeed`, or the path of
+    a video file), added to the output container ``oc``."""
+
+    def __init__(self, feed: PacketFeed | Path, oc):
         self.oc = oc
         self.routes: dict[int, Route] = {}
-        self._in = av.open(str(src), "r")
+        self._feed = FilePackets(feed) if isinstance(feed, Path) else feed
         self._pending = None
-        for st in self._in.streams:
-            if st.type not in ("audio", "subtitle"):
-                continue
+        for st in self._feed.streams:
             route = _route(st, oc)
             if route is None:
                 continue
@@ -95,16 +139,14 @@ class Passthrough:
                     route.out.metadata[k] = v
             route.out.disposition = st.disposition
             self.routes[st.index] = route
-        if self.routes:
-            self._packets = self._in.demux([self._in.streams[i] for i in self.routes])
-        else:
-            self._packets = iter(())
+        self._feed.select(set(self.routes))
+        if not self.routes:
             self.close()
 
     def copy_until(self, t_src: float | None, shift: float, window: Window | None) -> None:
         """Mux the packets whose source time is before ``t_src`` seconds (None: all that remain), moved
         back by ``shift`` seconds, keeping only those ``window`` keeps."""
-        while self._in is not None:
+        while self._feed is not None:
             pkt = self._next()
             if pkt is None:
                 return
@@ -122,12 +164,13 @@ class Passthrough:
             self._mux(pkt, int(round(shift / pkt.time_base)) if shift else 0)
 
     def _next(self):
-        """The next packet with a timestamp (held in ``_pending`` until muxed), or None at the end."""
-        while self._pending is None:
-            try:
-                pkt = next(self._packets)
-            except StopIteration:
-                self.close()
+        """The next packet with a timestamp (held in ``_pending`` until muxed), or None: none yet (a stream
+        still being read), or none left (then the feed is closed)."""
+        while self._pending is None and self._feed is not None:
+            pkt = self._feed.next_packet()
+            if pkt is None:
+                if self._feed.ended:
+                    self.close()
                 return None
             if pkt.dts is not None or pkt.pts is not None:  # else a flush marker
                 self._pending = pkt
@@ -168,6 +211,6 @@ class Passthrough:
                     self.oc.mux(p)
 
     def close(self) -> None:
-        if self._in is not None:
-            self._in.close()
-            self._in = None
+        if self._feed is not None:
+            self._feed.close()
+            self._feed = None

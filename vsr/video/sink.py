@@ -1,5 +1,4 @@
-"""``VideoSink``: output frames encoded into a video file (PyAV), with the source's other streams, and
-:func:`open_sink`, which picks the sink from the output name.
+"""``VideoSink``: output frames encoded into a video file (PyAV), with the source's other streams.
 
 The video sink copies the source's timestamps frame by frame (variable frame rate stays variable), its
 audio and subtitle packets (:mod:`vsr.video.passthrough`), stream metadata, display rotation and sample
@@ -10,6 +9,7 @@ temporary, so an interrupted run never leaves a file at the output path.
 
 from __future__ import annotations
 
+import io
 import logging
 from pathlib import Path
 from typing import Callable
@@ -23,9 +23,8 @@ from vsr.video.colour import (SPC_RGB, ColourSpec, FramePlanes, bit_depth, is_gr
 from vsr.video.dts import DtsRepair
 from vsr.video.encoders import (EncoderSettings, check_values, check_size, choose_pix_fmt, default_codec,
                                 encoder_memory_mb, encoder_options, open_codec, open_encoder)
-from vsr.video.output import commit_output, is_png_folder, output_path, video_partial
+from vsr.video.output import commit_output, output_path, video_partial
 from vsr.video.passthrough import Passthrough, Window
-from vsr.video.png_sink import PngFolderSink
 from vsr.video.source import VideoInfo
 
 log = logging.getLogger(__name__)
@@ -40,14 +39,14 @@ class VideoSink:
     With ``trim`` (``--frames A:B``) the output starts where the source starts: timestamps move back by
     the time of frame A, and only audio/subtitle packets inside the written frames' span are copied.
     ``passthrough=False``: video only, the source's audio and subtitles are left out (a chunk of a batch job,
-    :mod:`vsr.jobs.chunks`, whose join adds them with :meth:`mux`).
+    :mod:`vsr.jobs.chunks`, whose join adds them with :meth:`mux`).  ``probe``: check everything as for a real
+    output and open the encoder, writing into memory only; then :meth:`abort` (``vsr jobs add`` checks a job's
+    encoder settings so, hours before its first chunk).
     """
 
     def __init__(self, dst: Path, info: VideoInfo, settings: EncoderSettings, scale: int = 4,
-                 trim: bool = False, passthrough: bool = True):
-        self.dst = output_path(Path(dst))
+                 trim: bool = False, passthrough: bool = True, probe: bool = False):
         self.info = info
-        self.tmp = video_partial(self.dst)
         self.pts_offset = 0
         # (pts, dts, duration) of each video packet as the encoder gave it, in the source's time base, when a
         # caller asks for them (a chunk of a batch job: containers do not all give them back exactly)
@@ -59,17 +58,12 @@ class VideoSink:
         self.passthrough: Passthrough | None = None
         self.oc = None
         codec = open_codec(settings.codec) if settings.codec is not None else None
-        try:
-            self.oc = av.open(str(self.tmp), "w")
-        except ValueError:
-            raise InputError(f"unknown output container for {self.dst.name!r} (use .mp4, .mkv, .mov, ...)") from None
-        except (av.FFmpegError, OSError) as e:
-            raise InputError(f"cannot write {self.dst}: {e}") from None
+        self.oc = self._open_in_memory(Path(dst)) if probe else self._open(Path(dst), settings)
         try:
             if codec is None:
                 codec = open_codec(default_codec(self.oc))
             self.codec = codec.name
-            self.pix_fmt = choose_pix_fmt(codec, info, settings.pix_fmt)
+            self.pix_fmt = self._pix_fmt(codec, settings.pix_fmt)
             self.colour = info.colour.for_output(self.pix_fmt)
             if codec.name not in self.oc.supported_codecs:
                 raise InputError(f"{self.oc.format.name} cannot hold {codec.name} video (choose another codec or "
@@ -80,12 +74,35 @@ class VideoSink:
             check_values(codec.name, self.encoder_options, settings)
             self.vs = self._add_video(codec, width, height)
             if info.kind == "video" and passthrough:
-                self.passthrough = Passthrough(info.path, self.oc)
+                self.passthrough = Passthrough(info.path if info.side_packets is None else info.side_packets, self.oc)
             self.oc.metadata.update(info.container_metadata)
             open_encoder(self.oc, self.vs, self.encoder_options, settings)
         except BaseException:
             self.abort()
             raise
+
+    def _open(self, dst: Path, settings: EncoderSettings):
+        """The output container, under a temporary name beside the output (:attr:`tmp`, renamed on commit)."""
+        self.dst = output_path(dst)
+        self.tmp = video_partial(self.dst)
+        try:
+            return av.open(str(self.tmp), "w")
+        except ValueError:
+            raise InputError(f"unknown output container for {self.dst.name!r} (use .mp4, .mkv, .mov, ...)") from None
+        except (av.FFmpegError, OSError) as e:
+            raise InputError(f"cannot write {self.dst}: {e}") from None
+
+    def _open_in_memory(self, dst: Path):
+        """For ``probe``: the container FFmpeg picks for ``dst``'s name, writing into memory (nothing on disk)."""
+        self.dst = output_path(dst)
+        self.tmp = video_partial(self.dst)  # never created: abort's unlink finds nothing
+        try:
+            return av.open(_Buffer(self.dst.name), "w")
+        except ValueError:
+            raise InputError(f"unknown output container for {self.dst.name!r} (use .mp4, .mkv, .mov, ...)") from None
+
+    def _pix_fmt(self, codec: av.Codec, requested: str | None) -> str:
+        return choose_pix_fmt(codec, self.info, requested)
 
     def plane_dtype(self) -> np.dtype:
         return np.dtype(np.uint8 if bit_depth(planar444(self.pix_fmt)) <= 8 else np.uint16)
@@ -175,6 +192,20 @@ class VideoSink:
             self.packet_times.append((pkt.pts, pkt.dts, pkt.duration))
         self.oc.mux(pkt)
 
+    @property
+    def written_span(self) -> tuple[float | None, float]:
+        """Source seconds from the first frame written to the end of the last one (its time plus duration)."""
+        return self._window_start, self._window_end
+
+    def trim_span(self, first_pts: int, end_s: float) -> None:
+        """For a trimmed sink (``trim=True``) fed already encoded packets by :meth:`mux`: the span of the source
+        they cover (frame A's timestamp; the end of the last frame, in source seconds: another sink's
+        :attr:`written_span`), as :meth:`write` finds it from the frames; those packets must then come moved
+        back by :attr:`pts_offset`, as :meth:`write` moves frames."""
+        self._window_start = float(first_pts * self.info.time_base)
+        self._window_end = end_s
+        self.pts_offset = first_pts - self.info.start_pts
+
     def mux(self, packet: av.Packet) -> None:
         """Mux an already encoded video packet (stream copy, e.g. from a chunk written by a sink with the same
         settings), the source's audio and subtitle packets due before it first, as :meth:`write` does."""
@@ -192,24 +223,30 @@ class VideoSink:
         self.oc.close()
         if before_rename is not None:
             before_rename()
+        self._move_into_place()
+
+    def _move_into_place(self) -> None:
         commit_output(self.tmp, self.dst, self.info.path)
 
     def abort(self) -> None:
-        for c in (self.oc, self.passthrough):
+        self._close_quietly()
+        self.tmp.unlink(missing_ok=True)
+
+    def _close_quietly(self) -> None:
+        for c in (getattr(self, "oc", None), self.passthrough):
             try:
                 if c is not None:
                     c.close()
             except Exception:  # closing a half-written container may fail; the file goes anyway
                 pass
-        self.tmp.unlink(missing_ok=True)
 
 
-def open_sink(dst: Path, info: VideoInfo, settings: EncoderSettings, scale: int = 4,
-              trim: bool = False) -> PngFolderSink | VideoSink:
-    """A :class:`PngFolderSink` for a folder name, else a :class:`VideoSink` (container from the suffix)."""
-    if is_png_folder(Path(dst)):
-        return PngFolderSink(Path(dst), info, settings)
-    return VideoSink(Path(dst), info, settings, scale, trim)
+class _Buffer(io.BytesIO):
+    """An in-memory file with a name, from which FFmpeg guesses the container as from a path."""
+
+    def __init__(self, name: str):
+        super().__init__()
+        self.name = name
 
 
-__all__ = ["EncoderSettings", "VideoSink", "PngFolderSink", "open_sink"]
+__all__ = ["EncoderSettings", "VideoSink"]

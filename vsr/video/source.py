@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import re
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from pathlib import Path
 from typing import Iterator
@@ -20,11 +20,16 @@ import numpy as np
 
 from vsr.errors import InputError
 from vsr.video.colour import ColourSpec, bit_depth, decode_rgb
-from vsr.video.seek import EntryPoint, enter
+from vsr.video.seek import EntryPoint, enter, picture_digest
 
 log = logging.getLogger(__name__)
 
 PNG_TIME_BASE = Fraction(1, 25)
+
+
+class SourceChanged(InputError):
+    """The input is not the file it was when it was first read (a batch job's input replaced since it was
+    added): what was computed from it before must not be mixed with what is computed now."""
 
 
 @dataclass(frozen=True)
@@ -59,6 +64,9 @@ class VideoInfo:
     container_metadata: dict = field(default_factory=dict)
     start_pts: int = 0
     duration_s: float | None = None
+    # a stream's audio and subtitle packets as its decoding passes them (vsr.video.passthrough.PacketFeed): a
+    # pipe cannot be read a second time, as a file's are; None for a file
+    side_packets: object = field(default=None, compare=False, repr=False)
 
     @property
     def frames_estimate(self) -> int | None:
@@ -70,7 +78,8 @@ class VideoInfo:
         return None
 
 
-def _one_line(e: Exception) -> str:
+def one_line(e: Exception) -> str:
+    """The reason an FFmpeg (or file) error gives, on one line."""
     if isinstance(e, av.FFmpegError) and e.strerror:
         return e.strerror
     return (str(e).splitlines() or [type(e).__name__])[0][:200]
@@ -97,7 +106,7 @@ def _open_error(path: Path, e: Exception) -> InputError:
     if size:
         return InputError(f"cannot read {path}: its picture size {size[1]}x{size[2]} is larger than FFmpeg "
                           "decodes (about 268 million pixels at most, e.g. 16000x16000)")
-    detail = f"{_one_line(e)}: {lines[-1][:120]}" if lines else _one_line(e)
+    detail = f"{one_line(e)}: {lines[-1][:120]}" if lines else one_line(e)
     return InputError(f"not a video file: {path} ({detail})")
 
 
@@ -106,25 +115,20 @@ _INVALID_SIZE = re.compile(r"Picture size (\d+)x(\d+) is invalid")
 _STILL_FORMATS = re.compile(r"^(image2|image2pipe|\w+_pipe)$")
 
 
-def open_source(path: str | Path) -> "VideoSource | PngFolderSource":
-    p = Path(path)
-    if not p.exists():
-        raise InputError(f"no such file or folder: {p}")
-    if p.is_dir():
-        return PngFolderSource(p)
-    return VideoSource(p)
-
-
 class VideoSource:
     """Decodes the first video stream of a file.  ``frames()`` may be called once.
 
     ``entry``: a keyframe where decoding may start for ``frames(start)`` with ``start >= entry.index``, checked
-    to decode exactly (:mod:`vsr.video.seek`); None: always decode from the top.
+    to decode exactly (:mod:`vsr.video.seek`); None: always decode from the top.  ``expect``: frame index ->
+    the picture digest (:func:`vsr.video.seek.picture_digest`) that frame must decode to; a frame decoded to
+    another picture means the file is not the one those digests were taken of (a batch job's input replaced
+    after it was queued): :class:`SourceChanged`.
     """
 
-    def __init__(self, path: Path, entry: EntryPoint | None = None):
+    def __init__(self, path: Path, entry: EntryPoint | None = None, expect: dict[int, str] | None = None):
         self.path = Path(path)
         self.entry = entry
+        self.expect = dict(expect or {})
         if self.path.stat().st_size == 0:
             raise InputError(f"not a video file: {self.path} is empty")
         try:
@@ -136,7 +140,7 @@ class VideoSource:
         except av.FFmpegError as e:
             raise _open_error(self.path, e) from None
         except (OSError, ValueError) as e:
-            raise InputError(f"not a video file: {self.path} ({_one_line(e)})") from None
+            raise InputError(f"not a video file: {self.path} ({one_line(e)})") from None
         try:
             self.info = self._probe()
         except BaseException:
@@ -153,26 +157,17 @@ class VideoSource:
             raise InputError(f"no decodable video stream in {self.path}")
         # the first frame decides format, colour tags and rotation; it also proves there is one
         first = self._first_frame(st)
-        pix_fmt = first.format.name
-        colour = ColourSpec.of(pix_fmt, first.width, first.height, int(first.colorspace), int(first.color_range),
-                               int(first.color_primaries), int(first.color_trc))
-        rotation = int(round(first.rotation or 0)) % 360
-        frames = st.frames or None
-        duration_s = float(st.duration * st.time_base) if st.duration else (c.duration / 1e6 if c.duration else None)
+        info = video_info(self.path, c, st, first)
+        frames = info.frames
         if c.format.name == "yuv4mpegpipe":
             frames = self._y4m_whole_frames()
         elif _STILL_FORMATS.match(c.format.name):
             frames = 1
             warnings.warn(f"{self.path} is a still image ({cc.name}), not a video: it is upscaled as one frame",
                           stacklevel=4)
-        elif frames is None and duration_s is None:
+        elif frames is None and info.duration_s is None:
             frames = self._count_packets()  # WebM written live, raw streams: no count or duration in the header
-        return VideoInfo(
-            path=self.path, kind="video", width=first.width, height=first.height, pix_fmt=pix_fmt,
-            bits=bit_depth(pix_fmt), colour=colour, time_base=st.time_base, rate=st.average_rate or st.guessed_rate,
-            frames=frames, rotation=rotation, sample_aspect_ratio=cc.sample_aspect_ratio or st.sample_aspect_ratio,
-            stream_index=st.index, metadata=dict(st.metadata), container_metadata=dict(c.metadata),
-            start_pts=first.pts if first.pts is not None else 0, duration_s=duration_s)
+        return replace(info, frames=frames)
 
     def _first_frame(self, st) -> av.VideoFrame:
         self._first_packet_size = 0
@@ -182,7 +177,7 @@ class VideoSource:
                 for frame in packet.decode():
                     return frame
         except (av.FFmpegError, ValueError) as e:
-            raise InputError(f"cannot decode the video of {self.path} ({_one_line(e)})") from None
+            raise InputError(f"cannot decode the video of {self.path} ({one_line(e)})") from None
         raise InputError(f"zero frames: the video stream of {self.path} holds no decodable frame")
 
     def _y4m_whole_frames(self) -> int:
@@ -219,43 +214,10 @@ class VideoSource:
         flagging it corrupt (``tests/video/test_source_seek.py`` checks ``start`` on that clip).
         """
         c, decoded, index = self._decoder(start)
-        spec = self.info.colour
-        step = self._frame_step()
-        last_pts = None
-        last_dur = 0
-        warned = False
         try:
-            for frame in decoded:
-                pts = frame.pts
-                dur = int(frame.duration or 0)
-                if last_pts is None:
-                    pts = 0 if pts is None else pts
-                elif pts is None or pts <= last_pts:
-                    # raw streams have none, some muxers write one value for all: encoders and muxers need
-                    # increasing timestamps, so such a frame follows the previous one by a frame
-                    if not warned:
-                        self._warn_timestamps(index, pts, last_pts)
-                        warned = True
-                    pts = last_pts + (last_dur or step)
-                if index >= start:
-                    yield SourceFrame(index, int(pts), dur, decode_rgb(frame, spec))
-                last_pts, last_dur = pts, dur
-                index += 1
-        except av.FFmpegError as e:
-            raise InputError(f"decoding {self.path} failed at frame {index} ({_one_line(e)})") from None
+            yield from timed_frames(self._checked(decoded, index), index, start, self.info)
         finally:
             c.close()
-
-    def _frame_step(self) -> int:
-        """One frame's duration in the time base, from the average rate (1 where the rate is unknown)."""
-        rate, tb = self.info.rate, self.info.time_base
-        return max(1, round(1 / (rate * tb))) if rate and tb else 1
-
-    def _warn_timestamps(self, index: int, pts: int | None, last_pts: int) -> None:
-        what = "has no timestamp" if pts is None else f"has timestamp {pts}, not after the previous frame's {last_pts}"
-        rate = f"{float(self.info.rate):.6g} fps" if self.info.rate else "unknown rate"
-        warnings.warn(f"{self.path}: frame {index} {what}: timestamps synthesised, each such frame one frame "
-                      f"duration after the previous one ({rate})", stacklevel=3)
 
     def _decoder(self, start: int):
         """``(container, decoded frames, index of the first)`` for ``frames(start)``."""
@@ -274,8 +236,71 @@ class VideoSource:
             st.thread_type = "AUTO"
         return c, c.decode(st), 0
 
+    def _checked(self, decoded: Iterator[av.VideoFrame], index: int) -> Iterator[av.VideoFrame]:
+        """``decoded`` (frames ``index, index + 1, ...``), each frame of :attr:`expect` checked first."""
+        for frame in decoded:
+            if index in self.expect and picture_digest(frame) != self.expect[index]:
+                raise SourceChanged(f"{self.path} has changed: its frame {index} is not the picture it was "
+                                    "when it was read before")
+            yield frame
+            index += 1
+
     def close(self) -> None:
         self._container.close()
+
+
+def video_info(path: Path, c, st, first: av.VideoFrame) -> VideoInfo:
+    """What the container ``c``, its video stream ``st`` and their first decoded frame say about the video; the
+    frame count is the header's (None where it has none)."""
+    cc = st.codec_context
+    pix_fmt = first.format.name
+    colour = ColourSpec.of(pix_fmt, first.width, first.height, int(first.colorspace), int(first.color_range),
+                           int(first.color_primaries), int(first.color_trc))
+    duration_s = float(st.duration * st.time_base) if st.duration else (c.duration / 1e6 if c.duration else None)
+    return VideoInfo(
+        path=path, kind="video", width=first.width, height=first.height, pix_fmt=pix_fmt,
+        bits=bit_depth(pix_fmt), colour=colour, time_base=st.time_base, rate=st.average_rate or st.guessed_rate,
+        frames=st.frames or None, rotation=int(round(first.rotation or 0)) % 360,
+        sample_aspect_ratio=cc.sample_aspect_ratio or st.sample_aspect_ratio, stream_index=st.index,
+        metadata=dict(st.metadata), container_metadata=dict(c.metadata),
+        start_pts=first.pts if first.pts is not None else 0, duration_s=duration_s)
+
+
+def timed_frames(decoded: Iterator[av.VideoFrame], index: int, start: int, info: VideoInfo) -> Iterator[SourceFrame]:
+    """Decoded frames ``index, index + 1, ...`` -> the :class:`SourceFrame` of those from ``start`` on (earlier
+    ones are decoded but never converted to RGB, which is most of the cost of a frame), with increasing
+    timestamps: a frame without one, or with one not after the previous frame's (raw streams have none, some
+    muxers write one value for all), follows the previous frame by its duration, else by one frame at the
+    average rate (encoders and muxers need increasing timestamps; warned once)."""
+    rate, tb = info.rate, info.time_base
+    step = max(1, round(1 / (rate * tb))) if rate and tb else 1
+    last_pts = None
+    last_dur = 0
+    warned = False
+    try:
+        for frame in decoded:
+            pts = frame.pts
+            dur = int(frame.duration or 0)
+            if last_pts is None:
+                pts = 0 if pts is None else pts
+            elif pts is None or pts <= last_pts:
+                if not warned:
+                    _warn_timestamps(info, index, pts, last_pts)
+                    warned = True
+                pts = last_pts + (last_dur or step)
+            if index >= start:
+                yield SourceFrame(index, int(pts), dur, decode_rgb(frame, info.colour))
+            last_pts, last_dur = pts, dur
+            index += 1
+    except av.FFmpegError as e:
+        raise InputError(f"decoding {info.path} failed at frame {index} ({one_line(e)})") from None
+
+
+def _warn_timestamps(info: VideoInfo, index: int, pts: int | None, last_pts: int) -> None:
+    what = "has no timestamp" if pts is None else f"has timestamp {pts}, not after the previous frame's {last_pts}"
+    rate = f"{float(info.rate):.6g} fps" if info.rate else "unknown rate"
+    warnings.warn(f"{info.path}: frame {index} {what}: timestamps synthesised, each such frame one frame "
+                  f"duration after the previous one ({rate})", stacklevel=4)
 
 
 class PngFolderSource:

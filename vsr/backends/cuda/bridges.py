@@ -14,6 +14,7 @@ segment (the time between two bridges) and per bridge kernel, for runs that are 
 from __future__ import annotations
 
 import copy
+import functools
 import time
 from contextlib import contextmanager
 
@@ -24,7 +25,7 @@ from vsr.backends.cuda.dcn import deform_conv_torch
 from vsr.kernels.cuda.ops import pixel_shuffle_lrelu
 from vsr.kernels.deform_conv import DeformConvGeometry
 from vsr.model.dcn import DCNv2Pack
-from vsr.model.edvr import PixelShuffleLReLU
+from vsr.model.edvr import PixelShuffleLReLU, TSAFusion
 
 SLOPE = 0.1  # EDVR's LeakyReLU
 
@@ -159,3 +160,22 @@ def bridge_model(model: nn.Module, launcher, timeline: Timeline,
         parent.add_module(attr, new)
         names.append(name)
     return BridgedModel(bridged, timeline, shuffles), names
+
+
+def keep_attention_fp32(model: nn.Module) -> list[str]:
+    """Keep TSA's temporal attention fp32 in a ``model`` otherwise in half precision; returns the names of the
+    fusion modules so kept.  Its correlation is a sum of ``num_feat`` products of unbounded features, which
+    overflows fp16's 65504 before the sigmoid after it saturates (``vsr.export.fp16`` keeps the same nodes fp32
+    in the ONNX form).  The two embedding convolutions run fp32, the attention comes back in the model's dtype."""
+    kept = []
+    for name, module in model.named_modules():
+        if isinstance(module, TSAFusion):
+            module.temporal_attn1.float()
+            module.temporal_attn2.float()
+            module.temporal_attention = functools.partial(_attention_fp32, module)
+            kept.append(name)
+    return kept
+
+
+def _attention_fp32(tsa: TSAFusion, aligned: torch.Tensor) -> torch.Tensor:
+    return TSAFusion.temporal_attention(tsa, aligned.float()).to(aligned.dtype)

@@ -1,10 +1,15 @@
 """The CUDA runtime with the split plan's segments as TensorRT engines, bridged by vsr's CUDA kernels.
 
 The plan (:mod:`vsr.plan`) is the one the CPU split backend runs; here its arena is one device tensor
-(:class:`TorchArena`), its segments are TensorRT engines that read and write that arena in place
+(:class:`TorchArena`, 256-byte aligned), its segments are TensorRT engines that read and write that arena in place
 (``TensorRTSegmentBackend(device_io=True)``) and its bridge steps are vsr's CUDA kernels on views of it
-(:func:`cuda_bridge_kernels`), all on torch's current stream.  Per call the input is uploaded into the arena
-and the output downloaded from it; nothing else crosses to the host.
+(:func:`cuda_bridge_kernels`), all on the backend's own stream (engines get its handle, the kernels follow
+torch's current stream, which it is).  Per call the input is uploaded into the arena and the output downloaded
+from it, as ``CudaOptions.output``; nothing else crosses to the host.
+
+The segments' precision is their ONNX's (strongly typed engines): fp32 from the plain export, fp16 from vsr's
+fp16 export, int8 from the Q/DQ export.  ``prepare(h, w, batch)`` plans ``batch`` items per run: the engines'
+profiles are optimised there, and a partial batch is padded to it (one arena per bucket, not one per batch size).
 
 On a CPU the same runtime runs with any segment backend whose runners bind CPU tensors (the tests use ONNX
 Runtime) and the kernels on the CPU harness: the wiring of the plan, the arena and the bridges is checked in CI.
@@ -12,12 +17,17 @@ Runtime) and the kernels on the CPU harness: the wiring of the plan, the arena a
 
 from __future__ import annotations
 
+from contextlib import ExitStack, nullcontext
+from dataclasses import replace
+from pathlib import Path
+
 import numpy as np
 import torch
 
 from vsr.backends.cuda.dcn import deform_conv_torch
 from vsr.backends.cuda.keys import cache_folder, device_facts, runtime_key
 from vsr.backends.cuda.tensors import TensorLauncher, kernel_cache_dir, open_tensor_launcher, torch_dtype
+from vsr.backends.cuda.transfer import quantise
 from vsr.backends.options import CudaOptions, SplitOptions
 from vsr.backends.split import SplitBackend
 from vsr.errors import BackendError
@@ -25,20 +35,24 @@ from vsr.kernels.cuda.ops import pixel_shuffle_lrelu
 from vsr.kernels.deform_conv import DeformConvGeometry
 from vsr.kernels.node import BridgeNode
 from vsr.kernels.registry import KernelRegistry
-from vsr.plan.arena import ArenaPlan
+from vsr.plan.arena import ALIGN, ArenaPlan
 from vsr.plan.executor import PlanExecutor
+from vsr.plan.partition import DEFAULT_BRIDGE_OPS
 from vsr.plan.plan import SubgraphPlan
 from vsr.plan.tensorrt import TensorRTSegmentBackend
 
 
 class TorchArena:
-    """A bound plan's arena as one uint8 tensor on ``device``; views are typed tensors of it."""
+    """A bound plan's arena as one uint8 tensor on ``device``, its start 256-byte aligned (cudaMalloc's blocks
+    are; a CPU tensor is cut to an aligned start); views are typed tensors of it."""
 
     def __init__(self, device: torch.device):
         self.device = device
 
     def allocate(self, nbytes: int) -> torch.Tensor:
-        return torch.empty(max(int(nbytes), 1), dtype=torch.uint8, device=self.device)
+        raw = torch.empty(max(int(nbytes), 1) + ALIGN, dtype=torch.uint8, device=self.device)
+        start = -raw.data_ptr() % ALIGN
+        return raw[start:start + max(int(nbytes), 1)]
 
     def views(self, plan: ArenaPlan, arena: torch.Tensor, shapes, dtypes) -> dict[str, torch.Tensor]:
         out = {}
@@ -64,12 +78,14 @@ class _DeformConvBridge:
         self.launcher = launcher
         self.gemm = gemm
         self.slope = node.negative_slope
-        self.weight = torch.from_numpy(np.ascontiguousarray(constants[1], np.float32)).to(launcher.device)
+        dtype = constants[1].dtype  # the segments' own (fp16 from the fp16 export)
+        self.weight = torch.from_numpy(np.ascontiguousarray(constants[1])).to(launcher.device)
         bias = constants.get(3)
-        bias = np.zeros(self.geom.co, np.float32) if bias is None else np.ascontiguousarray(bias, np.float32)
+        bias = np.zeros(self.geom.co, dtype) if bias is None else np.ascontiguousarray(bias, dtype)
         self.bias = torch.from_numpy(bias).to(launcher.device)
         self.has_mask = len(shapes) > 4 and shapes[4] is not None
-        self.ones = None if self.has_mask else torch.ones(self.geom.mask_shape, device=launcher.device)
+        self.ones = None if self.has_mask else torch.ones(self.geom.mask_shape, dtype=self.weight.dtype,
+                                                          device=launcher.device)
 
     def workspace_nbytes(self) -> int:
         return 0  # the column buffer comes from torch's allocator (a graph's pool while capturing)
@@ -106,8 +122,9 @@ def cuda_bridge_kernels(launcher: TensorLauncher, device: str, gemm: str = "torc
 
 
 class CudaTensorRTBackend(SplitBackend):
-    """The split plan on a device arena: ``infer((N, T, 3, H, W)) -> (N, 3, 4H, 4W)``; timings per plan step
-    (launch times on a GPU, where the steps run asynchronously; the CPU emulation's are real)."""
+    """The split plan on a device arena: ``infer((N, T, 3, H, W)) -> (N, 3, 4H, 4W)`` as ``options.output``;
+    timings per plan step (launch times on a GPU, where the steps run asynchronously; the CPU emulation's are
+    real)."""
 
     name = "cuda-tensorrt"
 
@@ -116,24 +133,75 @@ class CudaTensorRTBackend(SplitBackend):
                              buckets=options.buckets)
         super().__init__(onnx_source, config, split, segment_backend=segment_backend)
         self.device = device
+        self.output = options.output
         self.launcher = open_tensor_launcher(options.launcher, device,
                                              cache_dir=kernel_cache_dir(device, options.cache_dir))
         self.kernels = cuda_bridge_kernels(self.launcher, segment_backend.device, options.dcn_gemm)
         self.memory = TorchArena(device)
+        self.stream = torch.cuda.Stream(device) if device.type == "cuda" else None
+        self.planned: dict[tuple[int, int], int] = {}
         self._staging: np.ndarray | None = None  # the padded input on the host, before its upload
 
     @classmethod
     def from_model(cls, model, config, options: CudaOptions, device: torch.device,
                    segment_backend=None) -> "CudaTensorRTBackend":
-        """Export per bucket through the export cache; segments as TensorRT engines unless given another
-        ``segment_backend`` (whose runners bind tensors on ``device``)."""
-        from vsr.export.cache import cached_export
+        """Export per bucket through the export cache in the segments' precision (fp16: vsr's fp16 form; int8:
+        the Q/DQ form); segments as TensorRT engines unless given another ``segment_backend`` (whose runners
+        bind tensors on ``device``)."""
         from vsr.export.onnx import state_checksum
 
         sha = state_checksum(model)
+        backend = {}
+
+        def stream() -> int:
+            return backend["self"].stream_handle()
+
         if segment_backend is None:
-            segment_backend = tensorrt_segments(options, device)
-        return cls(lambda h, w: cached_export(model, config, h, w, sha), config, options, device, segment_backend)
+            segment_backend = tensorrt_segments(options, device, stream)
+        elif isinstance(segment_backend, TensorRTSegmentBackend) and segment_backend.stream is None:
+            segment_backend = replace(segment_backend, stream=stream)
+        source = _exporter(model, config, sha, getattr(segment_backend, "precision", "fp32"))
+        backend["self"] = cls(source, config, options, device, segment_backend)
+        return backend["self"]
+
+    def stream_handle(self) -> int:
+        """The ``cudaStream_t`` the engines run on: the backend's own stream (never the legacy default)."""
+        return self.stream.cuda_stream if self.stream is not None else _HOST_STREAM
+
+    def _on_stream(self):
+        if self.stream is None:
+            return nullcontext()
+        stack = ExitStack()
+        stack.enter_context(torch.cuda.device(self.device))
+        stack.enter_context(torch.cuda.stream(self.stream))
+        return stack
+
+    def prepare(self, height: int, width: int, batch: int) -> None:
+        """Plan ``batch`` items per run for this bucket: engines optimised for it, partial batches padded to it."""
+        hb, wb = self.bucket(height, width)
+        self.planned[(hb, wb)] = max(int(batch), 1)
+        if (hb, wb) not in self._executors and hasattr(self.segment_backend, "opt_batch"):
+            sb = self.segment_backend
+            self.segment_backend = replace(sb, opt_batch=self.planned[(hb, wb)],
+                                           max_batch=max(sb.max_batch, self.planned[(hb, wb)]))
+        with self._on_stream():
+            super().prepare(height, width, batch)
+
+    def infer(self, x: np.ndarray) -> np.ndarray:
+        with self._on_stream():
+            return super().infer(x)
+
+    def _bound(self, n: int, hb: int, wb: int):
+        """The planned batch's binding for any ``n`` (padded, or cut into planned batches)."""
+        return super()._bound(self.planned.get((hb, wb), n), hb, wb)
+
+    def plan_for(self, onnx_path: Path) -> SubgraphPlan:
+        """The plan of the segments' own ONNX (fp32, fp16 or Q/DQ: the file's checksum keys it); no transform."""
+        sb = self.segment_backend
+        bridge_ops = DEFAULT_BRIDGE_OPS if self.options.bridge_ops is None else self.options.bridge_ops
+        return self.cache.get(onnx_path, backend=sb.name, backend_version=sb.version, precision="fp32",
+                              bridge_ops=bridge_ops, fuse_activations=self.options.fuse_activations,
+                              kernel_device=sb.device)
 
     def new_executor(self, plan: SubgraphPlan) -> PlanExecutor:
         return PlanExecutor(plan, self.segment_backend, kernels=self.kernels, memory=self.memory)
@@ -146,13 +214,33 @@ class CudaTensorRTBackend(SplitBackend):
         dst.copy_(torch.from_numpy(self._staging), non_blocking=False)
 
     def read_output(self, src: torch.Tensor, m: int, height: int, width: int) -> np.ndarray:
-        return src[:m, :, :height, :width].cpu().numpy()
+        return quantise(src[:m, :, :height, :width], self.output).cpu().numpy()
 
 
-def tensorrt_segments(options: CudaOptions, device: torch.device) -> TensorRTSegmentBackend:
-    """TensorRT engines reading and writing the device arena on torch's stream, cached by device and versions."""
+_HOST_STREAM = 1  # the CPU emulation's stand-in engines run synchronously: any non-zero handle names "ours"
+
+
+def _exporter(model, config, sha: str, precision: str):
+    from vsr.export.cache import cached_export
+
+    def export(h: int, w: int) -> Path:
+        if precision != "int8":
+            return cached_export(model, config, h, w, sha, precision=precision)
+        from vsr.quant.qdq import export_int8_qdq
+
+        fp32 = cached_export(model, config, h, w, sha)
+        qdq = fp32.with_name(fp32.stem + "-qdq.onnx")
+        if not qdq.is_file():
+            export_int8_qdq(fp32, qdq)
+        return qdq
+
+    return export
+
+
+def tensorrt_segments(options: CudaOptions, device: torch.device, stream) -> TensorRTSegmentBackend:
+    """TensorRT engines reading and writing the device arena on the backend's ``stream()``, cached by device and
+    versions."""
     facts = device_facts(device)
     folder = cache_folder(facts, options.cache_dir, "tensorrt", options.precision)
-    return TensorRTSegmentBackend(precision=options.precision, device="cuda", device_io=True,
-                                  stream=lambda: torch.cuda.current_stream(device).cuda_stream,
+    return TensorRTSegmentBackend(precision=options.precision, device="cuda", device_io=True, stream=stream,
                                   engine_dir=str(folder), cache_key=runtime_key(facts, options.precision))

@@ -11,8 +11,10 @@ Every launcher offers ``name``, ``asarray(a, dtype=None)`` (host numpy -> its ar
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import os
+import sys
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -20,14 +22,67 @@ import numpy as np
 
 from vsr.errors import BackendError
 from vsr.kernels.cuda.host import HostLauncher, host_compiler
-from vsr.kernels.cuda.sources import KERNELS, SOURCE_DIR, source_files
+from vsr.kernels.cuda.sources import KERNELS, SOURCE_DIR, source_files, sources_digest
 
 # Preference order of select_launcher(): the design's choice first, the CPU harness last.
 LAUNCHER_ORDER = ("pycuda", "cupy", "host")
 
 
-def _module_source() -> str:
-    return "".join(f'#include "{name}"\n' for name in source_files())
+CUDA_HEADERS = ("cuda_fp16.h", "cuda_fp16.hpp")  # what vsr_cuda.h includes from CUDA itself
+
+
+def cuda_include_candidates() -> list[Path]:
+    """Folders that may hold CUDA's headers, in the order they are tried: ``$CUDA_PATH`` / ``$CUDA_HOME``, the
+    toolkit cupy found, the ``nvidia-cuda-runtime`` / ``-nvrtc`` wheels (``nvidia/*/include``: cu12's
+    ``cuda_runtime``, cu13's ``cu13``), then ``/usr/local/cuda``."""
+    roots = [os.environ.get(v) for v in ("CUDA_PATH", "CUDA_HOME")]
+    if importlib.util.find_spec("cupy") is not None:
+        import cupy
+
+        roots.append(cupy.cuda.get_cuda_path())
+    out = [Path(r) / "include" for r in roots if r]
+    for entry in sys.path:
+        out += sorted(Path(entry).glob("nvidia/*/include")) if entry and Path(entry).is_dir() else []
+    out.append(Path("/usr/local/cuda/include"))
+    return list(dict.fromkeys(out))
+
+
+def find_cuda_include(candidates: list[Path] | None = None) -> Path | None:
+    """The first candidate folder holding ``cuda_fp16.h`` (None: none does; NVRTC may still have it built in)."""
+    for folder in cuda_include_candidates() if candidates is None else candidates:
+        if (folder / CUDA_HEADERS[0]).is_file():
+            return folder
+    return None
+
+
+def module_source(cuda_include: Path | None = None) -> str:
+    """The translation unit handed to NVRTC / nvcc: vsr's ``.cu`` files by ``#include``, after a comment holding
+    the sha256 of every file it includes -- vsr's sources and headers and CUDA's fp16 headers from
+    ``cuda_include`` -- so that a compiler cache keyed on the source text (cupy's, pycuda's) misses when any of
+    their contents changes."""
+    extra = []
+    for name in CUDA_HEADERS if cuda_include is not None else ():
+        path = cuda_include / name
+        extra.append(f"{name}:" + (hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else "-"))
+    header = f"// vsr kernels {sources_digest(*extra)}\n"
+    return header + "".join(f'#include "{name}"\n' for name in source_files())
+
+
+def _one_line(exc: Exception) -> str:
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    return lines[0][:300] if lines else type(exc).__name__
+
+
+def compile_error(exc: Exception, cuda_include: Path | None, searched: list[Path]) -> BackendError:
+    """A compile failure as one line; a missing CUDA header names itself and where it was looked for."""
+    text = str(exc)
+    for name in CUDA_HEADERS:
+        if name in text and ("cannot open" in text or "not found" in text or "No such file" in text):
+            where = ", ".join(str(p) for p in searched) or "nowhere"
+            return BackendError(f"kernel launcher 'cupy': NVRTC cannot find {name} (looked in {where}); install "
+                                "the CUDA runtime headers (pip: nvidia-cuda-runtime for your CUDA, e.g. "
+                                "nvidia-cuda-runtime-cu12) or the CUDA toolkit, or set CUDA_PATH")
+    return BackendError(f"kernel launcher 'cupy': compiling vsr's kernels failed: {_one_line(exc)}")
 
 
 def _scalar(kind: str, value):
@@ -45,7 +100,7 @@ class PyCudaLauncher:
         from pycuda.compiler import SourceModule
 
         self._gpuarray = gpuarray
-        self._module = SourceModule(_module_source(), no_extern_c=True, include_dirs=[str(SOURCE_DIR)],
+        self._module = SourceModule(module_source(find_cuda_include()), no_extern_c=True, include_dirs=[str(SOURCE_DIR)],
                                     options=["-std=c++17"], cache_dir=cache_dir)
         self._funcs = {name: self._module.get_function(name) for name in KERNELS}
 
@@ -74,12 +129,16 @@ class CupyLauncher:
 
         self._cupy = cupy
         options = ["-I" + str(SOURCE_DIR), "--std=c++17"]
-        cuda_path = cupy.cuda.get_cuda_path()
-        if cuda_path:  # cuda_fp16.h, where NVRTC's built-in headers lack it
-            options.append("-I" + str(Path(cuda_path) / "include"))
-        self._module = cupy.RawModule(code=_module_source(), options=tuple(options))
-        with _cupy_cache(cache_dir):  # cupy compiles on the first get_function, reading its cache folder then
-            self._funcs = {name: self._module.get_function(name) for name in KERNELS}
+        searched = cuda_include_candidates()
+        include = find_cuda_include(searched)
+        if include is not None:  # cuda_fp16.h, where NVRTC's built-in headers lack it
+            options.append("-I" + str(include))
+        self._module = cupy.RawModule(code=module_source(include), options=tuple(options))
+        try:
+            with _cupy_cache(cache_dir):  # cupy compiles on the first get_function, reading its cache folder then
+                self._funcs = {name: self._module.get_function(name) for name in KERNELS}
+        except Exception as exc:  # cupy's CompileException and friends: one line of vsr's instead
+            raise compile_error(exc, include, searched) from None
 
     def asarray(self, a, dtype=None):
         return self._cupy.asarray(np.ascontiguousarray(a, dtype=dtype))
@@ -133,8 +192,10 @@ def open_launcher(kind: str, cache_dir: str | None = None):
         return HostLauncher()
     try:
         return PyCudaLauncher(cache_dir) if kind == "pycuda" else CupyLauncher(cache_dir)
-    except Exception as exc:  # no device, no driver, a compile error: all say "this launcher cannot run here"
-        raise BackendError(f"kernel launcher {kind!r} failed to start: {exc}") from exc
+    except BackendError:
+        raise
+    except Exception as exc:  # no device, no driver: all say "this launcher cannot run here"
+        raise BackendError(f"kernel launcher {kind!r} failed to start: {_one_line(exc)}") from exc
 
 
 def select_launcher(order=LAUNCHER_ORDER, cache_dir: str | None = None):

@@ -1,0 +1,129 @@
+"""What a GPU session must carry (the device machine reaches no network; at most 64 MiB travel per call), packed
+into ``.gpu/`` (git-ignored), and the device commands that use it.
+
+    python scripts/gpu_carry.py [--check] [--train] [--shared ../shared/data]
+
+``--check`` (scripts/gpu_check.py): ``.gpu/wheels`` -- the one wheel vsr needs that the GPU image lacks, PyAV
+(cp312 manylinux, as installed here; torch, torchvision, cupy, numba, onnx, onnxruntime, onnxscript, opencv and
+tqdm are on the image: /work/.library/device/KINDS.md) -- and ``.gpu/data``: real LR frames (Vid4 calendar, for
+evaluation only) and a short real clip.
+
+``--train`` (scripts/gpu_train.sh): ``.gpu/train``, the training images packed by ``gpu_train.py pack`` into what
+is left of the 64 MiB once the repository and the largest checkpoint a slice carries back in are counted (at most
+40 MiB); no wheel (training from still images needs no PyAV).
+
+Prints each call's size and its ``run`` arguments (carry, command).  Sizes are checked: a call over 64 MiB is
+refused here, not on the device.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+LIMIT = 64 << 20
+GPU = REPO / ".gpu"
+WHEEL_PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x86_64",
+                   "manylinux2014_x86_64", "manylinux1_x86_64")
+CLIP = "videos/h264_aac_320x240_29.97fps_1.2s_realshort.mp4"
+FRAMES = "sequences/vid4/calendar/lr"
+INSTALL = ("python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site "
+           ".gpu/wheels/*.whl && export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 || exit 1; ")
+
+
+def tree_bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.exists() else 0
+
+
+def repo_bytes() -> int:
+    """What travels with every call: tracked files and untracked ones git does not ignore."""
+    out = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO,
+                         capture_output=True, check=True).stdout
+    return sum((REPO / f).stat().st_size for f in out.decode().split("\0") if f and (REPO / f).is_file())
+
+
+def checkpoint_bytes(config: str) -> int:
+    """A training checkpoint of ``config``: weights, their EMA and Adam's two moments (float32), plus 1 MiB."""
+    import warnings
+
+    from vsr.model.config import load_config
+    from vsr.model.weights import build_model
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        params = sum(p.numel() for p in build_model(load_config(config)).parameters())
+    return 4 * 4 * params + (1 << 20)
+
+
+def train_budget(repo: int, checkpoint: int, limit: int = LIMIT, cap: int = 40 << 20) -> int:
+    """Bytes of training images a slice may carry: the rest of ``limit`` after the repository, the checkpoint
+    and 1 MiB for the log and the curve, at most ``cap``."""
+    return max(0, min(cap, limit - repo - checkpoint - (1 << 20)))
+
+
+def fetch_wheels(dest: Path) -> None:
+    dest.mkdir(parents=True, exist_ok=True)
+    if any(dest.glob("av-*.whl")):
+        return
+    platforms = [a for p in WHEEL_PLATFORMS for a in ("--platform", p)]
+    subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
+                    "--python-version", "3.12", "--implementation", "cp", *platforms, "-d", str(dest),
+                    f"av=={importlib.metadata.version('av')}"], check=True)
+
+
+def copy_data(shared: Path, dest: Path) -> None:
+    frames = dest / "frames"
+    frames.mkdir(parents=True, exist_ok=True)
+    for p in sorted((shared / FRAMES).glob("*.png")):
+        shutil.copy(p, frames / p.name)
+    shutil.copy(shared / CLIP, dest / "clip.mp4")
+
+
+def report(name: str, repo: int, carry: list[str], command: str, extra: int = 0) -> int:
+    """Print a call's size and ``run`` arguments; 1 when it is over the limit.  ``extra``: bytes a later call
+    carries beyond what is there now (a slice's checkpoint)."""
+    size = repo + extra + sum(tree_bytes(REPO / c) for c in carry)
+    print(f"\n{name}: {size / 2**20:.1f} MiB of {LIMIT >> 20} (repository {repo / 2**20:.1f} MiB, "
+          f"to come {extra / 2**20:.1f} MiB)")
+    print(f"  run(carry={carry}, command={command!r})")
+    if size > LIMIT:
+        print(f"gpu_carry: error: {name} would carry {size / 2**20:.1f} MiB, over {LIMIT >> 20}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--check", action="store_true", help="wheels and real inputs for scripts/gpu_check.py")
+    p.add_argument("--train", action="store_true", help="training images for scripts/gpu_train.sh")
+    p.add_argument("--shared", default=str(REPO.parent / "shared" / "data"), help="the shared data folder")
+    p.add_argument("--config", default="edvr-s-wide", help="the model gpu_train.sh trains (checkpoint size)")
+    args = p.parse_args(argv)
+    shared, repo, rc = Path(args.shared), repo_bytes(), 0
+    if args.check or not args.train:
+        fetch_wheels(GPU / "wheels")
+        copy_data(shared, GPU / "data")
+        rc |= report("gpu_check", repo, [".gpu/wheels", ".gpu/data"],
+                     INSTALL + "python3 scripts/gpu_check.py --out $OUT --data .gpu/data")
+    if args.train:
+        from scripts.gpu_train import pack
+
+        budget = train_budget(repo, checkpoint_bytes(args.config))
+        if not (GPU / "train").exists():
+            print("packed", pack(shared / "train" / "images", GPU / "train", budget / 2**20))
+        rc |= report("gpu_train (a later slice, with its checkpoint in .gpu/run)", repo, [".gpu/train", ".gpu/run"],
+                     "export PYTHONPATH=$PWD PYTHONUNBUFFERED=1; "
+                     f"bash scripts/gpu_train.sh --out $OUT --config {args.config} --slice-s 480",
+                     extra=0 if (GPU / "run").exists() else checkpoint_bytes(args.config))
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,245 @@
+"""The CUDA runtime's run discipline, checked on the CPU emulation (``CudaOptions(device="cpu")``) and, for the
+graph capture itself, on a recording stand-in for ``torch.cuda``'s graph API (no GPU here; it says so):
+
+* one graph per (bucket, planned batch): partial batches are padded to the planned batch, larger ones cut into
+  planned batches; graphs are captured by ``prepare`` only, into one shared pool, in ``thread_local`` mode;
+* TSA's temporal attention stays fp32 in an fp16 model: features that overflow fp16 there give finite output;
+* the output is downloaded as uint8 (quantised as the post stage would), float16 or float32.
+"""
+
+from __future__ import annotations
+
+import warnings
+from contextlib import contextmanager
+
+import numpy as np
+import pytest
+import torch
+
+from vsr.backends import CudaOptions, TorchOptions
+from vsr.backends.cuda.runtime import CudaTorchBackend, GraphSet
+from vsr.backends.torch_backend import TorchBackend
+from vsr.model import load_model
+from vsr.video.colour import quantise_rgb
+
+
+def _model(config: str = "edvr-tiny"):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return load_model("random", config)
+
+
+def _frames(seed: int, shape) -> np.ndarray:
+    return np.random.default_rng(seed).random(shape, dtype=np.float32)
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    model, cfg = _model()
+    ref = TorchBackend(model, cfg, TorchOptions(device="cpu", threads=1))
+    return model, cfg, ref
+
+
+def _backend(tiny, **options) -> CudaTorchBackend:
+    model, cfg, _ = tiny
+    return CudaTorchBackend(model, cfg, CudaOptions(device="cpu", **options), torch.device("cpu"))
+
+
+def test_every_run_uses_the_planned_batch_padding_partial_ones(tiny):
+    _, _, ref = tiny
+    backend = _backend(tiny, precision="fp32", output="float32")
+    backend.prepare(16, 20, 3)
+    shapes = []
+    program = backend.program
+    backend.program = lambda x: (shapes.append(tuple(x.shape)), program(x))[1]
+    for n in (1, 3, 5):  # a partial batch, the planned one, and one and a bit (two chunks)
+        x = _frames(n, (n, 3, 3, 13, 20))
+        np.testing.assert_allclose(backend.infer(x), ref.infer(x), rtol=0, atol=1e-5)
+    assert set(shapes) == {(3, 3, 3, 16, 20)} and len(shapes) == 4
+
+
+class _GraphAPI:
+    """A recording stand-in for the graph calls of ``torch.cuda`` the runtime makes (there is no GPU here).
+    It keeps their signatures: ``graph(cuda_graph, pool=None, stream=None, capture_error_mode="global")`` refuses
+    another mode than torch's three, as torch does."""
+
+    def __init__(self):
+        self.captures, self.pools, self.emptied = [], [], 0
+
+    def graph_pool_handle(self):
+        handle = object()
+        self.pools.append(handle)
+        return handle
+
+    class CUDAGraph:
+        def replay(self):
+            pass
+
+    @contextmanager
+    def graph(self, cuda_graph, pool=None, stream=None, capture_error_mode="global"):
+        if capture_error_mode not in ("global", "thread_local", "relaxed"):
+            raise ValueError(f"unknown capture_error_mode {capture_error_mode}")
+        self.captures.append((cuda_graph, pool, capture_error_mode))
+        yield
+
+    def empty_cache(self):
+        self.emptied += 1
+
+    class Stream:
+        def __init__(self, device=None):
+            pass
+
+        def wait_stream(self, other):
+            pass
+
+    def current_stream(self, device=None):
+        return self.Stream()
+
+    @contextmanager
+    def stream(self, s):
+        yield
+
+
+@pytest.fixture
+def graph_api(monkeypatch):
+    api = _GraphAPI()
+    for name in ("graph_pool_handle", "CUDAGraph", "graph", "empty_cache", "Stream", "current_stream", "stream"):
+        monkeypatch.setattr(torch.cuda, name, getattr(api, name))
+    return api
+
+
+def test_graphs_share_one_pool_and_are_captured_thread_local_once_per_shape(graph_api):
+    calls = []
+    graphs = GraphSet(lambda x: (calls.append(tuple(x.shape)), x * 2)[1], torch.device("cpu"))
+    a = graphs.capture((2, 3, 3, 16, 20))
+    assert graphs.capture((2, 3, 3, 16, 20)) is a  # the same shape: no second capture
+    graphs.capture((2, 3, 3, 32, 32))
+    assert len(graph_api.captures) == 2 and len(graph_api.pools) == 1
+    assert {pool for _, pool, _ in graph_api.captures} == {graph_api.pools[0]}
+    assert {mode for _, _, mode in graph_api.captures} == {"thread_local"}
+    assert graph_api.emptied == 2  # the warm-ups' cached blocks are given back after each capture
+    assert graphs.get((1, 3, 3, 16, 20)) is None and len(graph_api.captures) == 2  # a lookup never captures
+
+
+def test_a_run_never_captures_it_replays_what_prepare_captured(tiny, graph_api):
+    _, _, ref = tiny
+    backend = _backend(tiny, precision="fp32", output="float32")
+    backend.graphs_on = True  # as on a GPU; the stand-in's graphs replay nothing, so replays run the program
+    backend.graphs.runs.clear()
+    backend.prepare(16, 20, 2)
+    assert len(graph_api.captures) == 1
+    run = backend.graphs.get((2, 3, 3, 16, 20))
+    replays = []
+    run.graph.replay = lambda: (replays.append(1), run.output.copy_(backend.program(run.input)))
+    x = _frames(7, (1, 3, 3, 16, 20))
+    np.testing.assert_allclose(backend.infer(x), ref.infer(x), rtol=0, atol=1e-5)
+    backend.infer(_frames(8, (1, 3, 3, 32, 32)))  # an unprepared bucket: eager, no capture mid-run
+    assert len(graph_api.captures) == 1 and len(replays) == 1
+
+
+def test_fp16_keeps_the_attention_fp32_so_large_features_stay_finite(tiny):
+    model, cfg, _ = tiny
+    big = _model()[0]
+    big.load_state_dict(model.state_dict())
+    with torch.no_grad():  # embeddings of thousands: products of either sign overflow fp16 (65504): inf - inf
+        for conv in (big.fusion.temporal_attn1, big.fusion.temporal_attn2):
+            conv.weight.mul_(30000.0)
+    ref = TorchBackend(big, cfg, TorchOptions(device="cpu", threads=1))
+    half = CudaTorchBackend(big, cfg, CudaOptions(device="cpu", precision="fp16", output="float32"),
+                            torch.device("cpu"))
+    x = _frames(3, (1, 3, 3, 16, 20))
+    got, want = half.infer(x), ref.infer(x)
+    assert np.isfinite(got).all() and np.abs(got - want).max() <= 2e-2
+    tsa = half.model.model.fusion
+    del tsa.temporal_attention  # the plain fp16 attention, for contrast
+    tsa.temporal_attn1.half()
+    tsa.temporal_attn2.half()
+    assert not np.isfinite(half.infer(x)).all()
+
+
+@pytest.mark.parametrize("output", ["uint8", "float16"])
+def test_the_output_is_downloaded_small_and_quantised_as_the_post_stage_would(tiny, output):
+    _, _, ref = tiny
+    backend = _backend(tiny, precision="fp32", output=output)
+    x = _frames(5, (2, 3, 3, 16, 20))
+    got, want = backend.infer(x), ref.infer(x)
+    assert got.dtype == np.dtype(output)
+    if output == "uint8":  # the same levels as quantising the float32 output, but where 1e-6 crosses an edge
+        assert np.abs(got.astype(int) - quantise_rgb(want, 8).astype(int)).max() <= 1
+    else:
+        assert np.abs(got.astype(np.float32) - want).max() <= 1e-3
+
+
+class _StreamAPI:
+    """A recording stand-in for torch.cuda's streams and events (there is no GPU here): what waits on what."""
+
+    def __init__(self):
+        self.log = []
+        self.current = self.Stream(self, "compute")
+
+    class Stream:
+        def __init__(self, api, name):
+            self.api, self.name = api, name
+
+        def wait_stream(self, other):
+            self.api.log.append(("wait_stream", self.name, other.name))
+
+        def wait_event(self, event):
+            self.api.log.append(("wait_event", self.name, event.label))
+
+    def event(self):
+        api = self
+
+        class Event:
+            def record(self, stream):
+                self.label = f"{stream.name}#{sum(e[0] == 'record' for e in api.log)}"
+                api.log.append(("record", stream.name, self.label))
+
+            def synchronize(self):
+                api.log.append(("host_wait", self.label))
+
+        return Event
+
+    @contextmanager
+    def stream(self, s):
+        saved, self.current = self.current, s
+        self.log.append(("on", s.name))
+        yield
+        self.current = saved
+
+
+def test_transfers_use_pinned_buffers_and_a_copy_stream_ordered_by_events(monkeypatch):
+    from vsr.backends.cuda import transfer
+
+    api, pinned = _StreamAPI(), []
+    monkeypatch.setattr(torch.cuda, "Event", api.event())
+    monkeypatch.setattr(torch.cuda, "stream", api.stream)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: api.current)
+    empty = torch.empty
+
+    def recording_empty(*shape, pin_memory=False, **kw):  # no CUDA: record the request, allocate plainly
+        pinned.append(pin_memory)
+        return empty(*shape, **kw)
+
+    monkeypatch.setattr(transfer.torch, "empty", recording_empty)
+    io = transfer.Transfers(torch.device("cpu"))
+    io.gpu, io.copy_stream = True, api.Stream(api, "copy")  # as on a GPU, with the stand-in streams and events
+    results = []
+    for k in range(3):  # three chunks: slots 0, 1, 0
+        slot = k % 2
+        host = io.input_buffer(slot, (1, 2))
+        host[...] = float(k)
+        lr = io.upload(slot, host)
+        y = lr * 2
+        io.consumed(slot)
+        out = io.start_download(slot, y)
+        results.append(io.finish(slot, out))
+    assert [r.tolist() for r in results] == [[[0.0, 0.0]], [[2.0, 2.0]], [[4.0, 4.0]]]
+    assert pinned.count(True) == 4  # pinned input and output of each of the two slots, made once
+    assert ("on", "copy") in api.log and ("wait_stream", "copy", "compute") in api.log
+    uploads = [e for e in api.log if e[0] == "record" and e[1] == "copy"]
+    assert len(uploads) == 6  # each chunk: its upload and its download recorded on the copy stream
+    assert all(("wait_event", "compute", e[2]) in api.log for e in uploads[0::2])  # compute waits for uploads
+    waits = [e[1] for e in api.log if e[0] == "host_wait"]
+    # the host waits for each download alone, and before refilling slot 0's pinned input, for its upload
+    assert waits == [uploads[1][2], uploads[3][2], uploads[0][2], uploads[5][2]]

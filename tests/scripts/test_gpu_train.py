@@ -1,0 +1,106 @@
+"""The GPU training slices rehearsed on the CPU with EDVR-tiny (CI has no GPU): the data pack, then two slices
+through ``scripts/gpu_train.sh`` -- the second resuming from the files the first returned -- end bit-exactly
+where one uninterrupted run of the same schedule ends."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+REPO = Path(__file__).resolve().parents[2]
+SHARED = REPO.parent / "shared" / "data" / "train" / "images"
+
+
+def _images(folder: Path) -> Path:
+    """Two real training images when the shared data is there, else two synthetic ones (not zeros)."""
+    import cv2
+
+    folder.mkdir(parents=True)
+    real = sorted(SHARED.glob("Kodak24*/*.png"))[:2] if SHARED.is_dir() else []
+    for i in range(2):
+        img = cv2.imread(str(real[i])) if real else \
+            (np.random.default_rng(i).random((300, 300, 3)) * 255).astype(np.uint8)
+        cv2.imwrite(str(folder / f"{i}.png"), img)
+    return folder
+
+
+def _slice(data: Path, carried: Path, out: Path, work: Path, *extra: str) -> dict:
+    cmd = ["bash", str(REPO / "scripts" / "gpu_train.sh"), "--out", str(out), "--work", str(work),
+           "--config", "edvr-tiny", "--iters", "4", "--batch-size", "2", "--patch", "16", "--warmup", "1",
+           "--log-every", "1", "--threads", "1", "--device", "cpu", *extra]
+    # as on the GPU image: no PyAV (its stand-in in gpu_train.py must be enough for training on still images)
+    env = dict(os.environ, PYTHON=sys.executable, VSR_TRAIN_DATA=str(data), VSR_TRAIN_CARRIED=str(carried),
+               VSR_TRAIN_NO_PYAV="1")
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=REPO)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return json.loads(r.stdout.splitlines()[-1])
+
+
+def _checkpoint(out: Path) -> dict:
+    data = b"".join(p.read_bytes() for p in sorted(out.glob("latest.pth.part*")))
+    assert hashlib.sha256(data).hexdigest() == (out / "latest.sha256").read_text().split()[0]
+    path = out / "joined.pth"
+    path.write_bytes(data)
+    return torch.load(path, weights_only=True)
+
+
+def _tensors(tree, prefix=""):
+    if isinstance(tree, torch.Tensor):
+        yield prefix, tree
+    elif isinstance(tree, dict):
+        for k, v in tree.items():
+            yield from _tensors(v, f"{prefix}/{k}")
+    elif isinstance(tree, (list, tuple)):
+        for i, v in enumerate(tree):
+            yield from _tensors(v, f"{prefix}/{i}")
+
+
+def test_pack_refuses_validation_sequences_and_keeps_to_its_limit(tmp_path):
+    src = _images(tmp_path / "train")
+    r = subprocess.run([sys.executable, "scripts/gpu_train.py", "pack", "--src", str(src), "--out",
+                        str(tmp_path / "pack"), "--limit-mib", "0.15"], capture_output=True, text=True, cwd=REPO)
+    assert r.returncode == 0, r.stderr
+    packed = list((tmp_path / "pack").glob("*.png"))
+    assert 1 <= len(packed) <= 2 and sum(p.stat().st_size for p in packed) <= 0.15 * 2**20
+    (tmp_path / "vid4").mkdir()
+    shutil.copy(packed[0], tmp_path / "vid4" / "calendar.png")
+    r = subprocess.run([sys.executable, "scripts/gpu_train.py", "pack", "--src", str(tmp_path), "--out",
+                        str(tmp_path / "pack2")], capture_output=True, text=True, cwd=REPO)
+    assert r.returncode != 0 and "Vid4" in r.stderr
+
+
+def test_two_slices_resume_bit_exactly_where_one_run_ends(tmp_path):
+    data = _images(tmp_path / "data")
+    first, second, whole = tmp_path / "slice1", tmp_path / "slice2", tmp_path / "whole"
+    assert _slice(data, tmp_path / "none", first, tmp_path / "w1", "--stop-after", "2")["to"] == 2
+    carried = tmp_path / "carried"
+    shutil.copytree(first, carried)
+    resumed = _slice(data, carried, second, tmp_path / "w2")
+    assert resumed["resumed"] and (resumed["from"], resumed["to"]) == (2, 4)
+    _slice(data, tmp_path / "none", whole, tmp_path / "w3")
+    a, b = dict(_tensors(_checkpoint(second))), dict(_tensors(_checkpoint(whole)))
+    assert a.keys() == b.keys() and len(a) > 10
+    different = [k for k in a if not torch.equal(a[k], b[k])]
+    assert not different, different[:5]
+    curve = (second / "curve.json").read_text()
+    assert '"iteration": 4' in curve and '"iteration": 3' in curve  # the curve spans both slices
+
+
+def test_the_training_pack_fits_a_session_beside_the_repository_and_the_checkpoint():
+    sys.path.insert(0, str(REPO))
+    from scripts.gpu_carry import LIMIT, checkpoint_bytes, train_budget
+
+    ckpt = checkpoint_bytes("edvr-s-wide")
+    assert 23 << 20 < ckpt < 25 << 20  # 1.47 M parameters, four float32 copies
+    assert train_budget(8 << 20, ckpt) == LIMIT - (8 << 20) - ckpt - (1 << 20)
+    assert train_budget(1 << 20, 1 << 20) == 40 << 20  # at most 40 MiB of images
+    assert train_budget(8 << 20, checkpoint_bytes("edvr-m")) < 4 << 20  # EDVR-M's 53 MB leave no room for data

@@ -1,0 +1,156 @@
+"""`vsr upscale - OUT` and `vsr upscale IN -`: real `ffmpeg` processes on both ends of vsr, frame-exact against the
+file-to-file run on the same input.
+
+Inputs are two real clips of ../shared/data/videos, cut by ffmpeg to a 32x24 crop of a few frames (EDVR-tiny
+stays fast) and made into the stream format under test; the same ffmpeg command writing a file gives the
+file-to-file run its input (a container's tags, e.g. Matroska's chroma siting, change the pixels, so both runs
+must read the same container)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from fractions import Fraction
+from pathlib import Path
+
+import av
+import numpy as np
+import pytest
+
+from vsr.cli import main
+
+VIDEOS = Path(__file__).resolve().parents[3] / "shared" / "data" / "videos"
+REALSHORT = VIDEOS / "h264_aac_320x240_29.97fps_1.2s_realshort.mp4"  # H.264 + AAC, 45000/1499 fps
+COCKATOO = VIDEOS / "h264yuv444_mp3_1280x720_20fps_14s_cockatoo.mp4"  # H.264 4:4:4 + MP3, 20 fps
+FFMPEG = shutil.which("ffmpeg")
+# one thread in every run: the in-process file-to-file run and the piped one must sum in the same order
+TINY = ["--weights", "random", "--config", "edvr-tiny", "--backend", "torch", "--threads", "1"]
+VSR = [sys.executable, "-m", "vsr"]
+
+pytestmark = pytest.mark.skipif(FFMPEG is None,
+                                reason="needs the ffmpeg command (Debian's ffmpeg; .ci/run installs it)")
+
+# (clip, its crop, seconds, how ffmpeg streams it into vsr, vsr's --format and codec, how ffmpeg stores vsr's stream)
+CASES = {
+    "nut-in-nut-out": (REALSHORT, "32:24:140:100", "0.25", ["-c:v", "ffv1", "-c:a", "copy", "-f", "nut"],
+                       ["--format", "nut", "-c", "ffv1"], ["-f", "nut", "-i", "-", "-c", "copy"]),
+    "y4m-in-y4m-out": (COCKATOO, "32:24:600:300", "0.3", ["-f", "yuv4mpegpipe"],
+                       [], ["-i", "-", "-c:v", "ffv1"]),
+    "mpegts-in-nut-out": (REALSHORT, "32:24:100:60", "0.25",
+                          ["-c:v", "libx264", "-qp", "0", "-preset", "ultrafast", "-c:a", "copy", "-f", "mpegts"],
+                          ["--format", "nut", "-c", "ffv1"], ["-f", "nut", "-i", "-", "-c", "copy"]),
+    "matroska-in-matroska-out": (COCKATOO, "32:24:400:200", "0.3", ["-c:v", "ffv1", "-c:a", "copy", "-f", "matroska"],
+                                 ["--format", "matroska", "-c", "ffv1"], ["-i", "-", "-c", "copy"]),
+}
+
+
+def upstream(clip: Path, crop: str, seconds: str, fmt: list[str]) -> list[str]:
+    return [FFMPEG, "-v", "error", "-nostdin", "-i", str(clip), "-t", seconds, "-vf", f"crop={crop}", *fmt]
+
+
+def read_back(path: Path) -> tuple[list, list, dict]:
+    """(video frames as (time in s, YUV arrays), audio packets as (time in s, bytes), the video's colour tags)."""
+    frames, audio = [], []
+    with av.open(str(path)) as c:
+        v = c.streams.video[0]
+        tags = {"range": v.codec_context.color_range, "matrix": v.codec_context.colorspace}
+        for pkt in c.demux():
+            if pkt.stream.type == "video":
+                frames += [(Fraction(f.pts) * f.time_base, f.to_ndarray()) for f in pkt.decode()]
+            elif pkt.stream.type == "audio" and pkt.pts is not None:
+                audio.append((Fraction(pkt.pts) * pkt.time_base, bytes(pkt)))
+    return frames, audio, tags
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_ffmpeg_into_vsr_into_ffmpeg_equals_the_file_to_file_run(case, tmp_path, capsys):
+    clip, crop, seconds, fmt_in, vsr_out, downstream = CASES[case]
+    src = tmp_path / "src.stream"
+    subprocess.run([*upstream(clip, crop, seconds, fmt_in), str(src)], check=True)
+    base = tmp_path / "base.mkv"
+    codec = vsr_out[vsr_out.index("-c") + 1] if "-c" in vsr_out else "ffv1"
+    assert main(["upscale", str(src), str(base), *TINY, "-c", codec, "--quiet"]) == 0, capsys.readouterr().err
+
+    out = tmp_path / "piped.mkv"
+    up = subprocess.Popen([*upstream(clip, crop, seconds, fmt_in), "-"], stdout=subprocess.PIPE)
+    mid = subprocess.Popen([*VSR, "upscale", "-", "-", *TINY, *vsr_out], stdin=up.stdout, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=False)
+    up.stdout.close()
+    # -copyts: ffmpeg would otherwise move the stream's start (MPEG-TS's 1.4 s) to 0, hiding vsr's timestamps
+    down = subprocess.Popen([FFMPEG, "-v", "error", "-nostdin", "-copyts", *downstream, str(out)], stdin=mid.stdout)
+    mid.stdout.close()
+    err = mid.stderr.read().decode()
+    assert (down.wait(120), mid.wait(120), up.wait(120)) == (0, 0, 0), err
+
+    frames, audio, tags = read_back(out)
+    base_frames, base_audio, base_tags = read_back(base)
+    assert len(frames) == len(base_frames) >= 5
+    assert [t for t, _ in frames] == [t for t, _ in base_frames]
+    assert all(np.array_equal(a, b) for (_, a), (_, b) in zip(frames, base_frames))
+    assert audio == base_audio and bool(audio) == (case != "y4m-in-y4m-out")  # Y4M carries none
+    if case.endswith("matroska-out"):  # NUT and Y4M have no field for the matrix
+        assert tags == base_tags and tags["matrix"] != 2
+    if not case.startswith("matroska"):  # no length in the stream's header: progress counts frames, shows the rate
+        assert re.search(rf"upscale: {len(frames)}frame \[[0-9:]+, +[0-9.]+frame/s\]", err), err
+    assert "Traceback" not in err
+
+
+def test_a_reader_closing_the_pipe_ends_the_run_with_one_line(tmp_path):
+    src = tmp_path / "src.y4m"
+    subprocess.run([*upstream(COCKATOO, "32:24:600:300", "0.5", ["-f", "yuv4mpegpipe"]), str(src)], check=True)
+    # 10 frames of 128x96 4:4:4 are 360 kB, more than a pipe holds: vsr must wait for its reader, who leaves
+    proc = subprocess.Popen([*VSR, "upscale", str(src), "-", *TINY], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    head = proc.stdout.read(1000)
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(120) == 141, err
+    assert head.startswith(b"YUV4MPEG2 W128 H96 ")
+    lines = [ln for ln in err.splitlines() if ln.startswith("vsr: ") and "random weights" not in ln]
+    assert len(lines) == 1 and re.fullmatch(r"vsr: error: standard output was closed by its reader after \d+ frames.*",
+                                            lines[0]), err
+    assert "Traceback" not in err and "Exception ignored" not in err and "BrokenPipe" not in err
+
+
+def test_vsr_models_into_a_closed_pipe_is_silent():
+    proc = subprocess.Popen([*VSR, "models"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(60) == 141 and err == ""
+
+
+def test_what_is_not_a_video_on_standard_input_is_one_line(tmp_path):
+    proc = subprocess.run([*VSR, "upscale", "-", "out.mkv", *TINY], cwd=tmp_path, input=b"not a video\n" * 50,
+                          capture_output=True)
+    err = proc.stderr.decode()
+    assert proc.returncode == 2 and err.count("\n") == 1 and "not a video stream on standard input" in err, err
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("args, expect", [
+    (["upscale", "in.mkv", "out.mkv", "--format", "nut"], "--format nut is for output - (standard output)"),
+    (["upscale", "-", "-", "--format", "avi"], "invalid choice: 'avi'"),
+    (["jobs", "add", "-", "--out-dir", "jobs-out", "--store", "q.db"], "a job's input must be a file"),
+    (["preview", "-"], "vsr preview needs a file"),
+])
+def test_pipe_misuse_is_one_line(tmp_path, monkeypatch, capsys, args, expect):
+    monkeypatch.chdir(tmp_path)
+    shutil.copy(REALSHORT, "in.mkv")
+    try:
+        code = main([*args, *TINY[:4]])
+    except SystemExit as e:  # argparse
+        code = e.code
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and expect in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.mkv"]
+
+
+def test_adts_audio_into_matroska_on_a_pipe_is_refused_in_one_line(tmp_path):
+    src = tmp_path / "in.ts"
+    subprocess.run([*upstream(REALSHORT, "32:24:0:0", "0.2", ["-c:v", "libx264", "-c:a", "copy", "-f", "mpegts"]),
+                    str(src)], check=True)
+    proc = subprocess.run([*VSR, "upscale", str(src), "-", "--format", "matroska", *TINY], capture_output=True)
+    err = proc.stderr.decode()
+    assert proc.returncode == 2 and proc.stdout == b"" and "use --format nut" in err
+    assert [ln for ln in err.splitlines() if "random weights" not in ln] == [err.splitlines()[-1]]

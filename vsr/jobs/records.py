@@ -1,0 +1,113 @@
+"""The job records a Celery broker's Redis keeps for ``vsr jobs --broker`` (:mod:`vsr.jobs.distributed`): their
+keys, the one-owner-per-output rule as atomic Redis scripts, and broker URLs with their secrets masked.
+
+``vsr:output:<output path>`` names the job that owns an output.  Taking it (a submit, a retry) is one Lua script
+that reads the holder's state and sets the owner (and for a retry the job's new state) at once, so two submits
+or retries racing for one output cannot both win; a finished holder (done, failed, cancelled) no longer owns it.
+"""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
+
+from vsr.errors import BrokerError
+
+UNFINISHED = ("queued", "running", "waiting")
+# Query parameters of a broker URL that carry a secret (redis-py reads ?password=...).
+SECRET_PARAMS = re.compile(r"pass(word)?|pwd|secret|token|auth|key", re.I)
+
+# KEYS: the owner key, the job's record.  ARGV: the job id, the record key prefix, the states the job may be
+# in (";"-joined, "" = any), the state to set ("" = none).  Returns nil, or [holder, its state], or ["", state]
+# when the job itself is in a state not allowed.
+_TAKE = """
+local holder = redis.call('GET', KEYS[1])
+if holder and holder ~= ARGV[1] then
+  local state = redis.call('HGET', ARGV[2] .. holder, 'state')
+  if state == 'queued' or state == 'running' or state == 'waiting' then
+    return {holder, state}
+  end
+end
+if ARGV[3] ~= '' then
+  local mine = redis.call('HGET', KEYS[2], 'state') or ''
+  if not string.find(';' .. ARGV[3] .. ';', ';' .. mine .. ';', 1, true) then
+    return {'', mine}
+  end
+end
+redis.call('SET', KEYS[1], ARGV[1])
+if ARGV[4] ~= '' then
+  redis.call('HSET', KEYS[2], 'state', ARGV[4], 'error', '')
+end
+return false
+"""
+# KEYS: the owner key.  ARGV: the job id.  Deletes the key only while that job holds it.
+_GIVE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+"""
+
+
+def key(job_id: str, part: str = "") -> str:
+    return f"vsr:job:{job_id}" + (f":{part}" if part else "")
+
+
+def owner_key(output: str) -> str:
+    return f"vsr:output:{output}"
+
+
+def take_output(db, job_id: str, output: str, allowed: tuple[str, ...] = (), state: str = "") -> None:
+    """Make ``job_id`` the owner of ``output``, refused (:class:`BrokerError`) while another unfinished job owns
+    it; with ``allowed``, only if the job is in one of those states, and then set its ``state``, atomically."""
+    found = db.eval(_TAKE, 2, owner_key(output), key(job_id), job_id, key(""), ";".join(allowed), state)
+    if found:
+        holder, holder_state = found
+        if not holder:
+            raise BrokerError(f"job {job_id} is {holder_state or 'gone'}: only a {' or '.join(allowed)} job is "
+                              "retried")
+        raise BrokerError(f"{output} is already the output of job {holder} ({holder_state}): one unfinished job "
+                          "per output (--overwrite does not change that)")
+
+
+def give_output(db, job_id: str, output: str) -> None:
+    """``output`` no longer belongs to ``job_id`` (a submit that did not go through)."""
+    db.eval(_GIVE, 1, owner_key(output), job_id)
+
+
+def safe_url(url: str) -> str:
+    """``url`` for messages: a password in it (``redis://user:pass@host``, ``?password=...``) shown as ``***``."""
+    try:
+        parts = urlsplit(url)
+        netloc = parts.netloc
+        if parts.password is not None:
+            user = netloc.rpartition("@")[0].partition(":")[0]
+            netloc = f"{user}:***@{netloc.rpartition('@')[2]}"
+        query = urlencode([(k, "***" if SECRET_PARAMS.fullmatch(k) else v)
+                           for k, v in parse_qsl(parts.query, keep_blank_values=True)], safe="*")
+        return parts._replace(netloc=netloc, query=query).geturl()
+    except ValueError:  # not even a URL (a bad port...): nothing of it is shown that could be a secret
+        return "<a broker URL that cannot be parsed>"
+
+
+def scrub(text: str, url: str) -> str:
+    """``text`` (an error message from redis-py, Celery, kombu) without the secrets of ``url``."""
+    for secret in secrets(url):
+        text = text.replace(secret, "***")
+    return text
+
+
+def secrets(url: str) -> list[str]:
+    """The passwords and secret parameters in ``url``, as written and decoded (longest first)."""
+    found = set()
+    try:
+        parts = urlsplit(url)
+        if parts.password:
+            found.add(parts.password)
+        found.update(v for k, v in parse_qsl(parts.query, keep_blank_values=True) if SECRET_PARAMS.fullmatch(k))
+    except ValueError:
+        match = re.search(r"//[^/@]*:([^/@]+)@", url)
+        if match:
+            found.add(match.group(1))
+    found |= {unquote(s) for s in found}
+    return sorted((s for s in found if s), key=len, reverse=True)

@@ -1,0 +1,44 @@
+"""What an input or output name opens: :func:`open_source` and :func:`open_sink`.
+
+A video file, a folder of PNG frames, or ``-``: a stream on standard input or output
+(:mod:`vsr.video.pipe_source`, :mod:`vsr.video.pipe_sink`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from vsr.errors import InputError
+from vsr.video.encoders import EncoderSettings
+from vsr.video.output import is_png_folder, is_stream
+from vsr.video.pipe_sink import StreamSink
+from vsr.video.pipe_source import StreamSource
+from vsr.video.png_sink import PngFolderSink
+from vsr.video.sink import VideoSink
+from vsr.video.source import PngFolderSource, VideoInfo, VideoSource
+
+
+def open_source(path: str | Path) -> VideoSource | PngFolderSource | StreamSource:
+    """The source at ``path``: a video file, a folder of PNG frames, or ``-``: a stream on standard input."""
+    if is_stream(path):
+        return StreamSource()
+    p = Path(path)
+    if not p.exists():
+        raise InputError(f"no such file or folder: {p}")
+    if p.is_dir():
+        return PngFolderSource(p)
+    return VideoSource(p)
+
+
+def open_sink(dst: str | Path, info: VideoInfo, settings: EncoderSettings, scale: int = 4,
+              trim: bool = False) -> PngFolderSink | VideoSink:
+    """A :class:`StreamSink` for ``-`` (standard output, in ``settings.container``), a :class:`PngFolderSink`
+    for a folder name, else a :class:`VideoSink` (container from the suffix)."""
+    if is_stream(dst):
+        return StreamSink(info, settings, scale, trim)
+    if settings.container is not None:
+        raise InputError(f"--format {settings.container} is for output - (standard output); the container of "
+                         f"{Path(dst).name} follows its suffix")
+    if is_png_folder(Path(dst)):
+        return PngFolderSink(Path(dst), info, settings)
+    return VideoSink(Path(dst), info, settings, scale, trim)

@@ -1,0 +1,131 @@
+"""``StreamSink``: the output as a stream on standard output (``vsr upscale IN -``).
+
+Formats (``--format``): ``y4m`` (the default: raw frames, what ``ffmpeg -i -``, x264, x265 and SVT-AV1 read),
+``nut`` and ``matroska`` (any codec, ``-c`` as for files: libx264 by default; timestamps, audio, subtitles and
+colour tags as in a file).  Y4M holds one constant frame rate, the range of the pixels and no audio (dropped
+with a warning).  The stream is written as it is encoded, so none of a file's temporary-name-then-rename
+applies: an interrupted run leaves its reader a stream that stops early.  A reader that closes the pipe ends
+the run with :class:`OutputClosed` (one line, no traceback).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+from pathlib import Path
+
+import av
+
+from vsr.errors import InputError, OutputClosed
+from vsr.video.encoders import EncoderSettings, choose_pix_fmt
+from vsr.video.output import STREAM
+from vsr.video.sink import VideoSink
+from vsr.video.source import VideoInfo
+
+STREAM_FORMATS = {"y4m": "yuv4mpegpipe", "nut": "nut", "matroska": "matroska"}
+DEFAULT_FORMAT = "y4m"
+# What FFmpeg's Y4M muxer writes; deeper than 8 bits only as "unofficial" (FFmpeg's own name), which FFmpeg,
+# x264, x265 and SVT-AV1 all read.
+Y4M_PIX_FMTS = ("yuv420p", "yuv422p", "yuv444p", "yuv411p", "gray", "yuv420p10le", "yuv422p10le", "yuv444p10le",
+                "yuv420p12le", "yuv422p12le", "yuv444p12le", "yuv420p16le", "yuv422p16le", "yuv444p16le",
+                "gray10le", "gray16le")
+
+
+class _Pipe:
+    """Standard output for the muxer: every byte written straight to file descriptor 1 (nothing buffered in
+    Python that could fail again at exit), a closed pipe raised as :class:`OutputClosed`."""
+
+    def __init__(self, fd: int = 1):
+        self.fd = fd
+
+    def write(self, data) -> int:
+        view = memoryview(data)
+        while view:
+            try:
+                view = view[os.write(self.fd, view):]
+            except BrokenPipeError:
+                raise OutputClosed("standard output was closed by its reader") from None
+        return len(data)
+
+    def writable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return False
+
+
+class StreamSink(VideoSink):
+    """A :class:`~vsr.video.sink.VideoSink` whose container is written to standard output as a stream in
+    ``settings.container`` (:data:`STREAM_FORMATS`; None: Y4M)."""
+
+    def __init__(self, info: VideoInfo, settings: EncoderSettings, scale: int = 4, trim: bool = False):
+        self.frames_written = 0
+        fmt = settings.container or DEFAULT_FORMAT
+        if fmt == "y4m" and settings.codec is None:
+            settings = replace(settings, codec="wrapped_avframe")  # Y4M's only "codec": the raw frames
+        if fmt == "matroska" and _adts_aac(info):
+            # FFmpeg's own limit (ffmpeg -i in.ts -c copy -f matroska - fails the same way): a Matroska header
+            # written once, on a pipe, needs the AAC configuration that ADTS carries only in its packets
+            raise InputError("Matroska on a pipe cannot hold this ADTS AAC audio (MPEG-TS, raw .aac: its "
+                             "configuration comes only with its packets): use --format nut, or a file output")
+        super().__init__(Path(STREAM), info, settings, scale, trim)
+
+    def _open(self, dst: Path, settings: EncoderSettings):
+        fmt = settings.container or DEFAULT_FORMAT
+        if fmt not in STREAM_FORMATS:
+            raise InputError(f"--format must be one of {', '.join(STREAM_FORMATS)}, not {fmt!r}")
+        if os.isatty(1):
+            raise InputError("standard output is a terminal: pipe vsr's output into a program or a file "
+                             "(e.g. vsr upscale IN - | ffmpeg -i - OUT)")
+        self.dst = dst
+        self.tmp = None
+        self.format = fmt
+        # "unofficial": Y4M deeper than 8 bits (C420p10, ...), which FFmpeg writes only when asked
+        options = {"strict": "unofficial"} if fmt == "y4m" else {}
+        return av.open(_Pipe(), "w", format=STREAM_FORMATS[fmt], options=options)
+
+    def _pix_fmt(self, codec: av.Codec, requested: str | None) -> str:
+        if self.format != "y4m":
+            return choose_pix_fmt(codec, self.info, requested)
+        if requested is not None:
+            if requested not in Y4M_PIX_FMTS:
+                raise InputError(f"Y4M cannot hold --pix-fmt {requested} (it holds {', '.join(Y4M_PIX_FMTS)})")
+            return requested
+        src = self.info.pix_fmt.replace("yuvj", "yuv")
+        if src in Y4M_PIX_FMTS:
+            return src
+        return "yuv444p10le" if self.info.bits > 8 else "yuv444p"  # RGB (PNG frames) and other layouts
+
+    def write(self, planes, pts: int, duration: int) -> None:
+        try:
+            super().write(planes, pts, duration)
+        except OutputClosed as e:
+            raise OutputClosed(f"{e} after {self.frames_written} frames: stopped") from None
+        self.frames_written += 1
+
+    def commit(self, before_rename=None) -> None:
+        """Flush the encoder and end the stream (nothing to rename)."""
+        try:
+            super().commit(before_rename)
+        except OutputClosed as e:
+            raise OutputClosed(f"{e} after {self.frames_written} frames, before the end: stopped") from None
+
+    def _move_into_place(self) -> None:
+        pass
+
+    def abort(self) -> None:
+        self._close_quietly()  # what was written is the reader's; there is no file to remove
+
+
+def _adts_aac(info: VideoInfo) -> bool:
+    """Whether the source has AAC audio without its configuration in the header (ADTS: MPEG-TS, raw .aac)."""
+    def adts(streams) -> bool:
+        return any(st.type == "audio" and st.codec_context.name == "aac" and not st.codec_context.extradata
+                   for st in streams)
+
+    if info.side_packets is not None:
+        return adts(info.side_packets.streams)
+    if info.kind != "video":
+        return False
+    with av.open(str(info.path)) as c:
+        return adts(c.streams)

@@ -1,0 +1,154 @@
+"""``StreamSource``: a video on standard input (``vsr upscale - OUT``), read once, in order.
+
+Y4M and any container FFmpeg demuxes without seeking (NUT, MPEG-TS, Matroska, ...) work.  The stream is
+probed from its own first frames, which are kept and decoded from there on: a pipe cannot be read twice, so
+the header's frame count (usually none: progress then shows frames and fps) and no second demuxer.  Its audio
+and subtitle packets are taken as the demuxer passes them and handed to the sink through
+``info.side_packets`` (:class:`StreamPackets`), where a file's are read again from the file.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import deque
+from dataclasses import replace
+from fractions import Fraction
+from itertools import chain
+from pathlib import Path
+from typing import BinaryIO, Iterator
+
+import av
+
+from vsr.errors import InputError
+from vsr.video.output import STREAM
+from vsr.video.source import SourceFrame, VideoInfo, one_line, timed_frames, video_info
+
+SIDE_TYPES = ("audio", "subtitle")
+
+
+class StreamPackets:
+    """A stream's audio and subtitle packets between its decoder (which :meth:`put` s them as the demuxer passes
+    them) and the sink's :class:`~vsr.video.passthrough.Passthrough` (which takes them in another thread).
+    Until the sink :meth:`select` s streams, packets are kept; once decoding starts without a sink that wants
+    them, none are (a PNG output, or a container that holds none of them)."""
+
+    def __init__(self, streams: list):
+        self.streams = streams
+        self.ended = False  # set by next_packet: the stream ended and every packet was taken
+        self._finished = False
+        self._wanted: set[int] | None = None
+        self._queue: deque = deque()
+
+    def select(self, indices: set[int]) -> None:
+        self._wanted = set(indices)
+        self._queue = deque(p for p in self._queue if p.stream.index in self._wanted)
+
+    def decided(self) -> None:
+        """Decoding starts: streams not selected by now never will be."""
+        if self._wanted is None:
+            self.select(set())
+
+    def put(self, packet) -> None:
+        if self._wanted is None or packet.stream.index in self._wanted:
+            self._queue.append(packet)
+
+    def finish(self) -> None:
+        self._finished = True
+
+    def next_packet(self):
+        finished = self._finished  # read before the queue: a packet put just before the end is not missed
+        try:
+            return self._queue.popleft()
+        except IndexError:
+            self.ended = finished
+            return None
+
+    def close(self) -> None:
+        self._queue.clear()
+
+
+class StreamSource:
+    """The video of a stream on standard input (or of ``file``, a binary file object read in order).
+    ``frames()`` may be called once; ``info.frames`` is the header's count, None where it has none."""
+
+    def __init__(self, file: BinaryIO | None = None):
+        self.path = Path(STREAM)
+        if file is None:
+            if os.isatty(0):
+                raise InputError("standard input is a terminal: pipe a video into it (e.g. ffmpeg -i IN -f "
+                                 "yuv4mpegpipe - | vsr upscale - OUT)")
+            file = open(0, "rb", closefd=False)  # noqa: SIM115 -- closed with the source
+        self._file = file
+        try:
+            self._container = av.open(file, "r")
+        except av.EOFError:
+            raise InputError("zero frames: standard input ended before its first frame") from None
+        except (av.FFmpegError, OSError, ValueError) as e:
+            raise InputError(f"not a video stream on standard input ({one_line(e)})") from None
+        try:
+            self.info = self._probe()
+        except BaseException:
+            self.close()
+            raise
+
+    def _probe(self) -> VideoInfo:
+        c = self._container
+        if not c.streams.video:
+            raise InputError("no video stream on standard input")
+        st = c.streams.video[0]
+        st.thread_type = "AUTO"
+        self._side = StreamPackets([s for s in c.streams if s.type in SIDE_TYPES])
+        self._decoded = self._decode(st)
+        try:
+            self._first = next(self._decoded)
+        except StopIteration:
+            raise InputError("zero frames: the video on standard input holds no decodable frame") from None
+        except (av.FFmpegError, ValueError) as e:
+            hint = ""
+            if "mp4" in c.format.name and not self._file.seekable():  # MP4/MOV index usually at the end
+                hint = "; MP4 and MOV need a seekable input: redirect the file (< IN.mp4) or pipe NUT, MPEG-TS or Y4M"
+            raise InputError(f"cannot decode the video on standard input ({one_line(e)}){hint}") from None
+        return replace(video_info(self.path, c, st, self._first), side_packets=self._side)
+
+    def _decode(self, st) -> Iterator[av.VideoFrame]:
+        """Every video frame of the stream, in order; the other streams' packets go to :attr:`_side`."""
+        last: dict[int, tuple[int, int]] = {}
+        for packet in self._container.demux():
+            if packet.stream.index == st.index:
+                yield from packet.decode()
+            elif packet.stream.type in SIDE_TYPES and packet.size and _timed(packet, last):
+                self._side.put(packet)
+        self._side.finish()
+
+    def frames(self, start: int = 0) -> Iterator[SourceFrame]:
+        """Frames ``start, start + 1, ...``: those before are decoded, not converted (no seeking in a pipe)."""
+        self._side.decided()
+        yield from timed_frames(chain([self._first], self._decoded), 0, start, self.info)
+
+    def close(self) -> None:
+        container = getattr(self, "_container", None)
+        if container is not None:
+            container.close()
+        self._file.close()
+
+
+def _timed(packet, last: dict[int, tuple[int, int]]) -> bool:
+    """Give a side packet without timestamps the time after the previous packet of its stream (``last``: each
+    stream's last (timestamp, duration)), as FFmpeg's own stream copy does: read from a pipe, MPEG-TS gives the
+    time only to the first audio frame of each PES packet.  False where it cannot be placed (dropped)."""
+    i = packet.stream.index
+    step = packet.duration or _frame_duration(packet)
+    if packet.dts is None and packet.pts is None:
+        if i not in last or not last[i][1]:
+            return False
+        packet.pts = packet.dts = last[i][0] + last[i][1]
+    last[i] = (packet.dts if packet.dts is not None else packet.pts, step)
+    return True
+
+
+def _frame_duration(packet) -> int:
+    """One audio frame's duration in the packet's time base, from the codec's frame size (0 if unknown)."""
+    cc = packet.stream.codec_context
+    if packet.stream.type != "audio" or not cc.frame_size or not cc.sample_rate:
+        return 0
+    return round(Fraction(cc.frame_size, cc.sample_rate) / packet.time_base)
