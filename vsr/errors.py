@@ -51,3 +51,12 @@ def printable(text: object) -> str:
     if text.isprintable():
         return text
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def did_you_mean(word: str, choices) -> str:
+    """`` (did you mean 'real'?)`` for the choice closest to ``word`` (difflib's ratio 0.6 or more), else ``""``:
+    the tail of an error message about an unknown name."""
+    import difflib
+
+    found = difflib.get_close_matches(str(word), [str(c) for c in choices], n=1)
+    return f" (did you mean {found[0]!r}?)" if found else ""

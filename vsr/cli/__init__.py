@@ -17,11 +17,32 @@ COMMANDS = ("upscale", "preview", "export", "eval", "models", "train", "report",
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse with vsr's error form: one line naming the command and the problem, exit 2 (``--help`` still
-    prints the usage)."""
+    """argparse with vsr's error form, the one every error line has: ``vsr: error: <message>``, exit 2.  A
+    subcommand's own errors name it inside the message (``vsr: error: upscale: unrecognized arguments: --foo
+    (see 'vsr upscale --help')``); ``--help`` still prints the usage."""
 
     def error(self, message: str):
-        self.exit(2, f"vsr: error: {self.prog}: {message} (see '{self.prog} --help')\n")
+        command = self.prog.removeprefix("vsr").strip()
+        where = f"{command}: " if command else ""
+        self.exit(2, f"vsr: error: {where}{message} (see '{self.prog} --help')\n")
+
+    def parse_args(self, args=None, namespace=None):
+        # argparse hands a subcommand's unknown options back to the top parser, whose error would name only
+        # 'vsr': the subcommand that was given reports them
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            self._chosen(parsed).error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed
+
+    def _chosen(self, parsed) -> argparse.ArgumentParser:
+        """The deepest (sub)command parser that ``parsed`` went through."""
+        parser = self
+        while True:
+            action = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+            name = getattr(parsed, action.dest, None) if action is not None else None
+            if name not in getattr(action, "choices", {}):
+                return parser
+            parser = action.choices[name]
 
 
 def build_parser() -> argparse.ArgumentParser:

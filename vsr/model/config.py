@@ -7,7 +7,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from vsr.errors import ConfigError
+from vsr.errors import ConfigError, did_you_mean
 from vsr.files import config_dir
 
 PADDING_MODES = ("reflection_circle", "replicate")
@@ -96,7 +96,8 @@ def load_config(name_or_path: str | os.PathLike) -> ModelConfig:
     """Load ``configs/<name>.toml`` or a TOML file path; every field is checked (one-line :class:`ConfigError`)."""
     p = config_path(name_or_path)
     if not p.is_file():
-        raise ConfigError(f"unknown config {str(name_or_path)!r} (known: {', '.join(list_configs())})")
+        hint = "" if Path(name_or_path).suffix == ".toml" else did_you_mean(str(name_or_path), list_configs())
+        raise ConfigError(f"unknown config {str(name_or_path)!r}{hint} (known: {', '.join(list_configs())})")
     data = read_toml(p)
     try:
         return _from_toml(data, p)

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import torch
 
-from vsr.errors import InputError, WeightsError
+from vsr.errors import InputError, WeightsError, did_you_mean
 from vsr.files import sha256_file
 from vsr.model.config import ModelConfig, list_configs, load_config
-from vsr.model.official import OFFICIAL, fetched_path, find_official
+from vsr.model.official import OFFICIAL, fetched_path, find_official, official_names
 
 
 WEIGHTS_DIR = Path(__file__).resolve().parents[1] / "weights"
@@ -52,6 +52,18 @@ def weights_path(weights: str | Path) -> Path:
 bundled_path = weights_path  # its older name (vsr.jobs.spec, vsr.train.trainer)
 
 
+def weights_names() -> tuple[str, ...]:
+    """The names ``--weights`` takes besides a file: the bundled ones, the official checkpoints', ``random``."""
+    return BUNDLED_NAMES + official_names() + ("random",)
+
+
+def _closest_name(text: str) -> str:
+    """``did you mean`` for a missing file given as a bare word (a typo of a name), nothing for a path."""
+    if "/" in text or "\\" in text or Path(text).suffix:
+        return ""
+    return did_you_mean(text, weights_names())
+
+
 def identify_official(path: Path, digest: str | None = None) -> OfficialCheckpoint | None:
     """Recognise an official BasicSR file by sha256, or by BasicSR's ``-<sha256[:8]>`` file-name suffix."""
     digest = digest or sha256_file(path)
@@ -68,7 +80,7 @@ def read_checkpoint(path: str | Path) -> dict:
     """``torch.load(weights_only=True)`` with one-line errors for every way a file can be bad."""
     p = Path(path)
     if not p.exists():
-        raise InputError(f"weights file not found: {p}")
+        raise InputError(f"weights file not found: {p}{_closest_name(str(path))}")
     if not p.is_file():
         raise InputError(f"weights path is not a file: {p}")
     try:

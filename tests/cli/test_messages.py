@@ -1,0 +1,76 @@
+"""What a person reads when a command is wrong: one ``vsr: error:`` line (the prefix once, the subcommand named
+inside it), and for a misspelt weights or config name the closest real one."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from vsr.errors import did_you_mean
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def vsr(*args, cwd: Path = REPO) -> tuple[int, list[str]]:
+    """``python -m vsr ARGS`` in a real process: its exit code and its stderr lines."""
+    p = subprocess.run([sys.executable, "-m", "vsr", *map(str, args)], cwd=cwd, capture_output=True, text=True,
+                       timeout=300)
+    assert p.stdout == ""
+    return p.returncode, p.stderr.splitlines()
+
+
+@pytest.mark.parametrize("args, command", [(["upscale", "a.mp4", "b.mp4", "--foo"], "upscale"),
+                                           (["jobs", "add", "a.mp4", "--foo"], "jobs add"),
+                                           (["jobs", "list", "--foo"], "jobs list")])
+def test_an_unknown_option_is_one_line_naming_the_subcommand(args, command):
+    rc, lines = vsr(*args)
+    assert rc == 2 and lines == [f"vsr: error: {command}: unrecognized arguments: --foo "
+                                 f"(see 'vsr {command} --help')"]
+
+
+def test_the_top_level_error_has_the_prefix_once():
+    rc, lines = vsr("--foo")
+    assert rc == 2 and len(lines) == 1 and lines[0].startswith("vsr: error: ") and lines[0].count("vsr: error") == 1
+    assert "vsr: error: vsr" not in lines[0] and "(see 'vsr --help')" in lines[0]
+
+
+def test_a_missing_argument_names_the_subcommand():
+    rc, lines = vsr("upscale")
+    assert rc == 2 and lines == ["vsr: error: upscale: the following arguments are required: input, output "
+                                 "(see 'vsr upscale --help')"]
+
+
+CLIP = REPO.parent / "shared" / "data" / "videos" / "h264_256x240_35fps_1s_noaudio.mp4"
+
+
+@pytest.mark.parametrize("option, expected", [
+    (["--weights", "reel", "--config", "edvr-tiny"], "vsr: error: weights file not found: reel (did you mean 'real'?)"),
+    (["--weights", "random", "--config", "edvr-tinyy"], "vsr: error: unknown config 'edvr-tinyy' (did you mean "
+                                                        "'edvr-tiny'?) (known: ")])
+def test_a_misspelt_name_gets_the_closest_one(tmp_path, option, expected):
+    if not CLIP.is_file():
+        pytest.skip("no shared data")
+    rc, lines = vsr("upscale", CLIP, tmp_path / "out.mp4", *option)
+    assert rc == 2 and len(lines) == 1 and lines[0].startswith(expected), lines
+    assert not (tmp_path / "out.mp4").exists()
+
+
+def test_a_path_gets_no_guess():
+    from vsr.errors import ConfigError, InputError
+    from vsr.model.config import load_config
+    from vsr.model.weights import read_checkpoint
+
+    with pytest.raises(ConfigError) as e:
+        load_config("nowhere/edvr-tiny.toml")
+    with pytest.raises(InputError) as w:
+        read_checkpoint("nowhere/real.pth")
+    assert "did you mean" not in str(e.value) and "did you mean" not in str(w.value)
+
+
+def test_did_you_mean_says_nothing_when_nothing_is_close():
+    assert did_you_mean("reel", ["default", "real", "random"]) == " (did you mean 'real'?)"
+    assert did_you_mean("edvr-mm", ["edvr-l", "edvr-m", "edvr-s"]) == " (did you mean 'edvr-m'?)"
+    assert did_you_mean("zzzz", ["default", "real", "random"]) == ""
