@@ -19,13 +19,23 @@ Its output equals ``infer(x)``'s (within float rounding).  A backend that does n
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Callable, Protocol
 
 import numpy as np
 
 from vsr.backends.buckets import BucketPolicy
 from vsr.errors import InputError
 from vsr.report.sample import StepStats
+
+
+# What Backend.prepare says it is doing, in the order the steps come (a backend takes those it has).
+PHASES = ("exporting ONNX", "building plan", "loading sessions", "warming up")
+
+
+def announce(phase: Callable[[str], None] | None, name: str) -> None:
+    """``phase(name)`` where a caller listens."""
+    if phase is not None:
+        phase(name)
 
 
 @dataclass(frozen=True)
@@ -89,10 +99,11 @@ class Backend(Protocol):
         """Bytes of the features kept for one (frame, tile) of ``height x width`` (0 where it does not stream)."""
         ...
 
-    def prepare(self, height: int, width: int, batch: int) -> None:
+    def prepare(self, height: int, width: int, batch: int, phase: Callable[[str], None] | None = None) -> None:
         """Build what the first ``infer`` of ``(batch, T, 3, height, width)`` would (export, plan, sessions).
 
-        Idempotent; lets a caller keep this warm-up out of its per-frame clock.
+        Idempotent; lets a caller keep this warm-up out of its per-frame clock.  ``phase(name)`` is called as
+        each step starts (:data:`PHASES`' names), so a caller can show what the wait is for.
         """
         ...
 

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
-from vsr.backends.base import ModelBackend
+from vsr.backends.base import ModelBackend, announce
 from vsr.backends.buckets import BucketPolicy
 from vsr.backends.registry import BackendKind, needs, register
 from vsr.errors import BackendError
@@ -68,27 +69,31 @@ class OrtBackend(ModelBackend):
         self._times = {"export": 0.0, "session": 0.0, "warmup": 0.0, "run": 0.0}
         self._warm: set[tuple[int, int, int]] = set()
 
-    def session(self, hb: int, wb: int):
-        """The session of bucket ``hb x wb`` (exported and built on first use)."""
+    def session(self, hb: int, wb: int, phase: Callable[[str], None] | None = None):
+        """The session of bucket ``hb x wb`` (exported and built on first use, each step announced to ``phase``)."""
         s = self._sessions.get((hb, wb))
         if s is None:
             from vsr.export.cache import cached_export
 
             t0 = time.perf_counter()
+            announce(phase, "exporting ONNX")
             path = cached_export(self.model, self.config, hb, wb, self._sha)
             t1 = time.perf_counter()
+            announce(phase, "loading sessions")
             s = make_session(path, self.options)
             self._times["export"] += t1 - t0
             self._times["session"] += time.perf_counter() - t1
             self._sessions[(hb, wb)] = s
         return s
 
-    def prepare(self, height: int, width: int, batch: int) -> None:
+    def prepare(self, height: int, width: int, batch: int, phase: Callable[[str], None] | None = None) -> None:
         """Session and output buffer of the bucket, then one warm-up run on zeros (a session's first run is
         slower: its allocations), timed as ``warmup`` rather than ``run``."""
         hb, wb = self.buckets.bucket(height, width)
         if (batch, hb, wb) in self._warm:
             return
+        self.session(hb, wb, phase)
+        announce(phase, "warming up")
         run_s = self._times["run"]
         t0 = time.perf_counter()
         self.infer(np.zeros((batch, self.num_frame, 3, hb, wb), np.float32))

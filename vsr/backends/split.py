@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Callable, Union
 
 import numpy as np
 
-from vsr.backends.base import FrameKeys, ModelBackend
+from vsr.backends.base import FrameKeys, ModelBackend, announce
 from vsr.backends.buckets import BucketPolicy
 from vsr.backends.features import FeatureSlots, keyless
 from vsr.backends.registry import BackendKind, needs, register
@@ -144,13 +144,14 @@ class SplitBackend(ModelBackend):
         own = getattr(self.segment_backend, "facts", dict)()
         return super().facts() | {"precision": self.options.precision} | own
 
-    def prepare(self, height: int, width: int, batch: int) -> None:
+    def prepare(self, height: int, width: int, batch: int, phase: Callable[[str], None] | None = None) -> None:
         """Export, plan, segment sessions and the arena of ``batch`` frames of ``height x width``, then one
         warm-up run on zeros: the first run of a binding is about 1.5x slower (ONNX Runtime's first-run
         allocations, the kernels' first calls), which would otherwise count as frame time."""
         with self._lock:
             hb, wb = self.bucket(height, width)
-            bound, step = self._bound(batch, hb, wb)
+            bound, step = self._bound(batch, hb, wb, phase)
+            announce(phase, "warming up")
             self._warm_up(bound, ("windows", step, hb, wb))
 
     def _warm_up(self, bound: BoundPlan, key: tuple) -> None:
@@ -166,9 +167,9 @@ class SplitBackend(ModelBackend):
         self._build["build:warmup"] += time.perf_counter() - t0
         self._warm.add(key)
 
-    def _bound(self, n: int, hb: int, wb: int) -> tuple[BoundPlan, int]:
+    def _bound(self, n: int, hb: int, wb: int, phase=None) -> tuple[BoundPlan, int]:
         """The plan of bucket ``hb x wb`` bound for ``n`` frames, and how many frames one run takes."""
-        ex = self.executor(hb, wb)
+        ex = self.executor(hb, wb, phase)
         in_name = ex.plan.inputs[0]
         batch = ex.plan.tensors[in_name].shape[0]
         step = n if isinstance(batch, str) else int(batch)  # a static-batch export runs in chunks
@@ -224,19 +225,21 @@ class SplitBackend(ModelBackend):
             return hb, wb
         return self.buckets.bucket(h, w)
 
-    def executor(self, hb: int, wb: int) -> PlanExecutor:
-        """The executor of bucket ``hb x wb`` (export, plan and sessions made on first use)."""
+    def executor(self, hb: int, wb: int, phase: Callable[[str], None] | None = None) -> PlanExecutor:
+        """The executor of bucket ``hb x wb`` (export, plan, sessions made on first use, announced to ``phase``)."""
         ex = self._executors.get((hb, wb))
         if ex is None:
             t0 = time.perf_counter()
+            announce(phase, "exporting ONNX")
             path = Path(self.source(hb, wb)) if callable(self.source) else Path(self.source)
             t1 = time.perf_counter()
+            announce(phase, "building plan")
             plan = self.plan_for(path)
             t2 = time.perf_counter()
+            announce(phase, "loading sessions")
             ex = self.new_executor(plan)
-            self._build["build:export"] += t1 - t0
-            self._build["build:plan"] += t2 - t1
-            self._build["build:load"] += time.perf_counter() - t2
+            for step, seconds in (("export", t1 - t0), ("plan", t2 - t1), ("load", time.perf_counter() - t2)):
+                self._build[f"build:{step}"] += seconds
             self._executors[(hb, wb)] = ex
             log.info("split plan for %dx%d: %d steps from %s", hb, wb, len(plan.steps), plan.directory)
         return ex
@@ -287,10 +290,10 @@ class StreamingSplitBackend(SplitBackend):
 
         return FrontAndWindows(plan, self.segment_backend, executor=super().new_executor)
 
-    def prepare(self, height: int, width: int, batch: int) -> None:
+    def prepare(self, height: int, width: int, batch: int, phase: Callable[[str], None] | None = None) -> None:
         """:meth:`SplitBackend.prepare`, and the front bound for ``batch`` frames per call, warmed up on zeros."""
         self._frames = batch
-        super().prepare(height, width, batch)
+        super().prepare(height, width, batch, phase)
         with self._lock:
             hb, wb = self.bucket(height, width)
             self._warm_up(self._front(hb, wb), ("frames", batch, hb, wb))

@@ -245,8 +245,14 @@ def _run(args) -> int:
     from vsr.jobs.store import store_path
     from vsr.jobs.worker import WorkerSettings, run_workers
 
+    from functools import partial
+
+    from vsr.cli.status import StatusLine
+
+    # several workers share the terminal: each phase on a line of its own rather than one line rewritten by all
+    status = partial(StatusLine, tty=False) if workers > 1 else StatusLine
     settings = WorkerSettings(lease_s=_seconds(args.lease, "--lease", 1, MAX_LEASE_S), until_empty=args.until_empty,
-                              quiet=args.quiet)
+                              quiet=args.quiet, status=status)
     if args.max_attempts is not None:
         settings = replace(settings, max_attempts=_bounded_int(args.max_attempts, "--max-attempts", 1, 10**6))
     # SIGTERM/SIGHUP take Ctrl-C's path: the claims in progress go back to the queue

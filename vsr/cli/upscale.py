@@ -40,6 +40,15 @@ def _raise_interrupt(signum, frame):
 
 
 def run(args) -> int:
+    from vsr.cli.status import StatusLine
+
+    with StatusLine(quiet=args.quiet) as status:
+        # before the imports below and the GPU probe of --backend auto (torch): a person hears from vsr at once
+        status.phase("choosing backend")
+        return _run(args, status)
+
+
+def _run(args, status) -> int:
     from vsr.pipeline import upscale
 
     request, encoder, runner = upscale_settings(args)
@@ -60,6 +69,7 @@ def run(args) -> int:
         return lambda n: bars[-1].update(n)
 
     def on_start():
+        status.close()
         # the bar appears once the plan is made and the backend is warm: a run refused by its memory plan
         # prints only its error, and the bar's rate and ETA leave out the export, plan build and session load
         if totals:
@@ -71,8 +81,9 @@ def run(args) -> int:
     previous = {s: signal.signal(s, _raise_interrupt) for s in (signal.SIGTERM, signal.SIGHUP)}
     try:
         report = upscale(args.input, args.output, backend=request, encoder=encoder, runner=runner,
-                         overwrite=args.overwrite, progress=progress, on_start=on_start)
+                         overwrite=args.overwrite, progress=progress, on_start=on_start, on_phase=status.phase)
     finally:
+        status.close()
         for bar in bars:
             bar.close()
         for s, h in previous.items():

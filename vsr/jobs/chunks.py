@@ -83,11 +83,13 @@ def is_committed(spec: JobSpec, chunk: ChunkSpec) -> bool:
 
 
 def run_chunk(spec: JobSpec, chunk: ChunkSpec, *, backend: Backend | None = None,
-              progress: Callable[[int], None] | None = None, on_start: Callable[[], None] | None = None) -> dict:
+              progress: Callable[[int], None] | None = None, on_start: Callable[[], None] | None = None,
+              on_phase: Callable[[str], None] | None = None) -> dict:
     """Compute ``chunk`` of ``spec`` into its chunk folder (temporary name, then rename) and return its run
     report (``RunReport.to_dict()``, also written beside it).  A committed chunk is not computed again: its
     stored report is returned.  ``backend``: an opened backend to reuse across chunks (else one is opened);
-    ``progress(n)``, ``on_start()``: as :meth:`vsr.pipeline.runner.FrameQueueRunner.run` calls them."""
+    ``progress(n)``, ``on_start()``, ``on_phase(name)``: as :meth:`vsr.pipeline.runner.FrameQueueRunner.run` calls
+    them (``on_phase`` also hears "loading model" where no backend was given)."""
     check_unchanged(spec.input, spec.source)
     with ChunkFolder.open(spec.output, spec.key, create=True) as folder:
         name, notes = _name(spec, chunk), f"{chunk.index:05d}"
@@ -100,7 +102,7 @@ def run_chunk(spec: JobSpec, chunk: ChunkSpec, *, backend: Backend | None = None
         try:
             sink = VideoSink(dst, source.info, encoder, scale=4, trim=False, passthrough=False)
             try:
-                report = _compute(spec, chunk, source, sink, backend, progress, on_start)
+                report = _compute(spec, chunk, source, sink, backend, progress, on_start, on_phase)
 
                 def keep_notes():  # the chunk's notes exist before the chunk does; its input did not change
                     check_unchanged(spec.input, spec.source)
@@ -119,10 +121,12 @@ def run_chunk(spec: JobSpec, chunk: ChunkSpec, *, backend: Backend | None = None
 
 
 def _compute(spec: JobSpec, chunk: ChunkSpec, source, sink: VideoSink, backend: Backend | None,
-             progress, on_start) -> dict:
+             progress, on_start, on_phase=None) -> dict:
     request, _, runner = spec.settings()
     reused = backend is not None
     if backend is None:
+        if on_phase is not None:
+            on_phase("loading model")
         backend = request.open()
     if backend.scale != 4:
         raise InputError(f"the model upscales x{backend.scale}; vsr upscale writes x4 outputs")
@@ -133,7 +137,7 @@ def _compute(spec: JobSpec, chunk: ChunkSpec, source, sink: VideoSink, backend: 
     sink.packet_times = []
     before = step_totals(backend) if reused else {}
     return chunk_only(run.run(source, sink, progress=progress, settings_for_report=settings,
-                              on_start=on_start).to_dict(), before)
+                              on_start=on_start, on_phase=on_phase).to_dict(), before)
 
 
 def _chunk_source(spec: JobSpec, chunk: ChunkSpec):

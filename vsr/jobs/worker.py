@@ -19,6 +19,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Callable
 
 from vsr.errors import VsrError, printable
 from vsr.jobs.chunks import discard, is_committed, join_chunks, run_chunk
@@ -35,7 +36,10 @@ class WorkerSettings:
     """lease_s: how long a claim stays leased without a heartbeat; poll_s: the wait when nothing can be claimed;
     until_empty: stop when no job is queued, running or waiting (else poll for new jobs until stopped);
     quiet: no line per chunk and job on stderr; max_attempts: a chunk whose worker vanished this often fails its
-    job; disk_wait_s: how long a job whose output's disk was full waits before it is tried again."""
+    job; disk_wait_s: how long a job whose output's disk was full waits before it is tried again; status: where
+    a worker shows what a chunk is preparing (loading the model, export, plan, warm-up) and then computing:
+    called once per worker process (so a picklable factory: spawned workers get it too), it gives an object
+    with ``phase(text)`` and ``close()`` (the CLI's status line); None, or ``quiet``: nothing shown."""
 
     lease_s: float = 60.0
     poll_s: float = 1.0
@@ -43,6 +47,7 @@ class WorkerSettings:
     quiet: bool = False
     max_attempts: int = MAX_ATTEMPTS
     disk_wait_s: float = 60.0
+    status: Callable[[], Any] | None = None
 
 
 class Progress:
@@ -96,9 +101,11 @@ class _Backends:
         self.request = None
         self.backend = None
 
-    def get(self, request):
+    def get(self, request, phase: Callable[[str], None] | None = None):
         if self.backend is None or request != self.request:
             self.backend = None  # the old one goes before the new one loads: two models need not fit at once
+            if phase is not None:
+                phase("loading model")
             self.backend = request.open()
             self.request = request
         return self.backend
@@ -113,6 +120,7 @@ def work(path: str | Path, settings: WorkerSettings = WorkerSettings(), *, paren
     store = JobStore(path)
     owner = owner_id()
     backends = _Backends()
+    status = settings.status() if settings.status is not None and not settings.quiet else None
     done = 0
     try:
         while parent is None or os.getppid() == parent:  # a worker whose `vsr jobs run` was killed stops
@@ -126,7 +134,7 @@ def work(path: str | Path, settings: WorkerSettings = WorkerSettings(), *, paren
             beat = _Heartbeat(store.path, owner, claim, settings, parent, progress)
             beat.start()
             try:
-                _process(store, owner, claim, backends, settings, progress)
+                _process(store, owner, claim, backends, settings, progress, status)
             finally:
                 beat.stopped.set()
                 beat.join()
@@ -136,13 +144,19 @@ def work(path: str | Path, settings: WorkerSettings = WorkerSettings(), *, paren
         store.release(owner)
         raise
     finally:
+        if status is not None:
+            status.close()
         store.close()
 
 
 def _process(store: JobStore, owner: str, claim: Claim, backends: _Backends, settings: WorkerSettings,
-             progress: Progress) -> None:
-    say = (lambda text: None) if settings.quiet else \
-        (lambda text: print(f"vsr: {printable(text)}", file=sys.stderr))
+             progress: Progress, status=None) -> None:
+    def say(text: str) -> None:
+        if status is not None:
+            status.close()  # a chunk's line replaces its status
+        if not settings.quiet:
+            print(f"vsr: {printable(text)}", file=sys.stderr)
+
     t0 = time.perf_counter()
     try:
         spec = JobSpec.from_json(claim.spec)
@@ -153,8 +167,17 @@ def _process(store: JobStore, owner: str, claim: Claim, backends: _Backends, set
             return
         chunk = ChunkSpec.from_dict(claim.chunk)
         computed = not is_committed(spec, chunk)
-        backend = backends.get(spec.settings()[0]) if computed else None
-        report = run_chunk(spec, chunk, backend=backend, progress=progress.add, on_start=progress.start)
+        phase = None if status is None else (lambda name: status.phase(f"job {claim.job} chunk {chunk.index}: {name}"))
+
+        def started() -> None:
+            progress.start()
+            if phase is not None:
+                phase(f"upscaling frames {chunk.start}:{chunk.stop}")
+
+        if phase is not None and computed:
+            phase("choosing backend")  # the settings probe for a GPU (torch's import: seconds)
+        backend = backends.get(spec.settings()[0], phase) if computed else None
+        report = run_chunk(spec, chunk, backend=backend, progress=progress.add, on_start=started, on_phase=phase)
         store.commit_chunk(owner, claim, report, computed)
         say(f"job {claim.job} chunk {chunk.index} (frames {chunk.start}:{chunk.stop}) done in "
             f"{time.perf_counter() - t0:.1f} s")

@@ -246,10 +246,12 @@ class FrameQueueRunner:
         return decode_range(self.settings, self.radius)
 
     def run(self, source, sink, progress: Callable[[int], None] | None = None,
-            settings_for_report: dict | None = None, on_start: Callable[[], None] | None = None) -> RunReport:
+            settings_for_report: dict | None = None, on_start: Callable[[], None] | None = None,
+            on_phase: Callable[[str], None] | None = None) -> RunReport:
         """Upscale every frame of ``source`` in ``settings.frames`` into ``sink``; returns the timings.
 
-        The backend is prepared for the run's tile shape first; then ``on_start()`` (if given) is called, just
+        The backend is prepared for the run's tile shape first (``on_phase(name)``, if given, hears each of its
+        steps: :meth:`vsr.backends.base.Backend.prepare`); then ``on_start()`` (if given) is called, just
         before the first frame is decoded.  The sink is neither committed nor aborted here: the caller owns
         the output file's fate.
         """
@@ -260,7 +262,9 @@ class FrameQueueRunner:
         tile, memory = self.plan_tile(info.height, info.width, sink)
         tiles = tile_grid(info.height, info.width, tile, s.overlap)
         scenes = SceneStage(s)  # reads the thresholds' config before minutes of warm-up
-        self.backend.prepare(tiles[0].y1 - tiles[0].y0, tiles[0].x1 - tiles[0].x0, s.batch)
+        shape = (tiles[0].y1 - tiles[0].y0, tiles[0].x1 - tiles[0].x0, s.batch)
+        # a backend that does not report its steps is prepared as before (a caller's own, a test's stand-in)
+        self.backend.prepare(*shape, **({} if on_phase is None else {"phase": on_phase}))
         if on_start is not None:
             on_start()
         decode = SourceFrames(source, *self.decode_range())

@@ -19,17 +19,21 @@ log = logging.getLogger(__name__)
 def upscale(src: str | Path, dst: str | Path, *, backend: Backend | BackendRequest = BackendRequest(),
             encoder: EncoderSettings = EncoderSettings(), runner: RunnerSettings = RunnerSettings(),
             overwrite: bool = False, progress: Callable[[int | None], Callable[[int], None]] | None = None,
-            on_start: Callable[[], None] | None = None) -> RunReport:
+            on_start: Callable[[], None] | None = None, on_phase: Callable[[str], None] | None = None) -> RunReport:
     """Upscale ``src`` (video file, PNG folder, or ``-``: a stream on standard input) into ``dst`` (container
     from its suffix, a PNG folder, or ``-``: a stream on standard output in ``encoder.container``).
 
     ``backend``: a ready backend, or a :class:`~vsr.backends.BackendRequest` (weights, config, options) that is
     opened once the output is known to be writable.  ``progress(total_frames_or_None)`` returns a per-frame
     callback; ``on_start()`` is called once the backend is warm (export, plan, sessions), just before the first
-    frame, so a progress clock can leave the warm-up out.  The output appears only when everything succeeded;
+    frame, so a progress clock can leave the warm-up out; ``on_phase(name)`` is called as each step before it
+    starts ("loading model", then the backend's: "exporting ONNX", "building plan", "loading sessions", "warming
+    up"; "opening input" first), so a caller can say what the minutes before the first frame are spent on.  The output appears only when everything succeeded;
     on any error or interrupt the temporary output is removed.
     """
     src, dst = Path(src), Path(dst)
+    if on_phase is not None:
+        on_phase("opening input")
     source = open_source(src)
     try:
         if not is_stream(dst):  # standard output: written as it goes, nothing to check or replace
@@ -41,6 +45,8 @@ def upscale(src: str | Path, dst: str | Path, *, backend: Backend | BackendReque
         sink = open_sink(dst, source.info, encoder, scale=4 if request else backend.scale, trim=trim)
         try:
             if request is not None:
+                if on_phase is not None:
+                    on_phase("loading model")
                 backend = request.open()
                 if backend.scale != 4:
                     raise InputError(f"the model upscales x{backend.scale}; vsr upscale writes x4 outputs")
@@ -59,7 +65,8 @@ def upscale(src: str | Path, dst: str | Path, *, backend: Backend | BackendReque
                     "width": source.info.width, "height": source.info.height, "pix_fmt": source.info.pix_fmt,
                     "time_base": str(source.info.time_base), "colour": source.info.colour.describe(),
                     "rotation": source.info.rotation}}
-            report = FrameQueueRunner(backend, runner).run(source, sink, tick, settings, on_start=on_start)
+            report = FrameQueueRunner(backend, runner).run(source, sink, tick, settings, on_start=on_start,
+                                                           on_phase=on_phase)
             sink.commit()  # inside the guard: an interrupt while the encoder flushes must not leave the temporary
         except BaseException:
             sink.abort()

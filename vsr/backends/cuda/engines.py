@@ -176,7 +176,7 @@ class CudaTensorRTBackend(SplitBackend):
         stack.enter_context(torch.cuda.stream(self.stream))
         return stack
 
-    def prepare(self, height: int, width: int, batch: int) -> None:
+    def prepare(self, height: int, width: int, batch: int, phase=None) -> None:
         """Plan ``batch`` items per run for this bucket: engines optimised for it, partial batches padded to it."""
         hb, wb = self.bucket(height, width)
         self.planned[(hb, wb)] = max(int(batch), 1)
@@ -185,15 +185,15 @@ class CudaTensorRTBackend(SplitBackend):
             self.segment_backend = replace(sb, opt_batch=self.planned[(hb, wb)],
                                            max_batch=max(sb.max_batch, self.planned[(hb, wb)]))
         with self._on_stream():
-            super().prepare(height, width, batch)
+            super().prepare(height, width, batch, phase)
 
     def infer(self, x: np.ndarray) -> np.ndarray:
         with self._on_stream():
             return super().infer(x)
 
-    def _bound(self, n: int, hb: int, wb: int):
+    def _bound(self, n: int, hb: int, wb: int, phase=None):
         """The planned batch's binding for any ``n`` (padded, or cut into planned batches)."""
-        return super()._bound(self.planned.get((hb, wb), n), hb, wb)
+        return super()._bound(self.planned.get((hb, wb), n), hb, wb, phase)
 
     def plan_for(self, onnx_path: Path) -> SubgraphPlan:
         """The plan of the segments' own ONNX (fp32, fp16 or Q/DQ: the file's checksum keys it); no transform."""

@@ -176,7 +176,7 @@ class CudaTorchBackend(ModelBackend):
                 "bytes_per_pixel": per_pixel, "fixed_mb": fixed / 2**20}
 
     @torch.inference_mode()
-    def prepare(self, height: int, width: int, batch: int) -> None:
+    def prepare(self, height: int, width: int, batch: int, phase=None) -> None:
         """Plan ``batch`` items per run for the bucket of ``height x width`` and capture its graph (or run once):
         every later run of that bucket replays this one graph, partial batches padded to ``batch``."""
         hb, wb = self.buckets.bucket(height, width)
@@ -184,6 +184,8 @@ class CudaTorchBackend(ModelBackend):
         shape = (self.planned[(hb, wb)], self.num_frame, 3, hb, wb)
         with self._on_device():
             t0 = time.perf_counter()
+            if phase is not None:
+                phase("warming up")  # the capture runs the model once
             if self.graphs_on:
                 self.graphs.capture(shape)
             else:
