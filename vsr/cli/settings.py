@@ -115,7 +115,8 @@ def upscale_settings(args):
                             frames=parse_frames(getattr(args, "frames", None)),
                             **parse_scene_cuts(args.scene_cuts, args.scene_threshold))
     encoder = EncoderSettings(codec=args.codec, crf=crf, preset=args.preset, pix_fmt=args.pix_fmt,
-                              options=parse_options(args.encoder_options), quiet=getattr(args, "quiet", False))
+                              options=parse_options(args.encoder_options),
+                              quiet=not getattr(args, "verbose", False))  # the encoder's own banner: under -v
     return request, encoder, runner
 
 

@@ -20,6 +20,7 @@ import av
 from vsr.errors import InputError
 from vsr.jobs.spec import JobSpec
 from vsr.video import check_output
+from vsr.video.encoders import IMAGE_CODECS
 from vsr.video.output import is_stream
 
 # Containers vsr reads and writes as video files (a folder's other files are not jobs).
@@ -75,7 +76,9 @@ def output_for(src: Path, out_dir: Path, ext: str | None, codec: str | None = No
 def default_suffix(src: Path, codec: str | None = None) -> str:
     """The output container of ``src`` when no ``ext`` is given: its own where it keeps timestamps, else
     ``.mp4`` where MP4 holds the video encoder (``codec``, None: libx264) and every audio and subtitle stream of
-    ``src`` as it is, else ``.mkv``."""
+    ``src`` as it is, else ``.mkv``; ``.mov`` for a picture codec (``--codec png``: players read it there)."""
+    if codec in IMAGE_CODECS:
+        return ".mov"
     if src.suffix.lower() in KEEPS_TIMESTAMPS:
         return src.suffix
     return ".mp4" if _fits_mp4(src, codec) else ".mkv"

@@ -194,7 +194,18 @@ class RunReport:
                          f"{tp}{mark}")
         lines.append(f"{self.frames} frames in {self.wall_s:.2f} s = {self.fps:.2f} fps; "
                      f"bottleneck: {b.name if b else '-'}")
-        return "\n".join(lines)
+        encoder = self.encoder_line()
+        return "\n".join(lines + ([encoder] if encoder else []))
+
+    def encoder_line(self) -> str | None:
+        """``encoder: libx264, crf 23, preset medium, yuv420p``: what the output was written with, the encoder's
+        own defaults included (settings ``codec``, ``crf``, ``preset``, ``pix_fmt``); None without a codec."""
+        s = self.settings
+        if not s.get("codec"):
+            return None
+        parts = [str(s["codec"])] + [f"{k} {s[k]:g}" if isinstance(s[k], float) else f"{k} {s[k]}"
+                                     for k in ("crf", "preset") if s.get(k) is not None]
+        return "encoder: " + ", ".join(parts + ([str(s["pix_fmt"])] if s.get("pix_fmt") else []))
 
 
 def _r(x: float | None) -> float | None:

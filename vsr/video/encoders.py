@@ -7,6 +7,7 @@ naming the cause (:class:`vsr.errors.InputError`).
 
 from __future__ import annotations
 
+import io
 import logging
 import os
 import re
@@ -31,14 +32,15 @@ FALLBACK_CODECS = ("libsvtav1", "libvpx-vp9", "ffv1", "mpeg4")
 class EncoderSettings:
     """``codec``, ``crf``, ``preset``, ``pix_fmt`` (None: the source's, where the codec allows), extra
     encoder ``options`` (``-x key=value``), ``quiet`` (encoders that print to the terminal themselves,
-    SVT-AV1 and x265, print only errors) and the ``container`` of a stream output (``--format``)."""
+    SVT-AV1 and x265, print only errors: their banner of settings is noise in a run's output; False under
+    ``vsr -v``) and the ``container`` of a stream output (``--format``)."""
 
     codec: str | None = None  # None: libx264, or what the container holds where it cannot hold H.264
     crf: float | None = None
     preset: str | None = None
     pix_fmt: str | None = None
     options: tuple[tuple[str, str], ...] = field(default_factory=tuple)
-    quiet: bool = False
+    quiet: bool = True
     container: str | None = None  # output "-" only: y4m, nut or matroska (a file's follows its suffix)
 
 
@@ -65,6 +67,20 @@ PRESETS = {"libx264": X26X_PRESETS, "libx265": X26X_PRESETS}
 MAX_SIZE = {"libx264": (16384, 16384), "libsvtav1": (16384, 8704), "mpeg4": (8191, 8191)}
 # FFmpeg refuses any frame with (8 * width + 1024) * (height + 128) >= 2**31 - 1 (av_image_check_size2).
 FFMPEG_MAX_PLANE = 2**31 - 1
+# Each encoder's own CRF and preset where vsr passes none (FFmpeg leaves them to the library): what a run
+# reports as the effective ones.  tests/video/test_encoder_choices.py checks each against the encoder installed
+# (an output with these given explicitly is the same bytes).
+ENCODER_DEFAULTS = {"libx264": {"crf": "23", "preset": "medium"}, "libx265": {"crf": "28", "preset": "medium"},
+                    "libsvtav1": {"crf": "35", "preset": "8"}}
+# Picture codecs: each frame a still image.  FFmpeg puts them into MP4 (object types for PNG, JPEG, JPEG 2000)
+# and AVI, but players do not play them there; QuickTime and Matroska are their video containers.
+IMAGE_CODECS = frozenset("png apng mjpeg jpeg2000 libopenjpeg bmp tiff gif qoi libwebp libwebp_anim jpegls ljpeg "
+                         "targa sgi dpx ppm pgm pam pbm".split())
+# (Motion JPEG also in AVI: cameras write it so, and players read it there.)
+IMAGE_CONTAINERS = {"mov": ".mov", "matroska": ".mkv"}
+IMAGE_CONTAINERS_OF = {"mjpeg": {**IMAGE_CONTAINERS, "avi": ".avi"}}
+# The containers a "cannot hold" message suggests, by format name.
+COMMON_CONTAINERS = {"mp4": ".mp4", "matroska": ".mkv", "mov": ".mov", "webm": ".webm"}
 # What encoders log (at warning level) for an option they did not take while opening anyway.
 REJECTED_OPTION = re.compile(r"Error parsing option|Unknown option|Invalid value for|bad value for", re.I)
 
@@ -105,6 +121,54 @@ def default_codec(container) -> str:
             return name
     raise InputError(f"{container.format.name} holds none of the video codecs vsr writes; "
                      f"use an .mp4 or .mkv output")
+
+
+def effective(codec: str, opts: dict[str, str]) -> dict[str, int | float | str | None]:
+    """The ``crf`` (a number where it is one) and ``preset`` the encoder runs with: those given in ``opts``, else
+    its own defaults (:data:`ENCODER_DEFAULTS`; None where it has no such setting or vsr does not know it)."""
+    own = ENCODER_DEFAULTS.get(codec, {})
+    crf, preset = (opts.get(key, own.get(key)) for key in ("crf", "preset"))
+    try:
+        crf = float(crf) if crf is not None else None
+        crf = int(crf) if crf is not None and crf.is_integer() else crf  # 23, as a person writes it
+    except ValueError:
+        pass
+    return {"crf": crf, "preset": preset}
+
+
+def check_playable(codec: str, container, played: bool = True) -> None:
+    """A codec into a container that cannot hold it, or a picture codec (:data:`IMAGE_CODECS`) into one players
+    do not read it from (``played``: a file, not a stream into another program) -> InputError naming the
+    suffixes that would do."""
+    name = container.format.name
+    if codec in IMAGE_CODECS and played:
+        plays = IMAGE_CONTAINERS_OF.get(codec, IMAGE_CONTAINERS)
+        if name in plays:
+            return _check_holds(codec, container, plays)
+        where = _holders(codec, plays)
+        frames = ", or a folder (a name without suffix) for PNG frames" if codec == "png" else ""
+        raise InputError(f"--codec {codec} writes still pictures, which players do not play from {name}: use "
+                         f"{where or 'another container'}{frames}")
+    _check_holds(codec, container, COMMON_CONTAINERS)
+
+
+def _check_holds(codec: str, container, suggested: dict[str, str]) -> None:
+    if codec not in container.supported_codecs:
+        where = _holders(codec, {k: v for k, v in suggested.items() if k != container.format.name})
+        raise InputError(f"{container.format.name} cannot hold {codec} video (choose another codec"
+                         f"{', or ' + where if where else ''})")
+
+
+def _holders(codec: str, containers: dict[str, str]) -> str:
+    """``a .mov or .mkv output``: those of ``containers`` (format name -> suffix) FFmpeg writes ``codec`` into."""
+    suffixes = [suffix for fmt, suffix in containers.items() if codec in _supported(fmt)]
+    return f"a {' or '.join(suffixes)} output" if suffixes else ""
+
+
+def _supported(container: str) -> set[str]:
+    """The codecs FFmpeg writes into ``container`` (a format name)."""
+    with av.open(io.BytesIO(), "w", format=container) as oc:
+        return set(oc.supported_codecs)
 
 
 def open_codec(name: str) -> av.Codec:

@@ -58,6 +58,8 @@ class StreamSink(VideoSink):
     """A :class:`~vsr.video.sink.VideoSink` whose container is written to standard output as a stream in
     ``settings.container`` (:data:`STREAM_FORMATS`; None: Y4M)."""
 
+    PLAYED = False  # read by another program (ffmpeg, a muxer), which takes any codec its container holds
+
     def __init__(self, info: VideoInfo, settings: EncoderSettings, scale: int = 4, trim: bool = False):
         self.frames_written = 0
         fmt = settings.container or DEFAULT_FORMAT

@@ -21,8 +21,9 @@ from vsr.errors import InputError
 from vsr.video.colour import (SPC_RGB, ColourSpec, FramePlanes, bit_depth, is_gray_format, is_rgb_format,
                               planar444, planes_to_frame)
 from vsr.video.dts import DtsRepair
-from vsr.video.encoders import (EncoderSettings, check_values, check_size, choose_pix_fmt, default_codec,
-                                encoder_memory_mb, encoder_options, open_codec, open_encoder)
+from vsr.video.encoders import (EncoderSettings, check_playable, check_size, check_values, choose_pix_fmt,
+                                default_codec, effective, encoder_memory_mb, encoder_options, open_codec,
+                                open_encoder)
 from vsr.video.output import commit_output, output_path, video_partial
 from vsr.video.passthrough import Passthrough, Window
 from vsr.video.source import VideoInfo
@@ -43,6 +44,8 @@ class VideoSink:
     output and open the encoder, writing into memory only; then :meth:`abort` (``vsr jobs add`` checks a job's
     encoder settings so, hours before its first chunk).
     """
+
+    PLAYED = True  # a file a person plays: a picture codec only where players read it (check_playable)
 
     def __init__(self, dst: Path, info: VideoInfo, settings: EncoderSettings, scale: int = 4,
                  trim: bool = False, passthrough: bool = True, probe: bool = False):
@@ -65,13 +68,13 @@ class VideoSink:
             self.codec = codec.name
             self.pix_fmt = self._pix_fmt(codec, settings.pix_fmt)
             self.colour = info.colour.for_output(self.pix_fmt)
-            if codec.name not in self.oc.supported_codecs:
-                raise InputError(f"{self.oc.format.name} cannot hold {codec.name} video (choose another codec or "
-                                 f"an .mkv output)")
+            check_playable(codec.name, self.oc, played=self.PLAYED)
             width, height = info.width * scale, info.height * scale
             check_size(codec.name, width, height)
             self.encoder_options, self.low_memory_x264 = encoder_options(codec.name, settings, width, height)
             check_values(codec.name, self.encoder_options, settings)
+            # what the run's report names: the settings the encoder really runs with, its defaults included
+            self.crf, self.preset = effective(codec.name, self.encoder_options).values()
             self.vs = self._add_video(codec, width, height)
             if info.kind == "video" and passthrough:
                 self.passthrough = Passthrough(info.path if info.side_packets is None else info.side_packets, self.oc)
