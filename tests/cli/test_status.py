@@ -45,12 +45,12 @@ def test_into_a_log_each_phase_is_one_line_once():
 def test_into_a_log_the_checking_phases_are_left_out():
     """A run refused while it checks its input leaves only its error line in a log."""
     out = io.StringIO()
-    with StatusLine(out, log_from="loading model") as s:
-        for name in ("choosing backend", "opening input", "loading model", "warming up"):
+    with StatusLine(out, log_after="loading model") as s:
+        for name in ("choosing backend", "opening input", "loading model", "building plan", "warming up"):
             s.phase(name)
-    assert out.getvalue() == "vsr: loading model...\nvsr: warming up...\n"
+    assert out.getvalue() == "vsr: building plan...\nvsr: warming up...\n"
     terminal = FakeTerminal()
-    with StatusLine(terminal, log_from="loading model", interval_s=60) as s:
+    with StatusLine(terminal, log_after="loading model", interval_s=60) as s:
         s.phase("choosing backend")
     assert terminal.getvalue() == f"{CLEAR}vsr: choosing backend... 0 s{CLEAR}"  # shown, then cleared
 
@@ -135,8 +135,9 @@ def test_upscale_into_a_log_writes_each_phase_once_without_carriage_returns(smal
     assert p.returncode == 0, err
     before_bar = err[:err.index("upscale:")].removesuffix("\r")  # tqdm's own, before its bar
     lines = [ln for ln in before_bar.splitlines() if not ln.startswith("vsr: warning:")]
-    # from the model on: what came before was checking the input (a refused run logs only its error)
-    assert lines == [f"vsr: {name}..." for name in PHASES[2:]] and "\r" not in before_bar
+    # once the model is loaded: what came before was checking input, options and weights (a refused run logs only
+    # its error line)
+    assert lines == [f"vsr: {name}..." for name in PHASES[3:]] and "\r" not in before_bar
 
 
 def test_upscale_quiet_prints_no_status(small_clip, tmp_path):

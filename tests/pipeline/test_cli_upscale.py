@@ -183,7 +183,7 @@ def test_interrupt_mid_run_leaves_nothing(make_clip, tmp_path, sig):
 
 
 SLOW_BACKEND_RUN = """
-import atexit, sys, time
+import atexit, os, sys, time
 import vsr.backends
 from vsr.cli import entry
 
@@ -193,6 +193,7 @@ def open_slow(**kw):
     backend = real_open(**kw)
     def slow(fast):
         def call(*args):
+            open(os.environ["VSR_TEST_CALLED"], "w").close()  # the test interrupts from now on
             time.sleep(60)  # stands in for a long native inference call (the GIL is released, as in ORT or torch)
             return fast(*args)
         return call
@@ -213,9 +214,14 @@ def test_interrupt_during_a_long_inference_call_exits_at_once(make_clip, tmp_pat
     out = tmp_path / "out.mp4"
     cmd = [sys.executable, "-c", SLOW_BACKEND_RUN, "upscale", str(src), str(out), *TINY, "--backend", "torch",
            "--threads", "1", "--quiet"]
-    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    called = tmp_path.parent / f"{tmp_path.name}-called"
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "VSR_TEST_CALLED": str(called)})
     wait_for_partial(tmp_path, proc)
-    time.sleep(3.0)  # model loaded, first call under way
+    while not called.exists():  # model loaded (torch's import: seconds, after the output was opened), call under way
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.05)
+    time.sleep(0.5)
     t0 = time.monotonic()
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=50)  # well before the 60 s call would have ended

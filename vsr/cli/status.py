@@ -20,20 +20,21 @@ CLEAR = "\r\x1b[K"  # to the line's start, erase it
 
 class StatusLine:
     """``phase(name)`` shows ``vsr: name... N s``; ``close()`` takes the line away (before a progress bar, a
-    summary or an error is printed).  ``tty``: None = whether ``stream`` is a terminal.  ``log_from``: into a
-    log, the phases before this one are left out (those of a run still checking its input and options: a run
-    refused there leaves its one error line in the log, as on a terminal, where the status is cleared)."""
+    summary or an error is printed).  ``tty``: None = whether ``stream`` is a terminal.  ``log_after``: into a
+    log, this phase and those before it are left out (those of a run still checking its input, options, weights
+    and config: a run refused there leaves its one error line in the log, as on a terminal, where the status is
+    cleared)."""
 
     def __init__(self, stream: TextIO | None = None, *, quiet: bool = False, tty: bool | None = None,
-                 interval_s: float = 1.0, prefix: str = "vsr: ", log_from: str | None = None):
+                 interval_s: float = 1.0, prefix: str = "vsr: ", log_after: str | None = None):
         self.stream = sys.stderr if stream is None else stream
         self.quiet = quiet
         self.tty = _is_tty(self.stream) if tty is None else tty
         self.interval_s = interval_s
         self.prefix = prefix
         self.name: str | None = None
-        self.logging = log_from is None  # into a log: whether phases are written yet
-        self.log_from = log_from
+        self.logging = log_after is None  # into a log: whether phases are written yet
+        self.log_after = log_after
         self.since = 0.0
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -50,9 +51,9 @@ class StatusLine:
                 return
             self.name, self.since = name, time.monotonic()
             if not self.tty:
-                self.logging = self.logging or name == self.log_from
                 if self.logging:
                     self._write(f"{self.prefix}{name}...\n")
+                self.logging = self.logging or name == self.log_after
                 return
             self._draw()
         if self._ticker is None:

@@ -42,7 +42,7 @@ def _raise_interrupt(signum, frame):
 def run(args) -> int:
     from vsr.cli.status import StatusLine
 
-    with StatusLine(quiet=args.quiet, log_from="loading model") as status:
+    with StatusLine(quiet=args.quiet, log_after="loading model") as status:
         # before the imports below and the GPU probe of --backend auto (torch): a person hears from vsr at once
         status.phase("choosing backend")
         return _run(args, status)
