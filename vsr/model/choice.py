@@ -21,7 +21,7 @@ class WeightsRule:
     """``real`` where ``blockiness >= blockiness``; else ``default`` for a ``lossless`` codec or a lossy one at
     ``clean_bits_per_pixel`` or more; else ``real``."""
 
-    blockiness: float = 1.2
+    blockiness: float = 1.1
     clean_bits_per_pixel: float = 1.5
     lossless: frozenset[str] = frozenset({"png", "ffv1", "rawvideo"})
 
