@@ -53,7 +53,7 @@ def blockiness(luma: np.ndarray, block: int = 8) -> float | None:
     side of it (inside the blocks); the ratio of the sums over both directions.  About 1 for a picture with no
     grid (texture and edges fall anywhere), above 1 when a block codec left its grid visible.  None when the
     picture is too flat or too small to say."""
-    y = luma.astype(np.int16, copy=False)
+    y = luma.astype(np.int16 if luma.dtype.kind in "ui" else np.float32, copy=False)  # steps may be negative
     across = beside = 0.0
     for plane in (y, y.T):  # column boundaries, then row boundaries
         # boundary j lies between pixels j and j + 1: j = block-1, 2*block-1, ... are the grid's; only the steps
