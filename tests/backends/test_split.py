@@ -77,6 +77,26 @@ def test_split_equals_whole_for_every_configuration(export, tmp_path, name, h, w
     assert set(ex.timings()) == {s.name for s in plan.steps} and all(v > 0 for v in ex.timings().values())
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("name,h,w", [("edvr-tiny", 16, 16), ("edvr-tiny", 32, 20), ("edvr-m", 16, 16)])
+def test_the_cpu_plan_runs_conv_last_on_the_narrow_conv_kernel_with_outputs_unchanged(export, tmp_path, name, h, w):
+    # the split backend's default plan (CPU_BRIDGE_OPS) against the plan of before (DEFAULT_BRIDGE_OPS), which
+    # leaves conv_last to ONNX Runtime: only conv_last's summation order differs, so 1e-5 (outputs are O(1))
+    from vsr.plan.partition import CPU_BRIDGE_OPS, DEFAULT_BRIDGE_OPS
+
+    path, cfg = export(name, h, w)
+    cache = PlanCache(tmp_path)
+    new, old = cache.get(path, bridge_ops=CPU_BRIDGE_OPS), cache.get(path, bridge_ops=DEFAULT_BRIDGE_OPS)
+    assert new.directory != old.directory and cache.built == 2  # another layout, another key
+    [narrow] = [s for s in new.steps if s.op_type == "NarrowConv"]
+    assert narrow.constants[1] == "conv_last.weight" and new.constants["conv_last.weight"].shape == (3, 64, 3, 3)
+    x = np.random.default_rng(0).random((2, cfg.num_frame, 3, h, w), dtype=np.float32)
+    got = PlanExecutor(new, OrtSegmentBackend(threads=2)).run({"lr": x})["hr"]
+    before = PlanExecutor(old, OrtSegmentBackend(threads=2)).run({"lr": x})["hr"]
+    assert np.abs(got - before).max() <= 1e-5
+    assert np.abs(got - whole(path, x)).max() <= TOL
+
+
 @pytest.fixture(scope="session")
 def tiny_split(export, tmp_path_factory):
     """SplitBackend for edvr-tiny with two buckets (8x8, 16x16); plans cached in a temp dir."""

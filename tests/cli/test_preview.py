@@ -112,3 +112,16 @@ def test_bad_options_are_one_line(tmp_path, make_clip, args, message):
     res = run_cli(str(clip), "--weights", "random", "--config", "edvr-tiny", *args, cwd=tmp_path)
     assert res.returncode == 2 and res.stderr.count("\n") == 1 and message in res.stderr, res.stderr
     assert list(tmp_path.iterdir()) == [clip]
+
+
+def test_preview_chooses_the_weights_as_upscale_does_and_says_so(tmp_path):
+    clip = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "videos" / \
+        "h264_256x240_35fps_1s_noaudio.mp4"
+    if not clip.is_file():
+        pytest.skip("needs ../shared/data")
+    res = run_cli(str(clip), "--backend", "torch", "--threads", "1", "--frames", "2", "--out", "p.png", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    said = [ln for ln in res.stderr.splitlines() if ln.startswith("vsr: weights")]
+    assert said == ["vsr: weights: real (h264 at 0.137 bits/pixel, blockiness 1.78: a block codec's grid shows; "
+                    "--weights default to override)"]
+    assert cv2.imread(str(tmp_path / "p.png")) is not None

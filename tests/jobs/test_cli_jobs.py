@@ -229,3 +229,38 @@ def test_a_refused_add_leaves_no_new_output_folder(clips, tmp_path, capsys):
     assert kept.is_dir() and list(kept.iterdir()) == [] and not store.exists()
     rc, ids, err = jobs(capsys, "add", a, "--out-dir", kept / "new" / "out", "--store", store, *TINY)
     assert rc == 0 and added_ids(ids) == ["1"] and (kept / "new" / "out").is_dir()
+
+
+def test_add_chooses_each_input_s_weights_once_and_says_so(tmp_path, capsys):
+    """Without --weights, each job gets the weights chosen for its input at add time (its key and every chunk
+    use that file); a job file's weights = "real" is the bundled name, not a path beside the file."""
+    data = REPO.parent / "shared" / "data"
+    if not (data / "videos").is_dir():
+        pytest.skip("needs ../shared/data")
+    h264 = data / "videos" / "h264_256x240_35fps_1s_noaudio.mp4"
+    ffv1 = tmp_path / "calendar.mkv"
+    subprocess.run(["ffmpeg", "-v", "error", "-framerate", "25", "-i", str(data / "sequences" / "vid4" / "calendar" /
+                                                                          "lr" / "%08d.png"), "-frames:v", "5",
+                    "-c:v", "ffv1", str(ffv1)], check=True)
+    jf = tmp_path / "job.toml"
+    jf.write_text(f'inputs = ["{ffv1}"]\nout_dir = "forced"\n[upscale]\nweights = "real"\n')
+    store = tmp_path / "q.db"
+    fast = ["--backend", "torch", "--codec", "ffv1", "--threads", "1"]
+    rc, ids, err = jobs(capsys, "add", h264, ffv1, jf, "--out-dir", tmp_path / "out", "--store", store, *fast)
+    assert rc == 0, err
+    said = [ln for ln in err.splitlines() if ln.startswith("vsr: weights")]
+    assert len(said) == 2  # the job file's weights are given: no choice, no line
+    assert said[0].startswith(f"vsr: weights for {h264.name}: real (h264 at 0.137 bits/pixel")
+    assert said[1].startswith("vsr: weights for calendar.mkv: default (ffv1 at ")
+    from vsr.jobs.spec import JobSpec
+    from vsr.jobs.store import JobStore
+
+    with JobStore(store) as s:
+        specs = [JobSpec.from_json(s.spec_json(int(i))) for i in added_ids(ids)]
+    assert [spec.backend.weights for spec in specs] == ["real", "default", "real"]
+    # the key counts the chosen file: the same as naming it
+    from vsr.backends import BackendRequest
+
+    named = JobSpec(specs[0].input, specs[0].output, BackendRequest("real", None, specs[0].backend.options),
+                    specs[0].encoder, specs[0].runner, specs[0].overwrite, specs[0].source)
+    assert named.key == specs[0].key

@@ -67,3 +67,9 @@ def test_a_bad_job_file_is_one_line_naming_the_key(tmp_path, text, message):
 def test_a_missing_job_file(tmp_path):
     with pytest.raises(InputError, match="cannot read job file .*nope.toml"):
         read_job_file(tmp_path / "nope.toml")
+
+
+@pytest.mark.parametrize("name", ["auto", "default", "real", "clean", "random"])
+def test_bundled_weights_names_are_not_paths(tmp_path, name):
+    f = read_job_file(write(tmp_path, f'inputs = "a.mp4"\n[upscale]\nweights = "{name}"\n'))
+    assert f.upscale == {"weights": name}

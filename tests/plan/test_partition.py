@@ -90,7 +90,8 @@ def test_activation_after_a_bridge_is_fused_only_when_it_is_the_sole_consumer():
 
 
 @pytest.mark.parametrize("ops,n_bridges", [((), 0), (("DepthToSpace",), 2), (("DeformConv",), 2),
-                                            (("DeformConv", "DepthToSpace"), 4)])
+                                            (("DeformConv", "DepthToSpace"), 4), (("NarrowConv",), 1),
+                                            (("DeformConv", "DepthToSpace", "NarrowConv"), 5)])
 def test_bridge_op_set_is_configurable_and_output_is_unchanged(tmp_path, ops, n_bridges):
     model = edvr_like(seed=3)
     x = np.random.default_rng(0).random((2, 3, 8, 6), dtype=np.float32)
@@ -98,6 +99,19 @@ def test_bridge_op_set_is_configurable_and_output_is_unchanged(tmp_path, ops, n_
     assert sum(s.kind == "bridge" for s in plan.steps) == n_bridges
     assert {s.op_type for s in plan.steps if s.kind == "bridge"} == set(ops)
     assert np.abs(got[plan.outputs[0]] - run_whole(model, x)[0]).max() <= TOL
+
+
+def test_only_a_3x3_conv_of_few_outputs_is_a_narrow_conv_bridge():
+    # the output conv (3 channels, 3x3, padding 1) is cut out; the 12-channel skip conv and the 3x3 convs of
+    # many channels stay in their segments
+    part = partition(edvr_like(), bridge_ops=("NarrowConv",))
+    [b] = [s for s in part.steps if s.kind == "bridge"]
+    assert b.op_type == "NarrowConv" and b.name.endswith("_NarrowConv") and b.constants.keys() == {1, 2}
+    g = GraphBuilder(4, 5, 5)
+    out = g.node("Conv", [g.conv("x", 3, k=3), g._init(np.zeros((2, 3, 3, 3))), g._init(np.zeros(2))], (2, 3, 3),
+                 pads=[0, 0, 0, 0], kernel_shape=[3, 3])
+    assert [s.op_type for s in partition(g.model([out]), bridge_ops=("NarrowConv",)).steps
+            if s.kind == "bridge"] == ["NarrowConv"]  # the padded one, not the unpadded
 
 
 def test_constant_nodes_are_copied_into_each_segment_that_uses_them(tmp_path):

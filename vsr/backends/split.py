@@ -47,8 +47,8 @@ class SplitOptions:
     """The subgraph plan: ONNX Runtime segments bridged by vsr's own kernels (the default).
 
     threads: cores for ONNX Runtime segments and vsr's kernels (default: all);
-    bridge_ops: op types cut out of the graph and run on vsr's kernels (None: DCN and PixelShuffle,
-    ``vsr.plan.partition.DEFAULT_BRIDGE_OPS``);
+    bridge_ops: op types cut out of the graph and run on vsr's kernels (None: DCN, PixelShuffle and the
+    output-resolution conv_last, ``vsr.plan.partition.CPU_BRIDGE_OPS``);
     fuse_activations: let a kernel apply the LeakyReLU after it;
     cache_dir: plan cache root (default ``<engine dir>/plans``, see :func:`vsr.files.engine_dir`);
     precision: "fp32" | "int8" (segments' convs in int8, :mod:`vsr.quant`);
@@ -251,11 +251,11 @@ class SplitBackend(ModelBackend):
         return PlanExecutor(plan, self.segment_backend)
 
     def plan_for(self, onnx_path: Path) -> SubgraphPlan:
-        from vsr.plan.partition import DEFAULT_BRIDGE_OPS
+        from vsr.plan.partition import CPU_BRIDGE_OPS
 
         sb = self.segment_backend
         front = {"front": True} if self.streams else {}
-        bridge_ops = DEFAULT_BRIDGE_OPS if self.options.bridge_ops is None else self.options.bridge_ops
+        bridge_ops = CPU_BRIDGE_OPS if self.options.bridge_ops is None else self.options.bridge_ops
         quant = {}
         if sb.precision == "int8":
             from vsr.quant import QuantConfig, int8_plan_transform

@@ -178,7 +178,8 @@ def _queue(args, broker: str | None, created: list[Path]) -> tuple[list, str]:
     planned = []  # (spec, chunk frames)
     for inputs, out_dir, ext, chunk, overwrite, options in _groups(args):
         backend, encoder, runner = upscale_settings(options)
-        for spec in job_specs(inputs, out_dir, ext, backend, encoder, runner, overwrite, taken, created):
+        for spec in job_specs(inputs, out_dir, ext, backend, encoder, runner, overwrite, taken, created,
+                              on_weights=_say_weights):
             planned.append((spec, chunk or DEFAULT_CHUNK_FRAMES))
     jobs = [plan_job(spec, frames) for spec, frames in planned]  # probes every input and encoder first
     if broker:
@@ -193,6 +194,10 @@ def _queue(args, broker: str | None, created: list[Path]) -> tuple[list, str]:
             ids = store.add_jobs(jobs)
             where = str(store.path)
     return [(i, spec, chunks) for i, (spec, chunks) in zip(ids, jobs)], where
+
+
+def _say_weights(src: Path, choice) -> None:
+    print(printable(f"vsr: weights for {src.name}: {choice.line()}"), file=sys.stderr)
 
 
 def _list(args) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from dataclasses import replace
 
-from vsr.cli.settings import add_upscale_options, to_int, upscale_settings
+from vsr.cli.settings import add_upscale_options, say_weights, to_int, upscale_settings
 
 
 def add_parser(sub) -> None:
@@ -67,7 +67,7 @@ def run(args) -> int:
     if args.suffix is not None and not args.suffix.startswith("."):
         args.suffix = "." + args.suffix
     p = preview(args.input, at=args.at, frames=frames, backend=request, encoder=encoder, runner=runner,
-                suffix=args.suffix)
+                suffix=args.suffix, on_weights=say_weights)
     text = summary(p)
     out = write_preview(p, args.out, text, overwrite=args.overwrite)
     print(text)

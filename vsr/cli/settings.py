@@ -13,8 +13,9 @@ def add_upscale_options(p, *, frames: bool = True) -> None:
     from vsr.backends.registry import backend_names, plan_names
 
     m = p.add_argument_group("model")
-    m.add_argument("--weights", default="default", help="checkpoint file, 'default' or 'real' (bundled; 'real' for "
-                   "compressed video), a fetched official checkpoint's name (vsr models) or 'random' (tests)")
+    m.add_argument("--weights", default="auto", help="auto (default: 'real' for a compressed source, 'default' for a "
+                   "clean one, measured and said in one line), checkpoint file, 'default' or 'real' (bundled), a "
+                   "fetched official checkpoint's name (vsr models) or 'random' (tests)")
     m.add_argument("--config", default=None, help="model config name or TOML file (default: from the weights)")
     m.add_argument("--backend", default="auto", help=f"{' | '.join(backend_names())} (default: auto = cuda where "
                    "torch sees a GPU and cupy or pycuda is installed, else ONNX Runtime)")
@@ -49,6 +50,16 @@ def add_upscale_options(p, *, frames: bool = True) -> None:
                                                    "yuv420p10le for 10-bit)")
     e.add_argument("-x", dest="encoder_options", action="append", default=[], metavar="KEY=VALUE",
                    help="encoder option, repeatable (e.g. -x tune=film -x x264-params=aq-mode=3)")
+
+
+def say_weights(choice) -> None:
+    """The weights ``--weights auto`` chose for a source (:class:`vsr.model.choice.WeightsChoice`), in one line
+    on standard error."""
+    import sys
+
+    from vsr.errors import printable
+
+    print(f"vsr: weights: {printable(choice.line())}", file=sys.stderr)
 
 
 def to_int(value, option: str, minimum: int) -> int:

@@ -9,7 +9,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from vsr.cli.settings import add_upscale_options, parse_frames, parse_options, upscale_settings
+from vsr.cli.settings import add_upscale_options, parse_frames, parse_options, say_weights, upscale_settings
 from vsr.errors import InputError
 
 __all__ = ["add_parser", "parse_frames", "parse_options", "run"]
@@ -81,7 +81,8 @@ def _run(args, status) -> int:
     previous = {s: signal.signal(s, _raise_interrupt) for s in (signal.SIGTERM, signal.SIGHUP)}
     try:
         report = upscale(args.input, args.output, backend=request, encoder=encoder, runner=runner,
-                         overwrite=args.overwrite, progress=progress, on_start=on_start, on_phase=status.phase)
+                         overwrite=args.overwrite, progress=progress, on_start=on_start,
+                         on_weights=None if args.quiet else say_weights, on_phase=status.phase)
     finally:
         status.close()
         for bar in bars:

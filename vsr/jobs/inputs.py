@@ -12,14 +12,16 @@ from __future__ import annotations
 
 import re
 from contextlib import contextmanager, nullcontext
+from dataclasses import replace
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 import av
 
 from vsr.errors import InputError
 from vsr.jobs.spec import JobSpec
-from vsr.video import check_output
+from vsr.model.choice import AUTO, WeightsChoice, choose_for
+from vsr.video import check_output, open_source
 from vsr.video.encoders import IMAGE_CODECS
 from vsr.video.output import is_stream
 
@@ -114,12 +116,15 @@ def output_folders() -> Iterator[list[Path]]:
 
 def job_specs(inputs: list[Path], out_dir: Path, ext: str | None, backend, encoder, runner,
               overwrite: bool = False, taken: dict[Path, Path] | None = None,
-              created: list[Path] | None = None) -> list[JobSpec]:
+              created: list[Path] | None = None,
+              on_weights: Callable[[Path, WeightsChoice], None] | None = None) -> list[JobSpec]:
     """One checked :class:`JobSpec` per video of ``inputs`` (absolute paths).
 
     ``taken``: output -> input of the specs made so far (across calls), so two inputs never share an output.
     ``created``: the list of an enclosing :func:`output_folders`, for an add that can still fail after this
     call (probing the inputs, the store); None: the folders made here are removed if this call fails.
+    ``backend.weights == "auto"``: each input's weights are chosen now (:mod:`vsr.model.choice`), so its job key
+    and every chunk use one file; ``on_weights(input, choice)`` hears which and why.
     """
     taken = {} if taken is None else taken
     with output_folders() if created is None else nullcontext(created) as created:
@@ -130,10 +135,24 @@ def job_specs(inputs: list[Path], out_dir: Path, ext: str | None, backend, encod
             created += [p for p in new if p.is_dir()]
             raise InputError(f"cannot create the output folder {out_dir}: {e.strerror}") from None
         created += new
-        return _specs(inputs, out_dir, ext, backend, encoder, runner, overwrite, taken)
+        return _specs(inputs, out_dir, ext, backend, encoder, runner, overwrite, taken, on_weights)
 
 
-def _specs(inputs, out_dir, ext, backend, encoder, runner, overwrite, taken) -> list[JobSpec]:
+def _weights_for(src: Path, backend, on_weights):
+    """``backend`` with the weights ``auto`` picks for ``src`` (``backend`` itself for any other weights)."""
+    if backend.weights != AUTO:
+        return backend
+    source = open_source(src)
+    try:
+        choice = choose_for(source)
+    finally:
+        source.close()
+    if on_weights is not None:
+        on_weights(src, choice)
+    return replace(backend, weights=choice.weights)
+
+
+def _specs(inputs, out_dir, ext, backend, encoder, runner, overwrite, taken, on_weights) -> list[JobSpec]:
     specs = []
     for path in inputs:
         for src in videos_of(path):
@@ -145,5 +164,6 @@ def _specs(inputs, out_dir, ext, backend, encoder, runner, overwrite, taken) -> 
                 raise InputError(f"{taken[dst]} and {src} would both be written to {dst}")
             check_output(dst, src, overwrite)
             taken[dst] = src
-            specs.append(JobSpec.from_settings(str(src), str(dst), backend, encoder, runner, overwrite))
+            specs.append(JobSpec.from_settings(str(src), str(dst), _weights_for(src, backend, on_weights), encoder,
+                                               runner, overwrite))
     return specs

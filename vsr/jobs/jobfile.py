@@ -92,8 +92,9 @@ def read_job_file(path: str | Path) -> JobFile:
     if overwrite is not None:
         _typed(where, "overwrite", overwrite, (bool,), _TOP["overwrite"])
     upscale = _upscale(data.get("upscale", {}), f"{where}: [upscale]")
-    # a checkpoint or config file named in the job file is relative to it too (not "default", nor a config name)
-    if upscale.get("weights") not in (None, "default", "random"):
+    # a checkpoint or config file named in the job file is relative to it too (not a bundled name or auto, nor a
+    # config name)
+    if upscale.get("weights") not in (None, "auto", "default", "real", "clean", "random"):
         upscale["weights"] = str(base / upscale["weights"])
     if str(upscale.get("config", "")).endswith(".toml"):
         upscale["config"] = str(base / upscale["config"])

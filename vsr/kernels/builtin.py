@@ -7,6 +7,7 @@ import numpy as np
 from vsr.errors import BackendError
 from vsr.kernels.deform_conv import DeformConvGeometry, DeformConvKernel
 from vsr.kernels.depth_to_space import depth_to_space_crd
+from vsr.kernels.narrow_conv import conv3x3_narrow
 from vsr.kernels.node import BridgeNode, KernelFactory
 
 
@@ -50,8 +51,26 @@ class _DepthToSpaceStep:
         depth_to_space_crd(inputs[0], self.blocksize, out=outputs[0], negative_slope=self.slope)
 
 
+class _NarrowConvStep:
+    """ONNX ``Conv(X, W, B?)`` 3x3, stride 1, padding 1, few output channels (the plan's ``NarrowConv``)."""
+
+    def __init__(self, node: BridgeNode, shapes, constants):
+        if 1 not in constants or 0 in constants:
+            raise BackendError("NarrowConv bridge: the weight must be a constant and X a runtime tensor")
+        self.weight = np.ascontiguousarray(constants[1], np.float32)
+        self.bias = constants.get(2)
+        self.slope = node.negative_slope
+
+    def workspace_nbytes(self) -> int:
+        return 0
+
+    def run(self, inputs, outputs, workspace) -> None:
+        conv3x3_narrow(inputs[0], self.weight, self.bias, out=outputs[0], negative_slope=self.slope)
+
+
 # The factory of a kernel is its class: ``_DeformConvStep(node, input_shapes, constants)``.
 BUILTIN_KERNELS: dict[tuple[str, str], KernelFactory] = {
     ("DeformConv", "cpu"): _DeformConvStep,
     ("DepthToSpace", "cpu"): _DepthToSpaceStep,
+    ("NarrowConv", "cpu"): _NarrowConvStep,
 }

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
 from vsr.backends import Backend, BackendRequest, OrtOptions, SplitOptions
 from vsr.errors import InputError
+from vsr.model.choice import AUTO, WeightsChoice, choose_for
 from vsr.pipeline.runner import FrameQueueRunner, RunnerSettings
 from vsr.report import RunReport
 from vsr.video import EncoderSettings, check_output, open_sink, open_source
@@ -19,16 +21,20 @@ log = logging.getLogger(__name__)
 def upscale(src: str | Path, dst: str | Path, *, backend: Backend | BackendRequest = BackendRequest(),
             encoder: EncoderSettings = EncoderSettings(), runner: RunnerSettings = RunnerSettings(),
             overwrite: bool = False, progress: Callable[[int | None], Callable[[int], None]] | None = None,
-            on_start: Callable[[], None] | None = None, on_phase: Callable[[str], None] | None = None) -> RunReport:
+            on_start: Callable[[], None] | None = None, on_weights: Callable[[WeightsChoice], None] | None = None,
+            on_phase: Callable[[str], None] | None = None) -> RunReport:
     """Upscale ``src`` (video file, PNG folder, or ``-``: a stream on standard input) into ``dst`` (container
     from its suffix, a PNG folder, or ``-``: a stream on standard output in ``encoder.container``).
 
     ``backend``: a ready backend, or a :class:`~vsr.backends.BackendRequest` (weights, config, options) that is
     opened once the output is known to be writable.  ``progress(total_frames_or_None)`` returns a per-frame
     callback; ``on_start()`` is called once the backend is warm (export, plan, sessions), just before the first
-    frame, so a progress clock can leave the warm-up out; ``on_phase(name)`` is called as each step before it
-    starts ("loading model", then the backend's: "exporting ONNX", "building plan", "loading sessions", "warming
-    up"; "opening input" first), so a caller can say what the minutes before the first frame are spent on.  The output appears only when everything succeeded;
+    frame, so a progress clock can leave the warm-up out.  ``backend.weights == "auto"``: the weights are chosen
+    for the source (:mod:`vsr.model.choice`), ``on_weights(choice)`` hears which and why, the report's
+    settings record it (``weights``, ``weights_choice``).  ``on_phase(name)`` hears each step before the first
+    frame as it starts ("opening input", "choosing weights", "loading model", then the backend's: "exporting
+    ONNX", "building plan", "loading sessions", "warming up"), so a caller can say what the wait is for.  The
+    output appears only when everything succeeded;
     on any error or interrupt the temporary output is removed.
     """
     src, dst = Path(src), Path(dst)
@@ -44,6 +50,14 @@ def upscale(src: str | Path, dst: str | Path, *, backend: Backend | BackendReque
         request = backend if isinstance(backend, BackendRequest) else None
         sink = open_sink(dst, source.info, encoder, scale=4 if request else backend.scale, trim=trim)
         try:
+            choice = None
+            if request is not None and request.weights == AUTO:
+                if on_phase is not None:
+                    on_phase("choosing weights")
+                choice = choose_for(source)
+                request = replace(request, weights=choice.weights)
+                if on_weights is not None:
+                    on_weights(choice)
             if request is not None:
                 if on_phase is not None:
                     on_phase("loading model")
@@ -67,6 +81,8 @@ def upscale(src: str | Path, dst: str | Path, *, backend: Backend | BackendReque
                     "width": source.info.width, "height": source.info.height, "pix_fmt": source.info.pix_fmt,
                     "time_base": str(source.info.time_base), "colour": source.info.colour.describe(),
                     "rotation": source.info.rotation}}
+            if choice is not None:
+                settings["weights_choice"] = choice.to_dict()
             report = FrameQueueRunner(backend, runner).run(source, sink, tick, settings, on_start=on_start,
                                                            on_phase=on_phase)
             sink.commit()  # inside the guard: an interrupt while the encoder flushes must not leave the temporary

@@ -4,7 +4,10 @@
 
     segment 0 -> bridge 0 -> segment 1 -> bridge 1 -> ... -> bridge K-1 -> segment K      (empty segments dropped)
 
-* Bridge nodes (default ``DeformConv`` and ``DepthToSpace``) are taken in graph (topological) order.
+* Bridge nodes (default ``DeformConv`` and ``DepthToSpace``) are taken in graph (topological) order.  Besides
+  ONNX op types, ``bridge_ops`` may name ``NarrowConv``: a 3x3, stride-1, padding-1 ``Conv`` with a constant
+  weight of at most ``vsr.kernels.narrow_conv.MAX_OUT_CHANNELS`` outputs (EDVR's ``conv_last`` at output
+  resolution), which ONNX Runtime's blocked layout computes slowly (:data:`CPU_BRIDGE_OPS`).
 * Every other node goes to the *latest* segment that still precedes all of its consumers ("as late as
   possible").  So a DCN's offset/mask convolution lands in the segment right before the DCN, and a tensor that
   is only needed at the end (e.g. the graph input for EDVR's bilinear base) is carried as an input instead of
@@ -37,6 +40,10 @@ from vsr.kernels.node import FUSABLE_ACTIVATIONS
 from vsr.plan.front import find_front, per_frame_model
 
 DEFAULT_BRIDGE_OPS = ("DeformConv", "DepthToSpace")
+NARROW_CONV = "NarrowConv"
+# the split plan on the CPU: also conv_last (64 -> 3 at output resolution) on vsr's kernel, 2.5x faster than ONNX
+# Runtime's (docs/benchmarks.md, issue 25 item 6); the CUDA runtime keeps DEFAULT_BRIDGE_OPS
+CPU_BRIDGE_OPS = DEFAULT_BRIDGE_OPS + (NARROW_CONV,)
 FRONT = -1  # the segment index of the per-frame front (it runs before segment 0)
 
 
@@ -206,6 +213,7 @@ class _Graph:
     outputs: list[str]
     consumers: dict[str, list[int]]
     is_bridge: list[bool]
+    bridge_types: list[str | None]  # the op type each bridge runs as (``NarrowConv`` for such a Conv)
     owner: dict[int, int] = field(default_factory=dict)
     epilogues: dict[int, tuple[str, float]] = field(default_factory=dict)
     segment: dict[int, int] = field(default_factory=dict)
@@ -223,6 +231,32 @@ class _Graph:
             return True
         return any(ci in self.owner or self.is_bridge[ci] or self.segment.get(ci, k) != k
                    for ci in self.consumers.get(t, []))
+
+
+def _is_narrow_conv(n: onnx.NodeProto, inits: dict[str, onnx.TensorProto]) -> bool:
+    """A ``Conv`` the ``NarrowConv`` kernel computes exactly: 3x3, stride 1, padding 1, dilation 1, one group,
+    a constant weight of few output channels, a constant bias or none."""
+    from vsr.kernels.narrow_conv import MAX_OUT_CHANNELS
+
+    if n.op_type != "Conv" or n.domain not in ("", "ai.onnx") or len(n.input) < 2 or n.input[1] not in inits:
+        return False
+    if len(n.input) > 2 and n.input[2] and n.input[2] not in inits:
+        return False
+    dims = tuple(inits[n.input[1]].dims)
+    a = _attrs(n)
+    return (len(dims) == 4 and dims[0] <= MAX_OUT_CHANNELS and dims[2:] == (3, 3)
+            and a.get("auto_pad", "NOTSET") == "NOTSET" and list(a.get("pads", [0] * 4)) == [1, 1, 1, 1]
+            and list(a.get("strides", [1, 1])) == [1, 1] and list(a.get("dilations", [1, 1])) == [1, 1]
+            and int(a.get("group", 1)) == 1 and a.get("kernel_shape", [3, 3]) == [3, 3])
+
+
+def _bridge_op(n: onnx.NodeProto, inits: dict[str, onnx.TensorProto], bridge_ops: tuple[str, ...]) -> str | None:
+    """The bridge op ``n`` is cut out as (its op type, or ``NarrowConv``), None where it stays in a segment."""
+    if n.op_type in bridge_ops and n.domain in ("", "ai.onnx"):
+        return n.op_type
+    if NARROW_CONV in bridge_ops and _is_narrow_conv(n, inits):
+        return NARROW_CONV
+    return None
 
 
 def _read_graph(model: onnx.ModelProto, bridge_ops: tuple[str, ...]) -> _Graph:
@@ -244,6 +278,7 @@ def _read_graph(model: onnx.ModelProto, bridge_ops: tuple[str, ...]) -> _Graph:
     for n in nodes:
         if any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in n.attribute):
             raise BackendError(f"node {n.name or n.op_type}: control flow (subgraphs) cannot be partitioned")
+    types = [_bridge_op(n, inits, bridge_ops) for n in nodes]
     consumers: dict[str, list[int]] = {}
     for i, n in enumerate(nodes):
         for t in n.input:
@@ -252,7 +287,7 @@ def _read_graph(model: onnx.ModelProto, bridge_ops: tuple[str, ...]) -> _Graph:
     return _Graph(model=model, nodes=nodes, inits=inits, infos=infos,
                   inputs=[vi.name for vi in g.input if vi.name not in inits], outputs=[vi.name for vi in g.output],
                   consumers=consumers,
-                  is_bridge=[n.op_type in bridge_ops and n.domain in ("", "ai.onnx") for n in nodes])
+                  is_bridge=[t is not None for t in types], bridge_types=types)
 
 
 def _fuse_activations(g: _Graph) -> None:
@@ -348,7 +383,8 @@ def _bridge_step(g: _Graph, k: int, b: int, constants: dict[str, np.ndarray]) ->
     outs = list(g.nodes[fused[0]].output) if fused else list(n.output)
     for t in [t for t in ins if t] + outs:
         g.info(t)
-    return Step(name=f"bridge{k:02d}_{n.op_type}", kind="bridge", inputs=ins, outputs=outs, op_type=n.op_type,
+    op = g.bridge_types[b]
+    return Step(name=f"bridge{k:02d}_{op}", kind="bridge", inputs=ins, outputs=outs, op_type=op,
                 attrs=_attrs(n), constants=consts, epilogue=g.epilogues.get(b),
                 nodes=[n.name] + [g.nodes[i].name for i in fused])
 

@@ -101,10 +101,11 @@ def frame_at(at: str | int | None, rate: float | None, total: int | None) -> int
 
 def preview(src: str | Path, *, at: str | int | None = None, frames: int = DEFAULT_FRAMES,
             backend: Backend | BackendRequest = BackendRequest(), encoder: EncoderSettings = EncoderSettings(),
-            runner: RunnerSettings = RunnerSettings(), suffix: str | None = None) -> Preview:
+            runner: RunnerSettings = RunnerSettings(), suffix: str | None = None, on_weights=None) -> Preview:
     """Upscale ``frames`` frames around ``at`` of ``src`` as ``vsr upscale`` would (same backend, encoder and
     runner settings), into a temporary ``suffix`` file (default: the source's own suffix, ``.mkv`` for PNG
-    frames), and measure it (see the module's docstring)."""
+    frames), and measure it (see the module's docstring).  ``on_weights``: as :func:`vsr.pipeline.upscale`'s (the
+    weights ``--weights auto`` chose for the source)."""
     if frames < 2:
         raise InputError(f"--frames must be 2 or more (the time per frame is their spacing), not {frames}")
     if is_stream(src):
@@ -128,7 +129,7 @@ def preview(src: str | Path, *, at: str | int | None = None, frames: int = DEFAU
         out = Path(tmp) / f"preview{suffix}"
         report = upscale(src, out, backend=backend, encoder=encoder, runner=replace(runner, frames=(first, stop)),
                          progress=lambda _total: (lambda _n: stamps.append(time.perf_counter())),
-                         on_start=lambda: stamps.append(time.perf_counter()))
+                         on_start=lambda: stamps.append(time.perf_counter()), on_weights=on_weights)
         sr, video_bytes = _read_back(out)
     lr = _lr_frames(src, first, first + len(sr))
     if len(stamps) < 3:  # on_start, then one stamp per frame written

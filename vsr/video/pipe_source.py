@@ -120,6 +120,11 @@ class StreamSource:
                 self._side.put(packet)
         self._side.finish()
 
+    def probe_sample(self) -> tuple[str, av.VideoFrame]:
+        """The video's codec and the frame decoded to probe the stream: what :mod:`vsr.video.compression`
+        measures of a stream, which cannot be read twice."""
+        return self._container.streams.video[0].codec_context.name, self._first
+
     def frames(self, start: int = 0) -> Iterator[SourceFrame]:
         """Frames ``start, start + 1, ...``: those before are decoded, not converted (no seeking in a pipe)."""
         self._side.decided()

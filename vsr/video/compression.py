@@ -1,0 +1,162 @@
+"""How compressed a source is: its codec, its bits per pixel per frame, and how blocky its pictures are.
+
+These are the inputs of the automatic weights choice (:mod:`vsr.model.choice`).  Measuring is cheap: the
+stream's bit rate from the header (else the sizes of its first packets), and the blockiness of a few decoded
+frames near the start (:data:`SAMPLE_FRAMES`).  A stream on standard input is never read twice: it is measured
+from what its source already holds (its codec and the first frame it decoded to probe itself).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import av
+import numpy as np
+
+from vsr.video.source import one_line
+
+# frames decoded from the top of a file (frames 0, 4, 8, ... of them are measured): a few, so that the
+# measure costs well under a second at 1080p, yet not only the first (intra) frame, which a codec gives more bits
+SAMPLE_FRAMES = 9
+SAMPLE_EVERY = 4
+PACKETS_FOR_RATE = 60  # packets whose sizes give the rate when the header has none
+# pictures flatter than this (mean absolute luma step, 0-255 scale) say nothing about blocks: a fade, a title card
+MIN_DETAIL = 0.5
+
+
+@dataclass(frozen=True)
+class CompressionFacts:
+    """What :func:`measure` found.  ``codec``: FFmpeg's decoder name (``"png"`` for a PNG folder);
+    ``bits_per_pixel``: bits per pixel per frame of the video stream (None where the source does not say);
+    ``rate_from``: where it came from (``"stream"``, ``"container"``, ``"packets"``); ``blockiness``: the
+    mean of :func:`blockiness` over the ``frames`` measured (None when no frame had detail enough)."""
+
+    codec: str
+    bits_per_pixel: float | None = None
+    rate_from: str | None = None
+    blockiness: float | None = None
+    frames: int = 0
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        for k in ("bits_per_pixel", "blockiness"):
+            d[k] = None if d[k] is None else round(d[k], 4)
+        return d
+
+
+def blockiness(luma: np.ndarray, block: int = 8) -> float | None:
+    """How much stronger the luma steps across the ``block``-pixel grid are than the steps beside them.
+
+    ``luma``: ``(H, W)`` (any numeric type, 0-255 scale).  For every column (and row) boundary of the grid,
+    the mean absolute step across it is compared with the mean step across the two pixel boundaries either
+    side of it (inside the blocks); the ratio of the sums over both directions.  About 1 for a picture with no
+    grid (texture and edges fall anywhere), above 1 when a block codec left its grid visible.  None when the
+    picture is too flat or too small to say."""
+    y = luma.astype(np.int16 if luma.dtype.kind in "ui" else np.float32, copy=False)  # steps may be negative
+    across = beside = 0.0
+    for plane in (y, y.T):  # column boundaries, then row boundaries
+        # boundary j lies between pixels j and j + 1: j = block-1, 2*block-1, ... are the grid's; only the steps
+        # at them and beside them are taken (3 in 8 columns: a 1080p frame in a few ms)
+        grid = np.arange(block - 1, plane.shape[1] - 2, block)
+        if grid.size == 0:
+            continue
+        step = [float(np.abs(plane[:, grid + k + 1] - plane[:, grid + k]).mean()) for k in (-1, 0, 1)]
+        across += step[1]
+        beside += (step[0] + step[2]) / 2
+    if beside < MIN_DETAIL:
+        return None
+    return across / beside
+
+
+def frame_luma(frame: av.VideoFrame) -> np.ndarray:
+    """The luma (or grey) plane of a decoded frame, 8-bit ``(H, W)``."""
+    return frame.to_ndarray(format="gray")
+
+
+def _mean_blockiness(frames) -> tuple[float | None, int]:
+    values = [b for b in (blockiness(frame_luma(f)) for f in frames) if b is not None]
+    return (float(np.mean(values)) if values else None), len(values)
+
+
+def _rate(bits_per_s: int | None, st, width: int, height: int) -> float | None:
+    fps = st.average_rate or st.guessed_rate
+    if not bits_per_s or not fps or not width or not height:
+        return None
+    return bits_per_s / (width * height * float(fps))
+
+
+def measure_file(path: str | Path) -> CompressionFacts:
+    """A video file's :class:`CompressionFacts`: codec and bit rate from its headers (the video stream's rate,
+    else the container's less its other streams', else its first packets' sizes), blockiness of frames
+    0, 4, 8 of its first :data:`SAMPLE_FRAMES`.  A file PyAV cannot read gives the facts it got so far
+    (opening the source reports why the file is bad)."""
+    try:
+        with av.open(str(path), "r") as c:
+            st = c.streams.video[0]
+            cc = st.codec_context
+            bpp, rate_from = _rate(st.bit_rate, st, cc.width, cc.height), "stream"
+            if bpp is None and c.bit_rate:
+                others = sum(s.bit_rate or 0 for s in c.streams if s is not st)
+                bpp, rate_from = _rate(c.bit_rate - others, st, cc.width, cc.height), "container"
+            sizes, sample, decoded, intra = [], [], 0, True
+            for packet in c.demux(st):
+                if packet.size:
+                    sizes.append((packet.size, packet.duration, packet.time_base))
+                # an intra-only stream (FFV1, ProRes, ...) so far: the packets between the sampled frames need
+                # no decoding
+                intra = intra and packet.is_keyframe
+                if decoded < SAMPLE_FRAMES and not (intra and packet.size and decoded % SAMPLE_EVERY):
+                    for frame in packet.decode():
+                        sample += [frame] if decoded % SAMPLE_EVERY == 0 else []
+                        decoded += 1
+                elif decoded < SAMPLE_FRAMES and packet.size:
+                    decoded += 1
+                if len(sizes) >= PACKETS_FOR_RATE and decoded >= SAMPLE_FRAMES:
+                    break
+            if bpp is None:
+                bpp, rate_from = _packet_rate(sizes, st, cc.width, cc.height), "packets"
+            value, n = _mean_blockiness(sample[:SAMPLE_FRAMES // SAMPLE_EVERY + 1])
+            return CompressionFacts(cc.name, bpp, rate_from if bpp is not None else None, value, n)
+    except (av.FFmpegError, IndexError, ValueError, OSError) as e:
+        return CompressionFacts(f"unreadable ({one_line(e)})")
+
+
+def _packet_rate(sizes: list, st, width: int, height: int) -> float | None:
+    """Bits per pixel per frame from the first packets' sizes (one packet is one frame in every container
+    without a bit rate that vsr reads: WebM written live, raw streams)."""
+    if not sizes or not width or not height:
+        return None
+    return 8 * sum(s for s, _d, _tb in sizes) / (len(sizes) * width * height)
+
+
+def measure_stream(codec: str, first: av.VideoFrame) -> CompressionFacts:
+    """A stream on standard input: its codec, and the blockiness of the one frame it decoded to probe itself
+    (no rate: a pipe's headers seldom carry one, and its packets cannot be read again)."""
+    value, n = _mean_blockiness([first])
+    return CompressionFacts(codec, None, None, value, n)
+
+
+def measure_png_folder(files: list[Path]) -> CompressionFacts:
+    """A folder of PNG frames (lossless): blockiness of its first frames too, which tells frames decoded from
+    a compressed video."""
+    import cv2
+
+    values = []
+    for f in files[:SAMPLE_FRAMES:SAMPLE_EVERY]:
+        img = cv2.imread(str(f), cv2.IMREAD_GRAYSCALE)
+        b = blockiness(img) if img is not None else None
+        if b is not None:
+            values.append(b)
+    return CompressionFacts("png", None, None, float(np.mean(values)) if values else None, len(values))
+
+
+def measure(source) -> CompressionFacts:
+    """The :class:`CompressionFacts` of an open source (:func:`vsr.video.open_source`): a PNG folder, a stream
+    on standard input (measured from what it holds) or a video file (opened again, read from the top)."""
+    if source.info.kind == "png":
+        return measure_png_folder(source.files)
+    stream_sample = getattr(source, "probe_sample", None)
+    if stream_sample is not None:
+        return measure_stream(*stream_sample())
+    return measure_file(source.path)
