@@ -43,4 +43,5 @@ while True:
     elif p.poll() is not None:
         break
 p.wait()
-print(f"{os.path.basename(tree)}: first output {first[0]:.2f} s {first[1]!r}; progress bar {bar:.2f} s; rc {p.returncode}")
+print(f"{os.path.basename(tree)}: first output {first[0]:.2f} s {first[1]!r}; progress bar {bar:.2f} s; "
+      f"rc {p.returncode}")
