@@ -178,6 +178,9 @@ def _queue(args, broker: str | None, created: list[Path]) -> tuple[list, str]:
     planned = []  # (spec, chunk frames)
     for inputs, out_dir, ext, chunk, overwrite, options in _groups(args):
         backend, encoder, runner = upscale_settings(options)
+        # whether an encoder prints its banner is the worker's to decide (`vsr -v jobs run`), not part of the job:
+        # stored as before, so `vsr -v jobs add` and `vsr jobs add` make the same job (the same key, the same chunks)
+        encoder = replace(encoder, quiet=False)
         for spec in job_specs(inputs, out_dir, ext, backend, encoder, runner, overwrite, taken, created,
                               on_weights=_say_weights):
             planned.append((spec, chunk or DEFAULT_CHUNK_FRAMES))
@@ -257,7 +260,8 @@ def _run(args) -> int:
     # several workers share the terminal: each phase on a line of its own rather than one line rewritten by all
     status = partial(StatusLine, tty=False) if workers > 1 else StatusLine
     settings = WorkerSettings(lease_s=_seconds(args.lease, "--lease", 1, MAX_LEASE_S), until_empty=args.until_empty,
-                              quiet=args.quiet, status=status)
+                              quiet=args.quiet, status=status,
+                              encoder_log=args.verbose)
     if args.max_attempts is not None:
         settings = replace(settings, max_attempts=_bounded_int(args.max_attempts, "--max-attempts", 1, 10**6))
     # SIGTERM/SIGHUP take Ctrl-C's path: the claims in progress go back to the queue

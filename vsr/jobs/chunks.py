@@ -84,12 +84,13 @@ def is_committed(spec: JobSpec, chunk: ChunkSpec) -> bool:
 
 def run_chunk(spec: JobSpec, chunk: ChunkSpec, *, backend: Backend | None = None,
               progress: Callable[[int], None] | None = None, on_start: Callable[[], None] | None = None,
-              on_phase: Callable[[str], None] | None = None) -> dict:
+              on_phase: Callable[[str], None] | None = None, encoder_log: bool = False) -> dict:
     """Compute ``chunk`` of ``spec`` into its chunk folder (temporary name, then rename) and return its run
     report (``RunReport.to_dict()``, also written beside it).  A committed chunk is not computed again: its
     stored report is returned.  ``backend``: an opened backend to reuse across chunks (else one is opened);
     ``progress(n)``, ``on_start()``, ``on_phase(name)``: as :meth:`vsr.pipeline.runner.FrameQueueRunner.run` calls
-    them (``on_phase`` also hears "loading model" where no backend was given)."""
+    them (``on_phase`` also hears "loading model" where no backend was given); ``encoder_log``: let the encoders
+    that print to the terminal themselves (SVT-AV1, x265) print more than errors (``vsr -v jobs run``)."""
     check_unchanged(spec.input, spec.source)
     with ChunkFolder.open(spec.output, spec.key, create=True) as folder:
         name, notes = _name(spec, chunk), f"{chunk.index:05d}"
@@ -100,7 +101,8 @@ def run_chunk(spec: JobSpec, chunk: ChunkSpec, *, backend: Backend | None = None
         request, encoder, runner = spec.settings()
         source = _chunk_source(spec, chunk)
         try:
-            sink = VideoSink(dst, source.info, encoder, scale=4, trim=False, passthrough=False)
+            sink = VideoSink(dst, source.info, replace(encoder, quiet=not encoder_log), scale=4, trim=False,
+                             passthrough=False)
             try:
                 report = _compute(spec, chunk, source, sink, backend, progress, on_start, on_phase)
 
@@ -160,7 +162,7 @@ def discard(spec: JobSpec) -> None:
             folder.remove()
 
 
-def join_chunks(spec: JobSpec, chunks: list[ChunkSpec]) -> None:
+def join_chunks(spec: JobSpec, chunks: list[ChunkSpec], *, encoder_log: bool = False) -> None:
     """Every chunk committed -> ``spec.output``: the chunks' video packets in order, the source's audio and
     subtitles as ``vsr upscale`` adds them, written in the chunk folder and renamed out; then the chunk folder
     is removed.  The output is never written through a symbolic link.
@@ -185,7 +187,7 @@ def join_chunks(spec: JobSpec, chunks: list[ChunkSpec]) -> None:
         check_unchanged(spec.input, spec.source)
         _check_destination(spec)
         joined = f"joined{dst.suffix}"
-        _write_joined(spec, chunks, folder, joined)
+        _write_joined(spec, chunks, folder, joined, encoder_log)
         st = os.stat(joined, dir_fd=folder.fd, follow_symlinks=False)
         folder.write_text(JOINED, json.dumps([st.st_dev, st.st_ino]))
         _check_destination(spec)  # nothing appeared there meanwhile
@@ -201,10 +203,12 @@ def _check_destination(spec: JobSpec) -> None:
     check_output(dst, Path(spec.input), spec.overwrite)
 
 
-def _write_joined(spec: JobSpec, chunks: list[ChunkSpec], folder: ChunkFolder, joined: str) -> None:
+def _write_joined(spec: JobSpec, chunks: list[ChunkSpec], folder: ChunkFolder, joined: str,
+                  encoder_log: bool = False) -> None:
     source = open_source(spec.input)
     try:
-        sink = VideoSink(folder.path(joined), source.info, spec.encoder, scale=4, trim=spec.trimmed)
+        encoder = replace(spec.encoder, quiet=not encoder_log)  # its encoder opens, though it only stream-copies
+        sink = VideoSink(folder.path(joined), source.info, encoder, scale=4, trim=spec.trimmed)
         try:
             ordered = sorted(chunks, key=lambda c: c.index)
             times = [json.loads(folder.read_text(f"{c.index:05d}.packets.json")) for c in ordered]

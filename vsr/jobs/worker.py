@@ -39,7 +39,8 @@ class WorkerSettings:
     job; disk_wait_s: how long a job whose output's disk was full waits before it is tried again; status: where
     a worker shows what a chunk is preparing (loading the model, export, plan, warm-up) and then computing:
     called once per worker process (so a picklable factory: spawned workers get it too), it gives an object
-    with ``phase(text)`` and ``close()`` (the CLI's status line); None, or ``quiet``: nothing shown."""
+    with ``phase(text)`` and ``close()`` (the CLI's status line); None, or ``quiet``: nothing shown; encoder_log:
+    encoders that print to the terminal themselves (SVT-AV1, x265) print more than errors."""
 
     lease_s: float = 60.0
     poll_s: float = 1.0
@@ -48,6 +49,7 @@ class WorkerSettings:
     max_attempts: int = MAX_ATTEMPTS
     disk_wait_s: float = 60.0
     status: Callable[[], Any] | None = None
+    encoder_log: bool = False
 
 
 class Progress:
@@ -161,7 +163,8 @@ def _process(store: JobStore, owner: str, claim: Claim, backends: _Backends, set
     try:
         spec = JobSpec.from_json(claim.spec)
         if claim.is_join:
-            join_chunks(spec, [ChunkSpec.from_dict(c["chunk"]) for c in store.chunks(claim.job)])
+            join_chunks(spec, [ChunkSpec.from_dict(c["chunk"]) for c in store.chunks(claim.job)],
+                        encoder_log=settings.encoder_log)
             store.finish_job(owner, claim)
             say(f"job {claim.job} done: {spec.output}")
             return
@@ -177,7 +180,8 @@ def _process(store: JobStore, owner: str, claim: Claim, backends: _Backends, set
         if phase is not None and computed:
             phase("choosing backend")  # the settings probe for a GPU (torch's import: seconds)
         backend = backends.get(spec.settings()[0], phase) if computed else None
-        report = run_chunk(spec, chunk, backend=backend, progress=progress.add, on_start=started, on_phase=phase)
+        report = run_chunk(spec, chunk, backend=backend, progress=progress.add, on_start=started, on_phase=phase,
+                           encoder_log=settings.encoder_log)
         store.commit_chunk(owner, claim, report, computed)
         say(f"job {claim.job} chunk {chunk.index} (frames {chunk.start}:{chunk.stop}) done in "
             f"{time.perf_counter() - t0:.1f} s")
