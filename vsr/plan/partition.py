@@ -26,9 +26,7 @@ tensors, and shaped with the original (possibly symbolic, e.g. ``3*N``) dimensio
 
 from __future__ import annotations
 
-import ast
 import copy
-import operator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -37,6 +35,7 @@ from onnx import helper, numpy_helper
 
 from vsr.errors import BackendError
 from vsr.kernels.node import FUSABLE_ACTIVATIONS
+from vsr.plan.dims import eval_dim  # noqa: F401  (re-exported: plan, tensorrt, tests)
 from vsr.plan.front import find_front, per_frame_model
 
 DEFAULT_BRIDGE_OPS = ("DeformConv", "DepthToSpace")
@@ -118,34 +117,6 @@ class Partition:
     constants: dict[str, np.ndarray]
     bridge_ops: tuple[str, ...]
     frame_input: str | None = None  # the per-frame front's input (the frames made of the windows), if cut
-
-
-_DIM_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,
-            ast.Div: operator.floordiv}
-
-
-def eval_dim(dim, env: dict[str, int]) -> int:
-    """Value of a dimension: an int, a symbol (``"N"``) or an arithmetic expression of symbols (``"3*N"``)."""
-    if isinstance(dim, (int, np.integer)):
-        return int(dim)
-
-    def ev(node):
-        if isinstance(node, ast.Expression):
-            return ev(node.body)
-        if isinstance(node, ast.Constant) and isinstance(node.value, int):
-            return node.value
-        if isinstance(node, ast.Name):
-            if node.id not in env:
-                raise BackendError(f"dimension {dim!r}: symbol {node.id!r} is not bound (known: {sorted(env)})")
-            return env[node.id]
-        if isinstance(node, ast.BinOp) and type(node.op) in _DIM_OPS:
-            return _DIM_OPS[type(node.op)](ev(node.left), ev(node.right))
-        raise BackendError(f"dimension {dim!r} is not a simple arithmetic expression")
-
-    try:
-        return int(ev(ast.parse(str(dim), mode="eval")))
-    except SyntaxError:
-        raise BackendError(f"dimension {dim!r} is not a simple arithmetic expression") from None
 
 
 def _tensor_info(vi: onnx.ValueInfoProto) -> TensorInfo | None:
