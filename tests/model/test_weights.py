@@ -192,3 +192,14 @@ def test_vsr_models_lists_the_bundled_weights_by_name(capsys):
     assert main(["models"]) == 0
     text = capsys.readouterr().out
     assert all(f"--weights {n}" in text for n in listed)
+
+
+@pytest.mark.parametrize("name", ["default", "real"])
+def test_a_config_without_its_weights_says_the_bundled_ones_are_another_model(name):
+    """`vsr upscale IN OUT --config edvr-m` (no --weights: the bundled EDVR-S weights) names the mismatch and
+    what to give, not 54 missing keys."""
+    with pytest.raises(WeightsError) as e:
+        load_model(name, "edvr-m")
+    msg = str(e.value)
+    assert f"the bundled {name!r} weights are for edvr-s, not edvr-m" in msg and "--weights FILE" in msg
+    assert "missing" not in msg and "\n" not in msg

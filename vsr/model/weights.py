@@ -248,5 +248,14 @@ def load_model(weights: str | Path = "default", config: str | ModelConfig | None
     else:
         path = weights_path(w)
         sd, _fmt = extract_state_dict(read_checkpoint(path))
-        load_state(model, sd, cfg, str(path), strict=strict)
+        try:
+            load_state(model, sd, cfg, str(path), strict=strict)
+        except WeightsError:
+            if w not in BUNDLED_NAMES:
+                raise
+            # `--config edvr-m` alone: the bundled weights (what no --weights means) are another model
+            own, _ = resolve_config(w, None)
+            raise WeightsError(f"the bundled {w!r} weights are for {own.name}, not {cfg.name}: with --config "
+                               f"{cfg.name} give its weights too (--weights FILE, a fetched official checkpoint: "
+                               f"see vsr models, or --weights random)") from None
     return model.eval(), cfg
