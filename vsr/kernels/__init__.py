@@ -6,5 +6,6 @@ from vsr.kernels.narrow_conv import conv3x3_narrow
 from vsr.kernels.registry import (KERNELS, BridgeKernel, BridgeNode, KernelRegistry, kernel_factory, register_kernel,
                                   registered_ops)
 
-__all__ = ["KERNELS", "conv3x3_narrow", "BridgeKernel", "BridgeNode", "DeformConvGeometry", "DeformConvKernel", "KernelRegistry",
-           "deform_conv", "depth_to_space_crd", "kernel_factory", "register_kernel", "registered_ops"]
+__all__ = ["KERNELS", "BridgeKernel", "BridgeNode", "DeformConvGeometry", "DeformConvKernel", "KernelRegistry",
+           "conv3x3_narrow", "deform_conv", "depth_to_space_crd", "kernel_factory", "register_kernel",
+           "registered_ops"]

@@ -58,7 +58,8 @@ class _NarrowConvStep:
         if 1 not in constants or 0 in constants:
             raise BackendError("NarrowConv bridge: the weight must be a constant and X a runtime tensor")
         self.weight = np.ascontiguousarray(constants[1], np.float32)
-        self.bias = constants.get(2)
+        bias = constants.get(2)  # contiguous float32 once, not per call
+        self.bias = None if bias is None else np.ascontiguousarray(bias, np.float32)
         self.slope = node.negative_slope
 
     def workspace_nbytes(self) -> int:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Callable
 
 from vsr.backends import Backend, BackendRequest, OrtOptions, SplitOptions
+from vsr.backends.base import announce
 from vsr.errors import InputError
 from vsr.model.choice import AUTO, WeightsChoice, choose_for
 from vsr.pipeline.runner import FrameQueueRunner, RunnerSettings
@@ -38,8 +39,7 @@ def upscale(src: str | Path, dst: str | Path, *, backend: Backend | BackendReque
     on any error or interrupt the temporary output is removed.
     """
     src, dst = Path(src), Path(dst)
-    if on_phase is not None:
-        on_phase("opening input")
+    announce(on_phase, "opening input")
     source = open_source(src)
     try:
         if not is_stream(dst):  # standard output: written as it goes, nothing to check or replace
@@ -52,15 +52,13 @@ def upscale(src: str | Path, dst: str | Path, *, backend: Backend | BackendReque
         try:
             choice = None
             if request is not None and request.weights == AUTO:
-                if on_phase is not None:
-                    on_phase("choosing weights")
+                announce(on_phase, "choosing weights")
                 choice = choose_for(source)
                 request = replace(request, weights=choice.weights)
                 if on_weights is not None:
                     on_weights(choice)
             if request is not None:
-                if on_phase is not None:
-                    on_phase("loading model")
+                announce(on_phase, "loading model")
                 backend = request.open()
                 if backend.scale != 4:
                     raise InputError(f"the model upscales x{backend.scale}; vsr upscale writes x4 outputs")

@@ -74,8 +74,9 @@ def frame_luma(frame: av.VideoFrame) -> np.ndarray:
     return frame.to_ndarray(format="gray")
 
 
-def _mean_blockiness(frames) -> tuple[float | None, int]:
-    values = [b for b in (blockiness(frame_luma(f)) for f in frames) if b is not None]
+def _mean_blockiness(lumas) -> tuple[float | None, int]:
+    """The mean :func:`blockiness` of the luma planes that have detail enough, and how many did."""
+    values = [b for b in (blockiness(y) for y in lumas) if b is not None]
     return (float(np.mean(values)) if values else None), len(values)
 
 
@@ -102,7 +103,7 @@ def measure_file(path: str | Path) -> CompressionFacts:
             sizes, sample, decoded, intra = [], [], 0, True
             for packet in c.demux(st):
                 if packet.size:
-                    sizes.append((packet.size, packet.duration, packet.time_base))
+                    sizes.append(packet.size)
                 # an intra-only stream (FFV1, ProRes, ...) so far: the packets between the sampled frames need
                 # no decoding
                 intra = intra and packet.is_keyframe
@@ -116,7 +117,7 @@ def measure_file(path: str | Path) -> CompressionFacts:
                     break
             if bpp is None:
                 bpp, rate_from = _packet_rate(sizes, st, cc.width, cc.height), "packets"
-            value, n = _mean_blockiness(sample[:SAMPLE_FRAMES // SAMPLE_EVERY + 1])
+            value, n = _mean_blockiness(frame_luma(f) for f in sample[:SAMPLE_FRAMES // SAMPLE_EVERY + 1])
             return CompressionFacts(cc.name, bpp, rate_from if bpp is not None else None, value, n)
     except (av.FFmpegError, IndexError, ValueError, OSError) as e:
         return CompressionFacts(f"unreadable ({one_line(e)})")
@@ -127,13 +128,13 @@ def _packet_rate(sizes: list, st, width: int, height: int) -> float | None:
     without a bit rate that vsr reads: WebM written live, raw streams)."""
     if not sizes or not width or not height:
         return None
-    return 8 * sum(s for s, _d, _tb in sizes) / (len(sizes) * width * height)
+    return 8 * sum(sizes) / (len(sizes) * width * height)
 
 
 def measure_stream(codec: str, first: av.VideoFrame) -> CompressionFacts:
     """A stream on standard input: its codec, and the blockiness of the one frame it decoded to probe itself
     (no rate: a pipe's headers seldom carry one, and its packets cannot be read again)."""
-    value, n = _mean_blockiness([first])
+    value, n = _mean_blockiness([frame_luma(first)])
     return CompressionFacts(codec, None, None, value, n)
 
 
@@ -142,13 +143,9 @@ def measure_png_folder(files: list[Path]) -> CompressionFacts:
     a compressed video."""
     import cv2
 
-    values = []
-    for f in files[:SAMPLE_FRAMES:SAMPLE_EVERY]:
-        img = cv2.imread(str(f), cv2.IMREAD_GRAYSCALE)
-        b = blockiness(img) if img is not None else None
-        if b is not None:
-            values.append(b)
-    return CompressionFacts("png", None, None, float(np.mean(values)) if values else None, len(values))
+    lumas = (cv2.imread(str(f), cv2.IMREAD_GRAYSCALE) for f in files[:SAMPLE_FRAMES:SAMPLE_EVERY])
+    value, n = _mean_blockiness(y for y in lumas if y is not None)
+    return CompressionFacts("png", None, None, value, n)
 
 
 def measure(source) -> CompressionFacts:
