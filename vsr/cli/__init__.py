@@ -109,7 +109,8 @@ def entry() -> None:
     After an interrupt, an inference call may still be running in its (daemon) thread for a while; by then the
     output's temporary file is already gone and the containers are closed.  The normal interpreter shutdown
     would tear down ONNX Runtime's or torch's global state under that call (a native crash), so such a process
-    ends with ``os._exit`` once its output streams are flushed.
+    ends with ``os._exit`` once its output streams are flushed; so does any interrupted run (exit 130) with no
+    child process left, whose cleanup is done by then.
     """
     code = 1
     try:
@@ -121,8 +122,18 @@ def entry() -> None:
         code = e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
     finally:
         runner = sys.modules.get("vsr.pipeline.runner")
-        if runner is not None and runner.infer_still_running():
+        abandoned = runner is not None and runner.infer_still_running()
+        # an interrupted run has cleaned up already (its temporary output is gone): the native libraries'
+        # teardown after a stop in their midst can still abort the process ("terminate called", SIGABRT)
+        if abandoned or (code == 130 and not _children()):
             sys.stdout.flush()
             sys.stderr.flush()
             os._exit(code)
     sys.exit(code)
+
+
+def _children() -> list:
+    """Child processes still alive (``vsr jobs run --workers N``): an exit that skips the interpreter's shutdown
+    would not wait for them."""
+    mp = sys.modules.get("multiprocessing")
+    return mp.active_children() if mp is not None else []
