@@ -36,8 +36,10 @@ class CudaOptions:
     launcher: "auto" | "cupy" | "pycuda" | "host" (see :mod:`vsr.kernels.cuda.launch`);  segments: "auto"
     (TensorRT engines when ``tensorrt`` imports, else torch) | "torch" | "tensorrt";  dcn_gemm: the DCN's
     matrix product on "torch" (cuBLAS) after vsr's sampling kernel, or vsr's own "kernel";  cache_dir: engine
-    and kernel caches (default ``<engine dir>/cuda``);  output: the dtype ``infer`` downloads, "float16" (enough
-    for 10-bit output), "uint8" (RGB quantised on the device: a quarter of float32's bytes) or "float32";
+    and kernel caches (default ``<engine dir>/cuda``);  output: the dtype of the model's RGB output, "float16"
+    (enough for 10-bit output), "uint8" (RGB quantised on the device: a quarter of float32's bytes) or "float32";
+    device_planes: where the runner asks (``output_planes``), that RGB is converted into the sink's planes on the
+    device and those are downloaded (a 4K 8-bit 4:2:0 frame: 12.4 MB), else the RGB is (torch segments only);
     precision "int8" takes TensorRT segments (the Q/DQ export).  Tuning: fp16 and cuda_graphs on; a larger
     --batch.
     """
@@ -51,6 +53,7 @@ class CudaOptions:
     cache_dir: str | None = None
     buckets: BucketPolicy | None = None
     output: str = "float16"
+    device_planes: bool = True
 
     def __post_init__(self):
         if self.precision not in CUDA_PRECISIONS:

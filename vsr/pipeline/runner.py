@@ -12,10 +12,11 @@ loops, so the stages overlap.
     window      FrameWindow: the T frames around each output frame (clip ends padded as configured)
     batch       up to ``batch`` (window, tile) items stacked into (N, T, 3, h, w), or what is ready
                 after ``batch_wait_s``
-    infer       backend.infer -> (N, 3, 4h, 4w) float32 (``infer_stream`` with the batch's frame keys where the
-                backend streams and the memory plan keeps the features)
-    post        tile cores -> output planes (colour matrix, quantisation) of whole HR frames, written into
-                the sink's own frame buffers, then finished there (chroma subsampling, colour tags)
+    infer       backend.infer -> (N, 3, 4h, 4w) RGB (``infer_stream`` with the batch's frame keys where the
+                backend streams and the memory plan keeps the features), or the sink's planes where the backend
+                makes them (the CUDA runtime, on its device)
+    post        tile cores -> output planes (colour matrix, quantisation, chroma subsampling: one parallel pass)
+                of whole HR frames, written into the sink's own frame buffers (colour tags set there)
     encode      sink.write (PyAV encoder + muxer, or PNG files)
 """
 
@@ -38,7 +39,7 @@ from vsr.pipeline.stages import Stage, StagePipeline, abandoned_still_running
 from vsr.pipeline.tiles import Tile, tile_grid
 from vsr.pipeline.windows import FrameWindow, windows
 from vsr.report import RunReport
-from vsr.video.colour import encode_planes
+from vsr.video.planes import PlaneBatch, PlaneFormat, convert_tile, place, plane_views, region
 
 log = logging.getLogger(__name__)
 _STREAMS = count(1)  # one stream of frame keys per run
@@ -148,15 +149,18 @@ class SceneStage:
 
 
 def hr_frames(results: Iterator[Result], sink, height: int, width: int, scale: int,
-              tiles_per_frame: int) -> Iterator[HrFrame]:
-    """The post stage: backend results ``(N, 3, s*h, s*w)`` -> whole finished output frames, in order.
+              tiles_per_frame: int, fmt: PlaneFormat | None = None) -> Iterator[HrFrame]:
+    """The post stage: backend results -> whole finished output frames, in order.
 
-    Results may be float (32 or 16 bit, RGB in [0, 1]) or uint8 (RGB 0..255, quantised by the backend).
+    Results are RGB ``(N, 3, s*h, s*w)`` (float 32 or 16 bit in [0, 1], or uint8 0..255 quantised by the
+    backend), or the sink's planes made by the backend (a :class:`~vsr.video.planes.PlaneBatch`).
 
-    Each tile's core is converted (colour matrix, quantisation) straight into the frame's planes from
-    ``sink.new_planes``; a frame whose last tile arrived is handed to ``sink.finish`` and goes on.
+    Each tile's core is converted (:func:`~vsr.video.planes.convert_tile`: colour matrix, quantisation, chroma
+    subsampling in one parallel pass), or its planes copied, straight into the planes of the frame from
+    ``sink.new_planes`` (``fmt``: :class:`~vsr.video.planes.PlaneFormat` of ``sink.planes_format()``); a frame
+    whose last tile arrived is handed to ``sink.finish`` and goes on.
     """
-    pix_fmt, spec = sink.planes_format()
+    fmt = fmt or PlaneFormat.of(*sink.planes_format())
     sc = scale
     current: HrFrame | None = None
     for res in results:
@@ -165,10 +169,12 @@ def hr_frames(results: Iterator[Result], sink, height: int, width: int, scale: i
             if current is None or current.index != slot.index:
                 current = HrFrame(slot.index, slot.pts, slot.duration, sink.new_planes(height * sc, width * sc),
                                   tiles_per_frame)
-            core = res.y[n, :, sc * (t.cy0 - t.y0): sc * (t.cy1 - t.y0), sc * (t.cx0 - t.x0): sc * (t.cx1 - t.x0)]
-            if core.dtype == np.uint8:  # RGB a backend quantised already (the CUDA runtime's uint8 download)
-                core = core.astype(np.float32) * np.float32(1.0 / 255.0)
-            encode_planes(core, pix_fmt, spec, out=current.planes[:, sc * t.cy0: sc * t.cy1, sc * t.cx0: sc * t.cx1])
+            core = (sc * (t.cy0 - t.y0), sc * (t.cy1 - t.y0), sc * (t.cx0 - t.x0), sc * (t.cx1 - t.x0))
+            out = region(plane_views(current.planes), fmt, sc * t.cy0, sc * t.cy1, sc * t.cx0, sc * t.cx1)
+            if isinstance(res.y, PlaneBatch):
+                place(res.y.planes(n), fmt, out, core)
+            else:
+                convert_tile(res.y[n], fmt, out, core)
             current.tiles_left -= 1
             if current.tiles_left == 0:
                 current.planes = sink.finish(current.planes)
@@ -260,6 +266,10 @@ class FrameQueueRunner:
             raise ValueError(f"scene_cuts must be one of {SCENE_MODES}, not {s.scene_cuts!r}")
         info = source.info
         tile, memory = self.plan_tile(info.height, info.width, sink)
+        fmt = PlaneFormat.of(*sink.planes_format())
+        takes = getattr(self.backend, "output_planes", None)
+        if callable(takes):  # a backend that makes the sink's planes itself (the CUDA runtime, on its device)
+            takes(fmt)
         tiles = tile_grid(info.height, info.width, tile, s.overlap)
         scenes = SceneStage(s)  # reads the thresholds' config before minutes of warm-up
         shape = (tiles[0].y1 - tiles[0].y0, tiles[0].x1 - tiles[0].x0, s.batch)
@@ -269,7 +279,7 @@ class FrameQueueRunner:
             on_start()
         decode = SourceFrames(source, *self.decode_range())
         stream = next(_STREAMS) if memory.features == "kept" else None
-        pipeline = self._pipeline(decode, scenes, sink, tiles, info.height, info.width, progress, stream)
+        pipeline = self._pipeline(decode, scenes, sink, tiles, info.height, info.width, progress, stream, fmt)
         t0 = time.perf_counter()
         pipeline.run()
         wall = time.perf_counter() - t0
@@ -286,7 +296,8 @@ class FrameQueueRunner:
                          step_stats=self.backend.step_stats() or None)
 
     def _pipeline(self, decode: SourceFrames, scenes: SceneStage, sink, tiles: list[Tile], height: int,
-                  width: int, progress: Callable[[int], None] | None, stream: int | None) -> StagePipeline:
+                  width: int, progress: Callable[[int], None] | None, stream: int | None,
+                  fmt: PlaneFormat) -> StagePipeline:
         s = self.settings
         start, stop = s.frames
         unit = "tiles" if len(tiles) > 1 else "frames"
@@ -310,7 +321,7 @@ class FrameQueueRunner:
             Stage("batch", lambda inbox: batches(inbox, tiles, s.batch, stream or 0), unit, n_slots,
                   idle_s=s.batch_wait_s),
             Stage("infer", infer, unit, n_slots, grace_s=s.stop_grace_s),
-            Stage("post", lambda inbox: hr_frames(inbox, sink, height, width, self.scale, len(tiles))),
+            Stage("post", lambda inbox: hr_frames(inbox, sink, height, width, self.scale, len(tiles), fmt)),
             Stage("encode", lambda inbox: encoded(inbox, sink)),
         ]
         # the batch stage sends one batch at a time, and a result waits for post-processing one at a time

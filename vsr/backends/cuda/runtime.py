@@ -28,9 +28,10 @@ import torch
 from vsr.backends.base import ModelBackend
 from vsr.backends.cuda.bridges import Timeline, bridge_model, keep_attention_fp32
 from vsr.backends.cuda.tensors import kernel_cache_dir, open_tensor_launcher
-from vsr.backends.cuda.transfer import Transfers, quantise
+from vsr.backends.cuda.transfer import OutputConversion, Transfers, quantise
 from vsr.backends.options import CudaOptions
 from vsr.report.sample import StepStats, StepTimes
+from vsr.video.planes import PlaneFormat
 
 log = logging.getLogger(__name__)
 DTYPES = {"fp16": torch.float16, "fp32": torch.float32}
@@ -115,6 +116,7 @@ class CudaTorchBackend(ModelBackend):
         self.stream = torch.cuda.Stream(device) if device.type == "cuda" else None
         self.graphs = GraphSet(self.program, device)
         self.io = Transfers(device)
+        self.out = OutputConversion()
         self.planned: dict[tuple[int, int], int] = {}  # bucket -> the batch prepare() was given
         self._times = {"upload": 0.0, "run": 0.0, "download": 0.0, "build:capture": 0.0}
         self._steps = StepTimes(())
@@ -215,6 +217,7 @@ class CudaTorchBackend(ModelBackend):
             t1 = time.perf_counter()
             graph = self.graphs.get(tuple(lr.shape)) if self.graphs_on else None
             y = graph(lr) if graph is not None else self.program(lr)
+            y = self.out.on_device(y, chunk.shape[0], 4 * h, 4 * w)
             self.io.consumed(slot)
             pending.append((i, chunk.shape[0], slot, self.io.start_download(slot, y)))
             t2 = time.perf_counter()
@@ -227,14 +230,21 @@ class CudaTorchBackend(ModelBackend):
         for item in pending:
             out = self._collect(out, n, h, w, *item)
         self._times["download"] += time.perf_counter() - t3
-        return out
+        return self.out.result(out, 4 * h, 4 * w)
 
     def _collect(self, out, n: int, h: int, w: int, i: int, m: int, slot: int, pinned) -> np.ndarray:
-        y = self.io.finish(slot, pinned)
-        if out is None:
-            out = np.empty((n, 3, 4 * h, 4 * w), y.dtype)
-        out[i:i + m] = y[:m, :, : 4 * h, : 4 * w]
-        return out
+        return self.out.collect(out, n, i, m, self.io.finish(slot, pinned), 4 * h, 4 * w)
+
+    def facts(self) -> dict:
+        """:meth:`ModelBackend.facts`, the device and what is downloaded: the sink's planes (made there) or RGB."""
+        what = f"planes {self.out.fmt.pix_fmt}" if self.out.fmt is not None else f"rgb {self.options.output}"
+        return super().facts() | {"device": self.options.device or str(self.device), "download": what}
+
+    def output_planes(self, fmt: PlaneFormat) -> bool:
+        """From now on ``infer`` returns the planes of ``fmt`` made on the device (a PlaneBatch), unless
+        ``options.device_planes`` is off; whether it will."""
+        self.out.fmt = fmt if self.options.device_planes else None
+        return self.out.fmt is not None
 
     def _record_steps(self, eager: bool, t: float) -> None:
         if not eager or not self.timeline.enabled:
