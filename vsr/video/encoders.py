@@ -20,6 +20,8 @@ import av.logging
 
 from vsr.errors import InputError
 from vsr.video.colour import is_gray_format, is_rgb_format
+from vsr.video.nvenc import CQ_RANGE, NVENC, is_nvenc, nvenc_options, nvenc_problem
+from vsr.video.nvenc import DEFAULTS as NVENC_DEFAULTS, PRESETS as NVENC_PRESETS
 from vsr.video.source import VideoInfo
 
 log = logging.getLogger(__name__)
@@ -33,15 +35,17 @@ class EncoderSettings:
     """``codec``, ``crf``, ``preset``, ``pix_fmt`` (None: the source's, where the codec allows), extra
     encoder ``options`` (``-x key=value``), ``quiet`` (encoders that print to the terminal themselves,
     SVT-AV1 and x265, print only errors: their banner of settings is noise in a run's output; False under
-    ``vsr -v``) and the ``container`` of a stream output (``--format``)."""
+    ``vsr -v``), the ``container`` of a stream output (``--format``) and ``hardware`` (no ``codec`` given: NVENC's
+    H.264 where it opens here and the container holds it; ``vsr upscale`` on a GPU backend sets it)."""
 
-    codec: str | None = None  # None: libx264, or what the container holds where it cannot hold H.264
+    codec: str | None = None  # None: libx264 (h264_nvenc with hardware), or what the container holds
     crf: float | None = None
     preset: str | None = None
     pix_fmt: str | None = None
     options: tuple[tuple[str, str], ...] = field(default_factory=tuple)
     quiet: bool = True
     container: str | None = None  # output "-" only: y4m, nut or matroska (a file's follows its suffix)
+    hardware: bool = False
 
 
 BIG_OUTPUT_PIXELS = 3840 * 2160
@@ -58,11 +62,11 @@ ENCODER_MB_PER_MPX_OTHER = 60.0  # not measured: a generous guess (a dozen frame
 
 # The quality scale of --crf per codec (FFmpeg's own option ranges are wider or unchecked: libx264 takes 99).
 CRF_RANGE = {"libx264": (0, 51), "libx265": (0, 51), "libsvtav1": (0, 63), "libvpx-vp9": (0, 63),
-             "libaom-av1": (0, 63)}
+             "libaom-av1": (0, 63), **{c: CQ_RANGE for c in NVENC}}
 # x264's and x265's presets: checked here, since the libraries print a line of their own to stderr for a wrong one.
 X26X_PRESETS = ("ultrafast", "superfast", "veryfast", "faster", "fast", "medium", "slow", "slower", "veryslow",
                 "placebo")
-PRESETS = {"libx264": X26X_PRESETS, "libx265": X26X_PRESETS}
+PRESETS = {"libx264": X26X_PRESETS, "libx265": X26X_PRESETS, **{c: NVENC_PRESETS for c in NVENC}}
 # Largest frame (width, height) a codec encodes, where it is below FFmpeg's own limit (measured with PyAV).
 MAX_SIZE = {"libx264": (16384, 16384), "libsvtav1": (16384, 8704), "mpeg4": (8191, 8191)}
 # FFmpeg refuses any frame with (8 * width + 1024) * (height + 128) >= 2**31 - 1 (av_image_check_size2).
@@ -71,7 +75,7 @@ FFMPEG_MAX_PLANE = 2**31 - 1
 # reports as the effective ones.  tests/video/test_encoder_choices.py checks each against the encoder installed
 # (an output with these given explicitly is the same bytes).
 ENCODER_DEFAULTS = {"libx264": {"crf": "23", "preset": "medium"}, "libx265": {"crf": "28", "preset": "medium"},
-                    "libsvtav1": {"crf": "35", "preset": "8"}}
+                    "libsvtav1": {"crf": "35", "preset": "8"}, **{c: NVENC_DEFAULTS for c in NVENC}}
 # Picture codecs: each frame a still image.  FFmpeg puts them into MP4 (object types for PNG, JPEG, JPEG 2000)
 # and AVI, but players do not play them there; QuickTime and Matroska are their video containers.
 IMAGE_CODECS = frozenset("png apng mjpeg jpeg2000 libopenjpeg bmp tiff gif qoi libwebp libwebp_anim jpegls ljpeg "
@@ -114,8 +118,11 @@ def choose_pix_fmt(codec: av.Codec, info: VideoInfo, requested: str | None) -> s
     return formats[0]
 
 
-def default_codec(container) -> str:
-    """libx264 where the container holds H.264 (mp4, mkv, mov), else the first of FALLBACK_CODECS it holds."""
+def default_codec(container, hardware: bool = False) -> str:
+    """libx264 where the container holds H.264 (mp4, mkv, mov), else the first of FALLBACK_CODECS it holds;
+    ``hardware``: h264_nvenc first, where it opens here (:func:`vsr.video.nvenc.nvenc_problem`)."""
+    if hardware and "h264_nvenc" in container.supported_codecs and nvenc_problem("h264_nvenc") is None:
+        return "h264_nvenc"
     for name in (DEFAULT_CODEC,) + FALLBACK_CODECS:
         if name in container.supported_codecs and name in av.codecs_available:
             return name
@@ -124,10 +131,11 @@ def default_codec(container) -> str:
 
 
 def effective(codec: str, opts: dict[str, str]) -> dict[str, int | float | str | None]:
-    """The ``crf`` (a number where it is one) and ``preset`` the encoder runs with: those given in ``opts``, else
-    its own defaults (:data:`ENCODER_DEFAULTS`; None where it has no such setting or vsr does not know it)."""
+    """The ``crf`` (a number where it is one; NVENC's constant quality ``cq``) and ``preset`` the encoder runs
+    with: those given in ``opts``, else its own defaults (:data:`ENCODER_DEFAULTS`; None where it has no such
+    setting or vsr does not know it)."""
     own = ENCODER_DEFAULTS.get(codec, {})
-    crf, preset = (opts.get(key, own.get(key)) for key in ("crf", "preset"))
+    crf, preset = (opts.get(key, own.get(key)) for key in (quality_key(codec), "preset"))
     try:
         crf = float(crf) if crf is not None else None
         crf = int(crf) if crf is not None and crf.is_integer() else crf  # 23, as a person writes it
@@ -172,17 +180,29 @@ def _supported(container: str) -> set[str]:
 
 
 def open_codec(name: str) -> av.Codec:
+    """The encoder ``name``; an InputError for an unknown one, an audio one, or NVENC where none opens here."""
     try:
         codec = av.Codec(name, "w")
     except (ValueError, av.FFmpegError):
         raise InputError(f"unknown codec {name!r} (try libx264, libx265, libsvtav1, ffv1, prores_ks)") from None
     if codec.type != "video":
         raise InputError(f"--codec {name} is a {codec.type} codec, not a video one")
+    why = nvenc_problem(name) if is_nvenc(name) else None
+    if why is not None:
+        raise InputError(f"--codec {name}: no NVIDIA hardware encoder (NVENC) opens here ({why}); use a software "
+                         f"encoder such as libx264")
     return codec
+
+
+def quality_key(codec: str) -> str:
+    """The encoder option ``--crf`` sets: ``crf``, or NVENC's ``cq``."""
+    return "cq" if is_nvenc(codec) else "crf"
 
 
 def encoder_options(codec: str, s: EncoderSettings, width: int, height: int) -> tuple[dict[str, str], bool]:
     """The options dict for the encoder and whether libx264 got vsr's low-memory settings for a big output."""
+    if is_nvenc(codec):
+        return {**nvenc_options(s.crf, s.preset), **dict(s.options)}, False
     opts = {}
     if s.crf is not None:
         opts["crf"] = f"{s.crf:g}"
@@ -200,7 +220,7 @@ def encoder_options(codec: str, s: EncoderSettings, width: int, height: int) -> 
 
 def _option_name(key: str, value: str, s: EncoderSettings) -> str:
     """How the user gave option ``key``: ``--crf 99``, ``--preset x`` or ``-x key=value``."""
-    if key == "crf" and s.crf is not None and key not in dict(s.options):
+    if key in ("crf", "cq") and s.crf is not None and key not in dict(s.options):
         return f"--crf {value}"
     if key == "preset" and s.preset is not None and key not in dict(s.options):
         return f"--preset {value}"
@@ -212,18 +232,21 @@ def check_values(codec: str, opts: dict[str, str], s: EncoderSettings) -> None:
     (:data:`CRF_RANGE`) -> InputError naming the option."""
     preset = opts.get("preset")
     if codec in PRESETS and preset is not None and preset.lower() not in PRESETS[codec] \
-            and not (preset.isdigit() and int(preset) < len(PRESETS[codec])):  # x264 also takes a preset's index
-        raise InputError(f"{_option_name('preset', opts['preset'], s)} is not a {codec} preset "
-                         f"({', '.join(PRESETS[codec])})")
-    if "crf" not in opts or codec not in CRF_RANGE:
+            and not (preset.isdigit() and int(preset) < len(PRESETS[codec]) and not is_nvenc(codec)):
+        # (x264 also takes a preset's index)
+        also = ", or x264's names" if is_nvenc(codec) else ""
+        raise InputError(f"{_option_name('preset', s.preset or opts['preset'], s)} is not a {codec} preset "
+                         f"({', '.join(PRESETS[codec])}{also})")
+    key = quality_key(codec)
+    if key not in opts or codec not in CRF_RANGE:
         return
     try:
-        crf = float(opts["crf"])
+        crf = float(opts[key])
     except ValueError:
         return  # not a number: the encoder refuses it when it opens
     lo, hi = CRF_RANGE[codec]
     if not lo <= crf <= hi:
-        raise InputError(f"{_option_name('crf', opts['crf'], s)} is out of range for {codec} ({lo}..{hi})")
+        raise InputError(f"{_option_name(key, opts[key], s)} is out of range for {codec} ({lo}..{hi})")
 
 
 def check_size(codec: str, width: int, height: int) -> None:
