@@ -267,9 +267,6 @@ class FrameQueueRunner:
         info = source.info
         tile, memory = self.plan_tile(info.height, info.width, sink)
         fmt = PlaneFormat.of(*sink.planes_format())
-        takes = getattr(self.backend, "output_planes", None)
-        if callable(takes):  # a backend that makes the sink's planes itself (the CUDA runtime, on its device)
-            takes(fmt)
         tiles = tile_grid(info.height, info.width, tile, s.overlap)
         scenes = SceneStage(s)  # reads the thresholds' config before minutes of warm-up
         shape = (tiles[0].y1 - tiles[0].y0, tiles[0].x1 - tiles[0].x0, s.batch)
@@ -280,8 +277,16 @@ class FrameQueueRunner:
         decode = SourceFrames(source, *self.decode_range())
         stream = next(_STREAMS) if memory.features == "kept" else None
         pipeline = self._pipeline(decode, scenes, sink, tiles, info.height, info.width, progress, stream, fmt)
+        takes = getattr(self.backend, "output_planes", None)
+        if callable(takes):  # a backend that makes the sink's planes itself (the CUDA runtime, on its device)
+            takes(fmt)
         t0 = time.perf_counter()
-        pipeline.run()
+        try:
+            pipeline.run()
+            facts = self.backend.facts() if hasattr(self.backend, "facts") else {}
+        finally:
+            if callable(takes):
+                takes(None)  # RGB again for calls outside a run
         wall = time.perf_counter() - t0
         stats = pipeline.stats()
         written = stats[-1].items
@@ -289,7 +294,7 @@ class FrameQueueRunner:
         settings = dict(settings_for_report or {})
         settings.update(tile=tile, tiles_per_frame=len(tiles), overlap=s.overlap, batch=s.batch, queue=s.queue,
                         padding=self.padding, num_frame=self.num_frame,
-                        backend_facts=self.backend.facts() if hasattr(self.backend, "facts") else {},
+                        backend_facts=facts,
                         memory_plan=memory.to_dict(),
                         scene_cuts=scenes.to_dict(s.frames[0], s.frames[0] + written))
         return RunReport(stats, settings, wall, written, dict(self.backend.timings()), started=t0,

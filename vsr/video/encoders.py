@@ -75,7 +75,7 @@ FFMPEG_MAX_PLANE = 2**31 - 1
 # reports as the effective ones.  tests/video/test_encoder_choices.py checks each against the encoder installed
 # (an output with these given explicitly is the same bytes).
 ENCODER_DEFAULTS = {"libx264": {"crf": "23", "preset": "medium"}, "libx265": {"crf": "28", "preset": "medium"},
-                    "libsvtav1": {"crf": "35", "preset": "8"}, **{c: NVENC_DEFAULTS for c in NVENC}}
+                    "libsvtav1": {"crf": "35", "preset": "8"}}
 # Picture codecs: each frame a still image.  FFmpeg puts them into MP4 (object types for PNG, JPEG, JPEG 2000)
 # and AVI, but players do not play them there; QuickTime and Matroska are their video containers.
 IMAGE_CODECS = frozenset("png apng mjpeg jpeg2000 libopenjpeg bmp tiff gif qoi libwebp libwebp_anim jpegls ljpeg "
@@ -134,7 +134,8 @@ def effective(codec: str, opts: dict[str, str]) -> dict[str, int | float | str |
     """The ``crf`` (a number where it is one; NVENC's constant quality ``cq``) and ``preset`` the encoder runs
     with: those given in ``opts``, else its own defaults (:data:`ENCODER_DEFAULTS`; None where it has no such
     setting or vsr does not know it)."""
-    own = ENCODER_DEFAULTS.get(codec, {})
+    # (NVENC's own: FFmpeg's documented default, not checked against an encoder: none opens on vsr's CI)
+    own = ENCODER_DEFAULTS.get(codec, NVENC_DEFAULTS if is_nvenc(codec) else {})
     crf, preset = (opts.get(key, own.get(key)) for key in (quality_key(codec), "preset"))
     try:
         crf = float(crf) if crf is not None else None

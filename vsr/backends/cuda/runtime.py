@@ -240,9 +240,9 @@ class CudaTorchBackend(ModelBackend):
         what = f"planes {self.out.fmt.pix_fmt}" if self.out.fmt is not None else f"rgb {self.options.output}"
         return super().facts() | {"device": self.options.device or str(self.device), "download": what}
 
-    def output_planes(self, fmt: PlaneFormat) -> bool:
+    def output_planes(self, fmt: PlaneFormat | None) -> bool:
         """From now on ``infer`` returns the planes of ``fmt`` made on the device (a PlaneBatch), unless
-        ``options.device_planes`` is off; whether it will."""
+        ``options.device_planes`` is off (None: RGB again); whether it will."""
         self.out.fmt = fmt if self.options.device_planes else None
         return self.out.fmt is not None
 
