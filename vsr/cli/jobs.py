@@ -51,7 +51,9 @@ def add_parser(sub) -> None:
     rep = _sub(jobs, "report", "the per-stage timing of a job, summed over its chunks")
     rep.add_argument("id", help="job id (see vsr jobs list)")
     rep.add_argument("--json", action="store_true", help="print the tables as JSON")
-    rep.add_argument("--html", default=None, metavar="OUT.html", help="also write the report as an HTML page")
+    rep.add_argument("--html", default=None, metavar="OUT.html",
+                     help="also write the report as an HTML page (- : the page to standard output, instead of "
+                          "the tables)")
     rep.add_argument("--overwrite", action="store_true", help="replace OUT.html if it exists")
     rep.add_argument("--broker", default=None, metavar="URL", help="a job of a Celery broker")
 
@@ -303,11 +305,17 @@ def _retry(args) -> int:
 
 
 def _report(args) -> int:
+    from vsr.outfiles import check_file_output, write_file_output
     from vsr.report import html, render
     from vsr.report.combine import combine_reports
     from vsr.report.load import escaped, parse_run
 
     broker = _broker(args)
+    if args.html:  # before the store is read; never the store's own file
+        from vsr.jobs.store import store_path
+
+        out = check_file_output(args.html, "--html", "page", overwrite=args.overwrite,
+                                inputs=() if broker else (store_path(args.store),))
     if broker:
         reports, total = _distributed().chunk_reports(broker, args.id), None
         settings, label, state = {"job": args.id}, f"job {args.id}", "on the broker"
@@ -317,8 +325,9 @@ def _report(args) -> int:
         parse_run(r, f"{label}: the report of chunk {i}")  # checked and bounded before they are combined
     run = parse_run(combine_reports(reports, settings), label)
     if args.html:
-        html.write_page(args.html, html.render_html(run), overwrite=args.overwrite)
-    print(json.dumps(render.to_json(run), indent=2) if args.json else render.render_text(escaped(run)))
+        write_file_output(out, html.render_html(run))
+    if not (args.html and out is None):  # else the page is what standard output holds
+        print(json.dumps(render.to_json(run), indent=2) if args.json else render.render_text(escaped(run)))
     if total is not None and len(reports) < total:
         print(f"vsr: {label} is {state}: the report covers {len(reports)} of its {total} chunks", file=sys.stderr)
     return 0
