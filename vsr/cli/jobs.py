@@ -219,13 +219,26 @@ def _list(args) -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
-    cells = [[str(r.get("id")), str(r.get("state")), _progress(r), f"{r.get('chunks_done', '-')}/"
+    cells = [[str(r.get("id")), _state(r), _progress(r), f"{r.get('chunks_done', '-')}/"
               f"{r.get('chunks_total', '-')}", f"{r['fps']:.2f}" if r.get("fps") else "-", _eta(r.get("eta_s")),
-              str(r.get("input")), r.get("error") or ""] for r in rows]
+              str(r.get("input")), r.get("error") or _short(r) or ""] for r in rows]
     cells = [[printable(c) for c in row] for row in cells]
     print(table(["id", "state", "progress", "chunks", "fps", "ETA", "input", "error"], cells, right=False)
           if cells else "no jobs")
     return 0
+
+
+def _state(row: dict) -> str:
+    """The state, ``, short`` added for a job whose input ended before what it declared."""
+    return f"{row.get('state')}, short" if isinstance(row.get("ended_early"), dict) else str(row.get("state"))
+
+
+def _short(row: dict) -> str | None:
+    early = row.get("ended_early")
+    if not isinstance(early, dict):
+        return None
+    return (f"the input ended early ({early.get('frames_decoded')} frames of "
+            f"{early.get('frames_declared') or 'more'}): {early.get('detail')}")
 
 
 def _progress(row: dict) -> str:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import time
+import warnings
 from contextlib import closing
 from itertools import count
 from dataclasses import dataclass
@@ -299,6 +300,11 @@ class FrameQueueRunner:
         written = stats[-1].items
         self._check_count(decode, written)
         settings = dict(settings_for_report or {})
+        early = getattr(source, "early_end", None) if decode.ended else None
+        if early is not None:  # said, and kept in the report (a batch job's list marks it)
+            if not early.warned:
+                warnings.warn(early.message(info.path, written), stacklevel=2)
+            settings["input_ended_early"] = early.to_dict(written)
         settings.update(tile=tile, tiles_per_frame=len(tiles), overlap=s.overlap, batch=s.batch, queue=s.queue,
                         padding=self.padding, num_frame=self.num_frame,
                         backend_facts=self.backend.facts() if hasattr(self.backend, "facts") else {},
