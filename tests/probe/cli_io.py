@@ -59,11 +59,5 @@ class ProbeRunner(CliRunner):
             timeout: float = 120) -> Ran:
         """``vsr ARGV`` with its stdout and stderr kept in the folder ``where``."""
         where.mkdir(parents=True, exist_ok=True)
-        p = self._ctx.Process(target=_entry, args=([str(a) for a in argv], str(where), stdin, dict(env or {})))
-        p.start()
-        p.join(timeout)
-        if p.is_alive():
-            p.kill()
-            p.join()
-            raise TimeoutError(f"vsr {' '.join(map(str, argv))} ran over {timeout} s")
-        return Ran(p.exitcode, (where / "stderr").read_text(errors="replace"), (where / "stdout").read_bytes())
+        code = self.exit_code(_entry, ([str(a) for a in argv], str(where), stdin, dict(env or {})), argv, timeout)
+        return Ran(code, (where / "stderr").read_text(errors="replace"), (where / "stdout").read_bytes())

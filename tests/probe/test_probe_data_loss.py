@@ -315,14 +315,7 @@ src, full, roomy = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
 run = sys.argv[4:]
 subprocess.run(["mount", "-t", "tmpfs", "-o", "size=128k", "vsr-probe", str(full)], check=True)
 try:
-    filler = full / "filler"
-    fd = os.open(filler, os.O_WRONLY | os.O_CREAT)
-    try:  # every byte the disk has
-        while True:
-            os.write(fd, bytes(4096))
-    except OSError:
-        pass
-    os.close(fd)
+    subprocess.run(["dd", "if=/dev/zero", f"of={full / 'filler'}", "bs=4096"], capture_output=True)  # all of it
     results = {}
     for case, argv in (("frames", [str(src), str(full / "frames")]),
                        ("video", [str(src), str(full / "o.mkv")]),
