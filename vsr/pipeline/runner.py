@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import time
+import warnings
 from contextlib import closing
 from itertools import count
 from dataclasses import dataclass
@@ -30,7 +31,7 @@ from typing import Callable, Iterator
 
 import numpy as np
 
-from vsr.errors import InputError
+from vsr.errors import InputError, WeightsError
 from vsr.pipeline.batches import Batch, Result, batches, kept_features
 from vsr.pipeline.memory import MB, DeviceMemory, MemoryPlan, ModelMemory, plan_memory, with_features
 from vsr.pipeline.scenes import CUT_CONTEXT, SCENE_MODES, WINDOW, CutDetector, CutRule, mark_listed
@@ -147,11 +148,30 @@ class SceneStage:
         return out
 
 
+# A model's output is RGB in [0, 1], a little beyond where it sharpens an edge: past this, or a tile entirely far
+# outside [0, 1], the weights are broken (NaN or overflowing values give black or flat frames once clipped)
+SANE_OUTPUT = 1000.0
+
+
+def check_model_output(core: np.ndarray, index: int, weights: str | None) -> None:
+    """:class:`WeightsError` naming ``weights`` when the float output ``core`` of frame ``index`` is not finite or
+    is saturated.  Two reductions over the tile (no copy): a small share of the post stage's own work."""
+    lo, hi = float(core.min()), float(core.max())
+    if -SANE_OUTPUT <= lo and hi <= SANE_OUTPUT and not (hi < -0.5 or lo > 1.5):
+        return
+    what = ("not finite (NaN or infinity)" if not (np.isfinite(lo) and np.isfinite(hi)) else
+            f"saturated (from {lo:.3g} to {hi:.3g}, where RGB is 0 to 1)")
+    named = f"the weights {weights}" if weights else "the model's weights"
+    raise WeightsError(f"the model's output for frame {index} is {what}: {named} are broken (NaN or "
+                       "overflowing values); nothing was written")
+
+
 def hr_frames(results: Iterator[Result], sink, height: int, width: int, scale: int,
-              tiles_per_frame: int) -> Iterator[HrFrame]:
+              tiles_per_frame: int, weights: str | None = None) -> Iterator[HrFrame]:
     """The post stage: backend results ``(N, 3, s*h, s*w)`` -> whole finished output frames, in order.
 
-    Results may be float (32 or 16 bit, RGB in [0, 1]) or uint8 (RGB 0..255, quantised by the backend).
+    Results may be float (32 or 16 bit, RGB in [0, 1]) or uint8 (RGB 0..255, quantised by the backend).  A float
+    result that is not finite or is saturated stops the run (:func:`check_model_output`, naming ``weights``).
 
     Each tile's core is converted (colour matrix, quantisation) straight into the frame's planes from
     ``sink.new_planes``; a frame whose last tile arrived is handed to ``sink.finish`` and goes on.
@@ -168,6 +188,8 @@ def hr_frames(results: Iterator[Result], sink, height: int, width: int, scale: i
             core = res.y[n, :, sc * (t.cy0 - t.y0): sc * (t.cy1 - t.y0), sc * (t.cx0 - t.x0): sc * (t.cx1 - t.x0)]
             if core.dtype == np.uint8:  # RGB a backend quantised already (the CUDA runtime's uint8 download)
                 core = core.astype(np.float32) * np.float32(1.0 / 255.0)
+            else:
+                check_model_output(core, slot.index, weights)
             encode_planes(core, pix_fmt, spec, out=current.planes[:, sc * t.cy0: sc * t.cy1, sc * t.cx0: sc * t.cx1])
             current.tiles_left -= 1
             if current.tiles_left == 0:
@@ -269,7 +291,8 @@ class FrameQueueRunner:
             on_start()
         decode = SourceFrames(source, *self.decode_range())
         stream = next(_STREAMS) if memory.features == "kept" else None
-        pipeline = self._pipeline(decode, scenes, sink, tiles, info.height, info.width, progress, stream)
+        weights = (settings_for_report or {}).get("weights")
+        pipeline = self._pipeline(decode, scenes, sink, tiles, info.height, info.width, progress, stream, weights)
         t0 = time.perf_counter()
         pipeline.run()
         wall = time.perf_counter() - t0
@@ -277,6 +300,11 @@ class FrameQueueRunner:
         written = stats[-1].items
         self._check_count(decode, written)
         settings = dict(settings_for_report or {})
+        early = getattr(source, "early_end", None) if decode.ended else None
+        if early is not None:  # said, and kept in the report (a batch job's list marks it)
+            if not early.warned:
+                warnings.warn(early.message(info.path, written), stacklevel=2)
+            settings["input_ended_early"] = early.to_dict(written)
         settings.update(tile=tile, tiles_per_frame=len(tiles), overlap=s.overlap, batch=s.batch, queue=s.queue,
                         padding=self.padding, num_frame=self.num_frame,
                         backend_facts=self.backend.facts() if hasattr(self.backend, "facts") else {},
@@ -286,7 +314,8 @@ class FrameQueueRunner:
                          step_stats=self.backend.step_stats() or None)
 
     def _pipeline(self, decode: SourceFrames, scenes: SceneStage, sink, tiles: list[Tile], height: int,
-                  width: int, progress: Callable[[int], None] | None, stream: int | None) -> StagePipeline:
+                  width: int, progress: Callable[[int], None] | None, stream: int | None,
+                  weights: str | None) -> StagePipeline:
         s = self.settings
         start, stop = s.frames
         unit = "tiles" if len(tiles) > 1 else "frames"
@@ -310,7 +339,7 @@ class FrameQueueRunner:
             Stage("batch", lambda inbox: batches(inbox, tiles, s.batch, stream or 0), unit, n_slots,
                   idle_s=s.batch_wait_s),
             Stage("infer", infer, unit, n_slots, grace_s=s.stop_grace_s),
-            Stage("post", lambda inbox: hr_frames(inbox, sink, height, width, self.scale, len(tiles))),
+            Stage("post", lambda inbox: hr_frames(inbox, sink, height, width, self.scale, len(tiles), weights)),
             Stage("encode", lambda inbox: encoded(inbox, sink)),
         ]
         # the batch stage sends one batch at a time, and a result waits for post-processing one at a time
