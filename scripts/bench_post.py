@@ -73,7 +73,8 @@ def main(argv: list[str] | None = None) -> int:
     frames = report["frames"]
     stages = {s["name"]: s for s in report["stages"]}
     out = {"vsr": vsr.__file__, "input": args.input, "codec": args.codec, "frames": frames, "wall_s": wall,
-           "stages": {k: {"busy_s": s["busy_s"], "ms_per_frame": 1e3 * s["busy_s"] / frames} for k, s in stages.items()}}
+           "stages": {k: {"busy_s": s["busy_s"], "ms_per_frame": 1e3 * s["busy_s"] / frames}
+                      for k, s in stages.items()}}
     for name, s in out["stages"].items():
         print(f"{name:8s} busy {s['busy_s']:7.2f} s  {s['ms_per_frame']:8.1f} ms/frame")
     print(f"post: {out['stages']['post']['ms_per_frame']:.1f} ms per {source.info.width * 4}x{source.info.height * 4} "

@@ -24,8 +24,9 @@ Checks (each a function below, in this order):
                 stage's own frame rate; issue 29's targets: >= 8 fps and >= 0.9 with the default weights)
 
 ``--data DIR`` holds the real inputs (``scripts/gpu_carry.py`` packs it): ``frames/*.png`` (LR frames),
-``clip.mp4`` and ``e2e.mp4`` (the 960x540 clip).  Without it, frames are synthesised (recorded as such).  ``--device cpu --quick`` runs every check on
-the CPU emulation at tiny sizes with EDVR-tiny: CI runs it (tests/scripts/test_gpu_check.py) so it cannot rot.
+``clip.mp4`` and ``e2e.mp4`` (the 960x540 clip).  Without it, frames are synthesised (recorded as such).
+``--device cpu --quick`` runs every check on the CPU emulation at tiny sizes with EDVR-tiny: CI runs it
+(tests/scripts/test_gpu_check.py) so it cannot rot.
 """
 
 from __future__ import annotations

@@ -31,11 +31,16 @@ class CliRunner:
 
     def __call__(self, argv: list, stderr_path: Path, timeout: float = 120) -> tuple[int, str]:
         """(exit code, stderr text) of ``vsr ARGV``."""
-        p = self._ctx.Process(target=_entry, args=([str(a) for a in argv], str(stderr_path)))
+        code = self.exit_code(_entry, ([str(a) for a in argv], str(stderr_path)), argv, timeout)
+        return code, Path(stderr_path).read_text(errors="replace")
+
+    def exit_code(self, target, args: tuple, argv: list, timeout: float) -> int:
+        """Run ``target(*args)`` (an entry that runs ``vsr ARGV``) in a forked process; its exit code."""
+        p = self._ctx.Process(target=target, args=args)
         p.start()
         p.join(timeout)
         if p.is_alive():
             p.kill()
             p.join()
             raise TimeoutError(f"vsr {' '.join(map(str, argv))} ran over {timeout} s")
-        return p.exitcode, Path(stderr_path).read_text(errors="replace")
+        return p.exitcode

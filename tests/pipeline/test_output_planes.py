@@ -74,8 +74,9 @@ def test_planes_made_by_the_emulated_cuda_runtime_are_the_hosts(tmp_path, frames
                           ("torch", TorchOptions(device="cpu", threads=1))):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            report = upscale(frames_dir, tmp_path / f"{name}.mkv", backend=BackendRequest("random", "edvr-tiny", options),
-                             encoder=LOSSLESS, runner=RunnerSettings(tile=40, overlap=8, batch=2))
+            report = upscale(frames_dir, tmp_path / f"{name}.mkv", encoder=LOSSLESS,
+                             backend=BackendRequest("random", "edvr-tiny", options),
+                             runner=RunnerSettings(tile=40, overlap=8, batch=2))
         outs[name] = planes_of(tmp_path / f"{name}.mkv")
         facts = report.settings["backend_facts"]
         assert facts.get("download") == ("planes yuv420p" if name == "cuda" else None)

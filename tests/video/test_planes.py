@@ -139,3 +139,18 @@ def test_a_tiles_core_reads_its_context_and_lands_in_place():
     np.testing.assert_array_equal(part[0], whole[0][4:12, 8:20])
     np.testing.assert_array_equal(part[1], whole[1][2:6, 4:10])
     np.testing.assert_array_equal(part[2], whole[2][2:6, 4:10])
+
+
+def test_the_conversion_counts_what_a_check_of_the_models_output_needs():
+    """(NaN or beyond +-sane, >= low, <= high) over the core only: the post stage's check without a pass of its
+    own (vsr.pipeline.runner.check_model_output decides from these)."""
+    rgb = np.full((3, 4, 6), 0.5, np.float32)
+    rgb[0, 0, 0], rgb[1, 1, 1], rgb[2, 3, 5] = np.nan, 2000.0, -3.0
+    fmt = PlaneFormat.of("yuv420p", ColourSpec(1, 1, 1, 1))
+    out = [np.empty(s, np.uint8) for s in fmt.plane_shapes(4, 6)]
+    assert convert_tile(rgb, fmt, out, limits=(1000.0, -0.5, 1.5)) == (2, 70, 70)
+    part = [out[0][2:4, 2:6], out[1][1:2, 1:3], out[2][1:2, 1:3]]
+    assert convert_tile(rgb, fmt, part, core=(2, 4, 2, 6), limits=(1000.0, -0.5, 1.5)) == \
+        (0, 23, 24)  # the core holds only the -3.0 of the three
+    with pytest.raises(ValueError, match=r"planes of \(2, 2\), \(2, 2\), \(2, 2\) for a core of 2x4"):
+        convert_tile(rgb, fmt, [o[:2, :2] for o in out], core=(2, 4, 2, 6))

@@ -63,7 +63,7 @@ def run(args) -> int:
     request, encoder, runner = upscale_settings(args)
     encoder = replace(encoder, quiet=True)
     frames = to_int(args.preview_frames, "--frames", 2)
-    check_out(args.out, args.overwrite)
+    check_out(args.out, args.overwrite, inputs=(args.input,))
     if args.suffix is not None and not args.suffix.startswith("."):
         args.suffix = "." + args.suffix
     p = preview(args.input, at=args.at, frames=frames, backend=request, encoder=encoder, runner=runner,

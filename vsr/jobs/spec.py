@@ -10,7 +10,6 @@ picks the right member of a union such as :data:`vsr.backends.BackendOptions`.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import hashlib
 import json
 import os
@@ -22,7 +21,7 @@ from pathlib import Path
 
 from vsr.backends import BackendRequest
 from vsr.errors import InputError
-from vsr.files import sha256_file
+from vsr.files import sha256_once
 from vsr.jobs.identity import InputIdentity
 from vsr.model.config import config_path
 from vsr.model.weights import bundled_path
@@ -188,13 +187,7 @@ def config_identity(config: str | None) -> str | None:
 def _file_identity(path: Path, st: os.stat_result) -> str | None:
     if not stat.S_ISREG(st.st_mode):
         return None
-    return "sha256:" + _file_sha256(str(path), st.st_mtime_ns, st.st_size, st.st_ino)
-
-
-@functools.lru_cache(maxsize=32)
-def _file_sha256(path: str, mtime_ns: int, size: int, inode: int) -> str:
-    """The file's sha256, read once per version of the file (the key is asked for at every chunk)."""
-    return sha256_file(path)
+    return "sha256:" + sha256_once(path, st)  # the key is asked for at every chunk
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import time
+import warnings
 from contextlib import closing
 from itertools import count
 from dataclasses import dataclass
@@ -31,7 +32,7 @@ from typing import Callable, Iterator
 
 import numpy as np
 
-from vsr.errors import InputError
+from vsr.errors import InputError, WeightsError
 from vsr.pipeline.batches import Batch, Result, batches, kept_features
 from vsr.pipeline.memory import MB, DeviceMemory, MemoryPlan, ModelMemory, plan_memory, with_features
 from vsr.pipeline.scenes import CUT_CONTEXT, SCENE_MODES, WINDOW, CutDetector, CutRule, mark_listed
@@ -148,12 +149,33 @@ class SceneStage:
         return out
 
 
+# A model's output is RGB in [0, 1], a little beyond where it sharpens an edge: past this, or a tile entirely far
+# outside [0, 1], the weights are broken (NaN or overflowing values give black or flat frames once clipped)
+SANE_OUTPUT = 1000.0
+OUTPUT_LIMITS = (SANE_OUTPUT, -0.5, 1.5)  # what convert_tile counts for check_model_output: sane, low, high
+
+
+def check_model_output(core: np.ndarray, index: int, weights: str | None) -> None:
+    """:class:`WeightsError` naming ``weights`` when the float output ``core`` of frame ``index`` is not finite or
+    is saturated.  Two reductions over the tile (no copy): a small share of the post stage's own work."""
+    lo, hi = float(core.min()), float(core.max())
+    if -SANE_OUTPUT <= lo and hi <= SANE_OUTPUT and not (hi < -0.5 or lo > 1.5):
+        return
+    what = ("not finite (NaN or infinity)" if not (np.isfinite(lo) and np.isfinite(hi)) else
+            f"saturated (from {lo:.3g} to {hi:.3g}, where RGB is 0 to 1)")
+    named = f"the weights {weights}" if weights else "the model's weights"
+    raise WeightsError(f"the model's output for frame {index} is {what}: {named} are broken (NaN or "
+                       "overflowing values); nothing was written")
+
+
 def hr_frames(results: Iterator[Result], sink, height: int, width: int, scale: int,
-              tiles_per_frame: int, fmt: PlaneFormat | None = None) -> Iterator[HrFrame]:
+              tiles_per_frame: int, weights: str | None = None, fmt: PlaneFormat | None = None) -> Iterator[HrFrame]:
     """The post stage: backend results -> whole finished output frames, in order.
 
     Results are RGB ``(N, 3, s*h, s*w)`` (float 32 or 16 bit in [0, 1], or uint8 0..255 quantised by the
-    backend), or the sink's planes made by the backend (a :class:`~vsr.video.planes.PlaneBatch`).
+    backend), or the sink's planes made by the backend (a :class:`~vsr.video.planes.PlaneBatch`).  A float
+    result that is not finite or is saturated stops the run (:func:`check_model_output`, naming ``weights``;
+    counted by the conversion itself, no pass of its own).
 
     Each tile's core is converted (:func:`~vsr.video.planes.convert_tile`: colour matrix, quantisation, chroma
     subsampling in one parallel pass), or its planes copied, straight into the planes of the frame from
@@ -173,8 +195,12 @@ def hr_frames(results: Iterator[Result], sink, height: int, width: int, scale: i
             out = region(plane_views(current.planes), fmt, sc * t.cy0, sc * t.cy1, sc * t.cx0, sc * t.cx1)
             if isinstance(res.y, PlaneBatch):
                 place(res.y.planes(n), fmt, out, core)
-            else:
+            elif res.y.dtype == np.uint8:  # RGB a backend quantised already (the CUDA runtime's uint8 download)
                 convert_tile(res.y[n], fmt, out, core)
+            else:
+                bad, at_least, at_most = convert_tile(res.y[n], fmt, out, core, OUTPUT_LIMITS)
+                if bad or not at_least or not at_most:
+                    check_model_output(res.y[n, :, core[0]:core[1], core[2]:core[3]], slot.index, weights)
             current.tiles_left -= 1
             if current.tiles_left == 0:
                 current.planes = sink.finish(current.planes)
@@ -276,7 +302,9 @@ class FrameQueueRunner:
             on_start()
         decode = SourceFrames(source, *self.decode_range())
         stream = next(_STREAMS) if memory.features == "kept" else None
-        pipeline = self._pipeline(decode, scenes, sink, tiles, info.height, info.width, progress, stream, fmt)
+        weights = (settings_for_report or {}).get("weights")
+        pipeline = self._pipeline(decode, scenes, sink, tiles, info.height, info.width, progress, stream, weights,
+                                  fmt)
         takes = getattr(self.backend, "output_planes", None)
         if callable(takes):  # a backend that makes the sink's planes itself (the CUDA runtime, on its device)
             takes(fmt)
@@ -292,6 +320,11 @@ class FrameQueueRunner:
         written = stats[-1].items
         self._check_count(decode, written)
         settings = dict(settings_for_report or {})
+        early = getattr(source, "early_end", None) if decode.ended else None
+        if early is not None:  # said, and kept in the report (a batch job's list marks it)
+            if not early.warned:
+                warnings.warn(early.message(info.path, written), stacklevel=2)
+            settings["input_ended_early"] = early.to_dict(written)
         settings.update(tile=tile, tiles_per_frame=len(tiles), overlap=s.overlap, batch=s.batch, queue=s.queue,
                         padding=self.padding, num_frame=self.num_frame,
                         backend_facts=facts,
@@ -302,7 +335,7 @@ class FrameQueueRunner:
 
     def _pipeline(self, decode: SourceFrames, scenes: SceneStage, sink, tiles: list[Tile], height: int,
                   width: int, progress: Callable[[int], None] | None, stream: int | None,
-                  fmt: PlaneFormat) -> StagePipeline:
+                  weights: str | None, fmt: PlaneFormat) -> StagePipeline:
         s = self.settings
         start, stop = s.frames
         unit = "tiles" if len(tiles) > 1 else "frames"
@@ -326,7 +359,7 @@ class FrameQueueRunner:
             Stage("batch", lambda inbox: batches(inbox, tiles, s.batch, stream or 0), unit, n_slots,
                   idle_s=s.batch_wait_s),
             Stage("infer", infer, unit, n_slots, grace_s=s.stop_grace_s),
-            Stage("post", lambda inbox: hr_frames(inbox, sink, height, width, self.scale, len(tiles), fmt)),
+            Stage("post", lambda inbox: hr_frames(inbox, sink, height, width, self.scale, len(tiles), weights, fmt)),
             Stage("encode", lambda inbox: encoded(inbox, sink)),
         ]
         # the batch stage sends one batch at a time, and a result waits for post-processing one at a time

@@ -54,8 +54,8 @@ def direct_format(pix_fmt: str) -> bool:
 @dataclass(frozen=True)
 class PlaneFormat:
     """The conversion of RGB ``(3, H, W)`` in [0, 1] into the three integer planes of ``pix_fmt`` (Y, Cb, Cr; or
-    R, G, B where ``rgb``, then packed as ``pix_fmt`` rgb24 or rgb48le): ``matrix`` (rows: planes; columns: R, G, B) and ``offset`` in code values, ``top``
-    the largest code, chroma (planes 1 and 2) subsampled by ``2**sub_x`` x ``2**sub_y`` through ``taps_x`` /
+    R, G, B where ``rgb``, then packed as ``pix_fmt`` rgb24 or rgb48le): ``matrix`` (rows: planes; columns: R, G,
+    B) and ``offset`` in code values, ``top`` the largest code, chroma (planes 1 and 2) subsampled by ``2**sub_x`` x ``2**sub_y`` through ``taps_x`` /
     ``taps_y`` (``(luma offset, weight)``), sited at ``siting`` (an AVChromaLocation, 0 where not subsampled)."""
 
     pix_fmt: str
@@ -102,7 +102,7 @@ class PlaneFormat:
 
     def plane_shapes(self, height: int, width: int) -> list[tuple[int, int]]:
         """The shapes of the three planes of a ``height x width`` picture (chroma rounded up, as FFmpeg's)."""
-        ch, cw = -(-height >> self.sub_y << self.sub_y) >> self.sub_y, -(-width >> self.sub_x << self.sub_x) >> self.sub_x
+        ch, cw = -(-height >> self.sub_y), -(-width >> self.sub_x)
         return [(height, width), (ch, cw), (ch, cw)]
 
     def arrays(self, codes: bool = False) -> tuple:
@@ -170,17 +170,28 @@ def encode_planes(rgb: np.ndarray, pix_fmt: str, spec: ColourSpec, out: np.ndarr
 
 
 def convert_tile(rgb: np.ndarray, fmt: PlaneFormat, out: list[np.ndarray],
-                 core: tuple[int, int, int, int] | None = None) -> None:
+                 core: tuple[int, int, int, int] | None = None,
+                 limits: tuple[float, float, float] = (np.inf, -np.inf, np.inf)) -> tuple[int, int, int]:
     """RGB ``(3, h, w)`` (float in [0, 1] give or take, or uint8 0..255) -> ``out``'s three planes (2-D arrays,
     views allowed) for its region ``core = (y0, y1, x0, x1)`` (the whole of it by default; chroma-aligned); the
-    pixels around the core feed the chroma filter.  All cores, GIL released."""
+    pixels around the core feed the chroma filter.  All cores, GIL released.
+
+    Counted on the way, in the core, against ``limits = (sane, low, high)``: the values that are NaN or beyond
+    +-sane, those >= low, and those <= high (what a check of the model's output needs, without a pass of its own).
+    """
     _, h, w = rgb.shape
     y0, y1, x0, x1 = core or (0, h, 0, w)
     if rgb.dtype not in (np.uint8, np.float32):
         rgb = rgb.astype(np.float32)  # float16: a CUDA backend's RGB download (numba has no float16)
+    want = fmt.plane_shapes(y1 - y0, x1 - x0)
+    if [o.shape for o in out[:3]] != want:  # the kernel does not check its indices
+        raise ValueError(f"planes of {', '.join(str(o.shape) for o in out)} for a core of {y1 - y0}x{x1 - x0} "
+                         f"({fmt.pix_fmt} needs {', '.join(map(str, want))})")
     matrix, offset, lo, hi, ox, wx, oy, wy = fmt.arrays(rgb.dtype == np.uint8)
+    counts = np.zeros((y1 - y0, 3), np.int64)
     _planes(rgb, y0, y1, x0, x1, out[0], out[1], out[2], matrix, offset, lo, hi, np.float32(fmt.top), fmt.sub_x,
-            fmt.sub_y, ox, wx, oy, wy)
+            fmt.sub_y, ox, wx, oy, wy, np.asarray(limits, np.float32), counts)
+    return tuple(int(c) for c in counts.sum(axis=0))
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -189,11 +200,13 @@ def _clip(v, lo, hi):  # pragma: no cover - compiled
 
 
 @numba.njit(parallel=True, cache=True, nogil=True)
-def _planes(rgb, y0, y1, x0, x1, p0, p1, p2, m, off, lo, hi, top, sx, sy, ox, wx, oy, wy):  # pragma: no cover
+def _planes(rgb, y0, y1, x0, x1, p0, p1, p2, m, off, lo, hi, top, sx, sy, ox, wx, oy, wy, limits,
+            counts):  # pragma: no cover - compiled
     """The kernel of :func:`convert_tile`, one parallel pass in bands of ``2**sy`` rows (a chroma row): plane 0
     of each row (and 1, 2 when not subsampled); a subsampled chroma row filtered down its rows into ``acc`` (3 x
     the columns it reads), then along them into ``rgb_c`` (3 x its samples), then through the matrix."""
     full = sx == 0 and sy == 0
+    check = limits[0] < np.inf or limits[1] > -np.inf or limits[2] < np.inf
     h, w = rgb.shape[1], rgb.shape[2]
     fx, fy = 1 << sx, 1 << sy
     before, after = max(-ox.min(), 0), max(ox.max(), 0)
@@ -203,6 +216,9 @@ def _planes(rgb, y0, y1, x0, x1, p0, p1, p2, m, off, lo, hi, top, sx, sy, ox, wx
             q1, q2 = (p1[i], p2[i]) if full else (p0[i], p0[i])  # not written unless full
             _pixel_row(rgb[0, y0 + i, x0:x1], rgb[1, y0 + i, x0:x1], rgb[2, y0 + i, x0:x1], p0[i], q1, q2, m, off,
                        lo, hi, top, full)
+            if check:
+                for ch in range(3):
+                    _count_row(rgb[ch, y0 + i, x0:x1], limits, counts[i])
         if full:
             continue
         acc = np.zeros((3, span), np.float32)
@@ -221,11 +237,27 @@ def _planes(rgb, y0, y1, x0, x1, p0, p1, p2, m, off, lo, hi, top, sx, sy, ox, wx
 def _pixel_row(red, grn, blu, q0, q1, q2, m, off, lo, hi, top, full):  # pragma: no cover - compiled
     z = np.float32(0)
     for j in range(red.size):
-        r, g, b = _clip(np.float32(red[j]), lo, hi), _clip(np.float32(grn[j]), lo, hi), _clip(np.float32(blu[j]), lo, hi)
+        r, g, b = (_clip(np.float32(red[j]), lo, hi), _clip(np.float32(grn[j]), lo, hi),
+                   _clip(np.float32(blu[j]), lo, hi))
         q0[j] = _clip(m[0, 0] * r + m[0, 1] * g + m[0, 2] * b + off[0], z, top)
         if full:
             q1[j] = _clip(m[1, 0] * r + m[1, 1] * g + m[1, 2] * b + off[1], z, top)
             q2[j] = _clip(m[2, 0] * r + m[2, 1] * g + m[2, 2] * b + off[2], z, top)
+
+
+@numba.njit(cache=True, nogil=True)
+def _count_row(src, limits, counts):  # pragma: no cover - compiled
+    """``counts += (NaN or beyond +-sane, >= low, <= high)`` over ``src``: integer sums, a loop that vectorises."""
+    sane, low, high = limits[0], limits[1], limits[2]
+    bad = at_least = at_most = 0
+    for j in range(src.size):
+        v = np.float32(src[j])
+        bad += (v != v) | (abs(v) > sane)
+        at_least += v >= low
+        at_most += v <= high
+    counts[0] += bad
+    counts[1] += at_least
+    counts[2] += at_most
 
 
 @numba.njit(cache=True, nogil=True)

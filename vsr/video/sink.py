@@ -24,7 +24,7 @@ from vsr.video.dts import DtsRepair
 from vsr.video.encoders import (EncoderSettings, check_playable, check_size, check_values, choose_pix_fmt,
                                 default_codec, effective, encoder_memory_mb, encoder_options, open_codec,
                                 open_encoder)
-from vsr.video.output import commit_output, output_path, video_partial
+from vsr.video.output import commit_output, output_path, video_partial, writes
 from vsr.video.passthrough import Passthrough, Window
 from vsr.video.planes import PlaneFormat
 from vsr.video.source import VideoInfo
@@ -97,7 +97,7 @@ class VideoSink:
         except ValueError:
             raise InputError(f"unknown output container for {self.dst.name!r} (use .mp4, .mkv, .mov, ...)") from None
         except (av.FFmpegError, OSError) as e:
-            raise InputError(f"cannot write {self.dst}: {e}") from None
+            raise InputError(f"cannot write {self.dst}: {getattr(e, 'strerror', None) or e}") from None
 
     def _open_in_memory(self, dst: Path):
         """For ``probe``: the container FFmpeg picks for ``dst``'s name, writing into memory (nothing on disk)."""
@@ -177,6 +177,7 @@ class VideoSink:
         if self.passthrough is not None:
             self.passthrough.copy_until(t_src, float(self.pts_offset * self.info.time_base), self._window())
 
+    @writes
     def write(self, planes: np.ndarray | av.VideoFrame, pts: int, duration: int) -> None:
         """Encode one frame: integer 4:4:4 planes, or a frame made by :meth:`finish`."""
         t = float(pts * self.info.time_base)
@@ -214,6 +215,7 @@ class VideoSink:
         self._window_end = end_s
         self.pts_offset = first_pts - self.info.start_pts
 
+    @writes
     def mux(self, packet: av.Packet) -> None:
         """Mux an already encoded video packet (stream copy, e.g. from a chunk written by a sink with the same
         settings), the source's audio and subtitle packets due before it first, as :meth:`write` does."""
@@ -222,6 +224,7 @@ class VideoSink:
         packet.stream = self.vs
         self.oc.mux(packet)
 
+    @writes
     def commit(self, before_rename: Callable[[], None] | None = None) -> None:
         """Flush the encoder, close the file, then (after ``before_rename()``, if given) move it into place."""
         for pkt in self._dts.repair(self.vs.encode(None), last=True):
