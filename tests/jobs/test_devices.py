@@ -40,6 +40,18 @@ def test_devices_name_one_device_per_worker(monkeypatch):
         device_list("all")
 
 
+def test_devices_torch_does_not_see_are_one_line(tmp_path, capsys):
+    from vsr.cli import main
+
+    if torch.cuda.is_available():
+        pytest.skip("checks the behaviour without a GPU")
+    assert main(["jobs", "run", "--devices", "all", "--store", str(tmp_path / "q.db")]) == 2
+    assert capsys.readouterr().err == "vsr: error: --devices all: torch sees no GPU here\n"
+    assert main(["jobs", "run", "--devices", "1", "--store", str(tmp_path / "q.db")]) == 2
+    assert capsys.readouterr().err == "vsr: error: --devices: no GPU cuda:1 (torch sees 0)\n"
+    assert not (tmp_path / "q.db").exists()
+
+
 def test_a_request_moves_to_the_workers_device_where_its_backend_has_one():
     cuda = BackendRequest("random", "edvr-tiny", CudaOptions(device="cpu"))
     assert cuda.on_device("cuda:1").options.device == "cuda:1" and cuda.on_device(None) == cuda
@@ -49,7 +61,7 @@ def test_a_request_moves_to_the_workers_device_where_its_backend_has_one():
 
 
 def test_jobs_run_devices_runs_a_worker_per_device_each_with_its_backend_there(make_clip, tmp_path):
-    src = make_clip("in.mp4", frames=8, width=16, height=12)
+    src = make_clip("in.mp4", frames=4, width=16, height=12)
     backend = BackendRequest("random", "edvr-tiny", CudaOptions(device="cpu", precision="fp32"))
     spec = JobSpec.from_settings(src, tmp_path / "out.mkv", backend, EncoderSettings(codec="ffv1"),
                                  RunnerSettings(scene_cuts="off"))
@@ -65,6 +77,6 @@ def test_jobs_run_devices_runs_a_worker_per_device_each_with_its_backend_there(m
     with JobStore(store) as s:
         assert s.jobs()[0].state == "done"
         chunks = s.chunks(job)
-    assert len(chunks) == 4
+    assert len(chunks) == 2
     assert {c["report"]["settings"]["backend_facts"]["device"] for c in chunks} <= {"cpu:0", "cpu:1"}
     assert (tmp_path / "out.mkv").is_file()

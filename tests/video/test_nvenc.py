@@ -40,10 +40,10 @@ def test_crf_is_constant_quality_and_presets_map_onto_p1_to_p7():
 
 
 @pytest.mark.skipif(not NO_NVENC, reason="checks the behaviour where NVENC does not open")
-@pytest.mark.parametrize("codec", ["h264_nvenc", "av1_nvenc"])
-def test_explicit_nvenc_without_one_is_one_line_exit_2_and_nothing_written(tmp_path, codec):
+def test_explicit_nvenc_without_one_is_one_line_exit_2_and_nothing_written(tmp_path):
     from tests.conftest import Clip, write_clip
 
+    codec = "h264_nvenc"
     src = write_clip(tmp_path / "in.mp4", Clip(frames=2))
     out = tmp_path / "out" / "o.mp4"
     out.parent.mkdir()
@@ -54,6 +54,9 @@ def test_explicit_nvenc_without_one_is_one_line_exit_2_and_nothing_written(tmp_p
     assert r.stderr.startswith(f"vsr: error: --codec {codec}: no NVIDIA hardware encoder (NVENC) opens here (")
     assert r.stderr.count("\n") == 1 and "loading" not in r.stderr
     assert list(out.parent.iterdir()) == []  # no output, no temporary beside it
+    for other in ("hevc_nvenc", "av1_nvenc"):
+        with pytest.raises(InputError, match=f"--codec {other}: no NVIDIA hardware encoder"):
+            encoders.open_codec(other)
 
 
 def test_the_default_is_nvenc_only_for_a_gpu_run_where_it_opens(monkeypatch):
