@@ -221,15 +221,18 @@ def _planes(rgb, y0, y1, x0, x1, p0, p1, p2, m, off, lo, hi, top, sx, sy, ox, wx
                     _count_row(rgb[ch, y0 + i, x0:x1], limits, counts[i])
         if full:
             continue
-        acc = np.zeros((3, span), np.float32)
+        acc = np.empty((3, span), np.float32)  # each first tap assigns: no zeroing pass
         for t in range(oy.size):
             r = min(max(y0 + k * fy + oy[t], 0), h - 1)
             for ch in range(3):
-                _filter_row(rgb[ch, r], acc[ch], x0 - before, w, wy[t], lo, hi)
-        rgb_c = np.zeros((3, p1.shape[1]), np.float32)
+                _filter_row(rgb[ch, r], acc[ch], x0 - before, w, wy[t], lo, hi, t == 0)
+        rgb_c = np.empty((3, p1.shape[1]), np.float32)
         for t in range(ox.size):
             for ch in range(3):
-                _add_strided(acc[ch, ox[t] + before:], rgb_c[ch], fx, wx[t])
+                if fx == 2:
+                    _add_every_other(acc[ch, ox[t] + before:], rgb_c[ch], wx[t], t == 0)
+                else:
+                    _add_strided(acc[ch, ox[t] + before:], rgb_c[ch], fx, wx[t], t == 0)
         _chroma_row(rgb_c, p1[k], p2[k], m, off, top)
 
 
@@ -261,23 +264,40 @@ def _count_row(src, limits, counts):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, nogil=True)
-def _filter_row(src, acc, first, w, wt, lo, hi):  # pragma: no cover - compiled
-    """``acc[j] += wt * clip(src[first + j])``, columns outside ``[0, w)`` read at the nearest edge."""
+def _filter_row(src, acc, first, w, wt, lo, hi, assign):  # pragma: no cover - compiled
+    """``acc[j] += wt * clip(src[first + j])`` (``=`` with ``assign``), columns outside ``[0, w)`` read at the
+    nearest edge."""
     n = acc.size
     a, b = min(max(-first, 0), n), min(max(w - first, 0), n)
+    edge = (wt * _clip(np.float32(src[0]), lo, hi), wt * _clip(np.float32(src[w - 1]), lo, hi))
     for j in range(a):
-        acc[j] += wt * _clip(np.float32(src[0]), lo, hi)
+        acc[j] = edge[0] if assign else acc[j] + edge[0]
     mid, dst = src[first + a: first + b], acc[a:b]  # views: indices from 0 up, no wraparound checks
-    for j in range(mid.size):
-        dst[j] += wt * _clip(np.float32(mid[j]), lo, hi)
+    if assign:
+        for j in range(mid.size):
+            dst[j] = wt * _clip(np.float32(mid[j]), lo, hi)
+    else:
+        for j in range(mid.size):
+            dst[j] += wt * _clip(np.float32(mid[j]), lo, hi)
     for j in range(b, n):
-        acc[j] += wt * _clip(np.float32(src[w - 1]), lo, hi)
+        acc[j] = edge[1] if assign else acc[j] + edge[1]
 
 
 @numba.njit(cache=True, nogil=True)
-def _add_strided(src, dst, step, wt):  # pragma: no cover - compiled
+def _add_strided(src, dst, step, wt, assign):  # pragma: no cover - compiled
     for q in range(dst.size):
-        dst[q] += wt * src[q * step]
+        dst[q] = wt * src[q * step] if assign else dst[q] + wt * src[q * step]
+
+
+@numba.njit(cache=True, nogil=True)
+def _add_every_other(src, dst, wt, assign):  # pragma: no cover - compiled
+    """:func:`_add_strided` by 2, a constant: the compiler loads pairs and keeps one of each (no gather)."""
+    if assign:
+        for q in range(dst.size):
+            dst[q] = wt * src[2 * q]
+    else:
+        for q in range(dst.size):
+            dst[q] += wt * src[2 * q]
 
 
 @numba.njit(cache=True, nogil=True)
