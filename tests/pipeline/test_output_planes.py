@@ -4,6 +4,7 @@ chroma siting in the stream, and the same planes whether the host or the CUDA ru
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import warnings
 from pathlib import Path
@@ -84,3 +85,16 @@ def test_planes_made_by_the_emulated_cuda_runtime_are_the_hosts(tmp_path, frames
     assert len(outs["cuda"]) == 3
     for a, b in zip(outs["cuda"], outs["torch"]):
         assert max(np.abs(x.astype(int) - y).max() for x, y in zip(a, b)) <= 1
+
+
+def test_the_post_stage_converts_on_the_cores_the_backend_leaves():
+    from types import SimpleNamespace
+
+    from vsr.backends import CudaOptions, SplitOptions, TorchOptions
+    from vsr.pipeline.post import post_threads
+
+    cores = os.cpu_count() or 1
+    on = lambda options: post_threads(SimpleNamespace(options=options))  # noqa: E731
+    assert on(SplitOptions()) == 1 and on(TorchOptions(threads=1)) == max(1, cores - 1)
+    assert on(CudaOptions(device="cpu")) is None and on(TorchOptions(device="cuda:1")) is None  # all of them
+    assert post_threads(object()) is None

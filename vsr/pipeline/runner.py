@@ -16,7 +16,8 @@ loops, so the stages overlap.
                 backend streams and the memory plan keeps the features), or the sink's planes where the backend
                 makes them (the CUDA runtime, on its device)
     post        tile cores -> output planes (colour matrix, quantisation, chroma subsampling: one parallel pass)
-                of whole HR frames, written into the sink's own frame buffers (colour tags set there)
+                of whole HR frames, written into the sink's own frame buffers (colour tags set there;
+                :mod:`vsr.pipeline.post`)
     encode      sink.write (PyAV encoder + muxer, or PNG files)
 """
 
@@ -32,15 +33,16 @@ from typing import Callable, Iterator
 
 import numpy as np
 
-from vsr.errors import InputError, WeightsError
+from vsr.errors import InputError
 from vsr.pipeline.batches import Batch, Result, batches, kept_features
 from vsr.pipeline.memory import MB, DeviceMemory, MemoryPlan, ModelMemory, plan_memory, with_features
 from vsr.pipeline.scenes import CUT_CONTEXT, SCENE_MODES, WINDOW, CutDetector, CutRule, mark_listed
 from vsr.pipeline.stages import Stage, StagePipeline, abandoned_still_running
 from vsr.pipeline.tiles import Tile, tile_grid
 from vsr.pipeline.windows import FrameWindow, windows
+from vsr.pipeline.post import HrFrame, hr_frames, post_threads
 from vsr.report import RunReport
-from vsr.video.planes import PlaneBatch, PlaneFormat, convert_tile, place, plane_views, region
+from vsr.video.planes import PlaneFormat, conversion_threads
 
 log = logging.getLogger(__name__)
 _STREAMS = count(1)  # one stream of frame keys per run
@@ -89,18 +91,6 @@ class RunnerSettings:
     scene_threshold: float | None = None
 
 
-@dataclass
-class HrFrame:
-    """One output frame while its tiles arrive: ``planes`` from ``sink.new_planes()``, then what
-    ``sink.finish()`` made of it once ``tiles_left`` is 0."""
-
-    index: int
-    pts: int
-    duration: int
-    planes: object
-    tiles_left: int
-
-
 class SourceFrames:
     """The decode stage: source frames ``first <= index < stop``, in order.
 
@@ -147,67 +137,6 @@ class SceneStage:
         if self.rule is not None:
             out.update(threshold=self.rule.threshold, min_score=self.rule.min_score)
         return out
-
-
-# A model's output is RGB in [0, 1], a little beyond where it sharpens an edge: past this, or a tile entirely far
-# outside [0, 1], the weights are broken (NaN or overflowing values give black or flat frames once clipped)
-SANE_OUTPUT = 1000.0
-OUTPUT_LIMITS = (SANE_OUTPUT, -0.5, 1.5)  # what convert_tile counts for check_model_output: sane, low, high
-
-
-def check_model_output(core: np.ndarray, index: int, weights: str | None) -> None:
-    """:class:`WeightsError` naming ``weights`` when the float output ``core`` of frame ``index`` is not finite or
-    is saturated.  Two reductions over the tile (no copy): a small share of the post stage's own work."""
-    lo, hi = float(core.min()), float(core.max())
-    if -SANE_OUTPUT <= lo and hi <= SANE_OUTPUT and not (hi < -0.5 or lo > 1.5):
-        return
-    what = ("not finite (NaN or infinity)" if not (np.isfinite(lo) and np.isfinite(hi)) else
-            f"saturated (from {lo:.3g} to {hi:.3g}, where RGB is 0 to 1)")
-    named = f"the weights {weights}" if weights else "the model's weights"
-    raise WeightsError(f"the model's output for frame {index} is {what}: {named} are broken (NaN or "
-                       "overflowing values); nothing was written")
-
-
-def hr_frames(results: Iterator[Result], sink, height: int, width: int, scale: int,
-              tiles_per_frame: int, weights: str | None = None, fmt: PlaneFormat | None = None) -> Iterator[HrFrame]:
-    """The post stage: backend results -> whole finished output frames, in order.
-
-    Results are RGB ``(N, 3, s*h, s*w)`` (float 32 or 16 bit in [0, 1], or uint8 0..255 quantised by the
-    backend), or the sink's planes made by the backend (a :class:`~vsr.video.planes.PlaneBatch`).  A float
-    result that is not finite or is saturated stops the run (:func:`check_model_output`, naming ``weights``;
-    counted by the conversion itself, no pass of its own).
-
-    Each tile's core is converted (:func:`~vsr.video.planes.convert_tile`: colour matrix, quantisation, chroma
-    subsampling in one parallel pass), or its planes copied, straight into the planes of the frame from
-    ``sink.new_planes`` (``fmt``: :class:`~vsr.video.planes.PlaneFormat` of ``sink.planes_format()``); a frame
-    whose last tile arrived is handed to ``sink.finish`` and goes on.
-    """
-    fmt = fmt or PlaneFormat.of(*sink.planes_format())
-    sc = scale
-    current: HrFrame | None = None
-    for res in results:
-        for n, slot in enumerate(res.slots):
-            t = slot.tile
-            if current is None or current.index != slot.index:
-                current = HrFrame(slot.index, slot.pts, slot.duration, sink.new_planes(height * sc, width * sc),
-                                  tiles_per_frame)
-            core = (sc * (t.cy0 - t.y0), sc * (t.cy1 - t.y0), sc * (t.cx0 - t.x0), sc * (t.cx1 - t.x0))
-            out = region(plane_views(current.planes), fmt, sc * t.cy0, sc * t.cy1, sc * t.cx0, sc * t.cx1)
-            if isinstance(res.y, PlaneBatch):
-                place(res.y.planes(n), fmt, out, core)
-            elif res.y.dtype == np.uint8:  # RGB a backend quantised already (the CUDA runtime's uint8 download)
-                convert_tile(res.y[n], fmt, out, core)
-            else:
-                bad, at_least, at_most = convert_tile(res.y[n], fmt, out, core, OUTPUT_LIMITS)
-                if bad or not at_least or not at_most:
-                    check_model_output(res.y[n, :, core[0]:core[1], core[2]:core[3]], slot.index, weights)
-            current.tiles_left -= 1
-            if current.tiles_left == 0:
-                current.planes = sink.finish(current.planes)
-                done, current = current, None
-                yield done
-                done = None
-        res = None
 
 
 def encoded(frames: Iterator[HrFrame], sink) -> Iterator[int]:
@@ -352,6 +281,11 @@ class FrameQueueRunner:
         def n_slots(item: Batch | Result) -> int:
             return len(item.slots)
 
+        def post(inbox: Iterator[Result]) -> Iterator[HrFrame]:
+            conversion_threads(threads)  # in this stage's own thread
+            yield from hr_frames(inbox, sink, height, width, self.scale, len(tiles), weights, fmt)
+
+        threads = post_threads(self.backend)
         stages = [
             Stage("decode", decode),
             *([Stage("scenes", scenes)] if marked else []),
@@ -359,7 +293,7 @@ class FrameQueueRunner:
             Stage("batch", lambda inbox: batches(inbox, tiles, s.batch, stream or 0), unit, n_slots,
                   idle_s=s.batch_wait_s),
             Stage("infer", infer, unit, n_slots, grace_s=s.stop_grace_s),
-            Stage("post", lambda inbox: hr_frames(inbox, sink, height, width, self.scale, len(tiles), weights, fmt)),
+            Stage("post", post),
             Stage("encode", lambda inbox: encoded(inbox, sink)),
         ]
         # the batch stage sends one batch at a time, and a result waits for post-processing one at a time

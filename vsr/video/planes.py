@@ -194,6 +194,15 @@ def convert_tile(rgb: np.ndarray, fmt: PlaneFormat, out: list[np.ndarray],
     return tuple(int(c) for c in counts.sum(axis=0))
 
 
+def conversion_threads(n: int | None) -> int:
+    """Convert on ``n`` threads (None: all numba has, one per core) in this thread from now on (numba's setting
+    is per thread: a pipeline stage sets its own); the number set."""
+    top = numba.config.NUMBA_NUM_THREADS
+    n = top if n is None else max(1, min(int(n), top))
+    numba.set_num_threads(n)
+    return n
+
+
 @numba.njit(cache=True, nogil=True, inline="always")
 def _clip(v, lo, hi):  # pragma: no cover - compiled
     return min(max(v, lo), hi)
@@ -309,5 +318,5 @@ def _chroma_row(c, q1, q2, m, off, top):  # pragma: no cover - compiled
         q2[q] = _clip(m[2, 0] * r + m[2, 1] * g + m[2, 2] * b + off[2], z, top)
 
 
-__all__ = ["PlaneBatch", "PlaneFormat", "convert_tile", "direct_format", "encode_planes", "place", "plane_views",
+__all__ = ["PlaneBatch", "PlaneFormat", "conversion_threads", "convert_tile", "direct_format", "encode_planes", "place", "plane_views",
            "region", "tent_taps"]
