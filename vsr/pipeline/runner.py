@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import time
+import warnings
 from contextlib import closing
 from itertools import count
 from dataclasses import dataclass
@@ -326,9 +327,14 @@ class FrameQueueRunner:
                 raise InputError(f"zero frames to write: {decode.source.info.path} decodes to no frame")
             n = decode.seen
             if n == 0:  # the source ended before the first frame decoded for the run
-                n = decode.source.info.frames
+                info = decode.source.info
+                n = info.frames
                 if n is None or n > decode.first:  # unknown, or a header that says more than there is
-                    raise InputError(f"--frames {asked}: the source has at most {decode.first} frames")
+                    about = info.frames_estimate
+                    guess = f" (about {about} by its duration)" if about is not None and about < decode.first else ""
+                    raise InputError(f"--frames {asked}: the source has fewer than {decode.first} frames{guess}")
             raise InputError(f"--frames {asked}: the source has only {n} frames")
         if stop is not None and written < stop - start:
-            log.warning("--frames %s: the source has only %d frames; wrote %d", asked, decode.seen, written)
+            # a warning, not a log line: the CLI prints it as 'vsr: warning: ...' above the progress bar
+            warnings.warn(f"--frames {asked}: the source has only {decode.seen} frames; wrote {written}, frames "
+                          f"{start}:{start + written}", stacklevel=2)
