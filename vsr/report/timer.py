@@ -45,7 +45,9 @@ class StageTimer:
     """Accumulates one stage's times; the stage's own thread is the only writer.
 
     Use ``with timer.busy(): ...``, ``with timer.waiting_in(): ...``, ``with timer.waiting_out(): ...``
-    and ``timer.count(n)``.  ``intervals``: how many busy spans to keep for the timeline (0: none).
+    and ``timer.count(n)``.  ``intervals``: how many busy spans to keep for the timeline (0: none).  A wait for
+    input inside ``busy()`` (a generator stage pulling its next item) is not busy time: it cuts the busy span in
+    two, so the busy time and the timeline's spans are the stage's own work only.
     """
 
     def __init__(self, name: str, unit: str = "frames", intervals: int = DEFAULT_INTERVALS):
@@ -57,25 +59,38 @@ class StageTimer:
         self.wait_out_s = 0.0
         self._spans = Reservoir(intervals)
         self._lock = threading.Lock()
+        self._busy_from: float | None = None  # the start of the busy span in progress
 
     @contextmanager
     def busy(self):
-        t0 = time.perf_counter()
+        self._busy_from = time.perf_counter()
         try:
             yield
         finally:
-            t1 = time.perf_counter()
-            with self._lock:
-                self.busy_s += t1 - t0
-                self._spans.add((t0, t1))
+            self._end_span(time.perf_counter())
+            self._busy_from = None
 
     @contextmanager
     def waiting_in(self):
         t0 = time.perf_counter()
+        busy = self._busy_from is not None
+        if busy:
+            self._end_span(t0)
         try:
             yield
         finally:
-            self._add("wait_in_s", time.perf_counter() - t0)
+            t1 = time.perf_counter()
+            self._add("wait_in_s", t1 - t0)
+            if busy:
+                self._busy_from = t1
+
+    def _end_span(self, t1: float) -> None:
+        t0 = self._busy_from
+        if t0 is None or t1 <= t0:
+            return
+        with self._lock:
+            self.busy_s += t1 - t0
+            self._spans.add((t0, t1))
 
     @contextmanager
     def waiting_out(self):
