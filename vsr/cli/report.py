@@ -17,8 +17,9 @@ def add_parser(sub) -> None:
 
 def run(args) -> int:
     import json
+    import sys
 
-    from vsr.errors import InputError
+    from vsr.errors import InputError, printable
     from vsr.report import html, render
     from vsr.report.load import escaped, load_run
 
@@ -33,6 +34,8 @@ def run(args) -> int:
         data, text = render.compare(*runs), render.render_compare_text(*shown)
         page = html.render_compare_html(*runs) if args.html else None
     if page is not None:
-        html.write_page(args.html, page, overwrite=args.overwrite)
+        written = html.write_page(args.html, page, overwrite=args.overwrite)
     print(json.dumps(data, indent=2) if args.json else text)
+    if page is not None:  # after the report, on stderr: the last thing a person sees, and no part of --json
+        print(f"vsr: wrote {printable(str(written))}", file=sys.stderr)
     return 0
