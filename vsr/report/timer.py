@@ -209,8 +209,23 @@ class RunReport:
                          f"{tp}{mark}")
         lines.append(f"{self.frames} frames in {self.wall_s:.2f} s = {self.fps:.2f} fps; "
                      f"bottleneck: {b.name if b else '-'}")
-        encoder = self.encoder_line()
-        return "\n".join(lines + ([encoder] if encoder else []))
+        extra = [line for line in (self.memory_line(), self.encoder_line()) if line]
+        return "\n".join(lines + extra)
+
+    def memory_line(self) -> str | None:
+        """``memory: budget 8192 MB (default: half of the 16860 MB available), whole frames, each frame's
+        features kept``: the run's memory settings (the plan in ``settings``); None without a plan."""
+        plan = self.settings.get("memory_plan")
+        if not isinstance(plan, dict) or "budget_mb" not in plan:
+            return None
+        why = f" ({plan['budget_from']})" if plan.get("budget_from") else " (--memory-budget)"
+        tile = plan.get("tile")
+        tiles = self.settings.get("tiles_per_frame")
+        parts = [f"budget {plan['budget_mb']:.0f} MB{why}",
+                 f"tiles of {tile[0]}x{tile[1]} ({tiles} a frame)" if tile and tiles else "whole frames"]
+        if plan.get("features"):
+            parts.append("each frame's features kept" if plan["features"] == "kept" else "features per window")
+        return "memory: " + ", ".join(parts)
 
     def encoder_line(self) -> str | None:
         """``encoder: libx264, crf 23, preset medium, yuv420p``: what the output was written with, the encoder's
