@@ -9,6 +9,7 @@ temporary, so an interrupted run never leaves a file at the output path.
 
 from __future__ import annotations
 
+import functools
 import io
 import logging
 from fractions import Fraction
@@ -263,8 +264,19 @@ class VideoSink:
 
 def check_constant_rate(path: Path, rate: Fraction, container: str) -> None:
     """InputError where the video of ``path`` is not on its ``rate``'s grid (a variable frame rate), which
-    ``container`` (one frame rate for the whole stream) cannot keep.  Reads the packets' timestamps only."""
-    with av.open(str(path)) as c:
+    ``container`` (one frame rate for the whole stream) cannot keep.  Reads the packets' timestamps only, once per
+    version of the file in a process (a batch job opens a sink per chunk)."""
+    st = path.stat()
+    off = _off_grid(str(path), st.st_mtime_ns, st.st_size, rate)
+    if off is not None:
+        raise InputError(f"{path} has a variable frame rate (a frame at {off:.3f} s is off its {float(rate):.6g} fps "
+                         f"grid), which {container} cannot keep: use a .mkv or .mp4 output")
+
+
+@functools.lru_cache(maxsize=8)
+def _off_grid(path: str, mtime_ns: int, size: int, rate: Fraction) -> float | None:
+    """The time of the first frame of ``path`` off the grid of ``rate`` (or on a tick already taken), else None."""
+    with av.open(path) as c:
         st = c.streams.video[0]
         stamps = sorted(p.pts for p in c.demux(st) if p.pts is not None and p.size)
         tb = st.time_base
@@ -273,10 +285,9 @@ def check_constant_rate(path: Path, rate: Fraction, container: str) -> None:
     for pts in stamps:
         slot = float((pts - stamps[0]) * tb * rate)
         if abs(slot - round(slot)) > slack or (last is not None and round(slot) <= last):
-            raise InputError(f"{path} has a variable frame rate (a frame at {float(pts * tb):.3f} s is off its "
-                             f"{float(rate):.6g} fps grid), which {container} cannot keep: use a .mkv or .mp4 "
-                             "output")
+            return float(pts * tb)
         last = round(slot)
+    return None
 
 
 class _Buffer(io.BytesIO):
