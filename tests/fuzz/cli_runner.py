@@ -13,10 +13,13 @@ import sys
 from pathlib import Path
 
 
-def _entry(argv: list[str], stderr_path: str) -> None:
+def _entry(argv: list[str], stderr_path: str, stdout_path: str | None = None) -> None:
     fd = os.open(stderr_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
     os.dup2(fd, 2)
     sys.stderr = open(2, "w", closefd=False)
+    if stdout_path is not None:
+        os.dup2(os.open(stdout_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), 1)
+        sys.stdout = open(1, "w", closefd=False)
     sys.argv = ["vsr", *argv]
     from vsr.cli import entry
 
@@ -29,9 +32,11 @@ class CliRunner:
         self._ctx.set_forkserver_preload(["vsr.cli", "vsr.cli.upscale", "vsr.pipeline", "vsr.backends", "torch",
                                           "av", "tests.fuzz.cli_runner"])
 
-    def __call__(self, argv: list, stderr_path: Path, timeout: float = 120) -> tuple[int, str]:
-        """(exit code, stderr text) of ``vsr ARGV``."""
-        code = self.exit_code(_entry, ([str(a) for a in argv], str(stderr_path)), argv, timeout)
+    def __call__(self, argv: list, stderr_path: Path, timeout: float = 120,
+                 stdout_path: Path | None = None) -> tuple[int, str]:
+        """(exit code, stderr text) of ``vsr ARGV``; its standard output into ``stdout_path`` where given."""
+        args = ([str(a) for a in argv], str(stderr_path), None if stdout_path is None else str(stdout_path))
+        code = self.exit_code(_entry, args, argv, timeout)
         return code, Path(stderr_path).read_text(errors="replace")
 
     def exit_code(self, target, args: tuple, argv: list, timeout: float) -> int:
