@@ -225,20 +225,23 @@ class FrameQueueRunner:
         s = self.settings
         # the scenes stage: its queue, and the frames the detector holds until it has decided them
         extra = 0 if s.scene_cuts == "off" else s.queue + (WINDOW + 1 if s.scene_cuts == "auto" else 0)
+        device = self.device_memory()
         plan = plan_memory(budget_mb=s.memory_budget_mb, height=height, width=width, scale=self.scale,
                            num_frame=self.num_frame, batch=s.batch, queue=s.queue, overlap=s.overlap,
                            encoder_mb=sink.memory_estimate_mb(),
                            hr_bytes_per_pixel=3 * np.dtype(sink.plane_dtype()).itemsize, tile=s.tile,
-                           device=self.device_memory(), extra_lr_frames=extra,
+                           device=device, extra_lr_frames=extra,
                            model=ModelMemory.of(getattr(self.backend, "config", None)))
         tile = (s.tile if (height > s.tile or width > s.tile) else None) if s.tile else plan.tile
         if getattr(self.backend, "streams", False):
             grid = tile_grid(height, width, tile, s.overlap)
             item = self.backend.feature_nbytes(grid[0].y1 - grid[0].y0, grid[0].x1 - grid[0].x0)
-            plan = with_features(plan, kept_features(self.num_frame, s.batch, len(grid)) * item / MB)
+            plan = with_features(plan, kept_features(self.num_frame, s.batch, len(grid)) * item / MB, device)
             if plan.features != "kept":
+                where = f"the GPU has free ({device.free_mb:.0f} MB)" if device else \
+                    f"--memory-budget {s.memory_budget_mb:.0f} leaves"
                 log.warning("each frame's features are computed per window: keeping them needs %.0f MB more than "
-                            "--memory-budget %d leaves", plan.features_mb, s.memory_budget_mb)
+                            "%s", plan.features_mb, where)
         return tile, plan
 
     def decode_range(self) -> tuple[int, int | None]:
