@@ -187,6 +187,7 @@ def test_plan_on_a_device_arena_with_stand_in_engines_equals_the_reference(tiny)
 
 def test_backend_cuda_option_and_auto_without_a_gpu(monkeypatch):
     assert backend_options("cuda") == CudaOptions()
+    assert backend_options("cuda", stream_features=False) == CudaOptions(stream_features=False)  # the CLI's flag
     monkeypatch.setattr(backend_options_module, "cuda_available", lambda: False)
     assert backend_options("auto") == SplitOptions()  # as on every machine without a GPU
     assert backend_options("auto", "whole") == OrtOptions()
@@ -214,7 +215,8 @@ def test_a_gpu_without_a_kernel_launcher_keeps_auto_on_onnx_runtime(monkeypatch)
     assert backend_options("auto") == SplitOptions()
 
 
-@pytest.mark.parametrize("field, value", [("precision", "int8"), ("segments", "onnx"), ("dcn_gemm", "cudnn")])
+@pytest.mark.parametrize("field, value", [("precision", "int8"), ("segments", "onnx"), ("dcn_gemm", "cudnn"),
+                                          ("memory_format", "nhwc")])
 def test_bad_cuda_options_are_one_line_errors(field, value):
     with pytest.raises(BackendError, match=value):
         CudaOptions(**{field: value})

@@ -4,9 +4,10 @@
 memory format: tensors keep their logical ``(N, C, H, W)`` shape and their strides say NHWC, so cuDNN runs its
 NHWC kernels (tensor cores with no transposes around them) and vsr's bridge kernels read and write the
 ``(N, H, W, C)`` views (:meth:`Layout.nhwc`) in place.  The model's weights are converted once, the frames on
-entry, and the two places where EDVR's own code would copy into NCHW (the repeated centre features of PCD and
-the frames fusion sets side by side, with TSA or without) write channels-last instead.  ``contiguous``: ``(N, C, H, W)``, the layout of
-before (comparisons; the split plan's arena and its TensorRT engines are NCHW, their own layout).
+entry, and the places where EDVR's own code would copy into NCHW (the repeated centre features of PCD, the
+frames fusion sets side by side, with TSA or without) write channels-last instead.  ``contiguous``:
+``(N, C, H, W)``, the layout of before (comparisons; the split plan's arena and its TensorRT engines are NCHW,
+their own layout).
 """
 
 from __future__ import annotations

@@ -5,11 +5,13 @@ per LR pixel x pixels``.  It is measured by doing what ``prepare`` does at two s
 with CUDA graphs: capturing the run's graphs (the features and windows graphs, or the whole model) in a pool of
 their own and reading how much the device's reserved memory grew, static inputs and outputs included; without:
 the allocator's peak over one eager run -- and releasing it all again.  What the plan then counts is what the
-device gave, not an estimate of it.  The frames' kept features are counted apart (``feature_nbytes``).
+device gave, not an estimate of it; beside it, the bytes of the transfers' device buffers (known exactly, their
+shapes: :func:`transfer_nbytes_per_pixel`).  The frames' kept features are counted apart (``feature_nbytes``).
 """
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from vsr.backends.cuda.graphs import GraphSet, static_inputs
@@ -44,6 +46,14 @@ def probe_nbytes(backend, side: int) -> int:
     return api.max_memory_allocated(device) - base
 
 
+def transfer_nbytes_per_pixel(backend) -> float:
+    """Device bytes per LR pixel of one item that the transfers keep (:mod:`~vsr.backends.cuda.transfer`): for
+    each of its two slots, the upload (float32 RGB: the new frames where features are kept, else the window's
+    T frames) and the download's copy (``scale**2`` output pixels in the output dtype)."""
+    frames = 1 if backend.streams else backend.num_frame
+    return 2 * (frames * 3 * 4 + 3 * backend.scale ** 2 * np.dtype(backend.options.output).itemsize)
+
+
 def device_memory(backend, sides: tuple[int, int]) -> dict:
     """The fields of :class:`vsr.pipeline.memory.DeviceMemory` for ``backend`` on its GPU: free memory now (after
     the probes' memory went back) and the working memory of one item, from probes at ``sides`` squared."""
@@ -52,5 +62,5 @@ def device_memory(backend, sides: tuple[int, int]) -> dict:
     api.empty_cache()
     free, _ = api.mem_get_info(device)
     cached = api.memory_reserved(device) - api.memory_allocated(device)
-    return {"name": api.get_device_name(device), "free_mb": (free + cached) / 2**20, "bytes_per_pixel": per_pixel,
-            "fixed_mb": fixed / 2**20}
+    return {"name": api.get_device_name(device), "free_mb": (free + cached) / 2**20,
+            "bytes_per_pixel": per_pixel + transfer_nbytes_per_pixel(backend), "fixed_mb": fixed / 2**20}

@@ -15,7 +15,8 @@ each (frame, tile)'s features computed once and kept on the device for the windo
   takes on the device for the memory plan (:mod:`~vsr.backends.cuda.memory`).
 * Per chunk of the planned batch the only copies are the input's upload and the output's download, from and
   to pinned host memory on a copy stream (:mod:`~vsr.backends.cuda.transfer`); every step between them runs on
-  the backend's own stream (torch's convolutions, vsr's kernels through cupy's ExternalStream of it).
+  the backend's own stream (torch's convolutions, vsr's kernels through cupy's ExternalStream of it), with
+  cuDNN's benchmark mode on (each shape's fastest algorithm, timed in the warm-up before its capture).
 
 With ``device="cpu"`` the same runtime runs with the kernels on the CPU harness (the CPU emulation of CI): no
 graphs, no streams, plain copies.
@@ -25,7 +26,7 @@ from __future__ import annotations
 
 import logging
 import time
-from contextlib import ExitStack, nullcontext
+from contextlib import ExitStack, contextmanager, nullcontext
 
 import numpy as np
 import torch
@@ -129,6 +130,7 @@ class CudaTorchBackend(ModelBackend):
         stack = ExitStack()
         stack.enter_context(torch.cuda.device(self.device))
         stack.enter_context(torch.cuda.stream(self.stream))
+        stack.enter_context(_cudnn_benchmark())
         return stack
 
     def timings(self) -> dict[str, float]:
@@ -320,3 +322,15 @@ def _pad_into(buckets, chunk: np.ndarray, host: torch.Tensor) -> None:
     if m < dst.shape[0]:
         dst[m:] = 0.0
     buckets.pad_into(chunk, dst[:m])
+
+
+@contextmanager
+def _cudnn_benchmark():
+    """cuDNN times its algorithms for each new shape (in the warm-up before a capture: the capture then finds them
+    chosen) and keeps the fastest, rather than guessing from heuristics."""
+    saved = torch.backends.cudnn.benchmark
+    torch.backends.cudnn.benchmark = True
+    try:
+        yield
+    finally:
+        torch.backends.cudnn.benchmark = saved

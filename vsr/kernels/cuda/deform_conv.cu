@@ -50,40 +50,45 @@ __device__ __forceinline__ float dcn_bilinear(const T* __restrict__ plane, int h
     return v;
 }
 
-template <typename T>
+// The sampling of both layouts (offset_stride, mask_stride: NHWC only).
+template <typename T, bool NHWC>
 __device__ __forceinline__ void dcn_im2col(const T* __restrict__ x, const T* __restrict__ offset,
                                            const T* __restrict__ mask, T* __restrict__ cols, int c, int h, int w,
                                            int ho, int wo, int kh, int kw, int pad_h, int pad_w, int stride_h,
-                                           int stride_w, int dil_h, int dil_w, int offset_group, int q0, int nq) {
+                                           int stride_w, int dil_h, int dil_w, int offset_group, int offset_stride,
+                                           int mask_stride, int q0, int nq) {
     const long long idx = vsr_thread_index();
     if (idx >= (long long)c * nq) return;
-    const int ch = (int)(idx / nq), q = (int)(idx % nq);
+    const int ch = NHWC ? (int)(idx % c) : (int)(idx / nq), q = NHWC ? (int)(idx / c) : (int)(idx % nq);
     const long long npix = (long long)ho * wo;
     const long long qq = (long long)q0 + q;
     const long long n = qq / npix, p = qq % npix;
     const int oy = (int)(p / wo), ox = (int)(p % wo);
     const int kk = kh * kw;
     const int g = ch / (c / offset_group);
-    const T* plane = x + (n * c + ch) * h * w;
-    const T* off = offset + (n * 2 * offset_group * kk + 2 * g * kk) * npix + p;
-    const T* msk = mask + (n * offset_group * kk + g * kk) * npix + p;
-    T* col = cols + (long long)ch * kk * nq + q;
+    // x's pixel stride; the step between one pixel's offset (mask) values; between a column's taps
+    const long long ps = NHWC ? c : 1, vs = NHWC ? 1 : npix, cs = NHWC ? c : nq;
+    const T* plane = x + (NHWC ? n * h * w * c + ch : (n * c + ch) * h * w);
+    const T* off = offset + (NHWC ? qq * offset_stride : n * 2 * offset_group * kk * npix + p) + 2 * g * kk * vs;
+    const T* msk = mask + (NHWC ? qq * mask_stride : n * offset_group * kk * npix + p) + g * kk * vs;
+    T* col = cols + (NHWC ? (long long)q * kk * c + ch : (long long)ch * kk * nq + q);
     for (int k = 0; k < kk; ++k) {
-        const float py = (float)(oy * stride_h - pad_h + (k / kw) * dil_h) + vsr_load(off, 2 * k * npix);
-        const float px = (float)(ox * stride_w - pad_w + (k % kw) * dil_w) + vsr_load(off, (2 * k + 1) * npix);
-        vsr_store(col, (long long)k * nq, vsr_load(msk, k * npix) * dcn_bilinear(plane, h, w, 1, py, px));
+        const float py = (float)(oy * stride_h - pad_h + (k / kw) * dil_h) + vsr_load(off, 2 * k * vs);
+        const float px = (float)(ox * stride_w - pad_w + (k % kw) * dil_w) + vsr_load(off, (2 * k + 1) * vs);
+        vsr_store(col, k * cs, vsr_load(msk, k * vs) * dcn_bilinear(plane, h, w, ps, py, px));
     }
 }
 
-template <typename T>
+// The GEMM of both layouts: cols holds the columns of conv group g's K = taps * C/group rows -- NCHW: row
+// g*K + k, (K_total, nq) row-major; NHWC: column (k / cpg)*C + g*cpg + k % cpg of pixel q's row of taps*C.
+template <typename T, bool NHWC>
 __device__ __forceinline__ void dcn_gemm(const T* __restrict__ cols, const T* __restrict__ weight,
-                                         const T* __restrict__ bias, T* __restrict__ out, int co, int group,
-                                         int kg, int npix, int q0, int nq, float slope) {
-    const int cog = co / group, g = blockIdx.z;
+                                         const T* __restrict__ bias, T* __restrict__ out, int c, int co, int group,
+                                         int taps, int npix, int q0, int nq, float slope) {
+    const int cog = co / group, cpg = c / group, kg = taps * cpg, g = blockIdx.z;
     const int co0 = blockIdx.y * (VSR_GEMM_BY * VSR_GEMM_TM) + threadIdx.y;
     const int q_0 = blockIdx.x * (VSR_GEMM_BX * VSR_GEMM_TN) + threadIdx.x;
     const T* wg = weight + (long long)g * cog * kg;
-    const T* cg = cols + (long long)g * kg * nq;
     float acc[VSR_GEMM_TM][VSR_GEMM_TN];
     for (int i = 0; i < VSR_GEMM_TM; ++i)
         for (int j = 0; j < VSR_GEMM_TN; ++j) acc[i][j] = 0.0f;
@@ -93,9 +98,10 @@ __device__ __forceinline__ void dcn_gemm(const T* __restrict__ cols, const T* __
             const int o = co0 + i * VSR_GEMM_BY;
             a[i] = o < cog ? vsr_load(wg, (long long)o * kg + k) : 0.0f;
         }
+        const long long col = NHWC ? (long long)(k / cpg) * c + g * cpg + k % cpg : (long long)(g * kg + k) * nq;
         for (int j = 0; j < VSR_GEMM_TN; ++j) {
             const int q = q_0 + j * VSR_GEMM_BX;
-            b[j] = q < nq ? vsr_load(cg, (long long)k * nq + q) : 0.0f;
+            b[j] = q < nq ? vsr_load(cols, NHWC ? (long long)q * taps * c + col : col + q) : 0.0f;
         }
         for (int i = 0; i < VSR_GEMM_TM; ++i)
             for (int j = 0; j < VSR_GEMM_TN; ++j) acc[i][j] += a[i] * b[j];
@@ -109,72 +115,8 @@ __device__ __forceinline__ void dcn_gemm(const T* __restrict__ cols, const T* __
             const int q = q_0 + j * VSR_GEMM_BX;
             if (q >= nq) continue;
             const long long qq = (long long)q0 + q;
-            const long long n = qq / npix, p = qq % npix;
-            vsr_store(out, (n * co + oc) * npix + p, vsr_leaky(acc[i][j] + bv, slope));
-        }
-    }
-}
-
-template <typename T>
-__device__ __forceinline__ void dcn_im2col_nhwc(const T* __restrict__ x, const T* __restrict__ offset,
-                                                const T* __restrict__ mask, T* __restrict__ cols, int c, int h, int w,
-                                                int ho, int wo, int kh, int kw, int pad_h, int pad_w, int stride_h,
-                                                int stride_w, int dil_h, int dil_w, int offset_group,
-                                                int offset_stride, int mask_stride, int q0, int nq) {
-    const long long idx = vsr_thread_index();
-    if (idx >= (long long)nq * c) return;
-    const int ch = (int)(idx % c), q = (int)(idx / c);
-    const long long npix = (long long)ho * wo;
-    const long long qq = (long long)q0 + q;
-    const long long n = qq / npix, p = qq % npix;
-    const int oy = (int)(p / wo), ox = (int)(p % wo);
-    const int kk = kh * kw;
-    const int g = ch / (c / offset_group);
-    const T* plane = x + n * h * w * c + ch;
-    const T* off = offset + qq * offset_stride + 2 * g * kk;
-    const T* msk = mask + qq * mask_stride + g * kk;
-    T* col = cols + (long long)q * kk * c + ch;
-    for (int k = 0; k < kk; ++k) {
-        const float py = (float)(oy * stride_h - pad_h + (k / kw) * dil_h) + vsr_load(off, 2 * k);
-        const float px = (float)(ox * stride_w - pad_w + (k % kw) * dil_w) + vsr_load(off, 2 * k + 1);
-        vsr_store(col, (long long)k * c, vsr_load(msk, k) * dcn_bilinear(plane, h, w, c, py, px));
-    }
-}
-
-template <typename T>
-__device__ __forceinline__ void dcn_gemm_nhwc(const T* __restrict__ cols, const T* __restrict__ weight,
-                                              const T* __restrict__ bias, T* __restrict__ out, int c, int co,
-                                              int group, int taps, int q0, int nq, float slope) {
-    const int cog = co / group, cpg = c / group, kg = taps * cpg, g = blockIdx.z;
-    const int co0 = blockIdx.y * (VSR_GEMM_BY * VSR_GEMM_TM) + threadIdx.y;
-    const int q_0 = blockIdx.x * (VSR_GEMM_BX * VSR_GEMM_TN) + threadIdx.x;
-    const T* wg = weight + (long long)g * cog * kg;
-    const long long row = (long long)taps * c;  // one pixel's columns
-    float acc[VSR_GEMM_TM][VSR_GEMM_TN];
-    for (int i = 0; i < VSR_GEMM_TM; ++i)
-        for (int j = 0; j < VSR_GEMM_TN; ++j) acc[i][j] = 0.0f;
-    for (int k = 0; k < kg; ++k) {
-        const long long col = (long long)(k / cpg) * c + g * cpg + k % cpg;  // tap k / cpg, channel of group g
-        float a[VSR_GEMM_TM], b[VSR_GEMM_TN];
-        for (int i = 0; i < VSR_GEMM_TM; ++i) {
-            const int o = co0 + i * VSR_GEMM_BY;
-            a[i] = o < cog ? vsr_load(wg, (long long)o * kg + k) : 0.0f;
-        }
-        for (int j = 0; j < VSR_GEMM_TN; ++j) {
-            const int q = q_0 + j * VSR_GEMM_BX;
-            b[j] = q < nq ? vsr_load(cols, q * row + col) : 0.0f;
-        }
-        for (int i = 0; i < VSR_GEMM_TM; ++i)
-            for (int j = 0; j < VSR_GEMM_TN; ++j) acc[i][j] += a[i] * b[j];
-    }
-    for (int i = 0; i < VSR_GEMM_TM; ++i) {
-        const int o = co0 + i * VSR_GEMM_BY;
-        if (o >= cog) continue;
-        const int oc = g * cog + o;
-        const float bv = vsr_load(bias, oc);
-        for (int j = 0; j < VSR_GEMM_TN; ++j) {
-            const int q = q_0 + j * VSR_GEMM_BX;
-            if (q < nq) vsr_store(out, ((long long)q0 + q) * co + oc, vsr_leaky(acc[i][j] + bv, slope));
+            const long long at = NHWC ? qq * co + oc : (qq / npix * co + oc) * npix + qq % npix;
+            vsr_store(out, at, vsr_leaky(acc[i][j] + bv, slope));
         }
     }
 }
@@ -184,25 +126,25 @@ __device__ __forceinline__ void dcn_gemm_nhwc(const T* __restrict__ cols, const 
                                                    int h, int w, int ho, int wo, int kh, int kw, int pad_h,      \
                                                    int pad_w, int stride_h, int stride_w, int dil_h, int dil_w,  \
                                                    int offset_group, int q0, int nq) {                           \
-        dcn_im2col<T>(x, offset, mask, cols, c, h, w, ho, wo, kh, kw, pad_h, pad_w, stride_h, stride_w, dil_h,  \
-                      dil_w, offset_group, q0, nq);                                                              \
+        dcn_im2col<T, false>(x, offset, mask, cols, c, h, w, ho, wo, kh, kw, pad_h, pad_w, stride_h, stride_w,  \
+                             dil_h, dil_w, offset_group, 0, 0, q0, nq);                                          \
     }                                                                                                            \
     extern "C" __global__ void dcn_gemm_##SUFFIX(const T* cols, const T* weight, const T* bias, T* out, int co,  \
                                                  int group, int kg, int npix, int q0, int nq, float slope) {     \
-        dcn_gemm<T>(cols, weight, bias, out, co, group, kg, npix, q0, nq, slope);                               \
+        dcn_gemm<T, false>(cols, weight, bias, out, kg * group, co, group, 1, npix, q0, nq, slope);            \
     }                                                                                                            \
     extern "C" __global__ void dcn_im2col_nhwc_##SUFFIX(const T* x, const T* offset, const T* mask, T* cols,     \
                                                         int c, int h, int w, int ho, int wo, int kh, int kw,     \
                                                         int pad_h, int pad_w, int stride_h, int stride_w,        \
                                                         int dil_h, int dil_w, int offset_group,                  \
                                                         int offset_stride, int mask_stride, int q0, int nq) {    \
-        dcn_im2col_nhwc<T>(x, offset, mask, cols, c, h, w, ho, wo, kh, kw, pad_h, pad_w, stride_h, stride_w,    \
-                           dil_h, dil_w, offset_group, offset_stride, mask_stride, q0, nq);                      \
+        dcn_im2col<T, true>(x, offset, mask, cols, c, h, w, ho, wo, kh, kw, pad_h, pad_w, stride_h, stride_w,   \
+                            dil_h, dil_w, offset_group, offset_stride, mask_stride, q0, nq);                     \
     }                                                                                                            \
     extern "C" __global__ void dcn_gemm_nhwc_##SUFFIX(const T* cols, const T* weight, const T* bias, T* out,     \
                                                       int c, int co, int group, int taps, int q0, int nq,        \
                                                       float slope) {                                             \
-        dcn_gemm_nhwc<T>(cols, weight, bias, out, c, co, group, taps, q0, nq, slope);                           \
+        dcn_gemm<T, true>(cols, weight, bias, out, c, co, group, taps, 0, q0, nq, slope);                       \
     }
 
 VSR_DCN_KERNELS(f32, float)
