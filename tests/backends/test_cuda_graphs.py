@@ -7,7 +7,9 @@ reads (:class:`GraphMemory`, :func:`fit_line`).
 * a graph larger than every one kept releases them all and all are captured again, largest first, in a new pool;
 * graphs leave when their bucket's plan changes or when more buckets than ``keep`` are planned (least recent);
 * what the pool grew by per capture and each graph's static bytes are counted; the bound is the largest working
-  memory plus every graph's statics.
+  memory plus every graph's statics;
+* ``device_memory()`` plans from what capturing the backend's own programs at two sizes took (the CPU emulation's
+  real programs, captured on the stand-in).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import pytest
 import torch
 
 from vsr.backends.cuda.graphs import GraphMemory, GraphSet, GraphSpec
-from vsr.backends.cuda.memory import fit_line
+from vsr.backends.cuda.memory import device_memory, fit_line, transfer_nbytes_per_pixel
 
 CPU = torch.device("cpu")
 
@@ -26,13 +28,15 @@ CPU = torch.device("cpu")
 class GraphAPI:
     """A recording stand-in for the ``torch.cuda`` calls of :mod:`vsr.backends.cuda.graphs` (there is no GPU
     here).  ``graph(...)`` keeps torch's signature and refuses modes torch lacks; the device's reserved memory
-    grows by ``growth[key]`` during the capture of the graph whose program logged ``key`` last."""
+    grows during a capture by the next of ``queue``, else by ``growth[key]`` for the graph whose program logged
+    ``key`` last."""
 
     def __init__(self):
         self.log: list[tuple] = []
         self.pools: list[object] = []
         self.reserved = 0
         self.growth: dict[str, int] = {}
+        self.queue: list[int] = []
 
     def graph_pool_handle(self):
         self.pools.append(object())
@@ -49,7 +53,7 @@ class GraphAPI:
             raise ValueError(f"unknown capture_error_mode {capture_error_mode}")
         self.log.append(("capture", capture_error_mode, self.pools.index(pool)))
         yield
-        self.reserved += self.growth.get(self.log[-1][1], 0)
+        self.reserved += self.queue.pop(0) if self.queue else self.growth.get(self.log[-1][-1], 0)
         self.log.append(("captured",))
 
     def empty_cache(self):
@@ -60,6 +64,15 @@ class GraphAPI:
 
     def memory_reserved(self, device=None):
         return self.reserved
+
+    def memory_allocated(self, device=None):
+        return 0
+
+    def mem_get_info(self, device=None):
+        return 1 << 30, 80 << 30
+
+    def get_device_name(self, device=None):
+        return "stand-in GPU"
 
     class Stream:
         def __init__(self, device=None):
@@ -156,3 +169,26 @@ def test_graph_memory_bound_arithmetic():
                                           ([(100, 500), (400, 8000)], (25.0, 0.0))])  # never below zero
 def test_the_probes_line(points, want):
     assert fit_line(points) == pytest.approx(want)
+
+
+def test_device_memory_is_the_line_through_two_measured_captures(monkeypatch):
+    import warnings
+
+    from vsr.backends import CudaOptions, open_backend
+
+    api = GraphAPI()
+    for name in ("graph_pool_handle", "CUDAGraph", "graph", "empty_cache", "synchronize", "memory_reserved",
+                 "memory_allocated", "mem_get_info", "get_device_name", "Stream", "current_stream", "stream"):
+        monkeypatch.setattr(torch.cuda, name, getattr(api, name))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        backend = open_backend("random", "edvr-tiny", CudaOptions(device="cpu", precision="fp16"))
+    backend.graphs_on = True  # as on a GPU: the probes capture the windows and features programs
+    api.queue = [5000 + 70 * 8 * 8, 900, 5000 + 70 * 16 * 16, 2100]  # what each capture took, 8x8 then 16x16
+    got = device_memory(backend, (8, 16))
+    per_pixel = (70 * (256 - 64) + 2100 - 900) / (256 - 64)
+    assert got["bytes_per_pixel"] == pytest.approx(per_pixel + transfer_nbytes_per_pixel(backend))
+    assert got["fixed_mb"] == pytest.approx((5000 + 70 * 64 + 900 - per_pixel * 64) / 2**20)
+    assert got["name"] == "stand-in GPU" and got["free_mb"] == 1024.0 + api.reserved / 2**20  # and torch's cache
+    assert [e[0] for e in api.log].count("capture") == 4 and backend.graphs.runs == {}  # probes, released
+    assert transfer_nbytes_per_pixel(backend) == 2 * (1 * 3 * 4 + 3 * 16 * 2)  # new frames up, fp16 HR down

@@ -54,6 +54,7 @@ def transfer_nbytes_per_pixel(backend) -> float:
     return 2 * (frames * 3 * 4 + 3 * backend.scale ** 2 * np.dtype(backend.options.output).itemsize)
 
 
+@torch.inference_mode()
 def device_memory(backend, sides: tuple[int, int]) -> dict:
     """The fields of :class:`vsr.pipeline.memory.DeviceMemory` for ``backend`` on its GPU: free memory now (after
     the probes' memory went back) and the working memory of one item, from probes at ``sides`` squared."""
