@@ -199,16 +199,20 @@ class CudaTorchBackend(ModelBackend):
             log.info("cuda backend: %dx%d was not prepared; running it without a graph", hb, wb)
         return step or n
 
+    def _graph(self, spec: GraphSpec):
+        """``spec``'s captured graph, where graphs are on (None: run it eagerly)."""
+        return self.graphs.get(spec.key) if self.graphs_on else None
+
     def _inputs(self, spec: GraphSpec) -> tuple[torch.Tensor, ...]:
         """The static inputs of ``spec``'s graph, or (not captured) new ones."""
-        run = self.graphs.get(spec.key)
+        run = self._graph(spec)
         if run is not None:
             return run.inputs
         return static_inputs(spec, self.device)
 
     def _call(self, spec: GraphSpec, inputs: tuple[torch.Tensor, ...]):
         """``spec``'s program on ``inputs``: its graph replayed (inputs copied in unless they are its own)."""
-        run = self.graphs.get(spec.key)
+        run = self._graph(spec)
         self.timeline.reset()
         if run is None:
             return spec.program(*inputs)
@@ -308,7 +312,7 @@ class CudaTorchBackend(ModelBackend):
         return out
 
     def _record_steps(self, spec: GraphSpec, t: float) -> None:
-        if self.graphs.get(spec.key) is not None or not self.timeline.enabled:
+        if self._graph(spec) is not None or not self.timeline.enabled:
             return
         for name, seconds in self.timeline.durations().items():  # the steps ran one after another
             self._steps.add(name, t, t + seconds)
