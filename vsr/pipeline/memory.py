@@ -11,7 +11,8 @@ report so that a run that exceeds it can be traced to the estimate that was wron
 A backend that keeps each frame's features between windows (``streams``, :mod:`vsr.backends.features`) holds
 at most :func:`vsr.pipeline.batches.kept_features` of them; they are kept only where they fit the budget beside
 the plan made without them (:func:`with_features`), so the tiles are those of a backend that does not stream;
-otherwise every window computes its frames' features again, and the plan says so.
+otherwise every window computes its frames' features again, and the plan says so.  A backend whose model runs
+on the GPU keeps them there: they are counted against the GPU's free memory beside the model's, not the budget.
 
 A backend whose model runs in GPU memory (the CUDA runtime) describes that memory (:class:`DeviceMemory`: what is
 free now and what one LR pixel takes, measured by the backend on the device itself); then the model's working
@@ -122,10 +123,11 @@ class MemoryPlan:
     features_mb: float | None = None  # each frame's kept features (None: the backend does not keep them)
     features: str | None = None  # "kept" (counted in the total) | "per-window" (they did not fit) | None
     budget_from: str | None = None  # how the default budget was made (None: --memory-budget given)
+    features_on_device: bool = False  # kept in GPU memory (counted beside device_mb, not in the total)
 
     @property
     def total_mb(self) -> float:
-        kept = self.features_mb if self.features == "kept" else 0.0
+        kept = self.features_mb if self.features == "kept" and not self.features_on_device else 0.0
         return self.process_mb + self.lr_frames_mb + self.hr_frames_mb + self.encoder_mb + self.model_mb + kept
 
     def to_dict(self) -> dict:
@@ -133,6 +135,8 @@ class MemoryPlan:
         for name in ("device_mb", "features_mb", "features", "budget_from"):
             if d[name] is None:
                 del d[name]
+        if not self.features_on_device:
+            del d["features_on_device"]
         d["total_mb"] = round(self.total_mb, 1)
         return d
 
@@ -209,11 +213,16 @@ def tiles_cost(height: int, width: int, tile: tuple[int, int] | None, overlap: i
     return sum((t.y1 - t.y0) * (t.x1 - t.x0) for t in tile_grid(height, width, tile, overlap)) / (height * width)
 
 
-def with_features(plan: MemoryPlan, features_mb: float) -> MemoryPlan:
+def with_features(plan: MemoryPlan, features_mb: float, device: DeviceMemory | None = None) -> MemoryPlan:
     """``plan`` with a streaming backend's kept features (``features_mb``): counted where they fit the budget
-    beside it, else marked ``per-window`` (every window then computes its frames' features)."""
-    fits = plan.total_mb + features_mb <= plan.budget_mb * (1.0 - MARGIN)
-    return replace(plan, features_mb=features_mb, features="kept" if fits else "per-window")
+    beside it -- or, on the GPU (``device``), its free memory beside the model's -- else marked ``per-window``
+    (every window then computes its frames' features)."""
+    if device is None:
+        fits = plan.total_mb + features_mb <= plan.budget_mb * (1.0 - MARGIN)
+    else:
+        fits = (plan.device_mb or 0.0) + features_mb <= device.limit_mb
+    return replace(plan, features_mb=features_mb, features="kept" if fits else "per-window",
+                   features_on_device=device is not None)
 
 
 def model_mb(pixels: int, batch: int, model: ModelMemory = ModelMemory()) -> float:

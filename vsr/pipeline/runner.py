@@ -219,10 +219,13 @@ class FrameQueueRunner:
 
     def device_memory(self) -> DeviceMemory | None:
         """The GPU memory the backend's model works in, where it says: ``backend.device_memory()`` gives the
-        fields of :class:`DeviceMemory` as a dict (None: the model works in host memory)."""
-        probe = getattr(self.backend, "device_memory", None)
-        facts = probe() if callable(probe) else None
-        return DeviceMemory(**facts) if facts else None
+        fields of :class:`DeviceMemory` as a dict (None: the model works in host memory).  Asked once per runner:
+        the CUDA runtime measures it by capturing its programs."""
+        if not hasattr(self, "_device"):
+            probe = getattr(self.backend, "device_memory", None)
+            facts = probe() if callable(probe) else None
+            self._device = DeviceMemory(**facts) if facts else None
+        return self._device
 
     def plan_tile(self, height: int, width: int, sink) -> tuple[int | tuple[int, int] | None, MemoryPlan]:
         """The LR tile (a side, ``(h, w)``, or None: whole frames) and the memory plan that checked it
@@ -259,7 +262,8 @@ class FrameQueueRunner:
         (:data:`PER_WINDOW_COST`); else per window, with a warning saying what it costs and the budget that
         would keep them."""
         s = self.settings
-        planned = with_features(plan, self._features_mb(height, width, tile))
+        device = self.device_memory()
+        planned = with_features(plan, self._features_mb(height, width, tile), device)
         if planned.features == "kept":
             return tile, planned
         if s.tile is None:  # room for the features: the tiles planned without their share of the budget
@@ -269,14 +273,17 @@ class FrameQueueRunner:
                 smaller = None
             if smaller is not None:
                 kept = with_features(replace(smaller, budget_mb=plan.budget_mb),
-                                     self._features_mb(height, width, smaller.tile))
+                                     self._features_mb(height, width, smaller.tile), device)
                 cost = tiles_cost(height, width, smaller.tile, s.overlap) / tiles_cost(height, width, tile, s.overlap)
                 if kept.features == "kept" and cost < PER_WINDOW_COST:
                     return kept.tile, kept
+        if device is not None:
+            where = f"the GPU has free ({device.free_mb:.0f} MB)"
+        else:
+            where = (f"{budget.named()} leaves; --memory-budget "
+                     f"{budget_for(planned.total_mb + planned.features_mb)} keeps them")
         warnings.warn(f"each frame's features are computed per window, about {PER_WINDOW_COST:.2f}x slower: "
-                      f"keeping them needs {planned.features_mb:.0f} MB more than {budget.named()} leaves; "
-                      f"--memory-budget {budget_for(planned.total_mb + planned.features_mb)} keeps them",
-                      stacklevel=3)
+                      f"keeping them needs {planned.features_mb:.0f} MB more than {where}", stacklevel=3)
         return tile, planned
 
     def decode_range(self) -> tuple[int, int | None]:
