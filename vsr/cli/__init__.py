@@ -109,6 +109,7 @@ def _warning_line(message, category, filename, lineno, file=None, line=None):
 def main(argv: list[str] | None = None) -> int:
     from vsr.errors import VsrError, printable
 
+    _hold_closed_streams()
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser(argv)
     args = parser.parse_args(argv)
@@ -136,8 +137,36 @@ def main(argv: list[str] | None = None) -> int:
 def _stdout_closed() -> int:
     """The reader of standard output went away (``vsr models | head -1``): stop quietly, as command-line tools
     do, with nothing left for the interpreter to fail to flush at exit."""
-    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
     return 141
+
+
+def _hold_closed_streams() -> None:
+    """A standard stream closed when vsr started (``<&-``, ``>&-``: Python's ``sys.stdin``/``sys.stdout`` is
+    None) gets /dev/null at its descriptor, so that no file vsr opens later lands on descriptor 0, 1 or 2 and
+    is read or written as if it were that stream.  ``sys.stdin``/``sys.stdout`` stay None: a command that needs
+    the stream (``vsr upscale - OUT``, ``IN -``) says it is closed (:func:`vsr.video.output.stream_closed`);
+    what vsr says on a closed standard error goes nowhere, as asked."""
+    streams = ((0, sys.stdin, os.O_RDONLY), (1, sys.stdout, os.O_WRONLY), (2, sys.stderr, os.O_WRONLY))
+    for fd, stream, mode in streams:
+        if stream is None:
+            try:
+                os.fstat(fd)
+                continue  # taken by now: not ours to replace
+            except OSError:
+                pass
+            null = os.open(os.devnull, mode)
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+    if sys.stderr is None:  # print(file=None) would write to standard output: into a video stream there (-)
+        sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115 -- /dev/null, for the process's life
+
+
+def _flush() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        if stream is not None:  # None: closed when vsr started
+            stream.flush()
 
 
 def entry() -> None:
@@ -152,7 +181,8 @@ def entry() -> None:
     code = 1
     try:
         code = main()
-        sys.stdout.flush()  # here, where a closed pipe is caught, not at exit
+        if sys.stdout is not None:
+            sys.stdout.flush()  # here, where a closed pipe is caught, not at exit
     except BrokenPipeError:
         code = _stdout_closed()
     except SystemExit as e:  # argparse
@@ -163,8 +193,7 @@ def entry() -> None:
         # an interrupted run has cleaned up already (its temporary output is gone): the native libraries'
         # teardown after a stop in their midst can still abort the process ("terminate called", SIGABRT)
         if abandoned or (code == 130 and not _children()):
-            sys.stdout.flush()
-            sys.stderr.flush()
+            _flush()
             os._exit(code)
     sys.exit(code)
 
