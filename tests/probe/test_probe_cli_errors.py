@@ -22,15 +22,16 @@ import sqlite3
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
-import vsr.model.official as official
 from vsr.cli import main
+
 from tests.fuzz.cli_runner import CliRunner
 from tests.model.file_server import PROXY_GARBAGE, FileServer, Served
-from tests.model.test_fetch import cache, entry, tiny, use  # noqa: F401 -- fixtures
+from tests.model.test_fetch import cache, entry, fetch_cli, tiny, use  # noqa: F401 -- fixtures
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = ["--weights", "random", "--config", "edvr-tiny", "--backend", "torch", "--threads", "1"]
@@ -64,6 +65,19 @@ def one_error(err: str, *fragments: str) -> str:
     for f in fragments:
         assert f in err, err
     return err.strip()
+
+
+@contextmanager
+def running_worker(runner, store: Path, log: Path):
+    """``vsr jobs run --until-empty`` on ``store`` (standard error into ``log``) during the block, then waited
+    for (killed if the block fails)."""
+    worker = runner.start(["jobs", "run", "--until-empty", "--store", store], log)
+    try:
+        yield worker
+        worker.join(300)
+    finally:
+        if worker.is_alive():
+            worker.kill()
 
 
 def listing(folder: Path) -> list[str]:
@@ -132,8 +146,7 @@ def test_a_chunk_folder_swapped_for_a_link_while_its_chunk_computes_fails_the_jo
     victim.mkdir()
     rc, _, err = vsr("jobs", "add", src, "--out-dir", out, "--store", store, "--codec", "ffv1", *TINY)
     assert rc == 0, err
-    worker = runner.start(["jobs", "run", "--until-empty", "--store", store], tmp_path / "worker.err")
-    try:
+    with running_worker(runner, store, tmp_path / "worker.err") as worker:
         deadline = time.monotonic() + 120
         while not (partials := list(out.glob(".vsr-chunks/*/.00000.vsr-partial-*"))):
             assert worker.is_alive() and time.monotonic() < deadline, "the chunk never started"
@@ -143,10 +156,6 @@ def test_a_chunk_folder_swapped_for_a_link_while_its_chunk_computes_fails_the_jo
         shutil.rmtree(key)
         key.symlink_to(victim)
         os.kill(worker.pid, signal.SIGCONT)
-        worker.join(300)
-    finally:
-        if worker.is_alive():
-            worker.kill()
     werr = (tmp_path / "worker.err").read_text()
     assert worker.exitcode == 0, werr
     assert "Traceback" not in werr and "FileNotFoundError" not in werr, werr
@@ -158,30 +167,30 @@ def test_a_chunk_folder_swapped_for_a_link_while_its_chunk_computes_fails_the_jo
 
 # ---- 7: vsr models fetch ----------------------------------------------------------------------------------
 
-def fetch(capsys, *args) -> tuple[int, str, str]:
-    code = main(["models", "fetch", *map(str, args), "--quiet"])
-    out, err = capsys.readouterr()
-    return code, out, err
+@contextmanager
+def serving(monkeypatch, data: bytes, modes: tuple[str, ...] = ()):
+    """A server on 127.0.0.1 with ``data`` at ``/b.pth`` (its requests answered by ``modes`` first), and the
+    catalogue holding it as ``tiny``: ``(server, catalogue entry)``."""
+    with FileServer() as srv:
+        srv.files = {"/b.pth": Served(data, modes=list(modes))}
+        use(monkeypatch, e := entry("tiny", data, [srv.url("/b.pth")]))
+        yield srv, e
 
 
 def test_a_part_longer_than_the_file_is_started_over(cache, monkeypatch, capsys, tiny):
     data = tiny[1]
-    with FileServer() as srv:
-        srv.files = {"/b.pth": Served(data)}
-        use(monkeypatch, e := entry("tiny", data, [srv.url("/b.pth")]))
+    with serving(monkeypatch, data) as (srv, e):
         cache.mkdir()
         (cache / (e.filename + ".part")).write_bytes(data + b"the rest of some other file")
-        code, out, err = fetch(capsys, "tiny")
+        code, out, err = fetch_cli(capsys, "tiny")
         assert code == 0, err
         assert [(r.status, r.range) for r in srv.requests] == [(416, f"bytes={len(data) + 27}-"), (200, None)]
     assert listing(cache) == [e.filename] and (cache / e.filename).read_bytes() == data
 
 
 def test_a_proxys_garbage_is_cut_short_and_escaped(cache, monkeypatch, capsys, tiny):
-    with FileServer() as srv:
-        srv.files = {"/b.pth": Served(tiny[1], modes=["proxy"])}
-        use(monkeypatch, e := entry("tiny", tiny[1], [srv.url("/b.pth")]))
-        code, _, err = fetch(capsys, "tiny")
+    with serving(monkeypatch, tiny[1], ("proxy",)):
+        code, _, err = fetch_cli(capsys, "tiny")
     assert code == 1
     line = one_error(err, "127.0.0.1: HTTP 502 upstream \\x1b[2J\\x1b[31mfailed\u00e9 garbage", " garb...); ")
     assert "\x1b" not in line and len(line) < len(PROXY_GARBAGE) // 2, line
@@ -201,7 +210,7 @@ def test_a_failed_download_leaves_no_folder_and_says_how_to_install_a_copy(tmp_p
     monkeypatch.setenv("VSR_WEIGHTS_DIR", str(deep))
     with FileServer() as srv:
         use(monkeypatch, e := entry("lost", tiny[1], [srv.url("/gone.pth")]))
-        code, _, err = fetch(capsys, "lost")
+        code, _, err = fetch_cli(capsys, "lost")
     assert code == 1
     one_error(err, "127.0.0.1: HTTP 404", f"a copy downloaded elsewhere (a browser, another machine: "
                                           f"{srv.url('/gone.pth')}) works as well: put it at {deep / e.filename}")
@@ -210,9 +219,7 @@ def test_a_failed_download_leaves_no_folder_and_says_how_to_install_a_copy(tmp_p
 
 def test_a_garbage_file_at_the_cache_path_is_listed_corrupt_and_fetch_replaces_it(cache, monkeypatch, capsys, tiny):
     data = tiny[1]
-    with FileServer() as srv:
-        srv.files = {"/b.pth": Served(data)}
-        use(monkeypatch, e := entry("tiny", data, [srv.url("/b.pth")]))
+    with serving(monkeypatch, data) as (_, e):
         cache.mkdir()
         (cache / e.filename).write_bytes(os.urandom(1000))
         assert main(["models"]) == 0
@@ -223,7 +230,7 @@ def test_a_garbage_file_at_the_cache_path_is_listed_corrupt_and_fetch_replaces_i
         assert main(["models", "--json"]) == 0
         listed = json.loads(capsys.readouterr().out)["official"]
         assert [(o["state"], o["path"]) for o in listed] == [("corrupt", None)]
-        code, out, err = fetch(capsys, "tiny")
+        code, out, err = fetch_cli(capsys, "tiny")
         assert code == 0 and "already there" not in out, err
     assert (cache / e.filename).read_bytes() == data
     assert main(["models", "--json"]) == 0
@@ -280,17 +287,12 @@ def test_jobs_run_says_frames_fps_eta_and_jobs_left_and_list_answers_meanwhile(v
     rc, _, err = vsr("jobs", "add", a, b, "--out-dir", tmp_path / "out", "--chunk-frames", 3, "--store", store,
                      "--codec", "ffv1", *TINY)
     assert rc == 0, err
-    worker = runner.start(["jobs", "run", "--until-empty", "--store", store], tmp_path / "worker.err")
     states = set()
-    try:
+    with running_worker(runner, store, tmp_path / "worker.err") as worker:
         while worker.is_alive():  # `list` beside the worker: every one answers (the store is never locked)
             rc, out, err = vsr("jobs", "list", "--json", "--store", store)
             assert rc == 0 and err == "", err
             states.add(json.loads(out)[0]["state"])
-        worker.join(300)
-    finally:
-        if worker.is_alive():
-            worker.kill()
     werr = (tmp_path / "worker.err").read_text()
     assert worker.exitcode == 0, werr
     assert states & {"queued", "running", "done"}
