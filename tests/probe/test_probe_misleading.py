@@ -50,7 +50,7 @@ def vsr_out(cli, tmp_path: Path, *argv) -> tuple[int, str, list[str]]:
     logs = tmp_path / "logs"  # beside the outputs, which the cases look at in folders of their own
     logs.mkdir(exist_ok=True)
     out = logs / f"stdout{n}.txt"
-    rc, err = cli(list(argv), logs / f"stderr{n}.txt", stdout_path=out)
+    rc, err = cli(list(argv), logs / f"stderr{n}.txt", stdout=str(out))
     return rc, out.read_text(), err.replace("\r", "\n").splitlines()
 
 

@@ -9,6 +9,7 @@ output back, so all of them give the same pixels for the same frame.
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass
 from typing import Union
 
@@ -24,6 +25,9 @@ CUDA_PRECISIONS = ("fp16", "fp32", "int8")  # int8: TensorRT segments built from
 CUDA_OUTPUTS = ("float16", "uint8", "float32")
 SEGMENT_RUNTIMES = ("auto", "torch", "tensorrt")
 CUDA_MEMORY_FORMATS = ("channels_last", "contiguous")  # what vsr.backends.cuda.layout.Layout stores
+# The most inference threads an option may ask for: more never help, and a count far beyond the machine fails
+# deep in torch or ONNX Runtime ("can't start new thread", or the process killed while it starts them).
+MAX_THREADS = max(256, os.cpu_count() or 1)
 
 
 @dataclass(frozen=True)

@@ -63,14 +63,23 @@ def say_weights(choice) -> None:
     print(f"vsr: weights: {printable(choice.line())}", file=sys.stderr)
 
 
-def to_int(value, option: str, minimum: int) -> int:
+def to_int(value, option: str, minimum: int, maximum: int | None = None) -> int:
     try:
         v = int(value)
     except (TypeError, ValueError):
         raise InputError(f"{option} must be an integer, not {value!r}") from None
+    if maximum is not None and not minimum <= v <= maximum:
+        raise InputError(f"{option} must be between {minimum} and {maximum}, not {v}")
     if v < minimum:
         raise InputError(f"{option} must be >= {minimum}, not {v}")
     return v
+
+
+def parse_threads(value) -> int | None:
+    """``--threads``: None (all cores), or 1 to :data:`~vsr.backends.options.MAX_THREADS`."""
+    from vsr.backends.options import MAX_THREADS
+
+    return None if value is None else to_int(value, "--threads", 1, MAX_THREADS)
 
 
 def parse_frames(text: str | None) -> tuple[int, int | None]:
@@ -115,8 +124,8 @@ def upscale_settings(args):
             crf = float(args.crf)
         except ValueError:
             raise InputError(f"--crf must be a number, not {args.crf!r}") from None
-    threads = to_int(args.threads, "--threads", 1) if args.threads is not None else None
-    request = BackendRequest(args.weights, args.config, backend_options(args.backend, args.plan, threads,
+    request = BackendRequest(args.weights, args.config, backend_options(args.backend, args.plan,
+                                                                       parse_threads(args.threads),
                                                                        **precision_options(args)))
     tile = to_int(args.tile, "--tile", 0) if args.tile is not None else None
     overlap = to_int(args.tile_overlap, "--tile-overlap", 0)

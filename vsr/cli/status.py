@@ -13,7 +13,7 @@ import logging
 import sys
 import threading
 import time
-from typing import TextIO
+from typing import Callable, TextIO
 
 CLEAR = "\r\x1b[K"  # to the line's start, erase it
 
@@ -33,6 +33,7 @@ class StatusLine:
         self.interval_s = interval_s
         self.prefix = prefix
         self.name: str | None = None
+        self.detail: Callable[[], str] | None = None
         self.logging = log_after is None  # into a log: whether phases are written yet
         self.log_after = log_after
         self.since = 0.0
@@ -42,14 +43,15 @@ class StatusLine:
         self._shown = False  # the line is on the terminal now
         self._swapped: list[tuple[object, str, object]] = []  # (owner, attribute, the stream it had)
 
-    def phase(self, name: str) -> None:
-        """The command now does ``name`` (e.g. "building plan"); its clock starts now."""
+    def phase(self, name: str, detail: Callable[[], str] | None = None) -> None:
+        """The command now does ``name`` (e.g. "building plan"); its clock starts now.  ``detail``: what the line
+        shows after the name instead of the seconds, asked at every redraw (e.g. frames done, fps and ETA)."""
         if self.quiet:
             return
         with self._lock:
             if name == self.name:
                 return
-            self.name, self.since = name, time.monotonic()
+            self.name, self.since, self.detail = name, time.monotonic(), detail
             if not self.tty:
                 if self.logging:
                     self._write(f"{self.prefix}{name}...\n")
@@ -88,7 +90,8 @@ class StatusLine:
                     self._draw()
 
     def _draw(self) -> None:
-        self._write(f"{CLEAR}{self.prefix}{self.name}... {time.monotonic() - self.since:.0f} s")
+        detail = self.detail() if self.detail is not None else f"{time.monotonic() - self.since:.0f} s"
+        self._write(f"{CLEAR}{self.prefix}{self.name}... {detail}")
         self._shown = True
 
     def _route_others(self) -> None:

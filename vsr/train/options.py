@@ -7,6 +7,7 @@ from dataclasses import MISSING, asdict, dataclass, fields
 
 import torch
 
+from vsr.backends.options import MAX_THREADS
 from vsr.errors import InputError
 from vsr.model.init import INIT_SCHEMES
 from vsr.train.degrade import MODES as DEGRADE_MODES
@@ -144,7 +145,7 @@ _RULES = {
     "val_every": _COUNT,
     "ckpt_every": _POSITIVE_INT,
     "log_every": _POSITIVE_INT,
-    "threads": _COUNT,
+    "threads": ((lambda v: _is_int(v) and 0 <= v <= MAX_THREADS), f"an integer from 0 to {MAX_THREADS}"),
     "amp": _choice(AMP_MODES),
     "device": (_device, "auto or a torch device (cpu, cuda, cuda:1 ...)"),
     "exclude": (_strings, "a tuple of path fragments"),
