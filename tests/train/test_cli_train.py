@@ -36,11 +36,11 @@ def test_a_short_run_takes_the_flags(make_clip, tmp_path):
     out = tmp_path / "run"
     r = vsr_train("--config", "edvr-tiny", "--data", clip, "--iters", 2, "--out", out, "--batch-size", 1,
                   "--patch", 8, "--loss", "l1", "--weight-init", "he", "--warmup", 1, "--val", "none",
-                  "--threads", 1, "--no-progress")
+                  "--threads", 1, "--workers", 0, "--no-progress")
     assert r.returncode == 0, r.stderr
     options = torch.load(out / "latest.pth", weights_only=True)["vsr"]["options"]
     assert (options["loss"], options["weight_init"], options["lr_patch"], options["batch_size"]) == ("l1", "he", 8, 1)
-    assert options["val"] == [] and "vid4" in options["exclude"]
+    assert options["val"] == [] and "vid4" in options["exclude"] and options["workers"] == 0
 
 
 def test_flags_left_out_give_the_library_defaults():
