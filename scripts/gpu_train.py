@@ -1,21 +1,33 @@
 """Train in time slices on a GPU lent for minutes at a time; each slice resumes exactly from the last one's
-checkpoint.  ``scripts/gpu_train.sh`` is the command a device run executes; this is what it runs.
+checkpoint, and each window (a lent machine) from the weights the previous window left in the repository.
+``scripts/gpu_train.sh`` is the command a device run executes; this is what it runs.
 
-    python scripts/gpu_train.py pack --src ../shared/data/train/images --out .gpu/train [--limit-mib 24]
-    python scripts/gpu_train.py slice --data .gpu/train --carried .gpu/run --out DIR [--slice-s 480]
-                                      [--config edvr-s-wide] [--iters 20000] [--stop-after N] [...]
+    python scripts/gpu_train.py pack --src ../shared/data/train/images --out .gpu/train [--limit-mib 24] [--crop 320]
+    python scripts/gpu_train.py slice --data .gpu/train --carried .gpu/run --out DIR [--slice-s 420] [--probe-s 0]
+                                      [--continue training/edvr-s-wide.pth] [--iters auto] [--stop-after N] [...]
+    python scripts/gpu_train.py keep --returned DIR [--carry training/edvr-s-wide.pth]
+    python scripts/gpu_train.py gate [--candidate training/edvr-s-wide.pth] [--reference default] [--frames A:B]
 
-``pack``: the training images, each cut to its central 256x256 (PNG, lossless), added in a fixed order until
-``--limit-mib``; Vid4 and every validation sequence are refused (the sources are training sets only).  Only
-still images: the device has no PyAV, and they train through vsr's synthetic camera motion
-(``vsr.train.data``).
+``pack``: the training images, each cut to its central ``--crop`` square (PNG, lossless), added in a fixed order
+until ``--limit-mib``; Vid4 and every validation sequence are refused (the sources are training sets only).  Only
+still images: the device has no PyAV, and they train through vsr's synthetic camera motion (``vsr.train.data``).
 
-``slice``: restores ``--carried`` (the files a previous slice returned: the checkpoint in parts of at most
-15 MiB -- the device returns files of at most 16 MiB -- its sha256, the log), trains until ``--slice-s`` seconds
-have passed or ``--iters`` are done (``--stop-after``: a number of iterations instead, for rehearsals), and
-writes into ``--out``: ``latest.pth.partNN``, ``latest.sha256``, ``log.jsonl`` and ``curve.json`` (the training
-loss per logged iteration).  Copy them back into ``--carried`` for the next slice; the checkpoint is joined and
-checked against its sha256 before training resumes from it (``vsr.train``: exact resume).
+``slice`` (on the device): restores ``--carried`` (the files a previous slice of the window returned: the
+checkpoint in parts of at most 15 MiB -- the device returns files of at most 16 MiB -- its sha256, the log), or,
+for a window's first slice, starts from ``--continue``'s weights when that file exists (weights only: a fresh
+optimiser, the schedule's warm-up again, and a seed of the window's own, so that it sees new batches).  It trains
+EDVR-S-wide at batch 32, LR patch 48, bf16 autocast, the batches made by worker processes (all cores but one,
+``vsr.train.stream``), until ``--slice-s`` seconds of training have passed or the schedule is done; ``--iters
+auto`` sizes the cosine decay to end with the slice, at the speed its warm-up ran.  ``--probe-s``: first that long
+at batch 16, LR patch 32 in a throwaway run (issue 31's speed figure).  It writes into ``--out``:
+``latest.pth.partNN``, ``latest.sha256``, ``log.jsonl``, ``curve.json`` (the training loss per logged iteration)
+and ``slice.json`` (what it did: iterations, schedule, seed, device, it/s, the share of time it waited for
+batches).  Copy them into ``--carried`` for a next slice of the same window (exact resume).
+
+``keep`` (here, after a window): its EMA weights into ``--carry`` (fp16, ``vsr.train.ship``'s format) and the
+record of every window into the JSON beside it -- what the repository carries to the next window.  ``gate``
+(here): Y-PSNR of the carried weights against the bundled default on Vid4 calendar and city, never trained on;
+exit 0 and ``"verdict": "ship"`` only when they are better.
 """
 
 from __future__ import annotations
@@ -38,8 +50,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 PART_BYTES = 15 << 20
 # Packed images' side: still images train through a synthetic camera motion (vsr.train.data.synth_window) that
-# needs about 1.45x the HR patch plus 23 pixels of room, else its windows do not move; 400 serves LR patch 64.
-CROP = 400
+# needs 1.45x the HR patch plus 23 pixels of room, else its windows stand still: 320 serves LR patch 48 (HR 192)
+# and keeps BSD200's 321-pixel-high photos; LR patch 64 would need 392 and lose 100 of the 165 training images.
+CROP = 320
 CARRY = "training/edvr-s-wide.pth"  # the weights carried from one GPU window to the next (see keep())
 REFUSED = ("vid4", "calendar", "city", "foliage", "walk")  # validation sequences: never trained on
 
@@ -338,7 +351,7 @@ def main(argv: list[str] | None = None) -> int:
     sl.add_argument("--continue", dest="continue_from", default=None, metavar="PATH",
                     help="a window's first slice starts from these weights (kept by 'keep'), when the file exists")
     sl.add_argument("--batch-size", type=int, default=32)
-    sl.add_argument("--patch", type=int, default=64,
+    sl.add_argument("--patch", type=int, default=48,
                     help="LR patch side (the packed images' side must be at least 5.8x it + 23 for their motion)")
     sl.add_argument("--lr", type=float, default=4e-4)
     sl.add_argument("--warmup", type=int, default=200)

@@ -6,12 +6,14 @@ workers are torch DataLoader workers over the iteration numbers, which hand the 
 
 * forked from a fork server (multiprocessing's ``forkserver``: a fresh interpreter that has imported this
   module, torch and numpy and run nothing), never from a process whose torch and OpenMP threads are running; the
-  server is started once per process, so a stream's workers start in milliseconds after the first;
+  server is started once per process, so a stream's workers start in milliseconds after the first; they ignore
+  Ctrl-C, which stops them through the training process;
 * one thread each (BLAS, OpenMP, OpenCV, torch): N workers busy N cores.  A batch's small matrix products
   (MATLAB bicubic x1/4) ran 10x slower with OpenBLAS's default threads than with one on the 2-core machine;
 * uint8 tensors in shared memory (a quarter of float32's bytes), pinned for a GPU; as many batches in flight as
   ``/dev/shm`` has room for, at most ``prefetch`` per worker;
-* stopped and joined when the stream is left: at the end, on an error or Ctrl-C, or when a time slice ends early.
+* stopped and joined when the stream is left: at the end, on an error or Ctrl-C, or when a time slice ends early;
+  a worker whose training process died (SIGKILL, SIGTERM) ends within a second;
   A worker's :class:`~vsr.errors.VsrError` (bad data) is raised here as itself, on one line; a worker that dies
   (killed, out of memory) is a one-line :class:`~vsr.errors.VsrError` too.
 
@@ -20,10 +22,14 @@ workers are torch DataLoader workers over the iteration numbers, which hand the 
 
 from __future__ import annotations
 
+import functools
 import logging
 import multiprocessing
+import multiprocessing.forkserver
 import os
 import shutil
+import signal
+import threading
 import time
 from contextlib import contextmanager
 
@@ -34,7 +40,8 @@ from vsr.train.data import PairSampler
 
 log = logging.getLogger(__name__)
 
-# Read by numpy's OpenBLAS, torch's OpenMP and MKL when the fork server imports them: one thread each.
+# Read by numpy's OpenBLAS, torch's OpenMP and MKL when the fork server imports them: one thread each (the
+# workers forked from it inherit them).
 _ONE_THREAD = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 # Errors a worker sends back as they are (the CLI prints them on one line); anything else is a bug, which keeps
 # the DataLoader's report of the worker's traceback.
@@ -61,16 +68,51 @@ class _Batches(torch.utils.data.Dataset):
 
 
 def _fork_server():
+    """multiprocessing's fork server, started (once) with one thread per library and Ctrl-C ignored: the server
+    and the workers forked from it leave an interrupt to the training process, which stops them (a server
+    interrupted while importing torch would print a traceback after ``vsr: interrupted``)."""
     ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(["__main__", "vsr.train.stream"])  # read when the server starts
+    ctx.set_forkserver_preload(["__main__", "vsr.train.stream"])
+    main = threading.current_thread() is threading.main_thread()
+    handler = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
+    try:
+        with _single_threaded_children():
+            multiprocessing.forkserver.ensure_running()  # spawns it, without waiting for its imports
+    finally:
+        if main:
+            signal.signal(signal.SIGINT, handler)
     return ctx
 
 
-def _one_thread(worker_id: int) -> None:
+def _worker_init(parent: int, worker_id: int) -> None:
     import cv2
 
     cv2.setNumThreads(1)
     torch.set_num_threads(1)
+    threading.Thread(target=_end_with, args=(parent,), name="vsr-parent-watch", daemon=True).start()
+
+
+def _end_with(parent: int) -> None:
+    """End this worker once the training process is gone (killed, or ended without stopping its workers).
+
+    A worker's parent is the fork server, which outlives the training process while a worker holds its pipe, so
+    the DataLoader's own check (is my parent still the one I started with?) would keep both alive for ever.
+    """
+    while True:
+        time.sleep(1.0)
+        try:
+            with open(f"/proc/{parent}/stat", encoding="ascii") as f:
+                alive = f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")  # a zombie is dead
+        except FileNotFoundError:
+            alive = False
+        except OSError:  # no /proc: ask the kernel
+            try:
+                os.kill(parent, 0)
+                alive = True
+            except ProcessLookupError:
+                alive = False
+        if not alive:
+            os._exit(0)
 
 
 @contextmanager
@@ -139,12 +181,11 @@ class BatchStream:
         loader = torch.utils.data.DataLoader(
             _Batches(self.sampler), batch_size=None, sampler=range(self.iteration, self.end), num_workers=workers,
             prefetch_factor=prefetch, pin_memory=self.pin_memory, multiprocessing_context=_fork_server(),
-            worker_init_fn=_one_thread,
+            worker_init_fn=functools.partial(_worker_init, os.getpid()),
             # its own generator: the DataLoader draws its workers' seeds (unused here) from it, not from torch's
             # global one, whose state a checkpoint holds
             generator=torch.Generator().manual_seed(0))
-        with _single_threaded_children():
-            self._it = iter(loader)  # starts the workers (and the fork server, the first time)
+        self._it = iter(loader)  # starts the workers
 
     def __iter__(self) -> "BatchStream":
         return self
