@@ -257,7 +257,7 @@ def x264_asm() -> dict[str, str]:
     """The x264 options that keep its output a function of its input: ``asm=AVX2`` where the CPU has AVX-512.
 
     x264's AVX-512 functions read memory it never wrote: on this project's AVX-512 EPYC the same clip, encoded
-    single-threaded, came out different in 5 % of encodes, and under glibc's ``MALLOC_PERTURB_`` (which fills
+    single-threaded, came out different in 5 to 20 % of encodes, and under glibc's ``MALLOC_PERTURB_`` (which fills
     fresh memory with a given byte) differently for every one of 45 clips, sizes and presets tried; capped at
     AVX2 (which every AVX-512 CPU has) none changed.  Elsewhere x264 chooses its functions itself.
     """

@@ -50,7 +50,8 @@ _USER_ERRORS = (VsrError, OSError, MemoryError)
 
 def default_workers() -> int:
     """All the cores this process may run on but one (the training step's)."""
-    return max(0, len(os.sched_getaffinity(0)) - 1)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(0, cores - 1)
 
 
 class _Batches(torch.utils.data.Dataset):
