@@ -59,6 +59,22 @@ def test_a_workers_error_arrives_as_itself_and_the_workers_stop(clip):
     assert stream.iteration == 2 and not multiprocessing.active_children()
 
 
+def test_a_worker_that_dies_is_one_line(clip):
+    import os
+    import signal
+
+    from vsr.errors import VsrError
+
+    with pytest.raises(VsrError, match="^a batch worker process stopped .*--workers 0") as e:
+        with BatchStream(sampler(clip), 0, 1000, workers=1, prefetch=1) as stream:
+            next(stream)
+            for child in multiprocessing.active_children():
+                os.kill(child.pid, signal.SIGKILL)  # as the kernel's out-of-memory killer would
+            for _ in stream:
+                pass
+    assert "\n" not in str(e.value) and not multiprocessing.active_children()
+
+
 def test_float_batches_are_the_uint8_ones_through_one_table(clip):
     s = sampler(clip)
     lr8, hr8 = s.batch_uint8(3)

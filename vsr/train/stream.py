@@ -6,16 +6,19 @@ workers are torch DataLoader workers over the iteration numbers, which hand the 
 
 * forked from a fork server (multiprocessing's ``forkserver``: a fresh interpreter that has imported this
   module, torch and numpy and run nothing), never from a process whose torch and OpenMP threads are running; the
-  server is started once per process, so a stream's workers start in milliseconds after the first; they ignore
-  Ctrl-C, which stops them through the training process;
+  server is started once per process, so a stream's workers start in well under a second after the first;
+  they ignore Ctrl-C, which stops them through the training process;
 * one thread each (BLAS, OpenMP, OpenCV, torch): N workers busy N cores.  A batch's small matrix products
-  (MATLAB bicubic x1/4) ran 10x slower with OpenBLAS's default threads than with one on the 2-core machine;
+  (MATLAB bicubic x1/4) made it 14x slower with OpenBLAS's default threads than with one on the 2-core machine
+  (docs/benchmarks.md, issue 31);
+* each holds its own copy of the still images (sent once, at its start) and decodes the video segments of the
+  pool epochs it meets;
 * uint8 tensors in shared memory (a quarter of float32's bytes), pinned for a GPU; as many batches in flight as
   ``/dev/shm`` has room for, at most ``prefetch`` per worker;
 * stopped and joined when the stream is left: at the end, on an error or Ctrl-C, or when a time slice ends early;
-  a worker whose training process died (SIGKILL, SIGTERM) ends within a second;
-  A worker's :class:`~vsr.errors.VsrError` (bad data) is raised here as itself, on one line; a worker that dies
-  (killed, out of memory) is a one-line :class:`~vsr.errors.VsrError` too.
+  a worker whose training process died (SIGKILL, SIGTERM) ends within a second.  A worker's
+  :class:`~vsr.errors.VsrError` (bad data) is raised here as itself, on one line; a worker that dies (killed, out
+  of memory) is a one-line :class:`~vsr.errors.VsrError` too.
 
 0 workers: each batch is made in this process when the step asks for it, as before.
 """
