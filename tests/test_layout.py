@@ -16,7 +16,7 @@ VSR = Path(__file__).resolve().parents[1] / "vsr"
 
 LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(s.split()) for s in (
     "errors files",            # leaf modules: error types, file hashing and cache folders
-    "kernels report video",    # bridge kernels, timing reports, media I/O
+    "kernels outfiles report video",  # bridge kernels, small outputs written whole, timing reports, media I/O
     "plan model",              # subgraph plans (ONNX only); the PyTorch model
     "export",                  # model -> ONNX
     "quant",                   # int8: segment rewrite, calibration, run-time scales, fake quantization (QAT)

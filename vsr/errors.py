@@ -38,6 +38,13 @@ class DownloadError(VsrError):
     exit_code = 1
 
 
+class OutputError(VsrError):
+    """An output could not be written: its disk is full, a quota is exceeded, the file system failed.  Not the
+    user's input: the same command may succeed once there is room.  The message names the output."""
+
+    exit_code = 1
+
+
 class OutputClosed(VsrError):
     """The reader of an output stream (``vsr upscale IN -``) closed it before the end: the run stopped there."""
 

@@ -3,6 +3,7 @@ engine cache folder, the folder of downloaded weights and the user's data folder
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.resources
 import os
@@ -19,6 +20,18 @@ def sha256_file(path: str | os.PathLike) -> str:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
+
+
+def sha256_once(path: str | os.PathLike, st: os.stat_result | None = None) -> str:
+    """:func:`sha256_file`, read once per version of the file (its path, modification time, size and inode:
+    ``st``, or its stat now): a check asked for at every load or chunk costs one read."""
+    st = os.stat(path) if st is None else st
+    return _sha256_of_version(os.fspath(path), st.st_mtime_ns, st.st_size, st.st_ino)
+
+
+@functools.lru_cache(maxsize=32)
+def _sha256_of_version(path: str, mtime_ns: int, size: int, inode: int) -> str:
+    return sha256_file(path)
 
 
 def source_checkout(root: Path = PACKAGE_PARENT) -> bool:

@@ -9,7 +9,8 @@ import pytest
 
 from vsr.cli import main
 from vsr.errors import InputError
-from vsr.report import html, render
+from vsr.outfiles import check_file_output
+from vsr.report import render
 from vsr.report.load import load_run
 
 # what `vsr upscale --report` wrote before the timeline existed
@@ -37,7 +38,7 @@ def report(capsys, *args) -> tuple[int, str, str]:
 def test_an_old_report_renders_as_tables_without_a_timeline(tmp_path, capsys):
     p = write(tmp_path, OLD)
     rc, out, err = report(capsys, p, "--html", tmp_path / "r.html")
-    assert rc == 0 and err == ""
+    assert rc == 0 and err == f"vsr: wrote {tmp_path / 'r.html'}\n"
     assert "infer *" in out and "no timeline" in out and "bridge00_DeformConv" in out
     # the builds are the closer accounting here: 0.5 + 1.3 + 0.08 = 1.88 of 1.9 s
     assert "98.9% of the infer stage's busy 1.900 s" in out
@@ -85,9 +86,9 @@ def test_missing_report_and_existing_page_are_one_error_line(tmp_path, capsys):
     assert rc == 2 and "one report, or two" in err
 
 
-def test_write_page_leaves_nothing_when_the_folder_is_missing(tmp_path):
+def test_a_page_in_a_missing_folder_is_refused(tmp_path):
     with pytest.raises(InputError, match="folder does not exist"):
-        html.write_page(tmp_path / "no" / "r.html", "<html></html>")
+        check_file_output(tmp_path / "no" / "r.html", "--html", "page", overwrite=False)
 
 
 def test_two_reports_side_by_side_give_b_over_a(tmp_path, capsys):

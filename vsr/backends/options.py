@@ -23,6 +23,7 @@ PRECISIONS = ("fp16", "fp32")
 CUDA_PRECISIONS = ("fp16", "fp32", "int8")  # int8: TensorRT segments built from the Q/DQ export
 CUDA_OUTPUTS = ("float16", "uint8", "float32")
 SEGMENT_RUNTIMES = ("auto", "torch", "tensorrt")
+CUDA_MEMORY_FORMATS = ("channels_last", "contiguous")  # what vsr.backends.cuda.layout.Layout stores
 
 
 @dataclass(frozen=True)
@@ -38,8 +39,11 @@ class CudaOptions:
     matrix product on "torch" (cuBLAS) after vsr's sampling kernel, or vsr's own "kernel";  cache_dir: engine
     and kernel caches (default ``<engine dir>/cuda``);  output: the dtype ``infer`` downloads, "float16" (enough
     for 10-bit output), "uint8" (RGB quantised on the device: a quarter of float32's bytes) or "float32";
-    precision "int8" takes TensorRT segments (the Q/DQ export).  Tuning: fp16 and cuda_graphs on; a larger
-    --batch.
+    precision "int8" takes TensorRT segments (the Q/DQ export);  memory_format: the torch segments' layout,
+    "channels_last" (NHWC: cuDNN's fast kernels and vsr's NHWC bridges) or "contiguous" (NCHW, for comparisons;
+    :mod:`vsr.backends.cuda.layout`);  stream_features: each frame's features computed once and kept on the GPU
+    for the windows that share the frame (False: every window computes its frames' features, the CLI's
+    ``--per-window-features``).  Tuning: fp16, cuda_graphs and stream_features on; a larger --batch.
     """
 
     device: str | None = None
@@ -51,6 +55,8 @@ class CudaOptions:
     cache_dir: str | None = None
     buckets: BucketPolicy | None = None
     output: str = "float16"
+    memory_format: str = "channels_last"
+    stream_features: bool = True
 
     def __post_init__(self):
         if self.precision not in CUDA_PRECISIONS:
@@ -63,6 +69,9 @@ class CudaOptions:
             raise BackendError(f"CUDA segments {self.segments!r}: choose from {', '.join(SEGMENT_RUNTIMES)}")
         if self.dcn_gemm not in ("torch", "kernel"):
             raise BackendError(f"CUDA dcn_gemm {self.dcn_gemm!r}: choose torch or kernel")
+        if self.memory_format not in CUDA_MEMORY_FORMATS:
+            raise BackendError(f"CUDA memory_format {self.memory_format!r}: choose from "
+                               f"{', '.join(CUDA_MEMORY_FORMATS)}")
 
 
 BackendOptions = Union[TorchOptions, OrtOptions, SplitOptions, CudaOptions]

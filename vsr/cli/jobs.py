@@ -51,7 +51,9 @@ def add_parser(sub) -> None:
     rep = _sub(jobs, "report", "the per-stage timing of a job, summed over its chunks")
     rep.add_argument("id", help="job id (see vsr jobs list)")
     rep.add_argument("--json", action="store_true", help="print the tables as JSON")
-    rep.add_argument("--html", default=None, metavar="OUT.html", help="also write the report as an HTML page")
+    rep.add_argument("--html", default=None, metavar="OUT.html",
+                     help="also write the report as an HTML page (- : the page to standard output, instead of "
+                          "the tables)")
     rep.add_argument("--overwrite", action="store_true", help="replace OUT.html if it exists")
     rep.add_argument("--broker", default=None, metavar="URL", help="a job of a Celery broker")
 
@@ -217,13 +219,26 @@ def _list(args) -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
-    cells = [[str(r.get("id")), str(r.get("state")), _progress(r), f"{r.get('chunks_done', '-')}/"
+    cells = [[str(r.get("id")), _state(r), _progress(r), f"{r.get('chunks_done', '-')}/"
               f"{r.get('chunks_total', '-')}", f"{r['fps']:.2f}" if r.get("fps") else "-", _eta(r.get("eta_s")),
-              str(r.get("input")), r.get("error") or ""] for r in rows]
+              str(r.get("input")), r.get("error") or _short(r) or ""] for r in rows]
     cells = [[printable(c) for c in row] for row in cells]
     print(table(["id", "state", "progress", "chunks", "fps", "ETA", "input", "error"], cells, right=False)
           if cells else "no jobs")
     return 0
+
+
+def _state(row: dict) -> str:
+    """The state, ``, short`` added for a job whose input ended before what it declared."""
+    return f"{row.get('state')}, short" if isinstance(row.get("ended_early"), dict) else str(row.get("state"))
+
+
+def _short(row: dict) -> str | None:
+    early = row.get("ended_early")
+    if not isinstance(early, dict):
+        return None
+    return (f"the input ended early ({early.get('frames_decoded')} frames of "
+            f"{early.get('frames_declared') or 'more'}): {early.get('detail')}")
 
 
 def _progress(row: dict) -> str:
@@ -303,11 +318,17 @@ def _retry(args) -> int:
 
 
 def _report(args) -> int:
+    from vsr.outfiles import check_file_output, write_file_output
     from vsr.report import html, render
     from vsr.report.combine import combine_reports
     from vsr.report.load import escaped, parse_run
 
     broker = _broker(args)
+    if args.html:  # before the store is read; never the store's own file
+        from vsr.jobs.store import store_path
+
+        out = check_file_output(args.html, "--html", "page", overwrite=args.overwrite,
+                                inputs=() if broker else (store_path(args.store),))
     if broker:
         reports, total = _distributed().chunk_reports(broker, args.id), None
         settings, label, state = {"job": args.id}, f"job {args.id}", "on the broker"
@@ -317,8 +338,9 @@ def _report(args) -> int:
         parse_run(r, f"{label}: the report of chunk {i}")  # checked and bounded before they are combined
     run = parse_run(combine_reports(reports, settings), label)
     if args.html:
-        html.write_page(args.html, html.render_html(run), overwrite=args.overwrite)
-    print(json.dumps(render.to_json(run), indent=2) if args.json else render.render_text(escaped(run)))
+        write_file_output(out, html.render_html(run))
+    if not (args.html and out is None):  # else the page is what standard output holds
+        print(json.dumps(render.to_json(run), indent=2) if args.json else render.render_text(escaped(run)))
     if total is not None and len(reports) < total:
         print(f"vsr: {label} is {state}: the report covers {len(reports)} of its {total} chunks", file=sys.stderr)
     return 0

@@ -32,9 +32,10 @@ def add_upscale_options(p, *, frames: bool = True) -> None:
     r.add_argument("--tile", default=None, help="LR tile side in pixels; 0 = never tile (default: from "
                                                 "--memory-budget)")
     r.add_argument("--tile-overlap", default="16", help="LR pixels of context around each tile (default 16)")
-    r.add_argument("--memory-budget", default="3072", metavar="MB",
+    r.add_argument("--memory-budget", default=None, metavar="MB",
                    help="peak memory of the whole run (model, frames in flight, encoder); sets the automatic "
-                        "tile size (default 3072)")
+                        "tile size (default: half of the memory available when the run starts, 1024..16384; "
+                        "vsr jobs: 3072)")
     r.add_argument("--scene-cuts", default="auto", metavar="auto|off|FILE",
                    help="windows never cross a scene cut: auto = detect cuts (default), off = ignore them, FILE = "
                         "a text file of the frame indices that start a new scene")
@@ -122,7 +123,8 @@ def upscale_settings(args):
     if tile and tile <= 2 * overlap:
         raise InputError(f"--tile {tile} must be larger than twice --tile-overlap {overlap}")
     runner = RunnerSettings(batch=to_int(args.batch, "--batch", 1), tile=tile, overlap=overlap,
-                            memory_budget_mb=to_int(args.memory_budget, "--memory-budget", 256),
+                            memory_budget_mb=None if args.memory_budget is None else
+                            to_int(args.memory_budget, "--memory-budget", 256),
                             frames=parse_frames(getattr(args, "frames", None)),
                             **parse_scene_cuts(args.scene_cuts, args.scene_threshold))
     encoder = EncoderSettings(codec=args.codec, crf=crf, preset=args.preset, pix_fmt=args.pix_fmt,

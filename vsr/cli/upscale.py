@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import sys
 from dataclasses import replace
@@ -29,9 +28,11 @@ def add_parser(sub) -> None:
     o.add_argument("--format", default=None, choices=("y4m", "nut", "matroska"),
                    help="container of output - (default y4m: raw frames, no audio; nut and matroska carry audio "
                         "and take -c as files do)")
-    o.add_argument("--report", default=None, metavar="RUN.JSON", help="write per-stage timings and settings")
+    o.add_argument("--report", default=None, metavar="RUN.JSON",
+                   help="write per-stage timings and settings (- : to standard output); an existing file is "
+                        "replaced only with --overwrite")
     o.add_argument("--quiet", action="store_true", help="no progress bar, no summary table")
-    o.add_argument("--overwrite", action="store_true", help="replace OUTPUT if it exists")
+    o.add_argument("--overwrite", action="store_true", help="replace OUTPUT (and --report) if it exists")
     p.set_defaults(func=run)
 
 
@@ -48,19 +49,39 @@ def run(args) -> int:
         return _run(args, status)
 
 
+def _check_report(args) -> Path | None:
+    """The ``--report`` file, checked before any work: an output like the video (:mod:`vsr.outfiles`)."""
+    from vsr.outfiles import STDOUT, check_file_output
+    from vsr.video.output import is_png_folder, is_stream
+
+    if args.report == STDOUT and is_stream(args.output):
+        raise InputError("--report - and OUT - would both write standard output: give the report a file name")
+    frames = () if is_stream(args.output) or not is_png_folder(Path(args.output)) else (args.output,)
+    return check_file_output(args.report, "--report", "report", overwrite=args.overwrite, inputs=(args.input,),
+                             outputs=(args.output,), folders=frames)
+
+
+def _write_report(args, path: Path | None, report) -> None:
+    from vsr.errors import OutputError
+    from vsr.outfiles import write_file_output
+
+    try:
+        write_file_output(path, json.dumps(report.to_dict(), indent=2) + "\n")
+    except OutputError as e:
+        raise OutputError(f"{args.output} is written, but not its report: {e}") from e
+
+
 def _run(args, status) -> int:
+    from vsr.cli.status import AboveBars
     from vsr.pipeline import upscale
 
+    report_path = _check_report(args) if args.report else None
     request, encoder, runner = upscale_settings(args)
     encoder = replace(encoder, container=args.format)
-    report_path = Path(args.report) if args.report else None
-    if report_path is not None and not report_path.parent.is_dir():
-        raise InputError(f"--report folder does not exist: {report_path.parent}")
-    if report_path is not None and report_path.is_dir():
-        raise InputError(f"--report {report_path} is a folder: give the report's file name (e.g. run.json)")
 
     bars = []
     totals = []
+    above = AboveBars()
 
     def progress(total):
         if args.quiet:
@@ -76,6 +97,7 @@ def _run(args, status) -> int:
             from tqdm import tqdm
 
             bars.append(tqdm(total=totals[-1], unit="frame", desc="upscale", file=sys.stderr, dynamic_ncols=True))
+            above.start()  # a warning during the run is a line of its own, above the bar
 
     # SIGTERM/SIGHUP take the same path as Ctrl-C, so the temporary output is removed
     previous = {s: signal.signal(s, _raise_interrupt) for s in (signal.SIGTERM, signal.SIGHUP)}
@@ -85,14 +107,13 @@ def _run(args, status) -> int:
                          on_weights=None if args.quiet else say_weights, on_phase=status.phase)
     finally:
         status.close()
+        above.stop()
         for bar in bars:
             bar.close()
         for s, h in previous.items():
             signal.signal(s, h)
-    if report_path is not None:
-        tmp = report_path.with_name(f".{report_path.name}.vsr-partial-{os.getpid()}")
-        tmp.write_text(json.dumps(report.to_dict(), indent=2) + "\n")
-        os.replace(tmp, report_path)
+    if args.report:
+        _write_report(args, report_path, report)
     if not args.quiet:
         print(report.table(), file=sys.stderr)
     return 0

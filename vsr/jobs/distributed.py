@@ -48,6 +48,7 @@ from vsr.errors import BrokerError, VsrError
 from vsr.jobs.chunks import discard, is_committed, join_chunks, run_chunk
 from vsr.jobs.plan import plan_job
 from vsr.jobs.records import give_output, key as _key, safe_url, scrub, take_output
+from vsr.jobs.rows import ended_early
 from vsr.jobs.spec import ChunkSpec, JobSpec
 from vsr.jobs.worker import disk_full
 from vsr.video.source import SourceChanged
@@ -226,6 +227,7 @@ def _status_row(db: redis.Redis, job_id: str) -> dict | None:
     return {"id": job_id, "input": spec.input, "output": spec.output, "state": job["state"],
             "chunks_done": len(done), "chunks_total": total, "frames_done": frames, "frames_total": frames_total,
             "fps": fps, "eta_s": eta, "error": job.get("error") or None,
+            "ended_early": ended_early([d.get("report") for d in done]),
             "workers": sorted({str(d["worker"]) for d in done}),
             "running": {int(k): v for k, v in db.hgetall(_key(job_id, "running")).items()}}
 

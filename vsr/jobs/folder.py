@@ -4,9 +4,11 @@ The output folder of a job may be shared (Celery workers need one file system), 
 symbolic link at the predictable ``.vsr-chunks`` or ``.vsr-chunks/<key>`` path, or a folder of their own there.
 So vsr:
 
-- opens ``.vsr-chunks`` and ``<key>`` with ``O_NOFOLLOW | O_DIRECTORY`` (a link there is refused, never
-  followed) and then works only relative to the open folder (``dir_fd``, or ``/proc/self/fd/N/NAME`` for
-  FFmpeg, which opens by name): renaming or replacing a path component afterwards changes nothing it writes;
+- opens the output's folder one component at a time from ``/`` with ``O_NOFOLLOW | O_DIRECTORY`` (a job's
+  output path is resolved when it is added, so a link found on it now was put there since, e.g. the output
+  folder swapped for a link: refused, never followed), then ``.vsr-chunks`` and ``<key>`` the same way, and
+  then works only relative to the open folders (``dir_fd``, or ``/proc/self/fd/N/NAME`` for FFmpeg, which
+  opens by name): renaming or replacing a path component afterwards changes nothing it writes;
 - creates ``<key>`` under a temporary name, mode 0700, with its marker (:data:`MARKER`, holding the key) written
   inside, and renames it into place, so a key folder without the marker was not made by vsr;
 - refuses a key folder that is not owned by this user or lacks the marker (one line; the job fails);
@@ -47,16 +49,10 @@ class ChunkFolder:
         output = Path(output)
         fds: list[int] = []
         try:
-            try:
-                if create:  # the output's own folder is the user's: made as a path, as `jobs add` makes it
-                    output.parent.mkdir(parents=True, exist_ok=True)
-                fds.append(os.open(output.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC))
-            except FileNotFoundError:
-                if not create:
-                    return None
-                raise InputError(f"cannot open the output folder {output.parent}: it does not exist") from None
-            except OSError as e:
-                raise InputError(f"cannot open the output folder {output.parent}: {e.strerror}") from None
+            out_fd = open_folder(output.parent, create)
+            if out_fd is None:
+                return None
+            fds.append(out_fd)
             for name, mode in ((CHUNKS_FOLDER, 0o777), (key, 0o700)):
                 fd = _open_dir(fds[-1], name, output.parent / CHUNKS_FOLDER, create, mode, key)
                 if fd is None:
@@ -144,6 +140,41 @@ class ChunkFolder:
             os.rmdir(CHUNKS_FOLDER, dir_fd=self.out_fd)
         except OSError:
             pass  # another job's chunks are there, or the folder is gone already
+
+
+def open_folder(folder: Path, create: bool) -> int | None:
+    """The absolute path ``folder`` opened without following a symbolic link at any of its components (each
+    made, as ``mkdir -p`` makes them, where missing and ``create``; else None when one is missing)."""
+    if not folder.is_absolute():
+        raise InputError(f"a job's output folder is an absolute path, not {folder}")
+    fd = os.open(folder.anchor, _DIR)
+    try:
+        for i, name in enumerate(folder.parts[1:], 2):
+            try:
+                try:
+                    inner = os.open(name, _DIR, dir_fd=fd)
+                except FileNotFoundError:
+                    if not create:
+                        os.close(fd)
+                        return None
+                    try:
+                        os.mkdir(name, 0o777, dir_fd=fd)
+                    except FileExistsError:
+                        pass  # made meanwhile: opened (and checked) below
+                    inner = os.open(name, _DIR, dir_fd=fd)
+            except OSError as e:
+                where = Path(*folder.parts[:i])
+                if e.errno in (errno.ELOOP, errno.ENOTDIR):
+                    raise InputError(f"will not write into {folder}: {where} is a symbolic link or not a folder "
+                                     "now (a job's output is never written through a link; add the job again "
+                                     "with the folder you mean)") from None
+                raise InputError(f"cannot open the output folder {folder}: {where}: {e.strerror}") from None
+            os.close(fd)
+            fd = inner
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def _open_dir(parent: int, name: str, shown: Path, create: bool, mode: int, key: str) -> int | None:

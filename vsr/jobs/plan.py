@@ -21,6 +21,7 @@ from vsr.jobs.spec import ChunkSpec, JobSpec
 from vsr.model.weights import resolve_config
 from vsr.pipeline.runner import decode_range
 from vsr.video import VideoSink, open_source
+from vsr.video.ends import file_end
 from vsr.video.source import VideoInfo
 from vsr.video.seek import VideoScan, scan_video, verify_entry
 
@@ -60,6 +61,10 @@ def plan_job(spec: JobSpec, chunk_frames: int = DEFAULT_CHUNK_FRAMES) -> tuple[J
     if scan.frames == 0:
         raise InputError(f"zero frames: {path} decodes to no frame")
     bound = replace(spec, source=video_identity(path, scan, before))
+    info = source.info
+    early = file_end(path, info.container, info.header_frames, info.duration_s, info.rate, scan.frames)
+    if early is not None:  # a job that ends short: said now, and its list marks it once its last chunk ran
+        warnings.warn(early.message(path), stacklevel=2)
     radius, runner = window_radius(spec), spec.runner
     entries = EntryFinder(path, scan)
     chunks = []

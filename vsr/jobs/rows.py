@@ -17,6 +17,8 @@ class JobRow:
 
     ``frames_done``/``compute_s`` sum the committed chunks' reports; ``frames_running``/``running_s`` the
     progress the running chunks' heartbeats recorded (frames written, seconds since their first frame).
+    ``ended_early``: what a chunk's report recorded of an input that ended before what it declared (a job that
+    ends short, :mod:`vsr.video.ends`), else None.
     """
 
     id: int
@@ -32,6 +34,7 @@ class JobRow:
     compute_s: float
     frames_running: int = 0
     running_s: float = 0.0
+    ended_early: dict | None = None
 
     @property
     def progress(self) -> float:
@@ -60,7 +63,7 @@ class JobRow:
                 "chunks_done": self.chunks_done, "chunks_total": self.chunks_total,
                 "chunks_running": self.chunks_running, "frames_done": self.frames_done + self.frames_running,
                 "frames_total": self.frames_total, "progress": round(self.progress, 4), "fps": self.fps,
-                "eta_s": self.eta_s, "error": self.error}
+                "eta_s": self.eta_s, "error": self.error, "ended_early": self.ended_early}
 
 
 def job_row(job, chunks: list, now: float) -> JobRow:
@@ -71,11 +74,22 @@ def job_row(job, chunks: list, now: float) -> JobRow:
     state = job["state"]
     if state == "running" and not live and not joining:
         state = "interrupted"
+    reports = [decode_report(c["report"])[0] for c in done]
     return JobRow(job["id"], job["input"], job["output"], state, job["error"], len(done), len(chunks), len(live),
                   sum(c["stop"] - c["start"] for c in done), sum(c["stop"] - c["start"] for c in chunks),
-                  sum(report_seconds(decode_report(c["report"])[0]) for c in done),
+                  sum(report_seconds(r) for r in reports),
                   sum(min(c["progress"], c["stop"] - c["start"]) for c in live),
-                  sum(c["progress_s"] for c in live))
+                  sum(c["progress_s"] for c in live), ended_early(reports))
+
+
+def ended_early(reports: list) -> dict | None:
+    """The first of the chunks' run reports' record of an input that ended early (``input_ended_early``)."""
+    for r in reports:
+        settings = r.get("settings") if isinstance(r, dict) else None
+        early = settings.get("input_ended_early") if isinstance(settings, dict) else None
+        if isinstance(early, dict):
+            return early
+    return None
 
 
 def decode_report(text: str | None) -> tuple[dict | None, str | None]:

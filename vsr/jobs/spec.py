@@ -10,7 +10,6 @@ picks the right member of a union such as :data:`vsr.backends.BackendOptions`.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import hashlib
 import json
 import os
@@ -22,7 +21,7 @@ from pathlib import Path
 
 from vsr.backends import BackendRequest
 from vsr.errors import InputError
-from vsr.files import sha256_file
+from vsr.files import sha256_once
 from vsr.jobs.identity import InputIdentity
 from vsr.model.config import config_path
 from vsr.model.weights import bundled_path
@@ -30,6 +29,12 @@ from vsr.pipeline.runner import RunnerSettings
 from vsr.video import EncoderSettings
 
 JOB_FORMAT = "vsr-job/1"
+# A job without --memory-budget plans within this, on every machine: not a share of the memory of the machine
+# that adds it or runs it, as vsr upscale's default is.  The budget picks the tiles, and tiles change the output
+# (within 1/255: a tile sees 16 LR pixels of context, EDVR's receptive field is wider), so a budget that followed
+# each worker would join chunks tiled differently, and one that followed the adding machine would give each of
+# `jobs run --workers N` that much.  `vsr jobs add --memory-budget MB` raises it for the whole job.
+JOB_MEMORY_BUDGET_MB = 3072
 
 
 def to_data(value):
@@ -107,6 +112,8 @@ class JobSpec:
     def __post_init__(self):
         if Path(self.output).suffix == "":
             raise InputError(f"vsr jobs writes video files, not PNG folders: {self.output} has no suffix")
+        if self.runner.memory_budget_mb is None:  # a fixed budget, not the machine's (JOB_MEMORY_BUDGET_MB)
+            object.__setattr__(self, "runner", dataclasses.replace(self.runner, memory_budget_mb=JOB_MEMORY_BUDGET_MB))
 
     @classmethod
     def from_settings(cls, input: str | os.PathLike, output: str | os.PathLike, backend: BackendRequest,
@@ -188,13 +195,7 @@ def config_identity(config: str | None) -> str | None:
 def _file_identity(path: Path, st: os.stat_result) -> str | None:
     if not stat.S_ISREG(st.st_mode):
         return None
-    return "sha256:" + _file_sha256(str(path), st.st_mtime_ns, st.st_size, st.st_ino)
-
-
-@functools.lru_cache(maxsize=32)
-def _file_sha256(path: str, mtime_ns: int, size: int, inode: int) -> str:
-    """The file's sha256, read once per version of the file (the key is asked for at every chunk)."""
-    return sha256_file(path)
+    return "sha256:" + sha256_once(path, st)  # the key is asked for at every chunk
 
 
 @dataclass(frozen=True)

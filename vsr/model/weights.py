@@ -9,6 +9,7 @@ exists, ``clean``; ``vsr/weights/<name>.json`` records how each was trained.
 
 from __future__ import annotations
 
+import json
 import pickle
 import re
 import warnings
@@ -17,7 +18,7 @@ from pathlib import Path
 import torch
 
 from vsr.errors import InputError, WeightsError, did_you_mean
-from vsr.files import sha256_file
+from vsr.files import sha256_file, sha256_once
 from vsr.model.config import ModelConfig, list_configs, load_config
 from vsr.model.official import OFFICIAL, fetched_path, find_official, official_names
 
@@ -47,6 +48,37 @@ def weights_path(weights: str | Path) -> Path:
     if not p.is_file():
         raise InputError(f"no bundled {w!r} weights in this build; pass --weights FILE (or --weights random)")
     return p
+
+
+def check_digest(weights: str, path: Path) -> None:
+    """A bundled or fetched checkpoint must be the file vsr knows (:class:`WeightsError` otherwise): its sha256
+    against the one recorded beside it (``vsr/weights/<name>.json``) or published (:mod:`vsr.model.official`),
+    once per version of the file, so a damaged copy (a bad disk, an interrupted copy) is one line at load, not
+    a model that silently computes something else.  Other files have nothing to be checked against."""
+    official = find_official(weights)
+    if official is not None:
+        expected, label = official.digest, f"fetched {official.name!r}"
+        fix = f"run `vsr models fetch {official.name}` to download it again"
+    elif weights in BUNDLED_NAMES:
+        expected, label, fix = _bundled_digest(weights), f"bundled {weights!r}", "reinstall vsr"
+    else:
+        return
+    if expected is None:
+        return
+    digest = sha256_once(path)
+    if not digest.startswith(expected):
+        raise WeightsError(f"the {label} weights are damaged: {path} has sha256 {digest[:16]}..., not "
+                           f"{expected[:16]}...; {fix}")
+
+
+def _bundled_digest(name: str) -> str | None:
+    """The sha256 recorded for the bundled weights ``name`` (None: its record has none)."""
+    try:
+        record = json.loads((WEIGHTS_DIR / f"{name}.json").read_text())
+    except (OSError, ValueError):
+        return None
+    digest = record.get("sha256") if isinstance(record, dict) else None
+    return digest if isinstance(digest, str) else None
 
 
 bundled_path = weights_path  # its older name (vsr.jobs.spec, vsr.train.trainer)
@@ -219,6 +251,7 @@ def resolve_config(weights: str | Path, config: str | ModelConfig | None) -> tup
     if w == "random":
         return load_config("edvr-m"), "default for random"
     p = weights_path(w)
+    check_digest(w, p)
     off = find_official(w) or (identify_official(p) if p.is_file() else None)
     if off is not None:
         return load_config(off.config), f"official {off.filename}"
@@ -247,6 +280,7 @@ def load_model(weights: str | Path = "default", config: str | ModelConfig | None
         random_state(model, seed)
     else:
         path = weights_path(w)
+        check_digest(w, path)
         sd, _fmt = extract_state_dict(read_checkpoint(path))
         try:
             load_state(model, sd, cfg, str(path), strict=strict)

@@ -21,18 +21,20 @@ loops, so the stages overlap.
 
 from __future__ import annotations
 
-import logging
 import time
+import warnings
 from contextlib import closing
 from itertools import count
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Iterator
 
 import numpy as np
 
-from vsr.errors import InputError
+from vsr.errors import InputError, MemoryBudgetError
 from vsr.pipeline.batches import Batch, Result, batches, kept_features
-from vsr.pipeline.memory import MB, DeviceMemory, MemoryPlan, ModelMemory, plan_memory, with_features
+from vsr.pipeline.checks import check_model_output
+from vsr.pipeline.memory import (MARGIN, MB, PER_WINDOW_COST, Budget, DeviceMemory, MemoryPlan, ModelMemory,
+                                 budget_for, plan_memory, run_budget, tiles_cost, with_features)
 from vsr.pipeline.scenes import CUT_CONTEXT, SCENE_MODES, WINDOW, CutDetector, CutRule, mark_listed
 from vsr.pipeline.stages import Stage, StagePipeline, abandoned_still_running
 from vsr.pipeline.tiles import Tile, tile_grid
@@ -40,7 +42,6 @@ from vsr.pipeline.windows import FrameWindow, windows
 from vsr.report import RunReport
 from vsr.video.colour import encode_planes
 
-log = logging.getLogger(__name__)
 _STREAMS = count(1)  # one stream of frame keys per run
 
 __all__ = ["FrameQueueRunner", "FrameWindow", "RunnerSettings", "infer_still_running"]
@@ -61,7 +62,8 @@ class RunnerSettings:
     """Knobs of the runner.
 
     batch: items (windows, or tiles of windows) per backend call; tile: LR tile side (None: automatic, the
-    largest that keeps the whole process within ``memory_budget_mb``, see :mod:`vsr.pipeline.memory`; 0: never
+    largest that keeps the whole process within ``memory_budget_mb`` (None: a share of the memory available
+    when the run starts), see :mod:`vsr.pipeline.memory`; 0: never
     tile); overlap: LR pixels of context around each tile's core;
     frames: output frames ``start:stop`` (Python slice semantics, neighbours outside still feed windows);
     queue: items between two stages; batch_wait_s: how long the batcher waits to fill a batch;
@@ -77,7 +79,7 @@ class RunnerSettings:
     batch: int = 1
     tile: int | None = None
     overlap: int = 16
-    memory_budget_mb: int = 3072
+    memory_budget_mb: int | None = None  # None: a share of the memory available (memory.machine_budget)
     frames: tuple[int, int | None] = (0, None)
     queue: int = 2
     batch_wait_s: float = 0.02
@@ -148,10 +150,11 @@ class SceneStage:
 
 
 def hr_frames(results: Iterator[Result], sink, height: int, width: int, scale: int,
-              tiles_per_frame: int) -> Iterator[HrFrame]:
+              tiles_per_frame: int, weights: str | None = None) -> Iterator[HrFrame]:
     """The post stage: backend results ``(N, 3, s*h, s*w)`` -> whole finished output frames, in order.
 
-    Results may be float (32 or 16 bit, RGB in [0, 1]) or uint8 (RGB 0..255, quantised by the backend).
+    Results may be float (32 or 16 bit, RGB in [0, 1]) or uint8 (RGB 0..255, quantised by the backend).  A float
+    result that is not finite or is saturated stops the run (:func:`check_model_output`, naming ``weights``).
 
     Each tile's core is converted (colour matrix, quantisation) straight into the frame's planes from
     ``sink.new_planes``; a frame whose last tile arrived is handed to ``sink.finish`` and goes on.
@@ -168,6 +171,8 @@ def hr_frames(results: Iterator[Result], sink, height: int, width: int, scale: i
             core = res.y[n, :, sc * (t.cy0 - t.y0): sc * (t.cy1 - t.y0), sc * (t.cx0 - t.x0): sc * (t.cx1 - t.x0)]
             if core.dtype == np.uint8:  # RGB a backend quantised already (the CUDA runtime's uint8 download)
                 core = core.astype(np.float32) * np.float32(1.0 / 255.0)
+            else:
+                check_model_output(core, slot.index, weights)
             encode_planes(core, pix_fmt, spec, out=current.planes[:, sc * t.cy0: sc * t.cy1, sc * t.cx0: sc * t.cx1])
             current.tiles_left -= 1
             if current.tiles_left == 0:
@@ -214,32 +219,72 @@ class FrameQueueRunner:
 
     def device_memory(self) -> DeviceMemory | None:
         """The GPU memory the backend's model works in, where it says: ``backend.device_memory()`` gives the
-        fields of :class:`DeviceMemory` as a dict (None: the model works in host memory)."""
-        probe = getattr(self.backend, "device_memory", None)
-        facts = probe() if callable(probe) else None
-        return DeviceMemory(**facts) if facts else None
+        fields of :class:`DeviceMemory` as a dict (None: the model works in host memory).  Asked once per runner:
+        the CUDA runtime measures it by capturing its programs."""
+        if not hasattr(self, "_device"):
+            probe = getattr(self.backend, "device_memory", None)
+            facts = probe() if callable(probe) else None
+            self._device = DeviceMemory(**facts) if facts else None
+        return self._device
 
     def plan_tile(self, height: int, width: int, sink) -> tuple[int | tuple[int, int] | None, MemoryPlan]:
         """The LR tile (a side, ``(h, w)``, or None: whole frames) and the memory plan that checked it
-        (raises :class:`vsr.errors.MemoryBudgetError` when the run cannot fit ``--memory-budget``)."""
+        (raises :class:`vsr.errors.MemoryBudgetError` when the run cannot fit ``--memory-budget``; without one,
+        the run plans within a share of the memory available now, :func:`vsr.pipeline.memory.machine_budget`)."""
+        s = self.settings
+        budget = run_budget(s.memory_budget_mb)
+        plan = self._plan(budget.mb, height, width, sink)
+        tile = (s.tile if (height > s.tile or width > s.tile) else None) if s.tile else plan.tile
+        if getattr(self.backend, "streams", False):
+            tile, plan = self._keep_features(plan, tile, height, width, sink, budget)
+        return tile, replace(plan, budget_from=budget.why)
+
+    def _plan(self, budget_mb: float, height: int, width: int, sink) -> MemoryPlan:
         s = self.settings
         # the scenes stage: its queue, and the frames the detector holds until it has decided them
         extra = 0 if s.scene_cuts == "off" else s.queue + (WINDOW + 1 if s.scene_cuts == "auto" else 0)
-        plan = plan_memory(budget_mb=s.memory_budget_mb, height=height, width=width, scale=self.scale,
+        return plan_memory(budget_mb=budget_mb, height=height, width=width, scale=self.scale,
                            num_frame=self.num_frame, batch=s.batch, queue=s.queue, overlap=s.overlap,
                            encoder_mb=sink.memory_estimate_mb(),
                            hr_bytes_per_pixel=3 * np.dtype(sink.plane_dtype()).itemsize, tile=s.tile,
                            device=self.device_memory(), extra_lr_frames=extra,
                            model=ModelMemory.of(getattr(self.backend, "config", None)))
-        tile = (s.tile if (height > s.tile or width > s.tile) else None) if s.tile else plan.tile
-        if getattr(self.backend, "streams", False):
-            grid = tile_grid(height, width, tile, s.overlap)
-            item = self.backend.feature_nbytes(grid[0].y1 - grid[0].y0, grid[0].x1 - grid[0].x0)
-            plan = with_features(plan, kept_features(self.num_frame, s.batch, len(grid)) * item / MB)
-            if plan.features != "kept":
-                log.warning("each frame's features are computed per window: keeping them needs %.0f MB more than "
-                            "--memory-budget %d leaves", plan.features_mb, s.memory_budget_mb)
-        return tile, plan
+
+    def _features_mb(self, height: int, width: int, tile) -> float:
+        grid = tile_grid(height, width, tile, self.settings.overlap)
+        item = self.backend.feature_nbytes(grid[0].y1 - grid[0].y0, grid[0].x1 - grid[0].x0)
+        return kept_features(self.num_frame, self.settings.batch, len(grid)) * item / MB
+
+    def _keep_features(self, plan: MemoryPlan, tile, height: int, width: int, sink,
+                       budget: Budget) -> tuple[object, MemoryPlan]:
+        """A streaming backend's plan: each frame's features kept where they fit beside ``plan``; else in
+        smaller automatic tiles where those cost less than computing the features per window
+        (:data:`PER_WINDOW_COST`); else per window, with a warning saying what it costs and the budget that
+        would keep them."""
+        s = self.settings
+        device = self.device_memory()
+        planned = with_features(plan, self._features_mb(height, width, tile), device)
+        if planned.features == "kept":
+            return tile, planned
+        if s.tile is None:  # room for the features: the tiles planned without their share of the budget
+            try:
+                smaller = self._plan(budget.mb - planned.features_mb / (1.0 - MARGIN), height, width, sink)
+            except MemoryBudgetError:
+                smaller = None
+            if smaller is not None:
+                kept = with_features(replace(smaller, budget_mb=plan.budget_mb),
+                                     self._features_mb(height, width, smaller.tile), device)
+                cost = tiles_cost(height, width, smaller.tile, s.overlap) / tiles_cost(height, width, tile, s.overlap)
+                if kept.features == "kept" and cost < PER_WINDOW_COST:
+                    return kept.tile, kept
+        if device is not None:
+            where = f"the GPU has free ({device.free_mb:.0f} MB)"
+        else:
+            where = (f"{budget.named()} leaves; --memory-budget "
+                     f"{budget_for(planned.total_mb + planned.features_mb)} keeps them")
+        warnings.warn(f"each frame's features are computed per window, about {PER_WINDOW_COST:.2f}x slower: "
+                      f"keeping them needs {planned.features_mb:.0f} MB more than {where}", stacklevel=3)
+        return tile, planned
 
     def decode_range(self) -> tuple[int, int | None]:
         """The source frames ``first:stop`` this run decodes (:func:`decode_range`)."""
@@ -269,7 +314,8 @@ class FrameQueueRunner:
             on_start()
         decode = SourceFrames(source, *self.decode_range())
         stream = next(_STREAMS) if memory.features == "kept" else None
-        pipeline = self._pipeline(decode, scenes, sink, tiles, info.height, info.width, progress, stream)
+        weights = (settings_for_report or {}).get("weights")
+        pipeline = self._pipeline(decode, scenes, sink, tiles, info.height, info.width, progress, stream, weights)
         t0 = time.perf_counter()
         pipeline.run()
         wall = time.perf_counter() - t0
@@ -277,6 +323,11 @@ class FrameQueueRunner:
         written = stats[-1].items
         self._check_count(decode, written)
         settings = dict(settings_for_report or {})
+        early = getattr(source, "early_end", None) if decode.ended else None
+        if early is not None:  # said, and kept in the report (a batch job's list marks it)
+            if not early.warned:
+                warnings.warn(early.message(info.path, written), stacklevel=2)
+            settings["input_ended_early"] = early.to_dict(written)
         settings.update(tile=tile, tiles_per_frame=len(tiles), overlap=s.overlap, batch=s.batch, queue=s.queue,
                         padding=self.padding, num_frame=self.num_frame,
                         backend_facts=self.backend.facts() if hasattr(self.backend, "facts") else {},
@@ -286,7 +337,8 @@ class FrameQueueRunner:
                          step_stats=self.backend.step_stats() or None)
 
     def _pipeline(self, decode: SourceFrames, scenes: SceneStage, sink, tiles: list[Tile], height: int,
-                  width: int, progress: Callable[[int], None] | None, stream: int | None) -> StagePipeline:
+                  width: int, progress: Callable[[int], None] | None, stream: int | None,
+                  weights: str | None) -> StagePipeline:
         s = self.settings
         start, stop = s.frames
         unit = "tiles" if len(tiles) > 1 else "frames"
@@ -310,7 +362,7 @@ class FrameQueueRunner:
             Stage("batch", lambda inbox: batches(inbox, tiles, s.batch, stream or 0), unit, n_slots,
                   idle_s=s.batch_wait_s),
             Stage("infer", infer, unit, n_slots, grace_s=s.stop_grace_s),
-            Stage("post", lambda inbox: hr_frames(inbox, sink, height, width, self.scale, len(tiles))),
+            Stage("post", lambda inbox: hr_frames(inbox, sink, height, width, self.scale, len(tiles), weights)),
             Stage("encode", lambda inbox: encoded(inbox, sink)),
         ]
         # the batch stage sends one batch at a time, and a result waits for post-processing one at a time
@@ -326,9 +378,14 @@ class FrameQueueRunner:
                 raise InputError(f"zero frames to write: {decode.source.info.path} decodes to no frame")
             n = decode.seen
             if n == 0:  # the source ended before the first frame decoded for the run
-                n = decode.source.info.frames
+                info = decode.source.info
+                n = info.frames
                 if n is None or n > decode.first:  # unknown, or a header that says more than there is
-                    raise InputError(f"--frames {asked}: the source has at most {decode.first} frames")
+                    about = info.frames_estimate
+                    guess = f" (about {about} by its duration)" if about is not None and about < decode.first else ""
+                    raise InputError(f"--frames {asked}: the source has fewer than {decode.first} frames{guess}")
             raise InputError(f"--frames {asked}: the source has only {n} frames")
         if stop is not None and written < stop - start:
-            log.warning("--frames %s: the source has only %d frames; wrote %d", asked, decode.seen, written)
+            # a warning, not a log line: the CLI prints it as 'vsr: warning: ...' above the progress bar
+            warnings.warn(f"--frames {asked}: the source has only {decode.seen} frames; wrote {written}, frames "
+                          f"{start}:{start + written}", stacklevel=2)

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import base64
 import html
-import os
 from pathlib import Path
 
 import cv2
 import numpy as np
 
 from vsr.errors import InputError
+from vsr.outfiles import check_file_output, write_file_output
 from vsr.quality.preview import Preview
 
 PNG_WIDTH = 1920  # the side-by-side image's width at most
@@ -105,30 +105,19 @@ def page(p: Preview, estimate: str = "") -> str:
                         bicubic=b64[0], sr=b64[1])
 
 
-def check_out(out: str | Path, overwrite: bool = False) -> Path:
-    """One-line errors for a preview file that cannot be written, before the preview runs."""
+def check_out(out: str | Path, overwrite: bool = False, inputs: tuple = ()) -> Path:
+    """One-line errors for a preview file that cannot be written, before the preview runs (the rules of
+    :mod:`vsr.outfiles`; never one of ``inputs``)."""
     out = Path(out)
     if out.suffix.lower() not in (".png", ".html", ".htm"):
         raise InputError(f"--out must end in .png or .html, not {out.name!r}")
-    if out.is_dir():
-        raise InputError(f"--out is a folder: {out}")
-    if out.exists() and not overwrite:
-        raise InputError(f"{out} exists (give --overwrite to replace it)")
-    if not (out.parent if str(out.parent) else Path(".")).is_dir():
-        raise InputError(f"output folder does not exist: {out.parent}")
-    return out
+    return check_file_output(out, "--out", "picture", overwrite=overwrite, inputs=inputs)
 
 
 def write_preview(p: Preview, out: str | Path, estimate: str = "", overwrite: bool = False) -> Path:
     """``out``: ``.png`` (:func:`side_by_side`) or ``.html`` (:func:`page`), written under a temporary name and
-    renamed; an existing file is replaced only with ``overwrite``."""
-    out = check_out(out, overwrite)
+    renamed; an existing file is replaced only with ``overwrite``, never the input."""
+    out = check_out(out, overwrite, inputs=(p.src,))
     kind = out.suffix.lower()
-    data = _png_bytes(side_by_side(p)) if kind == ".png" else page(p, estimate).encode("utf-8")
-    tmp = out.with_name(f".{out.name}.vsr-partial-{os.getpid()}")
-    try:
-        tmp.write_bytes(data)
-        os.replace(tmp, out)
-    finally:
-        tmp.unlink(missing_ok=True)
+    write_file_output(out, _png_bytes(side_by_side(p)) if kind == ".png" else page(p, estimate).encode("utf-8"))
     return out

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import os
 from html import escape
 from pathlib import Path
 
-from vsr.errors import InputError
 from vsr.report import render
 from vsr.report.load import Run
 from vsr.report.render import fmt
@@ -94,7 +92,7 @@ def _steps(run: Run, s: dict) -> list[str]:
     legend = "".join(f'<span style="background:{c}"></span>{k}' for k, c in KIND_COLOURS.items() if k != "build")
     return ["<h2>Backend steps</h2>", f'<p class="legend note">{legend}</p>', step_bars(run),
             _table(["step", "kind", "calls", "total s", "mean ms", "p50 ms", "p95 ms", "share of infer"],
-                   [[r["step"], r["kind"], fmt(r["calls"], ""), fmt(r["total_s"]), fmt(r["mean_s"], "ms"),
+                   [[render.step_label(r), r["kind"], fmt(r["calls"], ""), fmt(r["total_s"]), fmt(r["mean_s"], "ms"),
                      fmt(r["p50_s"], "ms"), fmt(r["p95_s"], "ms"), fmt(r["share"], "%")] for r in rows]),
             f'<p class="note">{escape(render.accounting(s))}.</p>']
 
@@ -112,27 +110,3 @@ def _page(title: str, body: list[str]) -> str:
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>{escape(title)}</title><style>{_CSS}</style></head>\n<body>\n" + "\n".join(body)
             + "\n</body></html>\n")
-
-
-def write_page(path: str | Path, page: str, overwrite: bool = False) -> Path:
-    """Writes ``page`` to ``path`` whole or not at all (a temporary file renamed into place).
-
-    An existing file is replaced only with ``overwrite``: it may not be one vsr wrote.
-    """
-    path = Path(path)
-    if path.is_dir():
-        raise InputError(f"--html {path} is a folder: give the page's file name (e.g. {path / 'report.html'})")
-    if not path.parent.is_dir():
-        raise InputError(f"--html folder does not exist: {path.parent}")
-    if path.exists() and not overwrite:
-        raise InputError(f"{path} exists; give --overwrite to replace it")
-    # open(..., "x") rather than mkstemp: the page gets the user's usual permissions (umask), not 0600
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.part")
-    try:
-        with open(tmp, "x", encoding="utf-8") as f:
-            f.write(page)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return path

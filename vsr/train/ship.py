@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from vsr.errors import InputError, VsrError, WeightsError
+from vsr.files import sha256_file
 from vsr.model.weights import DEFAULT_WEIGHTS, read_checkpoint
 from vsr.train.checkpoint import save_checkpoint
 
@@ -59,6 +60,7 @@ def ship(checkpoint: str | Path, out: str | Path = DEFAULT_WEIGHTS, *, which: st
     out.parent.mkdir(parents=True, exist_ok=True)
     save_checkpoint({"params": {k: v.half().contiguous() for k, v in sd.items()},
                      "vsr": {"config": meta["config"], "iteration": info["iteration"], "weights": which}}, out)
+    info = {"sha256": sha256_file(out), **info}  # checked whenever the weights are loaded
     out.with_suffix(".json").write_text(json.dumps(info, indent=1) + "\n")
     return info
 

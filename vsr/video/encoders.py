@@ -73,12 +73,32 @@ FFMPEG_MAX_PLANE = 2**31 - 1
 ENCODER_DEFAULTS = {"libx264": {"crf": "23", "preset": "medium"}, "libx265": {"crf": "28", "preset": "medium"},
                     "libsvtav1": {"crf": "35", "preset": "8"}}
 # Picture codecs: each frame a still image.  FFmpeg puts them into MP4 (object types for PNG, JPEG, JPEG 2000)
-# and AVI, but players do not play them there; QuickTime and Matroska are their video containers.
+# and AVI, but players do not play them there; QuickTime is their video container, and Matroska holds those it
+# has a codec ID for (Motion JPEG, JPEG 2000).  Matroska has none for PNG: ffmpeg's own tool stores it as a
+# Video-for-Windows FourCC (V_MS/VFW/FOURCC 'MPNG'), a compatibility mode that FFmpeg's library refuses at
+# normal compliance (avformat_query_codec), which is what vsr writes with: PNG goes into .mov or a folder.
 IMAGE_CODECS = frozenset("png apng mjpeg jpeg2000 libopenjpeg bmp tiff gif qoi libwebp libwebp_anim jpegls ljpeg "
                          "targa sgi dpx ppm pgm pam pbm".split())
 # (Motion JPEG also in AVI: cameras write it so, and players read it there.)
 IMAGE_CONTAINERS = {"mov": ".mov", "matroska": ".mkv"}
 IMAGE_CONTAINERS_OF = {"mjpeg": {**IMAGE_CONTAINERS, "avi": ".avi"}}
+# The default codec of a container where libx264 is wrong for it.  AVI stores no presentation timestamps: H.264
+# in it (B-frames or not) reads back with none (ffprobe shows N/A), while MPEG-4 Part 2 without B-frames (FFmpeg's
+# mpeg4 encoder has none by default) reads back with every frame's time; it is AVI's own codec (Xvid, DivX), which
+# every player that opens AVI plays.  Tagged XVID, the FourCC hardware players look for.
+CONTAINER_CODECS = {"avi": "mpeg4"}
+CODEC_TAGS = {("avi", "mpeg4"): "XVID"}
+# Encoders with no CRF whose FFmpeg default is a bit rate of 200 kb/s (a blur at x4 sizes): vsr runs them at a
+# fixed quantiser (qmin = qmax, what ffmpeg's -q:v does), --crf's value where given.  3 is near-transparent for
+# both (2 is their best).  Any rate option of the user's own (-x b=, qmin=, qmax=, global_quality=) replaces it.
+QUANTISER_CODECS = {"mpeg4": (2, 31), "mjpeg": (2, 31)}
+DEFAULT_QUANTISER = 3
+RATE_OPTIONS = ("b", "qmin", "qmax", "global_quality")
+# The option holding an encoder's own parameters (``key=value:key=value``), which it applies after FFmpeg's:
+# a crf, qp or bitrate there decides the rate control (tests/video/test_encoder_choices.py reads x264's own
+# record of its settings from the output to check it).
+PARAMS_OPTION = {"libx264": "x264-params", "libx265": "x265-params", "libsvtav1": "svtav1-params"}
+RATE_PARAMS = ("crf", "qp", "qp_constant", "bitrate", "tbr")
 # The containers a "cannot hold" message suggests, by format name.
 COMMON_CONTAINERS = {"mp4": ".mp4", "matroska": ".mkv", "mov": ".mov", "webm": ".webm"}
 # What encoders log (at warning level) for an option they did not take while opening anyway.
@@ -115,8 +135,10 @@ def choose_pix_fmt(codec: av.Codec, info: VideoInfo, requested: str | None) -> s
 
 
 def default_codec(container) -> str:
-    """libx264 where the container holds H.264 (mp4, mkv, mov), else the first of FALLBACK_CODECS it holds."""
-    for name in (DEFAULT_CODEC,) + FALLBACK_CODECS:
+    """The container's own (:data:`CONTAINER_CODECS`), else libx264 where the container holds H.264 (mp4, mkv,
+    mov), else the first of FALLBACK_CODECS it holds."""
+    own = CONTAINER_CODECS.get(container.format.name)
+    for name in ((own,) if own else ()) + (DEFAULT_CODEC,) + FALLBACK_CODECS:
         if name in container.supported_codecs and name in av.codecs_available:
             return name
     raise InputError(f"{container.format.name} holds none of the video codecs vsr writes; "
@@ -124,16 +146,40 @@ def default_codec(container) -> str:
 
 
 def effective(codec: str, opts: dict[str, str]) -> dict[str, int | float | str | None]:
-    """The ``crf`` (a number where it is one) and ``preset`` the encoder runs with: those given in ``opts``, else
-    its own defaults (:data:`ENCODER_DEFAULTS`; None where it has no such setting or vsr does not know it)."""
+    """The ``crf``, ``preset`` and fixed quantiser ``q`` (numbers where they are) the encoder runs with: those
+    given in ``opts``, the encoder's own parameters (``-x x264-params=crf=18``) first, else its own defaults
+    (:data:`ENCODER_DEFAULTS`); None where it has no such setting, runs another rate control (a qp or a bit
+    rate) or vsr does not know it."""
     own = ENCODER_DEFAULTS.get(codec, {})
-    crf, preset = (opts.get(key, own.get(key)) for key in ("crf", "preset"))
+    params = encoder_params(codec, opts)
+    rate = [k for k in params if k in RATE_PARAMS]
+    if rate:  # the encoder applies its parameters last, in order: the last rate key there decides
+        crf = params["crf"] if rate[-1] == "crf" else None
+    elif "crf" in opts:
+        crf = opts["crf"]
+    else:  # FFmpeg's -x qp= or b= without a crf: constant QP or a bit rate
+        crf = None if opts.get("qp") or opts.get("b") else own.get("crf")
+    preset = params.get("preset", opts.get("preset", own.get("preset")))
+    q = opts.get("qmin") if codec in QUANTISER_CODECS and opts.get("qmin") == opts.get("qmax") else None
+    return {"crf": _number(crf), "preset": preset, "q": _number(q)}
+
+
+def _number(text: str | None) -> int | float | str | None:
     try:
-        crf = float(crf) if crf is not None else None
-        crf = int(crf) if crf is not None and crf.is_integer() else crf  # 23, as a person writes it
+        x = float(text) if text is not None else None
     except ValueError:
-        pass
-    return {"crf": crf, "preset": preset}
+        return text
+    return int(x) if x is not None and x.is_integer() else x  # 23, as a person writes it
+
+
+def encoder_params(codec: str, opts: dict[str, str]) -> dict[str, str]:
+    """The ``key=value`` pairs of the encoder's own parameters option (:data:`PARAMS_OPTION`), in order."""
+    text = opts.get(PARAMS_OPTION.get(codec, ""), "")
+    out: dict[str, str] = {}
+    for key, _, value in (item.partition("=") for item in text.split(":") if item.strip()):
+        out.pop(key.strip(), None)  # a key given again counts where it was given last
+        out[key.strip()] = value.strip()
+    return out
 
 
 def check_playable(codec: str, container, played: bool = True) -> None:
@@ -143,10 +189,13 @@ def check_playable(codec: str, container, played: bool = True) -> None:
     name = container.format.name
     if codec in IMAGE_CODECS and played:
         plays = IMAGE_CONTAINERS_OF.get(codec, IMAGE_CONTAINERS)
-        if name in plays:
-            return _check_holds(codec, container, plays)
         where = _holders(codec, plays)
         frames = ", or a folder (a name without suffix) for PNG frames" if codec == "png" else ""
+        if name in plays and codec not in container.supported_codecs:
+            raise InputError(f"{name} has no codec ID for {codec} video: use {where or 'another container'}"
+                             f"{frames}, or another codec (ffv1 is lossless)")
+        if name in plays:
+            return None
         raise InputError(f"--codec {codec} writes still pictures, which players do not play from {name}: use "
                          f"{where or 'another container'}{frames}")
     _check_holds(codec, container, COMMON_CONTAINERS)
@@ -184,11 +233,14 @@ def open_codec(name: str) -> av.Codec:
 def encoder_options(codec: str, s: EncoderSettings, width: int, height: int) -> tuple[dict[str, str], bool]:
     """The options dict for the encoder and whether libx264 got vsr's low-memory settings for a big output."""
     opts = {}
-    if s.crf is not None:
+    given = dict(s.options)
+    if codec in QUANTISER_CODECS:
+        opts.update(_quantiser(codec, s, given))
+    elif s.crf is not None:
         opts["crf"] = f"{s.crf:g}"
     if s.preset is not None:
         opts["preset"] = s.preset
-    opts.update(dict(s.options))
+    opts.update(given)
     if codec == "libx264" and width * height > BIG_OUTPUT_PIXELS and "rc-lookahead" not in opts \
             and "x264-params" not in opts and opts.get("preset") != "ultrafast":
         opts["x264-params"] = BIG_OUTPUT_X264_PARAMS
@@ -196,6 +248,19 @@ def encoder_options(codec: str, s: EncoderSettings, width: int, height: int) -> 
                  BIG_OUTPUT_X264_PARAMS)
         return opts, True
     return opts, False
+
+
+def _quantiser(codec: str, s: EncoderSettings, given: dict[str, str]) -> dict[str, str]:
+    """The fixed quantiser of a codec without CRF (:data:`QUANTISER_CODECS`): ``--crf``'s value, else
+    :data:`DEFAULT_QUANTISER`; nothing where the user gave a rate option of their own."""
+    if any(k in given for k in RATE_OPTIONS):
+        return {}
+    lo, hi = QUANTISER_CODECS[codec]
+    q = DEFAULT_QUANTISER if s.crf is None else s.crf
+    if q != int(q) or not lo <= q <= hi:
+        raise InputError(f"--crf {q:g} is out of range for {codec}: it has no CRF, --crf is its quantiser, a "
+                         f"whole number {lo}..{hi} (lower is better; default {DEFAULT_QUANTISER})")
+    return {"qmin": str(int(q)), "qmax": str(int(q))}
 
 
 def _option_name(key: str, value: str, s: EncoderSettings) -> str:
@@ -215,15 +280,27 @@ def check_values(codec: str, opts: dict[str, str], s: EncoderSettings) -> None:
             and not (preset.isdigit() and int(preset) < len(PRESETS[codec])):  # x264 also takes a preset's index
         raise InputError(f"{_option_name('preset', opts['preset'], s)} is not a {codec} preset "
                          f"({', '.join(PRESETS[codec])})")
-    if "crf" not in opts or codec not in CRF_RANGE:
+    params = encoder_params(codec, opts)
+    rate = [k for k in params if k in RATE_PARAMS]
+    if rate and "crf" in opts and (rate[-1] != "crf" or _number(params["crf"]) != _number(opts["crf"])):
+        raise InputError(f"{_option_name('crf', opts['crf'], s)} and -x {PARAMS_OPTION[codec]}=...{rate[-1]}="
+                         f"{params[rate[-1]]} both set the rate control (the encoder would take the second): "
+                         "give one")
+    _check_crf(codec, opts.get("crf"), lambda v: _option_name("crf", v, s))
+    _check_crf(codec, params.get("crf"), lambda v: f"-x {PARAMS_OPTION[codec]}=...crf={v}")
+
+
+def _check_crf(codec: str, value: str | None, shown) -> None:
+    """A crf outside the codec's quality scale -> InputError naming the option as ``shown(value)`` says it."""
+    if value is None or codec not in CRF_RANGE:
         return
     try:
-        crf = float(opts["crf"])
+        crf = float(value)
     except ValueError:
         return  # not a number: the encoder refuses it when it opens
     lo, hi = CRF_RANGE[codec]
     if not lo <= crf <= hi:
-        raise InputError(f"{_option_name('crf', opts['crf'], s)} is out of range for {codec} ({lo}..{hi})")
+        raise InputError(f"{shown(value)} is out of range for {codec} ({lo}..{hi})")
 
 
 def check_size(codec: str, width: int, height: int) -> None:

@@ -16,13 +16,15 @@ the same rules (the link stays).
 
 from __future__ import annotations
 
+import errno
+import functools
 import logging
 import os
 import re
 import shutil
 from pathlib import Path
 
-from vsr.errors import InputError
+from vsr.errors import InputError, OutputError
 
 log = logging.getLogger(__name__)
 
@@ -72,9 +74,35 @@ def frames_partial(dst: Path) -> Path:
 
 
 def make_frames_folder(path: Path) -> None:
-    """Create ``path`` with vsr's marker in it."""
+    """Create ``path`` with vsr's marker in it (on a failure, a full disk, nothing of it is left)."""
     path.mkdir()
-    (path / MARKER).write_text(MARKER_TEXT)
+    try:
+        (path / MARKER).write_text(MARKER_TEXT)
+    except BaseException:
+        shutil.rmtree(path, ignore_errors=True)
+        raise
+
+
+# what writing an output (not reading the input) fails with: a full disk, an exceeded quota, a file too large
+# for its file system, a file system gone read-only
+WRITE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS)
+
+
+def writes(method):
+    """A sink's method whose failure to write (:data:`WRITE_ERRNOS`, or any error naming the sink's temporary
+    ``self.tmp``) is an :class:`OutputError` naming the output the user gave (``self.dst``), not the hidden
+    temporary; the error it came from stays its cause (a batch job tells a full disk by it)."""
+    @functools.wraps(method)
+    def wrapped(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except OSError as e:
+            tmp, name = getattr(self, "tmp", None), e.filename
+            ours = tmp is not None and isinstance(name, (str, bytes)) and os.fsdecode(name).startswith(str(tmp))
+            if e.errno not in WRITE_ERRNOS and not ours:
+                raise
+            raise OutputError(f"cannot write {self.dst}: {e.strerror or e}") from e
+    return wrapped
 
 
 def _contains(folder: Path, path: Path) -> bool:

@@ -20,6 +20,7 @@ from typing import BinaryIO, Iterator
 import av
 
 from vsr.errors import InputError
+from vsr.video.ends import CountedReader, EarlyEnd, stream_end
 from vsr.video.output import STREAM
 from vsr.video.source import SourceFrame, VideoInfo, one_line, timed_frames, video_info
 
@@ -69,7 +70,9 @@ class StreamPackets:
 
 class StreamSource:
     """The video of a stream on standard input (or of ``file``, a binary file object read in order).
-    ``frames()`` may be called once; ``info.frames`` is the header's count, None where it has none."""
+    ``frames()`` may be called once; ``info.frames`` is the header's count, None where it has none.
+    ``early_end``: once ``frames()`` has decoded the stream to its end, an :class:`~vsr.video.ends.EarlyEnd`
+    where its bytes ended inside a frame (Y4M) or without the index that ends it (NUT)."""
 
     def __init__(self, file: BinaryIO | None = None):
         self.path = Path(STREAM)
@@ -78,9 +81,12 @@ class StreamSource:
                 raise InputError("standard input is a terminal: pipe a video into it (e.g. ffmpeg -i IN -f "
                                  "yuv4mpegpipe - | vsr upscale - OUT)")
             file = open(0, "rb", closefd=False)  # noqa: SIM115 -- closed with the source
-        self._file = file
+        self._file = CountedReader(file)
+        self.early_end: EarlyEnd | None = None
+        self._first_packet = 0
+        self._count = 0
         try:
-            self._container = av.open(file, "r")
+            self._container = av.open(self._file, "r")
         except av.EOFError:
             raise InputError("zero frames: standard input ended before its first frame") from None
         except (av.FFmpegError, OSError, ValueError) as e:
@@ -115,7 +121,10 @@ class StreamSource:
         last: dict[int, tuple[int, int]] = {}
         for packet in self._container.demux():
             if packet.stream.index == st.index:
-                yield from packet.decode()
+                self._first_packet = self._first_packet or packet.size
+                for frame in packet.decode():
+                    self._count += 1
+                    yield frame
             elif packet.stream.type in SIDE_TYPES and packet.size and _timed(packet, last):
                 self._side.put(packet)
         self._side.finish()
@@ -129,6 +138,7 @@ class StreamSource:
         """Frames ``start, start + 1, ...``: those before are decoded, not converted (no seeking in a pipe)."""
         self._side.decided()
         yield from timed_frames(chain([self._first], self._decoded), 0, start, self.info)
+        self.early_end = stream_end(self._file, self._container.format.name, self._first_packet, self._count)
 
     def close(self) -> None:
         container = getattr(self, "_container", None)

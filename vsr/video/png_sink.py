@@ -10,7 +10,7 @@ import numpy as np
 from vsr.errors import InputError
 from vsr.video.colour import ColourSpec
 from vsr.video.encoders import EncoderSettings
-from vsr.video.output import commit_output, frames_partial, make_frames_folder, output_path
+from vsr.video.output import commit_output, frames_partial, make_frames_folder, output_path, writes
 from vsr.video.source import VideoInfo
 
 PNG_PIX_FMTS = (None, "rgb24", "rgb48be", "rgb48le", "rgb48")
@@ -35,8 +35,12 @@ class PngFolderSink:
         self.pix_fmt = "rgb48be" if deep else "rgb24"
         self.colour = info.colour.for_output(self.pix_fmt)
         self.tmp = frames_partial(self.dst)
-        make_frames_folder(self.tmp)
+        self._make_folder()
         self.count = 0
+
+    @writes
+    def _make_folder(self) -> None:
+        make_frames_folder(self.tmp)
 
     def plane_dtype(self) -> np.dtype:
         return np.dtype(np.uint16 if self.pix_fmt == "rgb48be" else np.uint8)
@@ -53,15 +57,21 @@ class PngFolderSink:
     def finish(self, planes: np.ndarray) -> np.ndarray:
         return planes
 
+    @writes
     def write(self, planes: np.ndarray, pts: int, duration: int) -> None:
         import cv2
 
         bgr = np.ascontiguousarray(planes[::-1].transpose(1, 2, 0))
-        name = self.tmp / f"{self.count:08d}.png"
-        if not cv2.imwrite(str(name), bgr, [cv2.IMWRITE_PNG_COMPRESSION, 1]):
-            raise OSError(f"could not write {name}")
+        # encoded here and written by Python: a full disk is an OSError with its reason (libpng's own write
+        # would print "libpng error: Write Error" and only say it failed)
+        ok, png = cv2.imencode(".png", bgr, [cv2.IMWRITE_PNG_COMPRESSION, 1])
+        if not ok:
+            raise InputError(f"could not encode frame {self.count} of {self.dst} as PNG")
+        with open(self.tmp / f"{self.count:08d}.png", "xb") as f:
+            f.write(png.data)
         self.count += 1
 
+    @writes
     def commit(self) -> None:
         commit_output(self.tmp, self.dst, self.src)
 

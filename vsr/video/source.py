@@ -20,6 +20,7 @@ import numpy as np
 
 from vsr.errors import InputError
 from vsr.video.colour import ColourSpec, bit_depth, decode_rgb
+from vsr.video.ends import EarlyEnd, file_end, y4m_frames
 from vsr.video.seek import EntryPoint, enter, picture_digest
 
 log = logging.getLogger(__name__)
@@ -64,6 +65,8 @@ class VideoInfo:
     container_metadata: dict = field(default_factory=dict)
     start_pts: int = 0
     duration_s: float | None = None
+    container: str = ""  # FFmpeg's name of the file's format ("matroska,webm", "nut", ...)
+    header_frames: int | None = None  # the count the file's header declares (None: it declares none)
     # a stream's audio and subtitle packets as its decoding passes them (vsr.video.passthrough.PacketFeed): a
     # pipe cannot be read a second time, as a file's are; None for a file
     side_packets: object = field(default=None, compare=False, repr=False)
@@ -122,13 +125,17 @@ class VideoSource:
     to decode exactly (:mod:`vsr.video.seek`); None: always decode from the top.  ``expect``: frame index ->
     the picture digest (:func:`vsr.video.seek.picture_digest`) that frame must decode to; a frame decoded to
     another picture means the file is not the one those digests were taken of (a batch job's input replaced
-    after it was queued): :class:`SourceChanged`.
+    after it was queued): :class:`SourceChanged`.  ``early_end``: once ``frames()`` has decoded the file to its
+    end, an :class:`~vsr.video.ends.EarlyEnd` where it ended before what it declared (:mod:`vsr.video.ends`).
     """
 
     def __init__(self, path: Path, entry: EntryPoint | None = None, expect: dict[int, str] | None = None):
         self.path = Path(path)
         self.entry = entry
         self.expect = dict(expect or {})
+        self.early_end: EarlyEnd | None = None  # see frames()
+        self._y4m_cut: tuple[int, int] | None = None
+        self._decoded = 0
         if self.path.stat().st_size == 0:
             raise InputError(f"not a video file: {self.path} is empty")
         try:
@@ -184,12 +191,10 @@ class VideoSource:
         """The number of whole frames of a Y4M file, from its size (each frame: a ``FRAME`` line, then a
         fixed number of bytes); warns when the file ends inside a frame, whose part FFmpeg drops silently."""
         with open(self.path, "rb") as f:
-            head = f.read(1 << 16)
-        header = head.index(b"\n") + 1  # the probe read it: it is there
-        frame_line = head.find(b"\n", header) + 1 - header
-        step = max(frame_line, 0) + self._first_packet_size
-        whole, rest = divmod(self.path.stat().st_size - header, step)
+            head = f.read(1 << 16)  # the probe read the header: it is there
+        whole, rest = y4m_frames(head, self._first_packet_size, self.path.stat().st_size)
         if rest:
+            self._y4m_cut = (whole, rest)
             warnings.warn(f"{self.path} is truncated: it ends {rest} bytes into frame {whole}; its {whole} whole "
                           f"frame{'s' if whole != 1 else ''} are upscaled", stacklevel=5)
         return whole
@@ -218,6 +223,14 @@ class VideoSource:
             yield from timed_frames(self._checked(decoded, index), index, start, self.info)
         finally:
             c.close()
+        self.early_end = self._ended()  # decoded to its end
+
+    def _ended(self) -> EarlyEnd | None:
+        if self._y4m_cut is not None:
+            whole, rest = self._y4m_cut
+            return EarlyEnd(self._decoded, None, f"it ends {rest} bytes into frame {whole}", warned=True)
+        i = self.info
+        return file_end(self.path, i.container, i.header_frames, i.duration_s, i.rate, self._decoded)
 
     def _decoder(self, start: int):
         """``(container, decoded frames, index of the first)`` for ``frames(start)``."""
@@ -244,6 +257,7 @@ class VideoSource:
                                     "when it was read before")
             yield frame
             index += 1
+            self._decoded = index
 
     def close(self) -> None:
         self._container.close()
@@ -263,7 +277,8 @@ def video_info(path: Path, c, st, first: av.VideoFrame) -> VideoInfo:
         frames=st.frames or None, rotation=int(round(first.rotation or 0)) % 360,
         sample_aspect_ratio=cc.sample_aspect_ratio or st.sample_aspect_ratio, stream_index=st.index,
         metadata=dict(st.metadata), container_metadata=dict(c.metadata),
-        start_pts=first.pts if first.pts is not None else 0, duration_s=duration_s)
+        start_pts=first.pts if first.pts is not None else 0, duration_s=duration_s, container=c.format.name,
+        header_frames=st.frames or None)
 
 
 def timed_frames(decoded: Iterator[av.VideoFrame], index: int, start: int, info: VideoInfo) -> Iterator[SourceFrame]:

@@ -1,0 +1,139 @@
+"""Small outputs written whole: a run report (``vsr upscale --report``), an HTML page (``vsr report --html``,
+``vsr jobs report --html``), a preview picture (``vsr preview --out``).
+
+They are outputs like a video: :func:`check_file_output`, called before any work, refuses
+
+- a name that is the input, or another output of the same command (the video), however it is spelt: another
+  relative path, a symbolic link or a hard link to it; or a name inside a folder of PNG frames the command
+  writes;
+- an existing file without ``--overwrite``, and anything there that is not a regular file (a folder, a device,
+  a pipe) even with it;
+- a folder that does not exist or cannot be written (a file is created there and removed, as a test);
+
+and ``-`` means standard output, as it does for IN and OUT.  :func:`write_file_output` writes under a hidden
+temporary name beside the file and renames it into place, so a failure (a full disk) leaves the old file as it
+was and no temporary behind; it raises :class:`~vsr.errors.OutputError` naming the file.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+from pathlib import Path
+
+from vsr.errors import InputError, OutputError
+
+STDOUT = "-"
+
+
+def _spellings(path: Path) -> set[str]:
+    """Every name ``path`` is known by here: as given (absolute), with its folder resolved, and fully resolved."""
+    out = {os.path.abspath(path)}
+    try:
+        out.add(str(path.parent.resolve() / path.name))
+        out.add(str(path.resolve()))
+    except (OSError, RuntimeError):
+        pass
+    return out
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    """Whether ``a`` and ``b`` name one file: one spelling in common, or (both existing) one inode."""
+    if _spellings(a) & _spellings(b):
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except (OSError, ValueError):
+        return False
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    """Whether ``path`` would be written inside ``folder`` (resolved)."""
+    try:
+        folder = folder.resolve()
+        where = path.parent.resolve()
+    except (OSError, RuntimeError):
+        return False
+    return where == folder or folder in where.parents
+
+
+def check_file_output(name: str | os.PathLike, option: str, what: str, *, overwrite: bool,
+                      inputs: tuple = (), outputs: tuple = (), folders: tuple = ()) -> Path | None:
+    """The checked path of a small output (None: ``-``, standard output), or a one-line :class:`InputError`.
+
+    ``option``: the option that named it (``--report``), ``what``: what it holds (``report``), for the messages;
+    ``inputs``/``outputs``: the command's other files (an input that is ``-`` is skipped); ``folders``: PNG-frame
+    output folders it must not be written into.
+    """
+    if os.fspath(name) == STDOUT:
+        return None
+    path = Path(name)
+    for other, role in [(Path(p), "input") for p in inputs if os.fspath(p) != STDOUT] + \
+                       [(Path(p), "output") for p in outputs if os.fspath(p) != STDOUT]:
+        if _same_file(path, other):
+            raise InputError(f"{option} {path} is the {role} {other}: give the {what} a name of its own")
+    for folder in folders:
+        if _inside(path, Path(folder)):
+            raise InputError(f"{option} {path} is inside the output folder {folder}, which vsr replaces whole: "
+                             f"give the {what} a place outside it")
+    if path.is_dir() or os.fspath(name).endswith(("/", os.sep)):
+        raise InputError(f"{option} {path} is a folder: give the {what}'s file name (e.g. {path / _example(what)})")
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir():
+        raise InputError(f"{option} folder does not exist: {parent}")
+    if os.path.lexists(path):
+        if not overwrite:
+            raise InputError(f"{path} exists (pass --overwrite to replace it)")
+        try:
+            regular = stat.S_ISREG(os.stat(path).st_mode)
+        except OSError:
+            regular = os.path.islink(path)  # a broken link: the rename replaces the link itself
+        if not regular:
+            raise InputError(f"will not replace {path}: it is not a regular file (give {option} - for "
+                             "standard output)")
+    _probe(parent, option)
+    return path
+
+
+def _example(what: str) -> str:
+    return {"report": "run.json", "page": "report.html"}.get(what, "preview.png")
+
+
+def _temporary(path: Path) -> Path:
+    return path.with_name(f".{path.name}.vsr-partial-{os.getpid()}")
+
+
+def _probe(parent: Path, option: str) -> None:
+    """Create and remove a file in ``parent``: ``access()`` says yes to root even on a read-only mount."""
+    probe = parent / f".vsr-write-test-{os.getpid()}"
+    try:
+        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600))
+        os.unlink(probe)
+    except OSError as e:
+        raise InputError(f"{option} folder is not writable: {parent} ({e.strerror})") from None
+
+
+def write_file_output(path: Path | None, data: str | bytes) -> None:
+    """``data`` into ``path`` whole or not at all (None: standard output); :class:`OutputError` naming ``path``
+    when it cannot be written (the temporary file is removed, an old file at ``path`` stays as it was)."""
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    if path is None:
+        sys.stdout.flush()
+        sys.stdout.buffer.write(raw)
+        sys.stdout.flush()
+        return
+    tmp = _temporary(path)
+    try:
+        tmp.unlink(missing_ok=True)  # one a run of the same process id left (killed outright)
+        # the user's usual permissions (umask), not mkstemp's 0600; never through a link planted at the name
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+        try:
+            with open(fd, "wb") as f:
+                f.write(raw)
+            os.replace(tmp, path)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+    except OSError as e:
+        raise OutputError(f"cannot write {path}: {e.strerror or e}") from e
