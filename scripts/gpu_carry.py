@@ -35,6 +35,10 @@ WHEEL_PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_
 CLIP = "videos/h264_aac_320x240_29.97fps_1.2s_realshort.mp4"
 E2E_CLIP = "train/videos/sam2_bedroom_960x540.mp4"  # gpu_check's e2e: 540p -> 4K, 2.3 MiB
 FRAMES = "sequences/vid4/calendar/lr"
+# One window: 40 s of issue 31's speed probe, 360 s of training, the start and the checkpoint's parts around them.
+TRAIN_COMMAND = ("export PYTHONPATH=$PWD PYTHONUNBUFFERED=1; df -h /dev/shm; nproc; "
+                 "bash scripts/gpu_train.sh --out $OUT --config {config} --continue training/{config}.pth "
+                 "--probe-s 40 --slice-s 360")
 INSTALL = ("python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site "
            ".gpu/wheels/*.whl && export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 || exit 1; ")
 
@@ -120,9 +124,8 @@ def main(argv: list[str] | None = None) -> int:
         budget = train_budget(repo, checkpoint_bytes(args.config))
         if not (GPU / "train").exists():
             print("packed", pack(shared / "train" / "images", GPU / "train", budget / 2**20))
-        rc |= report("gpu_train (a later slice, with its checkpoint in .gpu/run)", repo, [".gpu/train", ".gpu/run"],
-                     "export PYTHONPATH=$PWD PYTHONUNBUFFERED=1; "
-                     f"bash scripts/gpu_train.sh --out $OUT --config {args.config} --slice-s 480",
+        rc |= report("gpu_train (a window's first slice; a later one carries .gpu/run too)", repo,
+                     [".gpu/train", ".gpu/run"], TRAIN_COMMAND.format(config=args.config),
                      extra=0 if (GPU / "run").exists() else checkpoint_bytes(args.config))
     return rc
 

@@ -8,16 +8,22 @@ surprise does not cost the lease; a check whose estimate exceeds the time left i
 
 Checks (each a function below, in this order):
   versions      device, driver, torch, CUDA, cuDNN, cupy, NVRTC, torchvision, onnxruntime, vsr
-  kernel_accuracy  vsr's DCN (sampling kernel + GEMM, both GEMMs) against torchvision.ops.deform_conv2d at EDVR-M
-                shapes (64 channels, 8 offset groups, 5 frames) up to LR 540x960: relative L2 error, fp32 <= 1e-4,
-                fp16 <= 1e-2 (no torchvision, as on the CPU: vsr's numba CPU DCN is the reference)
-  kernel_speed  the same shapes: ms of vsr's DCN and of torchvision's, fp16 and fp32
+  kernel_accuracy  vsr's DCN (sampling kernel + GEMM, both GEMMs, NCHW and channels-last) against
+                torchvision.ops.deform_conv2d at EDVR-M shapes (64 channels, 8 offset groups, 5 frames) up to LR
+                540x960: relative L2 error, fp32 <= 1e-4, fp16 <= 1e-2 (no torchvision, as on the CPU: vsr's numba
+                CPU DCN is the reference)
+  kernel_speed  the same shapes: ms of vsr's DCN (NCHW, channels-last) and of torchvision's, fp16 and fp32
   backends      --backend cuda against --backend torch on real frames with the shipped weights (default, real),
-                fp32 and fp16: no inf/NaN, Y-PSNR of cuda against torch, and each module's largest |output| in
-                fp16 (a layer near 65504 would overflow)
-  edvr_m_speed  EDVR-M ms/frame at LR 270x480 and 540x960, fp16 and fp32, batch 1-4, CUDA graphs; one run
-                without graphs for ms per segment and per bridge kernel
-  memory        GPU memory per LR pixel (the memory plan's probe) against the peak of a real run
+                fp32 (TF32 off) and fp16: no inf/NaN, max |diff| relative to the output <= 1e-4 in fp32, Y-PSNR
+                >= 60 dB in fp16, each frame's features once against every window's (max |diff|), and each
+                module's largest |output| in fp16 (a layer near 65504 would overflow)
+  edvr_m_speed  EDVR-M ms/frame at LR 270x480 and 540x960, fp16 (batch 1, 4) and fp32 (batch 1, 2), CUDA graphs,
+                each frame's features once, channels-last; each case in a fresh backend, and the same windows on
+                the peer (EDVR as --backend torch builds it: torchvision's DCN, eager); the per-window path once;
+                ms per step (features, segments, bridge kernels) without graphs (scripts/gpu_model.py)
+  memory        per case, fresh: the memory plan (the backend's measured probe, the kept features) against the
+                peak the device gave (reserved), reserved <= 1.25x the allocated peak; the shapes prepared on one
+                backend against the largest graph and every graph's statics
   upscale       vsr upscale --backend cuda on a real clip: fps, and the frames against --backend torch (<= 1/255)
   e2e           vsr upscale --backend cuda of the 960x540 clip to 3840x2160 (60 frames), default weights and EDVR-M:
                 each run's fps, stage table, bottleneck, encoder and e2e_over_inference (its fps over the infer
@@ -68,10 +74,10 @@ class Context:
         self.deadline = time.monotonic() + args.budget_s
         # (LR sizes, batches, repeats, EDVR config for speed, shipped weights) per mode
         if args.quick:
-            self.sizes, self.batches, self.repeats = [(16, 16)], [1], 1
+            self.sizes, self.batches, self.repeats = [(16, 16)], {"fp16": [1], "fp32": [1]}, 1
             self.speed_config, self.weights, self.dcn_sizes = "edvr-tiny", [("random", "edvr-tiny")], [(8, 12)]
-        else:
-            self.sizes, self.batches, self.repeats = [(270, 480), (540, 960)], [1, 2, 3, 4], 5
+        else:  # batch 4 in fp32 takes most of an 80 GB card (issue 30): batch 2
+            self.sizes, self.batches, self.repeats = [(270, 480), (540, 960)], {"fp16": [1, 4], "fp32": [1, 2]}, 5
             self.speed_config, self.dcn_sizes = "edvr-m", [(270, 480), (540, 960)]
             self.weights = [("default", None), ("real", None)]
 
@@ -161,13 +167,17 @@ def _dcn_case(ctx: Context, h: int, w: int, dtype, seed: int):
     return [t.to(ctx.device, dtype) for t in (x, offset, mask, weight, bias)]
 
 
-def _vsr_dcn(ctx: Context, launcher, args, gemm: str):
-    from vsr.backends.cuda.dcn import deform_conv_torch
+def _vsr_dcn(ctx: Context, launcher, args, gemm: str, layout: str = "contiguous"):
+    """vsr's DCN on ``args`` (NCHW); channels-last: on their (N, H, W, C) copies, the output seen as NCHW."""
+    from vsr.backends.cuda.dcn import deform_conv_nhwc_torch, deform_conv_torch
     from vsr.kernels.deform_conv import DeformConvGeometry
 
     x, offset, mask, weight, bias = args
     geom = DeformConvGeometry.from_attrs(tuple(x.shape), tuple(weight.shape), pads=[1] * 4, offset_group=8)
-    return lambda: deform_conv_torch(launcher, geom, x, weight, offset, mask, bias, gemm=gemm)
+    if layout == "contiguous":
+        return lambda: deform_conv_torch(launcher, geom, x, weight, offset, mask, bias, gemm=gemm)
+    xn, on, mn, wn = (t.permute(0, 2, 3, 1).contiguous() for t in (x, offset, mask, weight))
+    return lambda: deform_conv_nhwc_torch(launcher, geom, xn, wn, on, mn, bias, gemm=gemm).permute(0, 3, 1, 2)
 
 
 def _reference_dcn(args):
@@ -196,12 +206,13 @@ def check_kernel_accuracy(ctx: Context) -> dict:
             ref_fn, ref_name = _reference_dcn(args)
             with torch.inference_mode():
                 want = ref_fn().to(ctx.device).double()
-                for gemm in ("torch", "kernel"):
-                    got = _vsr_dcn(ctx, launcher, args, gemm)().double()
+                for gemm, layout in (("torch", "contiguous"), ("kernel", "contiguous"), ("torch", "channels_last"),
+                                     ("kernel", "channels_last")):
+                    got = _vsr_dcn(ctx, launcher, args, gemm, layout)().double()
                     rel = float((got - want).norm() / want.norm())
                     ok = math.isfinite(rel) and rel <= limit
-                    rows.append({"lr": f"{h}x{w}", "dtype": str(dtype)[6:], "gemm": gemm, "rel_l2": rel,
-                                 "limit": limit, "ok": ok, "reference": ref_name})
+                    rows.append({"lr": f"{h}x{w}", "dtype": str(dtype)[6:], "gemm": gemm, "layout": layout,
+                                 "rel_l2": rel, "limit": limit, "ok": ok, "reference": ref_name})
                     worst[str(dtype)[6:]] = max(worst.get(str(dtype)[6:], 0.0), rel)
             del args, want
     if not all(r["ok"] for r in rows):
@@ -221,6 +232,7 @@ def check_kernel_speed(ctx: Context) -> dict:
             with torch.inference_mode():
                 for gemm in ("torch", "kernel"):
                     row[f"vsr_{gemm}_ms"] = 1e3 * ctx.timed(_vsr_dcn(ctx, launcher, args, gemm))
+                row["vsr_nhwc_torch_ms"] = 1e3 * ctx.timed(_vsr_dcn(ctx, launcher, args, "torch", "channels_last"))
                 try:
                     from torchvision.ops import deform_conv2d
 
@@ -228,6 +240,7 @@ def check_kernel_speed(ctx: Context) -> dict:
                     row["torchvision_ms"] = 1e3 * ctx.timed(
                         lambda: deform_conv2d(x, offset, weight, bias, padding=(1, 1), mask=mask))
                     row["vsr_over_torchvision"] = row["vsr_torch_ms"] / row["torchvision_ms"]
+                    row["vsr_nhwc_over_torchvision"] = row["vsr_nhwc_torch_ms"] / row["torchvision_ms"]
                 except ImportError:
                     row["torchvision_ms"] = None
             rows.append(row)
@@ -254,97 +267,123 @@ def _module_peaks(backend, x: np.ndarray) -> dict[str, float]:
     return dict(sorted(peaks.items(), key=lambda kv: -kv[1])[:8])
 
 
+class CheckFailed(AssertionError):
+    """A check's verdict with the results it measured all the same (``run_checks`` records both)."""
+
+    def __init__(self, message: str, result: dict):
+        super().__init__(message)
+        self.result = result
+
+
 def check_backends(ctx: Context) -> dict:
+    """cuda (fp32 TF32 off: max |diff| / max |torch| <= 1e-4; fp16: Y-PSNR >= 60 dB) against torch on real frames;
+    each frame's features once (the default) against every window computing its own, max |diff|."""
     from vsr.backends import CudaOptions, TorchOptions
-    from vsr.quality.metrics import psnr, rgb_to_y
 
     h, w = (16, 16) if ctx.quick else (144, 176)
     results = []
-    for weights, config in ctx.weights:
-        ref = _open(weights, config, TorchOptions(device=str(ctx.device)))
-        t, n = ref.num_frame, 1 if ctx.quick else 2
-        frames, source = ctx.frames(t + n - 1, h, w)
-        x = np.stack([frames[i:i + t] for i in range(n)])  # n windows of consecutive real frames
-        ref = ref.infer(x)
-        for precision in ("fp32", "fp16"):
-            backend = _open(weights, config, CudaOptions(device=str(ctx.device), precision=precision,
-                                                         output="float32"))
-            backend.prepare(h, w, n)
-            got = backend.infer(x)
-            to255 = [np.clip(a, 0, 1).transpose(0, 2, 3, 1) * 255.0 for a in (got, ref)]
-            row = {"weights": config or weights, "precision": precision, "finite": bool(np.isfinite(got).all()),
-                   "max_abs": float(np.abs(got - ref).max()), "frames": source,
-                   "y_psnr_vs_torch": min(psnr(rgb_to_y(a), rgb_to_y(b)) for a, b in zip(*to255))}
-            if precision == "fp16":
-                row["largest_outputs"] = _module_peaks(backend, x)
-                row["near_fp16_limit"] = [k for k, v in row["largest_outputs"].items() if v > 32768]
-            results.append(row)
-    bad = [r for r in results if not r["finite"]]
+    saved = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        for weights, config in ctx.weights:
+            ref = _open(weights, config, TorchOptions(device=str(ctx.device)))
+            t, n = ref.num_frame, 1 if ctx.quick else 2
+            frames, source = ctx.frames(t + n - 1, h, w)
+            x = np.stack([frames[i:i + t] for i in range(n)])  # n windows of consecutive real frames
+            ref = ref.infer(x)
+            for precision in ("fp32", "fp16"):
+                results.append(_backend_case(ctx, weights, config, precision, x, ref, source))
+    finally:
+        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
+    bad = [r for r in results if not r["ok"]]
     if bad:
-        raise AssertionError(f"inf/NaN in the cuda backend's output: {bad}")
+        raise CheckFailed(f"cuda against torch beyond tolerance: {bad}", {"cases": results})
     return {"cases": results}
 
 
+def _backend_case(ctx: Context, weights, config, precision: str, x: np.ndarray, ref: np.ndarray, source) -> dict:
+    from vsr.backends import CudaOptions
+    from vsr.quality.metrics import psnr, rgb_to_y
+
+    n, _, _, h, w = x.shape
+    got = {}
+    for stream in (True, False):
+        backend = _open(weights, config, CudaOptions(device=str(ctx.device), precision=precision, output="float32",
+                                                     stream_features=stream))
+        backend.prepare(h, w, n)
+        got[stream] = backend.infer(x)
+    to255 = [np.clip(a, 0, 1).transpose(0, 2, 3, 1) * 255.0 for a in (got[True], ref)]
+    row = {"weights": config or weights, "precision": precision, "finite": bool(np.isfinite(got[True]).all()),
+           "max_abs": float(np.abs(got[True] - ref).max()), "frames": source,
+           "memory_format": backend.layout.memory_format, "features": "streaming",
+           "y_psnr_vs_torch": min(psnr(rgb_to_y(a), rgb_to_y(b)) for a, b in zip(*to255)),
+           "stream_vs_window_max_abs": float(np.abs(got[True] - got[False]).max())}
+    row["max_abs_relative"] = row["max_abs"] / float(np.abs(ref).max())
+    row["ok"] = row["finite"] and (row["max_abs_relative"] <= 1e-4 if precision == "fp32"
+                                   else row["y_psnr_vs_torch"] >= 60.0)
+    if precision == "fp16":
+        row["largest_outputs"] = _module_peaks(backend, x)
+        row["near_fp16_limit"] = [k for k, v in row["largest_outputs"].items() if v > 32768]
+    return row
+
+
 def check_edvr_m_speed(ctx: Context) -> dict:
-    from vsr.backends import CudaOptions
+    """Each (precision, size, batch) in a fresh backend, and on the peer in the same run (scripts/gpu_model.py)."""
+    from gpu_model import isolated, peer_case, speed_case, steps_case
 
-    rows = []
+    rows, peers = [], []
     for precision in ("fp16", "fp32"):
-        backend = _open("random", ctx.speed_config, CudaOptions(device=str(ctx.device), precision=precision))
         for h, w in ctx.sizes:
-            for batch in ctx.batches:
-                if ctx.left() < 60 and not ctx.quick:
-                    rows.append({"lr": f"{h}x{w}", "precision": precision, "batch": batch, "skipped": "time"})
+            for batch in ctx.batches[precision]:
+                case = {"lr": f"{h}x{w}", "precision": precision, "batch": batch}
+                if ctx.left() < 45 and not ctx.quick:
+                    rows.append({**case, "skipped": "time"})
                     continue
-                frames, _ = ctx.frames(backend.num_frame, h, w)
-                x = np.stack([frames] * batch)
-                backend.prepare(h, w, batch)
-                s = ctx.timed(lambda: backend.infer(x))
-                rows.append({"lr": f"{h}x{w}", "precision": precision, "batch": batch, "graphs": backend.graphs_on,
-                             "ms_per_frame": 1e3 * s / batch, "fps": batch / s})
-        del backend
-        if ctx.gpu:
-            torch.cuda.empty_cache()
-    steps = _steps(ctx)
-    return {"config": ctx.speed_config, "cases": rows, "per_step_ms": steps}
-
-
-def _steps(ctx: Context) -> dict:
-    """ms per segment and per bridge kernel (p50), fp16, no graphs, the first size, batch 1."""
-    from vsr.backends import CudaOptions
-
-    h, w = ctx.sizes[0]
-    backend = _open("random", ctx.speed_config, CudaOptions(device=str(ctx.device), precision="fp16",
-                                                            cuda_graphs=False))
-    frames, _ = ctx.frames(backend.num_frame, h, w)
-    backend.prepare(h, w, 1)
-    for _ in range(ctx.repeats + 1):
-        backend.infer(frames[None])
-    return {k: 1e3 * v.p50_s for k, v in backend.step_stats().items()}
+                rows.append({**case, **isolated(ctx.gpu, speed_case, ctx, precision, h, w, batch)})
+                peers.append({**case, **isolated(ctx.gpu, peer_case, ctx, precision, h, w, batch)})
+                if "ms_per_frame" in rows[-1] and "ms_per_frame" in peers[-1]:
+                    rows[-1]["peer_over_vsr"] = peers[-1]["ms_per_frame"] / rows[-1]["ms_per_frame"]
+    h, w = ctx.sizes[-1]
+    done = [r for r in rows if "ms_per_frame" in r]
+    result = {"config": ctx.speed_config, "features": done[0]["features"] if done else None,
+              "memory_format": done[0]["memory_format"] if done else None, "cases": rows,
+              "peer": {"what": "vsr's EDVR as --backend torch builds it: torchvision's DCN, eager, NCHW",
+                       "cases": peers},
+              "per_window": {"lr": f"{h}x{w}", "precision": "fp16", "batch": 1,
+                             **isolated(ctx.gpu, speed_case, ctx, "fp16", h, w, 1, stream=False)},
+              "per_step_ms": {"lr": f"{h}x{w}", **isolated(ctx.gpu, steps_case, ctx, h, w)},
+              "targets": {"fp16 540x960 ms/frame": 60.0, "fp32 540x960 ms/frame": 100.0, "peer_over_vsr": 2.0}}
+    errors = [r for r in [*rows, *peers, result["per_window"], result["per_step_ms"]] if "error" in r]
+    if errors:
+        raise CheckFailed(f"{len(errors)} case(s) failed: {errors}", result)
+    return result
 
 
 def check_memory(ctx: Context) -> dict:
     if not ctx.gpu:
         return {"skipped": "no GPU: the CUDA runtime's model works in host memory on the CPU emulation"}
-    from vsr.backends import CudaOptions
+    from gpu_model import isolated, memory_case, shapes_case
 
-    backend = _open("random", ctx.speed_config, CudaOptions(device=str(ctx.device), precision="fp16"))
-    probe = backend.device_memory()
-    rows = []
-    for h, w in ctx.sizes:
-        for batch in (1, max(ctx.batches)):
-            torch.cuda.synchronize()
-            torch.cuda.reset_peak_memory_stats(ctx.device)
-            base = torch.cuda.memory_allocated(ctx.device)
-            frames, _ = ctx.frames(backend.num_frame, h, w)
-            backend.prepare(h, w, batch)
-            backend.infer(np.stack([frames] * batch))
-            peak = torch.cuda.max_memory_allocated(ctx.device) - base
-            planned = (probe["fixed_mb"] * 2**20 + probe["bytes_per_pixel"] * h * w * batch)
-            rows.append({"lr": f"{h}x{w}", "batch": batch, "peak_mib": peak / 2**20, "planned_mib": planned / 2**20,
-                         "bytes_per_lr_pixel": peak / (h * w * batch), "within_plan": peak <= planned,
-                         "graphs": len(backend.graphs.runs), "reserved_mib": torch.cuda.memory_reserved() / 2**20})
-    return {"probe": probe, "cases": rows}
+    rows, singles = [], {}
+    for precision in ("fp16", "fp32"):
+        for h, w in ctx.sizes:
+            for batch in sorted({ctx.batches[precision][0], ctx.batches[precision][-1]}):
+                case = {"lr": f"{h}x{w}", "precision": precision, "batch": batch}
+                if ctx.left() < 30:
+                    rows.append({**case, "skipped": "time"})
+                    continue
+                rows.append({**case, **isolated(ctx.gpu, memory_case, ctx, precision, h, w, batch)})
+                if precision == "fp16":
+                    singles.update(rows[-1].get("graph_grown_mib", {}))
+    shapes = [(h, w, b) for h, w in ctx.sizes for b in ctx.batches["fp16"]]  # smallest first: the hard order
+    together = isolated(ctx.gpu, shapes_case, ctx, shapes, singles)
+    result = {"cases": rows, "shapes_on_one_backend": together}
+    bad = [r for r in rows if "error" in r or r.get("within_plan") is False or r.get("reserved_over_peak", 0) > 1.25]
+    if "error" in together or together.get("within_bound") is False:
+        bad.append(together)
+    if bad:
+        raise CheckFailed(f"{len(bad)} memory case(s) beyond their plan or bound: {bad}", result)
+    return result
 
 
 def _png_frames(folder: Path) -> list[np.ndarray]:
@@ -494,6 +533,8 @@ def run_checks(ctx: Context, names: list[str], logf) -> list[dict]:
                 rec["result"] = globals()[f"check_{name}"](ctx)
             except Exception as e:  # recorded; the next check runs
                 rec.update(status="failed", error=f"{type(e).__name__}: {str(e)[:2000]}")
+                if isinstance(e, CheckFailed):
+                    rec["result"] = e.result
                 logf.write(traceback.format_exc() + "\n")
             if ctx.gpu:
                 torch.cuda.empty_cache()

@@ -1,21 +1,33 @@
 """Train in time slices on a GPU lent for minutes at a time; each slice resumes exactly from the last one's
-checkpoint.  ``scripts/gpu_train.sh`` is the command a device run executes; this is what it runs.
+checkpoint, and each window (a lent machine) from the weights the previous window left in the repository.
+``scripts/gpu_train.sh`` is the command a device run executes; this is what it runs.
 
-    python scripts/gpu_train.py pack --src ../shared/data/train/images --out .gpu/train [--limit-mib 24]
-    python scripts/gpu_train.py slice --data .gpu/train --carried .gpu/run --out DIR [--slice-s 480]
-                                      [--config edvr-s-wide] [--iters 20000] [--stop-after N] [...]
+    python scripts/gpu_train.py pack --src ../shared/data/train/images --out .gpu/train [--limit-mib 24] [--crop 320]
+    python scripts/gpu_train.py slice --data .gpu/train --carried .gpu/run --out DIR [--slice-s 420] [--probe-s 0]
+                                      [--continue training/edvr-s-wide.pth] [--iters auto] [--stop-after N] [...]
+    python scripts/gpu_train.py keep --returned DIR [--carry training/edvr-s-wide.pth]
+    python scripts/gpu_train.py gate [--candidate training/edvr-s-wide.pth] [--reference default] [--frames A:B]
 
-``pack``: the training images, each cut to its central 256x256 (PNG, lossless), added in a fixed order until
-``--limit-mib``; Vid4 and every validation sequence are refused (the sources are training sets only).  Only
-still images: the device has no PyAV, and they train through vsr's synthetic camera motion
-(``vsr.train.data``).
+``pack``: the training images, each cut to its central ``--crop`` square (PNG, lossless), added in a fixed order
+until ``--limit-mib``; Vid4 and every validation sequence are refused (the sources are training sets only).  Only
+still images: the device has no PyAV, and they train through vsr's synthetic camera motion (``vsr.train.data``).
 
-``slice``: restores ``--carried`` (the files a previous slice returned: the checkpoint in parts of at most
-15 MiB -- the device returns files of at most 16 MiB -- its sha256, the log), trains until ``--slice-s`` seconds
-have passed or ``--iters`` are done (``--stop-after``: a number of iterations instead, for rehearsals), and
-writes into ``--out``: ``latest.pth.partNN``, ``latest.sha256``, ``log.jsonl`` and ``curve.json`` (the training
-loss per logged iteration).  Copy them back into ``--carried`` for the next slice; the checkpoint is joined and
-checked against its sha256 before training resumes from it (``vsr.train``: exact resume).
+``slice`` (on the device): restores ``--carried`` (the files a previous slice of the window returned: the
+checkpoint in parts of at most 15 MiB -- the device returns files of at most 16 MiB -- its sha256, the log), or,
+for a window's first slice, starts from ``--continue``'s weights when that file exists (weights only: a fresh
+optimiser, the schedule's warm-up again, and a seed of the window's own, so that it sees new batches).  It trains
+EDVR-S-wide at batch 32, LR patch 48, bf16 autocast, the batches made by worker processes (all cores but one,
+``vsr.train.stream``), until ``--slice-s`` seconds of training have passed or the schedule is done; ``--iters
+auto`` sizes the cosine decay to end with the slice, at the speed its warm-up ran.  ``--probe-s``: first that long
+at batch 16, LR patch 32 in a throwaway run (issue 31's speed figure).  It writes into ``--out``:
+``latest.pth.partNN``, ``latest.sha256``, ``log.jsonl``, ``curve.json`` (the training loss per logged iteration)
+and ``slice.json`` (what it did: iterations, schedule, seed, device, it/s, the share of time it waited for
+batches).  Copy them into ``--carried`` for a next slice of the same window (exact resume).
+
+``keep`` (here, after a window): its EMA weights into ``--carry`` (fp16, ``vsr.train.ship``'s format) and the
+record of every window into the JSON beside it -- what the repository carries to the next window.  ``gate``
+(here): Y-PSNR of the carried weights against the bundled default on Vid4 calendar and city, never trained on;
+exit 0 and ``"verdict": "ship"`` only when they are better.
 """
 
 from __future__ import annotations
@@ -37,12 +49,17 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 PART_BYTES = 15 << 20
-CROP = 256
+# Packed images' side: still images train through a synthetic camera motion (vsr.train.data.synth_window) that
+# needs 1.45x the HR patch plus 23 pixels of room, else its windows stand still: 320 serves LR patch 48 (HR 192)
+# and keeps BSD200's 321-pixel-high photos; LR patch 64 would need 392 and lose 100 of the 165 training images.
+CROP = 320
+CARRY = "training/edvr-s-wide.pth"  # the weights carried from one GPU window to the next (see keep())
 REFUSED = ("vid4", "calendar", "city", "foliage", "walk")  # validation sequences: never trained on
 
 
-def pack(src: Path, out: Path, limit_mib: float) -> dict:
-    """Centre crops of the images under ``src`` into ``out`` until ``limit_mib``; returns what was packed."""
+def pack(src: Path, out: Path, limit_mib: float, crop: int = CROP) -> dict:
+    """Centre crops (``crop`` square) of the images under ``src`` into ``out`` until ``limit_mib``; returns what was
+    packed."""
     import cv2
 
     files = sorted(p for p in src.rglob("*") if p.suffix.lower() in (".png", ".jpg", ".jpeg", ".bmp"))
@@ -52,10 +69,10 @@ def pack(src: Path, out: Path, limit_mib: float) -> dict:
     total, kept = 0, 0
     for p in files:
         img = cv2.imread(str(p), cv2.IMREAD_COLOR)
-        if img is None or min(img.shape[:2]) < CROP:
+        if img is None or min(img.shape[:2]) < crop:
             continue
-        y, x = (img.shape[0] - CROP) // 2, (img.shape[1] - CROP) // 2
-        ok, data = cv2.imencode(".png", img[y:y + CROP, x:x + CROP], [cv2.IMWRITE_PNG_COMPRESSION, 9])
+        y, x = (img.shape[0] - crop) // 2, (img.shape[1] - crop) // 2
+        ok, data = cv2.imencode(".png", img[y:y + crop, x:x + crop], [cv2.IMWRITE_PNG_COMPRESSION, 9])
         if not ok or total + len(data) > limit_mib * 2**20:
             continue
         name = "_".join(p.relative_to(src).with_suffix(".png").parts)
@@ -154,26 +171,160 @@ def without_pyav() -> None:
     sys.meta_path.insert(0, _NoPyAV())
 
 
+def _no_pyav_here() -> bool:
+    return importlib.util.find_spec("av") is None or bool(os.environ.get("VSR_TRAIN_NO_PYAV"))
+
+
+# Here, and in the fork server of vsr.train.stream's batch workers, which imports this script as __mp_main__.
+if __name__ in ("__main__", "__mp_main__") and _no_pyav_here():
+    without_pyav()
+
+
+def _options(args, run: Path, *, iters: int, batch: int, patch: int, init: str | None, seed: int):
+    from vsr.train import TrainOptions
+
+    return TrainOptions(config=None if init else args.config, data=(args.data,), out=str(run), iters=iters,
+                        init=init, batch_size=batch, lr_patch=patch, lr=args.lr, warmup=args.warmup, seed=seed,
+                        video_fraction=0.0, val=(), val_every=0, log_every=args.log_every, ckpt_every=max(iters, 1),
+                        threads=args.threads, workers=args.workers, amp=args.amp, device=args.device)
+
+
+def steady_rate(log: Path) -> dict:
+    """it/s and the share of that time the steps waited for their batches, over the logged stretches of a run's
+    ``log.jsonl`` but the first after each start or resume (which holds the batch workers' start)."""
+    last, first, steps, secs, waited = 0, True, 0, 0.0, 0.0
+    for rec in map(json.loads, log.read_text().splitlines()):
+        if rec.get("event") in ("start", "resume"):
+            last, first = rec.get("iteration", 0), True
+        elif rec.get("event") == "train":
+            if not first:
+                steps += rec["iteration"] - last
+                secs += (rec["iteration"] - last) / rec["it_per_s"]
+                waited += rec["data_wait_s"]
+            last, first = rec["iteration"], False
+    if not secs:
+        return {"it_per_s": None, "data_wait_share": None}
+    return {"it_per_s": round(steps / secs, 2), "data_wait_share": round(waited / secs, 3)}
+
+
+def probe(args, seconds: float) -> dict:
+    """The issue-31 figure: EDVR config ``args.config`` at batch 16, LR patch 32 for ``seconds`` (a throwaway run)."""
+    from vsr.train import Trainer
+
+    run = Path(f"{args.work}-probe")
+    shutil.rmtree(run, ignore_errors=True)
+    trainer = Trainer(_options(args, run, iters=10**6, batch=16, patch=32, init=None, seed=args.seed))
+    trainer.run(progress=False, deadline=time.time() + seconds)
+    return {"batch": 16, "patch": 32, "iterations": trainer.state.iteration, **steady_rate(run / "log.jsonl")}
+
+
+def _window_start(args) -> tuple[str | None, int]:
+    """``(init, seed)`` of a window's first slice: the weights the repository carries (``--continue``) and one
+    seed per window (each window sees new batches), else ``--init`` and ``--seed``."""
+    carry = Path(args.continue_from) if args.continue_from else None
+    if carry is None or not carry.is_file():
+        return args.init, args.seed
+    record = json.loads(carry.with_suffix(".json").read_text())
+    return str(carry), args.seed + len(record.get("windows", []))
+
+
+def _fitted_iters(args, run: Path, init: str | None, seed: int) -> tuple[int, float]:
+    """``--iters auto``: train the warm-up (its learning rates do not depend on the schedule's length), then size
+    the cosine decay to end with the slice at the speed the warm-up ran; returns it and the slice's deadline."""
+    from vsr.train import Trainer
+
+    trainer = Trainer(_options(args, run, iters=args.warmup, batch=args.batch_size, patch=args.patch, init=init,
+                               seed=seed))
+    deadline = time.time() + args.slice_s
+    trainer.run(progress=False, deadline=deadline)
+    rate = steady_rate(run / "log.jsonl")["it_per_s"] or 0.0
+    return args.warmup + int(rate * max(deadline - time.time(), 0.0) * 0.95), deadline
+
+
+def _device_name(device) -> str:
+    import torch
+
+    return torch.cuda.get_device_name(device) if device.type == "cuda" else str(device)
+
+
 def train_slice(args) -> dict:
-    if importlib.util.find_spec("av") is None or os.environ.get("VSR_TRAIN_NO_PYAV"):
-        without_pyav()
-    from vsr.train import TrainOptions, Trainer
+    import torch
+
+    from vsr.train import Trainer
 
     run = Path(args.work)
     if run.exists():
         shutil.rmtree(run)
+    probed = probe(args, args.probe_s) if args.probe_s > 0 else None
+    began, deadline = time.time(), None
     resumed = join_checkpoint(Path(args.carried), run)
-    options = TrainOptions(config=args.config, data=(args.data,), out=str(run), iters=args.iters,
-                           batch_size=args.batch_size, lr_patch=args.patch, lr=args.lr, warmup=args.warmup,
-                           seed=args.seed, video_fraction=0.0, val=(), val_every=0, log_every=args.log_every,
-                           ckpt_every=max(args.iters, 1), threads=args.threads, device=args.device)
-    trainer = Trainer(options)
-    start = trainer.state.iteration
-    deadline = time.time() + args.slice_s
+    if resumed:  # a later slice of a window: its schedule, weights and seed as its first slice set them
+        saved = torch.load(run / "latest.pth", weights_only=True)
+        start = saved["train"]["iteration"]
+        iters, init, seed = (saved["vsr"]["options"][k] for k in ("iters", "init", "seed"))
+    else:
+        start, (init, seed) = 0, _window_start(args)
+        iters, deadline = _fitted_iters(args, run, init, seed) if args.iters == "auto" else (args.iters, None)
+    trainer = Trainer(_options(args, run, iters=iters, batch=args.batch_size, patch=args.patch, init=init,
+                               seed=seed))
+    deadline = deadline or time.time() + args.slice_s  # the slice's training time, from its first step
     state = trainer.run(stop_after=args.stop_after, progress=False, deadline=deadline)
-    files = split_checkpoint(run, Path(args.out))
-    return {"resumed": resumed, "from": start, "to": state.iteration, "of": args.iters, "files": files,
-            "device": str(trainer.device), "seconds": round(args.slice_s - (deadline - time.time()), 1)}
+    files = split_checkpoint(run, Path(args.out)) + ["slice.json"]
+    result = {"resumed": resumed, "from": start, "to": state.iteration, "of": iters, "init": init, "seed": seed,
+              "batch": args.batch_size, "patch": args.patch, "workers": trainer.workers,
+              "device": _device_name(trainer.device), "seconds": round(time.time() - began, 1),
+              **steady_rate(run / "log.jsonl"), "files": files, **({"probe": probed} if probed else {})}
+    (Path(args.out) / "slice.json").write_text(json.dumps(result, indent=1) + "\n")
+    return result
+
+
+def keep(returned: Path, carry: Path) -> dict:
+    """After a window, here: the checkpoint it returned -> the weights the repository carries to the next window
+    (``carry``: the EMA weights in fp16, in ``vsr.train.ship``'s format, so that ``gate`` and ``--weights`` read
+    it; 2.9 MB for EDVR-S-wide) and beside it, ``carry.json``: every window so far (its seed, iterations,
+    batch, device, speed and loss curve) and their total."""
+    import tempfile
+
+    from vsr.train.ship import ship
+
+    record_path = carry.with_suffix(".json")
+    windows = json.loads(record_path.read_text())["windows"] if record_path.is_file() else []
+    done = json.loads((returned / "slice.json").read_text())
+    curve = json.loads((returned / "curve.json").read_text())
+    windows.append({**{k: done[k] for k in ("seed", "init", "to", "of", "batch", "patch", "device", "workers",
+                                            "it_per_s", "data_wait_share")},
+                    "probe": done.get("probe"), "curve": [[c["iteration"], round(c["loss"], 5)] for c in curve]})
+    with tempfile.TemporaryDirectory() as work:
+        if not join_checkpoint(returned, Path(work)):
+            raise SystemExit(f"gpu_train: error: no checkpoint parts in {returned}")
+        info = ship(Path(work) / "latest.pth", carry, which="ema",
+                    record={"windows": windows, "total_iterations": sum(w["to"] for w in windows)})
+    return {"carry": str(carry), "windows": len(windows), "total_iterations": info["total_iterations"]}
+
+
+def gate(candidate: str, reference: str = "default", frames: slice | None = None) -> dict:
+    """``vsr eval``'s Y-PSNR of ``candidate`` and ``reference`` weights on Vid4 calendar (official LR) and city
+    (LR made from the GT), which no training run here ever sees; ``ship`` when the candidate's mean is higher."""
+    from vsr.quality.evaluate import evaluate
+    from vsr.train.validate import vid4_sets
+
+    scores = {}
+    for s in vid4_sets(["calendar", "city"]):
+        row = scores[s.name] = {}
+        for name, weights in (("candidate", candidate), ("reference", reference)):
+            r = evaluate(s.gt_dir, s.lr_dir, weights=weights, backend="torch", frames=frames)
+            row[name], row["bicubic"] = round(r.mean("model").psnr_y, 3), round(r.mean("bicubic").psnr_y, 3)
+    gain = sum(v["candidate"] - v["reference"] for v in scores.values()) / len(scores)
+    return {**scores, "candidate": candidate, "reference": reference, "gain_db": round(gain, 3),
+            "verdict": "ship" if gain > 0 else "keep the reference"}
+
+
+def _iters(text: str):
+    if text == "auto":
+        return text
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: a number of iterations, or auto")
+    return int(text)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -183,27 +334,53 @@ def main(argv: list[str] | None = None) -> int:
     pk.add_argument("--src", required=True)
     pk.add_argument("--out", required=True)
     pk.add_argument("--limit-mib", type=float, default=24.0)
+    pk.add_argument("--crop", type=int, default=CROP, help=f"side of the centre crops (default {CROP})")
     sl = sub.add_parser("slice", help="train one time slice (see the module docstring)")
     sl.add_argument("--data", required=True, help="packed training images")
     sl.add_argument("--carried", required=True, help="what the previous slice returned (may be empty)")
     sl.add_argument("--out", required=True, help="where this slice's checkpoint parts, log and curve go")
     sl.add_argument("--work", default="/tmp/vsr-gpu-train", help="the run folder while training (replaced)")
-    sl.add_argument("--slice-s", type=float, default=480.0, help="training time of this slice (default 480)")
+    sl.add_argument("--slice-s", type=float, default=420.0, help="training time of this slice (default 420)")
+    sl.add_argument("--probe-s", type=float, default=0.0,
+                    help="first, this long at batch 16, LR patch 32 in a throwaway run (issue 31's speed figure)")
     sl.add_argument("--stop-after", type=int, default=None, help="iterations instead (rehearsals)")
     sl.add_argument("--config", default="edvr-s-wide")
-    sl.add_argument("--iters", type=int, default=20000, help="the whole schedule (cosine decay), all slices")
-    sl.add_argument("--batch-size", type=int, default=16)
-    sl.add_argument("--patch", type=int, default=32)
+    sl.add_argument("--iters", default="auto", type=_iters,
+                    help="the schedule's length, all slices of a window; auto: sized to end with this slice")
+    sl.add_argument("--init", default=None, help="weights to start from (a window without --continue's file)")
+    sl.add_argument("--continue", dest="continue_from", default=None, metavar="PATH",
+                    help="a window's first slice starts from these weights (kept by 'keep'), when the file exists")
+    sl.add_argument("--batch-size", type=int, default=32)
+    sl.add_argument("--patch", type=int, default=48,
+                    help="LR patch side (the packed images' side must be at least 5.8x it + 23 for their motion)")
     sl.add_argument("--lr", type=float, default=4e-4)
     sl.add_argument("--warmup", type=int, default=200)
     sl.add_argument("--seed", type=int, default=0)
     sl.add_argument("--log-every", type=int, default=50)
     sl.add_argument("--threads", type=int, default=0)
+    sl.add_argument("--workers", type=int, default=None, help="batch-making processes (default: all cores but one)")
+    sl.add_argument("--amp", default="auto", help="auto (bf16 where the GPU has it), bf16, fp16, off")
     sl.add_argument("--device", default="auto")
+    kp = sub.add_parser("keep", help="after a window: its weights and record into the repository (see keep())")
+    kp.add_argument("--returned", required=True, help="the files the window's last slice returned")
+    kp.add_argument("--carry", default=CARRY, help=f"the weights the repository carries (default {CARRY})")
+    gt = sub.add_parser("gate", help="candidate vs reference weights on Vid4 calendar and city (see gate())")
+    gt.add_argument("--candidate", default=CARRY)
+    gt.add_argument("--reference", default="default")
+    gt.add_argument("--frames", default=None, metavar="A:B", help="score frames A..B-1 only (a quick look)")
     args = p.parse_args(argv)
-    result = pack(Path(args.src), Path(args.out), args.limit_mib) if args.cmd == "pack" else train_slice(args)
+    if args.cmd == "pack":
+        result = pack(Path(args.src), Path(args.out), args.limit_mib, args.crop)
+    elif args.cmd == "keep":
+        result = keep(Path(args.returned), Path(args.carry))
+    elif args.cmd == "gate":
+        from vsr.cli.eval import parse_frames
+
+        result = gate(args.candidate, args.reference, parse_frames(args.frames))
+    else:
+        result = train_slice(args)
     print(json.dumps(result))
-    return 0
+    return 1 if args.cmd == "gate" and result["verdict"] != "ship" else 0
 
 
 if __name__ == "__main__":

@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# One training slice on a lent GPU (<= 9 minutes a command, 64 MiB carried each way), resuming exactly from the
-# checkpoint the previous slice returned.  Details: scripts/gpu_train.py.
+# One training slice on a lent GPU (<= 10 minutes a command, 64 MiB carried each way): EDVR-S-wide, batch 32,
+# LR patch 48, bf16, batches made by worker processes; resumes exactly from the checkpoint a previous slice of the
+# same window returned, or starts a window from the weights the repository carries.  Details: scripts/gpu_train.py.
 #
-#   here, once:      python scripts/gpu_train.py pack --src ../shared/data/train/images --out .gpu/train
-#                    (python scripts/gpu_carry.py --train checks the sizes and prints the device command)
-#   on the device:   bash scripts/gpu_train.sh --out "$OUT" [--slice-s 480] [--iters 20000] [...]
-#   here, after:     copy the returned files (latest.pth.partNN, latest.sha256, log.jsonl, curve.json) into
-#                    .gpu/run/ and run the next slice the same way; a slice without .gpu/run starts afresh.
-# Every option after the script's name goes to `gpu_train.py slice` (defaults: edvr-s-wide, batch 16, patch 32).
+#   here, once:      python scripts/gpu_carry.py --train     (packs .gpu/train, checks sizes, prints the run call)
+#   on the device:   bash scripts/gpu_train.sh --out "$OUT" --continue training/edvr-s-wide.pth [--probe-s 40]
+#                    [--slice-s 360] [...]
+#   here, after:     python scripts/gpu_train.py keep --returned FILES_AT   (the window's weights and record into
+#                    training/; commit them), python scripts/gpu_train.py gate (ship only on its "ship").
+#                    A further slice of the same window: copy the returned files into .gpu/run and run again.
+# Every option after the script's name goes to `gpu_train.py slice`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}

@@ -4,6 +4,7 @@
 * torch segments (:class:`CudaTorchBackend`): EDVR-tiny and EDVR-S equal the torch reference backend within
   1e-5 (fp32); the fp16 path (fp16 weights, activations and kernels) within 5e-3 of it;
 * the cut points: one bridge per DeformConv / DepthToSpace node of the split plan, 7 segments between them;
+* channels-last end to end: every convolution and bridge reads (H, W, C)-ordered tensors (``contiguous``: NCHW);
 * the plan on a device arena (:class:`CudaTensorRTBackend`) with ONNX Runtime standing in for the TensorRT
   engines: equals the reference within 1e-4 (ONNX Runtime's own fp32 difference from torch);
 * options, ``auto``, the one-line error without a GPU, the launcher adapter on torch tensors.
@@ -22,6 +23,7 @@ from vsr.backends import CudaOptions, OrtOptions, SplitOptions, TorchOptions, ba
 from vsr.backends import options as backend_options_module
 from tests.kernels.test_cuda_kernels import CASES, make_case, reference_dcn
 from vsr.backends.cuda import resolve_device, segment_runtime
+from vsr.backends.cuda.bridges import DCNBridge, ShuffleBridge
 from vsr.backends.cuda.dcn import deform_conv_torch
 from vsr.backends.cuda.engines import CudaTensorRTBackend
 from vsr.backends.cuda.runtime import CudaTorchBackend
@@ -96,8 +98,28 @@ def test_timings_name_each_segment_and_each_bridge_of_the_plan(tiny):
                    "dcn:pcd_align.cas_dcnpack"]
     assert shuffles == ["shuffle:pixel_shuffle#0", "shuffle:pixel_shuffle#1"]
     assert segments == [f"segment_{i}" for i in range(7)]
-    assert all(s.calls == steps["segment_0"].calls >= 1 for s in steps.values())
+    assert steps["features"].calls >= 1  # each frame's features: a program of its own, no bridge in it
+    assert all(s.calls == steps["segment_0"].calls >= 1 for k, s in steps.items() if k != "features")
     assert cuda_b.timings()["run"] >= sum(cuda_b.timings()[k] for k in dcn) > 0
+
+
+def _nhwc(t: torch.Tensor) -> bool:
+    """Each image of ``t (N, C, H, W)`` stored (H, W, C) (the batch stride may skip, as for one frame of five)."""
+    n, c, h, w = t.shape
+    return t.stride(1) == 1 and t.stride(3) == c and t.stride(2) == w * c
+
+
+@pytest.mark.parametrize("config, memory_format", [("edvr-tiny", "channels_last"), ("edvr-s", "channels_last"),
+                                                   ("edvr-tiny", "contiguous")])
+def test_channels_last_runs_every_conv_and_bridge_on_nhwc_tensors(tiny, config, memory_format):
+    """edvr-tiny has TSA, edvr-s has none: both of fusion's ways of setting frames side by side stay NHWC."""
+    backend = _open(config, CudaOptions(device="cpu", precision="fp16", memory_format=memory_format))
+    layouts = []
+    for module in backend.model.modules():
+        if isinstance(module, (torch.nn.Conv2d, DCNBridge, ShuffleBridge)):
+            module.register_forward_pre_hook(lambda m, args: layouts.extend(_nhwc(a) for a in args if a.dim() == 4))
+    backend.infer(_frames(9, (2, backend.num_frame, 3, 16, 20)))
+    assert len(layouts) > 30 and set(layouts) == {memory_format == "channels_last"}
 
 
 def test_edvr_s_on_a_small_frame_equals_the_torch_reference():
@@ -165,6 +187,7 @@ def test_plan_on_a_device_arena_with_stand_in_engines_equals_the_reference(tiny)
 
 def test_backend_cuda_option_and_auto_without_a_gpu(monkeypatch):
     assert backend_options("cuda") == CudaOptions()
+    assert backend_options("cuda", stream_features=False) == CudaOptions(stream_features=False)  # the CLI's flag
     monkeypatch.setattr(backend_options_module, "cuda_available", lambda: False)
     assert backend_options("auto") == SplitOptions()  # as on every machine without a GPU
     assert backend_options("auto", "whole") == OrtOptions()
@@ -192,7 +215,8 @@ def test_a_gpu_without_a_kernel_launcher_keeps_auto_on_onnx_runtime(monkeypatch)
     assert backend_options("auto") == SplitOptions()
 
 
-@pytest.mark.parametrize("field, value", [("precision", "int8"), ("segments", "onnx"), ("dcn_gemm", "cudnn")])
+@pytest.mark.parametrize("field, value", [("precision", "int8"), ("segments", "onnx"), ("dcn_gemm", "cudnn"),
+                                          ("memory_format", "nhwc")])
 def test_bad_cuda_options_are_one_line_errors(field, value):
     with pytest.raises(BackendError, match=value):
         CudaOptions(**{field: value})

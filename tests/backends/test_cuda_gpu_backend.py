@@ -16,6 +16,7 @@ import torch
 
 from vsr.backends import CudaOptions, TorchOptions, open_backend
 from vsr.backends.cuda.bridges import DCNBridge, Timeline
+from vsr.backends.cuda.layout import Layout
 from vsr.backends.cuda.tensors import open_tensor_launcher
 from vsr.model.dcn import DCNv2Pack
 
@@ -40,17 +41,18 @@ def _torchvision():
     return pytest.importorskip("torchvision.ops").deform_conv2d
 
 
+@pytest.mark.parametrize("layout", ["channels_last", "contiguous"])
 @pytest.mark.parametrize("gemm", ["torch", "kernel"])
 @pytest.mark.parametrize("dtype, tol", [(torch.float32, 1e-5), (torch.float16, 1e-3)])
-def test_bridged_dcn_matches_torchvision_on_edvr_m_shapes(dtype, tol, gemm):
+def test_bridged_dcn_matches_torchvision_on_edvr_m_shapes(dtype, tol, gemm, layout):
     deform_conv2d = _torchvision()
     device = torch.device("cuda")
     torch.manual_seed(0)
     pack = DCNv2Pack(64, 64, 3, padding=1, deformable_groups=8)
     torch.nn.init.normal_(pack.conv_offset.weight, std=0.05)  # offsets of a few pixels, fractions, off the frame
     pack = pack.to(device, dtype).eval()
-    bridge = DCNBridge(pack, open_tensor_launcher("auto", device), Timeline(device), "dcn", gemm)
-    x, feat = (torch.randn(5, 64, 68, 120, device=device, dtype=dtype) for _ in range(2))
+    bridge = DCNBridge(pack, open_tensor_launcher("auto", device), Timeline(device), "dcn", gemm, Layout(layout))
+    x, feat = (Layout(layout).activation(torch.randn(5, 64, 68, 120, device=device, dtype=dtype)) for _ in range(2))
     with torch.inference_mode():
         got = bridge(x, feat).float()
         offset, mask = pack.offset_mask(feat)
@@ -102,7 +104,7 @@ def test_timings_per_segment_and_kernel_print():
     for _ in range(3):
         backend.infer(x)
     steps = {k: v.p50_s for k, v in backend.step_stats().items()}
-    assert len(steps) == 13 and all(v > 0 for v in steps.values())
+    assert len(steps) == 14 and all(v > 0 for v in steps.values())  # features, 7 segments, 4 DCN, 2 shuffles
     print("\n" + "\n".join(f"{k:32s} {1e3 * v:8.2f} ms" for k, v in steps.items()))
 
 
@@ -119,7 +121,7 @@ def test_kernels_run_on_the_backends_own_stream_and_graphs_on_the_planned_batch(
     graphs = _open("edvr-tiny", CudaOptions(precision="fp16"))
     graphs.prepare(32, 32, 3)
     np.testing.assert_allclose(graphs.infer(x).astype(np.float32), eager.infer(x).astype(np.float32), atol=2e-3)
-    assert list(graphs.graphs.runs) == [(3, 3, 3, 32, 32)]
+    assert list(graphs.graphs.runs) == [("windows", 3, 32, 32), ("features", 3, 32, 32)]
 
 
 def test_uint8_output_matches_the_float_output_quantised():

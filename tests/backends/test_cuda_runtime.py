@@ -1,8 +1,9 @@
 """The CUDA runtime's run discipline, checked on the CPU emulation (``CudaOptions(device="cpu")``) and, for the
 graph capture itself, on a recording stand-in for ``torch.cuda``'s graph API (no GPU here; it says so):
 
-* one graph per (bucket, planned batch): partial batches are padded to the planned batch, larger ones cut into
-  planned batches; graphs are captured by ``prepare`` only, into one shared pool, in ``thread_local`` mode;
+* one graph per program and (bucket, planned batch) -- the whole model, or the features and windows programs --:
+  partial batches are padded to the planned batch, larger ones cut into planned batches; graphs are captured by
+  ``prepare`` only (the order and the pool: ``test_cuda_graphs.py``);
 * TSA's temporal attention stays fp32 in an fp16 model: features that overflow fp16 there give finite output;
 * the output is downloaded as uint8 (quantised as the post stage would), float16 or float32.
 """
@@ -17,7 +18,8 @@ import pytest
 import torch
 
 from vsr.backends import CudaOptions, TorchOptions
-from vsr.backends.cuda.runtime import CudaTorchBackend, GraphSet
+from tests.backends.test_cuda_graphs import GraphAPI
+from vsr.backends.cuda.runtime import CudaTorchBackend
 from vsr.backends.torch_backend import TorchBackend
 from vsr.model import load_model
 from vsr.video.colour import quantise_rgb
@@ -45,96 +47,59 @@ def _backend(tiny, **options) -> CudaTorchBackend:
     return CudaTorchBackend(model, cfg, CudaOptions(device="cpu", **options), torch.device("cpu"))
 
 
-def test_every_run_uses_the_planned_batch_padding_partial_ones(tiny):
+@pytest.mark.parametrize("stream", [False, True])
+def test_every_run_uses_the_planned_batch_padding_partial_ones(tiny, stream):
     _, _, ref = tiny
-    backend = _backend(tiny, precision="fp32", output="float32")
+    backend = _backend(tiny, precision="fp32", output="float32", stream_features=stream)
     backend.prepare(16, 20, 3)
     shapes = []
-    program = backend.program
-    backend.program = lambda x: (shapes.append(tuple(x.shape)), program(x))[1]
+    for name in ("program", "features_program", "windows_program"):
+        fn = getattr(backend, name)
+        setattr(backend, name, lambda *a, fn=fn, name=name: (shapes.append((name, tuple(a[0].shape))), fn(*a))[1])
     for n in (1, 3, 5):  # a partial batch, the planned one, and one and a bit (two chunks)
         x = _frames(n, (n, 3, 3, 13, 20))
         np.testing.assert_allclose(backend.infer(x), ref.infer(x), rtol=0, atol=1e-5)
-    assert set(shapes) == {(3, 3, 3, 16, 20)} and len(shapes) == 4
-
-
-class _GraphAPI:
-    """A recording stand-in for the graph calls of ``torch.cuda`` the runtime makes (there is no GPU here).
-    It keeps their signatures: ``graph(cuda_graph, pool=None, stream=None, capture_error_mode="global")`` refuses
-    another mode than torch's three, as torch does."""
-
-    def __init__(self):
-        self.captures, self.pools, self.emptied = [], [], 0
-
-    def graph_pool_handle(self):
-        handle = object()
-        self.pools.append(handle)
-        return handle
-
-    class CUDAGraph:
-        def replay(self):
-            pass
-
-    @contextmanager
-    def graph(self, cuda_graph, pool=None, stream=None, capture_error_mode="global"):
-        if capture_error_mode not in ("global", "thread_local", "relaxed"):
-            raise ValueError(f"unknown capture_error_mode {capture_error_mode}")
-        self.captures.append((cuda_graph, pool, capture_error_mode))
-        yield
-
-    def empty_cache(self):
-        self.emptied += 1
-
-    class Stream:
-        def __init__(self, device=None):
-            pass
-
-        def wait_stream(self, other):
-            pass
-
-    def current_stream(self, device=None):
-        return self.Stream()
-
-    @contextmanager
-    def stream(self, s):
-        yield
+    if not stream:
+        assert set(shapes) == {("program", (3, 3, 3, 16, 20))} and len(shapes) == 4
+        return
+    # without keys every frame of a call is new: 3, 9 and 15 frames, 3 per features call; L1 of 3 windows
+    assert set(shapes) == {("features_program", (3, 3, 16, 20)), ("windows_program", (9, 16, 16, 20))}
+    assert [s[0] for s in shapes].count("features_program") == 1 + 3 + 5 and len(shapes) == 9 + 4
 
 
 @pytest.fixture
 def graph_api(monkeypatch):
-    api = _GraphAPI()
-    for name in ("graph_pool_handle", "CUDAGraph", "graph", "empty_cache", "Stream", "current_stream", "stream"):
+    api = GraphAPI()
+    for name in ("graph_pool_handle", "CUDAGraph", "graph", "empty_cache", "synchronize", "memory_reserved",
+                 "Stream", "current_stream", "stream"):
         monkeypatch.setattr(torch.cuda, name, getattr(api, name))
     return api
 
 
-def test_graphs_share_one_pool_and_are_captured_thread_local_once_per_shape(graph_api):
-    calls = []
-    graphs = GraphSet(lambda x: (calls.append(tuple(x.shape)), x * 2)[1], torch.device("cpu"))
-    a = graphs.capture((2, 3, 3, 16, 20))
-    assert graphs.capture((2, 3, 3, 16, 20)) is a  # the same shape: no second capture
-    graphs.capture((2, 3, 3, 32, 32))
-    assert len(graph_api.captures) == 2 and len(graph_api.pools) == 1
-    assert {pool for _, pool, _ in graph_api.captures} == {graph_api.pools[0]}
-    assert {mode for _, _, mode in graph_api.captures} == {"thread_local"}
-    assert graph_api.emptied == 2  # the warm-ups' cached blocks are given back after each capture
-    assert graphs.get((1, 3, 3, 16, 20)) is None and len(graph_api.captures) == 2  # a lookup never captures
+def _replay(run, replays: list) -> None:
+    """What a real replay does: the captured program again, on the static inputs, into the static outputs."""
+    replays.append(run.spec.key[0])
+    got = run.spec.program(*run.inputs)
+    outs, got = (run.output, got) if isinstance(got, list) else ([run.output], [got])
+    torch._foreach_copy_(outs, got)
 
 
-def test_a_run_never_captures_it_replays_what_prepare_captured(tiny, graph_api):
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_run_never_captures_it_replays_what_prepare_captured(tiny, graph_api, stream):
     _, _, ref = tiny
-    backend = _backend(tiny, precision="fp32", output="float32")
-    backend.graphs_on = True  # as on a GPU; the stand-in's graphs replay nothing, so replays run the program
-    backend.graphs.runs.clear()
+    backend = _backend(tiny, precision="fp32", output="float32", stream_features=stream)
+    backend.graphs_on = True  # as on a GPU; the stand-in's graphs replay nothing: _replay does their work
     backend.prepare(16, 20, 2)
-    assert len(graph_api.captures) == 1
-    run = backend.graphs.get((2, 3, 3, 16, 20))
+    keys = [("windows", 2, 16, 20), ("features", 2, 16, 20)] if stream else [("window", 2, 16, 20)]
+    assert list(backend.graphs.runs) == keys
     replays = []
-    run.graph.replay = lambda: (replays.append(1), run.output.copy_(backend.program(run.input)))
+    for run in backend.graphs.runs.values():
+        run.graph.replay = lambda run=run: _replay(run, replays)
     x = _frames(7, (1, 3, 3, 16, 20))
     np.testing.assert_allclose(backend.infer(x), ref.infer(x), rtol=0, atol=1e-5)
     backend.infer(_frames(8, (1, 3, 3, 32, 32)))  # an unprepared bucket: eager, no capture mid-run
-    assert len(graph_api.captures) == 1 and len(replays) == 1
+    assert list(backend.graphs.runs) == keys
+    assert replays == (["features", "features", "windows"] if stream else ["window"])  # 3 new frames, 2 a call
 
 
 def test_fp16_keeps_the_attention_fp32_so_large_features_stay_finite(tiny):

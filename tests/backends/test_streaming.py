@@ -1,6 +1,7 @@
 """Streaming features: a backend that computes each (frame, tile)'s features once per run gives the outputs of one
 that computes them for every window (within 1e-5, the bound of issue 26; bit for bit here), whatever the batch,
-tiles, clip ends and scene cuts, and whichever frame a run starts at."""
+tiles, clip ends and scene cuts, and whichever frame a run starts at.  The CUDA runtime keeps them on the device
+(its CPU emulation here, fp16 as on a GPU: max |diff| 0 against its per-window path)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from vsr.backends import SplitOptions, TorchOptions, open_backend
+from vsr.backends import CudaOptions, SplitOptions, TorchOptions, open_backend
 from vsr.backends.features import pyramid_nbytes
 from vsr.pipeline.batches import batches, kept_features
 from vsr.pipeline.tiles import tile_grid
@@ -121,3 +122,19 @@ def test_int8_warm_up_runs_each_segment_once_and_learns_nothing_from_its_zeros(e
     assert all(min(t.calib[0], 0.0) == t.lo and max(t.calib[1], 0.0) == t.hi for t in table.tensors.values())
     facts = streaming.facts()
     assert facts["features"] == "per-frame" and facts["int8"]["segment_runs"] == 0
+
+
+def test_cuda_runtime_streaming_equals_its_per_window_path_in_fp16():
+    """Tiles, a scene cut, a batch of 3 (partial at the end): each (frame, tile) computed once, on the features
+    program at its one shape, and the windows' outputs those of the per-window program, bit for bit."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        streaming, per_window = (open_backend("random", "edvr-tiny", CudaOptions(
+            device="cpu", precision="fp16", output="float32", stream_features=s)) for s in (True, False))
+    tiles = tile_grid(H, W, (16, 12), 2)
+    streaming.prepare(16, 12, 3)
+    for b in run_batches(clip(4), tiles, 3, cuts=(2,)):  # 8 (window, tile) items: 3, 3 and 2
+        np.testing.assert_array_equal(streaming.infer_stream(b.x, b.keys), per_window.infer(b.x))
+    assert streaming.slots.computed == 4 * len(tiles) and streaming.slots.size <= kept_features(3, 3, len(tiles))
+    assert streaming.feature_nbytes(16, 12) == 2 * (pyramid_nbytes(16, 16, 12) // 4 + 3 * 16 * 12)  # fp16 + RGB
+    assert streaming.facts()["features"] == "per-frame" and per_window.facts()["features"] == "per-window"

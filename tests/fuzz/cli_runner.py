@@ -10,17 +10,50 @@ from __future__ import annotations
 import multiprocessing
 import os
 import sys
+import threading
 from pathlib import Path
 
 
-def _entry(argv: list[str], stderr_path: str) -> None:
+def _entry(argv: list[str], stderr_path: str, setup: dict | None = None) -> None:
     fd = os.open(stderr_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
     os.dup2(fd, 2)
     sys.stderr = open(2, "w", closefd=False)
+    _set_up(**(setup or {}))
     sys.argv = ["vsr", *argv]
     from vsr.cli import entry
 
     entry()
+
+
+def _set_up(stdout: str | None = None, stdin: bytes | None = None, closed: tuple[int, ...] = (),
+            env: dict | None = None, cwd: str | None = None) -> None:
+    """The child's standard output into the file ``stdout``; ``stdin`` through a pipe on standard input;
+    descriptors ``closed`` (0, 1) closed as a process started with ``<&-``/``>&-`` has them (Python then makes
+    ``sys.stdin``/``sys.stdout`` None); ``env`` added to its environment; its folder ``cwd``."""
+    os.environ.update(env or {})
+    if cwd is not None:
+        os.chdir(cwd)
+    if stdout is not None:
+        os.dup2(os.open(stdout, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), 1)
+        sys.stdout = open(1, "w", closefd=False)
+    if stdin is not None:
+        read, write = os.pipe()
+        threading.Thread(target=_feed, args=(write, stdin), daemon=True).start()
+        os.dup2(read, 0)
+        os.close(read)
+        sys.stdin = open(0, "r", closefd=False)
+    for fd in closed:
+        os.close(fd)
+        setattr(sys, ("stdin", "stdout")[fd], None)
+
+
+def _feed(fd: int, data: bytes) -> None:
+    try:
+        os.write(fd, data)
+    except OSError:  # the reader stopped early
+        pass
+    finally:
+        os.close(fd)
 
 
 class CliRunner:
@@ -29,18 +62,18 @@ class CliRunner:
         self._ctx.set_forkserver_preload(["vsr.cli", "vsr.cli.upscale", "vsr.pipeline", "vsr.backends", "torch",
                                           "av", "tests.fuzz.cli_runner"])
 
-    def __call__(self, argv: list, stderr_path: Path, timeout: float = 120) -> tuple[int, str]:
-        """(exit code, stderr text) of ``vsr ARGV``."""
-        code = self.exit_code(_entry, ([str(a) for a in argv], str(stderr_path)), argv, timeout)
-        return code, Path(stderr_path).read_text(errors="replace")
-
-    def exit_code(self, target, args: tuple, argv: list, timeout: float) -> int:
-        """Run ``target(*args)`` (an entry that runs ``vsr ARGV``) in a forked process; its exit code."""
-        p = self._ctx.Process(target=target, args=args)
+    def start(self, argv: list, stderr_path: Path, **setup):
+        """``vsr ARGV`` started in a process of its own (:func:`_set_up` takes ``setup``); the process."""
+        p = self._ctx.Process(target=_entry, args=([str(a) for a in argv], str(stderr_path), setup))
         p.start()
+        return p
+
+    def __call__(self, argv: list, stderr_path: Path, timeout: float = 120, **setup) -> tuple[int, str]:
+        """(exit code, stderr text) of ``vsr ARGV``."""
+        p = self.start(argv, stderr_path, **setup)
         p.join(timeout)
         if p.is_alive():
             p.kill()
             p.join()
             raise TimeoutError(f"vsr {' '.join(map(str, argv))} ran over {timeout} s")
-        return p.exitcode
+        return p.exitcode, Path(stderr_path).read_text(errors="replace")

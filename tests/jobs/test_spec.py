@@ -154,3 +154,21 @@ def test_key_counts_the_config_by_its_contents(tmp_path):
     os.utime(c, ns=(t, t))
     assert "num_feat = 17" in c.read_text() and job(str(c)).key != before
     assert job(None).key != job("edvr-tiny").key
+
+
+def test_a_job_without_a_budget_plans_within_the_same_one_on_every_machine(monkeypatch):
+    """vsr upscale's default budget follows the machine; a job's does not: tiles change the output (within 1/255),
+    so chunks run on machines with different memory must tile alike.  The default job's key is what it was."""
+    import vsr.pipeline.memory as memory
+    from vsr.jobs.spec import JOB_MEMORY_BUDGET_MB
+
+    keys = set()
+    for available in (2_000.0, 60_000.0):
+        monkeypatch.setattr(memory, "available_memory_mb", lambda: available)
+        spec = JobSpec("/a/in.mp4", "/b/out.mkv", BackendRequest("random", "edvr-tiny"), ENCODER, RunnerSettings())
+        assert spec.runner.memory_budget_mb == JOB_MEMORY_BUDGET_MB == 3072
+        keys.add(spec.key)
+    fixed = JobSpec("/a/in.mp4", "/b/out.mkv", BackendRequest("random", "edvr-tiny"), ENCODER,
+                    RunnerSettings(memory_budget_mb=3072))
+    assert keys == {fixed.key}
+    assert JobSpec.from_json(fixed.to_json()).runner.memory_budget_mb == 3072

@@ -1,6 +1,6 @@
-"""On a GPU: vsr's CUDA kernels through the pycuda and cupy launchers equal the float64 DCNv2 definition,
-torchvision's ``deform_conv2d`` (fp32: 1e-5; fp16 storage: 1e-3 of the largest output) and torch's
-``pixel_shuffle`` + ``leaky_relu`` (exact).  Skipped where no GPU launcher opens (CI, CPU-only machines).
+"""On a GPU: vsr's CUDA kernels (NCHW and channels-last) through the pycuda and cupy launchers equal the float64
+DCNv2 definition, torchvision's ``deform_conv2d`` (fp32: 1e-5; fp16 storage: 1e-3 of the largest output) and
+torch's ``pixel_shuffle`` + ``leaky_relu`` (exact).  Skipped where no GPU launcher opens (CI, CPU-only machines).
 """
 
 from __future__ import annotations
@@ -8,9 +8,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.kernels.test_cuda_kernels import CASES, make_case, reference_dcn
+from tests.kernels.test_cuda_kernels import CASES, make_case, nhwc_operands, reference_dcn
 from vsr.errors import BackendError
-from vsr.kernels.cuda import deform_conv, launcher_available, open_launcher, pixel_shuffle_lrelu
+from vsr.kernels.cuda import (deform_conv, deform_conv_nhwc, launcher_available, open_launcher,
+                              pixel_shuffle_lrelu)
 
 
 @pytest.fixture(scope="module", params=["pycuda", "cupy"])
@@ -53,6 +54,18 @@ def test_dcn_fp16_storage_matches_definition(gpu, name):
     got = gpu.to_host(deform_conv(gpu, geom, *(gpu.asarray(a) for a in halves))).astype(np.float64)
     want = reference_dcn(*halves, geom)
     assert np.abs(got - want).max() <= 1e-3 * np.abs(want).max()
+
+
+@pytest.mark.parametrize("name", ["edvr-like", "conv-groups-rect-kernel"])
+@pytest.mark.parametrize("dtype, tol", [(np.float32, 1e-5), (np.float16, 1e-3)])
+def test_dcn_nhwc_matches_definition(gpu, name, dtype, tol):
+    n, c, h, w, co, kh, kw, attrs = CASES[name]
+    geom, arrays = make_case(6, n, c, h, w, co, kh, kw, **attrs)
+    arrays = [a.astype(dtype) for a in arrays]
+    got = gpu.to_host(deform_conv_nhwc(gpu, geom, *(gpu.asarray(a) for a in nhwc_operands(arrays)), chunk_pixels=37))
+    want = reference_dcn(*arrays, geom)
+    scale = 1.0 if dtype == np.float32 else np.abs(want).max()
+    assert np.abs(got.astype(np.float64).transpose(0, 3, 1, 2) - want).max() <= tol * scale
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])

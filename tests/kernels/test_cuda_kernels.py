@@ -6,6 +6,10 @@ of a pixel and out of the frame, with masks, several offset groups and conv grou
 those rounded inputs) 1e-3 of the largest output (seen: 4.3e-4) -- the column buffer and the output are rounded
 to half (2^-11 relative each).  PixelShuffle + LeakyReLU only moves and scales values: exact, in both dtypes, over
 every half bit pattern (which also checks the shim's round-to-nearest-even half conversion).
+
+The channels-last forms (``*_nhwc``: every array ``(N, H, W, C)``) are checked against the same definitions, with
+the offsets read out of a wider per-pixel record (as the CUDA runtime passes DCNv2Pack's whole ``conv_offset``
+output) and the same tolerances.
 """
 
 from __future__ import annotations
@@ -14,7 +18,8 @@ import numpy as np
 import pytest
 
 from vsr.kernels import DeformConvGeometry, deform_conv as cpu_deform_conv
-from vsr.kernels.cuda import deform_conv, launcher_available, open_launcher, pixel_shuffle_lrelu, select_launcher
+from vsr.kernels.cuda import (deform_conv, deform_conv_nhwc, launcher_available, open_launcher, pixel_shuffle_lrelu,
+                              pixel_shuffle_lrelu_nhwc, select_launcher)
 from vsr.kernels.cuda.host import build_harness
 
 pytestmark = pytest.mark.skipif(not launcher_available("host"), reason="no host C++ compiler for the CPU harness")
@@ -123,6 +128,42 @@ def test_dcn_rejects_mixed_dtypes_and_wrong_shapes(host):
         deform_conv(host, geom, *arrays[:3], arrays[3][:, :-1], arrays[4])
 
 
+def to_nhwc(a):
+    return np.ascontiguousarray(a.transpose(0, 2, 3, 1))
+
+
+def nhwc_operands(arrays, extra: int = 5):
+    """x, weight, offset, mask, bias of a case channels-last; the offsets first in a record of ``extra`` more
+    values per pixel (junk the kernel must skip)."""
+    x, weight, offset, mask, bias = arrays
+    junk = np.full(offset.shape[:1] + offset.shape[2:] + (extra,), 1e4, offset.dtype)
+    record = np.ascontiguousarray(np.concatenate([to_nhwc(offset), junk], axis=-1))
+    return to_nhwc(x), to_nhwc(weight), record, to_nhwc(mask), bias
+
+
+@pytest.mark.parametrize("name", ["edvr-like", "stride2-dilation2", "conv-groups-rect-kernel"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_dcn_nhwc_matches_definition(host, name, dtype):
+    n, c, h, w, co, kh, kw, attrs = CASES[name]
+    geom, arrays = make_case(6, n, c, h, w, co, kh, kw, **attrs)
+    arrays = [a.astype(dtype) for a in arrays]
+    got = deform_conv_nhwc(host, geom, *nhwc_operands(arrays), negative_slope=0.1, chunk_pixels=37)
+    want = reference_dcn(*arrays, geom, slope=0.1)
+    assert got.dtype == dtype and got.shape == (n, geom.ho, geom.wo, co)
+    err = np.abs(got.astype(np.float64).transpose(0, 3, 1, 2) - want).max()
+    assert err <= (1e-5 if dtype == np.float32 else 1e-3 * np.abs(want).max())
+
+
+def test_dcn_nhwc_refuses_short_records_and_nchw_weights(host):
+    n, c, h, w, co, kh, kw, attrs = CASES["edvr-like"]
+    geom, arrays = make_case(4, n, c, h, w, co, kh, kw, **attrs)
+    x, weight, offset, mask, bias = nhwc_operands(arrays, extra=0)
+    with pytest.raises(ValueError, match="offset has shape"):
+        deform_conv_nhwc(host, geom, x, weight, np.ascontiguousarray(offset[..., :-1]), mask, bias)
+    with pytest.raises(ValueError, match="channels-last"):
+        deform_conv_nhwc(host, geom, x, arrays[1], offset, mask, bias)
+
+
 def pixel_shuffle_reference(x, r):
     n, crr, h, w = x.shape
     return x.reshape(n, crr // (r * r), r, r, h, w).transpose(0, 1, 4, 2, 5, 3).reshape(n, -1, h * r, w * r)
@@ -135,6 +176,15 @@ def test_pixel_shuffle_lrelu_fp32_exact(host, shape, r, slope):
     y = pixel_shuffle_reference(x, r)
     want = y if slope is None else np.where(y >= 0, y, y * np.float32(slope))
     np.testing.assert_array_equal(pixel_shuffle_lrelu(host, x, r, negative_slope=slope), want)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_pixel_shuffle_lrelu_nhwc_is_the_nchw_one_transposed(host, dtype):
+    x = np.random.default_rng(7).standard_normal((2, 4 * 6, 3, 5)).astype(dtype)
+    want = pixel_shuffle_lrelu(host, x, 2, negative_slope=0.1)
+    got = pixel_shuffle_lrelu_nhwc(host, to_nhwc(x), 2, negative_slope=0.1)
+    assert got.shape == (2, 6, 10, 6)
+    np.testing.assert_array_equal(got, to_nhwc(want))
 
 
 @pytest.mark.parametrize("slope", [0.5, 0.1, 3.0])

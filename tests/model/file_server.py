@@ -13,8 +13,11 @@ from urllib.parse import parse_qs, urlsplit
 
 # What a file's next request does: "ok", "norange" (200 and the whole file, whatever Range says), "cut" (the
 # headers promise the rest, the connection closes after ``cut`` bytes), "stall" (``cut`` bytes, then nothing
-# until the test ends), "slow" (32 KiB every 50 ms).
-MODES = ("ok", "norange", "cut", "stall", "slow")
+# until the test ends), "slow" (32 KiB every 50 ms), "proxy" (a broken proxy's 502 whose reason phrase is
+# :data:`PROXY_GARBAGE`).
+MODES = ("ok", "norange", "cut", "stall", "slow", "proxy")
+# 850 characters of a proxy's reason phrase: a terminal escape (clear the screen), non-ASCII, then filler
+PROXY_GARBAGE = ("upstream \x1b[2J\x1b[31mfailed\u00e9 " + "garbage " * 110)[:850]
 
 
 @dataclass
@@ -114,9 +117,10 @@ class FileServer:
         self._reply(h, req, 200, page.encode(), "text/html; charset=utf-8",
                     {"Set-Cookie": f"download_warning_{file_id}=t; Path=/"})
 
-    def _reply(self, h, req: Request, status: int, body: bytes, ctype: str, headers: dict | None = None) -> None:
+    def _reply(self, h, req: Request, status: int, body: bytes, ctype: str, headers: dict | None = None,
+               reason: str | None = None) -> None:
         req.status = status
-        h.send_response(status)
+        h.send_response(status, reason)
         h.send_header("Content-Type", ctype)
         h.send_header("Content-Length", str(len(body)))
         for k, v in (headers or {}).items():
@@ -127,6 +131,8 @@ class FileServer:
 
     def _serve(self, h, req: Request, served: Served) -> None:
         mode = served.modes.pop(0) if served.modes else "ok"
+        if mode == "proxy":
+            return self._reply(h, req, 502, b"", "text/plain", reason=PROXY_GARBAGE)
         data, size = served.data, len(served.data)
         start = 0
         m = re.fullmatch(r"bytes=(\d+)-", req.range or "")
@@ -158,13 +164,14 @@ class FileServer:
 
     @staticmethod
     def _write(h, req: Request, chunk: bytes) -> bool:
-        try:
+        req.sent += len(chunk)  # counted before the client can have them: a test reading it after the client
+        try:                    # finished never races this thread
             h.wfile.write(chunk)
             h.wfile.flush()
         except (BrokenPipeError, ConnectionResetError):
+            req.sent -= len(chunk)
             h.close_connection = True
             return False
-        req.sent += len(chunk)
         return True
 
 

@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from tests.pipeline.test_cli_upscale import TINY, cli, errors
 from vsr.errors import InputError, MemoryBudgetError
-from vsr.pipeline.memory import MARGIN, plan_memory
+from vsr.pipeline.memory import (AUTO_CAP_MB, AUTO_FLOOR_MB, FALLBACK_BUDGET_MB, MARGIN, available_memory_mb,
+                                 machine_budget, plan_memory)
 
 
 def plan(**kw):
@@ -116,7 +117,7 @@ def test_the_runner_plans_with_its_backends_config():
     import numpy as np
 
     from vsr.model.config import load_config
-    from vsr.pipeline.runner import FrameQueueRunner
+    from vsr.pipeline.runner import FrameQueueRunner, RunnerSettings
 
     class Backend:
         padding, scale = "replicate", 4
@@ -132,7 +133,26 @@ def test_the_runner_plans_with_its_backends_config():
         def plane_dtype(self):
             return np.uint8
 
-    s_tile, s_plan = FrameQueueRunner(Backend("edvr-s")).plan_tile(1080, 1920, Sink())
-    m_tile, m_plan = FrameQueueRunner(Backend("edvr-m")).plan_tile(1080, 1920, Sink())
+    # a fixed budget: the default follows the memory available now, which other processes change
+    settings = RunnerSettings(memory_budget_mb=3072)
+    s_tile, s_plan = FrameQueueRunner(Backend("edvr-s"), settings).plan_tile(1080, 1920, Sink())
+    m_tile, m_plan = FrameQueueRunner(Backend("edvr-m"), settings).plan_tile(1080, 1920, Sink())
     assert m_tile[0] * m_tile[1] < s_tile[0] * s_tile[1]  # more fixed memory per item: smaller tiles
     assert m_plan.fits and m_plan.total_mb <= m_plan.budget_mb * (1 - MARGIN) + 1e-6
+
+
+@pytest.mark.parametrize("available, budget", [(16860.0, 8192), (19153.0, 9472), (1500.0, AUTO_FLOOR_MB),
+                                               (200_000.0, AUTO_CAP_MB), (None, FALLBACK_BUDGET_MB)])
+def test_the_default_budget_is_half_the_memory_available_within_floor_and_cap(monkeypatch, available, budget):
+    import vsr.pipeline.memory as memory
+
+    monkeypatch.setattr(memory, "available_memory_mb", lambda: available)
+    b = machine_budget()
+    assert b.mb == budget and b.mb % 256 == 0
+    assert (f"half of the {available:.0f} MB available" in b.why) if available else "does not say" in b.why
+
+
+def test_the_available_memory_is_read_from_this_machine():
+    with open("/proc/meminfo") as f:
+        fields = {line.split(":")[0]: int(line.split()[1]) / 1024 for line in f}
+    assert 0 < available_memory_mb() <= fields["MemTotal"]  # MemAvailable, or less where a cgroup limit leaves less

@@ -1,12 +1,13 @@
 """The memory plan of a backend whose model works in GPU memory: tiles sized from the GPU's free memory, the
-host budget holding only the arrays around the model; a backend without GPU memory plans as before."""
+host budget holding only the arrays around the model, each frame's kept features counted against the GPU; a
+backend without GPU memory plans as before."""
 
 from __future__ import annotations
 
 import pytest
 
 from vsr.errors import MemoryBudgetError
-from vsr.pipeline.memory import MARGIN, DeviceMemory, flight_mb, plan_memory
+from vsr.pipeline.memory import MARGIN, DeviceMemory, flight_mb, plan_memory, with_features
 from vsr.pipeline.runner import FrameQueueRunner
 
 GPU = DeviceMemory(name="stand-in GPU", free_mb=4096.0, bytes_per_pixel=60_000.0, fixed_mb=300.0)
@@ -69,3 +70,15 @@ def test_the_runner_asks_the_backend_for_its_gpu_memory():
     facts = {"name": "stand-in GPU", "free_mb": 4096.0, "bytes_per_pixel": 60_000.0, "fixed_mb": 300.0}
     assert FrameQueueRunner(_Backend(facts)).device_memory() == GPU
     assert FrameQueueRunner(_Backend(None)).device_memory() is None
+
+
+def test_features_kept_on_the_gpu_count_against_its_free_memory_not_the_host_budget():
+    big = DeviceMemory("big GPU", 80_000.0, 60_000.0, 300.0)
+    p = plan(tile=0, device=big)
+    kept = with_features(p, 5000.0, big)  # more than the whole host budget, well within the GPU
+    assert kept.features == "kept" and kept.total_mb == p.total_mb
+    assert kept.to_dict()["features_on_device"] is True and "features_on_device" not in p.to_dict()
+    room = (p.device_mb + 4000.0) / (1.0 - MARGIN)  # the GPU holds the model and 4000 MB beside it
+    assert with_features(p, 3999.0, DeviceMemory("GPU", room, 60_000.0, 300.0)).features == "kept"
+    assert with_features(p, 4001.0, DeviceMemory("GPU", room, 60_000.0, 300.0)).features == "per-window"
+    assert with_features(p, 5000.0).features == "per-window"  # the same features in host memory do not fit

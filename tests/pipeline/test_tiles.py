@@ -102,6 +102,7 @@ def test_memory_plan_is_in_the_run_report(tiny_backend):
     from tests.pipeline.test_runner import CountingSource, NullSink
     from vsr.pipeline import FrameQueueRunner, RunnerSettings
 
-    report = FrameQueueRunner(tiny_backend, RunnerSettings()).run(CountingSource(3), NullSink())
+    report = FrameQueueRunner(tiny_backend, RunnerSettings(memory_budget_mb=3072)).run(CountingSource(3), NullSink())
     mp = report.settings["memory_plan"]
     assert mp["budget_mb"] == 3072 and mp["tile"] is None and mp["total_mb"] <= 3072
+    assert "budget_from" not in mp  # given, not made from the machine's memory

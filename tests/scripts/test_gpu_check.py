@@ -1,5 +1,6 @@
 """``scripts/gpu_check.py --device cpu --quick``: every check of the GPU verification runs on the CPU emulation
-(EDVR-tiny, tiny sizes), so the command that turns a rare GPU session into numbers cannot rot unseen."""
+(EDVR-tiny, tiny sizes), so the command that turns a rare GPU session into numbers cannot rot unseen; the memory
+cases, which need a GPU, run on stand-ins for torch.cuda's memory calls."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
+import numpy as np
 import pytest
 import torch
 
@@ -31,7 +34,14 @@ def test_gpu_check_quick_runs_every_check_on_the_cpu(tmp_path):
                             "upscale", "e2e"]
     assert all(c["status"] == "ok" for c in checks.values()), [c.get("error") for c in checks.values()]
     assert all(case["ok"] for case in checks["kernel_accuracy"]["result"]["cases"])
-    assert all(case["finite"] for case in checks["backends"]["result"]["cases"])
+    assert all(case["finite"] and case["ok"] for case in checks["backends"]["result"]["cases"])
+    speed = checks["edvr_m_speed"]["result"]
+    assert speed["features"] == "streaming" and speed["memory_format"] == "channels_last"
+    peers = speed["peer"]["cases"]
+    assert len(peers) == len(speed["cases"]) and all(c["ms_per_frame"] > 0 for c in peers)
+    assert speed["per_window"]["features"] == "per-window"
+    steps = set(speed["per_step_ms"])
+    assert {"features", "segment_0", "dcn:pcd_align.cas_dcnpack", "shuffle:pixel_shuffle#1"} <= steps
     assert checks["upscale"]["result"]["max_level_difference"] <= 1
     [run] = checks["e2e"]["result"]["runs"]  # the CPU emulation makes the output's planes on its "device"
     assert run["frames"] == 3 and run["fps"] > 0 and 0 < run["e2e_over_inference"] <= 1.5
@@ -47,3 +57,25 @@ def test_gpu_check_without_a_gpu_is_one_line(tmp_path):
                        text=True, cwd=REPO)
     assert r.returncode == 2 and r.stdout == ""
     assert r.stderr.startswith("gpu_check: error: --device cuda but torch sees no GPU") and r.stderr.count("\n") == 1
+
+
+def test_the_memory_cases_run_here_with_torch_cuda_s_memory_calls_stood_in(monkeypatch):
+    """``memory`` runs only on a GPU: its cases run here on the CPU emulation, torch.cuda's memory calls stood in
+    (zeros; there is no GPU) and the probe's figures given, so a GPU session does not meet a slip in them."""
+    monkeypatch.syspath_prepend(str(REPO / "scripts"))
+    import gpu_model
+    from vsr.backends.cuda.runtime import CudaTorchBackend
+
+    for name in ("synchronize", "memory_allocated", "memory_reserved", "reset_peak_memory_stats",
+                 "max_memory_allocated", "max_memory_reserved", "empty_cache"):
+        monkeypatch.setattr(torch.cuda, name, lambda *a, **k: 0)
+    probe = {"name": "stand-in", "free_mb": 1000.0, "bytes_per_pixel": 2000.0, "fixed_mb": 10.0}
+    monkeypatch.setattr(CudaTorchBackend, "device_memory", lambda self: probe)
+    rng = np.random.default_rng(0)
+    ctx = SimpleNamespace(device=torch.device("cpu"), gpu=False, speed_config="edvr-tiny", repeats=1,
+                          frames=lambda n, h, w: (rng.random((n, 3, h, w), dtype=np.float32), "synthetic"))
+    row = gpu_model.memory_case(ctx, "fp16", 16, 16, 2)
+    assert row["plan_mib"] == pytest.approx(10.0 + 2000.0 * 512 / 2**20 + row["kept_features_mib"])
+    assert row["kept_features_mib"] > 0 and row["within_plan"] and row["graphs"]["graphs"] == 0  # no graphs here
+    together = gpu_model.shapes_case(ctx, [(16, 16, 1), (16, 20, 2)], {})
+    assert together["kept"] == [] and together["bound_mib"] == 0.0

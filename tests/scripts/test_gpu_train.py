@@ -1,6 +1,7 @@
 """The GPU training slices rehearsed on the CPU with EDVR-tiny (CI has no GPU): the data pack, then two slices
-through ``scripts/gpu_train.sh`` -- the second resuming from the files the first returned -- end bit-exactly
-where one uninterrupted run of the same schedule ends."""
+through ``scripts/gpu_train.sh`` -- the first with a batch worker process, the second resuming from the files the
+first returned -- end bit-exactly where one uninterrupted run of the same schedule ends; a window's weights kept in
+the repository start the next window, whose schedule is sized to its time."""
 
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ def _images(folder: Path) -> Path:
 def _slice(data: Path, carried: Path, out: Path, work: Path, *extra: str) -> dict:
     cmd = ["bash", str(REPO / "scripts" / "gpu_train.sh"), "--out", str(out), "--work", str(work),
            "--config", "edvr-tiny", "--iters", "4", "--batch-size", "2", "--patch", "16", "--warmup", "1",
-           "--log-every", "1", "--threads", "1", "--device", "cpu", *extra]
+           "--log-every", "1", "--threads", "1", "--workers", "0", "--device", "cpu", *extra]
     # as on the GPU image: no PyAV (its stand-in in gpu_train.py must be enough for training on still images)
     env = dict(os.environ, PYTHON=sys.executable, VSR_TRAIN_DATA=str(data), VSR_TRAIN_CARRIED=str(carried),
                VSR_TRAIN_NO_PYAV="1")
@@ -67,7 +68,8 @@ def _tensors(tree, prefix=""):
 def test_pack_refuses_validation_sequences_and_keeps_to_its_limit(tmp_path):
     src = _images(tmp_path / "train")
     r = subprocess.run([sys.executable, "scripts/gpu_train.py", "pack", "--src", str(src), "--out",
-                        str(tmp_path / "pack"), "--limit-mib", "0.15"], capture_output=True, text=True, cwd=REPO)
+                        str(tmp_path / "pack"), "--limit-mib", "0.15", "--crop", "256"], capture_output=True, text=True,
+                       cwd=REPO)
     assert r.returncode == 0, r.stderr
     packed = list((tmp_path / "pack").glob("*.png"))
     assert 1 <= len(packed) <= 2 and sum(p.stat().st_size for p in packed) <= 0.15 * 2**20
@@ -81,7 +83,8 @@ def test_pack_refuses_validation_sequences_and_keeps_to_its_limit(tmp_path):
 def test_two_slices_resume_bit_exactly_where_one_run_ends(tmp_path):
     data = _images(tmp_path / "data")
     first, second, whole = tmp_path / "slice1", tmp_path / "slice2", tmp_path / "whole"
-    assert _slice(data, tmp_path / "none", first, tmp_path / "w1", "--stop-after", "2")["to"] == 2
+    # a worker process makes the batches, forked from a server that imported this script (and its PyAV stand-in)
+    assert _slice(data, tmp_path / "none", first, tmp_path / "w1", "--stop-after", "2", "--workers", "1")["to"] == 2
     carried = tmp_path / "carried"
     shutil.copytree(first, carried)
     resumed = _slice(data, carried, second, tmp_path / "w2")
@@ -93,6 +96,23 @@ def test_two_slices_resume_bit_exactly_where_one_run_ends(tmp_path):
     assert not different, different[:5]
     curve = (second / "curve.json").read_text()
     assert '"iteration": 4' in curve and '"iteration": 3' in curve  # the curve spans both slices
+
+    # the window's end kept in the repository: the EMA weights in fp16 and the record of the windows
+    sys.path.insert(0, str(REPO))
+    from scripts.gpu_train import keep
+
+    carry = tmp_path / "repo" / "training" / "edvr-tiny.pth"
+    carry.parent.mkdir(parents=True)
+    assert keep(whole, carry)["total_iterations"] == 4
+    kept = torch.load(carry, weights_only=True)
+    assert all(torch.equal(v, b[f"/params_ema/{k}"].half()) for k, v in kept["params"].items())
+    # the next window starts from them with a seed of its own, its schedule sized to end with its time
+    nxt = _slice(data, tmp_path / "none", tmp_path / "window2", tmp_path / "w4", "--continue", str(carry),
+                 "--iters", "auto", "--warmup", "2", "--slice-s", "3")
+    assert (nxt["init"], nxt["seed"], nxt["from"]) == (str(carry), 1, 0) and 1 <= nxt["to"] <= nxt["of"]
+    assert nxt["of"] >= 2
+    record = keep(tmp_path / "window2", carry)
+    assert record["windows"] == 2 and record["total_iterations"] == 4 + nxt["to"]
 
 
 def test_the_training_pack_fits_a_session_beside_the_repository_and_the_checkpoint():

@@ -36,11 +36,11 @@ def test_a_short_run_takes_the_flags(make_clip, tmp_path):
     out = tmp_path / "run"
     r = vsr_train("--config", "edvr-tiny", "--data", clip, "--iters", 2, "--out", out, "--batch-size", 1,
                   "--patch", 8, "--loss", "l1", "--weight-init", "he", "--warmup", 1, "--val", "none",
-                  "--threads", 1, "--no-progress")
+                  "--threads", 1, "--workers", 0, "--no-progress")
     assert r.returncode == 0, r.stderr
     options = torch.load(out / "latest.pth", weights_only=True)["vsr"]["options"]
     assert (options["loss"], options["weight_init"], options["lr_patch"], options["batch_size"]) == ("l1", "he", 8, 1)
-    assert options["val"] == [] and "vid4" in options["exclude"]
+    assert options["val"] == [] and "vid4" in options["exclude"] and options["workers"] == 0
 
 
 def test_flags_left_out_give_the_library_defaults():
@@ -54,3 +54,51 @@ def test_flags_left_out_give_the_library_defaults():
     plain = TrainOptions(config="edvr-tiny", data=("d",), out=o.out, iters=5)
     assert o == plain, [f.name for f in fields(o) if getattr(o, f.name) != getattr(plain, f.name)]
     assert o.out == "runs/edvr-tiny"
+
+
+def _descendants(pid: int) -> set[int]:
+    out = set()
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            kids = {int(k) for k in (task / "children").read_text().split()}
+        except OSError:
+            continue
+        for k in kids:
+            out |= {k} | _descendants(k)
+    return out
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs /proc to see the worker processes")
+@pytest.mark.parametrize("how", ["ctrl-c", "kill"])
+def test_the_batch_workers_end_with_the_run(make_clip, tmp_path, how):
+    """Ctrl-C (SIGINT to the whole process group, as a terminal sends it): one line, exit 130, the workers
+    stopped; SIGKILL of the training process alone: its fork server and workers end by themselves."""
+    import os
+    import signal
+    import time
+
+    clip = make_clip("c.mp4", width=48, height=40, frames=6)
+    p = subprocess.Popen([sys.executable, "-m", "vsr", "train", "--config", "edvr-tiny", "--data", str(clip),
+                          "--iters", "100000", "--out", str(tmp_path / "run"), "--batch-size", "1", "--patch", "8",
+                          "--val", "none", "--threads", "1", "--workers", "1", "--no-progress"],
+                         cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True)
+    log, deadline = tmp_path / "run" / "log.jsonl", time.time() + 240
+    while time.time() < deadline and p.poll() is None and '"train"' not in (log.read_text() if log.exists() else ""):
+        time.sleep(0.2)  # until 10 steps have trained on the worker's batches
+    seen = _descendants(p.pid)  # the fork server, its worker (and multiprocessing's resource tracker)
+    assert len(seen) >= 2, p.communicate()
+    if how == "ctrl-c":
+        os.killpg(p.pid, signal.SIGINT)
+        assert p.wait(timeout=60) == 130 and p.stderr.read().strip() == "vsr: interrupted"
+    else:
+        p.kill()
+        p.wait(timeout=60)
+    alive = seen
+    while alive and time.time() < deadline:
+        time.sleep(0.5)
+        alive = [pid for pid in alive if Path(f"/proc/{pid}").exists()
+                 and "zombie" not in Path(f"/proc/{pid}/status").read_text().lower()]
+    for pid in alive:  # leave nothing behind, then fail
+        os.kill(pid, signal.SIGKILL)
+    assert not alive

@@ -3,6 +3,8 @@ output, recipes come from TOML files whose mistakes are one-line errors."""
 
 from __future__ import annotations
 
+import hashlib
+import os
 import subprocess
 import sys
 from dataclasses import replace
@@ -41,6 +43,19 @@ def test_same_seed_same_lr_bytes(name):
     runs = [[degrade_clip(hr, d, np.random.default_rng([7, i])).tobytes() for i in range(6)] for _ in range(2)]
     assert runs[0] == runs[1]
     assert degrade_clip(hr, d, np.random.default_rng([7, 0])).shape == (5, 12, 16, 3)
+
+
+def test_x264_bytes_do_not_depend_on_memory_it_never_wrote():
+    """x264's AVX-512 functions read memory they never wrote (vsr.train.degrade.x264_asm): with glibc filling
+    fresh memory with a byte of its own (MALLOC_PERTURB_) in another process, the same clip must give the same
+    bytes as here.  (Where x264 picks no AVX-512 functions this holds anyway.)"""
+    code = ("import hashlib, numpy as np; from tests.conftest import pattern; from vsr.train.degrade import x264; "
+            "clip = np.stack([pattern(i, 48, 48) for i in range(7)]); "
+            "print(hashlib.sha256(x264(clip, crf=18, preset='veryfast').tobytes()).hexdigest())")
+    there = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, MALLOC_PERTURB_="77"),
+                           capture_output=True, text=True, check=True, timeout=300).stdout.strip()
+    clip = np.stack([pattern(i, 48, 48) for i in range(7)])
+    assert hashlib.sha256(x264(clip, crf=18, preset="veryfast").tobytes()).hexdigest() == there
 
 
 def test_different_seeds_draw_different_degradations():

@@ -21,7 +21,8 @@ def clip(make_clip):
 
 def options(clip, out, **kw):
     base = dict(config="edvr-tiny", data=(str(clip),), out=str(out), iters=6, batch_size=2, lr_patch=8,
-                lr=1e-3, warmup=2, val=(), ckpt_every=100, log_every=1, threads=1, segments_per_video=2)
+                lr=1e-3, warmup=2, val=(), ckpt_every=100, log_every=1, threads=1, segments_per_video=2,
+                workers=0)
     base.update(kw)
     return TrainOptions(**base)
 
@@ -39,12 +40,14 @@ def test_loss_goes_down(clip, tmp_path):
     assert fixed_batch_loss(tr) < 0.8 * before
 
 
-def test_resume_is_bit_exact(clip, tmp_path):
+@pytest.mark.parametrize("workers", [(0, 0), (2, 1)])
+def test_resume_is_bit_exact(clip, tmp_path, workers):
+    """... and batches made by worker processes (vsr.train.stream) train as the ones made in the run's process."""
     whole = Trainer(options(clip, tmp_path / "a"))
     whole.run(progress=False)
-    first = Trainer(options(clip, tmp_path / "b"))
+    first = Trainer(options(clip, tmp_path / "b", workers=workers[0]))
     first.run(stop_after=3, progress=False)  # stops and checkpoints at iteration 3
-    second = Trainer(options(clip, tmp_path / "b"))
+    second = Trainer(options(clip, tmp_path / "b", workers=workers[1]))
     assert second.resumed and second.state.iteration == 3
     second.run(progress=False)
     a, b = read_checkpoint(tmp_path / "a" / "latest.pth"), read_checkpoint(tmp_path / "b" / "latest.pth")
@@ -62,14 +65,14 @@ def test_a_run_interrupted_mid_step_resumes_from_its_last_checkpoint_exactly(cli
     whole = Trainer(options(clip, tmp_path / "a"))
     whole.run(progress=False)
     first = Trainer(options(clip, tmp_path / "b", ckpt_every=2))
-    batch = first.sampler.batch
+    batch = first.sampler.batch_uint8
 
     def interrupted(it):
         if it == 3:
             raise KeyboardInterrupt
         return batch(it)
 
-    monkeypatch.setattr(first.sampler, "batch", interrupted)
+    monkeypatch.setattr(first.sampler, "batch_uint8", interrupted)
     with pytest.raises(KeyboardInterrupt):
         first.run(progress=False)
     assert read_checkpoint(tmp_path / "b" / "latest.pth")["train"]["iteration"] == 2

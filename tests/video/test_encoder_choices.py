@@ -50,9 +50,9 @@ def test_the_defaults_a_run_reports_are_the_encoders_own(codec):
     assert encoded(codec, {**quiet, **defaults}) == encoded(codec, quiet)
     other = {**defaults, "crf": str(int(defaults["crf"]) + 8)}
     assert encoded(codec, {**quiet, **other}) != encoded(codec, quiet)  # the comparison can tell
-    assert effective(codec, {}) == {"crf": int(defaults["crf"]), "preset": defaults["preset"]}
-    assert effective(codec, {"crf": "18.5", "preset": "slow"}) == {"crf": 18.5, "preset": "slow"}
-    assert effective("ffv1", {}) == {"crf": None, "preset": None}
+    assert effective(codec, {}) == {"crf": int(defaults["crf"]), "preset": defaults["preset"], "q": None}
+    assert effective(codec, {"crf": "18.5", "preset": "slow"}) == {"crf": 18.5, "preset": "slow", "q": None}
+    assert effective("ffv1", {}) == {"crf": None, "preset": None, "q": None}
 
 
 @pytest.mark.parametrize("name, codec, message", [
@@ -61,7 +61,8 @@ def test_the_defaults_a_run_reports_are_the_encoders_own(codec):
     ("o.avi", "png", "which players do not play from avi: use a .mov output"),
     ("o.mp4", "mjpeg", "--codec mjpeg writes still pictures, which players do not play from mp4: use a .mov or "
                        ".mkv or .avi output"),
-    ("o.mkv", "png", "matroska cannot hold png video (choose another codec, or a .mov output)"),
+    ("o.mkv", "png", "matroska has no codec ID for png video: use a .mov output, or a folder (a name without "
+                     "suffix) for PNG frames, or another codec (ffv1 is lossless)"),
     ("o.webm", "libx264", "webm cannot hold libx264 video (choose another codec, or a .mp4 or .mkv or .mov output)"),
 ])
 def test_a_codec_goes_only_where_players_read_it(make_clip, tmp_path, name, codec, message):

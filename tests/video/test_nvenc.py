@@ -27,8 +27,8 @@ def test_crf_is_constant_quality_and_presets_map_onto_p1_to_p7():
     s = EncoderSettings(codec="hevc_nvenc", crf=24, preset="slow")
     opts, _ = encoder_options("hevc_nvenc", s, 3840, 2160)
     assert opts == {"rc": "vbr", "cq": "24", "b": "0", "preset": "p5"}
-    assert effective("hevc_nvenc", opts) == {"crf": 24, "preset": "p5"}
-    assert effective("h264_nvenc", {}) == {"crf": None, "preset": "p4"}  # NVENC's own default: no CQ target
+    assert effective("hevc_nvenc", opts) == {"crf": 24, "preset": "p5", "q": None}
+    assert effective("h264_nvenc", {}) == {"crf": None, "preset": "p4", "q": None}  # NVENC's own default: no CQ target
     opts, _ = encoder_options("av1_nvenc", EncoderSettings(preset="P7", options=(("cq", "30"),)), 64, 64)
     assert opts == {"preset": "p7", "cq": "30"}
     check_values("h264_nvenc", {"cq": "51", "preset": "p1"}, s)

@@ -25,8 +25,8 @@ def _available() -> str | None:
     return None if _options.cuda_available() else "no CUDA GPU with a kernel launcher (cupy or pycuda) here"
 
 
-def _make(threads: int | None = None, **_others) -> CudaOptions:
-    return CudaOptions()
+def _make(threads: int | None = None, stream_features: bool = True, **_others) -> CudaOptions:
+    return CudaOptions(stream_features=stream_features)
 
 
 # auto's first choice where it runs: a GPU is far faster than any CPU plan

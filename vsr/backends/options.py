@@ -9,6 +9,7 @@ output back, so all of them give the same pixels for the same frame.
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass
 from typing import Union
 
@@ -23,6 +24,10 @@ PRECISIONS = ("fp16", "fp32")
 CUDA_PRECISIONS = ("fp16", "fp32", "int8")  # int8: TensorRT segments built from the Q/DQ export
 CUDA_OUTPUTS = ("float16", "uint8", "float32")
 SEGMENT_RUNTIMES = ("auto", "torch", "tensorrt")
+CUDA_MEMORY_FORMATS = ("channels_last", "contiguous")  # what vsr.backends.cuda.layout.Layout stores
+# The most inference threads an option may ask for: more never help, and a count far beyond the machine fails
+# deep in torch or ONNX Runtime ("can't start new thread", or the process killed while it starts them).
+MAX_THREADS = max(256, os.cpu_count() or 1)
 
 
 @dataclass(frozen=True)
@@ -40,7 +45,11 @@ class CudaOptions:
     (enough for 10-bit output), "uint8" (RGB quantised on the device: a quarter of float32's bytes) or "float32";
     device_planes: where the runner asks (``output_planes``), that RGB is converted into the sink's planes on the
     device and those are downloaded (a 4K 8-bit 4:2:0 frame: 12.4 MB), else the RGB is (torch segments only);
-    precision "int8" takes TensorRT segments (the Q/DQ export).  Tuning: fp16 and cuda_graphs on; a larger
+    precision "int8" takes TensorRT segments (the Q/DQ export);  memory_format: the torch segments' layout,
+    "channels_last" (NHWC: cuDNN's fast kernels and vsr's NHWC bridges) or "contiguous" (NCHW, for comparisons;
+    :mod:`vsr.backends.cuda.layout`);  stream_features: each frame's features computed once and kept on the GPU
+    for the windows that share the frame (False: every window computes its frames' features, the CLI's
+    ``--per-window-features``).  Tuning: fp16, cuda_graphs, device_planes and stream_features on; a larger
     --batch.
     """
 
@@ -53,6 +62,8 @@ class CudaOptions:
     cache_dir: str | None = None
     buckets: BucketPolicy | None = None
     output: str = "float16"
+    memory_format: str = "channels_last"
+    stream_features: bool = True
     device_planes: bool = True
 
     def __post_init__(self):
@@ -66,6 +77,9 @@ class CudaOptions:
             raise BackendError(f"CUDA segments {self.segments!r}: choose from {', '.join(SEGMENT_RUNTIMES)}")
         if self.dcn_gemm not in ("torch", "kernel"):
             raise BackendError(f"CUDA dcn_gemm {self.dcn_gemm!r}: choose torch or kernel")
+        if self.memory_format not in CUDA_MEMORY_FORMATS:
+            raise BackendError(f"CUDA memory_format {self.memory_format!r}: choose from "
+                               f"{', '.join(CUDA_MEMORY_FORMATS)}")
 
 
 BackendOptions = Union[TorchOptions, OrtOptions, SplitOptions, CudaOptions]

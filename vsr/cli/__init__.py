@@ -7,31 +7,54 @@ Every :class:`vsr.errors.VsrError` becomes one line on stderr and exit code 2; C
 from __future__ import annotations
 
 import argparse
+import ast
 import importlib
 import logging
 import os
+import re
 import sys
 import warnings
 
+# argparse's "invalid choice: 'upscal' (choose from ...)": the word, as a Python literal
+_INVALID_CHOICE = re.compile(r"invalid choice: ('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")")
 COMMANDS = ("upscale", "preview", "export", "eval", "models", "train", "report", "bench", "jobs")
 
 
 class _Parser(argparse.ArgumentParser):
     """argparse with vsr's error form, the one every error line has: ``vsr: error: <message>``, exit 2.  A
     subcommand's own errors name it inside the message (``vsr: error: upscale: unrecognized arguments: --foo
-    (see 'vsr upscale --help')``); ``--help`` still prints the usage."""
+    (see 'vsr upscale --help')``), and a misspelt command, action or option gets the closest one (``(did you
+    mean '--crf'?)``); ``--help`` still prints the usage.  Options are never abbreviated: argparse's prefix
+    matching would take ``--frame`` for ``--frames`` without a word (every subparser is a ``_Parser`` too)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **{**kwargs, "allow_abbrev": False})
 
     def error(self, message: str):
         command = self.prog.removeprefix("vsr").strip()
         where = f"{command}: " if command else ""
-        self.exit(2, f"vsr: error: {where}{message} (see '{self.prog} --help')\n")
+        self.exit(2, f"vsr: error: {where}{message}{self._suggestion(message)} (see '{self.prog} --help')\n")
+
+    def _suggestion(self, message: str) -> str:
+        """`` (did you mean 'upscale'?)`` for the word of an "invalid choice" error (a command, an action, a
+        choice of an option), from this parser's choices."""
+        from vsr.errors import did_you_mean
+
+        m = _INVALID_CHOICE.search(message)
+        if m is None:
+            return ""
+        choices = [c for a in self._actions if a.choices is not None for c in a.choices]
+        return did_you_mean(ast.literal_eval(m[1]), choices)
 
     def parse_args(self, args=None, namespace=None):
         # argparse hands a subcommand's unknown options back to the top parser, whose error would name only
         # 'vsr': the subcommand that was given reports them
         parsed, extras = self.parse_known_args(args, namespace)
         if extras:
-            self._chosen(parsed).error(f"unrecognized arguments: {' '.join(extras)}")
+            chosen = self._chosen(parsed)
+            option = next((e.partition("=")[0] for e in extras if e[:2] == "--" or e[1:2].isalpha()), None)
+            hint = _closest_option(option, chosen._option_string_actions) if option else ""
+            chosen.error(f"unrecognized arguments: {' '.join(extras)}{hint}")
         return parsed
 
     def _chosen(self, parsed) -> argparse.ArgumentParser:
@@ -43,6 +66,16 @@ class _Parser(argparse.ArgumentParser):
             if name not in getattr(action, "choices", {}):
                 return parser
             parser = action.choices[name]
+
+
+def _closest_option(option: str, options) -> str:
+    """`` (did you mean '--crf'?)`` for ``--crff``: names compared without their dashes (every option has them,
+    and they would make '--foo' look like '--format')."""
+    import difflib
+
+    by_name = {o.lstrip("-"): o for o in options}
+    found = difflib.get_close_matches(option.lstrip("-"), by_name, n=1)
+    return f" (did you mean {by_name[found[0]]!r}?)" if found else ""
 
 
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
@@ -57,6 +90,10 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     named = next((a for a in argv or () if not a.startswith("-")), None)
+    if named is not None and named not in COMMANDS:  # misspelt: its error names the commands, nothing imported
+        for name in COMMANDS:
+            sub.add_parser(name)
+        return parser
     for name in (named,) if named in COMMANDS else COMMANDS:
         importlib.import_module(f"vsr.cli.{name}").add_parser(sub)
     return parser
@@ -72,6 +109,7 @@ def _warning_line(message, category, filename, lineno, file=None, line=None):
 def main(argv: list[str] | None = None) -> int:
     from vsr.errors import VsrError, printable
 
+    _hold_closed_streams()
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser(argv)
     args = parser.parse_args(argv)
@@ -99,8 +137,36 @@ def main(argv: list[str] | None = None) -> int:
 def _stdout_closed() -> int:
     """The reader of standard output went away (``vsr models | head -1``): stop quietly, as command-line tools
     do, with nothing left for the interpreter to fail to flush at exit."""
-    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
     return 141
+
+
+def _hold_closed_streams() -> None:
+    """A standard stream closed when vsr started (``<&-``, ``>&-``: Python's ``sys.stdin``/``sys.stdout`` is
+    None) gets /dev/null at its descriptor, so that no file vsr opens later lands on descriptor 0, 1 or 2 and
+    is read or written as if it were that stream.  ``sys.stdin``/``sys.stdout`` stay None: a command that needs
+    the stream (``vsr upscale - OUT``, ``IN -``) says it is closed (:func:`vsr.video.output.stream_closed`);
+    what vsr says on a closed standard error goes nowhere, as asked."""
+    streams = ((0, sys.stdin, os.O_RDONLY), (1, sys.stdout, os.O_WRONLY), (2, sys.stderr, os.O_WRONLY))
+    for fd, stream, mode in streams:
+        if stream is None:
+            try:
+                os.fstat(fd)
+                continue  # taken by now: not ours to replace
+            except OSError:
+                pass
+            null = os.open(os.devnull, mode)
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+    if sys.stderr is None:  # print(file=None) would write to standard output: into a video stream there (-)
+        sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115 -- /dev/null, for the process's life
+
+
+def _flush() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        if stream is not None:  # None: closed when vsr started
+            stream.flush()
 
 
 def entry() -> None:
@@ -115,7 +181,8 @@ def entry() -> None:
     code = 1
     try:
         code = main()
-        sys.stdout.flush()  # here, where a closed pipe is caught, not at exit
+        if sys.stdout is not None:
+            sys.stdout.flush()  # here, where a closed pipe is caught, not at exit
     except BrokenPipeError:
         code = _stdout_closed()
     except SystemExit as e:  # argparse
@@ -126,8 +193,7 @@ def entry() -> None:
         # an interrupted run has cleaned up already (its temporary output is gone): the native libraries'
         # teardown after a stop in their midst can still abort the process ("terminate called", SIGABRT)
         if abandoned or (code == 130 and not _children()):
-            sys.stdout.flush()
-            sys.stderr.flush()
+            _flush()
             os._exit(code)
     sys.exit(code)
 

@@ -64,6 +64,7 @@ def run(args) -> int:
     # numba is not loaded yet here, so this takes effect.
     os.environ.setdefault("NUMBA_THREADING_LAYER", "workqueue")
     from vsr.bench import BenchSettings, render_table, run_bench, summary, write_bench
+    from vsr.cli.settings import parse_threads
 
     if args.html and args.out is None:
         raise InputError("--html needs --out (the pages go beside the reports)")
@@ -73,7 +74,7 @@ def run(args) -> int:
                          "ort-whole-fp32,ort-split-fp32), or leave --cases out for all of them")
     settings = BenchSettings(config=args.config, weights=args.weights, size=parse_size(args.size),
                              frames=_positive(args.frames, "--frames"),
-                             threads=_positive(args.threads, "--threads") if args.threads is not None else None,
+                             threads=parse_threads(args.threads),
                              input=args.input, baseline=args.baseline, runs=_positive(args.runs, "--runs"),
                              cases=cases)
     if args.out is not None:  # a bad or taken --out is reported before the models load

@@ -17,7 +17,8 @@ def add_parser(sub) -> None:
                     "limited range, no border crop, mean of per-frame values). Without --lr the LR is made "
                     "from the GT with MATLAB bicubic x1/4.")
     p.add_argument("--gt", required=True, metavar="DIR", help="ground-truth frames (*.png, sorted by name)")
-    p.add_argument("--lr", metavar="DIR", help="LR frames, GT size / 4 (default: made from the GT)")
+    p.add_argument("--lr", metavar="DIR", help="LR frames, GT size / 4, named as the GT frames they pair with "
+                   "(default: made from the GT)")
     p.add_argument("--weights", default="default", metavar="W",
                    help="checkpoint path, 'default', 'real', 'random' (testing) or 'bicubic' (no model; default: default)")
     p.add_argument("--no-model", action="store_true", help="score only the bicubic baseline (same as --weights bicubic)")

@@ -208,6 +208,7 @@ def _say_weights(src: Path, choice) -> None:
 
 
 def _list(args) -> int:
+    from vsr.jobs.rows import clock
     from vsr.report.render import table
 
     broker = _broker(args)
@@ -222,7 +223,7 @@ def _list(args) -> int:
         print(json.dumps(rows, indent=2))
         return 0
     cells = [[str(r.get("id")), _state(r), _progress(r), f"{r.get('chunks_done', '-')}/"
-              f"{r.get('chunks_total', '-')}", f"{r['fps']:.2f}" if r.get("fps") else "-", _eta(r.get("eta_s")),
+              f"{r.get('chunks_total', '-')}", f"{r['fps']:.2f}" if r.get("fps") else "-", clock(r.get("eta_s")),
               str(r.get("input")), r.get("error") or _short(r) or ""] for r in rows]
     cells = [[printable(c) for c in row] for row in cells]
     print(table(["id", "state", "progress", "chunks", "fps", "ETA", "input", "error"], cells, right=False)
@@ -248,13 +249,6 @@ def _progress(row: dict) -> str:
     if not isinstance(total, int) or not isinstance(done, int) or total <= 0:
         return "-"
     return f"{100 * min(done, total) // total}% ({done}/{total})"
-
-
-def _eta(seconds: float | None) -> str:
-    if seconds is None or not math.isfinite(seconds):
-        return "-"
-    s = int(round(seconds))
-    return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}"
 
 
 def _raise_interrupt(signum, frame):

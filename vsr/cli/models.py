@@ -40,7 +40,8 @@ def run_fetch(args) -> int:
     except ValueError:
         timeout = 0.0
     if not 0 < timeout < 86400:
-        raise InputError(f"--timeout must be a number of seconds, not {args.timeout!r}")
+        raise InputError(f"--timeout must be a number of seconds above 0 and below 86400 (a day), not "
+                         f"{args.timeout!r}")
     folder = Path(args.dir) if args.dir is not None else None
     for name in names:
         path, downloaded = fetch(name, folder, timeout=timeout, quiet=args.quiet)
@@ -52,13 +53,15 @@ def run(args) -> int:
     import json
 
     from vsr.model import list_configs, load_config, official
-    from vsr.model.official import fetched_path
+    from vsr.files import weights_dir
+    from vsr.model.official import DOWNLOADED, fetched_path, fetched_state
     from vsr.model.weights import BUNDLED_NAMES, DEFAULT_WEIGHTS, WEIGHTS_DIR
 
     cfgs = [load_config(n) for n in list_configs()]
     bundled = {n: WEIGHTS_DIR / f"{n}.pth" for n in BUNDLED_NAMES if (WEIGHTS_DIR / f"{n}.pth").is_file()}
     catalogue = official.OFFICIAL
-    present = {o.name: fetched_path(o) for o in catalogue if fetched_path(o).is_file()}
+    state = {o.name: fetched_state(o) for o in catalogue}  # a file there is checked against its sha256
+    present = {o.name: fetched_path(o) for o in catalogue if state[o.name] == DOWNLOADED}
     if args.json:
         print(json.dumps({
             "configs": [{"name": c.name, "num_feat": c.num_feat, "num_frame": c.num_frame,
@@ -66,7 +69,8 @@ def run(args) -> int:
                          "description": c.description} for c in cfgs],
             "official": [{"name": o.name, "file": o.filename, "config": o.config,
                           "sha256": o.sha256 or f"{o.prefix}...", "published": o.psnr, "urls": list(o.urls),
-                          "source": o.source, "path": str(present[o.name]) if o.name in present else None}
+                          "source": o.source, "path": str(present[o.name]) if o.name in present else None,
+                          "state": state[o.name]}
                          for o in catalogue],
             "default_weights": str(DEFAULT_WEIGHTS) if DEFAULT_WEIGHTS.is_file() else None,
             "bundled": {n: str(f) for n, f in bundled.items()}}, indent=2))
@@ -78,12 +82,26 @@ def run(args) -> int:
     print("\nOfficial checkpoints (`vsr models fetch NAME` downloads one, then --weights NAME; any copy of these "
           "files is recognised by its sha256):")
     for o in catalogue:
-        where = f"downloaded: {present[o.name]}" if o.name in present else f"not downloaded (from {o.hosts})"
         print(f"  {o.name:<25} config {o.config:<13} published {o.psnr}\n"
-              f"  {'':<25} {o.filename}; {where}")
+              f"  {'':<25} {o.filename}; {_where(o, state[o.name])}")
+    print(f"  A copy downloaded elsewhere (a browser, another machine) works as well: put it in {weights_dir()} "
+          "under the file name above (or pass --weights FILE).")
     print(f"\nBundled default weights: {DEFAULT_WEIGHTS if DEFAULT_WEIGHTS.is_file() else 'none in this build'}")
     for n, f in bundled.items():
         record = f.with_suffix(".json")
         use = json.loads(record.read_text()).get("use", "") if record.is_file() else ""
         print(f"  --weights {n:<8} {use}: {f}")
     return 0
+
+
+def _where(ckpt, state: str) -> str:
+    from vsr.errors import printable
+    from vsr.model.official import DOWNLOADED, MISSING, fetched_path
+
+    if state == MISSING:
+        return f"not downloaded (from {ckpt.hosts})"
+    path = printable(fetched_path(ckpt))
+    if state == DOWNLOADED:
+        return f"downloaded: {path}"
+    return (f"corrupt: {path} is not the published file (its sha256 differs: cut short or damaged); "
+            f"`vsr models fetch {ckpt.name}` replaces it")

@@ -42,12 +42,15 @@ def _size(n: float) -> str:
 
 def summary(p) -> str:
     """The estimate as a few lines (also shown on the HTML page)."""
+    from vsr.pipeline.memory import Budget
+
     plan = p.memory_plan
     tile = plan.get("tile")
+    budget = Budget(int(plan.get("budget_mb", 0)), plan.get("budget_from"))
     lines = [f"preview: frames {p.first}..{p.first + len(p.sr) - 1}, {p.seconds_per_frame:.2f} s per frame after "
              f"a warm-up of {p.warmup_s:.1f} s, {p.bits_per_pixel:.3f} bits per output pixel",
              f"memory plan: {'whole frames' if not tile else 'tiles of %sx%s' % tuple(tile)}, about "
-             f"{plan.get('total_mb', 0):.0f} MB of --memory-budget {plan.get('budget_mb', 0):.0f}"]
+             f"{plan.get('total_mb', 0):.0f} MB of {budget.named()}"]
     if p.total_frames is None:
         lines.append("whole run: the source does not say how many frames it has; no estimate")
     else:

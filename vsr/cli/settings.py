@@ -32,9 +32,10 @@ def add_upscale_options(p, *, frames: bool = True) -> None:
     r.add_argument("--tile", default=None, help="LR tile side in pixels; 0 = never tile (default: from "
                                                 "--memory-budget)")
     r.add_argument("--tile-overlap", default="16", help="LR pixels of context around each tile (default 16)")
-    r.add_argument("--memory-budget", default="3072", metavar="MB",
+    r.add_argument("--memory-budget", default=None, metavar="MB",
                    help="peak memory of the whole run (model, frames in flight, encoder); sets the automatic "
-                        "tile size (default 3072)")
+                        "tile size (default: half of the memory available when the run starts, 1024..16384; "
+                        "vsr jobs: 3072)")
     r.add_argument("--scene-cuts", default="auto", metavar="auto|off|FILE",
                    help="windows never cross a scene cut: auto = detect cuts (default), off = ignore them, FILE = "
                         "a text file of the frame indices that start a new scene")
@@ -62,14 +63,23 @@ def say_weights(choice) -> None:
     print(f"vsr: weights: {printable(choice.line())}", file=sys.stderr)
 
 
-def to_int(value, option: str, minimum: int) -> int:
+def to_int(value, option: str, minimum: int, maximum: int | None = None) -> int:
     try:
         v = int(value)
     except (TypeError, ValueError):
         raise InputError(f"{option} must be an integer, not {value!r}") from None
+    if maximum is not None and not minimum <= v <= maximum:
+        raise InputError(f"{option} must be between {minimum} and {maximum}, not {v}")
     if v < minimum:
         raise InputError(f"{option} must be >= {minimum}, not {v}")
     return v
+
+
+def parse_threads(value) -> int | None:
+    """``--threads``: None (all cores), or 1 to :data:`~vsr.backends.options.MAX_THREADS`."""
+    from vsr.backends.options import MAX_THREADS
+
+    return None if value is None else to_int(value, "--threads", 1, MAX_THREADS)
 
 
 def parse_frames(text: str | None) -> tuple[int, int | None]:
@@ -114,15 +124,16 @@ def upscale_settings(args):
             crf = float(args.crf)
         except ValueError:
             raise InputError(f"--crf must be a number, not {args.crf!r}") from None
-    threads = to_int(args.threads, "--threads", 1) if args.threads is not None else None
-    request = BackendRequest(args.weights, args.config, backend_options(args.backend, args.plan, threads,
+    request = BackendRequest(args.weights, args.config, backend_options(args.backend, args.plan,
+                                                                       parse_threads(args.threads),
                                                                        **precision_options(args)))
     tile = to_int(args.tile, "--tile", 0) if args.tile is not None else None
     overlap = to_int(args.tile_overlap, "--tile-overlap", 0)
     if tile and tile <= 2 * overlap:
         raise InputError(f"--tile {tile} must be larger than twice --tile-overlap {overlap}")
     runner = RunnerSettings(batch=to_int(args.batch, "--batch", 1), tile=tile, overlap=overlap,
-                            memory_budget_mb=to_int(args.memory_budget, "--memory-budget", 256),
+                            memory_budget_mb=None if args.memory_budget is None else
+                            to_int(args.memory_budget, "--memory-budget", 256),
                             frames=parse_frames(getattr(args, "frames", None)),
                             **parse_scene_cuts(args.scene_cuts, args.scene_threshold))
     encoder = EncoderSettings(codec=args.codec, crf=crf, preset=args.preset, pix_fmt=args.pix_fmt,

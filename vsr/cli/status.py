@@ -13,7 +13,7 @@ import logging
 import sys
 import threading
 import time
-from typing import TextIO
+from typing import Callable, TextIO
 
 CLEAR = "\r\x1b[K"  # to the line's start, erase it
 
@@ -33,6 +33,7 @@ class StatusLine:
         self.interval_s = interval_s
         self.prefix = prefix
         self.name: str | None = None
+        self.detail: Callable[[], str] | None = None
         self.logging = log_after is None  # into a log: whether phases are written yet
         self.log_after = log_after
         self.since = 0.0
@@ -42,14 +43,15 @@ class StatusLine:
         self._shown = False  # the line is on the terminal now
         self._swapped: list[tuple[object, str, object]] = []  # (owner, attribute, the stream it had)
 
-    def phase(self, name: str) -> None:
-        """The command now does ``name`` (e.g. "building plan"); its clock starts now."""
+    def phase(self, name: str, detail: Callable[[], str] | None = None) -> None:
+        """The command now does ``name`` (e.g. "building plan"); its clock starts now.  ``detail``: what the line
+        shows after the name instead of the seconds, asked at every redraw (e.g. frames done, fps and ETA)."""
         if self.quiet:
             return
         with self._lock:
             if name == self.name:
                 return
-            self.name, self.since = name, time.monotonic()
+            self.name, self.since, self.detail = name, time.monotonic(), detail
             if not self.tty:
                 if self.logging:
                     self._write(f"{self.prefix}{name}...\n")
@@ -73,9 +75,7 @@ class StatusLine:
                 self._write(CLEAR)
                 self._shown = False
             self.name = None
-        for owner, attr, stream in reversed(self._swapped):
-            setattr(owner, attr, stream)
-        self._swapped.clear()
+        _restore(self._swapped)
 
     def __enter__(self) -> "StatusLine":
         return self
@@ -90,18 +90,14 @@ class StatusLine:
                     self._draw()
 
     def _draw(self) -> None:
-        self._write(f"{CLEAR}{self.prefix}{self.name}... {time.monotonic() - self.since:.0f} s")
+        detail = self.detail() if self.detail is not None else f"{time.monotonic() - self.since:.0f} s"
+        self._write(f"{CLEAR}{self.prefix}{self.name}... {detail}")
         self._shown = True
 
     def _route_others(self) -> None:
         """``sys.stderr`` and the log handlers writing to this stream go through :class:`_Clearing` until
         :meth:`close`."""
-        clearing = _Clearing(self)
-        owners = [(sys, "stderr")] if sys.stderr is self.stream else []
-        owners += [(h, "stream") for h in logging.getLogger().handlers if getattr(h, "stream", None) is self.stream]
-        for owner, attr in owners:
-            self._swapped.append((owner, attr, getattr(owner, attr)))
-            setattr(owner, attr, clearing)
+        self._swapped += _swap_writers(self.stream, _Clearing(self))
 
     def _clear_for(self, text: str) -> None:
         with self._lock:
@@ -130,6 +126,64 @@ class _Clearing:
 
     def __getattr__(self, name: str):
         return getattr(self._status.stream, name)
+
+
+class AboveBars:
+    """While tqdm progress bars are drawn on ``stream``: each whole line written to ``sys.stderr`` or to a log
+    handler on ``stream`` (a warning, a log line) is printed above the bars (``tqdm.write``), not into the bar's
+    own line.  ``start()`` routes them, ``stop()`` (idempotent) puts the streams back."""
+
+    def __init__(self, stream: TextIO | None = None):
+        self.stream = sys.stderr if stream is None else stream
+        self._swapped: list[tuple[object, str, object]] = []
+        self._pending = ""
+
+    def start(self) -> "AboveBars":
+        self._swapped += _swap_writers(self.stream, self)
+        return self
+
+    def stop(self) -> None:
+        _restore(self._swapped)
+        if self._pending:
+            self._write_line(self._pending)
+            self._pending = ""
+
+    def write(self, text: str) -> int:
+        *lines, self._pending = (self._pending + text).split("\n")
+        for line in lines:
+            self._write_line(line)
+        return len(text)
+
+    def flush(self) -> None:
+        pass  # whole lines only: a part waits for its end
+
+    def _write_line(self, line: str) -> None:
+        from tqdm import tqdm
+
+        try:
+            tqdm.write(line, file=self.stream)
+        except (OSError, ValueError):
+            pass
+
+    def __getattr__(self, name: str):
+        return getattr(self.stream, name)
+
+
+def _swap_writers(stream: TextIO, writer) -> list[tuple[object, str, object]]:
+    """``sys.stderr`` (where it is ``stream``) and the log handlers writing to ``stream`` now write to ``writer``;
+    returns what :func:`_restore` puts back."""
+    owners = [(sys, "stderr")] if sys.stderr is stream else []
+    owners += [(h, "stream") for h in logging.getLogger().handlers if getattr(h, "stream", None) is stream]
+    swapped = [(owner, attr, getattr(owner, attr)) for owner, attr in owners]
+    for owner, attr in owners:
+        setattr(owner, attr, writer)
+    return swapped
+
+
+def _restore(swapped: list[tuple[object, str, object]]) -> None:
+    for owner, attr, stream in reversed(swapped):
+        setattr(owner, attr, stream)
+    swapped.clear()
 
 
 def _is_tty(stream) -> bool:

@@ -45,6 +45,9 @@ def add_parser(sub) -> None:
     p.add_argument("--val-every", type=int, default=T.val_every)
     p.add_argument("--ckpt-every", type=int, default=T.ckpt_every)
     p.add_argument("--threads", type=int, default=T.threads, help="torch CPU threads (0: torch default)")
+    p.add_argument("--workers", type=int, default=T.workers, metavar="N",
+                   help="processes that make the batches ahead of the training step (default: all cores but one; "
+                        "0: made in the training process)")
     p.add_argument("--amp", default=T.amp, help=f"{' | '.join(AMP_MODES)} (default {T.amp})")
     p.add_argument("--device", default=T.device, help="auto, cpu, cuda, cuda:1 ...")
     p.add_argument("--qat", action="store_true",
@@ -70,7 +73,7 @@ def train_options(args):
         min_lr=args.min_lr, warmup=args.warmup, offset_lr_mult=args.offset_lr_mult, grad_clip=args.grad_clip,
         loss=args.loss, ema_decay=args.ema_decay, seed=args.seed, weight_init=args.weight_init,
         video_fraction=args.video_fraction, holdout=args.holdout, val=tuple(v for v in args.val if v != "none"),
-        val_every=args.val_every, ckpt_every=args.ckpt_every, threads=args.threads, amp=args.amp,
+        val_every=args.val_every, ckpt_every=args.ckpt_every, threads=args.threads, workers=args.workers, amp=args.amp,
         device=args.device, qat=args.qat, degrade=args.degrade, degrade_config=args.degrade_config,
         exclude=tuple(dict.fromkeys((*TrainOptions.exclude, *args.exclude))))
 

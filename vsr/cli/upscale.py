@@ -72,6 +72,7 @@ def _write_report(args, path: Path | None, report) -> None:
 
 
 def _run(args, status) -> int:
+    from vsr.cli.status import AboveBars
     from vsr.pipeline import upscale
 
     report_path = _check_report(args) if args.report else None
@@ -80,6 +81,7 @@ def _run(args, status) -> int:
 
     bars = []
     totals = []
+    above = AboveBars()
 
     def progress(total):
         if args.quiet:
@@ -95,6 +97,7 @@ def _run(args, status) -> int:
             from tqdm import tqdm
 
             bars.append(tqdm(total=totals[-1], unit="frame", desc="upscale", file=sys.stderr, dynamic_ncols=True))
+            above.start()  # a warning during the run is a line of its own, above the bar
 
     # SIGTERM/SIGHUP take the same path as Ctrl-C, so the temporary output is removed
     previous = {s: signal.signal(s, _raise_interrupt) for s in (signal.SIGTERM, signal.SIGHUP)}
@@ -104,6 +107,7 @@ def _run(args, status) -> int:
                          on_weights=None if args.quiet else say_weights, on_phase=status.phase)
     finally:
         status.close()
+        above.stop()
         for bar in bars:
             bar.close()
         for s, h in previous.items():

@@ -1,9 +1,19 @@
 """Batch jobs: a ``vsr upscale`` run as data (:class:`JobSpec`), bound to its input and cut into resumable chunks
-(:mod:`vsr.jobs.plan`) that join frame-exactly into the output a single pass writes (:mod:`vsr.jobs.chunks`)."""
+(:mod:`vsr.jobs.plan`) that join frame-exactly into the output a single pass writes (:mod:`vsr.jobs.chunks`).
 
-from vsr.jobs.chunks import chunk_path, is_committed, join_chunks, run_chunk
-from vsr.jobs.plan import DEFAULT_CHUNK_FRAMES, plan_chunks, plan_job
-from vsr.jobs.spec import ChunkSpec, JobSpec
+The names below are imported when first used: ``vsr jobs list`` reads only the store (:mod:`vsr.jobs.store`),
+and must not wait for the model's imports (torch: seconds, a minute beside a busy worker) to show it."""
 
-__all__ = ["DEFAULT_CHUNK_FRAMES", "ChunkSpec", "JobSpec", "chunk_path", "is_committed", "join_chunks",
-           "plan_chunks", "plan_job", "run_chunk"]
+import importlib
+
+_EXPORTS = {"chunk_path": "chunks", "is_committed": "chunks", "join_chunks": "chunks", "run_chunk": "chunks",
+            "DEFAULT_CHUNK_FRAMES": "plan", "plan_chunks": "plan", "plan_job": "plan",
+            "ChunkSpec": "spec", "JobSpec": "spec"}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)

@@ -134,7 +134,8 @@ def _compute(spec: JobSpec, chunk: ChunkSpec, source, sink: VideoSink, backend: 
         raise InputError(f"the model upscales x{backend.scale}; vsr upscale writes x4 outputs")
     settings = {"input": spec.input, "output": spec.output, "job": spec.key, "chunk": chunk.to_dict(),
                 "weights": str(request.weights), "config": request.config, "backend": backend.name,
-                "codec": sink.codec, "crf": sink.crf, "preset": sink.preset, "pix_fmt": sink.pix_fmt,
+                "codec": sink.codec, "crf": sink.crf, "q": sink.quantiser, "preset": sink.preset,
+                "pix_fmt": sink.pix_fmt,
                 "frames": f"{chunk.start}:{chunk.stop}"}
     run = FrameQueueRunner(backend, replace(runner, frames=(chunk.start, chunk.stop)))
     sink.packet_times = []

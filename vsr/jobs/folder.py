@@ -90,8 +90,14 @@ class ChunkFolder:
     def __enter__(self) -> "ChunkFolder":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, kind, error, trace) -> None:
+        # the folder deleted while open (and a link or another folder maybe put in its place, never followed):
+        # creating or renaming in it fails with a bare ENOENT, which says it
+        removed = isinstance(error, FileNotFoundError) and self.fd >= 0 and os.fstat(self.fd).st_nlink == 0
         self.close()
+        if removed:
+            raise InputError(f"the chunk folder {self.where} was deleted while the job used it (whatever is at its "
+                             "path now is not followed); `vsr jobs retry` computes the job's chunks again") from None
 
     def path(self, name: str) -> Path:
         """A name FFmpeg can open for ``name`` in this folder (through the open folder, not the path)."""

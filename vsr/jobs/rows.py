@@ -119,3 +119,11 @@ def report_seconds(report: dict | None) -> float:
     except OverflowError:  # an integer beyond any float
         return 0.0
     return v if math.isfinite(v) and v > 0 else 0.0
+
+
+def clock(seconds: float | None) -> str:
+    """``H:MM:SS`` of a duration (an ETA), ``-`` where there is none."""
+    if seconds is None or not math.isfinite(seconds):
+        return "-"
+    s = int(round(seconds))
+    return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}"

@@ -29,6 +29,12 @@ from vsr.pipeline.runner import RunnerSettings
 from vsr.video import EncoderSettings
 
 JOB_FORMAT = "vsr-job/1"
+# A job without --memory-budget plans within this, on every machine: not a share of the memory of the machine
+# that adds it or runs it, as vsr upscale's default is.  The budget picks the tiles, and tiles change the output
+# (within 1/255: a tile sees 16 LR pixels of context, EDVR's receptive field is wider), so a budget that followed
+# each worker would join chunks tiled differently, and one that followed the adding machine would give each of
+# `jobs run --workers N` that much.  `vsr jobs add --memory-budget MB` raises it for the whole job.
+JOB_MEMORY_BUDGET_MB = 3072
 
 
 def to_data(value):
@@ -106,6 +112,8 @@ class JobSpec:
     def __post_init__(self):
         if Path(self.output).suffix == "":
             raise InputError(f"vsr jobs writes video files, not PNG folders: {self.output} has no suffix")
+        if self.runner.memory_budget_mb is None:  # a fixed budget, not the machine's (JOB_MEMORY_BUDGET_MB)
+            object.__setattr__(self, "runner", dataclasses.replace(self.runner, memory_budget_mb=JOB_MEMORY_BUDGET_MB))
 
     @classmethod
     def from_settings(cls, input: str | os.PathLike, output: str | os.PathLike, backend: BackendRequest,

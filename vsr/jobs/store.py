@@ -40,6 +40,10 @@ DEFAULT_BUSY_TIMEOUT_S = 10.0
 OLD_DEFAULT = Path("jobs") / "queue.db"
 
 
+# what a job's row (JobRow) reads of its chunks
+_CHUNK_COLUMNS = "job, state, start, stop, report, owner, expiry, progress, progress_s"
+
+
 class StoreError(InputError):
     """The job store cannot be used: missing, unreadable, locked, corrupt, or not a vsr job store."""
 
@@ -248,13 +252,22 @@ class JobStore(Leases):
         """Every job (or those of ``ids``), oldest first, with their chunk counts, progress and speed."""
         with self.transaction(immediate=False) as db:
             rows = db.execute("SELECT * FROM jobs ORDER BY id").fetchall()
-            chunks = db.execute("SELECT job, state, start, stop, report, owner, expiry, progress, progress_s "
-                                "FROM chunks").fetchall()
+            chunks = db.execute(f"SELECT {_CHUNK_COLUMNS} FROM chunks").fetchall()
         per: dict[int, list] = {}
         for c in chunks:
             per.setdefault(c["job"], []).append(c)
         now = time.time()
         return [job_row(r, per.get(r["id"], []), now) for r in rows if ids is None or r["id"] in ids]
+
+    def outlook(self, job: int) -> tuple[JobRow, int]:
+        """``job``'s row and how many other jobs are unfinished (queued, running, waiting): what a worker says
+        while it computes a chunk of ``job``.  Reads that job's chunks only."""
+        with self.transaction(immediate=False) as db:
+            row = self._job(db, job)
+            chunks = db.execute(f"SELECT {_CHUNK_COLUMNS} FROM chunks WHERE job = ?", (job,)).fetchall()
+            others = db.execute("SELECT count(*) FROM jobs WHERE id != ? AND state IN (?, ?, ?)",
+                                (job, *UNFINISHED)).fetchone()[0]
+        return job_row(row, chunks, time.time()), others
 
     def job(self, job: int) -> JobRow:
         rows = self.jobs([job])

@@ -25,6 +25,7 @@ from typing import Any, Callable
 from vsr.errors import VsrError, printable
 from vsr.jobs.chunks import discard, is_committed, join_chunks, run_chunk
 from vsr.jobs.leases import MAX_ATTEMPTS, Claim, owner_id
+from vsr.jobs.rows import JobRow, clock
 from vsr.jobs.spec import ChunkSpec, JobSpec
 from vsr.jobs.store import JobStore, StoreError
 from vsr.video.source import SourceChanged
@@ -40,10 +41,10 @@ class WorkerSettings:
     job; disk_wait_s: how long a job whose output's disk was full waits before it is tried again; status: where
     a worker shows what a chunk is preparing (loading the model, export, plan, warm-up) and then computing:
     called once per worker process (so a picklable factory: spawned workers get it too), it gives an object
-    with ``phase(text)`` and ``close()`` (the CLI's status line); None, or ``quiet``: nothing shown; encoder_log:
-    encoders that print to the terminal themselves (SVT-AV1, x265) print more than errors; device: the device
-    this worker's backends run on (``cuda:1``; :meth:`vsr.backends.BackendRequest.on_device`), None: each
-    job's own."""
+    with ``phase(text, detail=None)`` (``detail()``: the line's text after ``text``, asked at each redraw) and
+    ``close()`` (the CLI's status line); None, or ``quiet``: nothing shown; encoder_log: encoders that print to
+    the terminal themselves (SVT-AV1, x265) print more than errors; device: the device this worker's backends run
+    on (``cuda:1``; :meth:`vsr.backends.BackendRequest.on_device`), None: each job's own."""
 
     lease_s: float = 60.0
     poll_s: float = 1.0
@@ -72,6 +73,28 @@ class Progress:
 
     def now(self) -> tuple[int, float]:
         return self.frames, (time.monotonic() - self.started) if self.started is not None else 0.0
+
+
+class Outlook:
+    """What a worker says of the job it computes a chunk of: the job's frames written of its total (what its
+    other chunks had when this one was claimed, and this one's), this chunk's speed and, at that speed, the
+    job's time left; how many other jobs wait."""
+
+    def __init__(self, job: int, row: JobRow, others: int, progress: Progress):
+        self.job, self.others, self.progress = job, others, progress
+        self.before = row.frames_done + row.frames_running
+        self.total = row.frames_total
+
+    def text(self, chunk_done: int = 0) -> str:
+        """The line; ``chunk_done``: the chunk's frames once it is committed (found on disk, it counted none)."""
+        frames, seconds = self.progress.now()
+        done = min(self.before + max(frames, chunk_done), self.total)
+        speed = ""
+        if frames and seconds > 0:
+            fps = frames / seconds
+            speed = f", {fps:.2f} fps" + (f", ETA {clock((self.total - done) / fps)}" if done < self.total else "")
+        left = f"{self.others} other job{'s' * (self.others != 1)} left" if self.others else "no other job left"
+        return f"{done}/{self.total} frames of job {self.job}{speed}; {left}"
 
 
 class _Heartbeat(threading.Thread):
@@ -175,11 +198,13 @@ def _process(store: JobStore, owner: str, claim: Claim, backends: _Backends, set
         chunk = ChunkSpec.from_dict(claim.chunk)
         computed = not is_committed(spec, chunk)
         phase = None if status is None else (lambda name: status.phase(f"job {claim.job} chunk {chunk.index}: {name}"))
+        outlook = Outlook(claim.job, *store.outlook(claim.job), progress)
 
         def started() -> None:
             progress.start()
-            if phase is not None:
-                phase(f"upscaling frames {chunk.start}:{chunk.stop}")
+            if status is not None:
+                status.phase(f"job {claim.job} chunk {chunk.index}: upscaling frames {chunk.start}:{chunk.stop}",
+                             outlook.text)
 
         if phase is not None and computed:
             phase("choosing backend")  # the settings probe for a GPU (torch's import: seconds)
@@ -188,7 +213,7 @@ def _process(store: JobStore, owner: str, claim: Claim, backends: _Backends, set
                            encoder_log=settings.encoder_log)
         store.commit_chunk(owner, claim, report, computed)
         say(f"job {claim.job} chunk {chunk.index} (frames {chunk.start}:{chunk.stop}) done in "
-            f"{time.perf_counter() - t0:.1f} s")
+            f"{time.perf_counter() - t0:.1f} s; {outlook.text(chunk.stop - chunk.start)}")
     except (KeyboardInterrupt, StoreError):
         raise
     except Exception as e:

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import BinaryIO, Iterator, Sequence
 from urllib.parse import urlencode, urljoin, urlsplit
 
-from vsr.errors import DownloadError
+from vsr.errors import DownloadError, InputError, printable
 from vsr.files import sha256_file
 
 CHUNK = 1 << 20
@@ -42,24 +42,42 @@ class _SourceFailed(Exception):
 def download(urls: Sequence[str], dest: Path, digest: str, *, timeout: float = 30.0, label: str | None = None,
              quiet: bool = False) -> Path:
     """Fetch ``dest`` from the first of ``urls`` that delivers it; its sha256 must start with ``digest`` (a
-    full digest or a published prefix).  Returns ``dest``; raises :class:`vsr.errors.DownloadError` (one line)."""
+    full digest or a published prefix).  Returns ``dest``; raises :class:`vsr.errors.DownloadError` (one line),
+    or :class:`vsr.errors.InputError` where ``dest``'s folder cannot be made.  A download that fails leaves no
+    folder it made, nor an empty ``.part``."""
     dest = Path(dest)
-    dest.parent.mkdir(parents=True, exist_ok=True)
+    made = _make_folder(dest.parent)
+    try:
+        _download(urls, dest, digest, timeout, label or dest.name, quiet)
+    except BaseException:
+        for folder in made:  # the deepest first; one holding a .part to resume (or anything else) stays
+            try:
+                folder.rmdir()
+            except OSError:
+                break
+        raise
+    return dest
+
+
+def _download(urls: Sequence[str], dest: Path, digest: str, timeout: float, label: str, quiet: bool) -> None:
     part = dest.with_name(dest.name + ".part")
     failures = []
     with _locked_part(part) as f:
-        for url in urls:
-            try:
-                _transfer(url, f, timeout, label or dest.name, quiet)
-                break
-            except _SourceFailed as e:
-                failures.append(f"{urlsplit(url).hostname}: {e}")
-        else:
-            kept = os.fstat(f.fileno()).st_size
-            if not kept:
+        try:
+            for url in urls:
+                try:
+                    _transfer(url, f, timeout, label, quiet)
+                    break
+                except _SourceFailed as e:
+                    failures.append(f"{urlsplit(url).hostname}: {_shown(str(e))}")
+            else:
+                kept = os.fstat(f.fileno()).st_size
+                raise DownloadError(f"could not download {dest.name} ({'; '.join(failures)})"
+                                    + (f"; {_size(kept)} kept in {part}, run again to resume" if kept else ""))
+        except BaseException:
+            if not os.fstat(f.fileno()).st_size:
                 part.unlink()
-            raise DownloadError(f"could not download {dest.name} ({'; '.join(failures)})"
-                                + (f"; {_size(kept)} kept in {part}, run again to resume" if kept else ""))
+            raise
         f.flush()
         actual = sha256_file(part)
         if not actual.startswith(digest.lower()):
@@ -67,7 +85,29 @@ def download(urls: Sequence[str], dest: Path, digest: str, *, timeout: float = 3
             raise DownloadError(f"{dest.name}: downloaded sha256 {actual[:16]}... is not the published "
                                 f"{digest[:16]}...: deleted (the source may have changed, or the transfer is corrupt)")
         os.replace(part, dest)  # replaces a link at dest itself, never what it points to
-    return dest
+
+
+def _make_folder(folder: Path) -> list[Path]:
+    """``folder`` and its missing parents, made; those this made, the deepest first."""
+    missing = []
+    p = folder
+    while not os.path.lexists(p) and p != p.parent:
+        missing.append(p)
+        p = p.parent
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise InputError(f"cannot download into {folder}: it is not a folder") from None
+    except OSError as e:
+        raise InputError(f"cannot create the folder {folder}: {e.strerror}") from None
+    return missing
+
+
+def _shown(reason: str, limit: int = 120) -> str:
+    """What a server said (a reason phrase, a header, a proxy's garbage) fit for one terminal line: control
+    characters escaped, cut to ``limit`` characters."""
+    text = printable(" ".join(reason.split()))
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 @contextmanager
@@ -89,9 +129,14 @@ def _transfer(url: str, f: BinaryIO, timeout: float, label: str, quiet: bool) ->
     """Append the rest of ``url``'s file to ``f`` (all of it when the server cannot resume)."""
     opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(CookieJar()))
     have = os.fstat(f.fileno()).st_size
-    resp = _open(opener, url, have, timeout)
-    if _status(resp) != 416:
-        resp = _through_confirm_page(opener, resp, have, timeout)
+    resp = _answer(opener, url, have, timeout)
+    if _status(resp) == 416 and not _complete(resp, have):
+        # nothing of the file is left after ``have``, yet the .part is not all of it: longer than the file now
+        # published (or of another file); resuming would fail forever, so it starts over
+        resp.close()
+        f.truncate(0)
+        have = 0
+        resp = _answer(opener, url, have, timeout)
     with resp:
         total = _remaining(resp, have)
         if total is None:  # 200: the server sends the whole file
@@ -122,6 +167,18 @@ def _open(opener, url: str, have: int, timeout: float):
         raise _SourceFailed(_why(e, timeout)) from None
 
 
+def _answer(opener, url: str, have: int, timeout: float):
+    """The server's answer to a request for ``url`` from byte ``have`` (through a Google Drive confirm page)."""
+    resp = _open(opener, url, have, timeout)
+    return resp if _status(resp) == 416 else _through_confirm_page(opener, resp, have, timeout)
+
+
+def _complete(resp, have: int) -> bool:
+    """Whether a 416 answer says the file is ``have`` bytes long: the .part holds all of it."""
+    m = re.fullmatch(r"bytes \*/(\d+)", resp.headers.get("Content-Range", "").strip())
+    return m is not None and int(m[1]) == have
+
+
 def _remaining(resp, have: int) -> int | None:
     """The file's total size where ``resp`` continues the ``.part`` at byte ``have`` (206, or 416 with the part
     complete); None where it is the whole file from byte 0 (200)."""
@@ -130,10 +187,7 @@ def _remaining(resp, have: int) -> int | None:
         return None
     text = resp.headers.get("Content-Range", "")
     if status == 416:
-        m = re.fullmatch(r"bytes \*/(\d+)", text.strip())
-        if m and int(m[1]) == have:
-            return have
-        raise _SourceFailed(f"the server cannot resume at byte {have} ({text or 'no Content-Range'})")
+        return have  # _transfer started over where the .part is not the whole file
     m = _CONTENT_RANGE.fullmatch(text.strip())
     if status != 206 or not m or int(m[1]) != have or m[3] == "*":
         raise _SourceFailed(f"unexpected answer to a resume at byte {have}: HTTP {status} {text}")

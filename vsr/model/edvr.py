@@ -136,10 +136,15 @@ class TSAFusion(nn.Module):
         corr = (embedding * embedding_ref.unsqueeze(1)).sum(dim=2)  # (b, t, h, w)
         return torch.sigmoid(corr).unsqueeze(2)  # (b, t, 1, h, w)
 
-    def forward(self, aligned_feat: torch.Tensor) -> torch.Tensor:
+    def weigh_frames(self, aligned_feat: torch.Tensor, corr_prob: torch.Tensor) -> torch.Tensor:
+        """Each frame's features times its attention, the frames side by side: ``(N, T, C, H, W)``,
+        ``(N, T, 1, H, W)`` -> ``(N, T*C, H, W)`` (a runtime may write it in another memory layout)."""
         b, t, c, h, w = aligned_feat.shape
+        return (aligned_feat * corr_prob).reshape(b, t * c, h, w)
+
+    def forward(self, aligned_feat: torch.Tensor) -> torch.Tensor:
         corr_prob = self.temporal_attention(aligned_feat)
-        aligned_feat = (aligned_feat * corr_prob).reshape(b, t * c, h, w)
+        aligned_feat = self.weigh_frames(aligned_feat, corr_prob)
         feat = _lrelu(self.feat_fusion(aligned_feat))
         attn = _lrelu(self.spatial_attn1(aligned_feat))
         attn = _lrelu(self.spatial_attn2(torch.cat([self.max_pool(attn), self.avg_pool(attn)], dim=1)))
@@ -192,22 +197,30 @@ class EDVR(nn.Module):
         feat_l3 = _lrelu(self.conv_l3_2(_lrelu(self.conv_l3_1(feat_l2))))
         return [feat_l1, feat_l2, feat_l3]
 
+    def repeat_centre(self, f: torch.Tensor, b: int) -> torch.Tensor:
+        """The reference features: each window's centre frame's, in place of each of its T frames: ``(b*T, C, H, W)``
+        (window-major) -> the same shape (a runtime may write it in another memory layout)."""
+        t, ci = self.num_frame, self.center_frame_idx
+        f5 = f.view(b, t, *f.shape[1:])
+        return f5[:, ci : ci + 1].expand(b, t, *f.shape[1:]).reshape(b * t, *f.shape[1:])
+
+    def stack_frames(self, aligned: torch.Tensor, b: int) -> torch.Tensor:
+        """Each window's T aligned frames side by side (fusion without TSA): ``(b*T, C, H, W)`` ->
+        ``(b, T*C, H, W)`` (a runtime may write it in another memory layout)."""
+        return aligned.view(b, self.num_frame * aligned.shape[1], *aligned.shape[2:])
+
     def from_features(self, nbr: list[torch.Tensor], x_center: torch.Tensor) -> torch.Tensor:
         """The windows' pyramids ``[L1 (N*T, C, H, W), L2, L3]`` (window-major: row ``n*T + t`` is frame ``t``
         of window ``n``) and the centre frames ``(N, 3, H, W)`` -> ``(N, 3, 4H, 4W)``."""
-        t, ci = self.num_frame, self.center_frame_idx
+        t = self.num_frame
         b, _, h, w = x_center.shape
-        # Reference (centre-frame) features, repeated so that all T frames align in one batch.
-        ref = []
-        for f in nbr:
-            f5 = f.view(b, t, *f.shape[1:])
-            ref.append(f5[:, ci : ci + 1].expand(b, t, *f.shape[1:]).reshape(b * t, *f.shape[1:]))
+        ref = [self.repeat_centre(f, b) for f in nbr]  # so that all T frames align in one batch
         aligned = self.pcd_align(nbr, ref)  # (b*t, C, h, w)
         nf = aligned.shape[1]
         if self.with_tsa:
             feat = self.fusion(aligned.view(b, t, nf, h, w))
         else:
-            feat = self.fusion(aligned.view(b, t * nf, h, w))
+            feat = self.fusion(self.stack_frames(aligned, b))
         out = self.reconstruction(feat)
         out = self.pixel_shuffle(self.upconv1(out))
         out = self.pixel_shuffle(self.upconv2(out))

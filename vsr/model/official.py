@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from vsr.errors import InputError
+from vsr.errors import DownloadError, InputError
 from vsr.files import sha256_file, weights_dir
 
 BASICSR = "XPixelGroup/BasicSR scripts/download_pretrained_models.py @ ddaadd86, docs/ModelZoo.md @ 8d56e3a0"
@@ -125,6 +125,31 @@ def fetch(name: str, folder: Path | None = None, *, timeout: float = 30.0, quiet
     if ckpt is None:
         raise InputError(f"unknown official checkpoint {name!r} (known: {', '.join(official_names())}, or all)")
     dest = fetched_path(ckpt, folder)
-    if dest.is_file() and sha256_file(dest).startswith(ckpt.digest):
+    if fetched_state(ckpt, folder) == DOWNLOADED:
         return dest, False
-    return download(ckpt.urls, dest, ckpt.digest, timeout=timeout, label=ckpt.name, quiet=quiet), True
+    try:
+        return download(ckpt.urls, dest, ckpt.digest, timeout=timeout, label=ckpt.name, quiet=quiet), True
+    except DownloadError as e:
+        raise DownloadError(f"{e}; {elsewhere(ckpt, folder)}") from None
+
+
+DOWNLOADED, CORRUPT, MISSING = "downloaded", "corrupt", "missing"
+
+
+def fetched_state(ckpt: OfficialCheckpoint, folder: Path | None = None) -> str:
+    """Whether ``ckpt`` is at :func:`fetched_path`: :data:`DOWNLOADED` (its sha256 is the published one),
+    :data:`CORRUPT` (a file there whose sha256 is not: cut short, damaged, or another file under its name) or
+    :data:`MISSING`."""
+    path = fetched_path(ckpt, folder)
+    if not path.is_file():
+        return MISSING
+    try:
+        return DOWNLOADED if sha256_file(path).startswith(ckpt.digest) else CORRUPT
+    except OSError:
+        return CORRUPT
+
+
+def elsewhere(ckpt: OfficialCheckpoint, folder: Path | None = None) -> str:
+    """How to install ``ckpt`` downloaded by other means, in a clause of a sentence."""
+    return (f"a copy downloaded elsewhere (a browser, another machine: {ckpt.urls[0]}) works as well: put it at "
+            f"{fetched_path(ckpt, folder)}")

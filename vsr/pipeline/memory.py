@@ -11,7 +11,8 @@ report so that a run that exceeds it can be traced to the estimate that was wron
 A backend that keeps each frame's features between windows (``streams``, :mod:`vsr.backends.features`) holds
 at most :func:`vsr.pipeline.batches.kept_features` of them; they are kept only where they fit the budget beside
 the plan made without them (:func:`with_features`), so the tiles are those of a backend that does not stream;
-otherwise every window computes its frames' features again, and the plan says so.
+otherwise every window computes its frames' features again, and the plan says so.  A backend whose model runs
+on the GPU keeps them there: they are counted against the GPU's free memory beside the model's, not the budget.
 
 A backend whose model runs in GPU memory (the CUDA runtime) describes that memory (:class:`DeviceMemory`: what is
 free now and what one LR pixel takes, measured by the backend on the device itself); then the model's working
@@ -21,10 +22,11 @@ memory is planned against the GPU's free memory and only the arrays around the m
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import asdict, dataclass, replace
 
 from vsr.errors import MemoryBudgetError
-from vsr.pipeline.tiles import best_tile
+from vsr.pipeline.tiles import best_tile, tile_grid
 
 MB = 1 << 20
 # Process RSS with Python, numpy, torch, ONNX Runtime, PyAV and a model loaded (295-330 MB measured).
@@ -45,6 +47,23 @@ MIN_TILE = 64
 BATCHES_IN_FLIGHT = 3
 RESULTS_IN_FLIGHT = 5
 MARGIN = 0.05  # of the budget, kept free for what the estimates miss (allocator slack, Python objects)
+# The default budget follows the machine: this share of the memory available when the run starts (Linux's
+# MemAvailable, page cache it may reclaim included; within a cgroup's limit, what the limit leaves).  Half: the
+# rest stays for the page cache that decoding and encoding stream through, the other programs, and a second vsr
+# beside this one (a preview); the plan's figures are measured upper bounds, so half is not a tight fit.
+AUTO_SHARE = 0.5
+# Floor: the process (350 MB), EDVR-S's smallest tile and a 480p source's frames and encoder fit in it; a run that
+# needs more on a machine that has less says which --memory-budget it needs, as any run that cannot fit does.
+AUTO_FLOOR_MB = 1024
+# Cap: 16 GB holds whole 640x480 frames of EDVR-M with each frame's features kept (11 GB); a larger budget buys
+# whole frames of larger sources (1080p: ~58 GB) for at most the tiles' overlap, while one process holding tens
+# of GB would starve the rest of a shared machine.
+AUTO_CAP_MB = 16384
+AUTO_STEP_MB = 256  # rounded down to this: the same machine gives the same figure from one run to the next
+FALLBACK_BUDGET_MB = 3072  # where the available memory cannot be read (the fixed default before)
+# Each frame's features computed per window instead of kept: this much slower (EDVR-M 180x320, split plan 1.18x,
+# torch 1.17x, median of 8 pairs on a quiet machine; docs/benchmarks.md, "Streaming features: quiet rerun").
+PER_WINDOW_COST = 1.18
 
 
 @dataclass(frozen=True)
@@ -103,26 +122,107 @@ class MemoryPlan:
     device_mb: float | None = None  # the model's planned GPU memory (None: it works in host memory)
     features_mb: float | None = None  # each frame's kept features (None: the backend does not keep them)
     features: str | None = None  # "kept" (counted in the total) | "per-window" (they did not fit) | None
+    budget_from: str | None = None  # how the default budget was made (None: --memory-budget given)
+    features_on_device: bool = False  # kept in GPU memory (counted beside device_mb, not in the total)
 
     @property
     def total_mb(self) -> float:
-        kept = self.features_mb if self.features == "kept" else 0.0
+        kept = self.features_mb if self.features == "kept" and not self.features_on_device else 0.0
         return self.process_mb + self.lr_frames_mb + self.hr_frames_mb + self.encoder_mb + self.model_mb + kept
 
     def to_dict(self) -> dict:
         d = {k: (round(v, 1) if isinstance(v, float) else v) for k, v in asdict(self).items()}
-        for name in ("device_mb", "features_mb", "features"):
+        for name in ("device_mb", "features_mb", "features", "budget_from"):
             if d[name] is None:
                 del d[name]
+        if not self.features_on_device:
+            del d["features_on_device"]
         d["total_mb"] = round(self.total_mb, 1)
         return d
 
 
-def with_features(plan: MemoryPlan, features_mb: float) -> MemoryPlan:
+@dataclass(frozen=True)
+class Budget:
+    """The ``mb`` a run plans within and ``why``: None where the user gave it, else how the default was made."""
+
+    mb: int
+    why: str | None = None
+
+    def named(self) -> str:
+        """How a message names it: ``--memory-budget 3072`` (given) or ``the memory budget of 8192 MB (...)``."""
+        return f"--memory-budget {self.mb}" if self.why is None else f"the memory budget of {self.mb} MB ({self.why})"
+
+
+def run_budget(given_mb: int | None) -> Budget:
+    """``--memory-budget`` where given, else :func:`machine_budget`."""
+    return Budget(int(given_mb)) if given_mb is not None else machine_budget()
+
+
+def machine_budget(available_mb: float | None = None) -> Budget:
+    """The default budget: :data:`AUTO_SHARE` of the memory available now (``available_mb``, else
+    :func:`available_memory_mb`), within :data:`AUTO_FLOOR_MB`..:data:`AUTO_CAP_MB`, rounded down to
+    :data:`AUTO_STEP_MB`; :data:`FALLBACK_BUDGET_MB` where that cannot be read."""
+    available = available_memory_mb() if available_mb is None else available_mb
+    if available is None:
+        return Budget(FALLBACK_BUDGET_MB, "default: this system does not say how much memory is available")
+    share = int(available * AUTO_SHARE) // AUTO_STEP_MB * AUTO_STEP_MB
+    mb = min(max(share, AUTO_FLOOR_MB), AUTO_CAP_MB)
+    bound = " (the most by default)" if mb == AUTO_CAP_MB else " (the least by default)" if mb == AUTO_FLOOR_MB else ""
+    return Budget(mb, f"default: half of the {available:.0f} MB available{bound}")
+
+
+def available_memory_mb() -> float | None:
+    """The memory available to new allocations now, in MB: Linux's MemAvailable, or less where a cgroup's limit
+    leaves less (containers); else the free physical pages; None where the system says neither."""
+    found = []
+    try:
+        with open("/proc/meminfo") as f:
+            found += [int(line.split()[1]) / 1024 for line in f if line.startswith("MemAvailable:")]
+    except (OSError, ValueError, IndexError):
+        pass
+    if not found:
+        try:
+            found.append(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") / MB)
+        except (OSError, ValueError, AttributeError):
+            pass
+    left = _cgroup_left_mb()
+    if left is not None:
+        found.append(left)
+    return min(found) if found else None
+
+
+def _cgroup_left_mb() -> float | None:
+    """What this process's cgroup memory limit leaves (v2 ``memory.max``, v1 ``memory.limit_in_bytes``)."""
+    v1 = "/sys/fs/cgroup/memory/memory."
+    for limit, usage in (("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
+                         (f"{v1}limit_in_bytes", f"{v1}usage_in_bytes")):
+        try:
+            with open(limit) as f:
+                cap = f.read().strip()
+            with open(usage) as f:
+                used = int(f.read().strip())
+        except (OSError, ValueError):
+            continue
+        if cap.isdigit() and int(cap) < 1 << 60:  # "max", or v1's "no limit" (a number near 2**63)
+            return max(int(cap) - used, 0) / MB
+    return None
+
+
+def tiles_cost(height: int, width: int, tile: tuple[int, int] | None, overlap: int) -> float:
+    """The LR pixels a frame's tiles compute (their context included) per pixel of the frame: 1.0 whole."""
+    return sum((t.y1 - t.y0) * (t.x1 - t.x0) for t in tile_grid(height, width, tile, overlap)) / (height * width)
+
+
+def with_features(plan: MemoryPlan, features_mb: float, device: DeviceMemory | None = None) -> MemoryPlan:
     """``plan`` with a streaming backend's kept features (``features_mb``): counted where they fit the budget
-    beside it, else marked ``per-window`` (every window then computes its frames' features)."""
-    fits = plan.total_mb + features_mb <= plan.budget_mb * (1.0 - MARGIN)
-    return replace(plan, features_mb=features_mb, features="kept" if fits else "per-window")
+    beside it -- or, on the GPU (``device``), its free memory beside the model's -- else marked ``per-window``
+    (every window then computes its frames' features)."""
+    if device is None:
+        fits = plan.total_mb + features_mb <= plan.budget_mb * (1.0 - MARGIN)
+    else:
+        fits = (plan.device_mb or 0.0) + features_mb <= device.limit_mb
+    return replace(plan, features_mb=features_mb, features="kept" if fits else "per-window",
+                   features_on_device=device is not None)
 
 
 def model_mb(pixels: int, batch: int, model: ModelMemory = ModelMemory()) -> float:

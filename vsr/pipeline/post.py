@@ -14,8 +14,8 @@ from typing import Iterator
 
 import numpy as np
 
-from vsr.errors import WeightsError
 from vsr.pipeline.batches import Result
+from vsr.pipeline.checks import OUTPUT_LIMITS, check_model_output
 from vsr.video.planes import PlaneBatch, PlaneFormat, convert_tile, place, plane_views, region
 
 
@@ -29,25 +29,6 @@ class HrFrame:
     duration: int
     planes: object
     tiles_left: int
-
-
-# A model's output is RGB in [0, 1], a little beyond where it sharpens an edge: past this, or a tile entirely far
-# outside [0, 1], the weights are broken (NaN or overflowing values give black or flat frames once clipped)
-SANE_OUTPUT = 1000.0
-OUTPUT_LIMITS = (SANE_OUTPUT, -0.5, 1.5)  # what convert_tile counts for check_model_output: sane, low, high
-
-
-def check_model_output(core: np.ndarray, index: int, weights: str | None) -> None:
-    """:class:`WeightsError` naming ``weights`` when the float output ``core`` of frame ``index`` is not finite or
-    is saturated.  Two reductions over the tile (no copy): a small share of the post stage's own work."""
-    lo, hi = float(core.min()), float(core.max())
-    if -SANE_OUTPUT <= lo and hi <= SANE_OUTPUT and not (hi < -0.5 or lo > 1.5):
-        return
-    what = ("not finite (NaN or infinity)" if not (np.isfinite(lo) and np.isfinite(hi)) else
-            f"saturated (from {lo:.3g} to {hi:.3g}, where RGB is 0 to 1)")
-    named = f"the weights {weights}" if weights else "the model's weights"
-    raise WeightsError(f"the model's output for frame {index} is {what}: {named} are broken (NaN or "
-                       "overflowing values); nothing was written")
 
 
 def hr_frames(results: Iterator[Result], sink, height: int, width: int, scale: int,

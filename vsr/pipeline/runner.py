@@ -23,19 +23,19 @@ loops, so the stages overlap.
 
 from __future__ import annotations
 
-import logging
 import time
 import warnings
 from contextlib import closing
 from itertools import count
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Iterator
 
 import numpy as np
 
-from vsr.errors import InputError
+from vsr.errors import InputError, MemoryBudgetError
 from vsr.pipeline.batches import Batch, Result, batches, kept_features
-from vsr.pipeline.memory import MB, DeviceMemory, MemoryPlan, ModelMemory, plan_memory, with_features
+from vsr.pipeline.memory import (MARGIN, MB, PER_WINDOW_COST, Budget, DeviceMemory, MemoryPlan, ModelMemory,
+                                 budget_for, plan_memory, run_budget, tiles_cost, with_features)
 from vsr.pipeline.scenes import CUT_CONTEXT, SCENE_MODES, WINDOW, CutDetector, CutRule, mark_listed
 from vsr.pipeline.stages import Stage, StagePipeline, abandoned_still_running
 from vsr.pipeline.tiles import Tile, tile_grid
@@ -44,7 +44,6 @@ from vsr.pipeline.post import HrFrame, hr_frames, post_threads
 from vsr.report import RunReport
 from vsr.video.planes import PlaneFormat, conversion_threads
 
-log = logging.getLogger(__name__)
 _STREAMS = count(1)  # one stream of frame keys per run
 
 __all__ = ["FrameQueueRunner", "FrameWindow", "RunnerSettings", "infer_still_running"]
@@ -65,7 +64,8 @@ class RunnerSettings:
     """Knobs of the runner.
 
     batch: items (windows, or tiles of windows) per backend call; tile: LR tile side (None: automatic, the
-    largest that keeps the whole process within ``memory_budget_mb``, see :mod:`vsr.pipeline.memory`; 0: never
+    largest that keeps the whole process within ``memory_budget_mb`` (None: a share of the memory available
+    when the run starts), see :mod:`vsr.pipeline.memory`; 0: never
     tile); overlap: LR pixels of context around each tile's core;
     frames: output frames ``start:stop`` (Python slice semantics, neighbours outside still feed windows);
     queue: items between two stages; batch_wait_s: how long the batcher waits to fill a batch;
@@ -81,7 +81,7 @@ class RunnerSettings:
     batch: int = 1
     tile: int | None = None
     overlap: int = 16
-    memory_budget_mb: int = 3072
+    memory_budget_mb: int | None = None  # None: a share of the memory available (memory.machine_budget)
     frames: tuple[int, int | None] = (0, None)
     queue: int = 2
     batch_wait_s: float = 0.02
@@ -175,32 +175,72 @@ class FrameQueueRunner:
 
     def device_memory(self) -> DeviceMemory | None:
         """The GPU memory the backend's model works in, where it says: ``backend.device_memory()`` gives the
-        fields of :class:`DeviceMemory` as a dict (None: the model works in host memory)."""
-        probe = getattr(self.backend, "device_memory", None)
-        facts = probe() if callable(probe) else None
-        return DeviceMemory(**facts) if facts else None
+        fields of :class:`DeviceMemory` as a dict (None: the model works in host memory).  Asked once per runner:
+        the CUDA runtime measures it by capturing its programs."""
+        if not hasattr(self, "_device"):
+            probe = getattr(self.backend, "device_memory", None)
+            facts = probe() if callable(probe) else None
+            self._device = DeviceMemory(**facts) if facts else None
+        return self._device
 
     def plan_tile(self, height: int, width: int, sink) -> tuple[int | tuple[int, int] | None, MemoryPlan]:
         """The LR tile (a side, ``(h, w)``, or None: whole frames) and the memory plan that checked it
-        (raises :class:`vsr.errors.MemoryBudgetError` when the run cannot fit ``--memory-budget``)."""
+        (raises :class:`vsr.errors.MemoryBudgetError` when the run cannot fit ``--memory-budget``; without one,
+        the run plans within a share of the memory available now, :func:`vsr.pipeline.memory.machine_budget`)."""
+        s = self.settings
+        budget = run_budget(s.memory_budget_mb)
+        plan = self._plan(budget.mb, height, width, sink)
+        tile = (s.tile if (height > s.tile or width > s.tile) else None) if s.tile else plan.tile
+        if getattr(self.backend, "streams", False):
+            tile, plan = self._keep_features(plan, tile, height, width, sink, budget)
+        return tile, replace(plan, budget_from=budget.why)
+
+    def _plan(self, budget_mb: float, height: int, width: int, sink) -> MemoryPlan:
         s = self.settings
         # the scenes stage: its queue, and the frames the detector holds until it has decided them
         extra = 0 if s.scene_cuts == "off" else s.queue + (WINDOW + 1 if s.scene_cuts == "auto" else 0)
-        plan = plan_memory(budget_mb=s.memory_budget_mb, height=height, width=width, scale=self.scale,
+        return plan_memory(budget_mb=budget_mb, height=height, width=width, scale=self.scale,
                            num_frame=self.num_frame, batch=s.batch, queue=s.queue, overlap=s.overlap,
                            encoder_mb=sink.memory_estimate_mb(),
                            hr_bytes_per_pixel=3 * np.dtype(sink.plane_dtype()).itemsize, tile=s.tile,
                            device=self.device_memory(), extra_lr_frames=extra,
                            model=ModelMemory.of(getattr(self.backend, "config", None)))
-        tile = (s.tile if (height > s.tile or width > s.tile) else None) if s.tile else plan.tile
-        if getattr(self.backend, "streams", False):
-            grid = tile_grid(height, width, tile, s.overlap)
-            item = self.backend.feature_nbytes(grid[0].y1 - grid[0].y0, grid[0].x1 - grid[0].x0)
-            plan = with_features(plan, kept_features(self.num_frame, s.batch, len(grid)) * item / MB)
-            if plan.features != "kept":
-                log.warning("each frame's features are computed per window: keeping them needs %.0f MB more than "
-                            "--memory-budget %d leaves", plan.features_mb, s.memory_budget_mb)
-        return tile, plan
+
+    def _features_mb(self, height: int, width: int, tile) -> float:
+        grid = tile_grid(height, width, tile, self.settings.overlap)
+        item = self.backend.feature_nbytes(grid[0].y1 - grid[0].y0, grid[0].x1 - grid[0].x0)
+        return kept_features(self.num_frame, self.settings.batch, len(grid)) * item / MB
+
+    def _keep_features(self, plan: MemoryPlan, tile, height: int, width: int, sink,
+                       budget: Budget) -> tuple[object, MemoryPlan]:
+        """A streaming backend's plan: each frame's features kept where they fit beside ``plan``; else in
+        smaller automatic tiles where those cost less than computing the features per window
+        (:data:`PER_WINDOW_COST`); else per window, with a warning saying what it costs and the budget that
+        would keep them."""
+        s = self.settings
+        device = self.device_memory()
+        planned = with_features(plan, self._features_mb(height, width, tile), device)
+        if planned.features == "kept":
+            return tile, planned
+        if s.tile is None:  # room for the features: the tiles planned without their share of the budget
+            try:
+                smaller = self._plan(budget.mb - planned.features_mb / (1.0 - MARGIN), height, width, sink)
+            except MemoryBudgetError:
+                smaller = None
+            if smaller is not None:
+                kept = with_features(replace(smaller, budget_mb=plan.budget_mb),
+                                     self._features_mb(height, width, smaller.tile), device)
+                cost = tiles_cost(height, width, smaller.tile, s.overlap) / tiles_cost(height, width, tile, s.overlap)
+                if kept.features == "kept" and cost < PER_WINDOW_COST:
+                    return kept.tile, kept
+        if device is not None:
+            where = f"the GPU has free ({device.free_mb:.0f} MB)"
+        else:
+            where = (f"{budget.named()} leaves; --memory-budget "
+                     f"{budget_for(planned.total_mb + planned.features_mb)} keeps them")
+        warnings.warn(f"each frame's features are computed per window, about {PER_WINDOW_COST:.2f}x slower: "
+                      f"keeping them needs {planned.features_mb:.0f} MB more than {where}", stacklevel=3)
+        return tile, planned
 
     def decode_range(self) -> tuple[int, int | None]:
         """The source frames ``first:stop`` this run decodes (:func:`decode_range`)."""
@@ -309,9 +349,14 @@ class FrameQueueRunner:
                 raise InputError(f"zero frames to write: {decode.source.info.path} decodes to no frame")
             n = decode.seen
             if n == 0:  # the source ended before the first frame decoded for the run
-                n = decode.source.info.frames
+                info = decode.source.info
+                n = info.frames
                 if n is None or n > decode.first:  # unknown, or a header that says more than there is
-                    raise InputError(f"--frames {asked}: the source has at most {decode.first} frames")
+                    about = info.frames_estimate
+                    guess = f" (about {about} by its duration)" if about is not None and about < decode.first else ""
+                    raise InputError(f"--frames {asked}: the source has fewer than {decode.first} frames{guess}")
             raise InputError(f"--frames {asked}: the source has only {n} frames")
         if stop is not None and written < stop - start:
-            log.warning("--frames %s: the source has only %d frames; wrote %d", asked, decode.seen, written)
+            # a warning, not a log line: the CLI prints it as 'vsr: warning: ...' above the progress bar
+            warnings.warn(f"--frames {asked}: the source has only {decode.seen} frames; wrote {written}, frames "
+                          f"{start}:{start + written}", stacklevel=2)

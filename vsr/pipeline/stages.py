@@ -8,7 +8,6 @@ thread; between two stages a bounded queue holds back a fast stage (back-pressur
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import queue
 import threading
@@ -133,13 +132,9 @@ class StagePipeline:
             raise self._errors[0]
 
     def stats(self) -> list[StageStats]:
-        """Per stage: items, busy time (own work only: the time spent waiting for input is taken out) and the
-        time spent waiting on each neighbour."""
-        out = []
-        for timer in self.timers:
-            s = timer.stats()
-            out.append(dataclasses.replace(s, busy_s=max(s.busy_s - s.wait_in_s, 0.0)))
-        return out
+        """Per stage: items, busy time (own work only: the timer leaves out the time spent waiting for input)
+        and the time spent waiting on each neighbour."""
+        return [timer.stats() for timer in self.timers]
 
     def _work(self, i: int) -> None:
         stage, timer, stop = self.stages[i], self.timers[i], self.stop
@@ -150,7 +145,7 @@ class StagePipeline:
         outputs = stage.run(inbox)
         try:
             while True:
-                with timer.busy():  # includes the waits inside ``inbox``: stats() takes them out
+                with timer.busy():  # the waits inside ``inbox`` cut the busy span: they are not busy time
                     item = next(outputs, _END)
                 if item is _END:
                     break

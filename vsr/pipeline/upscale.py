@@ -75,7 +75,8 @@ def upscale(src: str | Path, dst: str | Path, *, backend: Backend | BackendReque
                 "config": getattr(getattr(backend, "config", None), "name", request and request.config),
                 "backend": backend.name, "plan": _plan_name(request), "codec": getattr(sink, "codec", "png"),
                 # the encoder's own defaults where none were given (the sink knows them): what it really ran with
-                "crf": getattr(sink, "crf", encoder.crf), "preset": getattr(sink, "preset", encoder.preset),
+                "crf": getattr(sink, "crf", encoder.crf), "q": getattr(sink, "quantiser", None),
+                "preset": getattr(sink, "preset", encoder.preset),
                 "pix_fmt": getattr(sink, "pix_fmt", None), "encoder_options": dict(encoder.options),
                 "frames": f"{start}:{'' if stop is None else stop}", "source": {
                     "width": source.info.width, "height": source.info.height, "pix_fmt": source.info.pix_fmt,

@@ -1,8 +1,8 @@
 """Evaluate x4 super-resolution of a PNG sequence against its ground truth: model vs bicubic.
 
 Conventions follow BasicSR's video tests, so figures compare with published EDVR results:
-frames are the sorted ``*.png`` of a folder; without an LR folder the LR is made from the GT by the BI
-degradation (GT mod-cropped to a multiple of 4, then MATLAB bicubic x1/4); model output is clipped to
+frames are the sorted ``*.png`` of a folder (LR and GT paired by name); without an LR folder the LR is made from the
+GT by the BI degradation (GT mod-cropped to a multiple of 4, then MATLAB bicubic x1/4); model output is clipped to
 [0, 1] and rounded to 8 bits (BasicSR's ``tensor2img``) before PSNR/SSIM; each output frame ``i`` is
 predicted from the window :func:`vsr.pipeline.windows.window_indices` of the *whole* sequence, so a
 ``frames`` selection scores exactly as in a full run.  A :class:`ClipDegradation` makes the LR from the
@@ -126,6 +126,8 @@ class _Sequence:
         if self.lr_files is not None and len(self.lr_files) != len(self.gt_files):
             raise InputError(f"LR and GT frame counts differ: {len(self.lr_files)} in {lr_dir}, "
                              f"{len(self.gt_files)} in {gt_dir}")
+        if self.lr_files is not None:
+            _check_names(self.lr_files, self.gt_files)
         self._lr: dict[int, np.ndarray] = {}
         self._gt_size: tuple[int, int] | None = None
         self._lr_size: tuple[int, int] | None = None
@@ -184,6 +186,20 @@ class _Sequence:
         if (gh, gw) != (SCALE * h, SCALE * w):
             raise InputError(f"GT frame {self.gt_files[i].name} is {gw}x{gh} but its LR is {w}x{h}: GT must be "
                              f"exactly {SCALE}x the LR size ({SCALE * w}x{SCALE * h})")
+
+
+def _check_names(lr_files: list[Path], gt_files: list[Path]) -> None:
+    """LR and GT frames pair by file name (the same sorted names on both sides); names that differ are refused:
+    pairing them by sort order would score wrong pairs silently (``1.png, 10.png, 2.png`` beside ``01.png,
+    02.png, 10.png``)."""
+    lr_names = {f.name for f in lr_files}
+    missing = [f.name for f in gt_files if f.name not in lr_names]
+    if missing:
+        gt_names = {f.name for f in gt_files}
+        extra = next(f.name for f in lr_files if f.name not in gt_names)
+        raise InputError(f"LR and GT frames pair by file name: GT {missing[0]} has no LR of that name in "
+                         f"{lr_files[0].parent} ({len(missing)} unpaired, e.g. LR {extra}); give both folders "
+                         "the same frame names")
 
 
 def _backend_padding(backend, padding: str | None) -> str:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 import tempfile
 import time
+import warnings
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -130,8 +131,12 @@ def preview(src: str | Path, *, at: str | int | None = None, frames: int = DEFAU
         report = upscale(src, out, backend=backend, encoder=encoder, runner=replace(runner, frames=(first, stop)),
                          progress=lambda _total: (lambda _n: stamps.append(time.perf_counter())),
                          on_start=lambda: stamps.append(time.perf_counter()), on_weights=on_weights)
-        sr, video_bytes = _read_back(out)
-    lr = _lr_frames(src, first, first + len(sr))
+        with warnings.catch_warnings():  # about vsr's own temporary file (AVI's timestamps...): not the user's
+            warnings.simplefilter("ignore")
+            sr, video_bytes = _read_back(out)
+    with warnings.catch_warnings():  # the run read these frames of the source already, and said what it found
+        warnings.simplefilter("ignore")
+        lr = _lr_frames(src, first, first + len(sr))
     if len(stamps) < 3:  # on_start, then one stamp per frame written
         raise InputError(f"a preview needs 2 frames or more to time them; got {len(stamps) - 1}")
     warmup = stamps[0] - t0

@@ -92,7 +92,7 @@ def _steps(run: Run, s: dict) -> list[str]:
     legend = "".join(f'<span style="background:{c}"></span>{k}' for k, c in KIND_COLOURS.items() if k != "build")
     return ["<h2>Backend steps</h2>", f'<p class="legend note">{legend}</p>', step_bars(run),
             _table(["step", "kind", "calls", "total s", "mean ms", "p50 ms", "p95 ms", "share of infer"],
-                   [[r["step"], r["kind"], fmt(r["calls"], ""), fmt(r["total_s"]), fmt(r["mean_s"], "ms"),
+                   [[render.step_label(r), r["kind"], fmt(r["calls"], ""), fmt(r["total_s"]), fmt(r["mean_s"], "ms"),
                      fmt(r["p50_s"], "ms"), fmt(r["p95_s"], "ms"), fmt(r["share"], "%")] for r in rows]),
             f'<p class="note">{escape(render.accounting(s))}.</p>']
 

@@ -18,16 +18,51 @@ def stage_rows(run: Run) -> list[dict]:
             for s in run.stages]
 
 
+# Steps whose time another step holds too: a whole-model "run" beside the steps it is made of (the torch
+# backend's "features" and "windows" when it keeps each frame's features; the CUDA runtime's segments,
+# deformable convolutions and pixel shuffles when it records them).  A name ending in ":" or "_" is a prefix.
+PARTS_OF = {"run": ("features", "windows", "segment_", "dcn:", "shuffle:")}
+
+
+def parts(run: Run) -> dict[str, str]:
+    """Step name -> the step that holds its time (:data:`PARTS_OF`), where that parent is there and holds at
+    least the parts' sum (a "run" of other calls beside them, or of none, is no parent); the accounting counts
+    the parent once and not its parts."""
+    steps = {s.name: s for s in run.call_steps}
+    out: dict[str, str] = {}
+    for parent, names in PARTS_OF.items():
+        kids = [s for s in run.call_steps if s.name != parent and any(
+            s.name == n or (n.endswith((":", "_")) and s.name.startswith(n)) for n in names)]
+        held = sum(k.total_s for k in kids)
+        if parent in steps and held > 0 and steps[parent].total_s >= 0.99 * held:
+            out.update((k.name, parent) for k in kids)
+    return out
+
+
 def step_rows(run: Run) -> list[dict]:
-    """Per backend step: kind, calls, total / mean / p50 / p95 seconds, share of the inference stage's busy time.
+    """Per backend step: kind, calls, total / mean / p50 / p95 seconds, share of the inference stage's busy time,
+    and the step it is part of (:func:`parts`; None for most).
 
     One-off build steps get a share only where they ran inside that stage (see :func:`summary`).
     """
     whole = run.infer_busy_s or sum(s.total_s for s in run.call_steps)
     inside = builds_in_infer(run)
+    part_of = parts(run)
     return [{"step": s.name, "kind": s.kind, "calls": s.calls, "total_s": s.total_s,
              "mean_s": s.mean_s, "p50_s": s.p50_s, "p95_s": s.p95_s,
-             "share": s.total_s / whole if whole and (inside or s.kind != "build") else None} for s in run.steps]
+             "share": s.total_s / whole if whole and (inside or s.kind != "build") else None,
+             "part_of": part_of.get(s.name)} for s in run.steps]
+
+
+def counted_s(run: Run) -> float:
+    """The per-call steps' seconds, each counted once: a parent's, not again its parts' (:func:`parts`)."""
+    part_of = parts(run)
+    return sum(s.total_s for s in run.call_steps if s.name not in part_of)
+
+
+def step_label(row: dict) -> str:
+    """A step's name in a table: a part indented under the step that holds it ("  features")."""
+    return f"  {row['step']}" if row.get("part_of") else row["step"]
 
 
 def builds_in_infer(run: Run) -> bool:
@@ -37,7 +72,7 @@ def builds_in_infer(run: Run) -> bool:
     does not say which, so this picks the accounting that comes closer to the stage's measured busy time.
     """
     infer = run.infer_busy_s
-    steps = sum(s.total_s for s in run.call_steps)
+    steps = counted_s(run)
     build = sum(s.total_s for s in run.steps if s.kind == "build")
     return bool(infer and build) and abs(steps + build - infer) < abs(steps - infer)
 
@@ -45,7 +80,7 @@ def builds_in_infer(run: Run) -> bool:
 def summary(run: Run) -> dict:
     """The headline numbers, and how much of the inference stage's busy time the backend steps account for."""
     b = run.bottleneck
-    steps = sum(s.total_s for s in run.call_steps)
+    steps = counted_s(run)
     build = sum(s.total_s for s in run.steps if s.kind == "build")
     inside = builds_in_infer(run)
     infer = run.infer_busy_s
@@ -112,12 +147,15 @@ _KINDS = ("segment", "bridge", "other", "per call", "build")
 
 
 def kind_totals(run: Run) -> dict[str, float]:
-    """Seconds per step kind, and ``per call``: every step but the one-off builds (what inference costs)."""
+    """Seconds per step kind, and ``per call``: every step but the one-off builds (what inference costs); a
+    parent's parts are counted in it only (:func:`parts`)."""
     out: dict[str, float] = {}
+    part_of = parts(run)
     for s in run.steps:
-        out[s.kind] = out.get(s.kind, 0.0) + s.total_s
+        if s.name not in part_of:
+            out[s.kind] = out.get(s.kind, 0.0) + s.total_s
     if run.steps:
-        out["per call"] = sum(s.total_s for s in run.call_steps)
+        out["per call"] = counted_s(run)
     return out
 
 
@@ -195,7 +233,7 @@ def render_text(run: Run) -> str:
     if steps:
         out += ["", table(["backend step", "kind", "calls", "total s", "mean ms", "p50 ms", "p95 ms",
                            "share of infer"],
-                          [[r["step"], r["kind"], fmt(r["calls"], ""), fmt(r["total_s"]), fmt(r["mean_s"], "ms"),
+                          [[step_label(r), r["kind"], fmt(r["calls"], ""), fmt(r["total_s"]), fmt(r["mean_s"], "ms"),
                             fmt(r["p50_s"], "ms"), fmt(r["p95_s"], "ms"), fmt(r["share"], "%")] for r in steps])]
         out.append(accounting(s))
     plan = memory_plan(run)

@@ -45,7 +45,9 @@ class StageTimer:
     """Accumulates one stage's times; the stage's own thread is the only writer.
 
     Use ``with timer.busy(): ...``, ``with timer.waiting_in(): ...``, ``with timer.waiting_out(): ...``
-    and ``timer.count(n)``.  ``intervals``: how many busy spans to keep for the timeline (0: none).
+    and ``timer.count(n)``.  ``intervals``: how many busy spans to keep for the timeline (0: none).  A wait for
+    input inside ``busy()`` (a generator stage pulling its next item) is not busy time: it cuts the busy span in
+    two, so the busy time and the timeline's spans are the stage's own work only.
     """
 
     def __init__(self, name: str, unit: str = "frames", intervals: int = DEFAULT_INTERVALS):
@@ -57,25 +59,38 @@ class StageTimer:
         self.wait_out_s = 0.0
         self._spans = Reservoir(intervals)
         self._lock = threading.Lock()
+        self._busy_from: float | None = None  # the start of the busy span in progress
 
     @contextmanager
     def busy(self):
-        t0 = time.perf_counter()
+        self._busy_from = time.perf_counter()
         try:
             yield
         finally:
-            t1 = time.perf_counter()
-            with self._lock:
-                self.busy_s += t1 - t0
-                self._spans.add((t0, t1))
+            self._end_span(time.perf_counter())
+            self._busy_from = None
 
     @contextmanager
     def waiting_in(self):
         t0 = time.perf_counter()
+        busy = self._busy_from is not None
+        if busy:
+            self._end_span(t0)
         try:
             yield
         finally:
-            self._add("wait_in_s", time.perf_counter() - t0)
+            t1 = time.perf_counter()
+            self._add("wait_in_s", t1 - t0)
+            if busy:
+                self._busy_from = t1
+
+    def _end_span(self, t1: float) -> None:
+        t0 = self._busy_from
+        if t0 is None or t1 <= t0:
+            return
+        with self._lock:
+            self.busy_s += t1 - t0
+            self._spans.add((t0, t1))
 
     @contextmanager
     def waiting_out(self):
@@ -194,17 +209,33 @@ class RunReport:
                          f"{tp}{mark}")
         lines.append(f"{self.frames} frames in {self.wall_s:.2f} s = {self.fps:.2f} fps; "
                      f"bottleneck: {b.name if b else '-'}")
-        encoder = self.encoder_line()
-        return "\n".join(lines + ([encoder] if encoder else []))
+        extra = [line for line in (self.memory_line(), self.encoder_line()) if line]
+        return "\n".join(lines + extra)
+
+    def memory_line(self) -> str | None:
+        """``memory: budget 8192 MB (default: half of the 16860 MB available), whole frames, each frame's
+        features kept``: the run's memory settings (the plan in ``settings``); None without a plan."""
+        plan = self.settings.get("memory_plan")
+        if not isinstance(plan, dict) or "budget_mb" not in plan:
+            return None
+        why = f" ({plan['budget_from']})" if plan.get("budget_from") else " (--memory-budget)"
+        tile = plan.get("tile")
+        tiles = self.settings.get("tiles_per_frame")
+        parts = [f"budget {plan['budget_mb']:.0f} MB{why}",
+                 f"tiles of {tile[0]}x{tile[1]} ({tiles} a frame)" if tile and tiles else "whole frames"]
+        if plan.get("features"):
+            parts.append("each frame's features kept" if plan["features"] == "kept" else "features per window")
+        return "memory: " + ", ".join(parts)
 
     def encoder_line(self) -> str | None:
         """``encoder: libx264, crf 23, preset medium, yuv420p``: what the output was written with, the encoder's
-        own defaults included (settings ``codec``, ``crf``, ``preset``, ``pix_fmt``); None without a codec."""
+        own defaults included (settings ``codec``, ``crf``, ``q`` (a fixed quantiser), ``preset``, ``pix_fmt``);
+        None without a codec."""
         s = self.settings
         if not s.get("codec"):
             return None
         parts = [str(s["codec"])] + [f"{k} {s[k]:g}" if isinstance(s[k], float) else f"{k} {s[k]}"
-                                     for k in ("crf", "preset") if s.get(k) is not None]
+                                     for k in ("crf", "q", "preset") if s.get(k) is not None]
         return "encoder: " + ", ".join(parts + ([str(s["pix_fmt"])] if s.get("pix_fmt") else []))
 
 

@@ -1,7 +1,8 @@
 """Training pairs made on the fly: HR windows of T frames and their bicubic x1/4 LR.
 
 Data flow: files (images, videos) -> :class:`FramePool` (decoded HR material in memory) ->
-:class:`PairSampler` (one batch per iteration) -> ``lr (N, T, 3, h, w)``, ``hr (N, 3, 4h, 4w)`` in [0, 1].
+:class:`PairSampler` (one batch per iteration) -> ``lr (N, T, 3, h, w)``, ``hr (N, 3, 4h, 4w)`` uint8
+(:meth:`PairSampler.batch_uint8`, what :mod:`vsr.train.stream`'s workers send) or in [0, 1] (``UNIT[uint8]``).
 
 Every random choice is a pure function of ``(seed, iteration)`` (the pool of video segments is a function of
 ``(seed, iteration // refresh_every)``), so a resumed run sees exactly the batches a run that never stopped
@@ -35,6 +36,10 @@ from vsr.train.degrade import CLEAN, Degradation, degrade_clip
 log = logging.getLogger(__name__)
 
 SCALE = 4
+# uint8 -> float32 in [0, 1]: one table, so that a batch is the same numbers wherever it is converted (numpy here,
+# torch on the training device, whose division by a scalar may be a multiplication by its reciprocal).
+UNIT = np.arange(256, dtype=np.float32) / np.float32(255.0)
+UNIT.setflags(write=False)
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp")
 VIDEO_SUFFIXES = (".mp4", ".mkv", ".mov", ".webm", ".avi", ".m4v", ".y4m")
 
@@ -161,6 +166,11 @@ class FramePool:
         self.segments: list[np.ndarray] = []
         self.epoch: int | None = None
 
+    def __getstate__(self) -> dict:
+        # Sent to a worker process without its video segments: they are the big part, and a function of the seed
+        # and the epoch, which the worker rebuilds when it needs them.
+        return {**self.__dict__, "segments": [], "epoch": None}
+
     def build(self, seed: int, epoch: int) -> None:
         if self.epoch == epoch:
             return
@@ -256,7 +266,8 @@ def augment(window: np.ndarray, rng: np.random.Generator) -> np.ndarray:
 class PairSampler:
     """Batches of training pairs; ``batch(iteration)`` depends only on ``(seed, iteration)``.
 
-    Returns ``lr (N, T, 3, h, w)`` and ``hr (N, 3, 4h, 4w)`` float32 in [0, 1] (numpy).
+    Returns ``lr (N, T, 3, h, w)`` and ``hr (N, 3, 4h, 4w)`` float32 in [0, 1] (numpy), or uint8
+    (:meth:`batch_uint8`).
     """
 
     def __init__(self, pool: FramePool, *, num_frame: int, lr_patch: int, batch_size: int, seed: int,
@@ -316,6 +327,12 @@ class PairSampler:
         return f"no training image or video is at least {size}x{size} pixels"
 
     def batch(self, iteration: int) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`batch_uint8` as float32 in [0, 1]."""
+        lr, hr = self.batch_uint8(iteration)
+        return UNIT[lr], UNIT[hr]
+
+    def batch_uint8(self, iteration: int) -> tuple[np.ndarray, np.ndarray]:
+        """The pairs of ``iteration``: ``lr (N, T, 3, h, w)`` and ``hr (N, 3, 4h, 4w)`` uint8, C-contiguous."""
         self.pool.build(self.seed, iteration // self.refresh_every)
         rng = np.random.default_rng([self.seed, 2, iteration])
         lrs, hrs = [], []
@@ -328,8 +345,8 @@ class PairSampler:
                 lr, hr = self._degraded_pair(rng, np.random.default_rng([self.seed, 3, iteration, k]))
                 lrs.append(lr)
                 hrs.append(hr)
-        lr = np.stack(lrs).transpose(0, 1, 4, 2, 3).astype(np.float32) / np.float32(255.0)
-        hr = np.stack(hrs).transpose(0, 3, 1, 2).astype(np.float32) / np.float32(255.0)
+        lr = np.stack(lrs).transpose(0, 1, 4, 2, 3)
+        hr = np.stack(hrs).transpose(0, 3, 1, 2)
         return np.ascontiguousarray(lr), np.ascontiguousarray(hr)
 
     def _degraded_pair(self, rng: np.random.Generator, drng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:

@@ -4,7 +4,8 @@ kernel, Gaussian/Poisson noise, JPEG, and real H.264 compression of the whole LR
 ``(T, H, W, 3)`` uint8 HR -> ``(T, H/4, W/4, 3)`` uint8 LR.  Every probability and range lives in a TOML file
 (``configs/degrade/NAME.toml``, loaded by :func:`load_degrade`); the code only draws from them.  Parameters are
 drawn once per clip (one camera, one encoder), noise once per frame.  Everything random comes from the
-``numpy.random.Generator`` passed in and x264 runs single-threaded, so a seed fixes the LR bytes.
+``numpy.random.Generator`` passed in and x264 runs single-threaded without its AVX-512 functions (see
+:func:`x264`), so a seed fixes the LR bytes.
 
 Order (RealBasicVSR's video pipeline, one pass): blur (HR) -> resize to x1/4 -> noise -> JPEG -> x264.
 ``clean`` is the probability of the plain BI degradation instead (MATLAB bicubic x1/4, today's training pairs).
@@ -15,6 +16,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, fields
 from fractions import Fraction
+from functools import lru_cache
 from pathlib import Path
 
 import cv2
@@ -30,6 +32,8 @@ MODES = ("clean", "real", "mix")
 # Resize kernels by name; "matlab" is MATLAB's antialiased bicubic (the BI degradation).
 KERNELS = {"area": cv2.INTER_AREA, "bilinear": cv2.INTER_LINEAR, "bicubic": cv2.INTER_CUBIC,
            "lanczos": cv2.INTER_LANCZOS4, "matlab": None}
+# What x264 needs to pick its AVX-512 functions (x264's own test: F, CD, BW, DQ and VL), as /proc/cpuinfo names them.
+X264_AVX512 = ("avx512f", "avx512cd", "avx512bw", "avx512dq", "avx512vl")
 X264_PRESETS = ("ultrafast", "superfast", "veryfast", "faster", "fast", "medium", "slow", "slower", "veryslow")
 
 
@@ -248,9 +252,23 @@ def jpeg(clip: np.ndarray, quality: int) -> np.ndarray:
     return np.stack(out)
 
 
+@lru_cache(maxsize=1)
+def x264_asm() -> dict[str, str]:
+    """The x264 options that keep its output a function of its input: ``asm=AVX2`` where the CPU has AVX-512.
+
+    x264's AVX-512 functions read memory it never wrote: on this project's AVX-512 EPYC the same clip, encoded
+    single-threaded, came out different in 5 to 20 % of encodes, and under glibc's ``MALLOC_PERTURB_`` (which fills
+    fresh memory with a given byte) differently for every one of 45 clips, sizes and presets tried; capped at
+    AVX2 (which every AVX-512 CPU has) none changed.  Elsewhere x264 chooses its functions itself.
+    """
+    from vsr.quant.isa import cpu_flags
+
+    return {"x264-params": "asm=AVX2"} if all(f in cpu_flags() for f in X264_AVX512) else {}
+
+
 def x264(clip: np.ndarray, *, crf: int, preset: str, fps: int = 25, gop: int = 0) -> np.ndarray:
-    """The clip ``(T, h, w, 3)`` uint8 encoded as one H.264 stream (libx264, yuv420p, single thread: the
-    bytes depend only on the input and the settings) and decoded back, all in memory."""
+    """The clip ``(T, h, w, 3)`` uint8 encoded as one H.264 stream (libx264, yuv420p, single thread, no AVX-512:
+    the bytes depend only on the input and the settings, see :func:`x264_asm`) and decoded back, in memory."""
     import av
 
     t, h, w = clip.shape[:3]
@@ -263,7 +281,7 @@ def x264(clip: np.ndarray, *, crf: int, preset: str, fps: int = 25, gop: int = 0
     enc.time_base = Fraction(1, fps)
     enc.framerate = Fraction(fps, 1)
     enc.thread_count = 1
-    opts = {"crf": str(int(crf)), "preset": preset}
+    opts = {"crf": str(int(crf)), "preset": preset, **x264_asm()}
     if gop:
         opts["g"] = str(int(gop))
     enc.options = opts

@@ -7,6 +7,7 @@ from dataclasses import MISSING, asdict, dataclass, fields
 
 import torch
 
+from vsr.backends.options import MAX_THREADS
 from vsr.errors import InputError
 from vsr.model.init import INIT_SCHEMES
 from vsr.train.degrade import MODES as DEGRADE_MODES
@@ -17,7 +18,7 @@ VAL_WEIGHTS = ("ema", "model")
 
 # Options that may differ between a run and its resumption without breaking exactness.
 RESUME_FREE = frozenset({"out", "iters", "val_every", "val_weights", "ckpt_every", "log_every", "threads",
-                         "device", "init", "val"})
+                         "workers", "device", "init", "val"})
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,8 @@ class TrainOptions:
     ckpt_every: int = 50
     log_every: int = 10
     threads: int = 0  # torch CPU threads; 0 = leave torch's default
+    workers: int | None = None  # processes making batches ahead (vsr.train.stream); 0 = in the training process,
+    # None = all cores but one
     amp: str = "auto"  # "auto" (bf16 or fp16 on CUDA, off on CPU), "bf16", "fp16", "off"
     device: str = "auto"
     exclude: tuple[str, ...] = ("vid4",)  # never train on these paths (validation sequences)
@@ -144,7 +147,9 @@ _RULES = {
     "val_every": _COUNT,
     "ckpt_every": _POSITIVE_INT,
     "log_every": _POSITIVE_INT,
-    "threads": _COUNT,
+    "threads": ((lambda v: _is_int(v) and 0 <= v <= MAX_THREADS), f"an integer from 0 to {MAX_THREADS}"),
+    "workers": ((lambda v: v is None or (_is_int(v) and 0 <= v <= MAX_THREADS)),
+                f"an integer from 0 to {MAX_THREADS} (0: batches made in the training process)"),
     "amp": _choice(AMP_MODES),
     "device": (_device, "auto or a torch device (cpu, cuda, cuda:1 ...)"),
     "exclude": (_strings, "a tuple of path fragments"),

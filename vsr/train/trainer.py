@@ -27,10 +27,11 @@ from vsr.model.weights import (build_model, bundled_path, extract_state_dict, lo
                                resolve_config)
 from vsr.quant.fake import prepare_qat, qat_parameters
 from vsr.train.checkpoint import Trainable, TrainState, make_checkpoint, restore, save_checkpoint
-from vsr.train.data import FramePool, PairSampler, find_sources
+from vsr.train.data import UNIT, FramePool, PairSampler, find_sources
 from vsr.train.degrade import load_degrade
 from vsr.train.loss import LOSSES
 from vsr.train.options import TrainOptions
+from vsr.train.stream import BatchStream, default_workers
 from vsr.train.validate import holdout_sets, validate, vid4_sets
 
 log = logging.getLogger(__name__)
@@ -79,6 +80,8 @@ class Trainer:
             torch.set_num_threads(o.threads)
         self.device = _device(o.device)
         self.amp = _amp_dtype(o.amp, self.device)
+        self.workers = default_workers() if o.workers is None else o.workers
+        self._unit = torch.tensor(UNIT, device=self.device)
         torch.manual_seed(o.seed)
         self.model = build_model(self.cfg).to(self.device)
         if o.init:
@@ -143,11 +146,13 @@ class Trainer:
         return make_checkpoint(self.parts, self.state, config=self.cfg.name, options=self.o.to_dict())
 
     # -- one step ------------------------------------------------------------------------------------------
-    def step(self) -> float:
+    def step(self, lr_u8: torch.Tensor, hr_u8: torch.Tensor) -> float:
+        """One optimiser step on the batch of the current iteration (uint8 tensors, see :mod:`vsr.train.stream`);
+        returns its loss."""
         o, it = self.o, self.state.iteration
-        lr_np, hr_np = self.sampler.batch(it)
-        lr = torch.from_numpy(lr_np).to(self.device, non_blocking=True)
-        hr = torch.from_numpy(hr_np).to(self.device, non_blocking=True)
+        # to [0, 1] on the device, by the table the numpy batches use (vsr.train.data.UNIT): the same numbers
+        lr = self._unit[lr_u8.to(self.device, non_blocking=True).long()]
+        hr = self._unit[hr_u8.to(self.device, non_blocking=True).long()]
         base = lr_at(it, o)
         for g in self.opt.param_groups:
             g["lr"] = base * g["lr_mult"]
@@ -211,19 +216,22 @@ class Trainer:
         start = self.state.iteration
         end = o.iters if stop_after is None else min(o.iters, start + stop_after)
         if self.resumed:
-            self._log({"event": "resume", "iteration": start})
+            self._log({"event": "resume", "iteration": start, "workers": self.workers})
         else:
-            self._log({"event": "start", "options": o.to_dict(), "config": self.cfg.name,
-                       "data": self.sources.describe(), "degradation": asdict(self.degradation), "params": sum(p.numel() for p in self.model.parameters())})
+            self._log({"event": "start", "options": o.to_dict(), "config": self.cfg.name, "workers": self.workers,
+                       "data": self.sources.describe(), "degradation": asdict(self.degradation),
+                       "params": sum(p.numel() for p in self.model.parameters())})
         validating = bool(self.val_sets and o.val_every)
         if start == 0 and validating:
             self._record_validation()  # the starting point: the initialised or the --init weights
-        t_last, losses = time.time(), []
-        with tqdm(total=o.iters, initial=start, disable=not progress, dynamic_ncols=True, unit="it",
-                  mininterval=5.0) as bar:
+        t_last, waited, losses = time.time(), 0.0, []
+        with (BatchStream(self.sampler, start, end, workers=self.workers,
+                          pin_memory=self.device.type == "cuda") as batches,
+              tqdm(total=o.iters, initial=start, disable=not progress, dynamic_ncols=True, unit="it",
+                   mininterval=5.0) as bar):
             while self.state.iteration < end and not (deadline is not None and time.time() >= deadline):
                 t0 = time.time()
-                loss = self.step()
+                loss = self.step(*next(batches))
                 self.state.wall_s += time.time() - t0
                 losses.append(loss)
                 it = self.state.iteration
@@ -231,10 +239,12 @@ class Trainer:
                 bar.set_postfix(loss=f"{loss:.4f}", lr=f"{lr_at(it - 1, o):.2e}", refresh=False)
                 if it % o.log_every == 0:
                     now = time.time()
+                    # data_wait_s: of this stretch's time, how long the steps waited for their batches
                     self._log({"event": "train", "iteration": it, "loss": float(np.mean(losses)),
                                "lr": lr_at(it - 1, o), "it_per_s": len(losses) / max(now - t_last, 1e-9),
+                               "data_wait_s": round(batches.wait_s - waited, 3),
                                "wall_s": round(self.state.wall_s, 1)})
-                    t_last, losses = now, []
+                    t_last, waited, losses = now, batches.wait_s, []
                 if validating and (it % o.val_every == 0 or it == o.iters):
                     t0 = time.time()
                     res = self._record_validation()

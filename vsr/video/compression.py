@@ -21,7 +21,8 @@ from vsr.video.source import one_line
 SAMPLE_FRAMES = 9
 SAMPLE_EVERY = 4
 PACKETS_FOR_RATE = 60  # packets whose sizes give the rate when the header has none
-# pictures flatter than this (mean absolute luma step, 0-255 scale) say nothing about blocks: a fade, a title card
+# pictures flatter than this (mean absolute luma step, 0-255 scale) across and beside the grid say nothing about
+# blocks (a fade, a title card); steps beside the grid count as at least this much (flat blocks: no division by 0)
 MIN_DETAIL = 0.5
 
 
@@ -51,8 +52,10 @@ def blockiness(luma: np.ndarray, block: int = 8) -> float | None:
     ``luma``: ``(H, W)`` (any numeric type, 0-255 scale).  For every column (and row) boundary of the grid,
     the mean absolute step across it is compared with the mean step across the two pixel boundaries either
     side of it (inside the blocks); the ratio of the sums over both directions.  About 1 for a picture with no
-    grid (texture and edges fall anywhere), above 1 when a block codec left its grid visible.  None when the
-    picture is too flat or too small to say."""
+    grid (texture and edges fall anywhere), above 1 when a block codec left its grid visible.  A picture whose
+    steps are nearly all on the grid (flat blocks: the blockiest there is) is compared with :data:`MIN_DETAIL`
+    instead of its near-zero steps beside it, a large finite value.  None when the picture is too flat (no
+    step either way) or too small to say."""
     y = luma.astype(np.int16 if luma.dtype.kind in "ui" else np.float32, copy=False)  # steps may be negative
     across = beside = 0.0
     for plane in (y, y.T):  # column boundaries, then row boundaries
@@ -64,9 +67,9 @@ def blockiness(luma: np.ndarray, block: int = 8) -> float | None:
         step = [float(np.abs(plane[:, grid + k + 1] - plane[:, grid + k]).mean()) for k in (-1, 0, 1)]
         across += step[1]
         beside += (step[0] + step[2]) / 2
-    if beside < MIN_DETAIL:
+    if beside < MIN_DETAIL and across < MIN_DETAIL:
         return None
-    return across / beside
+    return across / max(beside, MIN_DETAIL)
 
 
 def frame_luma(frame: av.VideoFrame) -> np.ndarray:

@@ -1,4 +1,5 @@
-"""Encoder choice and options: codec and pixel format, option handling and checks, the encoder memory table.
+"""Encoder choice and options: codec and pixel format, option handling and checks, the encoder memory table
+(opening the encoder: :mod:`vsr.video.encoder_open`; NVIDIA's: :mod:`vsr.video.nvenc`).
 
 Options are checked when the encoder opens: an option the encoder does not have, a value it rejects, a
 ``--crf`` outside the codec's range and an output larger than the codec can encode each give one line
@@ -9,14 +10,9 @@ from __future__ import annotations
 
 import io
 import logging
-import os
-import re
-from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Iterator
 
 import av
-import av.logging
 
 from vsr.errors import InputError
 from vsr.video.colour import is_gray_format, is_rgb_format
@@ -77,16 +73,34 @@ FFMPEG_MAX_PLANE = 2**31 - 1
 ENCODER_DEFAULTS = {"libx264": {"crf": "23", "preset": "medium"}, "libx265": {"crf": "28", "preset": "medium"},
                     "libsvtav1": {"crf": "35", "preset": "8"}}
 # Picture codecs: each frame a still image.  FFmpeg puts them into MP4 (object types for PNG, JPEG, JPEG 2000)
-# and AVI, but players do not play them there; QuickTime and Matroska are their video containers.
+# and AVI, but players do not play them there; QuickTime is their video container, and Matroska holds those it
+# has a codec ID for (Motion JPEG, JPEG 2000).  Matroska has none for PNG: ffmpeg's own tool stores it as a
+# Video-for-Windows FourCC (V_MS/VFW/FOURCC 'MPNG'), a compatibility mode that FFmpeg's library refuses at
+# normal compliance (avformat_query_codec), which is what vsr writes with: PNG goes into .mov or a folder.
 IMAGE_CODECS = frozenset("png apng mjpeg jpeg2000 libopenjpeg bmp tiff gif qoi libwebp libwebp_anim jpegls ljpeg "
                          "targa sgi dpx ppm pgm pam pbm".split())
 # (Motion JPEG also in AVI: cameras write it so, and players read it there.)
 IMAGE_CONTAINERS = {"mov": ".mov", "matroska": ".mkv"}
 IMAGE_CONTAINERS_OF = {"mjpeg": {**IMAGE_CONTAINERS, "avi": ".avi"}}
+# The default codec of a container where libx264 is wrong for it.  AVI stores no presentation timestamps: H.264
+# in it (B-frames or not) reads back with none (ffprobe shows N/A), while MPEG-4 Part 2 without B-frames (FFmpeg's
+# mpeg4 encoder has none by default) reads back with every frame's time; it is AVI's own codec (Xvid, DivX), which
+# every player that opens AVI plays.  Tagged XVID, the FourCC hardware players look for.
+CONTAINER_CODECS = {"avi": "mpeg4"}
+CODEC_TAGS = {("avi", "mpeg4"): "XVID"}
+# Encoders with no CRF whose FFmpeg default is a bit rate of 200 kb/s (a blur at x4 sizes): vsr runs them at a
+# fixed quantiser (qmin = qmax, what ffmpeg's -q:v does), --crf's value where given.  3 is near-transparent for
+# both (2 is their best).  Any rate option of the user's own (-x b=, qmin=, qmax=, global_quality=) replaces it.
+QUANTISER_CODECS = {"mpeg4": (2, 31), "mjpeg": (2, 31)}
+DEFAULT_QUANTISER = 3
+RATE_OPTIONS = ("b", "qmin", "qmax", "global_quality")
+# The option holding an encoder's own parameters (``key=value:key=value``), which it applies after FFmpeg's:
+# a crf, qp or bitrate there decides the rate control (tests/video/test_encoder_choices.py reads x264's own
+# record of its settings from the output to check it).
+PARAMS_OPTION = {"libx264": "x264-params", "libx265": "x265-params", "libsvtav1": "svtav1-params"}
+RATE_PARAMS = ("crf", "qp", "qp_constant", "bitrate", "tbr")
 # The containers a "cannot hold" message suggests, by format name.
 COMMON_CONTAINERS = {"mp4": ".mp4", "matroska": ".mkv", "mov": ".mov", "webm": ".webm"}
-# What encoders log (at warning level) for an option they did not take while opening anyway.
-REJECTED_OPTION = re.compile(r"Error parsing option|Unknown option|Invalid value for|bad value for", re.I)
 
 
 def choose_pix_fmt(codec: av.Codec, info: VideoInfo, requested: str | None) -> str:
@@ -119,11 +133,13 @@ def choose_pix_fmt(codec: av.Codec, info: VideoInfo, requested: str | None) -> s
 
 
 def default_codec(container, hardware: bool = False) -> str:
-    """libx264 where the container holds H.264 (mp4, mkv, mov), else the first of FALLBACK_CODECS it holds;
-    ``hardware``: h264_nvenc first, where it opens here (:func:`vsr.video.nvenc.nvenc_problem`)."""
-    if hardware and "h264_nvenc" in container.supported_codecs and nvenc_problem("h264_nvenc") is None:
+    """The container's own (:data:`CONTAINER_CODECS`), else libx264 where the container holds H.264 (mp4, mkv,
+    mov; ``hardware``: h264_nvenc there, where it opens here, :func:`vsr.video.nvenc.nvenc_problem`), else the
+    first of FALLBACK_CODECS it holds."""
+    own = CONTAINER_CODECS.get(container.format.name)
+    if not own and hardware and "h264_nvenc" in container.supported_codecs and nvenc_problem("h264_nvenc") is None:
         return "h264_nvenc"
-    for name in (DEFAULT_CODEC,) + FALLBACK_CODECS:
+    for name in ((own,) if own else ()) + (DEFAULT_CODEC,) + FALLBACK_CODECS:
         if name in container.supported_codecs and name in av.codecs_available:
             return name
     raise InputError(f"{container.format.name} holds none of the video codecs vsr writes; "
@@ -131,18 +147,42 @@ def default_codec(container, hardware: bool = False) -> str:
 
 
 def effective(codec: str, opts: dict[str, str]) -> dict[str, int | float | str | None]:
-    """The ``crf`` (a number where it is one; NVENC's constant quality ``cq``) and ``preset`` the encoder runs
-    with: those given in ``opts``, else its own defaults (:data:`ENCODER_DEFAULTS`; None where it has no such
-    setting or vsr does not know it)."""
-    # (NVENC's own: FFmpeg's documented default, not checked against an encoder: none opens on vsr's CI)
-    own = ENCODER_DEFAULTS.get(codec, NVENC_DEFAULTS if is_nvenc(codec) else {})
-    crf, preset = (opts.get(key, own.get(key)) for key in (quality_key(codec), "preset"))
+    """The ``crf``, ``preset`` and fixed quantiser ``q`` (numbers where they are) the encoder runs with: those
+    given in ``opts``, the encoder's own parameters (``-x x264-params=crf=18``) first, else its own defaults
+    (:data:`ENCODER_DEFAULTS`); None where it has no such setting, runs another rate control (a qp or a bit
+    rate) or vsr does not know it.  NVENC's constant quality ``cq`` is its ``crf``."""
+    if is_nvenc(codec):  # its own preset: FFmpeg's documented default, not checked (no NVENC opens on vsr's CI)
+        return {"crf": _number(opts.get("cq")), "preset": opts.get("preset", NVENC_DEFAULTS["preset"]), "q": None}
+    own = ENCODER_DEFAULTS.get(codec, {})
+    params = encoder_params(codec, opts)
+    rate = [k for k in params if k in RATE_PARAMS]
+    if rate:  # the encoder applies its parameters last, in order: the last rate key there decides
+        crf = params["crf"] if rate[-1] == "crf" else None
+    elif "crf" in opts:
+        crf = opts["crf"]
+    else:  # FFmpeg's -x qp= or b= without a crf: constant QP or a bit rate
+        crf = None if opts.get("qp") or opts.get("b") else own.get("crf")
+    preset = params.get("preset", opts.get("preset", own.get("preset")))
+    q = opts.get("qmin") if codec in QUANTISER_CODECS and opts.get("qmin") == opts.get("qmax") else None
+    return {"crf": _number(crf), "preset": preset, "q": _number(q)}
+
+
+def _number(text: str | None) -> int | float | str | None:
     try:
-        crf = float(crf) if crf is not None else None
-        crf = int(crf) if crf is not None and crf.is_integer() else crf  # 23, as a person writes it
+        x = float(text) if text is not None else None
     except ValueError:
-        pass
-    return {"crf": crf, "preset": preset}
+        return text
+    return int(x) if x is not None and x.is_integer() else x  # 23, as a person writes it
+
+
+def encoder_params(codec: str, opts: dict[str, str]) -> dict[str, str]:
+    """The ``key=value`` pairs of the encoder's own parameters option (:data:`PARAMS_OPTION`), in order."""
+    text = opts.get(PARAMS_OPTION.get(codec, ""), "")
+    out: dict[str, str] = {}
+    for key, _, value in (item.partition("=") for item in text.split(":") if item.strip()):
+        out.pop(key.strip(), None)  # a key given again counts where it was given last
+        out[key.strip()] = value.strip()
+    return out
 
 
 def check_playable(codec: str, container, played: bool = True) -> None:
@@ -152,10 +192,13 @@ def check_playable(codec: str, container, played: bool = True) -> None:
     name = container.format.name
     if codec in IMAGE_CODECS and played:
         plays = IMAGE_CONTAINERS_OF.get(codec, IMAGE_CONTAINERS)
-        if name in plays:
-            return _check_holds(codec, container, plays)
         where = _holders(codec, plays)
         frames = ", or a folder (a name without suffix) for PNG frames" if codec == "png" else ""
+        if name in plays and codec not in container.supported_codecs:
+            raise InputError(f"{name} has no codec ID for {codec} video: use {where or 'another container'}"
+                             f"{frames}, or another codec (ffv1 is lossless)")
+        if name in plays:
+            return None
         raise InputError(f"--codec {codec} writes still pictures, which players do not play from {name}: use "
                          f"{where or 'another container'}{frames}")
     _check_holds(codec, container, COMMON_CONTAINERS)
@@ -205,11 +248,14 @@ def encoder_options(codec: str, s: EncoderSettings, width: int, height: int) -> 
     if is_nvenc(codec):
         return {**nvenc_options(s.crf, s.preset), **dict(s.options)}, False
     opts = {}
-    if s.crf is not None:
+    given = dict(s.options)
+    if codec in QUANTISER_CODECS:
+        opts.update(_quantiser(codec, s, given))
+    elif s.crf is not None:
         opts["crf"] = f"{s.crf:g}"
     if s.preset is not None:
         opts["preset"] = s.preset
-    opts.update(dict(s.options))
+    opts.update(given)
     if codec == "libx264" and width * height > BIG_OUTPUT_PIXELS and "rc-lookahead" not in opts \
             and "x264-params" not in opts and opts.get("preset") != "ultrafast":
         opts["x264-params"] = BIG_OUTPUT_X264_PARAMS
@@ -219,7 +265,20 @@ def encoder_options(codec: str, s: EncoderSettings, width: int, height: int) -> 
     return opts, False
 
 
-def _option_name(key: str, value: str, s: EncoderSettings) -> str:
+def _quantiser(codec: str, s: EncoderSettings, given: dict[str, str]) -> dict[str, str]:
+    """The fixed quantiser of a codec without CRF (:data:`QUANTISER_CODECS`): ``--crf``'s value, else
+    :data:`DEFAULT_QUANTISER`; nothing where the user gave a rate option of their own."""
+    if any(k in given for k in RATE_OPTIONS):
+        return {}
+    lo, hi = QUANTISER_CODECS[codec]
+    q = DEFAULT_QUANTISER if s.crf is None else s.crf
+    if q != int(q) or not lo <= q <= hi:
+        raise InputError(f"--crf {q:g} is out of range for {codec}: it has no CRF, --crf is its quantiser, a "
+                         f"whole number {lo}..{hi} (lower is better; default {DEFAULT_QUANTISER})")
+    return {"qmin": str(int(q)), "qmax": str(int(q))}
+
+
+def option_name(key: str, value: str, s: EncoderSettings) -> str:
     """How the user gave option ``key``: ``--crf 99``, ``--preset x`` or ``-x key=value``."""
     if key in ("crf", "cq") and s.crf is not None and key not in dict(s.options):
         return f"--crf {value}"
@@ -236,18 +295,30 @@ def check_values(codec: str, opts: dict[str, str], s: EncoderSettings) -> None:
             and not (preset.isdigit() and int(preset) < len(PRESETS[codec]) and not is_nvenc(codec)):
         # (x264 also takes a preset's index)
         also = ", or x264's names" if is_nvenc(codec) else ""
-        raise InputError(f"{_option_name('preset', s.preset or opts['preset'], s)} is not a {codec} preset "
+        raise InputError(f"{option_name('preset', s.preset or opts['preset'], s)} is not a {codec} preset "
                          f"({', '.join(PRESETS[codec])}{also})")
-    key = quality_key(codec)
-    if key not in opts or codec not in CRF_RANGE:
+    params = encoder_params(codec, opts)
+    rate = [k for k in params if k in RATE_PARAMS]
+    if rate and "crf" in opts and (rate[-1] != "crf" or _number(params["crf"]) != _number(opts["crf"])):
+        raise InputError(f"{option_name('crf', opts['crf'], s)} and -x {PARAMS_OPTION[codec]}=...{rate[-1]}="
+                         f"{params[rate[-1]]} both set the rate control (the encoder would take the second): "
+                         "give one")
+    key = quality_key(codec)  # NVENC's constant quality is its cq
+    _check_crf(codec, opts.get(key), lambda v: option_name(key, v, s))
+    _check_crf(codec, params.get("crf"), lambda v: f"-x {PARAMS_OPTION[codec]}=...crf={v}")
+
+
+def _check_crf(codec: str, value: str | None, shown) -> None:
+    """A crf outside the codec's quality scale -> InputError naming the option as ``shown(value)`` says it."""
+    if value is None or codec not in CRF_RANGE:
         return
     try:
-        crf = float(opts[key])
+        crf = float(value)
     except ValueError:
         return  # not a number: the encoder refuses it when it opens
     lo, hi = CRF_RANGE[codec]
     if not lo <= crf <= hi:
-        raise InputError(f"{_option_name(key, opts[key], s)} is out of range for {codec} ({lo}..{hi})")
+        raise InputError(f"{shown(value)} is out of range for {codec} ({lo}..{hi})")
 
 
 def check_size(codec: str, width: int, height: int) -> None:
@@ -259,82 +330,6 @@ def check_size(codec: str, width: int, height: int) -> None:
     if mw is not None and (width > mw or height > mh):
         raise InputError(f"the output, {width}x{height}, is too large for {codec}: it encodes frames of at most "
                          f"{mw}x{mh} (use a smaller source or --codec ffv1)")
-
-
-@contextmanager
-def captured_ffmpeg_log() -> Iterator[list[tuple[int, str, str]]]:
-    """FFmpeg's warnings and errors of this thread, as ``(level, name, message)``, instead of nowhere."""
-    level, skip = av.logging.get_level(), av.logging.get_skip_repeated()
-    av.logging.set_level(av.logging.WARNING)
-    av.logging.set_skip_repeated(False)  # the same bad option in a second sink must be seen again
-    try:
-        with av.logging.Capture() as logs:
-            yield logs
-    finally:
-        av.logging.set_skip_repeated(skip)
-        av.logging.set_level(level)
-
-
-@contextmanager
-def quiet_encoder(codec: str, quiet: bool) -> Iterator[None]:
-    """SVT-AV1 prints its settings to stderr itself; ``quiet`` lets it print errors only.
-
-    It reads ``SVT_LOG`` once, when its first encoder in the process opens; a user's own ``SVT_LOG`` wins.
-    """
-    if not quiet or codec != "libsvtav1" or "SVT_LOG" in os.environ:
-        yield
-        return
-    os.environ["SVT_LOG"] = "1"  # SVT_LOG_ERROR
-    try:
-        yield
-    finally:
-        del os.environ["SVT_LOG"]
-
-
-def quiet_options(codec: str, opts: dict[str, str], quiet: bool) -> dict[str, str]:
-    """``opts`` with x265's own log cut to errors under ``quiet``: x265 prints its settings and statistics to
-    stderr itself, past FFmpeg's log level.  A ``log-level`` the user gave in ``x265-params`` wins."""
-    if not quiet or codec != "libx265":
-        return opts
-    params = opts.get("x265-params", "")
-    if re.search(r"(^|:)log-level=", params):
-        return opts
-    return {**opts, "x265-params": f"{params}:log-level=error" if params else "log-level=error"}
-
-
-def _first_error(e: Exception, logs: list[tuple[int, str, str]]) -> str:
-    """The encoder's own first error message, else the exception's, on one line."""
-    errors = [m.strip() for level, _, m in logs if level <= av.logging.ERROR]
-    if errors:
-        return errors[0]
-    if isinstance(e, av.FFmpegError) and e.strerror:
-        return e.strerror
-    return (str(e).splitlines() or [type(e).__name__])[0][:120]
-
-
-def open_encoder(oc, vs, opts: dict[str, str], s: EncoderSettings) -> None:
-    """Start encoding ``oc`` (its video stream ``vs`` opened with ``opts``); every option the encoder did not
-    take, or took with a complaint, is an InputError naming it."""
-    codec = vs.codec_context.name
-    vs.options = quiet_options(codec, dict(vs.options), s.quiet)
-    with quiet_encoder(codec, s.quiet), captured_ffmpeg_log() as logs:
-        try:
-            oc.start_encoding()
-        except (av.FFmpegError, ValueError) as e:
-            if any("Picture size" in m for _, _, m in logs):
-                check_size(codec, vs.width, vs.height)
-            why = _first_error(e, logs)
-            shown = " ".join(f"{k}={v}" for k, v in opts.items()) or "defaults"
-            raise InputError(f"{codec} rejected its options ({shown}): {why}") from None
-    unused = dict(vs.options)
-    if unused:
-        key, value = next(iter(unused.items()))
-        raise InputError(f"{codec} has no option {key!r} ({_option_name(key, value, s)})")
-    rejected = [m.strip() for _, _, m in logs if REJECTED_OPTION.search(m)]
-    if rejected:
-        params = [f"-x {k}={v}" for k, v in opts.items() if k.endswith(("-params", "opts"))]
-        where = params[0] if len(params) == 1 else "an option"
-        raise InputError(f"{codec} rejected {where}: {rejected[0]}")
 
 
 def encoder_memory_mb(codec: str, opts: dict[str, str], low_memory_x264: bool, width: int, height: int) -> float:

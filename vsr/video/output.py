@@ -22,6 +22,7 @@ import logging
 import os
 import re
 import shutil
+import sys
 from pathlib import Path
 
 from vsr.errors import InputError, OutputError
@@ -44,6 +45,19 @@ def is_stream(path: str | os.PathLike) -> bool:
     """Whether ``path`` names a stream (``-``) rather than a file: written and read once, in order, never renamed
     or replaced (none of the rules below apply to it)."""
     return os.fspath(path) == STREAM
+
+
+def stream_closed(fd: int) -> bool:
+    """Whether standard input (``fd`` 0) or output (1) is closed (``<&-``, ``>&-``).  Python starts with
+    ``sys.stdin``/``sys.stdout`` None then; vsr's CLI puts /dev/null at the descriptor so that no file lands
+    there (:func:`vsr.cli._hold_closed_streams`), and a library caller's descriptor may simply be closed."""
+    if (sys.stdin, sys.stdout)[fd] is None:
+        return True
+    try:
+        os.fstat(fd)
+    except OSError:
+        return True
+    return False
 
 
 def is_png_folder(path: Path) -> bool:

@@ -18,7 +18,7 @@ import av
 
 from vsr.errors import InputError, OutputClosed
 from vsr.video.encoders import EncoderSettings, choose_pix_fmt
-from vsr.video.output import STREAM
+from vsr.video.output import STREAM, stream_closed
 from vsr.video.sink import VideoSink
 from vsr.video.source import VideoInfo
 
@@ -76,6 +76,9 @@ class StreamSink(VideoSink):
         fmt = settings.container or DEFAULT_FORMAT
         if fmt not in STREAM_FORMATS:
             raise InputError(f"--format must be one of {', '.join(STREAM_FORMATS)}, not {fmt!r}")
+        if stream_closed(1):
+            raise InputError("standard output is closed: there is nowhere to write the video (pipe it into a "
+                             "program or a file: vsr upscale IN - | ffmpeg -i - OUT, or give OUT a file name)")
         if os.isatty(1):
             raise InputError("standard output is a terminal: pipe vsr's output into a program or a file "
                              "(e.g. vsr upscale IN - | ffmpeg -i - OUT)")

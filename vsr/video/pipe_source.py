@@ -21,8 +21,9 @@ import av
 
 from vsr.errors import InputError
 from vsr.video.ends import CountedReader, EarlyEnd, stream_end
-from vsr.video.output import STREAM
-from vsr.video.source import SourceFrame, VideoInfo, one_line, timed_frames, video_info
+from vsr.video.output import STREAM, stream_closed
+from vsr.video.source import (SourceFrame, VideoInfo, ffmpeg_log, ffmpeg_reason, one_line, size_error,
+                              timed_frames, video_info)
 
 SIDE_TYPES = ("audio", "subtitle")
 
@@ -77,6 +78,9 @@ class StreamSource:
     def __init__(self, file: BinaryIO | None = None):
         self.path = Path(STREAM)
         if file is None:
+            if stream_closed(0):
+                raise InputError("standard input is closed: there is no video to read from it (pipe one into it: "
+                                 "ffmpeg -i IN -f yuv4mpegpipe - | vsr upscale - OUT)")
             if os.isatty(0):
                 raise InputError("standard input is a terminal: pipe a video into it (e.g. ffmpeg -i IN -f "
                                  "yuv4mpegpipe - | vsr upscale - OUT)")
@@ -85,12 +89,15 @@ class StreamSource:
         self.early_end: EarlyEnd | None = None
         self._first_packet = 0
         self._count = 0
+        logged: list[str] = []  # a pipe cannot be opened twice, as a file's error path does: its log is kept
         try:
-            self._container = av.open(self._file, "r")
+            with ffmpeg_log(logged):
+                self._container = av.open(self._file, "r")
         except av.EOFError:
             raise InputError("zero frames: standard input ended before its first frame") from None
         except (av.FFmpegError, OSError, ValueError) as e:
-            raise InputError(f"not a video stream on standard input ({one_line(e)})") from None
+            raise size_error("the video on standard input", logged) or \
+                InputError(f"not a video stream on standard input ({ffmpeg_reason(e, logged)})") from None
         try:
             self.info = self._probe()
         except BaseException:

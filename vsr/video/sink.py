@@ -9,8 +9,10 @@ temporary, so an interrupted run never leaves a file at the output path.
 
 from __future__ import annotations
 
+import functools
 import io
 import logging
+from fractions import Fraction
 from pathlib import Path
 from typing import Callable
 
@@ -21,15 +23,17 @@ from vsr.errors import InputError
 from vsr.video.colour import (SITING_NAMES, SPC_RGB, ColourSpec, FramePlanes, bit_depth, is_gray_format,
                               is_rgb_format, planar444, planes_to_frame)
 from vsr.video.dts import DtsRepair
-from vsr.video.encoders import (EncoderSettings, check_playable, check_size, check_values, choose_pix_fmt,
-                                default_codec, effective, encoder_memory_mb, encoder_options, open_codec,
-                                open_encoder)
+from vsr.video.encoder_open import open_encoder
+from vsr.video.encoders import (CODEC_TAGS, EncoderSettings, check_playable, check_size, check_values, choose_pix_fmt,
+                                default_codec, effective, encoder_memory_mb, encoder_options, open_codec)
 from vsr.video.output import commit_output, output_path, video_partial, writes
 from vsr.video.passthrough import Passthrough, Window
 from vsr.video.planes import PlaneFormat
 from vsr.video.source import VideoInfo
 
 log = logging.getLogger(__name__)
+
+VARIABLE_FPS = 0x0400  # AVFMT_VARIABLE_FPS: the container keeps each frame's timestamp (not AVI)
 
 # video stream tags that describe the source's encoding, not the content
 DROPPED_TAGS = ("DURATION", "ENCODER", "HANDLER_NAME", "VENDOR_ID")
@@ -78,7 +82,8 @@ class VideoSink:
             self.encoder_options, self.low_memory_x264 = encoder_options(codec.name, settings, width, height)
             check_values(codec.name, self.encoder_options, settings)
             # what the run's report names: the settings the encoder really runs with, its defaults included
-            self.crf, self.preset = effective(codec.name, self.encoder_options).values()
+            used = effective(codec.name, self.encoder_options)
+            self.crf, self.preset, self.quantiser = used["crf"], used["preset"], used["q"]
             self.vs = self._add_video(codec, width, height)
             if info.kind == "video" and passthrough:
                 self.passthrough = Passthrough(info.path if info.side_packets is None else info.side_packets, self.oc)
@@ -142,9 +147,12 @@ class VideoSink:
         info = self.info
         rate = info.rate if info.rate else None
         vs = self.oc.add_stream(codec.name, rate=rate)
+        tag = CODEC_TAGS.get((self.oc.format.name, codec.name))
+        if tag is not None:
+            vs.codec_tag = tag
         vs.width, vs.height = width, height
         vs.pix_fmt = self.pix_fmt
-        vs.time_base = info.time_base
+        vs.time_base = self._stream_time_base()
         cc = vs.codec_context
         cc.time_base = info.time_base
         if info.sample_aspect_ratio:
@@ -164,6 +172,16 @@ class VideoSink:
             if k.upper() not in DROPPED_TAGS:
                 vs.metadata[k] = v
         return vs
+
+    def _stream_time_base(self) -> Fraction:
+        """The source's time base, or one frame where the container keeps no timestamp per frame (AVI: its
+        header's frame rate is the stream's time base, every index entry one tick), for a constant-rate source."""
+        info = self.info
+        if self.oc.format.flags & VARIABLE_FPS or not info.rate:
+            return info.time_base
+        if info.kind == "video" and Path(info.path).is_file():
+            check_constant_rate(Path(info.path), info.rate, self.oc.format.name)
+        return 1 / Fraction(info.rate)
 
     # ---- writing -------------------------------------------------------------------------------
 
@@ -250,6 +268,34 @@ class VideoSink:
                     c.close()
             except Exception:  # closing a half-written container may fail; the file goes anyway
                 pass
+
+
+def check_constant_rate(path: Path, rate: Fraction, container: str) -> None:
+    """InputError where the video of ``path`` is not on its ``rate``'s grid (a variable frame rate), which
+    ``container`` (one frame rate for the whole stream) cannot keep.  Reads the packets' timestamps only, once per
+    version of the file in a process (a batch job opens a sink per chunk)."""
+    st = path.stat()
+    off = _off_grid(str(path), st.st_mtime_ns, st.st_size, rate)
+    if off is not None:
+        raise InputError(f"{path} has a variable frame rate (a frame at {off:.3f} s is off its {float(rate):.6g} fps "
+                         f"grid), which {container} cannot keep: use a .mkv or .mp4 output")
+
+
+@functools.lru_cache(maxsize=8)
+def _off_grid(path: str, mtime_ns: int, size: int, rate: Fraction) -> float | None:
+    """The time of the first frame of ``path`` off the grid of ``rate`` (or on a tick already taken), else None."""
+    with av.open(path) as c:
+        st = c.streams.video[0]
+        stamps = sorted(p.pts for p in c.demux(st) if p.pts is not None and p.size)
+        tb = st.time_base
+    slack = float(tb * rate) + 1e-6  # one tick of the source's time base, in frames
+    last = None
+    for pts in stamps:
+        slot = float((pts - stamps[0]) * tb * rate)
+        if abs(slot - round(slot)) > slack or (last is not None and round(slot) <= last):
+            return float(pts * tb)
+        last = round(slot)
+    return None
 
 
 class _Buffer(io.BytesIO):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import re
 import warnings
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from pathlib import Path
@@ -89,28 +90,47 @@ def one_line(e: Exception) -> str:
 
 
 def _open_error(path: Path, e: Exception) -> InputError:
-    """Why ``av.open(path)`` fails, in FFmpeg's own words where it logged them.
+    """Why ``av.open(path)`` fails, in FFmpeg's own words where it logged them (the open is repeated with
+    FFmpeg's log captured, only on this error path)."""
+    lines: list[str] = []
+    with ffmpeg_log(lines):
+        try:
+            av.open(str(path), "r").close()
+        except (av.FFmpegError, OSError, ValueError):
+            pass
+    return size_error(str(path), lines) or InputError(f"not a video file: {path} ({ffmpeg_reason(e, lines)})")
 
-    PyAV's errno text alone can mislead: a picture too large for FFmpeg reads "Device or resource busy".
-    The open is repeated with FFmpeg's log captured (off by default), only on this error path.
-    """
+
+@contextmanager
+def ffmpeg_log(lines: list[str]) -> Iterator[None]:
+    """FFmpeg's error lines logged in the block (its log is off by default) appended to ``lines``: its own
+    words for an error message, where PyAV's errno text can mislead (a picture too large for FFmpeg reads
+    "Device or resource busy")."""
     previous = av.logging.get_level()
     av.logging.set_level(av.logging.ERROR)
     try:
         with av.logging.Capture() as logs:
-            try:
-                av.open(str(path), "r").close()
-            except (av.FFmpegError, OSError, ValueError):
-                pass
+            yield
     finally:
         av.logging.set_level(previous)
-    lines = [text.strip() for _level, _name, text in logs if text.strip()]
+        lines.extend(text.strip() for _level, _name, text in logs if text.strip())
+
+
+def ffmpeg_reason(e: Exception, lines: list[str]) -> str:
+    """The reason of ``e`` on one line, with the last line FFmpeg logged (:func:`ffmpeg_log`)."""
+    return f"{one_line(e)}: {lines[-1][:120]}" if lines else one_line(e)
+
+
+def size_error(what: str, lines: list[str]) -> InputError | None:
+    """The error of a picture size FFmpeg refused to decode (its log ``lines``), or None."""
     size = next((m for m in map(_INVALID_SIZE.search, lines) if m), None)
-    if size:
-        return InputError(f"cannot read {path}: its picture size {size[1]}x{size[2]} is larger than FFmpeg "
-                          "decodes (about 268 million pixels at most, e.g. 16000x16000)")
-    detail = f"{one_line(e)}: {lines[-1][:120]}" if lines else one_line(e)
-    return InputError(f"not a video file: {path} ({detail})")
+    if size is None:
+        return None
+    width, height = int(size[1]), int(size[2])
+    if width > 0 and height > 0:
+        return InputError(f"cannot read {what}: its picture size {width}x{height} is larger than FFmpeg decodes "
+                          "(about 268 million pixels at most, e.g. 16000x16000)")
+    return InputError(f"cannot read {what}: its picture size {width}x{height} is invalid")
 
 
 _INVALID_SIZE = re.compile(r"Picture size (\d+)x(\d+) is invalid")

@@ -2,11 +2,16 @@
 
 * :mod:`~vsr.backends.cuda.bridges` -- the segments: the torch model with its DCN and PixelShuffle modules on
   vsr's kernels;
-* :mod:`~vsr.backends.cuda.runtime` -- :class:`CudaTorchBackend`: fp16/fp32, CUDA graphs;
+* :mod:`~vsr.backends.cuda.runtime` -- :class:`CudaTorchBackend`: fp16/fp32, CUDA graphs, each frame's features
+  once;
+* :mod:`~vsr.backends.cuda.layout` -- where its tensors are channels-last (decided there, once);
+* :mod:`~vsr.backends.cuda.graphs` -- its CUDA graphs in one pool, and their memory counted;
+* :mod:`~vsr.backends.cuda.stream` -- each frame's features kept on the device;
+* :mod:`~vsr.backends.cuda.memory` -- what a run takes on the device, measured for the memory plan;
 * :mod:`~vsr.backends.cuda.engines` -- :class:`CudaTensorRTBackend`: the split plan's segments as TensorRT
   engines on device buffers, the same bridges between them;
 * :mod:`~vsr.backends.cuda.tensors` -- the kernels on torch tensors, on torch's stream;
-* :mod:`~vsr.backends.cuda.dcn` -- the DCN: vsr's sampling kernel, then torch's matrix product;
+* :mod:`~vsr.backends.cuda.dcn` -- the DCN: vsr's sampling kernel, then torch's matrix product (NCHW or NHWC);
 * :mod:`~vsr.backends.cuda.keys` -- cache keys from the device and the software versions.
 
 Entry point: :func:`vsr.backends.open_backend` with :class:`vsr.backends.CudaOptions`.

@@ -5,10 +5,14 @@ The split plan cuts the exported graph at its ``DeformConv`` and ``DepthToSpace`
 deformable convolution and ``PixelShuffleLReLU``.  So the torch segments are the model's own code between
 those modules, and :func:`bridge_model` swaps the modules for bridges that run vsr's kernels on the same
 tensors, in place, on torch's stream.  No ONNX -> torch conversion is needed, the segments run exactly the
-operations of the reference, and the cut points are the plan's by construction.
+operations of the reference, and the cut points are the plan's by construction.  The bridges read and write the
+tensors in the runtime's :class:`~vsr.backends.cuda.layout.Layout` (channels-last: vsr's NHWC kernels on the
+``(N, H, W, C)`` views).
 
 :class:`Timeline` marks each bridge's start and end (CUDA events on a GPU, the clock on the CPU): seconds per
-segment (the time between two bridges) and per bridge kernel, for runs that are not captured in a graph.
+segment (the time between two bridges) and per bridge kernel, for runs that are not captured in a graph.  A
+run that keeps each frame's features has a ``features`` step (the per-frame front, no bridge in it) and the
+windows' ``segment_<i>``; then ``segment_0`` holds no features.
 """
 
 from __future__ import annotations
@@ -21,8 +25,9 @@ from contextlib import contextmanager
 import torch
 from torch import nn
 
-from vsr.backends.cuda.dcn import deform_conv_torch
-from vsr.kernels.cuda.ops import pixel_shuffle_lrelu
+from vsr.backends.cuda.dcn import deform_conv_nhwc_torch, deform_conv_torch
+from vsr.backends.cuda.layout import Layout
+from vsr.kernels.cuda.ops import pixel_shuffle_lrelu, pixel_shuffle_lrelu_nhwc
 from vsr.kernels.deform_conv import DeformConvGeometry
 from vsr.model.dcn import DCNv2Pack
 from vsr.model.edvr import PixelShuffleLReLU, TSAFusion
@@ -31,8 +36,9 @@ SLOPE = 0.1  # EDVR's LeakyReLU
 
 
 class Timeline:
-    """Marks of one forward: ``begin()``, then ``step(name)`` around each bridge, then ``end()``;
-    ``durations()`` gives seconds per ``segment_<i>`` and per bridge name (in order)."""
+    """Marks of one run: ``reset()``; per program ``begin()`` (or ``begin(name)``: its one segment's name), then
+    ``step(name)`` around each bridge, then ``end()``; ``durations()`` gives seconds per ``segment_<i>`` (or the
+    named segment) and per bridge name (in order), the gaps between programs left out."""
 
     def __init__(self, device: torch.device):
         self.device = device
@@ -47,10 +53,12 @@ class Timeline:
         else:
             self._marks.append((label, time.perf_counter()))
 
-    def begin(self) -> None:
+    def reset(self) -> None:
         self._marks = []
+
+    def begin(self, name: str | None = None) -> None:
         if self.enabled:
-            self._mark("begin")
+            self._mark(("begin", name))
 
     def end(self) -> None:
         if self.enabled:
@@ -72,46 +80,67 @@ class Timeline:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
         out: dict[str, float] = {}
-        segment = 0
-        for (_, a), (label, b) in zip(self._marks, self._marks[1:]):
+        segment, named = 0, None
+        for (first, a), (label, b) in zip(self._marks, self._marks[1:]):
+            if isinstance(first, tuple):  # a program begins: its segments count from 0, or have its name
+                segment, named = 0, first[1]
+            if isinstance(label, tuple):  # the gap between two programs
+                continue
             seconds = a.elapsed_time(b) / 1e3 if self.device.type == "cuda" else b - a
             if label in ("enter", "end"):
-                label, segment = f"segment_{segment}", segment + 1
+                label, segment = named or f"segment_{segment}", segment + 1
             out[label] = out.get(label, 0.0) + seconds
         return out
 
 
 class DCNBridge(nn.Module):
     """``DCNv2Pack`` whose deformable convolution runs on vsr's kernel: forward(x ``(N, C, H, W)``, feat
-    ``(N, C, H, W)``) -> ``(N, Co, H, W)``.  The offsets and mask stay torch (they end the segment before)."""
+    ``(N, C, H, W)``) -> ``(N, Co, H, W)``, in ``layout``.  The offsets and mask stay torch (they end the segment
+    before); channels-last, the kernel reads the offsets straight out of ``conv_offset``'s output (they are its
+    first ``2*G*kh*kw`` channels) and only the mask's sigmoid is computed apart."""
 
-    def __init__(self, pack: DCNv2Pack, launcher, timeline: Timeline, name: str, gemm: str = "torch"):
+    def __init__(self, pack: DCNv2Pack, launcher, timeline: Timeline, name: str, gemm: str = "torch",
+                 layout: Layout = Layout()):
         super().__init__()
         self.pack = pack
         self.launcher = launcher
         self.timeline = timeline
         self.step_name = name
         self.gemm = gemm
+        self.layout = layout
+        co, ci, kh, kw = pack.weight.shape
+        # (Co, kh, kw, C) flat: the channels-last kernels' weight (a 2-D buffer, so no layout change restrides it)
+        self.register_buffer("weight_rows", pack.weight.detach().permute(0, 2, 3, 1).reshape(co, kh * kw * ci),
+                             persistent=False)
 
     def forward(self, x: torch.Tensor, feat: torch.Tensor) -> torch.Tensor:
-        offset, mask = self.pack.offset_mask(feat)
-        p = self.pack.padding
-        geom = DeformConvGeometry.from_attrs(x.shape, self.pack.weight.shape, pads=[p] * 4,
-                                             offset_group=self.pack.deformable_groups)
+        pack, p = self.pack, self.pack.padding
+        geom = DeformConvGeometry.from_attrs(x.shape, pack.weight.shape, pads=[p] * 4,
+                                             offset_group=pack.deformable_groups)
+        if not self.layout.channels_last:
+            offset, mask = pack.offset_mask(feat)
+            with self.timeline.step(self.step_name):
+                return deform_conv_torch(self.launcher, geom, x.contiguous(), pack.weight, offset.contiguous(),
+                                         mask.contiguous(), pack.bias, gemm=self.gemm)
+        record = Layout.nhwc(pack.conv_offset(feat))  # (N, H, W, 3*G*kh*kw): offsets, then the mask's logits
+        mask = torch.sigmoid(record[..., 2 * geom.offset_group * geom.taps:]).contiguous()
+        weight = self.weight_rows.view(geom.co, geom.kh, geom.kw, geom.c // geom.group)
         with self.timeline.step(self.step_name):
-            return deform_conv_torch(self.launcher, geom, x.contiguous(), self.pack.weight, offset.contiguous(),
-                                     mask.contiguous(), self.pack.bias, gemm=self.gemm)
+            out = deform_conv_nhwc_torch(self.launcher, geom, Layout.nhwc(x), weight, record, mask, pack.bias,
+                                         gemm=self.gemm)
+        return Layout.from_nhwc(out)
 
 
 class ShuffleBridge(nn.Module):
-    """``PixelShuffleLReLU`` as vsr's one fused kernel: ``(N, C*r*r, H, W) -> (N, C, r*H, r*W)``."""
+    """``PixelShuffleLReLU`` as vsr's one fused kernel: ``(N, C*r*r, H, W) -> (N, C, r*H, r*W)`` in ``layout``."""
 
-    def __init__(self, upscale: int, launcher, timeline: Timeline, name: str):
+    def __init__(self, upscale: int, launcher, timeline: Timeline, name: str, layout: Layout = Layout()):
         super().__init__()
         self.upscale = upscale
         self.launcher = launcher
         self.timeline = timeline
         self.step_name = name
+        self.layout = layout
         self._calls = 0
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -119,11 +148,15 @@ class ShuffleBridge(nn.Module):
         name = f"{self.step_name}#{self._calls}"
         self._calls += 1
         with self.timeline.step(name):
-            return pixel_shuffle_lrelu(self.launcher, x.contiguous(), self.upscale, negative_slope=SLOPE)
+            if not self.layout.channels_last:
+                return pixel_shuffle_lrelu(self.launcher, x.contiguous(), self.upscale, negative_slope=SLOPE)
+            out = pixel_shuffle_lrelu_nhwc(self.launcher, Layout.nhwc(x), self.upscale, negative_slope=SLOPE)
+            return Layout.from_nhwc(out)
 
 
 class BridgedModel(nn.Module):
-    """The bridged EDVR: forward(x ``(N, T, 3, H, W)``) -> ``(N, 3, 4H, 4W)``, marking the timeline."""
+    """The bridged EDVR, marking the timeline: forward(x ``(N, T, 3, H, W)``) -> ``(N, 3, 4H, 4W)``; or in two
+    programs, :meth:`features` per frame and :meth:`from_features` per window (:class:`~vsr.model.edvr.EDVR`'s)."""
 
     def __init__(self, model: nn.Module, timeline: Timeline, shuffles: list[ShuffleBridge]):
         super().__init__()
@@ -132,26 +165,39 @@ class BridgedModel(nn.Module):
         self._shuffles = shuffles
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self._marked(None, self.model, x)
+
+    def features(self, frames: torch.Tensor) -> list[torch.Tensor]:
+        """``(M, 3, H, W)`` -> the pyramids ``[L1 (M, C, H, W), L2, L3]``."""
+        return self._marked("features", self.model.features, frames)
+
+    def from_features(self, nbr: list[torch.Tensor], x_center: torch.Tensor) -> torch.Tensor:
+        """The windows' pyramids ``[L1 (N*T, C, H, W), L2, L3]`` and centre frames ``(N, 3, H, W)`` ->
+        ``(N, 3, 4H, 4W)``."""
+        return self._marked(None, self.model.from_features, nbr, x_center)
+
+    def _marked(self, name: str | None, fn, *args):
         for s in self._shuffles:
             s._calls = 0
-        self.timeline.begin()
-        out = self.model(x)
+        self.timeline.begin(name)
+        out = fn(*args)
         self.timeline.end()
         return out
 
 
-def bridge_model(model: nn.Module, launcher, timeline: Timeline,
-                 gemm: str = "torch") -> tuple[BridgedModel, list[str]]:
+def bridge_model(model: nn.Module, launcher, timeline: Timeline, gemm: str = "torch",
+                 layout: Layout = Layout()) -> tuple[BridgedModel, list[str]]:
     """A copy of ``model`` with every ``DCNv2Pack`` and ``PixelShuffleLReLU`` on vsr's kernels, and the names of
-    the bridged modules (in module order).  The weights are shared with nothing: the copy owns its own.
-    ``gemm``: the DCN's matrix product (:func:`vsr.backends.cuda.dcn.deform_conv_torch`)."""
+    the bridged modules (in module order); its weights and activations in ``layout``.  The weights are shared
+    with nothing: the copy owns its own.  ``gemm``: the DCN's matrix product
+    (:func:`vsr.backends.cuda.dcn.deform_conv_torch`)."""
     bridged = copy.deepcopy(model)
     names, shuffles = [], []
     for name, module in list(bridged.named_modules()):
         if isinstance(module, DCNv2Pack):
-            new = DCNBridge(module, launcher, timeline, f"dcn:{name}", gemm)
+            new = DCNBridge(module, launcher, timeline, f"dcn:{name}", gemm, layout)
         elif isinstance(module, PixelShuffleLReLU):
-            new = ShuffleBridge(module.upscale, launcher, timeline, f"shuffle:{name}")
+            new = ShuffleBridge(module.upscale, launcher, timeline, f"shuffle:{name}", layout)
             shuffles.append(new)
         else:
             continue
@@ -159,7 +205,7 @@ def bridge_model(model: nn.Module, launcher, timeline: Timeline,
         parent = bridged.get_submodule(parent_name) if parent_name else bridged
         parent.add_module(attr, new)
         names.append(name)
-    return BridgedModel(bridged, timeline, shuffles), names
+    return BridgedModel(layout.model(bridged), timeline, shuffles), names
 
 
 def keep_attention_fp32(model: nn.Module) -> list[str]:

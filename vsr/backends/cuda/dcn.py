@@ -4,6 +4,11 @@ vsr's ``dcn_im2col`` kernel fills the column buffer of a range of output pixels 
 multiplies the weights by it straight into the output (cuBLAS on a GPU, tensor cores in fp16), on the same
 stream.  vsr's own GEMM kernel (``dcn_gemm``, register-tiled, no tensor cores) stays the choice for grouped
 convolutions and for comparison (``gemm="kernel"``).
+
+Channels-last (:func:`deform_conv_nhwc_torch`): the columns are ``(pixels, kh*kw*C)`` rows and the output
+``(N*Ho*Wo, Co)`` rows, so ``out = cols . W^T + bias`` is one row-major GEMM per chunk of pixels across the
+whole batch (cuBLAS's "TN" form: W ``(Co, kh*kw*C)`` as it is stored, no copy of either operand), the bias
+added by the GEMM itself.
 """
 
 from __future__ import annotations
@@ -11,7 +16,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from vsr.kernels.cuda.ops import DEFAULT_CHUNK_PIXELS, deform_conv, deform_im2col
+from vsr.kernels.cuda.ops import (DEFAULT_CHUNK_PIXELS, deform_conv, deform_conv_nhwc, deform_im2col,
+                                  deform_im2col_nhwc)
 from vsr.kernels.deform_conv import DeformConvGeometry
 
 GEMMS = ("torch", "kernel")
@@ -23,9 +29,7 @@ def deform_conv_torch(launcher, geom: DeformConvGeometry, x, weight, offset, mas
     """``DeformConv`` x ``(N, C, H, W)`` -> ``(N, Co, Ho, Wo)`` on torch tensors (all one dtype, contiguous), with
     an optional LeakyReLU; arguments as :func:`vsr.kernels.cuda.ops.deform_conv`."""
     g = geom
-    if gemm not in GEMMS:
-        raise ValueError(f"DCN gemm {gemm!r}: choose from {', '.join(GEMMS)}")
-    if gemm == "kernel" or g.group != 1:
+    if _own_gemm(gemm, g):
         return deform_conv(launcher, g, x, weight, offset, mask, bias, out=out, negative_slope=negative_slope,
                            chunk_pixels=chunk_pixels)
     if out is None:
@@ -45,3 +49,35 @@ def deform_conv_torch(launcher, geom: DeformConvGeometry, x, weight, offset, mas
     if negative_slope is not None:
         F.leaky_relu_(out, negative_slope)
     return out
+
+
+def deform_conv_nhwc_torch(launcher, geom: DeformConvGeometry, x, weight, offset, mask, bias, *, out=None,
+                           negative_slope: float | None = None, gemm: str = "torch",
+                           chunk_pixels: int = DEFAULT_CHUNK_PIXELS) -> torch.Tensor:
+    """``DeformConv`` channels-last on torch tensors: x ``(N, H, W, C)`` -> ``(N, Ho, Wo, Co)``; weight
+    ``(Co, kh, kw, C/group)``, offset and mask as :func:`vsr.kernels.cuda.ops.deform_conv_nhwc` takes them."""
+    g = geom
+    if _own_gemm(gemm, g):
+        return deform_conv_nhwc(launcher, g, x, weight, offset, mask, bias, out=out, negative_slope=negative_slope,
+                                chunk_pixels=chunk_pixels)
+    total, k = g.n * g.ho * g.wo, g.taps * g.c
+    if out is None:
+        out = launcher.empty((g.n, g.ho, g.wo, g.co), x.dtype)
+    chunk = max(1, min(int(chunk_pixels), total))
+    cols = launcher.empty((chunk * k,), x.dtype)
+    w_t = weight.reshape(g.co, k).t()  # (kh*kw*C, Co): a view, cuBLAS reads it transposed
+    rows = out.view(total, g.co)
+    for q0 in range(0, total, chunk):  # chunks run across images: their output rows are contiguous
+        nq = min(chunk, total - q0)
+        deform_im2col_nhwc(launcher, g, x, offset, mask, cols, q0, nq)
+        torch.addmm(bias, cols[: nq * k].view(nq, k), w_t, out=rows[q0:q0 + nq])
+    if negative_slope is not None:
+        F.leaky_relu_(out, negative_slope)
+    return out
+
+
+def _own_gemm(gemm: str, geom: DeformConvGeometry) -> bool:
+    """Whether vsr's GEMM kernel runs (asked for, or a grouped convolution), else torch's matrix product."""
+    if gemm not in GEMMS:
+        raise ValueError(f"DCN gemm {gemm!r}: choose from {', '.join(GEMMS)}")
+    return gemm == "kernel" or geom.group != 1

@@ -11,6 +11,9 @@ The segments' precision is their ONNX's (strongly typed engines): fp32 from the 
 fp16 export, int8 from the Q/DQ export.  ``prepare(h, w, batch)`` plans ``batch`` items per run: the engines'
 profiles are optimised there, and a partial batch is padded to it (one arena per bucket, not one per batch size).
 
+Its layout is the plan's: NCHW tensors in the arena (TensorRT picks its own formats inside an engine), so its
+bridges run vsr's NCHW kernels.
+
 On a CPU the same runtime runs with any segment backend whose runners bind CPU tensors (the tests use ONNX
 Runtime) and the kernels on the CPU harness: the wiring of the plan, the arena and the bridges is checked in CI.
 """

@@ -38,7 +38,12 @@ def device_planes(y: torch.Tensor, fmt: PlaneFormat) -> torch.Tensor:
     each item's three planes of ``fmt`` one after another (:class:`~vsr.video.planes.PlaneBatch`), uint8, or int16
     holding uint16's bits for deeper formats.  The operations of ``vsr.video.planes.convert_tile`` (the same
     float32 numbers from :meth:`~vsr.video.planes.PlaneFormat.arrays`, in the same order, no fused multiply-add),
-    so both make the same codes; taps past the picture's edges read its edge pixels."""
+    so both make the same codes; taps past the picture's edges read its edge pixels.  One item at a time: the
+    float32 working copies (about 0.4 GB for a 4K frame) never hold a whole batch."""
+    return torch.cat([_item_planes(y[n:n + 1], fmt) for n in range(y.shape[0])])
+
+
+def _item_planes(y: torch.Tensor, fmt: PlaneFormat) -> torch.Tensor:
     m, off, lo, hi, ox, wx, oy, wy = fmt.arrays(y.dtype == torch.uint8)
     m, off, wx, wy = (torch.as_tensor(a, device=y.device) for a in (m, off, wx, wy))
     x = y.float().clamp(float(lo), float(hi))

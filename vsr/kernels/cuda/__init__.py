@@ -4,8 +4,8 @@ Importing this package compiles nothing; :func:`select_launcher` / :func:`open_l
 """
 
 from vsr.kernels.cuda.launch import LAUNCHER_ORDER, launcher_available, open_launcher, select_launcher
-from vsr.kernels.cuda.ops import deform_conv, pixel_shuffle_lrelu
+from vsr.kernels.cuda.ops import deform_conv, deform_conv_nhwc, pixel_shuffle_lrelu, pixel_shuffle_lrelu_nhwc
 from vsr.kernels.cuda.sources import KERNELS, KernelSpec
 
-__all__ = ["KERNELS", "LAUNCHER_ORDER", "KernelSpec", "deform_conv", "launcher_available", "open_launcher",
-           "pixel_shuffle_lrelu", "select_launcher"]
+__all__ = ["KERNELS", "LAUNCHER_ORDER", "KernelSpec", "deform_conv", "deform_conv_nhwc", "launcher_available",
+           "open_launcher", "pixel_shuffle_lrelu", "pixel_shuffle_lrelu_nhwc", "select_launcher"]

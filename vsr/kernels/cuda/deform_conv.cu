@@ -1,4 +1,5 @@
-// Modulated deformable convolution (DCNv2: ONNX DeformConv, torchvision deform_conv2d) in two kernels, NCHW.
+// Modulated deformable convolution (DCNv2: ONNX DeformConv, torchvision deform_conv2d) in two kernels, in NCHW
+// (the split plan's arena, the TensorRT path) and in NHWC (the CUDA runtime's channels-last torch segments).
 //
 //   x (N, C, H, W); weight (Co, C/group, kh, kw); bias (Co,);
 //   offset (N, 2*G*kh*kw, Ho, Wo): for offset group g and tap k (row-major over kh x kw) channel 2*(g*kh*kw + k)
@@ -12,7 +13,19 @@
 //   2. dcn_gemm_*: out[n, co, p] = leaky(bias[co] + sum_K weight[co, K] * cols[g*Kg + K, q - q0], slope) for the
 //      conv group g of co, Kg = C/group*kh*kw.  Block (64, 4) threads, each accumulating 4 output channels x
 //      4 pixels in registers (fp32); grid (ceil(nq/256), ceil((Co/group)/16), group).
-// Neither kernel shares memory between threads, so the CPU harness may run a block's threads one after another.
+//
+// NHWC forms: x (N, H, W, C); offset: pixel q's 2*G*kh*kw values (the order above) are the first ones of the
+// offset_stride values at offset[q * offset_stride] -- an (N, Ho, Wo, offset_stride) tensor, e.g. the whole output
+// of DCNv2Pack's conv_offset, whose first 2*G*kh*kw channels are the offsets; mask likewise with mask_stride;
+// weight of the GEMM kernel (Co, kh, kw, C/group); out (N, Ho, Wo, Co), i.e. a (N*Ho*Wo, Co) row-major matrix.
+//   3. dcn_im2col_nhwc_*: cols[q - q0, k*C + c] = the same masked bilinear sample: (nq, kh*kw*C) row-major, so
+//      out = cols . W with W = weight as (kh*kw*C, Co) -- a plain row-major GEMM, no transpose.  One thread per
+//      (q, c), c fastest: a warp's bilinear corners and its column writes are contiguous runs of channels.
+//      1-D grid over nq*C.
+//   4. dcn_gemm_nhwc_*: out[q, co] = leaky(bias[co] + sum_{k,j} weight[co, k, j] * cols[q - q0, k*C + g*C/group + j],
+//      slope) for the conv group g of co: the tiling of dcn_gemm (vsr's own GEMM, for grouped convolutions and
+//      comparisons).
+// No kernel shares memory between threads, so the CPU harness may run a block's threads one after another.
 #include "vsr_cuda.h"
 
 #define VSR_GEMM_BX 64
@@ -21,54 +34,61 @@
 #define VSR_GEMM_TN 4  // pixels per thread, strided by VSR_GEMM_BX
 
 template <typename T>
-__device__ __forceinline__ float dcn_bilinear(const T* __restrict__ plane, int h, int w, float py, float px) {
+__device__ __forceinline__ float dcn_bilinear(const T* __restrict__ plane, int h, int w, long long ps, float py,
+                                             float px) {
+    // plane: one channel of one image, its pixel (y, x) at plane[(y * w + x) * ps] (ps: 1 in NCHW, C in NHWC).
     // Outside (-1, size) all four corners are out of the frame; this also keeps the float -> int cast in range.
     if (!(py > -1.0f && px > -1.0f && py < (float)h && px < (float)w)) return 0.0f;
     const float fy = floorf(py), fx = floorf(px);
     const int y0 = (int)fy, x0 = (int)fx;
     const float ly = py - fy, lx = px - fx, hy = 1.0f - ly, hx = 1.0f - lx;
     float v = 0.0f;
-    if (y0 >= 0 && x0 >= 0) v += hy * hx * vsr_load(plane, (long long)y0 * w + x0);
-    if (y0 >= 0 && x0 + 1 < w) v += hy * lx * vsr_load(plane, (long long)y0 * w + x0 + 1);
-    if (y0 + 1 < h && x0 >= 0) v += ly * hx * vsr_load(plane, (long long)(y0 + 1) * w + x0);
-    if (y0 + 1 < h && x0 + 1 < w) v += ly * lx * vsr_load(plane, (long long)(y0 + 1) * w + x0 + 1);
+    if (y0 >= 0 && x0 >= 0) v += hy * hx * vsr_load(plane, ((long long)y0 * w + x0) * ps);
+    if (y0 >= 0 && x0 + 1 < w) v += hy * lx * vsr_load(plane, ((long long)y0 * w + x0 + 1) * ps);
+    if (y0 + 1 < h && x0 >= 0) v += ly * hx * vsr_load(plane, ((long long)(y0 + 1) * w + x0) * ps);
+    if (y0 + 1 < h && x0 + 1 < w) v += ly * lx * vsr_load(plane, ((long long)(y0 + 1) * w + x0 + 1) * ps);
     return v;
 }
 
-template <typename T>
+// The sampling of both layouts (offset_stride, mask_stride: NHWC only).
+template <typename T, bool NHWC>
 __device__ __forceinline__ void dcn_im2col(const T* __restrict__ x, const T* __restrict__ offset,
                                            const T* __restrict__ mask, T* __restrict__ cols, int c, int h, int w,
                                            int ho, int wo, int kh, int kw, int pad_h, int pad_w, int stride_h,
-                                           int stride_w, int dil_h, int dil_w, int offset_group, int q0, int nq) {
+                                           int stride_w, int dil_h, int dil_w, int offset_group, int offset_stride,
+                                           int mask_stride, int q0, int nq) {
     const long long idx = vsr_thread_index();
     if (idx >= (long long)c * nq) return;
-    const int ch = (int)(idx / nq), q = (int)(idx % nq);
+    const int ch = NHWC ? (int)(idx % c) : (int)(idx / nq), q = NHWC ? (int)(idx / c) : (int)(idx % nq);
     const long long npix = (long long)ho * wo;
     const long long qq = (long long)q0 + q;
     const long long n = qq / npix, p = qq % npix;
     const int oy = (int)(p / wo), ox = (int)(p % wo);
     const int kk = kh * kw;
     const int g = ch / (c / offset_group);
-    const T* plane = x + (n * c + ch) * h * w;
-    const T* off = offset + (n * 2 * offset_group * kk + 2 * g * kk) * npix + p;
-    const T* msk = mask + (n * offset_group * kk + g * kk) * npix + p;
-    T* col = cols + (long long)ch * kk * nq + q;
+    // x's pixel stride; the step between one pixel's offset (mask) values; between a column's taps
+    const long long ps = NHWC ? c : 1, vs = NHWC ? 1 : npix, cs = NHWC ? c : nq;
+    const T* plane = x + (NHWC ? n * h * w * c + ch : (n * c + ch) * h * w);
+    const T* off = offset + (NHWC ? qq * offset_stride : n * 2 * offset_group * kk * npix + p) + 2 * g * kk * vs;
+    const T* msk = mask + (NHWC ? qq * mask_stride : n * offset_group * kk * npix + p) + g * kk * vs;
+    T* col = cols + (NHWC ? (long long)q * kk * c + ch : (long long)ch * kk * nq + q);
     for (int k = 0; k < kk; ++k) {
-        const float py = (float)(oy * stride_h - pad_h + (k / kw) * dil_h) + vsr_load(off, 2 * k * npix);
-        const float px = (float)(ox * stride_w - pad_w + (k % kw) * dil_w) + vsr_load(off, (2 * k + 1) * npix);
-        vsr_store(col, (long long)k * nq, vsr_load(msk, k * npix) * dcn_bilinear(plane, h, w, py, px));
+        const float py = (float)(oy * stride_h - pad_h + (k / kw) * dil_h) + vsr_load(off, 2 * k * vs);
+        const float px = (float)(ox * stride_w - pad_w + (k % kw) * dil_w) + vsr_load(off, (2 * k + 1) * vs);
+        vsr_store(col, k * cs, vsr_load(msk, k * vs) * dcn_bilinear(plane, h, w, ps, py, px));
     }
 }
 
-template <typename T>
+// The GEMM of both layouts: cols holds the columns of conv group g's K = taps * C/group rows -- NCHW: row
+// g*K + k, (K_total, nq) row-major; NHWC: column (k / cpg)*C + g*cpg + k % cpg of pixel q's row of taps*C.
+template <typename T, bool NHWC>
 __device__ __forceinline__ void dcn_gemm(const T* __restrict__ cols, const T* __restrict__ weight,
-                                         const T* __restrict__ bias, T* __restrict__ out, int co, int group,
-                                         int kg, int npix, int q0, int nq, float slope) {
-    const int cog = co / group, g = blockIdx.z;
+                                         const T* __restrict__ bias, T* __restrict__ out, int c, int co, int group,
+                                         int taps, int npix, int q0, int nq, float slope) {
+    const int cog = co / group, cpg = c / group, kg = taps * cpg, g = blockIdx.z;
     const int co0 = blockIdx.y * (VSR_GEMM_BY * VSR_GEMM_TM) + threadIdx.y;
     const int q_0 = blockIdx.x * (VSR_GEMM_BX * VSR_GEMM_TN) + threadIdx.x;
     const T* wg = weight + (long long)g * cog * kg;
-    const T* cg = cols + (long long)g * kg * nq;
     float acc[VSR_GEMM_TM][VSR_GEMM_TN];
     for (int i = 0; i < VSR_GEMM_TM; ++i)
         for (int j = 0; j < VSR_GEMM_TN; ++j) acc[i][j] = 0.0f;
@@ -78,9 +98,10 @@ __device__ __forceinline__ void dcn_gemm(const T* __restrict__ cols, const T* __
             const int o = co0 + i * VSR_GEMM_BY;
             a[i] = o < cog ? vsr_load(wg, (long long)o * kg + k) : 0.0f;
         }
+        const long long col = NHWC ? (long long)(k / cpg) * c + g * cpg + k % cpg : (long long)(g * kg + k) * nq;
         for (int j = 0; j < VSR_GEMM_TN; ++j) {
             const int q = q_0 + j * VSR_GEMM_BX;
-            b[j] = q < nq ? vsr_load(cg, (long long)k * nq + q) : 0.0f;
+            b[j] = q < nq ? vsr_load(cols, NHWC ? (long long)q * taps * c + col : col + q) : 0.0f;
         }
         for (int i = 0; i < VSR_GEMM_TM; ++i)
             for (int j = 0; j < VSR_GEMM_TN; ++j) acc[i][j] += a[i] * b[j];
@@ -94,8 +115,8 @@ __device__ __forceinline__ void dcn_gemm(const T* __restrict__ cols, const T* __
             const int q = q_0 + j * VSR_GEMM_BX;
             if (q >= nq) continue;
             const long long qq = (long long)q0 + q;
-            const long long n = qq / npix, p = qq % npix;
-            vsr_store(out, (n * co + oc) * npix + p, vsr_leaky(acc[i][j] + bv, slope));
+            const long long at = NHWC ? qq * co + oc : (qq / npix * co + oc) * npix + qq % npix;
+            vsr_store(out, at, vsr_leaky(acc[i][j] + bv, slope));
         }
     }
 }
@@ -105,12 +126,25 @@ __device__ __forceinline__ void dcn_gemm(const T* __restrict__ cols, const T* __
                                                    int h, int w, int ho, int wo, int kh, int kw, int pad_h,      \
                                                    int pad_w, int stride_h, int stride_w, int dil_h, int dil_w,  \
                                                    int offset_group, int q0, int nq) {                           \
-        dcn_im2col<T>(x, offset, mask, cols, c, h, w, ho, wo, kh, kw, pad_h, pad_w, stride_h, stride_w, dil_h,  \
-                      dil_w, offset_group, q0, nq);                                                              \
+        dcn_im2col<T, false>(x, offset, mask, cols, c, h, w, ho, wo, kh, kw, pad_h, pad_w, stride_h, stride_w,  \
+                             dil_h, dil_w, offset_group, 0, 0, q0, nq);                                          \
     }                                                                                                            \
     extern "C" __global__ void dcn_gemm_##SUFFIX(const T* cols, const T* weight, const T* bias, T* out, int co,  \
                                                  int group, int kg, int npix, int q0, int nq, float slope) {     \
-        dcn_gemm<T>(cols, weight, bias, out, co, group, kg, npix, q0, nq, slope);                               \
+        dcn_gemm<T, false>(cols, weight, bias, out, kg * group, co, group, 1, npix, q0, nq, slope);            \
+    }                                                                                                            \
+    extern "C" __global__ void dcn_im2col_nhwc_##SUFFIX(const T* x, const T* offset, const T* mask, T* cols,     \
+                                                        int c, int h, int w, int ho, int wo, int kh, int kw,     \
+                                                        int pad_h, int pad_w, int stride_h, int stride_w,        \
+                                                        int dil_h, int dil_w, int offset_group,                  \
+                                                        int offset_stride, int mask_stride, int q0, int nq) {    \
+        dcn_im2col<T, true>(x, offset, mask, cols, c, h, w, ho, wo, kh, kw, pad_h, pad_w, stride_h, stride_w,   \
+                            dil_h, dil_w, offset_group, offset_stride, mask_stride, q0, nq);                     \
+    }                                                                                                            \
+    extern "C" __global__ void dcn_gemm_nhwc_##SUFFIX(const T* cols, const T* weight, const T* bias, T* out,     \
+                                                      int c, int co, int group, int taps, int q0, int nq,        \
+                                                      float slope) {                                             \
+        dcn_gemm<T, true>(cols, weight, bias, out, c, co, group, taps, 0, q0, nq, slope);                       \
     }
 
 VSR_DCN_KERNELS(f32, float)

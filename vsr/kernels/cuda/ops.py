@@ -1,6 +1,7 @@
 """vsr's CUDA kernels as operations on any launcher's arrays (:mod:`vsr.kernels.cuda.launch`).
 
-Storage is float32 or float16 (every tensor of one call the same); arithmetic is float32 throughout.
+Storage is float32 or float16 (every tensor of one call the same); arithmetic is float32 throughout.  Each
+operation has an NCHW form and a channels-last one (``*_nhwc``: every array ``(N, H, W, C)``).
 """
 
 from __future__ import annotations
@@ -86,4 +87,67 @@ def pixel_shuffle_lrelu(launcher, x, upscale: int = 2, *, out=None, negative_slo
     slope = 1.0 if negative_slope is None else float(negative_slope)
     launcher.launch(f"pixel_shuffle_lrelu_{suffix}", (_blocks(int(np.prod(shape)), block), 1, 1), (block, 1, 1),
                     x, out, n, shape[1], h, w, r, slope)
+    return out
+
+
+def deform_conv_nhwc(launcher, geom: DeformConvGeometry, x, weight, offset, mask, bias, *, out=None,
+                     negative_slope: float | None = None, chunk_pixels: int = DEFAULT_CHUNK_PIXELS):
+    """:func:`deform_conv` channels-last: x ``(N, H, W, C)`` -> ``(N, Ho, Wo, Co)`` with vsr's GEMM kernel.
+
+    weight ``(Co, kh, kw, C/group)`` (the module's ``(Co, C/group, kh, kw)`` permuted); offset ``(N, Ho, Wo, S)``
+    whose first ``2*G*kh*kw`` values per pixel are the offsets (S larger: e.g. the whole ``conv_offset`` output);
+    mask ``(N, Ho, Wo, S')`` likewise, its first ``G*kh*kw`` values; bias ``(Co,)``."""
+    g = geom
+    if tuple(weight.shape) != (g.co, g.kh, g.kw, g.c // g.group):
+        raise ValueError(f"DeformConv: weight has shape {tuple(weight.shape)}, expected "
+                         f"{(g.co, g.kh, g.kw, g.c // g.group)} (channels-last)")
+    suffix = _suffix(x, weight, offset, mask, bias)
+    if out is None:
+        out = launcher.empty((g.n, g.ho, g.wo, g.co), x.dtype)
+    slope = 1.0 if negative_slope is None else float(negative_slope)
+    total = g.n * g.ho * g.wo
+    chunk = max(1, min(int(chunk_pixels), total))
+    cols = launcher.empty((chunk * g.taps * g.c,), x.dtype)
+    for q0 in range(0, total, chunk):
+        nq = min(chunk, total - q0)
+        deform_im2col_nhwc(launcher, g, x, offset, mask, cols, q0, nq)
+        grid = (_blocks(nq, _GEMM_TILE[0]), _blocks(g.co // g.group, _GEMM_TILE[1]), g.group)
+        launcher.launch(f"dcn_gemm_nhwc_{suffix}", grid, _GEMM_BLOCK, cols, weight, bias, out, g.c, g.co, g.group,
+                        g.taps, q0, nq, slope)
+    return out
+
+
+def deform_im2col_nhwc(launcher, geom: DeformConvGeometry, x, offset, mask, cols, q0: int, nq: int):
+    """The sampled columns of output pixels ``q0 <= q < q0 + nq`` channels-last: ``cols`` holds
+    ``(nq, kh*kw*C)`` row-major at its start (column ``k*C + c``: tap k, channel c); x ``(N, H, W, C)``, offset
+    and mask as :func:`deform_conv_nhwc` takes them (their last dimension is their pixel stride)."""
+    g = geom
+    expect = (("x", x, (g.n, g.h, g.w, g.c)), ("offset", offset, (g.n, g.ho, g.wo, 2 * g.offset_group * g.taps)),
+              ("mask", mask, (g.n, g.ho, g.wo, g.offset_group * g.taps)))
+    for label, arr, want in expect:  # offset and mask may hold more values per pixel than they give
+        shape = tuple(arr.shape)
+        if shape[:3] != want[:3] or (shape[3] != want[3] if label == "x" else shape[3] < want[3]):
+            raise ValueError(f"DeformConv: {label} has shape {shape}, expected {want} (channels-last)")
+    launcher.launch(f"dcn_im2col_nhwc_{_suffix(x, offset, mask, cols)}", (_blocks(nq * g.c, _IM2COL_BLOCK), 1, 1),
+                    (_IM2COL_BLOCK, 1, 1), x, offset, mask, cols, g.c, g.h, g.w, g.ho, g.wo, g.kh, g.kw, g.pad_top,
+                    g.pad_left, g.stride_h, g.stride_w, g.dilation_h, g.dilation_w, g.offset_group,
+                    int(offset.shape[-1]), int(mask.shape[-1]), q0, nq)
+    return cols
+
+
+def pixel_shuffle_lrelu_nhwc(launcher, x, upscale: int = 2, *, out=None, negative_slope: float | None = None,
+                             block: int = 256):
+    """:func:`pixel_shuffle_lrelu` channels-last: ``(N, H, W, C*r*r) -> (N, H*r, W*r, C)``."""
+    n, h, w, crr = (int(v) for v in x.shape)
+    r = int(upscale)
+    if crr % (r * r):
+        raise ValueError(f"DepthToSpace: {crr} channels are not divisible by blocksize^2 = {r * r}")
+    shape = (n, h * r, w * r, crr // (r * r))
+    if out is None:
+        out = launcher.empty(shape, x.dtype)
+    elif tuple(out.shape) != shape:
+        raise ValueError(f"DepthToSpace: out has shape {tuple(out.shape)}, expected {shape}")
+    slope = 1.0 if negative_slope is None else float(negative_slope)
+    launcher.launch(f"pixel_shuffle_lrelu_nhwc_{_suffix(x, out)}", (_blocks(int(np.prod(shape)), block), 1, 1),
+                    (block, 1, 1), x, out, n, shape[3], h, w, r, slope)
     return out

@@ -28,13 +28,17 @@ class KernelSpec:
 
 def _specs() -> dict[str, KernelSpec]:
     im2col = ("ptr",) * 4 + ("i32",) * 16
+    im2col_nhwc = ("ptr",) * 4 + ("i32",) * 18  # and the offset's and the mask's pixel strides
     gemm = ("ptr",) * 4 + ("i32",) * 6 + ("f32",)
     shuffle = ("ptr",) * 2 + ("i32",) * 5 + ("f32",)
     specs = {}
     for suffix in ("f32", "f16"):
         for base, source, params in (("dcn_im2col", "deform_conv.cu", im2col),
                                      ("dcn_gemm", "deform_conv.cu", gemm),
-                                     ("pixel_shuffle_lrelu", "pixel_shuffle.cu", shuffle)):
+                                     ("dcn_im2col_nhwc", "deform_conv.cu", im2col_nhwc),
+                                     ("dcn_gemm_nhwc", "deform_conv.cu", gemm),
+                                     ("pixel_shuffle_lrelu", "pixel_shuffle.cu", shuffle),
+                                     ("pixel_shuffle_lrelu_nhwc", "pixel_shuffle.cu", shuffle)):
             name = f"{base}_{suffix}"
             specs[name] = KernelSpec(name, source, params)
     return specs

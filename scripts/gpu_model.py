@@ -1,0 +1,165 @@
+"""The model cases of ``scripts/gpu_check.py`` (``edvr_m_speed``, ``memory``): each (precision, LR size, batch) in
+a backend of its own, everything it made freed after it (del, gc, ``torch.cuda.empty_cache``) and its error -- an
+out-of-memory included -- recorded as that case's, so that one failing case never fails the next.
+
+* :func:`speed_case`: ms per frame of the CUDA runtime through ``infer_stream`` on windows sliding by the batch
+  (steady state: a call computes the features of its batch's new frames and keeps the rest), CUDA graphs, the
+  default float16 download; with ``stream=False`` the per-window path (``--per-window-features``);
+* :func:`peer_case`: the same windows on vsr's EDVR as ``--backend torch`` builds it (torchvision's DCN on a GPU,
+  eager, NCHW; fp16 by ``.half()``), upload and download included: BasicSR's architecture, the issue's peer;
+* :func:`steps_case`: ms per step of a run without graphs (``features``, ``segment_<i>``, ``dcn:...``, ``shuffle:...``);
+* :func:`memory_case`: the memory plan of the case (``device_memory()``'s measured probe, the kept features)
+  against what the device gave during ``prepare`` and the runs (torch's peak reserved memory), and the
+  reserved / allocated peak; :func:`shapes_case`: several shapes prepared on one backend, smallest first, their
+  pool against the largest single graph plus every graph's statics (``GraphMemory.bound``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+import time
+import warnings
+
+import numpy as np
+import torch
+
+MB = 2**20
+
+
+def isolated(gpu: bool, fn, *args, **kwargs) -> dict:
+    """``fn(*args, **kwargs)`` (a dict), or ``{"error": ...}``; whatever it allocated is freed before returning."""
+    try:
+        return fn(*args, **kwargs)
+    except Exception as e:  # recorded; the next case runs
+        return {"error": f"{type(e).__name__}: {str(e)[:300]}"}
+    finally:
+        gc.collect()
+        if gpu:
+            torch.cuda.empty_cache()
+
+
+def open_backend(weights: str, config: str, options):
+    from vsr.backends import open_backend as _open
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return _open(weights, config, options)
+
+
+class Sliding:
+    """Calls of ``backend`` on windows ``c .. c+batch-1`` of an endless clip, ``c`` advancing by ``batch`` per
+    call, with their frame keys where the backend streams: each call's first ``2r`` windows' frames are kept."""
+
+    def __init__(self, backend, frames: np.ndarray, batch: int):
+        self.backend, self.frames, self.batch = backend, frames, batch
+        self.t = backend.num_frame
+        self.c = self.t // 2  # the first window whose frames need no reflection
+
+    def __call__(self):
+        from vsr.backends.base import FrameKeys
+
+        r, centres = self.t // 2, range(self.c, self.c + self.batch)
+        rows = [tuple(range(c - r, c + r + 1)) for c in centres]
+        x = np.stack([self.frames[[f % len(self.frames) for f in row]] for row in rows])
+        self.c += self.batch
+        if not self.backend.streams:
+            return self.backend.infer(x)
+        return self.backend.infer_stream(x, FrameKeys(1, tuple(rows), (0,) * self.batch, keep_from=self.c - r))
+
+
+def cuda_options(ctx, precision: str, **kw):
+    from vsr.backends import CudaOptions
+
+    return CudaOptions(device=str(ctx.device), precision=precision, **kw)
+
+
+def speed_case(ctx, precision: str, h: int, w: int, batch: int, stream: bool = True) -> dict:
+    backend = open_backend("random", ctx.speed_config, cuda_options(ctx, precision, stream_features=stream))
+    frames, _ = ctx.frames(backend.num_frame + 3, h, w)
+    t0 = time.perf_counter()
+    backend.prepare(h, w, batch)
+    prepare_s = time.perf_counter() - t0
+    s = ctx.timed(Sliding(backend, frames, batch))
+    return {"ms_per_frame": 1e3 * s / batch, "fps": batch / s, "prepare_s": prepare_s, "graphs": backend.graphs_on,
+            "features": "streaming" if backend.streams else "per-window",
+            "memory_format": backend.layout.memory_format}
+
+
+def peer_case(ctx, precision: str, h: int, w: int, batch: int) -> dict:
+    """vsr's EDVR as ``--backend torch`` builds it (BasicSR's architecture; torchvision's DCN where it imports),
+    eager, NCHW, each window computing its frames' features; fp16 by ``.half()`` (TSA's attention may overflow on
+    random weights: the time is what is measured here)."""
+    from vsr.backends import TorchOptions
+    from vsr.model.dcn import _torchvision_deform_conv2d
+
+    ref = open_backend("random", ctx.speed_config, TorchOptions(device=str(ctx.device), stream_features=False))
+    model = ref.model.to(torch.float16 if precision == "fp16" else torch.float32)
+    dtype = next(model.parameters()).dtype
+    frames, _ = ctx.frames(ref.num_frame, h, w)
+    x = np.ascontiguousarray(np.stack([frames] * batch))
+
+    @torch.inference_mode()
+    def run():
+        y = model(torch.from_numpy(x).to(ctx.device).to(dtype))
+        return y.to(torch.float16).cpu()
+
+    s = ctx.timed(run)
+    dcn = "torchvision" if ctx.gpu and _torchvision_deform_conv2d() is not None else "vsr reference (grid_sample)"
+    return {"ms_per_frame": 1e3 * s / batch, "fps": batch / s, "dcn": dcn}
+
+
+def steps_case(ctx, h: int, w: int) -> dict:
+    """ms per step (p50), fp16, no graphs, batch 1, streaming: the steady state's calls (one new frame each)."""
+    backend = open_backend("random", ctx.speed_config, cuda_options(ctx, "fp16", cuda_graphs=False))
+    frames, _ = ctx.frames(backend.num_frame + 3, h, w)
+    backend.prepare(h, w, 1)
+    call = Sliding(backend, frames, 1)
+    call()  # the first call computes T frames' features: not the steady state
+    backend._steps = type(backend._steps)(())
+    for _ in range(ctx.repeats + 1):
+        call()
+    return {k: 1e3 * v.p50_s for k, v in backend.step_stats().items()}
+
+
+def memory_case(ctx, precision: str, h: int, w: int, batch: int) -> dict:
+    """The plan of a run of this case on the GPU against what the device gave it (see the module's docstring)."""
+    from vsr.pipeline.batches import kept_features
+    from vsr.pipeline.memory import DeviceMemory
+
+    backend = open_backend("random", ctx.speed_config, cuda_options(ctx, precision))
+    probe = DeviceMemory(**backend.device_memory())
+    kept = kept_features(backend.num_frame, batch, 1) * backend.feature_nbytes(h, w) / MB
+    plan_mb = probe.item_mb(h * w, batch) + kept
+    frames, _ = ctx.frames(backend.num_frame + 3, h, w)
+    torch.cuda.synchronize(ctx.device)
+    alloc0, reserved0 = torch.cuda.memory_allocated(ctx.device), torch.cuda.memory_reserved(ctx.device)
+    torch.cuda.reset_peak_memory_stats(ctx.device)
+    backend.prepare(h, w, batch)
+    call = Sliding(backend, frames, batch)
+    for _ in range(3):
+        call()
+    torch.cuda.synchronize(ctx.device)
+    peak = torch.cuda.max_memory_allocated(ctx.device) - alloc0
+    reserved = torch.cuda.max_memory_reserved(ctx.device) - reserved0
+    return {"plan_mib": plan_mb, "probe": dataclasses.asdict(probe), "kept_features_mib": kept,
+            "peak_allocated_mib": peak / MB, "peak_reserved_mib": reserved / MB,
+            "within_plan": reserved <= plan_mb * MB, "reserved_over_peak": reserved / max(peak, 1),
+            "graphs": backend.graphs.memory.to_dict(),
+            "graph_grown_mib": {"/".join(map(str, k)): v / MB for k, v in backend.graphs.memory.grown.items()}}
+
+
+def shapes_case(ctx, shapes: list[tuple[int, int, int]], singles: dict[str, float]) -> dict:
+    """``shapes`` ``(h, w, batch)`` prepared on one fp16 backend in this order; the pool it ends with against
+    ``GraphMemory.bound`` of the graphs kept, their working memory ``singles`` (MiB by graph key, each measured
+    alone in a fresh backend by :func:`memory_case`)."""
+    backend = open_backend("random", ctx.speed_config, cuda_options(ctx, "fp16"))
+    for h, w, batch in shapes:
+        backend.prepare(h, w, batch)
+    memory = backend.graphs.memory
+    working = {k: singles["/".join(map(str, k))] * MB for k in memory.statics if "/".join(map(str, k)) in singles}
+    bound = memory.bound(working) if len(working) == len(memory.statics) else None
+    return {"shapes": [list(s) for s in shapes], "kept": ["/".join(map(str, k)) for k in backend.graphs.runs],
+            "pool_mib": memory.pool_nbytes / MB, "statics_mib": memory.statics_nbytes / MB,
+            "bound_mib": None if bound is None else bound / MB,
+            "within_bound": None if bound is None else memory.pool_nbytes <= bound * 1.05}

@@ -1,0 +1,95 @@
+"""Batches made by worker processes (vsr.train.stream): the same bytes as made in the training process, in order,
+from any starting iteration (a resume); a worker's error arrives as itself; no worker outlives the stream."""
+
+from __future__ import annotations
+
+import multiprocessing
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import torch
+
+from vsr.errors import InputError
+from vsr.train.data import UNIT, FramePool, PairSampler, find_sources
+from vsr.train.degrade import Context, load_degrade
+from vsr.train.stream import BatchStream, batch_bytes, in_flight
+
+
+def sampler(clip, cls=PairSampler) -> PairSampler:
+    # video segments and the real-footage recipe (blur, noise, JPEG, x264) on a larger, longer clip than the window
+    real = replace(load_degrade("real"), context=Context(lr_size=12, frames=5))
+    pool = FramePool(find_sources([clip]), segments_per_video=2, segment_length=7, region=48)
+    return cls(pool, num_frame=3, lr_patch=8, batch_size=3, seed=5, degradation=real)
+
+
+class FailingAt2(PairSampler):
+    def batch_uint8(self, iteration: int):
+        if iteration == 2:
+            raise InputError("iteration 2's frame is unreadable")
+        return super().batch_uint8(iteration)
+
+
+@pytest.fixture
+def clip(make_clip):
+    return make_clip("train.mp4", width=64, height=48, frames=10)
+
+
+def test_workers_make_the_batches_made_here_in_order_from_any_iteration(clip):
+    s = sampler(clip)
+    here = [s.batch_uint8(i) for i in range(6)]
+    with BatchStream(sampler(clip), 0, 6, workers=2) as whole:
+        got = list(whole)
+    with BatchStream(sampler(clip), 4, 6, workers=2) as resumed:  # a run resumed at iteration 4
+        got += list(resumed)
+    assert not multiprocessing.active_children()  # every worker joined on leaving
+    assert len(got) == 8 and all(isinstance(t, torch.Tensor) and t.dtype == torch.uint8 for b in got for t in b)
+    for (lr, hr), (want_lr, want_hr) in zip(got, here + here[4:]):
+        assert np.array_equal(lr.numpy(), want_lr) and np.array_equal(hr.numpy(), want_hr)
+    assert whole.wait_s > 0
+    with BatchStream(sampler(clip), 4, 6, workers=0) as inline:
+        assert all(np.array_equal(a.numpy(), b) for (a, b) in zip(next(inline), here[4]))
+
+
+def test_a_workers_error_arrives_as_itself_and_the_workers_stop(clip):
+    with pytest.raises(InputError, match="^iteration 2's frame is unreadable$"):
+        with BatchStream(sampler(clip, FailingAt2), 0, 5, workers=2) as stream:
+            for _ in stream:
+                pass
+    assert stream.iteration == 2 and not multiprocessing.active_children()
+
+
+def test_a_worker_that_dies_is_one_line(clip):
+    import os
+    import signal
+
+    from vsr.errors import VsrError
+
+    with pytest.raises(VsrError, match="^a batch worker process stopped .*--workers 0") as e:
+        with BatchStream(sampler(clip), 0, 1000, workers=1, prefetch=1) as stream:
+            next(stream)
+            for child in multiprocessing.active_children():
+                os.kill(child.pid, signal.SIGKILL)  # as the kernel's out-of-memory killer would
+            for _ in stream:
+                pass
+    assert "\n" not in str(e.value) and not multiprocessing.active_children()
+
+
+def test_float_batches_are_the_uint8_ones_through_one_table(clip):
+    s = sampler(clip)
+    lr8, hr8 = s.batch_uint8(3)
+    lr, hr = s.batch(3)
+    assert np.array_equal(lr, lr8.astype(np.float32) / np.float32(255)) and lr.dtype == np.float32
+    assert np.array_equal(hr, hr8.astype(np.float32) / np.float32(255))
+    assert torch.equal(torch.tensor(UNIT)[torch.from_numpy(lr8).long()], torch.from_numpy(lr))
+
+
+def test_batches_in_flight_keep_to_half_of_the_shared_memory():
+    mib = 1 << 20
+    assert in_flight(4, 2, mib, 100 * mib) == (4, 2)  # 8 of 50 fit
+    assert in_flight(4, 2, mib, 12 * mib) == (4, 1)  # 6 fit: one each
+    assert in_flight(4, 2, mib, 6 * mib) == (3, 1)  # 3 fit: fewer workers
+    assert in_flight(4, 2, mib, mib) == (0, 1)  # none: made in the training process
+    s = PairSampler.__new__(PairSampler)
+    s.batch_size, s.lr_patch, s.num_frame = 32, 64, 5
+    assert batch_bytes(s) == 32 * (5 * 3 * 64 * 64 + 3 * 256 * 256)

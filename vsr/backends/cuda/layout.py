@@ -1,0 +1,106 @@
+"""The memory layout of the CUDA runtime's torch segments, decided here and nowhere else.
+
+``channels_last`` (the default): every 4-D activation is stored ``(N, H, W, C)`` -- torch's ``channels_last``
+memory format: tensors keep their logical ``(N, C, H, W)`` shape and their strides say NHWC, so cuDNN runs its
+NHWC kernels (tensor cores with no transposes around them) and vsr's bridge kernels read and write the
+``(N, H, W, C)`` views (:meth:`Layout.nhwc`) in place.  The model's weights are converted once, the frames on
+entry, and the places where EDVR's own code would copy into NCHW (the repeated centre features of PCD, the
+frames fusion sets side by side, with TSA or without) write channels-last instead.  ``contiguous``:
+``(N, C, H, W)``, the layout of before (comparisons; the split plan's arena and its TensorRT engines are NCHW,
+their own layout).
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from vsr.backends.options import CUDA_MEMORY_FORMATS as MEMORY_FORMATS
+from vsr.model.edvr import EDVR, TSAFusion
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How the segments' 4-D tensors are stored: ``memory_format`` one of :data:`MEMORY_FORMATS`."""
+
+    memory_format: str = "channels_last"
+
+    def __post_init__(self):
+        if self.memory_format not in MEMORY_FORMATS:
+            raise ValueError(f"memory format {self.memory_format!r}: choose from {', '.join(MEMORY_FORMATS)}")
+
+    @property
+    def channels_last(self) -> bool:
+        return self.memory_format == "channels_last"
+
+    @property
+    def torch_format(self) -> torch.memory_format:
+        return torch.channels_last if self.channels_last else torch.contiguous_format
+
+    def model(self, model: nn.Module) -> nn.Module:
+        """``model`` (an EDVR, or a module holding one) with its 4-D weights in this layout and EDVR's copies
+        written in it; in place."""
+        model.to(memory_format=self.torch_format)
+        if self.channels_last:
+            for module in model.modules():
+                if isinstance(module, EDVR):
+                    module.repeat_centre = functools.partial(_repeat_centre, module)
+                    module.stack_frames = functools.partial(_stack_frames, module)
+                elif isinstance(module, TSAFusion):
+                    module.weigh_frames = _weigh_frames
+        return model
+
+    def frames(self, x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+        """Frames ``(..., 3, H, W)`` (4-D or 5-D) as ``dtype`` in this layout: channels-last stores each frame
+        ``(H, W, 3)``, so that ``(N, T, 3, H, W)`` reshaped to ``(N*T, 3, H, W)`` is channels-last too."""
+        if not self.channels_last:
+            return x.to(dtype)
+        shape = x.shape
+        out = torch.empty((*shape[:-3], shape[-2], shape[-1], shape[-3]), dtype=dtype, device=x.device)
+        out = out.movedim(-1, -3)
+        out.copy_(x)
+        return out
+
+    def activation(self, t: torch.Tensor) -> torch.Tensor:
+        """``t (N, C, H, W)`` stored in this layout (itself where it is)."""
+        return t.contiguous(memory_format=self.torch_format)
+
+    @staticmethod
+    def nhwc(t: torch.Tensor) -> torch.Tensor:
+        """The ``(N, H, W, C)`` view of a channels-last ``t (N, C, H, W)`` (no copy; copied where ``t`` is not)."""
+        return t.contiguous(memory_format=torch.channels_last).permute(0, 2, 3, 1)
+
+    @staticmethod
+    def from_nhwc(t: torch.Tensor) -> torch.Tensor:
+        """The ``(N, C, H, W)`` channels-last view of ``t (N, H, W, C)``."""
+        return t.permute(0, 3, 1, 2)
+
+
+def _repeat_centre(edvr: EDVR, f: torch.Tensor, b: int) -> torch.Tensor:
+    """:meth:`EDVR.repeat_centre` written channels-last: ``(b*T, C, H, W)`` -> the same, in ``f``'s layout."""
+    t, ci = edvr.num_frame, edvr.center_frame_idx
+    out = torch.empty_like(f, memory_format=torch.channels_last)
+    out.view(b, t, *f.shape[1:]).copy_(f.view(b, t, *f.shape[1:])[:, ci:ci + 1])
+    return out
+
+
+def _stack_frames(edvr: EDVR, aligned: torch.Tensor, b: int) -> torch.Tensor:
+    """:meth:`EDVR.stack_frames` written channels-last: ``(b*T, C, H, W)`` -> ``(b, T*C, H, W)`` stored
+    ``(b, H, W, T*C)``."""
+    t, (c, h, w) = edvr.num_frame, aligned.shape[1:]
+    out = torch.empty((b, t * c, h, w), dtype=aligned.dtype, device=aligned.device, memory_format=torch.channels_last)
+    out.view(b, t, c, h, w).copy_(aligned.view(b, t, c, h, w))
+    return out
+
+
+def _weigh_frames(aligned_feat: torch.Tensor, corr_prob: torch.Tensor) -> torch.Tensor:
+    """:meth:`TSAFusion.weigh_frames` written channels-last: ``(N, T, C, H, W)``, ``(N, T, 1, H, W)`` ->
+    ``(N, T*C, H, W)`` stored ``(N, H, W, T*C)``: the product goes straight into place, no copy after it."""
+    b, t, c, h, w = aligned_feat.shape
+    dtype = torch.promote_types(aligned_feat.dtype, corr_prob.dtype)
+    out = torch.empty((b, t * c, h, w), dtype=dtype, device=aligned_feat.device, memory_format=torch.channels_last)
+    torch.mul(aligned_feat, corr_prob, out=out.view(b, t, c, h, w))
+    return out

@@ -1,0 +1,228 @@
+"""Training batches made ahead of the step, in worker processes: :class:`BatchStream`.
+
+:meth:`vsr.train.data.PairSampler.batch_uint8` is a function of the seed and the iteration alone, so a batch can
+be made in any process, by any number of them, and a resumed run still sees the batches an unbroken run saw.  The
+workers are torch DataLoader workers over the iteration numbers, which hand the batches back in order:
+
+* forked from a fork server (multiprocessing's ``forkserver``: a fresh interpreter that has imported this
+  module, torch and numpy and run nothing), never from a process whose torch and OpenMP threads are running; the
+  server is started once per process, so a stream's workers start in well under a second after the first;
+  they ignore Ctrl-C, which stops them through the training process;
+* one thread each (BLAS, OpenMP, OpenCV, torch): N workers busy N cores.  A batch's small matrix products
+  (MATLAB bicubic x1/4) made it 14x slower with OpenBLAS's default threads than with one on the 2-core machine
+  (docs/benchmarks.md, issue 31);
+* each holds its own copy of the still images (sent once, at its start) and decodes the video segments of the
+  pool epochs it meets;
+* uint8 tensors in shared memory (a quarter of float32's bytes), pinned for a GPU; as many batches in flight as
+  ``/dev/shm`` has room for, at most ``prefetch`` per worker;
+* stopped and joined when the stream is left: at the end, on an error or Ctrl-C, or when a time slice ends early;
+  a worker whose training process died (SIGKILL, SIGTERM) ends within a second.  A worker's
+  :class:`~vsr.errors.VsrError` (bad data) is raised here as itself, on one line; a worker that dies (killed, out
+  of memory) is a one-line :class:`~vsr.errors.VsrError` too.
+
+0 workers: each batch is made in this process when the step asks for it, as before.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import multiprocessing
+import multiprocessing.forkserver
+import os
+import shutil
+import signal
+import threading
+import time
+from contextlib import contextmanager
+
+import torch
+
+from vsr.errors import VsrError, printable
+from vsr.train.data import PairSampler
+
+log = logging.getLogger(__name__)
+
+# Read by numpy's OpenBLAS, torch's OpenMP and MKL when the fork server imports them: one thread each (the
+# workers forked from it inherit them).
+_ONE_THREAD = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+# Errors a worker sends back as they are (the CLI prints them on one line); anything else is a bug, which keeps
+# the DataLoader's report of the worker's traceback.
+_USER_ERRORS = (VsrError, OSError, MemoryError)
+
+
+def default_workers() -> int:
+    """All the cores this process may run on but one (the training step's)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(0, cores - 1)
+
+
+class _Batches(torch.utils.data.Dataset):
+    """``dataset[i]``: the uint8 tensors of iteration ``i``, or the user error that making them raised."""
+
+    def __init__(self, sampler: PairSampler):
+        self.sampler = sampler
+
+    def __getitem__(self, iteration: int):
+        try:
+            lr, hr = self.sampler.batch_uint8(iteration)
+        except _USER_ERRORS as e:
+            return e
+        return torch.from_numpy(lr), torch.from_numpy(hr)
+
+
+def _fork_server():
+    """multiprocessing's fork server, started (once) with one thread per library and Ctrl-C ignored: the server
+    and the workers forked from it leave an interrupt to the training process, which stops them (a server
+    interrupted while importing torch would print a traceback after ``vsr: interrupted``)."""
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(["__main__", "vsr.train.stream"])
+    main = threading.current_thread() is threading.main_thread()
+    handler = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
+    try:
+        with _single_threaded_children():
+            multiprocessing.forkserver.ensure_running()  # spawns it, without waiting for its imports
+    finally:
+        if main:
+            signal.signal(signal.SIGINT, handler)
+    return ctx
+
+
+def _worker_init(parent: int, worker_id: int) -> None:
+    import cv2
+
+    cv2.setNumThreads(1)
+    torch.set_num_threads(1)
+    threading.Thread(target=_end_with, args=(parent,), name="vsr-parent-watch", daemon=True).start()
+
+
+def _end_with(parent: int) -> None:
+    """End this worker once the training process is gone (killed, or ended without stopping its workers).
+
+    A worker's parent is the fork server, which outlives the training process while a worker holds its pipe, so
+    the DataLoader's own check (is my parent still the one I started with?) would keep both alive for ever.
+    """
+    while True:
+        time.sleep(1.0)
+        try:
+            with open(f"/proc/{parent}/stat", encoding="ascii") as f:
+                alive = f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")  # a zombie is dead
+        except FileNotFoundError:
+            alive = False
+        except OSError:  # no /proc: ask the kernel
+            try:
+                os.kill(parent, 0)
+                alive = True
+            except ProcessLookupError:
+                alive = False
+        if not alive:
+            os._exit(0)
+
+
+@contextmanager
+def _single_threaded_children():
+    """The environment that processes started inside inherit says one thread (this process's libraries read it
+    when they were loaded: they are unaffected)."""
+    saved = {k: os.environ.get(k) for k in _ONE_THREAD}
+    os.environ.update(_ONE_THREAD)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def batch_bytes(sampler: PairSampler) -> int:
+    """Bytes of one uint8 batch: ``N * 3 * p^2 * (T + 16)`` (the LR window and the 4x HR centre frame)."""
+    return sampler.batch_size * 3 * sampler.lr_patch ** 2 * (sampler.num_frame + 16)
+
+
+def in_flight(workers: int, prefetch: int, batch: int, shm_free: int) -> tuple[int, int]:
+    """``(workers, prefetch)`` whose batches in flight (``workers * prefetch``) take at most half of ``shm_free``
+    bytes of shared memory: fewer per worker first, then fewer workers (0: none fit, make them in-process)."""
+    room = shm_free // 2 // max(batch, 1)
+    if room >= workers * prefetch:
+        return workers, prefetch
+    if room >= workers:
+        return workers, room // workers
+    return room, 1
+
+
+class BatchStream:
+    """The batches of iterations ``start, ..., end - 1`` in order: ``lr (N, T, 3, h, w)`` and ``hr (N, 3, 4h, 4w)``
+    uint8 tensors, made by ``workers`` processes ahead of the step (0: in this process, when asked).
+
+    A context manager: leaving it stops the workers.  ``wait_s``: the time ``next()`` has waited so far.
+    """
+
+    def __init__(self, sampler: PairSampler, start: int, end: int, *, workers: int = 0, pin_memory: bool = False,
+                 prefetch: int = 2):
+        self.sampler, self.iteration, self.end = sampler, start, end
+        self.workers, self.prefetch, self.pin_memory = workers, prefetch, pin_memory
+        self.wait_s = 0.0
+        self._it = None
+
+    def __enter__(self) -> "BatchStream":
+        if self.workers and self.end > self.iteration:
+            self._start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _start(self) -> None:
+        shm = shutil.disk_usage("/dev/shm").free if os.path.isdir("/dev/shm") else 1 << 40
+        workers, prefetch = in_flight(self.workers, self.prefetch, batch_bytes(self.sampler), shm)
+        if workers < self.workers:
+            log.warning("%d batch workers instead of %d: /dev/shm has %d MiB free, a batch takes %.1f MiB",
+                        workers, self.workers, shm >> 20, batch_bytes(self.sampler) / 2**20)
+        self.workers = workers
+        if not workers:
+            return
+        loader = torch.utils.data.DataLoader(
+            _Batches(self.sampler), batch_size=None, sampler=range(self.iteration, self.end), num_workers=workers,
+            prefetch_factor=prefetch, pin_memory=self.pin_memory, multiprocessing_context=_fork_server(),
+            worker_init_fn=functools.partial(_worker_init, os.getpid()),
+            # its own generator: the DataLoader draws its workers' seeds (unused here) from it, not from torch's
+            # global one, whose state a checkpoint holds
+            generator=torch.Generator().manual_seed(0))
+        self._it = iter(loader)  # starts the workers
+
+    def __iter__(self) -> "BatchStream":
+        return self
+
+    def __next__(self) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.iteration >= self.end:
+            raise StopIteration
+        t0 = time.perf_counter()
+        try:
+            item = self._from_workers() if self._it is not None else self._here()
+        finally:
+            self.wait_s += time.perf_counter() - t0
+        if isinstance(item, BaseException):
+            raise item
+        self.iteration += 1
+        return item
+
+    def _here(self):
+        lr, hr = self.sampler.batch_uint8(self.iteration)
+        return torch.from_numpy(lr), torch.from_numpy(hr)
+
+    def _from_workers(self):
+        try:
+            return next(self._it)
+        except RuntimeError as e:
+            if "DataLoader worker" not in str(e):
+                raise
+            self.close()
+            raise VsrError(f"a batch worker process stopped ({printable(e)}); "
+                           "fewer --workers, or --workers 0 (batches made in the training process)") from None
+
+    def close(self) -> None:
+        """Stop the workers and wait for them (a worker still making a batch is ended after 5 s)."""
+        it, self._it = self._it, None
+        if it is not None:
+            it._shutdown_workers()
