@@ -35,7 +35,7 @@ def sample():
         peak[0] = max(peak[0], rss_mb())
         time.sleep(0.02)
 from vsr.video import EncoderSettings, open_sink, open_source
-from vsr.video.colour import encode_planes
+from vsr.video.planes import encode_planes
 
 src, n, codec, opts = sys.argv[1], int(sys.argv[2]), sys.argv[3] or None, json.loads(sys.argv[4])
 source = open_source(Path(src))

@@ -15,7 +15,8 @@ import numpy as np
 from vsr.files import sha256_file
 from vsr.model.weights import DEFAULT_WEIGHTS
 from vsr.pipeline.checks import check_model_output
-from vsr.video.colour import ColourSpec, encode_planes
+from vsr.video.colour import ColourSpec
+from vsr.video.planes import encode_planes
 
 
 def main() -> None:

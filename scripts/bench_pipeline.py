@@ -104,7 +104,7 @@ def main(argv=None) -> int:
     from vsr.pipeline.tiles import tile_grid
     from vsr.pipeline.windows import window_indices
     from vsr.video import EncoderSettings, open_sink, open_source
-    from vsr.video.colour import encode_planes
+    from vsr.video.planes import PlaneFormat, convert_tile, plane_views, region
 
     warnings.simplefilter("ignore")
     frames = parse_frames(args.frames)
@@ -158,7 +158,7 @@ def main(argv=None) -> int:
             outs.append(y)
         alone["infer"] = n / (time.perf_counter() - t0)
         # 3. post alone, 4. encode alone
-        pix_fmt, spec = sink.planes_format()
+        fmt = PlaneFormat.of(*sink.planes_format())
         sc = backend.scale
         t0 = time.perf_counter()
         planes = []
@@ -168,8 +168,9 @@ def main(argv=None) -> int:
             if cur is None or cur[0] != i:
                 cur = (i, sink.new_planes(info.height * sc, info.width * sc))
                 planes.append(cur)
-            encode_planes(y[:, sc * (t.cy0 - t.y0): sc * (t.cy1 - t.y0), sc * (t.cx0 - t.x0): sc * (t.cx1 - t.x0)],
-                          pix_fmt, spec, out=cur[1][:, sc * t.cy0: sc * t.cy1, sc * t.cx0: sc * t.cx1])
+            core = (sc * (t.cy0 - t.y0), sc * (t.cy1 - t.y0), sc * (t.cx0 - t.x0), sc * (t.cx1 - t.x0))
+            convert_tile(y, fmt, region(plane_views(cur[1]), fmt, sc * t.cy0, sc * t.cy1, sc * t.cx0, sc * t.cx1),
+                         core)
         planes = [(i, sink.finish(p)) for i, p in planes]
         alone["post"] = n / (time.perf_counter() - t0)
         del outs, flat

@@ -6,7 +6,7 @@ into ``.gpu/`` (git-ignored), and the device commands that use it.
 ``--check`` (scripts/gpu_check.py): ``.gpu/wheels`` -- the one wheel vsr needs that the GPU image lacks, PyAV
 (cp312 manylinux, as installed here; torch, torchvision, cupy, numba, onnx, onnxruntime, onnxscript, opencv and
 tqdm are on the image: /work/.library/device/KINDS.md) -- and ``.gpu/data``: real LR frames (Vid4 calendar, for
-evaluation only) and a short real clip.
+evaluation only), a short real clip and the 960x540 clip of the end-to-end check.
 
 ``--train`` (scripts/gpu_train.sh): ``.gpu/train``, the training images packed by ``gpu_train.py pack`` into what
 is left of the 64 MiB once the repository and the largest checkpoint a slice carries back in are counted (at most
@@ -33,6 +33,7 @@ GPU = REPO / ".gpu"
 WHEEL_PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x86_64",
                    "manylinux2014_x86_64", "manylinux1_x86_64")
 CLIP = "videos/h264_aac_320x240_29.97fps_1.2s_realshort.mp4"
+E2E_CLIP = "train/videos/sam2_bedroom_960x540.mp4"  # gpu_check's e2e: 540p -> 4K, 2.3 MiB
 FRAMES = "sequences/vid4/calendar/lr"
 # One window: 40 s of issue 31's speed probe, 360 s of training, the start and the checkpoint's parts around them.
 TRAIN_COMMAND = ("export PYTHONPATH=$PWD PYTHONUNBUFFERED=1; df -h /dev/shm; nproc; "
@@ -88,6 +89,7 @@ def copy_data(shared: Path, dest: Path) -> None:
     for p in sorted((shared / FRAMES).glob("*.png")):
         shutil.copy(p, frames / p.name)
     shutil.copy(shared / CLIP, dest / "clip.mp4")
+    shutil.copy(shared / E2E_CLIP, dest / "e2e.mp4")
 
 
 def report(name: str, repo: int, carry: list[str], command: str, extra: int = 0) -> int:

@@ -25,10 +25,14 @@ Checks (each a function below, in this order):
                 peak the device gave (reserved), reserved <= 1.25x the allocated peak; the shapes prepared on one
                 backend against the largest graph and every graph's statics
   upscale       vsr upscale --backend cuda on a real clip: fps, and the frames against --backend torch (<= 1/255)
+  e2e           vsr upscale --backend cuda of the 960x540 clip to 3840x2160 (60 frames), default weights and EDVR-M:
+                each run's fps, stage table, bottleneck, encoder and e2e_over_inference (its fps over the infer
+                stage's own frame rate; issue 29's targets: >= 8 fps and >= 0.9 with the default weights)
 
-``--data DIR`` holds the real inputs (``scripts/gpu_carry.py`` packs it): ``frames/*.png`` (LR frames) and
-``clip.mp4``.  Without it, frames are synthesised (recorded as such).  ``--device cpu --quick`` runs every check on
-the CPU emulation at tiny sizes with EDVR-tiny: CI runs it (tests/scripts/test_gpu_check.py) so it cannot rot.
+``--data DIR`` holds the real inputs (``scripts/gpu_carry.py`` packs it): ``frames/*.png`` (LR frames),
+``clip.mp4`` and ``e2e.mp4`` (the 960x540 clip).  Without it, frames are synthesised (recorded as such).
+``--device cpu --quick`` runs every check on the CPU emulation at tiny sizes with EDVR-tiny: CI runs it
+(tests/scripts/test_gpu_check.py) so it cannot rot.
 """
 
 from __future__ import annotations
@@ -55,7 +59,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 
 log = logging.getLogger("gpu_check")
-CHECKS = ("versions", "kernel_accuracy", "kernel_speed", "backends", "edvr_m_speed", "memory", "upscale")
+CHECKS = ("versions", "kernel_accuracy", "kernel_speed", "backends", "edvr_m_speed", "memory", "upscale", "e2e")
 
 
 class Context:
@@ -444,9 +448,80 @@ def _upscale(ctx: Context, work: Path) -> dict:
     return out
 
 
+def check_e2e(ctx: Context) -> dict:
+    """The CLI as a user runs it on a GPU: 540p -> 4K, 60 frames, the default weights and EDVR-M (random weights:
+    the same speed); each run's report boiled down (:func:`_e2e_summary`).  ``--quick`` on the CPU: EDVR-tiny on
+    a tiny clip, through the library with the CUDA runtime's emulation (the CLI's --backend cuda needs a GPU)."""
+    work = Path(tempfile.mkdtemp(prefix="e2e-", dir=ctx.out))
+    try:
+        clip = ctx.data / "e2e.mp4" if ctx.data and (ctx.data / "e2e.mp4").is_file() else _tiny_video(ctx, work)
+        models = [("random", "edvr-tiny")] if ctx.quick else [(None, None), ("random", "edvr-m")]
+        runs = [_e2e_summary(_e2e_run(ctx, clip, work, weights, config)) for weights, config in models]
+        first = runs[0]
+        return {"clip": str(clip), "runs": runs, "targets": {"fps": 8.0, "e2e_over_inference": 0.9},
+                "meets_targets": bool(first["fps"] >= 8.0 and (first["e2e_over_inference"] or 0) >= 0.9)
+                if ctx.gpu else None}
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _tiny_video(ctx: Context, work: Path) -> Path:
+    """3 real (or synthesised) 24x20 frames as an H.264 clip."""
+    import av
+
+    frames, _ = ctx.frames(3, 20, 24)
+    work.mkdir(parents=True, exist_ok=True)
+    path = work / "in.mp4"
+    with av.open(str(path), "w") as oc:
+        vs = oc.add_stream("libx264", rate=25)
+        vs.width, vs.height, vs.pix_fmt = 24, 20, "yuv420p"
+        for f in frames:
+            rgb = np.ascontiguousarray((f.transpose(1, 2, 0) * 255).round().astype(np.uint8))
+            oc.mux(vs.encode(av.VideoFrame.from_ndarray(rgb, format="rgb24").reformat(format="yuv420p")))
+        oc.mux(vs.encode(None))
+    return path
+
+
+def _e2e_run(ctx: Context, clip: Path, work: Path, weights: str | None, config: str | None) -> dict:
+    """One run's report (``--report``'s JSON)."""
+    out, report = work / "out.mp4", work / "run.json"
+    if ctx.gpu:
+        model = (["--weights", weights] if weights else []) + (["--config", config] if config else [])
+        cli = subprocess.run([sys.executable, "-m", "vsr", "upscale", str(clip), str(out), "--backend", "cuda",
+                              "--frames", "0:60", "--report", str(report), "--quiet", "--overwrite", *model],
+                             capture_output=True, text=True)
+        if cli.returncode:
+            raise AssertionError(f"vsr upscale exited {cli.returncode}: {cli.stderr[-800:]}")
+        return json.loads(report.read_text())
+    from vsr.backends import BackendRequest, CudaOptions
+    from vsr.pipeline import RunnerSettings, upscale
+
+    request = BackendRequest(weights or "default", config, CudaOptions(device=str(ctx.device), precision="fp32"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return upscale(clip, out, backend=request, runner=RunnerSettings(frames=(0, 3)), overwrite=True).to_dict()
+
+
+def _e2e_summary(report: dict) -> dict:
+    """fps, the infer stage's own frame rate (frames over its busy seconds) and their ratio, the bottleneck, the
+    encoder, what the backend downloaded, and the stage table (ms per frame busy and waiting)."""
+    settings, frames = report["settings"], max(report["frames"], 1)
+    stages = {s["name"]: s for s in report["stages"]}
+    infer = stages["infer"]
+    infer_fps = infer["items"] / (settings.get("tiles_per_frame") or 1) / infer["busy_s"] if infer["busy_s"] else None
+    return {"weights": settings.get("weights"), "config": settings.get("config"), "frames": report["frames"],
+            "fps": report["fps"], "infer_fps": infer_fps,
+            "e2e_over_inference": report["fps"] / infer_fps if infer_fps else None,
+            "bottleneck": report["bottleneck"], "encoder": settings.get("codec"), "pix_fmt": settings.get("pix_fmt"),
+            "download": settings.get("backend_facts", {}).get("download"),
+            "stages": [{"stage": s["name"], "busy_s": round(s["busy_s"], 3),
+                        "busy_ms_per_frame": round(1e3 * s["busy_s"] / frames, 1),
+                        "wait_in_ms_per_frame": round(1e3 * s["wait_in_s"] / frames, 1)} for s in report["stages"]]}
+
+
 def run_checks(ctx: Context, names: list[str], logf) -> list[dict]:
     estimates = {"versions": 5, "kernel_accuracy": 40, "kernel_speed": 40, "backends": 60, "edvr_m_speed": 150,
-                 "memory": 60, "upscale": 90}
+                 "memory": 60, "upscale": 90, "e2e": 180}
     results = []
     for name in names:
         rec = {"name": name, "status": "ok"}

@@ -75,7 +75,8 @@ def pattern(index: int, width: int, height: int, seed: int = 0) -> np.ndarray:
 
 
 def write_clip(path: Path, clip: Clip) -> Path:
-    from vsr.video.colour import ColourSpec, encode_planes, planes_to_frame
+    from vsr.video.colour import ColourSpec, planes_to_frame
+    from vsr.video.planes import encode_planes
 
     oc = av.open(str(path), "w")
     vs = oc.add_stream(clip.codec, rate=clip.rate)

@@ -135,6 +135,29 @@ def test_the_output_is_downloaded_small_and_quantised_as_the_post_stage_would(ti
         assert np.abs(got.astype(np.float32) - want).max() <= 1e-3
 
 
+@pytest.mark.parametrize("pix_fmt,matrix,output", [("yuv420p", 1, "float16"), ("yuv422p10le", 9, "float32"),
+                                                    ("yuv444p", 6, "uint8"), ("rgb48be", 0, "float16")])
+def test_planes_made_on_the_device_are_the_hosts_bit_for_bit(tiny, pix_fmt, matrix, output):
+    """What the post stage would make of the downloaded RGB (vsr.video.planes on the host) is what the device
+    made: the same float32 operations in the same order."""
+    from vsr.video.colour import ColourSpec
+    from vsr.video.planes import PlaneBatch, PlaneFormat, convert_tile
+
+    backend = _backend(tiny, precision="fp32", output=output)
+    x = _frames(6, (3, 3, 3, 13, 18))  # a partial second chunk, a bucket larger than the frame
+    backend.prepare(13, 18, 2)
+    rgb = backend.infer(x)
+    fmt = PlaneFormat.of(pix_fmt, ColourSpec(matrix, 1, 1, 1) if matrix else ColourSpec.srgb())
+    assert backend.output_planes(fmt) and backend.facts()["download"] == f"planes {fmt.pix_fmt}"
+    got = backend.infer(x)
+    assert isinstance(got, PlaneBatch) and got.data.dtype == fmt.dtype and len(got.data) == 3
+    for n in range(3):
+        host = [np.empty(shape, fmt.dtype) for shape in fmt.plane_shapes(52, 72)]
+        convert_tile(rgb[n], fmt, host)
+        for a, b in zip(got.planes(n), host):
+            np.testing.assert_array_equal(a, b)
+
+
 class _StreamAPI:
     """A recording stand-in for torch.cuda's streams and events (there is no GPU here): what waits on what."""
 

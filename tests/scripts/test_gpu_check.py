@@ -31,7 +31,7 @@ def test_gpu_check_quick_runs_every_check_on_the_cpu(tmp_path):
     report = json.loads((out / "gpu_check.json").read_text())
     checks = {c["name"]: c for c in report["checks"]}
     assert list(checks) == ["versions", "kernel_accuracy", "kernel_speed", "backends", "edvr_m_speed", "memory",
-                            "upscale"]
+                            "upscale", "e2e"]
     assert all(c["status"] == "ok" for c in checks.values()), [c.get("error") for c in checks.values()]
     assert all(case["ok"] for case in checks["kernel_accuracy"]["result"]["cases"])
     assert all(case["finite"] and case["ok"] for case in checks["backends"]["result"]["cases"])
@@ -43,7 +43,11 @@ def test_gpu_check_quick_runs_every_check_on_the_cpu(tmp_path):
     steps = set(speed["per_step_ms"])
     assert {"features", "segment_0", "dcn:pcd_align.cas_dcnpack", "shuffle:pixel_shuffle#1"} <= steps
     assert checks["upscale"]["result"]["max_level_difference"] <= 1
-    assert (out / "gpu_check.log").read_text().count('"name"') == 7
+    [run] = checks["e2e"]["result"]["runs"]  # the CPU emulation makes the output's planes on its "device"
+    assert run["frames"] == 3 and run["fps"] > 0 and 0 < run["e2e_over_inference"] <= 1.5
+    assert run["download"] == "planes yuv420p" and run["encoder"] == "libx264"
+    assert [s["stage"] for s in run["stages"]][-3:] == ["infer", "post", "encode"]
+    assert (out / "gpu_check.log").read_text().count('"name"') == 8
     assert sorted(p.name for p in out.iterdir()) == ["gpu_check.json", "gpu_check.log"]  # nothing else left
 
 

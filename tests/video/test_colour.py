@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from vsr.video.colour import (ColourSpec, decode_rgb, encode_planes, planar444, planes_to_frame, yuv_to_rgb)
+from vsr.video.colour import ColourSpec, decode_rgb, planar444, planes_to_frame, yuv_to_rgb
+from vsr.video.planes import encode_planes
 
 KR_KB = {1: (0.2126, 0.0722), 5: (0.299, 0.114), 6: (0.299, 0.114), 9: (0.2627, 0.0593)}
 

@@ -125,7 +125,7 @@ def test_quiet_x265_output_prints_nothing(tmp_path):
 
 
 def test_quiet_keeps_the_users_x265_params_and_log_level():
-    from vsr.video.encoders import quiet_options
+    from vsr.video.encoder_open import quiet_options
 
     assert quiet_options("libx265", {"x265-params": "aq-mode=3"}, True) == {"x265-params": "aq-mode=3:log-level=error"}
     assert quiet_options("libx265", {"x265-params": "log-level=info"}, True) == {"x265-params": "log-level=info"}

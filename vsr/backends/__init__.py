@@ -14,7 +14,7 @@ Every backend pads frames to the same shape buckets (:class:`~vsr.backends.bucke
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from vsr.backends.base import Backend, FrameKeys, TensorSpec
 from vsr.backends.buckets import BucketPolicy
@@ -56,6 +56,13 @@ class BackendRequest:
     def open(self) -> Backend:
         # looked up at call time, so a caller (or a test) that wraps vsr.backends.open_backend is heard
         return open_backend(weights=self.weights, config=self.config, options=self.options)
+
+    def on_device(self, device: str | None) -> "BackendRequest":
+        """This request with its model on ``device`` (``cuda:1``, ...) where its backend runs on a device of
+        torch's (the CUDA runtime, torch); as it is for the others (ONNX Runtime), or with None."""
+        if device is None or not hasattr(self.options, "device"):
+            return self
+        return replace(self, options=replace(self.options, device=device))
 
 
 __all__ = ["BACKENDS", "PLANS", "Backend", "BackendOptions", "BackendRequest", "BucketPolicy", "CudaOptions",

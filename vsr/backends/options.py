@@ -41,13 +41,16 @@ class CudaOptions:
     launcher: "auto" | "cupy" | "pycuda" | "host" (see :mod:`vsr.kernels.cuda.launch`);  segments: "auto"
     (TensorRT engines when ``tensorrt`` imports, else torch) | "torch" | "tensorrt";  dcn_gemm: the DCN's
     matrix product on "torch" (cuBLAS) after vsr's sampling kernel, or vsr's own "kernel";  cache_dir: engine
-    and kernel caches (default ``<engine dir>/cuda``);  output: the dtype ``infer`` downloads, "float16" (enough
-    for 10-bit output), "uint8" (RGB quantised on the device: a quarter of float32's bytes) or "float32";
+    and kernel caches (default ``<engine dir>/cuda``);  output: the dtype of the model's RGB output, "float16"
+    (enough for 10-bit output), "uint8" (RGB quantised on the device: a quarter of float32's bytes) or "float32";
+    device_planes: where the runner asks (``output_planes``), that RGB is converted into the sink's planes on the
+    device and those are downloaded (a 4K 8-bit 4:2:0 frame: 12.4 MB), else the RGB is (torch segments only);
     precision "int8" takes TensorRT segments (the Q/DQ export);  memory_format: the torch segments' layout,
     "channels_last" (NHWC: cuDNN's fast kernels and vsr's NHWC bridges) or "contiguous" (NCHW, for comparisons;
     :mod:`vsr.backends.cuda.layout`);  stream_features: each frame's features computed once and kept on the GPU
     for the windows that share the frame (False: every window computes its frames' features, the CLI's
-    ``--per-window-features``).  Tuning: fp16, cuda_graphs and stream_features on; a larger --batch.
+    ``--per-window-features``).  Tuning: fp16, cuda_graphs, device_planes and stream_features on; a larger
+    --batch.
     """
 
     device: str | None = None
@@ -61,6 +64,7 @@ class CudaOptions:
     output: str = "float16"
     memory_format: str = "channels_last"
     stream_features: bool = True
+    device_planes: bool = True
 
     def __post_init__(self):
         if self.precision not in CUDA_PRECISIONS:

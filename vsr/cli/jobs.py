@@ -38,6 +38,8 @@ def add_parser(sub) -> None:
     q.add_argument("--broker", default=None, metavar="URL", help="show the jobs of a Celery broker instead")
     r = _sub(jobs, "run", "work through the queue (several at once share it safely)")
     r.add_argument("--workers", default="1", metavar="N", help=f"worker processes (default 1, at most {MAX_WORKERS})")
+    r.add_argument("--devices", default=None, metavar="all|0,1",
+                   help="a worker (--workers of them) per GPU, each with its own backend: all, or GPU indices")
     r.add_argument("--until-empty", action="store_true", help="exit when no job is queued, running or waiting")
     r.add_argument("--lease", default="60", metavar="S",
                    help="seconds a chunk stays claimed by a worker that stopped answering (default 60)")
@@ -256,6 +258,7 @@ def _raise_interrupt(signum, frame):
 def _run(args) -> int:
     workers = _bounded_int(args.workers, "--workers", 1, MAX_WORKERS)
     broker = _broker(args)
+    devices = _devices(args.devices, workers, broker)
     if broker:
         _distributed().run_worker(broker, concurrency=workers)
         return 0
@@ -267,7 +270,7 @@ def _run(args) -> int:
     from vsr.cli.status import StatusLine
 
     # several workers share the terminal: each phase on a line of its own rather than one line rewritten by all
-    status = partial(StatusLine, tty=False) if workers > 1 else StatusLine
+    status = partial(StatusLine, tty=False) if workers * len(devices or [0]) > 1 else StatusLine
     settings = WorkerSettings(lease_s=_seconds(args.lease, "--lease", 1, MAX_LEASE_S), until_empty=args.until_empty,
                               quiet=args.quiet, status=status,
                               encoder_log=args.verbose)
@@ -276,10 +279,24 @@ def _run(args) -> int:
     # SIGTERM/SIGHUP take Ctrl-C's path: the claims in progress go back to the queue
     previous = {s: signal.signal(s, _raise_interrupt) for s in (signal.SIGTERM, signal.SIGHUP)}
     try:
-        return run_workers(store_path(args.store), workers, settings)
+        return run_workers(store_path(args.store), workers, settings, devices)
     finally:
         for s, h in previous.items():
             signal.signal(s, h)
+
+
+def _devices(text: str | None, workers: int, broker: str | None) -> list[str] | None:
+    """``--devices``' torch device names (:func:`vsr.backends.cuda.device_list`), None without it."""
+    if text is None:
+        return None
+    if broker:
+        raise InputError("--devices is for local workers; a Celery worker (--broker) uses one device")
+    from vsr.backends.cuda import device_list
+
+    devices = device_list(text)
+    if workers * len(devices) > MAX_WORKERS:
+        raise InputError(f"--devices {text} with --workers {workers}: at most {MAX_WORKERS} workers")
+    return devices
 
 
 def _cancel(args) -> int:

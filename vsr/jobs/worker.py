@@ -2,7 +2,8 @@
 
 ``run_workers(store, workers=N)`` runs N worker processes (spawned, not forked or threaded: ONNX Runtime and
 numba keep per-process thread pools) that share the store with each other and with any other ``vsr jobs run``
-on the machine.  Each claim holds a lease that a heartbeat thread renews every ``lease_s / 4``; a worker killed
+on the machine; ``devices=[...]`` runs N per device (``vsr jobs run --devices all``: one per GPU), each with its
+own backend on its device.  Each claim holds a lease that a heartbeat thread renews every ``lease_s / 4``; a worker killed
 at any moment loses only the chunk it held, which goes back to the queue once its lease expires (at once when
 its process is known to be gone).  An opened backend is kept for the next chunk of the same model and options.
 """
@@ -17,7 +18,7 @@ import signal
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -41,8 +42,9 @@ class WorkerSettings:
     a worker shows what a chunk is preparing (loading the model, export, plan, warm-up) and then computing:
     called once per worker process (so a picklable factory: spawned workers get it too), it gives an object
     with ``phase(text, detail=None)`` (``detail()``: the line's text after ``text``, asked at each redraw) and
-    ``close()`` (the CLI's status line); None, or ``quiet``: nothing shown; encoder_log:
-    encoders that print to the terminal themselves (SVT-AV1, x265) print more than errors."""
+    ``close()`` (the CLI's status line); None, or ``quiet``: nothing shown; encoder_log: encoders that print to
+    the terminal themselves (SVT-AV1, x265) print more than errors; device: the device this worker's backends run
+    on (``cuda:1``; :meth:`vsr.backends.BackendRequest.on_device`), None: each job's own."""
 
     lease_s: float = 60.0
     poll_s: float = 1.0
@@ -52,6 +54,7 @@ class WorkerSettings:
     disk_wait_s: float = 60.0
     status: Callable[[], Any] | None = None
     encoder_log: bool = False
+    device: str | None = None
 
 
 class Progress:
@@ -205,7 +208,7 @@ def _process(store: JobStore, owner: str, claim: Claim, backends: _Backends, set
 
         if phase is not None and computed:
             phase("choosing backend")  # the settings probe for a GPU (torch's import: seconds)
-        backend = backends.get(spec.settings()[0], phase) if computed else None
+        backend = backends.get(spec.settings()[0].on_device(settings.device), phase) if computed else None
         report = run_chunk(spec, chunk, backend=backend, progress=progress.add, on_start=started, on_phase=phase,
                            encoder_log=settings.encoder_log)
         store.commit_chunk(owner, claim, report, computed)
@@ -266,6 +269,8 @@ def _child(path: str, settings: WorkerSettings, parent: int) -> None:
     for s in (signal.SIGINT, signal.SIGTERM):
         signal.signal(s, _interrupt_once)
     code = 0
+    if settings.device is not None and not settings.quiet:
+        print(f"vsr: worker {os.getpid()} on {settings.device}", file=sys.stderr, flush=True)
     try:
         work(path, settings, parent=parent)
     except KeyboardInterrupt:
@@ -279,19 +284,22 @@ def _child(path: str, settings: WorkerSettings, parent: int) -> None:
     os._exit(code)
 
 
-def run_workers(path: str | Path, workers: int = 1, settings: WorkerSettings = WorkerSettings()) -> int:
-    """``workers`` worker processes on the store at ``path``, until they end; the exit code (130: interrupted).
+def run_workers(path: str | Path, workers: int = 1, settings: WorkerSettings = WorkerSettings(),
+                devices: list[str] | None = None) -> int:
+    """``workers`` worker processes on the store at ``path`` (``devices``: that many on each, with its own
+    backend there), until they end; the exit code (130: interrupted).
 
     A single worker runs in this process, several in spawned processes.  An interrupt of this process (Ctrl-C,
     SIGTERM) stops every worker; each gives its claim back.
     """
     JobStore(path).close()  # a missing or broken store is one error line here, not one per worker
-    if workers == 1:
-        work(path, settings)
+    each = [replace(settings, device=d) for d in (devices or [settings.device]) for _ in range(workers)]
+    if len(each) == 1:
+        work(path, each[0])
         return 0
     ctx = multiprocessing.get_context("spawn")
-    procs = [ctx.Process(target=_child, args=(str(path), settings, os.getpid()), name=f"vsr-worker-{i}")
-             for i in range(workers)]
+    procs = [ctx.Process(target=_child, args=(str(path), s, os.getpid()), name=f"vsr-worker-{i}")
+             for i, s in enumerate(each)]
     # a worker starts with Ctrl-C ignored (inherited through exec) until _child handles it: an interrupt while
     # it imports must not print a traceback; SIGTERM (below) still ends it then, holding nothing
     handler = signal.signal(signal.SIGINT, signal.SIG_IGN)

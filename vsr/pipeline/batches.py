@@ -43,7 +43,8 @@ class Batch:
 
 @dataclass(frozen=True)
 class Result:
-    """``y`` float32 ``(N, 3, s*h, s*w)``: the backend's output for the batch of the same ``slots``."""
+    """``y``: the backend's output for the batch of the same ``slots``: RGB ``(N, 3, s*h, s*w)``, or the sink's
+    planes (:class:`vsr.video.planes.PlaneBatch`)."""
 
     slots: tuple[Slot, ...]
     y: np.ndarray

@@ -12,10 +12,12 @@ loops, so the stages overlap.
     window      FrameWindow: the T frames around each output frame (clip ends padded as configured)
     batch       up to ``batch`` (window, tile) items stacked into (N, T, 3, h, w), or what is ready
                 after ``batch_wait_s``
-    infer       backend.infer -> (N, 3, 4h, 4w) float32 (``infer_stream`` with the batch's frame keys where the
-                backend streams and the memory plan keeps the features)
-    post        tile cores -> output planes (colour matrix, quantisation) of whole HR frames, written into
-                the sink's own frame buffers, then finished there (chroma subsampling, colour tags)
+    infer       backend.infer -> (N, 3, 4h, 4w) RGB (``infer_stream`` with the batch's frame keys where the
+                backend streams and the memory plan keeps the features), or the sink's planes where the backend
+                makes them (the CUDA runtime, on its device)
+    post        tile cores -> output planes (colour matrix, quantisation, chroma subsampling: one parallel pass)
+                of whole HR frames, written into the sink's own frame buffers (colour tags set there;
+                :mod:`vsr.pipeline.post`)
     encode      sink.write (PyAV encoder + muxer, or PNG files)
 """
 
@@ -32,15 +34,15 @@ import numpy as np
 
 from vsr.errors import InputError, MemoryBudgetError
 from vsr.pipeline.batches import Batch, Result, batches, kept_features
-from vsr.pipeline.checks import check_model_output
 from vsr.pipeline.memory import (MARGIN, MB, PER_WINDOW_COST, Budget, DeviceMemory, MemoryPlan, ModelMemory,
                                  budget_for, plan_memory, run_budget, tiles_cost, with_features)
 from vsr.pipeline.scenes import CUT_CONTEXT, SCENE_MODES, WINDOW, CutDetector, CutRule, mark_listed
 from vsr.pipeline.stages import Stage, StagePipeline, abandoned_still_running
 from vsr.pipeline.tiles import Tile, tile_grid
 from vsr.pipeline.windows import FrameWindow, windows
+from vsr.pipeline.post import HrFrame, hr_frames, post_threads
 from vsr.report import RunReport
-from vsr.video.colour import encode_planes
+from vsr.video.planes import PlaneFormat, conversion_threads
 
 _STREAMS = count(1)  # one stream of frame keys per run
 
@@ -89,18 +91,6 @@ class RunnerSettings:
     scene_threshold: float | None = None
 
 
-@dataclass
-class HrFrame:
-    """One output frame while its tiles arrive: ``planes`` from ``sink.new_planes()``, then what
-    ``sink.finish()`` made of it once ``tiles_left`` is 0."""
-
-    index: int
-    pts: int
-    duration: int
-    planes: object
-    tiles_left: int
-
-
 class SourceFrames:
     """The decode stage: source frames ``first <= index < stop``, in order.
 
@@ -147,40 +137,6 @@ class SceneStage:
         if self.rule is not None:
             out.update(threshold=self.rule.threshold, min_score=self.rule.min_score)
         return out
-
-
-def hr_frames(results: Iterator[Result], sink, height: int, width: int, scale: int,
-              tiles_per_frame: int, weights: str | None = None) -> Iterator[HrFrame]:
-    """The post stage: backend results ``(N, 3, s*h, s*w)`` -> whole finished output frames, in order.
-
-    Results may be float (32 or 16 bit, RGB in [0, 1]) or uint8 (RGB 0..255, quantised by the backend).  A float
-    result that is not finite or is saturated stops the run (:func:`check_model_output`, naming ``weights``).
-
-    Each tile's core is converted (colour matrix, quantisation) straight into the frame's planes from
-    ``sink.new_planes``; a frame whose last tile arrived is handed to ``sink.finish`` and goes on.
-    """
-    pix_fmt, spec = sink.planes_format()
-    sc = scale
-    current: HrFrame | None = None
-    for res in results:
-        for n, slot in enumerate(res.slots):
-            t = slot.tile
-            if current is None or current.index != slot.index:
-                current = HrFrame(slot.index, slot.pts, slot.duration, sink.new_planes(height * sc, width * sc),
-                                  tiles_per_frame)
-            core = res.y[n, :, sc * (t.cy0 - t.y0): sc * (t.cy1 - t.y0), sc * (t.cx0 - t.x0): sc * (t.cx1 - t.x0)]
-            if core.dtype == np.uint8:  # RGB a backend quantised already (the CUDA runtime's uint8 download)
-                core = core.astype(np.float32) * np.float32(1.0 / 255.0)
-            else:
-                check_model_output(core, slot.index, weights)
-            encode_planes(core, pix_fmt, spec, out=current.planes[:, sc * t.cy0: sc * t.cy1, sc * t.cx0: sc * t.cx1])
-            current.tiles_left -= 1
-            if current.tiles_left == 0:
-                current.planes = sink.finish(current.planes)
-                done, current = current, None
-                yield done
-                done = None
-        res = None
 
 
 def encoded(frames: Iterator[HrFrame], sink) -> Iterator[int]:
@@ -305,6 +261,7 @@ class FrameQueueRunner:
             raise ValueError(f"scene_cuts must be one of {SCENE_MODES}, not {s.scene_cuts!r}")
         info = source.info
         tile, memory = self.plan_tile(info.height, info.width, sink)
+        fmt = PlaneFormat.of(*sink.planes_format())
         tiles = tile_grid(info.height, info.width, tile, s.overlap)
         scenes = SceneStage(s)  # reads the thresholds' config before minutes of warm-up
         shape = (tiles[0].y1 - tiles[0].y0, tiles[0].x1 - tiles[0].x0, s.batch)
@@ -315,9 +272,18 @@ class FrameQueueRunner:
         decode = SourceFrames(source, *self.decode_range())
         stream = next(_STREAMS) if memory.features == "kept" else None
         weights = (settings_for_report or {}).get("weights")
-        pipeline = self._pipeline(decode, scenes, sink, tiles, info.height, info.width, progress, stream, weights)
+        pipeline = self._pipeline(decode, scenes, sink, tiles, info.height, info.width, progress, stream, weights,
+                                  fmt)
+        takes = getattr(self.backend, "output_planes", None)
+        if callable(takes):  # a backend that makes the sink's planes itself (the CUDA runtime, on its device)
+            takes(fmt)
         t0 = time.perf_counter()
-        pipeline.run()
+        try:
+            pipeline.run()
+            facts = self.backend.facts() if hasattr(self.backend, "facts") else {}
+        finally:
+            if callable(takes):
+                takes(None)  # RGB again for calls outside a run
         wall = time.perf_counter() - t0
         stats = pipeline.stats()
         written = stats[-1].items
@@ -330,7 +296,7 @@ class FrameQueueRunner:
             settings["input_ended_early"] = early.to_dict(written)
         settings.update(tile=tile, tiles_per_frame=len(tiles), overlap=s.overlap, batch=s.batch, queue=s.queue,
                         padding=self.padding, num_frame=self.num_frame,
-                        backend_facts=self.backend.facts() if hasattr(self.backend, "facts") else {},
+                        backend_facts=facts,
                         memory_plan=memory.to_dict(),
                         scene_cuts=scenes.to_dict(s.frames[0], s.frames[0] + written))
         return RunReport(stats, settings, wall, written, dict(self.backend.timings()), started=t0,
@@ -338,7 +304,7 @@ class FrameQueueRunner:
 
     def _pipeline(self, decode: SourceFrames, scenes: SceneStage, sink, tiles: list[Tile], height: int,
                   width: int, progress: Callable[[int], None] | None, stream: int | None,
-                  weights: str | None) -> StagePipeline:
+                  weights: str | None, fmt: PlaneFormat) -> StagePipeline:
         s = self.settings
         start, stop = s.frames
         unit = "tiles" if len(tiles) > 1 else "frames"
@@ -355,6 +321,11 @@ class FrameQueueRunner:
         def n_slots(item: Batch | Result) -> int:
             return len(item.slots)
 
+        def post(inbox: Iterator[Result]) -> Iterator[HrFrame]:
+            conversion_threads(threads)  # in this stage's own thread
+            yield from hr_frames(inbox, sink, height, width, self.scale, len(tiles), weights, fmt)
+
+        threads = post_threads(self.backend)
         stages = [
             Stage("decode", decode),
             *([Stage("scenes", scenes)] if marked else []),
@@ -362,7 +333,7 @@ class FrameQueueRunner:
             Stage("batch", lambda inbox: batches(inbox, tiles, s.batch, stream or 0), unit, n_slots,
                   idle_s=s.batch_wait_s),
             Stage("infer", infer, unit, n_slots, grace_s=s.stop_grace_s),
-            Stage("post", lambda inbox: hr_frames(inbox, sink, height, width, self.scale, len(tiles), weights)),
+            Stage("post", post),
             Stage("encode", lambda inbox: encoded(inbox, sink)),
         ]
         # the batch stage sends one batch at a time, and a result waits for post-processing one at a time

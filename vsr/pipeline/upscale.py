@@ -7,7 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
-from vsr.backends import Backend, BackendRequest, OrtOptions, SplitOptions
+from vsr.backends import Backend, BackendRequest, CudaOptions, OrtOptions, SplitOptions
 from vsr.backends.base import announce
 from vsr.errors import InputError
 from vsr.model.choice import AUTO, WeightsChoice, choose_for
@@ -48,6 +48,8 @@ def upscale(src: str | Path, dst: str | Path, *, backend: Backend | BackendReque
         trim = start > 0 or stop is not None
         # the sink first: a wrong codec or container is reported before minutes of model loading
         request = backend if isinstance(backend, BackendRequest) else None
+        if encoder.codec is None and _on_gpu(backend):  # an encoder that keeps up with the GPU, where one opens
+            encoder = replace(encoder, hardware=True)
         sink = open_sink(dst, source.info, encoder, scale=4 if request else backend.scale, trim=trim)
         try:
             choice = None
@@ -101,3 +103,9 @@ def _plan_name(request: BackendRequest | None) -> str:
     if isinstance(options, OrtOptions):
         return "whole"
     return "auto"
+
+
+def _on_gpu(backend: Backend | BackendRequest) -> bool:
+    """Whether the run's model runs on an NVIDIA GPU (the CUDA runtime on a CUDA device, not its CPU emulation)."""
+    options = getattr(backend, "options", None)
+    return isinstance(options, CudaOptions) and (options.device or "cuda").startswith("cuda")

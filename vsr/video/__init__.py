@@ -1,8 +1,9 @@
 """Video in and out: sources (PyAV decode, PNG folders), sinks (PyAV encode + stream copy, PNG folders),
 and the colour conversions between YUV and the model's RGB.
 
-Modules: ``source`` (decode), ``colour`` (YUV <-> RGB), ``base`` (the ``Sink`` protocol), ``output`` (output
-paths, overwrite rules, atomic commit), ``encoders`` (codec, options, encoder memory), ``dts`` (packet
+Modules: ``source`` (decode), ``colour`` (YUV <-> RGB, the colour maths' one table), ``planes`` (RGB -> a sink's
+planes in one parallel pass), ``base`` (the ``Sink`` protocol), ``output`` (output paths, overwrite rules, atomic
+commit), ``encoders`` (codec, options, encoder memory), ``encoder_open`` (opening one), ``nvenc`` (NVIDIA's hardware encoders), ``dts`` (packet
 timestamp repair), ``passthrough`` (audio/subtitle copy), ``png_sink`` and ``sink`` (the file sinks),
 ``pipe_source`` and ``pipe_sink`` (``-``: standard input and output), ``endpoints`` (which of them a name opens).
 """

@@ -13,8 +13,9 @@ from vsr.video.colour import ColourSpec
 class Sink(Protocol):
     """Takes finished output frames in order and makes them the output only on :meth:`commit`.
 
-    A frame's life: ``new_planes(h, w)`` -> regions filled with integer planes of :meth:`planes_format` and
-    :meth:`plane_dtype` -> ``finish(planes)`` (post stage) -> ``write(finished, pts, duration)`` (encode stage).
+    A frame's life: ``new_planes(h, w)`` -> regions filled with the integer planes of
+    ``vsr.video.planes.PlaneFormat.of(*planes_format())`` (``plane_views``, ``region``) -> ``finish(planes)``
+    (post stage) -> ``write(finished, pts, duration)`` (encode stage).
     """
 
     pix_fmt: str
@@ -29,7 +30,8 @@ class Sink(Protocol):
         """Peak memory the sink itself holds (an encoder's lookahead, reference frames), for the memory plan."""
 
     def new_planes(self, height: int, width: int):
-        """Room for one output frame's ``(3, height, width)`` planes, filled region by region."""
+        """Room for one output frame's planes, filled region by region: an array ``(3, height, width)``, or an
+        object whose ``views`` are its three planes (chroma subsampled where the format's is)."""
 
     def finish(self, planes):
         """A complete frame from :meth:`new_planes` -> what :meth:`write` takes."""

@@ -8,9 +8,12 @@ Untagged sources are read the way players read them: matrix BT.709 for HD (heigh
 tagged explicitly with what it really has, because a x4 output is "HD" even where its source was not,
 and a player's guess would then differ from the source's.
 
-The matrix itself is applied here in float32 (exact formulas, one rounding), not by swscale: swscale's
-high-bit-depth paths are off by up to one 8-bit step (e.g. white at 65280/65535).  swscale only resamples
-chroma (4:2:0 <-> 4:4:4), which it does with the right siting.
+The colour maths is one table, here: the matrices (``KR_KB``), range and bit depth (:func:`levels`) and chroma
+siting (``CHROMA_SITING``).  Sources are read with it here (:func:`yuv_to_rgb`); outputs are written with it by
+:mod:`vsr.video.planes` on the host and by the CUDA backend on the device, in float32 (exact formulas, one
+rounding), not by swscale: swscale's high-bit-depth paths are off by up to one 8-bit step (e.g. white at
+65280/65535).  swscale resamples a source's chroma to 4:4:4 and repacks outputs in formats other than planar
+YUV (NV12, packed, gray).
 """
 
 from __future__ import annotations
@@ -38,6 +41,15 @@ KR_KB = {SPC_BT709: (0.2126, 0.0722), SPC_FCC: (0.30, 0.11), SPC_BT470BG: (0.299
 MATRIX_NAMES = {SPC_RGB: "rgb", SPC_BT709: "bt709", SPC_FCC: "fcc", SPC_BT470BG: "bt470bg",
                 SPC_SMPTE170M: "smpte170m", SPC_SMPTE240M: "smpte240m", SPC_BT2020_NCL: "bt2020nc"}
 RANGE_NAMES = {RANGE_UNSPECIFIED: "unspecified", RANGE_LIMITED: "tv", RANGE_FULL: "pc"}
+# AVChromaLocation -> where a subsampled chroma sample sits in its block of luma pixels, (x, y) from the first
+# pixel to the last (0: co-sited with the first, 0.5: between, 1: with the last)
+LOC_LEFT, LOC_CENTER, LOC_TOPLEFT = 1, 2, 3
+CHROMA_SITING = {LOC_LEFT: (0.0, 0.5), LOC_CENTER: (0.5, 0.5), LOC_TOPLEFT: (0.0, 0.0), 4: (0.5, 0.0),
+                 5: (0.0, 1.0), 6: (0.5, 1.0)}
+SITING_NAMES = {LOC_LEFT: "left", LOC_CENTER: "center", LOC_TOPLEFT: "topleft", 4: "top", 5: "bottomleft",
+                6: "bottom"}
+# Outputs' chroma is sited "left" (MPEG-2, H.264, HEVC: what players assume for untagged 4:2:0) and tagged so.
+OUTPUT_SITING = LOC_LEFT
 
 RESAMPLE = Interpolation.BILINEAR | Interpolation.ACCURATE_RND | Interpolation.FULL_CHR_H_INT \
     | Interpolation.FULL_CHR_H_INP
@@ -132,7 +144,7 @@ class ColourSpec:
                 "primaries": int(self.primaries), "transfer": int(self.transfer), "guessed": list(self.guessed)}
 
 
-def _levels(spec: ColourSpec, bits: int) -> tuple[float, float, float, float]:
+def levels(spec: ColourSpec, bits: int) -> tuple[float, float, float, float]:
     """(luma offset, luma scale, chroma offset, chroma scale) in code values of ``bits`` depth."""
     s = float(1 << (bits - 8))
     if spec.range == RANGE_FULL:
@@ -143,7 +155,7 @@ def _levels(spec: ColourSpec, bits: int) -> tuple[float, float, float, float]:
 
 def yuv_to_rgb(planes: np.ndarray, spec: ColourSpec, bits: int, out: np.ndarray | None = None) -> np.ndarray:
     """``(3, H, W)`` integer Y, Cb, Cr (4:4:4) -> float32 RGB ``(3, H, W)`` in [0, 1] (clipped)."""
-    yo, ys, co, cs = _levels(spec, bits)
+    yo, ys, co, cs = levels(spec, bits)
     kr, kb = KR_KB[spec.matrix]
     kg = 1.0 - kr - kb
     # divisions, not reciprocal products: white must come out as exactly 1.0
@@ -158,27 +170,9 @@ def yuv_to_rgb(planes: np.ndarray, spec: ColourSpec, bits: int, out: np.ndarray 
     return np.clip(out, 0.0, 1.0, out=out)
 
 
-def rgb_to_yuv(rgb: np.ndarray, spec: ColourSpec, bits: int, out: np.ndarray | None = None) -> np.ndarray:
-    """float RGB ``(3, H, W)`` (clipped to [0, 1] here) -> integer Y, Cb, Cr ``(3, H, W)`` of ``bits`` depth."""
-    yo, ys, co, cs = _levels(spec, bits)
-    kr, kb = KR_KB[spec.matrix]
-    kg = 1.0 - kr - kb
-    r, g, b = (np.clip(c, 0.0, 1.0) for c in rgb)
-    y = np.float32(kr) * r + np.float32(kg) * g + np.float32(kb) * b
-    dt = np.uint8 if bits <= 8 else np.uint16
-    if out is None:
-        out = np.empty(rgb.shape, dt)
-    top = float((1 << bits) - 1)
-    for i, v in enumerate((y * np.float32(ys) + np.float32(yo + 0.5),
-                           (b - y) * np.float32(cs / (2 * (1 - kb))) + np.float32(co + 0.5),
-                           (r - y) * np.float32(cs / (2 * (1 - kr))) + np.float32(co + 0.5))):
-        np.clip(v, 0.0, top, out=v)
-        out[i][...] = v  # float -> int truncates; +0.5 above makes it round half up (out may be a list of views)
-    return out
-
-
 def quantise_rgb(rgb: np.ndarray, bits: int, out: np.ndarray | None = None) -> np.ndarray:
-    """float RGB in [0, 1] -> integer RGB of ``bits`` depth (round half up, clipped)."""
+    """float RGB in [0, 1] -> integer RGB of ``bits`` depth (round half up, clipped): the planes
+    :class:`vsr.video.planes.PlaneFormat` gives RGB outputs, in numpy (tests' references)."""
     top = float((1 << bits) - 1)
     v = np.clip(rgb * np.float32(top) + np.float32(0.5), 0.0, top)
     if out is None:
@@ -211,11 +205,9 @@ def planes_frame(planes: np.ndarray, pix_fmt: str) -> av.VideoFrame:
 
 
 class FramePlanes:
-    """The three planes of a new planar 4:4:4 ``av.VideoFrame``, writable in place through numpy views.
-
-    ``fp[:, y0:y1, x0:x1]`` is the list of the three planes' views of that region, which :func:`encode_planes`
-    (for Y/Cb/Cr) fills as ``out``: the post-processing stage writes an output frame's tiles straight into the
-    frame the encoder gets, instead of into an array that is copied into a frame afterwards.
+    """The three planes of a new planar ``av.VideoFrame`` (chroma subsampled or not), writable in place through
+    numpy views (``views``): the post-processing stage writes an output frame's tiles straight into the frame
+    the encoder gets (:func:`vsr.video.planes.place`), instead of into an array copied into a frame afterwards.
     """
 
     def __init__(self, width: int, height: int, pix_fmt: str):
@@ -224,12 +216,6 @@ class FramePlanes:
         self.shape = (3, height, width)
         self.views = [np.frombuffer(p, self.dtype).reshape(p.height, p.line_size // self.dtype().itemsize)[:, :p.width]
                       for p in self.frame.planes[:3]]
-
-    def __getitem__(self, key) -> list[np.ndarray]:
-        c, ys, xs = key
-        if c != slice(None):
-            raise IndexError("FramePlanes: index all three planes ([:, ys, xs])")
-        return [v[ys, xs] for v in self.views]
 
 
 def decode_rgb(frame: av.VideoFrame, spec: ColourSpec) -> np.ndarray:
@@ -246,17 +232,10 @@ def decode_rgb(frame: av.VideoFrame, spec: ColourSpec) -> np.ndarray:
     return yuv_to_rgb(frame_planes(frame), spec, bit_depth(p444))
 
 
-def encode_planes(rgb: np.ndarray, pix_fmt: str, spec: ColourSpec, out: np.ndarray | None = None) -> np.ndarray:
-    """float RGB ``(3, H, W)`` -> integer planes of ``planar444(pix_fmt)``: Y/Cb/Cr, or R/G/B for RGB formats."""
-    bits = bit_depth(planar444(pix_fmt))
-    if spec.matrix == SPC_RGB:
-        return quantise_rgb(rgb, bits, out)
-    return rgb_to_yuv(rgb, spec, bits, out)
-
-
 def planes_to_frame(planes: np.ndarray | FramePlanes, pix_fmt: str, spec: ColourSpec) -> av.VideoFrame:
-    """Integer planes from :func:`encode_planes` (an array, or :class:`FramePlanes` used as is) -> a frame in
-    ``pix_fmt``, tagged with ``spec``."""
+    """Integer planes (an array of 4:4:4 ones from :func:`vsr.video.planes.encode_planes`, or :class:`FramePlanes`
+    used as is) -> a frame in ``pix_fmt``, tagged with ``spec``; swscale makes ``pix_fmt`` of planes in another
+    format (4:4:4 ones of a packed or semi-planar format)."""
     p444 = planar444(pix_fmt)
     if spec.matrix == SPC_RGB:
         fmt = "rgb24" if planes.dtype == np.uint8 else "rgb48le"
@@ -265,7 +244,7 @@ def planes_to_frame(planes: np.ndarray | FramePlanes, pix_fmt: str, spec: Colour
             f = f.reformat(format=pix_fmt, interpolation=RESAMPLE)
     else:
         f = planes.frame if isinstance(planes, FramePlanes) else planes_frame(planes, p444)
-        if p444 != pix_fmt:
+        if f.format.name != pix_fmt:
             f = f.reformat(format=pix_fmt, src_color_range=spec.range, dst_color_range=spec.range,
                            interpolation=RESAMPLE)
         f.colorspace = spec.matrix

@@ -1,4 +1,5 @@
-"""Encoder choice and options: codec and pixel format, option handling and checks, the encoder memory table.
+"""Encoder choice and options: codec and pixel format, option handling and checks, the encoder memory table
+(opening the encoder: :mod:`vsr.video.encoder_open`; NVIDIA's: :mod:`vsr.video.nvenc`).
 
 Options are checked when the encoder opens: an option the encoder does not have, a value it rejects, a
 ``--crf`` outside the codec's range and an output larger than the codec can encode each give one line
@@ -9,17 +10,14 @@ from __future__ import annotations
 
 import io
 import logging
-import os
-import re
-from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Iterator
 
 import av
-import av.logging
 
 from vsr.errors import InputError
 from vsr.video.colour import is_gray_format, is_rgb_format
+from vsr.video.nvenc import CQ_RANGE, NVENC, is_nvenc, nvenc_options, nvenc_problem
+from vsr.video.nvenc import DEFAULTS as NVENC_DEFAULTS, PRESETS as NVENC_PRESETS
 from vsr.video.source import VideoInfo
 
 log = logging.getLogger(__name__)
@@ -33,15 +31,17 @@ class EncoderSettings:
     """``codec``, ``crf``, ``preset``, ``pix_fmt`` (None: the source's, where the codec allows), extra
     encoder ``options`` (``-x key=value``), ``quiet`` (encoders that print to the terminal themselves,
     SVT-AV1 and x265, print only errors: their banner of settings is noise in a run's output; False under
-    ``vsr -v``) and the ``container`` of a stream output (``--format``)."""
+    ``vsr -v``), the ``container`` of a stream output (``--format``) and ``hardware`` (no ``codec`` given: NVENC's
+    H.264 where it opens here and the container holds it; ``vsr upscale`` on a GPU backend sets it)."""
 
-    codec: str | None = None  # None: libx264, or what the container holds where it cannot hold H.264
+    codec: str | None = None  # None: libx264 (h264_nvenc with hardware), or what the container holds
     crf: float | None = None
     preset: str | None = None
     pix_fmt: str | None = None
     options: tuple[tuple[str, str], ...] = field(default_factory=tuple)
     quiet: bool = True
     container: str | None = None  # output "-" only: y4m, nut or matroska (a file's follows its suffix)
+    hardware: bool = False
 
 
 BIG_OUTPUT_PIXELS = 3840 * 2160
@@ -58,11 +58,11 @@ ENCODER_MB_PER_MPX_OTHER = 60.0  # not measured: a generous guess (a dozen frame
 
 # The quality scale of --crf per codec (FFmpeg's own option ranges are wider or unchecked: libx264 takes 99).
 CRF_RANGE = {"libx264": (0, 51), "libx265": (0, 51), "libsvtav1": (0, 63), "libvpx-vp9": (0, 63),
-             "libaom-av1": (0, 63)}
+             "libaom-av1": (0, 63), **{c: CQ_RANGE for c in NVENC}}
 # x264's and x265's presets: checked here, since the libraries print a line of their own to stderr for a wrong one.
 X26X_PRESETS = ("ultrafast", "superfast", "veryfast", "faster", "fast", "medium", "slow", "slower", "veryslow",
                 "placebo")
-PRESETS = {"libx264": X26X_PRESETS, "libx265": X26X_PRESETS}
+PRESETS = {"libx264": X26X_PRESETS, "libx265": X26X_PRESETS, **{c: NVENC_PRESETS for c in NVENC}}
 # Largest frame (width, height) a codec encodes, where it is below FFmpeg's own limit (measured with PyAV).
 MAX_SIZE = {"libx264": (16384, 16384), "libsvtav1": (16384, 8704), "mpeg4": (8191, 8191)}
 # FFmpeg refuses any frame with (8 * width + 1024) * (height + 128) >= 2**31 - 1 (av_image_check_size2).
@@ -101,8 +101,6 @@ PARAMS_OPTION = {"libx264": "x264-params", "libx265": "x265-params", "libsvtav1"
 RATE_PARAMS = ("crf", "qp", "qp_constant", "bitrate", "tbr")
 # The containers a "cannot hold" message suggests, by format name.
 COMMON_CONTAINERS = {"mp4": ".mp4", "matroska": ".mkv", "mov": ".mov", "webm": ".webm"}
-# What encoders log (at warning level) for an option they did not take while opening anyway.
-REJECTED_OPTION = re.compile(r"Error parsing option|Unknown option|Invalid value for|bad value for", re.I)
 
 
 def choose_pix_fmt(codec: av.Codec, info: VideoInfo, requested: str | None) -> str:
@@ -134,10 +132,13 @@ def choose_pix_fmt(codec: av.Codec, info: VideoInfo, requested: str | None) -> s
     return formats[0]
 
 
-def default_codec(container) -> str:
+def default_codec(container, hardware: bool = False) -> str:
     """The container's own (:data:`CONTAINER_CODECS`), else libx264 where the container holds H.264 (mp4, mkv,
-    mov), else the first of FALLBACK_CODECS it holds."""
+    mov; ``hardware``: h264_nvenc there, where it opens here, :func:`vsr.video.nvenc.nvenc_problem`), else the
+    first of FALLBACK_CODECS it holds."""
     own = CONTAINER_CODECS.get(container.format.name)
+    if not own and hardware and "h264_nvenc" in container.supported_codecs and nvenc_problem("h264_nvenc") is None:
+        return "h264_nvenc"
     for name in ((own,) if own else ()) + (DEFAULT_CODEC,) + FALLBACK_CODECS:
         if name in container.supported_codecs and name in av.codecs_available:
             return name
@@ -149,7 +150,9 @@ def effective(codec: str, opts: dict[str, str]) -> dict[str, int | float | str |
     """The ``crf``, ``preset`` and fixed quantiser ``q`` (numbers where they are) the encoder runs with: those
     given in ``opts``, the encoder's own parameters (``-x x264-params=crf=18``) first, else its own defaults
     (:data:`ENCODER_DEFAULTS`); None where it has no such setting, runs another rate control (a qp or a bit
-    rate) or vsr does not know it."""
+    rate) or vsr does not know it.  NVENC's constant quality ``cq`` is its ``crf``."""
+    if is_nvenc(codec):  # its own preset: FFmpeg's documented default, not checked (no NVENC opens on vsr's CI)
+        return {"crf": _number(opts.get("cq")), "preset": opts.get("preset", NVENC_DEFAULTS["preset"]), "q": None}
     own = ENCODER_DEFAULTS.get(codec, {})
     params = encoder_params(codec, opts)
     rate = [k for k in params if k in RATE_PARAMS]
@@ -221,17 +224,29 @@ def _supported(container: str) -> set[str]:
 
 
 def open_codec(name: str) -> av.Codec:
+    """The encoder ``name``; an InputError for an unknown one, an audio one, or NVENC where none opens here."""
     try:
         codec = av.Codec(name, "w")
     except (ValueError, av.FFmpegError):
         raise InputError(f"unknown codec {name!r} (try libx264, libx265, libsvtav1, ffv1, prores_ks)") from None
     if codec.type != "video":
         raise InputError(f"--codec {name} is a {codec.type} codec, not a video one")
+    why = nvenc_problem(name) if is_nvenc(name) else None
+    if why is not None:
+        raise InputError(f"--codec {name}: no NVIDIA hardware encoder (NVENC) opens here ({why}); use a software "
+                         f"encoder such as libx264")
     return codec
+
+
+def quality_key(codec: str) -> str:
+    """The encoder option ``--crf`` sets: ``crf``, or NVENC's ``cq``."""
+    return "cq" if is_nvenc(codec) else "crf"
 
 
 def encoder_options(codec: str, s: EncoderSettings, width: int, height: int) -> tuple[dict[str, str], bool]:
     """The options dict for the encoder and whether libx264 got vsr's low-memory settings for a big output."""
+    if is_nvenc(codec):
+        return {**nvenc_options(s.crf, s.preset), **dict(s.options)}, False
     opts = {}
     given = dict(s.options)
     if codec in QUANTISER_CODECS:
@@ -263,9 +278,9 @@ def _quantiser(codec: str, s: EncoderSettings, given: dict[str, str]) -> dict[st
     return {"qmin": str(int(q)), "qmax": str(int(q))}
 
 
-def _option_name(key: str, value: str, s: EncoderSettings) -> str:
+def option_name(key: str, value: str, s: EncoderSettings) -> str:
     """How the user gave option ``key``: ``--crf 99``, ``--preset x`` or ``-x key=value``."""
-    if key == "crf" and s.crf is not None and key not in dict(s.options):
+    if key in ("crf", "cq") and s.crf is not None and key not in dict(s.options):
         return f"--crf {value}"
     if key == "preset" and s.preset is not None and key not in dict(s.options):
         return f"--preset {value}"
@@ -277,16 +292,19 @@ def check_values(codec: str, opts: dict[str, str], s: EncoderSettings) -> None:
     (:data:`CRF_RANGE`) -> InputError naming the option."""
     preset = opts.get("preset")
     if codec in PRESETS and preset is not None and preset.lower() not in PRESETS[codec] \
-            and not (preset.isdigit() and int(preset) < len(PRESETS[codec])):  # x264 also takes a preset's index
-        raise InputError(f"{_option_name('preset', opts['preset'], s)} is not a {codec} preset "
-                         f"({', '.join(PRESETS[codec])})")
+            and not (preset.isdigit() and int(preset) < len(PRESETS[codec]) and not is_nvenc(codec)):
+        # (x264 also takes a preset's index)
+        also = ", or x264's names" if is_nvenc(codec) else ""
+        raise InputError(f"{option_name('preset', s.preset or opts['preset'], s)} is not a {codec} preset "
+                         f"({', '.join(PRESETS[codec])}{also})")
     params = encoder_params(codec, opts)
     rate = [k for k in params if k in RATE_PARAMS]
     if rate and "crf" in opts and (rate[-1] != "crf" or _number(params["crf"]) != _number(opts["crf"])):
-        raise InputError(f"{_option_name('crf', opts['crf'], s)} and -x {PARAMS_OPTION[codec]}=...{rate[-1]}="
+        raise InputError(f"{option_name('crf', opts['crf'], s)} and -x {PARAMS_OPTION[codec]}=...{rate[-1]}="
                          f"{params[rate[-1]]} both set the rate control (the encoder would take the second): "
                          "give one")
-    _check_crf(codec, opts.get("crf"), lambda v: _option_name("crf", v, s))
+    key = quality_key(codec)  # NVENC's constant quality is its cq
+    _check_crf(codec, opts.get(key), lambda v: option_name(key, v, s))
     _check_crf(codec, params.get("crf"), lambda v: f"-x {PARAMS_OPTION[codec]}=...crf={v}")
 
 
@@ -312,82 +330,6 @@ def check_size(codec: str, width: int, height: int) -> None:
     if mw is not None and (width > mw or height > mh):
         raise InputError(f"the output, {width}x{height}, is too large for {codec}: it encodes frames of at most "
                          f"{mw}x{mh} (use a smaller source or --codec ffv1)")
-
-
-@contextmanager
-def captured_ffmpeg_log() -> Iterator[list[tuple[int, str, str]]]:
-    """FFmpeg's warnings and errors of this thread, as ``(level, name, message)``, instead of nowhere."""
-    level, skip = av.logging.get_level(), av.logging.get_skip_repeated()
-    av.logging.set_level(av.logging.WARNING)
-    av.logging.set_skip_repeated(False)  # the same bad option in a second sink must be seen again
-    try:
-        with av.logging.Capture() as logs:
-            yield logs
-    finally:
-        av.logging.set_skip_repeated(skip)
-        av.logging.set_level(level)
-
-
-@contextmanager
-def quiet_encoder(codec: str, quiet: bool) -> Iterator[None]:
-    """SVT-AV1 prints its settings to stderr itself; ``quiet`` lets it print errors only.
-
-    It reads ``SVT_LOG`` once, when its first encoder in the process opens; a user's own ``SVT_LOG`` wins.
-    """
-    if not quiet or codec != "libsvtav1" or "SVT_LOG" in os.environ:
-        yield
-        return
-    os.environ["SVT_LOG"] = "1"  # SVT_LOG_ERROR
-    try:
-        yield
-    finally:
-        del os.environ["SVT_LOG"]
-
-
-def quiet_options(codec: str, opts: dict[str, str], quiet: bool) -> dict[str, str]:
-    """``opts`` with x265's own log cut to errors under ``quiet``: x265 prints its settings and statistics to
-    stderr itself, past FFmpeg's log level.  A ``log-level`` the user gave in ``x265-params`` wins."""
-    if not quiet or codec != "libx265":
-        return opts
-    params = opts.get("x265-params", "")
-    if re.search(r"(^|:)log-level=", params):
-        return opts
-    return {**opts, "x265-params": f"{params}:log-level=error" if params else "log-level=error"}
-
-
-def _first_error(e: Exception, logs: list[tuple[int, str, str]]) -> str:
-    """The encoder's own first error message, else the exception's, on one line."""
-    errors = [m.strip() for level, _, m in logs if level <= av.logging.ERROR]
-    if errors:
-        return errors[0]
-    if isinstance(e, av.FFmpegError) and e.strerror:
-        return e.strerror
-    return (str(e).splitlines() or [type(e).__name__])[0][:120]
-
-
-def open_encoder(oc, vs, opts: dict[str, str], s: EncoderSettings) -> None:
-    """Start encoding ``oc`` (its video stream ``vs`` opened with ``opts``); every option the encoder did not
-    take, or took with a complaint, is an InputError naming it."""
-    codec = vs.codec_context.name
-    vs.options = quiet_options(codec, dict(vs.options), s.quiet)
-    with quiet_encoder(codec, s.quiet), captured_ffmpeg_log() as logs:
-        try:
-            oc.start_encoding()
-        except (av.FFmpegError, ValueError) as e:
-            if any("Picture size" in m for _, _, m in logs):
-                check_size(codec, vs.width, vs.height)
-            why = _first_error(e, logs)
-            shown = " ".join(f"{k}={v}" for k, v in opts.items()) or "defaults"
-            raise InputError(f"{codec} rejected its options ({shown}): {why}") from None
-    unused = dict(vs.options)
-    if unused:
-        key, value = next(iter(unused.items()))
-        raise InputError(f"{codec} has no option {key!r} ({_option_name(key, value, s)})")
-    rejected = [m.strip() for _, _, m in logs if REJECTED_OPTION.search(m)]
-    if rejected:
-        params = [f"-x {k}={v}" for k, v in opts.items() if k.endswith(("-params", "opts"))]
-        where = params[0] if len(params) == 1 else "an option"
-        raise InputError(f"{codec} rejected {where}: {rejected[0]}")
 
 
 def encoder_memory_mb(codec: str, opts: dict[str, str], low_memory_x264: bool, width: int, height: int) -> float:

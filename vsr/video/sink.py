@@ -20,14 +20,15 @@ import av
 import numpy as np
 
 from vsr.errors import InputError
-from vsr.video.colour import (SPC_RGB, ColourSpec, FramePlanes, bit_depth, is_gray_format, is_rgb_format,
-                              planar444, planes_to_frame)
+from vsr.video.colour import (SITING_NAMES, SPC_RGB, ColourSpec, FramePlanes, bit_depth, is_gray_format,
+                              is_rgb_format, planar444, planes_to_frame)
 from vsr.video.dts import DtsRepair
+from vsr.video.encoder_open import open_encoder
 from vsr.video.encoders import (CODEC_TAGS, EncoderSettings, check_playable, check_size, check_values, choose_pix_fmt,
-                                default_codec, effective, encoder_memory_mb, encoder_options, open_codec,
-                                open_encoder)
+                                default_codec, effective, encoder_memory_mb, encoder_options, open_codec)
 from vsr.video.output import commit_output, output_path, video_partial, writes
 from vsr.video.passthrough import Passthrough, Window
+from vsr.video.planes import PlaneFormat
 from vsr.video.source import VideoInfo
 
 log = logging.getLogger(__name__)
@@ -39,7 +40,9 @@ DROPPED_TAGS = ("DURATION", "ENCODER", "HANDLER_NAME", "VENDOR_ID")
 
 
 class VideoSink:
-    """Encodes ``(3, H, W)`` planes from :func:`vsr.video.colour.encode_planes` into a container.
+    """Encodes frames into a container: those of :meth:`new_planes` (the planes of :attr:`planes`: the output
+    format's own where it is planar YUV, chroma subsampled and sited as tagged), or ``(3, H, W)`` 4:4:4 planes
+    from :func:`vsr.video.planes.encode_planes`.
 
     With ``trim`` (``--frames A:B``) the output starts where the source starts: timestamps move back by
     the time of frame A, and only audio/subtitle packets inside the written frames' span are copied.
@@ -68,10 +71,11 @@ class VideoSink:
         self.oc = self._open_in_memory(Path(dst)) if probe else self._open(Path(dst), settings)
         try:
             if codec is None:
-                codec = open_codec(default_codec(self.oc))
+                codec = open_codec(default_codec(self.oc, settings.hardware))
             self.codec = codec.name
             self.pix_fmt = self._pix_fmt(codec, settings.pix_fmt)
             self.colour = info.colour.for_output(self.pix_fmt)
+            self.planes = PlaneFormat.of(self.pix_fmt, self.colour)
             check_playable(codec.name, self.oc, played=self.PLAYED)
             width, height = info.width * scale, info.height * scale
             check_size(codec.name, width, height)
@@ -124,17 +128,17 @@ class VideoSink:
                                  self.vs.width, self.vs.height)
 
     def new_planes(self, height: int, width: int) -> np.ndarray | FramePlanes:
-        """Where one output frame's integer 4:4:4 planes are assembled (``[:, ys, xs]`` regions, filled by
-        :func:`vsr.video.colour.encode_planes`): the planes of the frame the encoder will get, for Y/Cb/Cr."""
+        """Where one output frame's integer planes (of :attr:`planes`) are assembled, region by region: for
+        Y/Cb/Cr the planes of the frame the encoder will get."""
         if self.colour.matrix == SPC_RGB:
             return np.empty((3, height, width), self.plane_dtype())
-        return FramePlanes(width, height, planar444(self.pix_fmt))
+        return FramePlanes(width, height, self.planes.pix_fmt)
 
     def finish(self, planes: np.ndarray | FramePlanes) -> av.VideoFrame:
         """A complete frame from :meth:`new_planes` -> the frame to encode (output pixel format, colour tags).
 
-        Called in the post-processing stage, so the encoder thread only encodes and the frames waiting for it
-        are already subsampled (4:2:0: half the bytes of the 4:4:4 planes).
+        Called in the post-processing stage, so the encoder thread only encodes (RGB and formats other than planar
+        YUV are repacked by swscale here).
         """
         return planes_to_frame(planes, self.pix_fmt, self.colour)
 
@@ -159,7 +163,8 @@ class VideoSink:
             cc.color_range = spec.range
         cc.color_primaries = spec.primaries
         cc.color_trc = spec.transfer
-        vs.options = dict(self.encoder_options)
+        siting = {"chroma_sample_location": SITING_NAMES[self.planes.siting]} if self.planes.siting else {}
+        vs.options = {**self.encoder_options, **siting}  # where vsr.video.planes sited the chroma, for players
         vs.thread_type = "AUTO"
         if info.rotation:
             vs.set_display_rotation(info.rotation)

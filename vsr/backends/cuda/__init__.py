@@ -38,7 +38,7 @@ def resolve_device(options: CudaOptions):
     except RuntimeError:
         raise BackendError(f"CUDA backend: {name!r} is not a device (cuda, cuda:1, or cpu to emulate)") from None
     if device.type == "cpu":
-        return device
+        return torch.device("cpu")  # "cpu:1" (a worker's device name) is the one CPU: tensors say "cpu"
     if device.type != "cuda":
         raise BackendError(f"CUDA backend: {name!r} is not a CUDA device")
     if not torch.cuda.is_available():
@@ -47,6 +47,30 @@ def resolve_device(options: CudaOptions):
     if (device.index or 0) >= torch.cuda.device_count():
         raise BackendError(f"CUDA backend: no device {name} (torch sees {torch.cuda.device_count()})")
     return device if device.index is not None else torch.device("cuda", torch.cuda.current_device())
+
+
+def device_list(text: str) -> list[str]:
+    """``--devices``: ``all`` (every GPU torch sees), GPU indices ``0,1``, or device names (``cuda:1``; ``cpu`` or
+    ``cpu:N``: the CPU emulation, for tests) -> torch device names, one per worker; a BackendError (one line) for
+    a GPU that is not there."""
+    import torch
+
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if text.strip() == "all":
+        if not count:
+            raise BackendError("--devices all: torch sees no GPU here")
+        return [f"cuda:{i}" for i in range(count)]
+    names = [f"cuda:{t}" if t.isdigit() else t for t in (t.strip() for t in text.split(","))]
+    for name in names:
+        try:
+            device = torch.device(name)
+        except RuntimeError:
+            raise BackendError(f"--devices: {name!r} is not a device (all, 0,1, cuda:1, or cpu to emulate)") from None
+        if device.type == "cuda" and (device.index or 0) >= count:
+            raise BackendError(f"--devices: no GPU {name} (torch sees {count})")
+        if device.type not in ("cuda", "cpu"):
+            raise BackendError(f"--devices: {name!r} is not a CUDA device")
+    return names
 
 
 def check_device(options: CudaOptions) -> None:
@@ -78,4 +102,4 @@ def open_cuda_backend(model, config, options: CudaOptions):
     return CudaTorchBackend(model, config, options, device)
 
 
-__all__ = ["check_device", "open_cuda_backend", "resolve_device", "segment_runtime"]
+__all__ = ["check_device", "device_list", "open_cuda_backend", "resolve_device", "segment_runtime"]

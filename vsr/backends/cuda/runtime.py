@@ -38,10 +38,11 @@ from vsr.backends.cuda.graphs import GraphSet, GraphSpec, static_inputs
 from vsr.backends.cuda.layout import Layout
 from vsr.backends.cuda.stream import FeatureStore, pyramid_shapes, slot_nbytes
 from vsr.backends.cuda.tensors import kernel_cache_dir, open_tensor_launcher
-from vsr.backends.cuda.transfer import Transfers, quantise
+from vsr.backends.cuda.transfer import OutputConversion, Transfers, quantise
 from vsr.backends.features import FeatureSlots, keyless
 from vsr.backends.options import CudaOptions
 from vsr.report.sample import StepStats, StepTimes
+from vsr.video.planes import PlaneFormat
 
 log = logging.getLogger(__name__)
 DTYPES = {"fp16": torch.float16, "fp32": torch.float32}
@@ -54,7 +55,8 @@ class CudaTorchBackend(ModelBackend):
     and the copy back) and, for runs not captured in a graph, seconds per segment and per bridge kernel
     (``features``, ``segment_<i>``, ``dcn:<module>``, ``shuffle:...``).
 
-    ``infer`` returns ``options.output`` (uint8 RGB quantised as the post stage would, float16 or float32).
+    ``infer`` returns ``options.output`` (uint8 RGB quantised as the post stage would, float16 or float32), or in a
+    run the sink's planes made on the device (:meth:`output_planes`).
     Everything runs on a stream of the backend's own (the kernels follow torch's current stream onto it)."""
 
     name = "cuda"
@@ -81,6 +83,7 @@ class CudaTorchBackend(ModelBackend):
         self.stream = torch.cuda.Stream(device) if device.type == "cuda" else None
         self.graphs = GraphSet(device)
         self.io = Transfers(device)
+        self.out = OutputConversion()
         self.slots = FeatureSlots()
         self.store = FeatureStore(model.center_frame_idx)
         self.planned: dict[tuple[int, int], int] = {}  # bucket -> the batch prepare() was given
@@ -142,7 +145,17 @@ class CudaTorchBackend(ModelBackend):
         return self._steps.stats()
 
     def facts(self) -> dict:
-        return {**super().facts(), "memory_format": self.layout.memory_format, "cuda_graphs": self.graphs_on}
+        """:meth:`ModelBackend.facts`, the layout, graphs, the device and what is downloaded: the sink's planes
+        (made there) or RGB."""
+        what = f"planes {self.out.fmt.pix_fmt}" if self.out.fmt is not None else f"rgb {self.options.output}"
+        return {**super().facts(), "memory_format": self.layout.memory_format, "cuda_graphs": self.graphs_on,
+                "device": self.options.device or str(self.device), "download": what}
+
+    def output_planes(self, fmt: PlaneFormat | None) -> bool:
+        """From now on ``infer`` returns the planes of ``fmt`` made on the device (a PlaneBatch), unless
+        ``options.device_planes`` is off (None: RGB again); whether it will."""
+        self.out.fmt = fmt if self.options.device_planes else None
+        return self.out.fmt is not None
 
     def feature_nbytes(self, height: int, width: int) -> int:
         """Bytes one kept (frame, tile) takes on the device: its RGB and pyramid in the model's dtype."""
@@ -294,7 +307,7 @@ class CudaTorchBackend(ModelBackend):
         out, pending = None, []
         for k, i in enumerate(range(0, n, step)):
             m, slot = min(step, n - i), k % 2
-            y = compute(slot, i, m)
+            y = self.out.on_device(compute(slot, i, m), m, 4 * h, 4 * w)
             pending.append((i, m, slot, self.io.start_download(slot, y)))
             if len(pending) == 2:
                 out = self._collect(out, n, h, w, *pending.pop(0))
@@ -302,14 +315,10 @@ class CudaTorchBackend(ModelBackend):
         for item in pending:
             out = self._collect(out, n, h, w, *item)
         self._times["download"] += time.perf_counter() - t3
-        return out
+        return self.out.result(out, 4 * h, 4 * w)
 
     def _collect(self, out, n: int, h: int, w: int, i: int, m: int, slot: int, pinned) -> np.ndarray:
-        y = self.io.finish(slot, pinned)
-        if out is None:
-            out = np.empty((n, 3, 4 * h, 4 * w), y.dtype)
-        out[i:i + m] = y[:m, :, : 4 * h, : 4 * w]
-        return out
+        return self.out.collect(out, n, i, m, self.io.finish(slot, pinned), 4 * h, 4 * w)
 
     def _record_steps(self, spec: GraphSpec, t: float) -> None:
         if self._graph(spec) is not None or not self.timeline.enabled:

@@ -1,0 +1,323 @@
+"""RGB -> a sink's integer planes in one pass: the matrix, the range, the bit depth, the chroma subsampling.
+
+:class:`PlaneFormat` is the whole conversion for one output, derived from the one table of
+:mod:`vsr.video.colour` (``KR_KB``: the matrices; ``levels``: range and bit depth; ``CHROMA_SITING``: where a
+subsampled chroma sample sits) and nothing else.  Two implementations read it: :func:`convert_tile` here (numba,
+on all cores, for the CPU backends' output) and the CUDA backend's torch ops (``vsr.backends.cuda.transfer``),
+which make the same planes on the device.
+
+For every output plane ``i`` and pixel: ``clip(floor(matrix[i] . rgb + offset[i] + 0.5), 0, top)`` (round half
+up), ``rgb`` clipped to [0, 1] first; a chroma plane of a 4:2:0 / 4:2:2 format is that of the RGB filtered by
+``taps_y`` x ``taps_x`` at its siting (swscale's bilinear filter: a tent two luma pixels wide, e.g. 1/4 1/2 1/4
+for co-sited samples, 1/8 3/8 3/8 1/8 for samples between two rows).  Taps past a tile's edge read its edge
+pixel; a tile's context (overlap) feeds the taps at its core's edges.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import av
+import numba
+import numpy as np
+
+from vsr.video.colour import (CHROMA_SITING, KR_KB, OUTPUT_SITING, SPC_RGB, ColourSpec, bit_depth, is_gray_format,
+                              is_rgb_format, levels, planar444)
+
+
+def tent_taps(sub: int, position: float) -> tuple[tuple[int, float], ...]:
+    """``(offset, weight)`` of the luma pixels (from a block's first) feeding a chroma sample at ``position``
+    (luma pixels from the block's first) when chroma is subsampled by ``2**sub``: a tent ``2**sub`` pixels wide
+    each side, weights summing to 1."""
+    if sub == 0:
+        return ((0, 1.0),)
+    f = float(1 << sub)
+    offs = range(math.floor(position - f) + 1, math.ceil(position + f))
+    w = [max(0.0, 1.0 - abs(o - position) / f) for o in offs]
+    total = sum(w)
+    return tuple((o, x / total) for o, x in zip(offs, w) if x > 0)
+
+
+def direct_format(pix_fmt: str) -> bool:
+    """Whether the encoder's frames in ``pix_fmt`` are written directly: planar Y, Cb, Cr in planes 0, 1, 2,
+    chroma at most halved each way, little-endian, up to 16 bits.  Other formats (packed, NV12, gray, RGB) get
+    4:4:4 planes that swscale repacks."""
+    if is_rgb_format(pix_fmt) or is_gray_format(pix_fmt):
+        return False
+    f = av.VideoFormat(pix_fmt)
+    comps = f.components
+    return (len(comps) == 3 and [c.plane for c in comps] == [0, 1, 2] and not f.is_big_endian
+            and max(c.bits for c in comps) <= 16 and f.chroma_width(2) >= 1 and f.chroma_height(2) >= 1)
+
+
+@dataclass(frozen=True)
+class PlaneFormat:
+    """The conversion of RGB ``(3, H, W)`` in [0, 1] into the three integer planes of ``pix_fmt`` (Y, Cb, Cr; or
+    R, G, B where ``rgb``, then packed as ``pix_fmt`` rgb24 or rgb48le): ``matrix`` (rows: planes; columns: R, G,
+    B) and ``offset`` in code values, ``top`` the largest code, chroma (planes 1 and 2) subsampled by
+    ``2**sub_x`` x ``2**sub_y`` through ``taps_x`` / ``taps_y`` (``(luma offset, weight)``), sited at ``siting``
+    (an AVChromaLocation, 0 where not subsampled)."""
+
+    pix_fmt: str
+    rgb: bool
+    bits: int
+    matrix: tuple[tuple[float, float, float], ...]
+    offset: tuple[float, float, float]
+    sub_x: int = 0
+    sub_y: int = 0
+    siting: int = 0
+    taps_x: tuple[tuple[int, float], ...] = ((0, 1.0),)
+    taps_y: tuple[tuple[int, float], ...] = ((0, 1.0),)
+
+    @classmethod
+    def of(cls, pix_fmt: str, spec: ColourSpec, siting: int = OUTPUT_SITING) -> "PlaneFormat":
+        """The planes a sink of ``pix_fmt`` tagged ``spec`` takes: those of ``pix_fmt`` itself where it is a
+        :func:`direct_format`, else 4:4:4 (:func:`~vsr.video.colour.planar444`), chroma sited at ``siting``."""
+        if spec.matrix == SPC_RGB:  # R, G, B planes, then packed (and repacked by swscale where asked)
+            fmt = "rgb24" if bit_depth(pix_fmt) <= 8 else "rgb48le"
+            top = float((1 << bit_depth(fmt)) - 1)
+            return cls(fmt, True, bit_depth(fmt), ((top, 0.0, 0.0), (0.0, top, 0.0), (0.0, 0.0, top)), (0.0,) * 3)
+        fmt = pix_fmt if direct_format(pix_fmt) else planar444(pix_fmt)
+        bits = bit_depth(fmt)
+        yo, ys, co, cs = levels(spec, bits)
+        kr, kb = KR_KB[spec.matrix]
+        kg = 1.0 - kr - kb
+        u, v = cs / (2 * (1 - kb)), cs / (2 * (1 - kr))
+        matrix = ((kr * ys, kg * ys, kb * ys), (-kr * u, -kg * u, (1 - kb) * u), ((1 - kr) * v, -kg * v, -kb * v))
+        f = av.VideoFormat(fmt)
+        sub_x, sub_y = int(math.log2(2 / f.chroma_width(2))), int(math.log2(2 / f.chroma_height(2)))
+        if not (sub_x or sub_y):
+            return cls(fmt, False, bits, matrix, (yo, co, co))
+        px, py = CHROMA_SITING[siting]
+        return cls(fmt, False, bits, matrix, (yo, co, co), sub_x, sub_y, siting,
+                   tent_taps(sub_x, px * ((1 << sub_x) - 1)), tent_taps(sub_y, py * ((1 << sub_y) - 1)))
+
+    @property
+    def dtype(self) -> np.dtype:
+        return np.dtype(np.uint8 if self.bits <= 8 else np.uint16)
+
+    @property
+    def top(self) -> float:
+        return float((1 << self.bits) - 1)
+
+    def plane_shapes(self, height: int, width: int) -> list[tuple[int, int]]:
+        """The shapes of the three planes of a ``height x width`` picture (chroma rounded up, as FFmpeg's)."""
+        ch, cw = -(-height >> self.sub_y), -(-width >> self.sub_x)
+        return [(height, width), (ch, cw), (ch, cw)]
+
+    def arrays(self, codes: bool = False) -> tuple:
+        """What both kernels (this module's and the CUDA backend's) compute with, in float32: (matrix, offset
+        with the rounding's 0.5, the input's clip bounds lo and hi, taps_x offsets and weights, taps_y ...);
+        ``codes``: for RGB given as 0..255 (the matrix divided by 255, nothing to clip)."""
+        ox, wx = zip(*self.taps_x)
+        oy, wy = zip(*self.taps_y)
+        matrix = np.asarray(self.matrix, np.float32)
+        if codes:
+            matrix = matrix * np.float32(1 / 255)
+        return (matrix, np.asarray(self.offset, np.float32) + np.float32(0.5), np.float32(0),
+                np.float32(255 if codes else 1), np.asarray(ox, np.int64), np.asarray(wx, np.float32),
+                np.asarray(oy, np.int64), np.asarray(wy, np.float32))
+
+
+@dataclass(frozen=True)
+class PlaneBatch:
+    """A batch's output as a sink's planes, made where the frames were (the CUDA backend converts on the device
+    and downloads these): ``data (N, bytes)``, each item's three planes of a ``height x width`` picture in
+    ``fmt`` one after another (:meth:`PlaneFormat.plane_shapes`)."""
+
+    data: np.ndarray
+    height: int
+    width: int
+    fmt: PlaneFormat
+
+    def planes(self, n: int) -> list[np.ndarray]:
+        out, at = [], 0
+        for shape in self.fmt.plane_shapes(self.height, self.width):
+            size = shape[0] * shape[1]
+            out.append(self.data[n, at: at + size].reshape(shape))
+            at += size
+        return out
+
+
+def plane_views(planes) -> list[np.ndarray]:
+    """The three 2-D planes of a sink's ``new_planes()``: an array ``(3, H, W)``, or a frame's views."""
+    views = getattr(planes, "views", None)
+    return list(views) if views is not None else [planes[0], planes[1], planes[2]]
+
+
+def region(views: list[np.ndarray], fmt: PlaneFormat, y0: int, y1: int, x0: int, x1: int) -> list[np.ndarray]:
+    """The views of the picture's region ``y0:y1, x0:x1`` in each plane (chroma's rounded outward)."""
+    fx, fy = 1 << fmt.sub_x, 1 << fmt.sub_y
+    cy0, cy1, cx0, cx1 = y0 // fy, -(-y1 // fy), x0 // fx, -(-x1 // fx)
+    return [views[0][y0:y1, x0:x1], views[1][cy0:cy1, cx0:cx1], views[2][cy0:cy1, cx0:cx1]]
+
+
+def place(planes: list[np.ndarray], fmt: PlaneFormat, out: list[np.ndarray],
+          core: tuple[int, int, int, int]) -> None:
+    """Copy the region ``core = (y0, y1, x0, x1)`` of ready ``planes`` (a :class:`PlaneBatch` item) into ``out``."""
+    for src, dst in zip(region(planes, fmt, *core), out):
+        dst[...] = src
+
+
+def encode_planes(rgb: np.ndarray, pix_fmt: str, spec: ColourSpec, out: np.ndarray | None = None) -> np.ndarray:
+    """float RGB ``(3, H, W)`` -> integer planes ``(3, H, W)`` of ``planar444(pix_fmt)``: Y/Cb/Cr, or R/G/B for
+    RGB formats (what ``VideoSink.write`` takes as an array)."""
+    fmt = PlaneFormat.of(planar444(pix_fmt), spec)
+    if out is None:
+        out = np.empty(rgb.shape, fmt.dtype)
+    convert_tile(rgb, fmt, plane_views(out))
+    return out
+
+
+def convert_tile(rgb: np.ndarray, fmt: PlaneFormat, out: list[np.ndarray],
+                 core: tuple[int, int, int, int] | None = None,
+                 limits: tuple[float, float, float] = (np.inf, -np.inf, np.inf)) -> tuple[int, int, int]:
+    """RGB ``(3, h, w)`` (float in [0, 1] give or take, or uint8 0..255) -> ``out``'s three planes (2-D arrays,
+    views allowed) for its region ``core = (y0, y1, x0, x1)`` (the whole of it by default; chroma-aligned); the
+    pixels around the core feed the chroma filter.  All cores, GIL released.
+
+    Counted on the way, in the core, against ``limits = (sane, low, high)``: the values that are NaN or beyond
+    +-sane, those >= low, and those <= high (what a check of the model's output needs, without a pass of its own).
+    """
+    _, h, w = rgb.shape
+    y0, y1, x0, x1 = core or (0, h, 0, w)
+    if rgb.dtype not in (np.uint8, np.float32):
+        rgb = rgb.astype(np.float32)  # float16: a CUDA backend's RGB download (numba has no float16)
+    want = fmt.plane_shapes(y1 - y0, x1 - x0)
+    if [o.shape for o in out[:3]] != want:  # the kernel does not check its indices
+        raise ValueError(f"planes of {', '.join(str(o.shape) for o in out)} for a core of {y1 - y0}x{x1 - x0} "
+                         f"({fmt.pix_fmt} needs {', '.join(map(str, want))})")
+    matrix, offset, lo, hi, ox, wx, oy, wy = fmt.arrays(rgb.dtype == np.uint8)
+    counts = np.zeros((y1 - y0, 3), np.int64)
+    _planes(rgb, y0, y1, x0, x1, out[0], out[1], out[2], matrix, offset, lo, hi, np.float32(fmt.top), fmt.sub_x,
+            fmt.sub_y, ox, wx, oy, wy, np.asarray(limits, np.float32), counts)
+    return tuple(int(c) for c in counts.sum(axis=0))
+
+
+def conversion_threads(n: int | None) -> int:
+    """Convert on ``n`` threads (None: all numba has, one per core) in this thread from now on (numba's setting
+    is per thread: a pipeline stage sets its own); the number set."""
+    top = numba.config.NUMBA_NUM_THREADS
+    n = top if n is None else max(1, min(int(n), top))
+    numba.set_num_threads(n)
+    return n
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _clip(v, lo, hi):  # pragma: no cover - compiled
+    return min(max(v, lo), hi)
+
+
+@numba.njit(parallel=True, cache=True, nogil=True)
+def _planes(rgb, y0, y1, x0, x1, p0, p1, p2, m, off, lo, hi, top, sx, sy, ox, wx, oy, wy, limits,
+            counts):  # pragma: no cover - compiled
+    """The kernel of :func:`convert_tile`, one parallel pass in bands of ``2**sy`` rows (a chroma row): plane 0
+    of each row (and 1, 2 when not subsampled); a subsampled chroma row filtered down its rows into ``acc`` (3 x
+    the columns it reads), then along them into ``rgb_c`` (3 x its samples), then through the matrix."""
+    full = sx == 0 and sy == 0
+    check = limits[0] < np.inf or limits[1] > -np.inf or limits[2] < np.inf
+    h, w = rgb.shape[1], rgb.shape[2]
+    fx, fy = 1 << sx, 1 << sy
+    before, after = max(-ox.min(), 0), max(ox.max(), 0)
+    span = (x1 - x0) + before + after + fx
+    for k in numba.prange((y1 - y0 + fy - 1) >> sy):
+        for i in range(k * fy, min((k + 1) * fy, y1 - y0)):
+            q1, q2 = (p1[i], p2[i]) if full else (p0[i], p0[i])  # not written unless full
+            _pixel_row(rgb[0, y0 + i, x0:x1], rgb[1, y0 + i, x0:x1], rgb[2, y0 + i, x0:x1], p0[i], q1, q2, m, off,
+                       lo, hi, top, full)
+            if check:
+                for ch in range(3):
+                    _count_row(rgb[ch, y0 + i, x0:x1], limits, counts[i])
+        if full:
+            continue
+        acc = np.empty((3, span), np.float32)  # each first tap assigns: no zeroing pass
+        for t in range(oy.size):
+            r = min(max(y0 + k * fy + oy[t], 0), h - 1)
+            for ch in range(3):
+                _filter_row(rgb[ch, r], acc[ch], x0 - before, w, wy[t], lo, hi, t == 0)
+        rgb_c = np.empty((3, p1.shape[1]), np.float32)
+        for t in range(ox.size):
+            for ch in range(3):
+                if fx == 2:
+                    _add_every_other(acc[ch, ox[t] + before:], rgb_c[ch], wx[t], t == 0)
+                else:
+                    _add_strided(acc[ch, ox[t] + before:], rgb_c[ch], fx, wx[t], t == 0)
+        _chroma_row(rgb_c, p1[k], p2[k], m, off, top)
+
+
+@numba.njit(cache=True, nogil=True)
+def _pixel_row(red, grn, blu, q0, q1, q2, m, off, lo, hi, top, full):  # pragma: no cover - compiled
+    z = np.float32(0)
+    for j in range(red.size):
+        r, g, b = (_clip(np.float32(red[j]), lo, hi), _clip(np.float32(grn[j]), lo, hi),
+                   _clip(np.float32(blu[j]), lo, hi))
+        q0[j] = _clip(m[0, 0] * r + m[0, 1] * g + m[0, 2] * b + off[0], z, top)
+        if full:
+            q1[j] = _clip(m[1, 0] * r + m[1, 1] * g + m[1, 2] * b + off[1], z, top)
+            q2[j] = _clip(m[2, 0] * r + m[2, 1] * g + m[2, 2] * b + off[2], z, top)
+
+
+@numba.njit(cache=True, nogil=True)
+def _count_row(src, limits, counts):  # pragma: no cover - compiled
+    """``counts += (NaN or beyond +-sane, >= low, <= high)`` over ``src``: integer sums, a loop that vectorises."""
+    sane, low, high = limits[0], limits[1], limits[2]
+    bad = at_least = at_most = 0
+    for j in range(src.size):
+        v = np.float32(src[j])
+        bad += (v != v) | (abs(v) > sane)
+        at_least += v >= low
+        at_most += v <= high
+    counts[0] += bad
+    counts[1] += at_least
+    counts[2] += at_most
+
+
+@numba.njit(cache=True, nogil=True)
+def _filter_row(src, acc, first, w, wt, lo, hi, assign):  # pragma: no cover - compiled
+    """``acc[j] += wt * clip(src[first + j])`` (``=`` with ``assign``), columns outside ``[0, w)`` read at the
+    nearest edge."""
+    n = acc.size
+    a, b = min(max(-first, 0), n), min(max(w - first, 0), n)
+    edge = (wt * _clip(np.float32(src[0]), lo, hi), wt * _clip(np.float32(src[w - 1]), lo, hi))
+    for j in range(a):
+        acc[j] = edge[0] if assign else acc[j] + edge[0]
+    mid, dst = src[first + a: first + b], acc[a:b]  # views: indices from 0 up, no wraparound checks
+    if assign:
+        for j in range(mid.size):
+            dst[j] = wt * _clip(np.float32(mid[j]), lo, hi)
+    else:
+        for j in range(mid.size):
+            dst[j] += wt * _clip(np.float32(mid[j]), lo, hi)
+    for j in range(b, n):
+        acc[j] = edge[1] if assign else acc[j] + edge[1]
+
+
+@numba.njit(cache=True, nogil=True)
+def _add_strided(src, dst, step, wt, assign):  # pragma: no cover - compiled
+    for q in range(dst.size):
+        dst[q] = wt * src[q * step] if assign else dst[q] + wt * src[q * step]
+
+
+@numba.njit(cache=True, nogil=True)
+def _add_every_other(src, dst, wt, assign):  # pragma: no cover - compiled
+    """:func:`_add_strided` by 2, a constant: the compiler loads pairs and keeps one of each (no gather)."""
+    if assign:
+        for q in range(dst.size):
+            dst[q] = wt * src[2 * q]
+    else:
+        for q in range(dst.size):
+            dst[q] += wt * src[2 * q]
+
+
+@numba.njit(cache=True, nogil=True)
+def _chroma_row(c, q1, q2, m, off, top):  # pragma: no cover - compiled
+    z = np.float32(0)
+    for q in range(q1.size):
+        r, g, b = c[0, q], c[1, q], c[2, q]
+        q1[q] = _clip(m[1, 0] * r + m[1, 1] * g + m[1, 2] * b + off[1], z, top)
+        q2[q] = _clip(m[2, 0] * r + m[2, 1] * g + m[2, 2] * b + off[2], z, top)
+
+
+__all__ = ["PlaneBatch", "PlaneFormat", "conversion_threads", "convert_tile", "direct_format", "encode_planes", "place", "plane_views",
+           "region", "tent_taps"]
