@@ -205,5 +205,5 @@ def conversion_threads(n: int | None) -> int:
     return n
 
 
-__all__ = ["PlaneBatch", "PlaneFormat", "conversion_threads", "convert_tile", "direct_format", "encode_planes", "place", "plane_views",
-           "region", "tent_taps"]
+__all__ = ["PlaneBatch", "PlaneFormat", "conversion_threads", "convert_tile", "direct_format", "encode_planes", "place",
+           "plane_views", "region", "tent_taps"]
