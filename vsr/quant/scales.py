@@ -43,7 +43,7 @@ class ScaleRule:
     """How run-time scales follow the frames; the values in ``configs/quant/scales.toml`` say where they were
     measured (docs/benchmarks.md, issue 33)."""
 
-    margin: float = 1.25  # next window: the last ``memory`` windows' widest measured range x margin
+    margin: float = 1.4  # next window: the last ``memory`` windows' widest measured range x margin
     start: float = 2.0  # a stream's or scene's first window: the calibration range x start
     memory: int = 8  # windows the prediction looks back on, and how long a re-run's extra margin lasts
     widen: float = 4.0  # a saturated side x widen for the run again
