@@ -52,15 +52,16 @@ def test_every_column_value_lies_in_the_bound_the_codes_cover(mask_lo):
     assert cols.max() > 0.3 * hi
 
 
-def test_the_int8_factory_keeps_fp32_for_conv_groups():
-    n, c, h, w, co, kh, kw, attrs = CASES["conv-groups"]
+def step(name: str, qmax: int):
+    n, c, h, w, co, kh, kw, attrs = CASES[name]
     geom, f = make_case(1, n, c, h, w, co, kh, kw, **attrs)
-    node = BridgeNode("DeformConv", {"pads": attrs["pads"], "group": 2, "offset_group": 4})
-    shapes = [(n, c, h, w), None, geom.offset_shape, None, geom.mask_shape]
-    step = int8_deform_conv(127)(node, shapes, {1: f["W"], 3: f["B"]})
-    assert type(step.kernel) is DeformConvKernel
-    node1 = BridgeNode("DeformConv", {"pads": [1, 1, 1, 1], "offset_group": 8})
-    geom1, f1 = make_case(1, *CASES["edvr-like"][:7], **CASES["edvr-like"][7])
-    step1 = int8_deform_conv(63)(node1, [f1["X"].shape, None, geom1.offset_shape, None, geom1.mask_shape],
-                                 {1: f1["W"], 3: f1["B"]})
-    assert type(step1.kernel) is Int8DeformConvKernel and np.abs(step1.kernel.w_q).max() == 63
+    node = BridgeNode("DeformConv", dict(attrs))
+    return int8_deform_conv(qmax)(node, [(n, c, h, w), None, geom.offset_shape, None, geom.mask_shape],
+                                  {1: f["W"], 3: f["B"]})
+
+
+def test_the_int8_factory_keeps_fp32_where_int8_does_not_pay():
+    s16 = step("sixteen-per-group", 63)  # 16 channels per offset group: coded 8 at a time
+    assert type(s16.kernel) is Int8DeformConvKernel and np.abs(s16.kernel.w_q).max() == 63
+    assert type(step("edvr-like", 127).kernel) is DeformConvKernel  # 2 per offset group: one at a time
+    assert type(step("conv-groups", 127).kernel) is DeformConvKernel

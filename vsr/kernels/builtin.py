@@ -14,7 +14,7 @@ from vsr.kernels.node import BridgeNode, KernelFactory
 
 class _DeformConvStep:
     """ONNX ``DeformConv(X, W, offset, B?, mask?)``; W (and B) must be constants; ``qmax``: the product in int8
-    with weights of that largest code (:mod:`vsr.kernels.deform_conv_int8`; conv group 1 only, else fp32)."""
+    with weights of that largest code (:mod:`vsr.kernels.deform_conv_int8`) where :func:`int8_pays`, else fp32."""
 
     def __init__(self, node: BridgeNode, shapes, constants, qmax: int | None = None):
         if 1 not in constants:
@@ -27,7 +27,7 @@ class _DeformConvStep:
             dilations=a.get("dilations"), group=int(a.get("group", 1)), offset_group=int(a.get("offset_group", 1)))
         self.has_mask = len(shapes) > 4 and shapes[4] is not None
         kind, kw = DeformConvKernel, {}
-        if qmax is not None and self.geom.group == 1:
+        if qmax is not None and int8_pays(self.geom):
             kind, kw = Int8DeformConvKernel, {"qmax": qmax}
         self.kernel = kind(self.geom, constants[1], constants.get(3), negative_slope=node.negative_slope, **kw)
         self._ones = None if self.has_mask else np.ones(self.geom.mask_shape, np.float32)
@@ -38,6 +38,13 @@ class _DeformConvStep:
     def run(self, inputs, outputs, workspace) -> None:
         mask = inputs[4] if self.has_mask else self._ones
         self.kernel.run(inputs[0], inputs[2], mask, outputs[0], workspace)
+
+
+def int8_pays(geom: DeformConvGeometry) -> bool:
+    """Whether the int8 DCN is faster than fp32 for ``geom``: one conv group, and offset groups of a multiple of 8
+    channels, whose u8 codes the gather writes 8 at a time.  Measured (docs/benchmarks.md, issue 33): EDVR-M's
+    8 channels per offset group 1.3-1.4x fp32; EDVR-S's 4, coded one by one, 0.8-0.9x."""
+    return geom.group == 1 and (geom.c // geom.offset_group) % 8 == 0
 
 
 def int8_deform_conv(qmax: int) -> KernelFactory:
