@@ -125,3 +125,4 @@ def test_int8_warm_up_runs_each_segment_once_and_learns_nothing_from_its_zeros(e
     facts = streaming.facts()
     assert facts["features"] == "per-frame" and facts["int8"]["segment_runs"] == 0
     assert facts["int8"]["rerun_s"] == 0.0 and facts["int8"]["rerun_share"] == 0.0
+    assert facts["int8"]["dcn"] == "fp32"  # edvr-tiny: 2 channels per offset group, where int8 does not pay

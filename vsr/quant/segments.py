@@ -30,8 +30,9 @@ QUANT_FILE = "quant.json"
 @dataclass(frozen=True)
 class Int8SegmentBackend:
     """int8 segments on ONNX Runtime CPU; ``scales``: ``runtime`` | ``static`` | ``exact`` (see scales.py);
-    ``dcn_int8``: the DCN bridges' product in int8 too (:mod:`vsr.kernels.deform_conv_int8`; None: where the CPU
-    has VNNI or AMX, where it measured faster than fp32: docs/benchmarks.md, issue 33)."""
+    ``dcn_int8``: the DCN bridges' product in int8 too, where it pays (:mod:`vsr.kernels.deform_conv_int8`,
+    :func:`vsr.kernels.builtin.int8_pays`; None: where the CPU has VNNI or AMX, where it measured faster than
+    fp32: docs/benchmarks.md, issue 33)."""
 
     threads: int | None = None
     scales: str = "runtime"
@@ -40,6 +41,7 @@ class Int8SegmentBackend:
     device: str = "cpu"
     dcn_int8: bool | None = None
     table: ScaleTable = field(default=None, compare=False)  # type: ignore[assignment]
+    dcn_made: set = field(default_factory=set, compare=False)  # the DCN kernels bound: "int8", "fp32"
 
     def __post_init__(self):
         if self.table is None:
@@ -52,7 +54,14 @@ class Int8SegmentBackend:
         """The bridge kernels of the plans it runs (:class:`vsr.plan.executor.PlanExecutor` takes them)."""
         if not self.dcn_int8:
             return KERNELS
-        return KERNELS.replaced("DeformConv", int8_deform_conv(weight_qmax(int8_isa())), self.device)
+        int8 = int8_deform_conv(weight_qmax(int8_isa()))
+
+        def deform_conv(node, shapes, constants):
+            step = int8(node, shapes, constants)
+            self.dcn_made.add("int8" if step.kernel.columns is np.uint8 else "fp32")
+            return step
+
+        return KERNELS.replaced("DeformConv", deform_conv, self.device)
 
     @property
     def version(self) -> str:
@@ -96,7 +105,7 @@ class Int8SegmentBackend:
             rerun = sum(v for k, v in per_call.items() if k.endswith(":rerun"))
             whole = sum(per_call.values())
             out |= {"rerun_s": round(float(rerun), 3), "rerun_share": round(rerun / whole, 4) if whole else 0.0}
-        return {"int8": out | {"dcn": "int8" if self.dcn_int8 else "fp32"}}
+        return {"int8": out | {"dcn": ", ".join(sorted(self.dcn_made)) or "fp32"}}
 
 
 class Int8SegmentRunner:
