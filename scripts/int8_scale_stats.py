@@ -12,7 +12,8 @@ change: tiles, scene cuts), after a first line with every activation's calibrati
 ``replay`` feeds those ranges back through :class:`vsr.quant.scales.ScaleTable` as codes, for every rule of the
 grid (the other fields from ``configs/quant/scales.toml``), and prints per trace the re-runs among the segment
 runs and the bits of u8 resolution the predicted ranges give away on average (log2 of the range used over the
-range measured).  It also prints the statistics the rule's values come from: how much a tensor's range grows
+range measured).  A replay knows each window's final ranges at once, so where one tensor's saturation hid a
+later one's for a pass, the real run re-ran more often than its replay says.  It also prints the statistics the rule's values come from: how much a tensor's range grows
 past the widest of the ``memory`` windows before it (quantiles), and how far a stream's first measured ranges
 lie from the calibration's.
 """
