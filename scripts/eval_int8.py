@@ -4,8 +4,8 @@
     python scripts/eval_int8.py [--weights default] [--frames 0:31] [--video CLIP --video-frames 12] [--out DIR]
 
 Conditions: Vid4 calendar with its official LR; the same at brightness x0.4 and at contrast x1.8 (about mid
-grey), applied to the official LR and GT PNGs alike; the first frames of a real clip, LR made from its frames
-(BI x1/4).  Every int8 plan is calibrated on the unmodified calendar LR, so the static scales meet ranges they
+grey), applied to the official LR and GT PNGs alike; REDS clip 000's 21 frames (the 320x180 frames as GT, LR made
+from them, BI x1/4); the first frames of a real clip, LR made from its frames (BI x1/4).  Every int8 plan is calibrated on the unmodified calendar LR, so the static scales meet ranges they
 were not calibrated for, as video outside a calibration set does.
 """
 
@@ -23,6 +23,7 @@ from vsr.quality.evaluate import evaluate
 
 DATA = Path("/work/shared/data")
 CALENDAR = DATA / "sequences/vid4/calendar"
+REDS = DATA / "sequences/reds_demo_000/lr"
 MODES = (("fp32", {"precision": "fp32"}), ("int8 runtime", {"precision": "int8", "int8_scales": "runtime"}),
          ("int8 static", {"precision": "int8", "int8_scales": "static"}))
 
@@ -65,6 +66,7 @@ def main() -> None:
                                      _transform_folder(CALENDAR / "lr", tmp / "b/lr", bright)),
         "calendar contrast x1.8": (_transform_folder(CALENDAR / "gt", tmp / "c/gt", contrast),
                                    _transform_folder(CALENDAR / "lr", tmp / "c/lr", contrast)),
+        "REDS 000 (LR from its frames)": (REDS, None),
         f"{Path(args.video).stem} (LR from frames)": (_video_frames(Path(args.video), tmp / "v", args.video_frames),
                                                       None),
     }

@@ -197,7 +197,7 @@ def test_a_torch_runs_steps_add_up_to_its_inference_once(cli, torch_run, tmp_pat
 
 def test_the_timeline_draws_busy_time_only(cli, torch_run, tmp_path):
     """A stage's spans are its own work: they add up to its busy time, and post and encode, which wait for the
-    model most of the run, are drawn busy for a small part of it (they covered the whole run before)."""
+    model for its first frames, are not drawn busy while they wait (they covered the whole run before)."""
     report, _ = torch_run
     data = json.loads(report.read_text())
     timeline = data["timeline"]["stages"]
@@ -208,7 +208,9 @@ def test_the_timeline_draws_busy_time_only(cli, torch_run, tmp_path):
         assert drawn == pytest.approx(st["busy_s"], abs=1e-4 * len(spans["intervals"]) + 1e-4), st["name"]
     for name in ("post", "encode"):
         st = next(x for x in data["stages"] if x["name"] == name)
-        assert st["wait_in_s"] > st["busy_s"]  # what the old spans held
+        # they wait for the model at least for its first frame; the old spans drew that wait as work. How busy
+        # post is beside its wait depends on the machine (a tiny model on a loaded CI box: busy > wait)
+        assert st["wait_in_s"] > 0.01, st
     page = tmp_path / "r.html"
     rc, out, lines = vsr_out(cli, tmp_path, "report", report, "--html", page)
     assert rc == 0 and page.is_file() and out.startswith(f"{report}: ")  # the text report as before

@@ -52,3 +52,13 @@ def test_int8_plan_runs_close_to_fp32_and_lists_fp32_convs(model_path, tmp_path)
     out = PlanExecutor(p8, Int8SegmentBackend(threads=1)).run({"x": x})
     name = p32.outputs[0]
     assert rel_rms(out[name], ref[name]) < TOLERANCE
+
+
+def test_synthetic_calibration_frames_drift_and_have_hard_edges():
+    from vsr.quant.config import synthetic_frames
+
+    f = synthetic_frames(2, 60, 80)
+    assert f.shape == (2, 3, 60, 80) and f.dtype == np.float32 and f.min() >= 0.0 and f.max() <= 1.0
+    np.testing.assert_array_equal(f[1][:, :-1, :-1], f[0][:, 1:, 1:])  # one pixel of drift per frame
+    # steps of more than half the range between neighbours: what smooth fields alone never had
+    assert (np.abs(np.diff(f[0], axis=2)) > 0.5).mean() > 0.002

@@ -40,11 +40,11 @@ def test_int8_matches_fp32_on_calibration_like_input(tmp_path, scales):
     model = conv_chain()
     path = write_int8_segment(model, inputs(seed=1), tmp_path)
     x = inputs(seed=2)
-    y, _ = run_int8(path, x, scales)
+    y, _ = run_int8(path, x, scales, windows=2)  # run-time scales: the first window starts wide (``start``)
     assert rel_rms(y, run_fp32(model, x)) < TOLERANCE
 
 
-@pytest.mark.parametrize("gain", [0.4, 1.8])
+@pytest.mark.parametrize("gain", [0.25, 3.0])  # 3.0: beyond where run-time scales start (2x calibration)
 def test_runtime_scales_follow_the_input_static_ones_do_not(tmp_path, gain):
     model = conv_chain()
     path = write_int8_segment(model, inputs(seed=1), tmp_path)
@@ -57,3 +57,13 @@ def test_runtime_scales_follow_the_input_static_ones_do_not(tmp_path, gain):
     assert e_static > 1.3 * e_runtime
     if gain > 1:
         assert backend.table.reruns >= 1  # the first window saturated and was run again with wider scales
+
+
+def test_facts_give_the_reruns_share_of_the_per_call_steps():
+    from vsr.quant import Int8SegmentBackend
+
+    backend = Int8SegmentBackend(threads=1)
+    steps = {"segment00": 2.0, "segment00:rerun": 1.0, "bridge00_DeformConv": 1.0, "build:warmup": 9.0}
+    facts = backend.facts(steps)["int8"]
+    assert facts["rerun_s"] == 1.0 and facts["rerun_share"] == 0.25  # builds are not per-call steps
+    assert "rerun_share" not in backend.facts()["int8"] and facts["dcn"] in ("int8", "fp32")

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from itertools import count
+from typing import Callable
 
 import numpy as np
 
 from vsr.backends.base import FrameKeys, pyramid_nbytes
 
-__all__ = ["Call", "FeatureSlots", "keyless", "pyramid_nbytes"]
+__all__ = ["Call", "FeatureSlots", "SceneFollower", "keyless", "pyramid_nbytes"]
 
 # infer() without keys runs as a stream of its own per call: ids below 0 never meet a runner's
 _KEYLESS = count(-1, -1)
@@ -78,6 +79,38 @@ class FeatureSlots:
             return self.free.pop()
         self.size += 1
         return self.size - 1
+
+
+class SceneFollower:
+    """What a stream's calls show of its scenes, told to ``follow(context, anew)`` (int8 run-time scales, which
+    follow the frames from call to call): a call's *context* is its tiles (each tile a picture of its own); it
+    starts anew where it is the first call of a stream, or where its frames share none with the previous call
+    of the same tile (windows never cross a scene cut: the first window after a cut shares no frame with the one
+    before).  A call without keys (a stream of its own, :func:`keyless`) continues the context ``None``."""
+
+    def __init__(self, follow: Callable[[tuple[int, ...] | None, bool], None] | None = None):
+        self.tell = follow
+        self.stream: int | None = None
+        self.last: dict[int, set[int]] = {}
+
+    def see(self, keys: FrameKeys) -> None:
+        """Tell ``follow`` what the call of ``keys`` is."""
+        if self.tell is not None:
+            self.tell(*self.follow(keys))
+
+    def follow(self, keys: FrameKeys) -> tuple[tuple[int, ...] | None, bool]:
+        """``(context, anew)`` of the call of ``keys``."""
+        if keys.stream < 0:
+            return None, False
+        anew = keys.stream != self.stream
+        if anew:
+            self.stream, self.last = keys.stream, {}
+        now: dict[int, set[int]] = {}
+        for row, tile in zip(keys.frames, keys.tiles):
+            now.setdefault(tile, set()).update(row)
+        anew |= any(not frames & self.last.get(tile, set()) for tile, frames in now.items())
+        self.last.update(now)
+        return tuple(sorted(now)), anew
 
 
 def keyless(n: int, num_frame: int) -> FrameKeys:

@@ -26,7 +26,7 @@ import numpy as np
 
 from vsr.backends.base import FrameKeys, ModelBackend, announce
 from vsr.backends.buckets import BucketPolicy
-from vsr.backends.features import FeatureSlots, keyless
+from vsr.backends.features import FeatureSlots, SceneFollower, keyless
 from vsr.backends.registry import BackendKind, needs, register
 from vsr.errors import BackendError, InputError
 from vsr.report.sample import StepStats, merge_step_stats
@@ -140,9 +140,10 @@ class SplitBackend(ModelBackend):
         return merge_step_stats(ex.step_stats() for ex in self._executors.values())
 
     def facts(self) -> dict:
-        """:meth:`ModelBackend.facts`, the precision, and the segment backend's own (int8: ISA, re-runs)."""
-        own = getattr(self.segment_backend, "facts", dict)()
-        return super().facts() | {"precision": self.options.precision} | own
+        """:meth:`ModelBackend.facts`, the precision, and the segment backend's own of these steps (int8: ISA,
+        re-runs and their share of the time)."""
+        own = getattr(self.segment_backend, "facts", None)
+        return super().facts() | {"precision": self.options.precision} | (own(self.timings()) if own else {})
 
     def prepare(self, height: int, width: int, batch: int, phase: Callable[[str], None] | None = None) -> None:
         """Export, plan, segment sessions and the arena of ``batch`` frames of ``height x width``, then one
@@ -281,6 +282,7 @@ class StreamingSplitBackend(SplitBackend):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.slots = FeatureSlots()
+        self.scenes = SceneFollower(getattr(self.segment_backend, "follow", None))  # int8: scales per tile
         self._store: dict[str, list[np.ndarray]] = {}
         self._frames = 1  # frames per front call
         self._io.update({"features:keep": 0.0, "features:gather": 0.0})
@@ -309,6 +311,7 @@ class StreamingSplitBackend(SplitBackend):
         with self._lock:
             x = self.check_input(x)
             self.check_keys(x, keys)
+            self.scenes.see(keys)
             hb, wb = self.bucket(*x.shape[-2:])
             call = self.slots.begin(keys, (hb, wb))
             try:
@@ -388,13 +391,7 @@ def _open(model, config, options: SplitOptions) -> SplitBackend:
     return (StreamingSplitBackend if options.stream_features else SplitBackend).from_model(model, config, options)
 
 
-def _make(threads: int | None = None, precision: str = "fp32", int8_scales: str = "runtime",
-          int8_calibration: str | None = None, stream_features: bool = True) -> SplitOptions:
-    return SplitOptions(threads=threads, precision=precision, int8_scales=int8_scales,
-                        int8_calibration=int8_calibration, stream_features=stream_features)
-
-
 # measured faster than the whole graph on the 2-core CPU machine (1.17x wall, 1.20x CPU on EDVR-M 180x320;
 # docs/benchmarks.md, "Subgraph plan and bridge kernels"): ONNX Runtime's choice for --plan auto
-register(BackendKind("ort-split", "ort", "split", SplitOptions, _open, _make, available=needs("onnxruntime"),
+register(BackendKind("ort-split", "ort", "split", SplitOptions, _open, SplitOptions, available=needs("onnxruntime"),
                      precisions=SPLIT_PRECISIONS, auto=1))

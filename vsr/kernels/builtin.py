@@ -6,15 +6,17 @@ import numpy as np
 
 from vsr.errors import BackendError
 from vsr.kernels.deform_conv import DeformConvGeometry, DeformConvKernel
+from vsr.kernels.deform_conv_int8 import Int8DeformConvKernel
 from vsr.kernels.depth_to_space import depth_to_space_crd
 from vsr.kernels.narrow_conv import conv3x3_narrow
 from vsr.kernels.node import BridgeNode, KernelFactory
 
 
 class _DeformConvStep:
-    """ONNX ``DeformConv(X, W, offset, B?, mask?)``; W (and B) must be constants."""
+    """ONNX ``DeformConv(X, W, offset, B?, mask?)``; W (and B) must be constants; ``qmax``: the product in int8
+    with weights of that largest code (:mod:`vsr.kernels.deform_conv_int8`) where :func:`int8_pays`, else fp32."""
 
-    def __init__(self, node: BridgeNode, shapes, constants):
+    def __init__(self, node: BridgeNode, shapes, constants, qmax: int | None = None):
         if 1 not in constants:
             raise BackendError("DeformConv bridge: the weight must be a constant (initializer)")
         if any(i in (0, 2, 4) for i in constants):
@@ -24,7 +26,10 @@ class _DeformConvStep:
             shapes[0], constants[1].shape, pads=a.get("pads"), strides=a.get("strides"),
             dilations=a.get("dilations"), group=int(a.get("group", 1)), offset_group=int(a.get("offset_group", 1)))
         self.has_mask = len(shapes) > 4 and shapes[4] is not None
-        self.kernel = DeformConvKernel(self.geom, constants[1], constants.get(3), negative_slope=node.negative_slope)
+        kind, kw = DeformConvKernel, {}
+        if qmax is not None and int8_pays(self.geom):
+            kind, kw = Int8DeformConvKernel, {"qmax": qmax}
+        self.kernel = kind(self.geom, constants[1], constants.get(3), negative_slope=node.negative_slope, **kw)
         self._ones = None if self.has_mask else np.ones(self.geom.mask_shape, np.float32)
 
     def workspace_nbytes(self) -> int:
@@ -33,6 +38,22 @@ class _DeformConvStep:
     def run(self, inputs, outputs, workspace) -> None:
         mask = inputs[4] if self.has_mask else self._ones
         self.kernel.run(inputs[0], inputs[2], mask, outputs[0], workspace)
+
+
+def int8_pays(geom: DeformConvGeometry) -> bool:
+    """Whether the int8 DCN is faster than fp32 for ``geom``: one conv group, and offset groups of a multiple of 8
+    channels, whose u8 codes the gather writes 8 at a time.  Measured (docs/benchmarks.md, issue 33): EDVR-M's
+    8 channels per offset group 1.3-1.4x fp32; EDVR-S's 4, coded one by one, 0.8-0.9x."""
+    return geom.group == 1 and (geom.c // geom.offset_group) % 8 == 0
+
+
+def int8_deform_conv(qmax: int) -> KernelFactory:
+    """The ``DeformConv`` kernel factory with the product in int8, weights' codes within ``[-qmax, qmax]``."""
+
+    def factory(node: BridgeNode, shapes, constants) -> _DeformConvStep:
+        return _DeformConvStep(node, shapes, constants, qmax=qmax)
+
+    return factory
 
 
 class _DepthToSpaceStep:

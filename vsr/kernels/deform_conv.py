@@ -25,10 +25,8 @@ from dataclasses import dataclass
 
 import numba
 import numpy as np
-from llvmlite import ir
-from numba import types
-from numba.extending import intrinsic
 
+from vsr.kernels.blend import blend8, put
 from vsr.kernels.threads import KernelWorkers, shared_workers
 
 # Output pixels per gather/sgemm tile.  256 x 576 floats = 576 KiB of columns for EDVR's DCN: the tile is
@@ -102,42 +100,6 @@ class DeformConvGeometry:
         return 2.0 * self.n * self.co * self.c * self.taps * self.ho * self.wo / 1e9
 
 
-@intrinsic
-def _blend8(typingctx, xf, a00, a01, a10, a11, f00, f01, f10, f11, cf, j):
-    """``cf[j:j+8] = f00*xf[a00:a00+8] + f01*xf[a01:a01+8] + f10*xf[a10:a10+8] + f11*xf[a11:a11+8]`` as 8-wide
-    vector loads, multiplies, adds and one store (float32, same operation order as the scalar loop).
-
-    LLVM does not vectorise the scalar loop itself: it cannot prove that the column store does not alias the
-    input loads, and the 8-channel runs (EDVR: 64 channels / 8 offset groups) are too short for its runtime
-    alias checks.  Measured on one EDVR-M L1 frame: gather 0.134 -> 0.11 CPU-s.
-    """
-    sig = types.void(xf, a00, a01, a10, a11, f00, f01, f10, f11, cf, j)
-
-    def codegen(context, builder, sig, args):
-        x_arr, i00, i01, i10, i11, w00, w01, w10, w11, c_arr, dst = args
-        src = context.make_array(sig.args[0])(context, builder, x_arr).data
-        out = context.make_array(sig.args[9])(context, builder, c_arr).data
-        vec = ir.VectorType(ir.FloatType(), 8)
-        undef = ir.Constant(vec, ir.Undefined)
-        zeros = ir.Constant(ir.VectorType(ir.IntType(32), 8), [0] * 8)
-
-        def load(i):
-            return builder.load(builder.bitcast(builder.gep(src, [i]), vec.as_pointer()), align=4)
-
-        def splat(f):
-            return builder.shuffle_vector(builder.insert_element(undef, f, ir.Constant(ir.IntType(32), 0)),
-                                          undef, zeros)
-
-        acc = builder.fmul(load(i00), splat(w00))
-        acc = builder.fadd(acc, builder.fmul(load(i01), splat(w01)))
-        acc = builder.fadd(acc, builder.fmul(load(i10), splat(w10)))
-        acc = builder.fadd(acc, builder.fmul(load(i11), splat(w11)))
-        builder.store(acc, builder.bitcast(builder.gep(out, [dst]), vec.as_pointer()), align=4)
-        return context.get_dummy_value()
-
-    return sig, codegen
-
-
 # Output pixels whose column rows are completed (all taps and groups) before moving on: 128 rows of
 # kh*kw*C floats (288 KiB for EDVR-M) stay in the L2 cache while they are written.
 _CHUNK = 128
@@ -145,13 +107,15 @@ _CHUNK = 128
 
 @numba.njit(nogil=True, cache=True)
 def _gather_columns(xh, offset, mask, b, p0, p1, wo, kh, kw, pad_top, pad_left, stride_h, stride_w,
-                    dilation_h, dilation_w, group, offset_group, cols, scratch_w, scratch_i):  # pragma: no cover
+                    dilation_h, dilation_w, group, offset_group, cols, scratch_w, scratch_i,
+                    inv=np.float32(1.0), zq=np.float32(0.0)):  # pragma: no cover
     """Column matrix of output pixels ``p0 <= p < p1`` of image ``b`` (single-threaded; releases the GIL).
 
     xh ``(N, H, W, C)``; offset ``(N, 2*G*kk, Ho*Wo)``; mask ``(N, G*kk, Ho*Wo)``;
     cols ``(>= p1-p0, kk*C)``: one row per pixel, columns ordered (conv group, tap, channel within the conv
-    group) so that the channels sampled at one tap are contiguous; scratch_w float32 ``(6, _CHUNK)`` and
-    scratch_i uint64 ``(4, _CHUNK)``.
+    group) so that the channels sampled at one tap are contiguous; float32, or uint8 for the u8 codes
+    ``rint(v * inv + zq)`` of the values (the int8 kernel, :mod:`vsr.kernels.deform_conv_int8`); scratch_w
+    float32 ``(6, _CHUNK)`` and scratch_i uint64 ``(4, _CHUNK)``.
 
     For a chunk of pixels and each (offset group, tap), pass 1 computes the four bilinear corner weights
     (times the mask) and flat indices of every pixel -- a branch-free map that vectorises over pixels; pass 2
@@ -249,17 +213,18 @@ def _gather_columns(xh, offset, mask, b, p0, p1, wo, kh, kw, pad_top, pad_left, 
                     j = np.uint64(q0 - p0 + p) * ncol + np.uint64(col0)
                     for cb in range(0, vec_end, 8):
                         u = np.uint64(cb)
-                        _blend8(xf, a00 + u, a01 + u, a10 + u, a11 + u, f00, f01, f10, f11, cf, j + u)
+                        blend8(xf, a00 + u, a01 + u, a10 + u, a11 + u, f00, f01, f10, f11, cf, j + u, inv, zq)
                     for ci in range(vec_end, cpog):
                         e = np.uint64(ci)
-                        cf[j + e] = (f00 * xf[a00 + e] + f01 * xf[a01 + e]
-                                     + f10 * xf[a10 + e] + f11 * xf[a11 + e])
+                        put(cf, j + e, f00 * xf[a00 + e] + f01 * xf[a01 + e] + f10 * xf[a10 + e]
+                             + f11 * xf[a11 + e], inv, zq)
 
 
 @numba.njit(nogil=True, cache=True)
-def _bias_activation(prod, bias, slope, out):  # pragma: no cover - compiled
-    """``out (Co, P) = act(prod.T + bias)`` for prod ``(P, Co)``, bias ``(Co,)``: the transpose back to NCHW,
-    the bias and the activation in one pass.  act is LeakyReLU(slope); slope 1.0 means none."""
+def _bias_activation(prod, scale, bias, slope, out):  # pragma: no cover - compiled
+    """``out (Co, P) = act(prod.T * scale + bias)`` for prod ``(P, Co)`` (float32, or the int8 kernel's int32
+    sums), scale and bias ``(Co,)``: the transpose back to NCHW, the scale, the bias and the activation in one
+    pass.  act is LeakyReLU(slope); slope 1.0 means none.  A scale of 1 leaves float32 sums exact."""
     s = np.float32(slope)
     npix = prod.shape[0]
     nco = prod.shape[1]
@@ -267,9 +232,10 @@ def _bias_activation(prod, bias, slope, out):  # pragma: no cover - compiled
     for q0 in range(0, npix, 16):
         q1 = min(q0 + 16, npix)
         for co in range(nco):
+            sc = scale[co]
             bc = bias[co]
             for p in range(q0, q1):
-                v = prod[p, co] + bc
+                v = np.float32(prod[p, co]) * sc + bc
                 out[co, p] = v if v >= 0 or slope == 1.0 else v * s
 
 
@@ -289,8 +255,12 @@ class DeformConvKernel:
     """vsr's CPU ``DeformConv`` for one geometry; weights packed once.
 
     ``run(x, offset, mask, out, workspace)`` writes ``out (N, Co, Ho, Wo)``; ``workspace`` is a float32 buffer of
-    at least :meth:`workspace_nbytes` bytes (allocated here when omitted).
+    at least :meth:`workspace_nbytes` bytes (allocated here when omitted).  The columns' and products' dtypes,
+    how the columns are coded (:meth:`codes`) and the product (:meth:`product`) are what the int8 kernel
+    (:mod:`vsr.kernels.deform_conv_int8`) changes.
     """
+
+    columns, products = np.float32, np.float32
 
     def __init__(self, geometry: DeformConvGeometry, weight: np.ndarray, bias: np.ndarray | None,
                  tile_pixels: int = DEFAULT_TILE_PIXELS, workers: KernelWorkers | None = None,
@@ -305,10 +275,11 @@ class DeformConvKernel:
         self.bias = (np.zeros(geometry.co, np.float32) if bias is None
                      else np.ascontiguousarray(bias, dtype=np.float32).reshape(geometry.co))
         self.tile = max(1, min(int(tile_pixels), geometry.ho * geometry.wo))
+        self.ones = np.ones(geometry.co, np.float32)
 
     def _workspace_layout(self) -> list[tuple[tuple[int, ...], type]]:
         g = self.geom
-        per_worker = [((self.tile, g.taps * g.c), np.float32), (((g.co // g.group) * self.tile,), np.float32),
+        per_worker = [((self.tile, g.taps * g.c), self.columns), (((g.co // g.group) * self.tile,), self.products),
                       ((6, _CHUNK), np.float32), ((4, _CHUNK), np.uint64)]
         return [((g.n, g.h, g.w, g.c), np.float32)] + per_worker * self.workers.threads
 
@@ -345,6 +316,7 @@ class DeformConvKernel:
         per_image = -(-npix // self.tile)
         cog = g.co // g.group
         kg = g.taps * (g.c // g.group)
+        inv, zq, scale = self.codes(xh, msk)
 
         def tile(worker: int, i: int) -> None:
             b, p0 = divmod(i, per_image)
@@ -354,15 +326,24 @@ class DeformConvKernel:
             cols, prod, corner_w, corner_i = scratch[4 * worker:4 * worker + 4]
             _gather_columns(xh, off, msk, b, p0, p1, g.wo, g.kh, g.kw, g.pad_top, g.pad_left, g.stride_h,
                             g.stride_w, g.dilation_h, g.dilation_w, g.group, g.offset_group, cols, corner_w,
-                            corner_i)
+                            corner_i, inv, zq)
             dst = prod[:cog * t].reshape(t, cog)
             for cg in range(g.group):
-                np.dot(cols[:t, cg * kg:(cg + 1) * kg], self.weight[cg], out=dst)
-                _bias_activation(dst, self.bias[cg * cog:(cg + 1) * cog], self.slope,
+                self.product(worker, cols[:t, cg * kg:(cg + 1) * kg], cg, dst)
+                _bias_activation(dst, scale[cg * cog:(cg + 1) * cog], self.bias[cg * cog:(cg + 1) * cog], self.slope,
                                  out3[b, cg * cog:(cg + 1) * cog, p0:p1])
 
         self.workers.map_tiles(tile, g.n * per_image)
         return out
+
+    def codes(self, xh: np.ndarray, mask: np.ndarray) -> tuple[np.float32, np.float32, np.ndarray]:
+        """``(inv, zq, scale)`` of one call: how the gather codes the columns (float32: as they are) and the
+        per-output-channel scale that turns a product back into values."""
+        return np.float32(1.0), np.float32(0.0), self.ones
+
+    def product(self, worker: int, cols: np.ndarray, group: int, dst: np.ndarray) -> None:
+        """``dst (t, Co/group) = cols (t, K) @ weight[group]``, on ``worker``'s thread."""
+        np.dot(cols, self.weight[group], out=dst)
 
 
 def deform_conv(x, weight, offset, bias=None, mask=None, *, pads=None, strides=None, dilations=None, group=1,

@@ -33,6 +33,10 @@ class KernelRegistry:
             return factory
         return deco
 
+    def replaced(self, op_type: str, factory: KernelFactory, device: str = "cpu") -> "KernelRegistry":
+        """A copy of this registry with ``factory`` as the kernel of ``op_type`` on ``device``."""
+        return KernelRegistry({**self._factories, (op_type, device): factory}.items())
+
     def unregister(self, op_type: str, device: str = "cpu") -> None:
         self._factories.pop((op_type, device), None)
 

@@ -90,14 +90,16 @@ class BoundPlan:
 class PlanExecutor:
     """Executes ``plan``; segment runners are loaded once, bindings are made once per input shape.
 
-    Bridge steps take their kernels from ``kernels`` (by op type and the segment backend's device).
+    Bridge steps take their kernels from ``kernels`` (by op type and the segment backend's device); None: the
+    segment backend's own ``kernels`` where it has them (int8 segments: the DCN's product in int8), else
+    :data:`~vsr.kernels.registry.KERNELS`.
     """
 
-    def __init__(self, plan: SubgraphPlan, segment_backend: SegmentBackend, kernels: KernelRegistry = KERNELS,
+    def __init__(self, plan: SubgraphPlan, segment_backend: SegmentBackend, kernels: KernelRegistry | None = None,
                  memory: ArenaMemory | None = None):
         self.plan = plan
         self.backend = segment_backend
-        self.kernels = kernels
+        self.kernels = kernels or getattr(segment_backend, "kernels", None) or KERNELS
         self.memory = memory or HostMemory()
         self._runners: dict[str, SegmentRunner] = {}
         self._bound: dict[tuple, BoundPlan] = {}
@@ -183,7 +185,7 @@ class FrontAndWindows:
     the two parts itself.
     """
 
-    def __init__(self, plan: SubgraphPlan, segment_backend: SegmentBackend, kernels: KernelRegistry = KERNELS,
+    def __init__(self, plan: SubgraphPlan, segment_backend: SegmentBackend, kernels: KernelRegistry | None = None,
                  executor: Callable[[SubgraphPlan], PlanExecutor] | None = None):
         make = executor or (lambda p: PlanExecutor(p, segment_backend, kernels))
         self.whole = plan
@@ -207,7 +209,7 @@ class FrontAndWindows:
         return self.windows.run({**feeds, **features})
 
 
-def plan_executor(plan: SubgraphPlan, segment_backend: SegmentBackend, kernels: KernelRegistry = KERNELS):
+def plan_executor(plan: SubgraphPlan, segment_backend: SegmentBackend, kernels: KernelRegistry | None = None):
     """The executor of ``plan``: a :class:`FrontAndWindows` where it has a per-frame front, else a
     :class:`PlanExecutor`; both ``run`` whole windows."""
     if plan.frame_input is None:

@@ -6,7 +6,8 @@ the int8 segment's arithmetic (:mod:`vsr.quant.rewrite`) simulated in fp32:
 
 * weights: symmetric per output channel, ``[-WEIGHT_QMAX, WEIGHT_QMAX]``, round half to even;
 * input and output activations: u8, asymmetric, one scale per tensor from the run-time rule of
-  :mod:`vsr.quant.scales` (the observed range widened by ``MARGIN``), codes clamped to [0, 255] (saturation);
+  :mod:`vsr.quant.scales` (the observed range widened by its ``margin``,
+  ``configs/quant/scales.toml``), codes clamped to [0, 255] (saturation);
 * bias: rounded to the int32 grid ``x_scale * w_scale`` and added to the exact integer sum (int32 accumulation
   cannot overflow for these layer sizes, so the fp32 sum of integer-valued products is the same number);
 * gradients: straight-through (the rounding passes gradients unchanged; the ranges are not learned).
@@ -14,20 +15,29 @@ the int8 segment's arithmetic (:mod:`vsr.quant.rewrite`) simulated in fp32:
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from vsr.quant.rewrite import WEIGHT_QMAX
-from vsr.quant.scales import MARGIN
+from vsr.quant.scales import ScaleRule
+
+
+@lru_cache(maxsize=1)
+def run_time_margin() -> float:
+    """The margin the run-time scales put on a measured range (the deployed rule's)."""
+    return ScaleRule.load().margin
 
 
 def _ste(x: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
     return x + (q - x).detach()
 
 
-def fake_u8(x: torch.Tensor, margin: float = MARGIN) -> torch.Tensor:
+def fake_u8(x: torch.Tensor, margin: float | None = None) -> torch.Tensor:
     """Per-tensor asymmetric u8 fake quantization with the run-time range rule."""
+    margin = run_time_margin() if margin is None else margin
     with torch.no_grad():
         lo = torch.clamp(x.min(), max=0.0) * margin
         hi = torch.clamp(x.max(), min=0.0) * margin
@@ -54,8 +64,8 @@ class QATConv2d(nn.Conv2d):
         b = self.bias
         if b is not None:
             with torch.no_grad():
-                lo = torch.clamp(x.min(), max=0.0) * MARGIN
-                hi = torch.clamp(x.max(), min=0.0) * MARGIN
+                lo = torch.clamp(x.min(), max=0.0) * run_time_margin()
+                hi = torch.clamp(x.max(), min=0.0) * run_time_margin()
                 bs = torch.clamp(hi - lo, min=1e-8) / 255.0 * ws
             b = _ste(b, torch.round(b / bs) * bs)
         y = F.conv2d(xq, w, b, self.stride, self.padding, self.dilation, self.groups)
@@ -81,4 +91,4 @@ def qat_parameters(model: nn.Module) -> dict:
             _, s = fake_weight(m.weight.detach())
             layers[name] = [float(v) for v in s]
     return {"format": "vsr-qat/1", "weights": f"int8 symmetric per output channel, |q| <= {WEIGHT_QMAX}",
-            "activations": f"u8 asymmetric per tensor, run-time range x {MARGIN}", "weight_scales": layers}
+            "activations": f"u8 asymmetric per tensor, run-time range x {run_time_margin()}", "weight_scales": layers}

@@ -13,32 +13,55 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Hashable
 
 import numpy as np
 
+from vsr.kernels.builtin import int8_deform_conv
+from vsr.kernels.registry import KERNELS, KernelRegistry
 from vsr.plan.segments import OrtSegmentBackend
 from vsr.quant.isa import int8_isa, weight_qmax
 from vsr.quant.rewrite import QMAX, QMIN, SCALE, ZERO
-from vsr.quant.scales import MAX_PASSES, ScaleTable
+from vsr.quant.scales import ScaleTable
 
 QUANT_FILE = "quant.json"
 
 
 @dataclass(frozen=True)
 class Int8SegmentBackend:
-    """int8 segments on ONNX Runtime CPU; ``scales``: ``runtime`` | ``static`` | ``exact`` (see scales.py)."""
+    """int8 segments on ONNX Runtime CPU; ``scales``: ``runtime`` | ``static`` | ``exact`` (see scales.py);
+    ``dcn_int8``: the DCN bridges' product in int8 too, where it pays (:mod:`vsr.kernels.deform_conv_int8`,
+    :func:`vsr.kernels.builtin.int8_pays`; None: where the CPU has VNNI or AMX, where it measured faster than
+    fp32: docs/benchmarks.md, issue 33)."""
 
     threads: int | None = None
     scales: str = "runtime"
     name: str = "onnxruntime"
     precision: str = "int8"
     device: str = "cpu"
+    dcn_int8: bool | None = None
     table: ScaleTable = field(default=None, compare=False)  # type: ignore[assignment]
+    dcn_made: set = field(default_factory=set, compare=False)  # the DCN kernels bound: "int8", "fp32"
 
     def __post_init__(self):
         if self.table is None:
             object.__setattr__(self, "table", ScaleTable(self.scales))
+        if self.dcn_int8 is None:
+            object.__setattr__(self, "dcn_int8", int8_isa() != "avx2")
+
+    @property
+    def kernels(self) -> KernelRegistry:
+        """The bridge kernels of the plans it runs (:class:`vsr.plan.executor.PlanExecutor` takes them)."""
+        if not self.dcn_int8:
+            return KERNELS
+        int8 = int8_deform_conv(weight_qmax(int8_isa()))
+
+        def deform_conv(node, shapes, constants):
+            step = int8(node, shapes, constants)
+            self.dcn_made.add("int8" if step.kernel.columns is np.uint8 else "fp32")
+            return step
+
+        return KERNELS.replaced("DeformConv", deform_conv, self.device)
 
     @property
     def version(self) -> str:
@@ -65,12 +88,24 @@ class Int8SegmentBackend:
         finally:
             self.table.held = False
 
-    def facts(self) -> dict:
+    def follow(self, context: Hashable, anew: bool = False) -> None:
+        """The next runs are of ``context`` (a call's tiles); ``anew``: it starts a scene (see scales.py)."""
+        self.table.select(context, anew)
+
+    def facts(self, steps: dict[str, float] | None = None) -> dict:
         """For the run's report: the ISA this machine's int8 plans are for and their weights' largest code, the
-        scales' policy, and segment runs so far, with how many of them were re-runs (saturated scales)."""
+        scales' policy, and segment runs so far, with how many of them were re-runs (saturated scales); with the
+        plan's ``steps`` (seconds by step, re-runs as ``<segment>:rerun``), the re-runs' seconds and their share
+        of the per-call steps (all but ``build:``)."""
         isa = int8_isa()
-        return {"int8": {"isa": isa, "weight_qmax": weight_qmax(isa), "scales": self.scales,
-                         "segment_runs": self.table.passes, "reruns": self.table.reruns}}
+        out = {"isa": isa, "weight_qmax": weight_qmax(isa), "scales": self.scales,
+               "segment_runs": self.table.passes, "reruns": self.table.reruns}
+        if steps is not None:
+            per_call = {k: v for k, v in steps.items() if not k.startswith("build:")}
+            rerun = sum(v for k, v in per_call.items() if k.endswith(":rerun"))
+            whole = sum(per_call.values())
+            out |= {"rerun_s": round(float(rerun), 3), "rerun_share": round(rerun / whole, 4) if whole else 0.0}
+        return {"int8": out | {"dcn": ", ".join(sorted(self.dcn_made)) or "fp32"}}
 
 
 class Int8SegmentRunner:
@@ -97,14 +132,15 @@ class Int8SegmentRunner:
         sess, table, names, qmax, qmin = self.session, self.table, self.names, self.qmax, self.qmin
 
         def run() -> float:
-            """Run until the scales hold (at most MAX_PASSES); the seconds spent in runs after the first."""
+            """Run until no code saturates (the table raises after its rule's passes); the seconds spent in the
+            runs after the first."""
             sess.run_with_iobinding(io)
             first = time.perf_counter()
-            again, passes = table.after_run(names, qmax, qmin), 1
-            while again and passes < MAX_PASSES:
+            passes = 1
+            while table.after_run(names, qmax, qmin, passes):
                 table.reruns += 1
                 sess.run_with_iobinding(io)
-                again, passes = table.after_run(names, qmax, qmin), passes + 1
+                passes += 1
             return time.perf_counter() - first if passes > 1 else 0.0
 
         return run
