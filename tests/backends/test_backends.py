@@ -2,6 +2,7 @@
 options objects select the backend."""
 
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -103,3 +104,37 @@ def test_unknown_backend_is_a_clean_error():
         backend_options("ort", "halves")
     with pytest.raises(BackendError, match="TorchOptions, OrtOptions, SplitOptions or CudaOptions"):
         open_backend("random", "edvr-tiny", "torch")
+
+
+@pytest.mark.parametrize("preset", [None, "0"])
+def test_torch_allocates_large_tensors_in_huge_pages_unless_told_not_to(preset):
+    """vsr turns torch's huge pages on (a 4K frame's output is faulted in and freed 2 MB at a time; the post stage
+    frees it); a THP_MEM_ALLOC_ENABLE the user set is kept.  Pages checked where the kernel gives huge pages to
+    memory that asks (madvise)."""
+    import os
+    import subprocess
+    import sys
+
+    code = """import vsr, os, torch
+t = torch.ones(64 << 18)  # 64 MB
+huge, inside = 0, False
+for line in open('/proc/self/smaps'):
+    if line[0] in '0123456789abcdef':  # a mapping: start-end perms ...
+        lo, hi = (int(x, 16) for x in line.split()[0].split('-'))
+        inside = lo <= t.data_ptr() < hi
+    elif inside and line.startswith('AnonHugePages:'):
+        huge = int(line.split()[1])
+print(os.environ['THP_MEM_ALLOC_ENABLE'], huge)
+"""
+    import vsr
+
+    env = {k: v for k, v in os.environ.items() if k != "THP_MEM_ALLOC_ENABLE"}
+    env["PYTHONPATH"] = str(Path(vsr.__file__).resolve().parents[1])  # this vsr
+    if preset is not None:
+        env["THP_MEM_ALLOC_ENABLE"] = preset
+    flag, huge_kb = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                                   check=True).stdout.split()
+    assert flag == (preset or "1")
+    mode = Path("/sys/kernel/mm/transparent_hugepage/enabled")
+    if mode.exists() and "[madvise]" in mode.read_text():
+        assert (int(huge_kb) > 0) == (preset is None), huge_kb

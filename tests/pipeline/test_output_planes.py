@@ -98,3 +98,31 @@ def test_the_post_stage_converts_on_the_cores_the_backend_leaves():
     assert on(SplitOptions()) == 1 and on(TorchOptions(threads=1)) == max(1, cores - 1)
     assert on(CudaOptions(device="cpu")) is None and on(TorchOptions(device="cuda:1")) is None  # all of them
     assert post_threads(object()) is None
+
+
+@pytest.mark.parametrize("tile", [None, 32])
+def test_the_post_stage_is_set_up_before_the_first_frame_for_the_types_the_frames_use(tmp_path, frames_dir,
+                                                                                        monkeypatch, tile):
+    """prepare_post loads the compiled pass the run's frames call (numba compiles one version per argument types:
+    the planes' views are contiguous or not with the tile), so its first-call cost is no frame's."""
+    import numba
+
+    import vsr.pipeline.post as post
+    from vsr.pipeline.batches import Result, Slot
+    from vsr.pipeline.tiles import tile_grid
+    from vsr.video import open_sink, open_source
+
+    calls = []
+    real = post.convert_tile
+    monkeypatch.setattr(post, "convert_tile", lambda rgb, fmt, out, *a: calls.append(
+        tuple(numba.typeof(x) for x in (rgb, *out))) or real(rgb, fmt, out, *a))
+    source = open_source(frames_dir)  # 48 x 64
+    sink = open_sink(tmp_path / "out.mkv", source.info, LOSSLESS, scale=4)
+    tiles = tile_grid(48, 64, tile, 8)
+    post.prepare_post(sink, 48, 64, 4, tiles[0])
+    y = np.random.default_rng(0).random((1, 3, 4 * (tiles[0].y1 - tiles[0].y0), 4 * (tiles[0].x1 - tiles[0].x0)),
+                                        dtype=np.float32)
+    list(post.hr_frames(iter([Result((Slot(0, 0, 1, tiles[0]),), y)]), sink, 48, 64, 4, len(tiles)))
+    sink.abort()
+    source.close()
+    assert len(calls) == 2 and calls[0] == calls[1], calls

@@ -154,3 +154,40 @@ def test_the_conversion_counts_what_a_check_of_the_models_output_needs():
         (0, 23, 24)  # the core holds only the -3.0 of the three
     with pytest.raises(ValueError, match=r"planes of \(2, 2\), \(2, 2\), \(2, 2\) for a core of 2x4"):
         convert_tile(rgb, fmt, [o[:2, :2] for o in out], core=(2, 4, 2, 6))
+
+
+def float32_formula(rgb: np.ndarray, fmt: PlaneFormat) -> list[np.ndarray]:
+    """PlaneFormat's formula in numpy, float32, operation by operation in the kernel's order (taps added in their
+    order, no fused multiply-add), edges repeated: the codes convert_tile must give exactly."""
+    m, off, lo, hi, ox, wx, oy, wy = fmt.arrays(rgb.dtype == np.uint8)
+    x = np.clip(rgb.astype(np.float32), lo, hi)
+    top = np.float32(fmt.top)
+
+    def codes(i, r, g, b):
+        return np.clip(m[i, 0] * r + m[i, 1] * g + m[i, 2] * b + off[i], np.float32(0), top).astype(fmt.dtype)
+
+    (h, w), (ch, cw) = fmt.plane_shapes(*rgb.shape[1:])[:2]
+    rows = [np.clip(np.arange(ch)[:, None] * (1 << fmt.sub_y) + o, 0, h - 1) for o in oy]
+    down = x[:, rows[0][:, 0]] * wy[0]
+    for t in range(1, oy.size):
+        down = down + x[:, rows[t][:, 0]] * wy[t]
+    cols = [np.clip(np.arange(cw) * (1 << fmt.sub_x) + o, 0, w - 1) for o in ox]
+    c = down[:, :, cols[0]] * wx[0]
+    for t in range(1, ox.size):
+        c = c + down[:, :, cols[t]] * wx[t]
+    return [codes(0, *x), codes(1, *c), codes(2, *c)]
+
+
+@pytest.mark.parametrize("pix_fmt,siting,dtype", [("yuv420p", 1, np.float32), ("yuv420p", 2, np.uint8),
+                                                  ("yuv422p10le", 3, np.float32), ("yuv444p", 0, np.float32),
+                                                  ("yuv410p", 1, np.float32), ("yuv440p", 3, np.float32)])
+def test_the_codes_are_the_float32_formula_exactly(pix_fmt, siting, dtype):
+    """The compiled pass (vectorised, in bands, plane 0 ahead of the chroma) gives exactly the formula's codes."""
+    rng = np.random.default_rng(7)
+    rgb = (rng.integers(0, 256, (3, 37, 70)).astype(np.uint8) if dtype == np.uint8 else
+           rng.uniform(-0.1, 1.1, (3, 37, 70)).astype(np.float32))
+    fmt = PlaneFormat.of(pix_fmt, ColourSpec(1, 1, 1, 1), siting=siting)
+    got = [np.empty(s, fmt.dtype) for s in fmt.plane_shapes(37, 70)]
+    convert_tile(rgb, fmt, got)
+    for g, want in zip(got, float32_formula(rgb, fmt)):
+        np.testing.assert_array_equal(g, want)

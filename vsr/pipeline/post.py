@@ -16,6 +16,7 @@ import numpy as np
 
 from vsr.pipeline.batches import Result
 from vsr.pipeline.checks import OUTPUT_LIMITS, check_model_output
+from vsr.pipeline.tiles import Tile
 from vsr.video.planes import PlaneBatch, PlaneFormat, convert_tile, place, plane_views, region
 
 
@@ -71,6 +72,19 @@ def hr_frames(results: Iterator[Result], sink, height: int, width: int, scale: i
                 yield done
                 done = None
         res = None
+
+
+def prepare_post(sink, height: int, width: int, scale: int, tile: Tile, fmt: PlaneFormat | None = None) -> None:
+    """Set up the post stage's compiled pass before the first frame, as a backend's warm-up is: numba's first
+    call in a process loads its machinery and the pass (0.15-0.3 s on 2 cores), which would otherwise be the
+    first frame's post time.  A call of the run's types (float32 RGB; views of the sink's own planes over the
+    columns of ``tile``'s core, whose layout picks the compiled version) on a few rows."""
+    fmt = fmt or PlaneFormat.of(*sink.planes_format())
+    sc = scale
+    rows = min(2 << fmt.sub_y, sc * height)  # two chroma rows: a view of one row would be contiguous
+    out = region(plane_views(sink.new_planes(height * sc, width * sc)), fmt, 0, rows, sc * tile.cx0, sc * tile.cx1)
+    rgb = np.zeros((3, rows, sc * (tile.x1 - tile.x0)), np.float32)
+    convert_tile(rgb, fmt, out, (0, rows, sc * (tile.cx0 - tile.x0), sc * (tile.cx1 - tile.x0)), OUTPUT_LIMITS)
 
 
 def post_threads(backend) -> int | None:

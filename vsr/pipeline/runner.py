@@ -40,7 +40,7 @@ from vsr.pipeline.scenes import CUT_CONTEXT, SCENE_MODES, WINDOW, CutDetector, C
 from vsr.pipeline.stages import Stage, StagePipeline, abandoned_still_running
 from vsr.pipeline.tiles import Tile, tile_grid
 from vsr.pipeline.windows import FrameWindow, windows
-from vsr.pipeline.post import HrFrame, hr_frames, post_threads
+from vsr.pipeline.post import HrFrame, hr_frames, post_threads, prepare_post
 from vsr.report import RunReport
 from vsr.video.planes import PlaneFormat, conversion_threads
 
@@ -267,6 +267,7 @@ class FrameQueueRunner:
         shape = (tiles[0].y1 - tiles[0].y0, tiles[0].x1 - tiles[0].x0, s.batch)
         # a backend that does not report its steps is prepared as before (a caller's own, a test's stand-in)
         self.backend.prepare(*shape, **({} if on_phase is None else {"phase": on_phase}))
+        prepare_post(sink, info.height, info.width, self.scale, tiles[0], fmt)
         if on_start is not None:
             on_start()
         decode = SourceFrames(source, *self.decode_range())

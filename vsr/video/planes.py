@@ -24,6 +24,7 @@ import numpy as np
 
 from vsr.video.colour import (CHROMA_SITING, KR_KB, OUTPUT_SITING, SPC_RGB, ColourSpec, bit_depth, is_gray_format,
                               is_rgb_format, levels, planar444)
+from vsr.video.plane_kernel import convert_pass
 
 
 def tent_taps(sub: int, position: float) -> tuple[tuple[int, float], ...]:
@@ -190,8 +191,8 @@ def convert_tile(rgb: np.ndarray, fmt: PlaneFormat, out: list[np.ndarray],
                          f"({fmt.pix_fmt} needs {', '.join(map(str, want))})")
     matrix, offset, lo, hi, ox, wx, oy, wy = fmt.arrays(rgb.dtype == np.uint8)
     counts = np.zeros((y1 - y0, 3), np.int64)
-    _planes(rgb, y0, y1, x0, x1, out[0], out[1], out[2], matrix, offset, lo, hi, np.float32(fmt.top), fmt.sub_x,
-            fmt.sub_y, ox, wx, oy, wy, np.asarray(limits, np.float32), counts)
+    convert_pass(rgb, y0, y1, x0, x1, out[0], out[1], out[2], matrix, offset, lo, hi, np.float32(fmt.top), fmt.sub_x,
+                 fmt.sub_y, ox, wx, oy, wy, np.asarray(limits, np.float32), counts)
     return tuple(int(c) for c in counts.sum(axis=0))
 
 
@@ -204,120 +205,5 @@ def conversion_threads(n: int | None) -> int:
     return n
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
-def _clip(v, lo, hi):  # pragma: no cover - compiled
-    return min(max(v, lo), hi)
-
-
-@numba.njit(parallel=True, cache=True, nogil=True)
-def _planes(rgb, y0, y1, x0, x1, p0, p1, p2, m, off, lo, hi, top, sx, sy, ox, wx, oy, wy, limits,
-            counts):  # pragma: no cover - compiled
-    """The kernel of :func:`convert_tile`, one parallel pass in bands of ``2**sy`` rows (a chroma row): plane 0
-    of each row (and 1, 2 when not subsampled); a subsampled chroma row filtered down its rows into ``acc`` (3 x
-    the columns it reads), then along them into ``rgb_c`` (3 x its samples), then through the matrix."""
-    full = sx == 0 and sy == 0
-    check = limits[0] < np.inf or limits[1] > -np.inf or limits[2] < np.inf
-    h, w = rgb.shape[1], rgb.shape[2]
-    fx, fy = 1 << sx, 1 << sy
-    before, after = max(-ox.min(), 0), max(ox.max(), 0)
-    span = (x1 - x0) + before + after + fx
-    for k in numba.prange((y1 - y0 + fy - 1) >> sy):
-        for i in range(k * fy, min((k + 1) * fy, y1 - y0)):
-            q1, q2 = (p1[i], p2[i]) if full else (p0[i], p0[i])  # not written unless full
-            _pixel_row(rgb[0, y0 + i, x0:x1], rgb[1, y0 + i, x0:x1], rgb[2, y0 + i, x0:x1], p0[i], q1, q2, m, off,
-                       lo, hi, top, full)
-            if check:
-                for ch in range(3):
-                    _count_row(rgb[ch, y0 + i, x0:x1], limits, counts[i])
-        if full:
-            continue
-        acc = np.empty((3, span), np.float32)  # each first tap assigns: no zeroing pass
-        for t in range(oy.size):
-            r = min(max(y0 + k * fy + oy[t], 0), h - 1)
-            for ch in range(3):
-                _filter_row(rgb[ch, r], acc[ch], x0 - before, w, wy[t], lo, hi, t == 0)
-        rgb_c = np.empty((3, p1.shape[1]), np.float32)
-        for t in range(ox.size):
-            for ch in range(3):
-                if fx == 2:
-                    _add_every_other(acc[ch, ox[t] + before:], rgb_c[ch], wx[t], t == 0)
-                else:
-                    _add_strided(acc[ch, ox[t] + before:], rgb_c[ch], fx, wx[t], t == 0)
-        _chroma_row(rgb_c, p1[k], p2[k], m, off, top)
-
-
-@numba.njit(cache=True, nogil=True)
-def _pixel_row(red, grn, blu, q0, q1, q2, m, off, lo, hi, top, full):  # pragma: no cover - compiled
-    z = np.float32(0)
-    for j in range(red.size):
-        r, g, b = (_clip(np.float32(red[j]), lo, hi), _clip(np.float32(grn[j]), lo, hi),
-                   _clip(np.float32(blu[j]), lo, hi))
-        q0[j] = _clip(m[0, 0] * r + m[0, 1] * g + m[0, 2] * b + off[0], z, top)
-        if full:
-            q1[j] = _clip(m[1, 0] * r + m[1, 1] * g + m[1, 2] * b + off[1], z, top)
-            q2[j] = _clip(m[2, 0] * r + m[2, 1] * g + m[2, 2] * b + off[2], z, top)
-
-
-@numba.njit(cache=True, nogil=True)
-def _count_row(src, limits, counts):  # pragma: no cover - compiled
-    """``counts += (NaN or beyond +-sane, >= low, <= high)`` over ``src``: integer sums, a loop that vectorises."""
-    sane, low, high = limits[0], limits[1], limits[2]
-    bad = at_least = at_most = 0
-    for j in range(src.size):
-        v = np.float32(src[j])
-        bad += (v != v) | (abs(v) > sane)
-        at_least += v >= low
-        at_most += v <= high
-    counts[0] += bad
-    counts[1] += at_least
-    counts[2] += at_most
-
-
-@numba.njit(cache=True, nogil=True)
-def _filter_row(src, acc, first, w, wt, lo, hi, assign):  # pragma: no cover - compiled
-    """``acc[j] += wt * clip(src[first + j])`` (``=`` with ``assign``), columns outside ``[0, w)`` read at the
-    nearest edge."""
-    n = acc.size
-    a, b = min(max(-first, 0), n), min(max(w - first, 0), n)
-    edge = (wt * _clip(np.float32(src[0]), lo, hi), wt * _clip(np.float32(src[w - 1]), lo, hi))
-    for j in range(a):
-        acc[j] = edge[0] if assign else acc[j] + edge[0]
-    mid, dst = src[first + a: first + b], acc[a:b]  # views: indices from 0 up, no wraparound checks
-    if assign:
-        for j in range(mid.size):
-            dst[j] = wt * _clip(np.float32(mid[j]), lo, hi)
-    else:
-        for j in range(mid.size):
-            dst[j] += wt * _clip(np.float32(mid[j]), lo, hi)
-    for j in range(b, n):
-        acc[j] = edge[1] if assign else acc[j] + edge[1]
-
-
-@numba.njit(cache=True, nogil=True)
-def _add_strided(src, dst, step, wt, assign):  # pragma: no cover - compiled
-    for q in range(dst.size):
-        dst[q] = wt * src[q * step] if assign else dst[q] + wt * src[q * step]
-
-
-@numba.njit(cache=True, nogil=True)
-def _add_every_other(src, dst, wt, assign):  # pragma: no cover - compiled
-    """:func:`_add_strided` by 2, a constant: the compiler loads pairs and keeps one of each (no gather)."""
-    if assign:
-        for q in range(dst.size):
-            dst[q] = wt * src[2 * q]
-    else:
-        for q in range(dst.size):
-            dst[q] += wt * src[2 * q]
-
-
-@numba.njit(cache=True, nogil=True)
-def _chroma_row(c, q1, q2, m, off, top):  # pragma: no cover - compiled
-    z = np.float32(0)
-    for q in range(q1.size):
-        r, g, b = c[0, q], c[1, q], c[2, q]
-        q1[q] = _clip(m[1, 0] * r + m[1, 1] * g + m[1, 2] * b + off[1], z, top)
-        q2[q] = _clip(m[2, 0] * r + m[2, 1] * g + m[2, 2] * b + off[2], z, top)
-
-
-__all__ = ["PlaneBatch", "PlaneFormat", "conversion_threads", "convert_tile", "direct_format", "encode_planes", "place", "plane_views",
-           "region", "tent_taps"]
+__all__ = ["PlaneBatch", "PlaneFormat", "conversion_threads", "convert_tile", "direct_format", "encode_planes", "place",
+           "plane_views", "region", "tent_taps"]
