@@ -66,3 +66,15 @@ def test_page_draws_every_stage_and_step_span_in_time_order():
 
 def test_axis_steps_are_round_numbers():
     assert [nice_step(s) for s in (36.0, 0.96, 8.0, 0.0)] == [5.0, 0.2, 1.0, 1.0]
+
+
+def test_the_encoder_line_names_the_rate_option_the_encoder_ran_with():
+    """x264's CRF is ``crf``; NVENC's constant quality (``rc=vbr cq=N``, its own scale) is ``cq``, not a CRF."""
+    def line(settings):
+        return RunReport([], settings, 1.0, 1, {}).encoder_line()
+
+    assert line({"codec": "libx264", "crf": 23, "preset": "medium", "pix_fmt": "yuv420p"}) == \
+        "encoder: libx264, crf 23, preset medium, yuv420p"
+    assert line({"codec": "hevc_nvenc", "crf": 27.5, "preset": "p4", "pix_fmt": "yuv420p"}) == \
+        "encoder: hevc_nvenc, cq 27.5, preset p4, yuv420p"
+    assert line({"codec": "h264_nvenc", "crf": None, "preset": "p4"}) == "encoder: h264_nvenc, preset p4"
