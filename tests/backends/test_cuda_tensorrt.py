@@ -55,3 +55,43 @@ def test_tensorrt_segments_equal_the_reference_and_run_as_planned(precision, tol
     assert any(b"QuantizeLinear" in seg for seg in segments) == (precision == "int8")  # the Q/DQ export's
     assert set(trt._streams) == {backend.stream_handle()} and backend.stream_handle() != 0
     assert len(executor._bound) == 1  # the planned batch's arena serves every batch size
+
+
+def test_a_run_downloads_the_sinks_planes_made_on_the_device(monkeypatch, tmp_path):
+    """In a run the TensorRT path downloads the sink's planes, made on the device by the torch segments' own
+    conversion from the arena's output as it is (here fp32: not rounded to ``output`` first): what the post stage
+    would make of that RGB on the host, bit for bit (8-bit 4:2:0, 10-bit 4:2:2), and RGB again once the run ends."""
+    from vsr.video.colour import ColourSpec
+    from vsr.video.planes import PlaneBatch, PlaneFormat, convert_tile
+
+    monkeypatch.setenv("VSR_ENGINE_DIR", str(tmp_path / "engines"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model, cfg = load_model("random", "edvr-tiny")
+        _exporter(model, cfg, state_checksum(model), "fp32")(16, 20)
+    monkeypatch.setitem(sys.modules, "tensorrt", TensorRTStandIn("11.4.0.106"))
+    options = CudaOptions(device="cpu", precision="fp32", output="float32", segments="tensorrt",
+                          cache_dir=str(tmp_path / "cuda"))
+    segments = TensorRTSegmentBackend(precision="fp32", device="cuda", device_io=True,
+                                      engine_dir=str(tmp_path / "trt"))
+    backend = CudaTensorRTBackend.from_model(model, cfg, options, torch.device("cpu"), segment_backend=segments)
+    backend.prepare(13, 18, 2)
+    x = np.random.default_rng(3).random((3, 3, 3, 13, 18), dtype=np.float32)  # a partial second chunk, padded
+    rgb = backend.infer(x)
+    assert rgb.dtype == np.float32 and backend.facts()["download"] == "rgb float32"
+    for pix_fmt, matrix in (("yuv420p", 1), ("yuv422p10le", 9)):
+        fmt = PlaneFormat.of(pix_fmt, ColourSpec(matrix, 1, 1, 1))
+        assert backend.output_planes(fmt) and backend.facts()["download"] == f"planes {pix_fmt}"
+        got = backend.infer(x)
+        assert isinstance(got, PlaneBatch) and got.data.dtype == fmt.dtype and len(got.data) == 3
+        for n in range(3):
+            host = [np.empty(shape, fmt.dtype) for shape in fmt.plane_shapes(52, 72)]
+            convert_tile(rgb[n], fmt, host)
+            for a, b in zip(got.planes(n), host):
+                np.testing.assert_array_equal(a, b)
+    assert not backend.output_planes(None) and backend.infer(x).dtype == np.float32
+    off = CudaTensorRTBackend.from_model(model, cfg, CudaOptions(device="cpu", segments="tensorrt",
+                                                                 device_planes=False,
+                                                                 cache_dir=str(tmp_path / "cuda")),
+                                         torch.device("cpu"), segment_backend=segments)
+    assert not off.output_planes(fmt)  # device_planes=False: the host converts, as before

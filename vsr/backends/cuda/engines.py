@@ -5,7 +5,9 @@ The plan (:mod:`vsr.plan`) is the one the CPU split backend runs; here its arena
 (``TensorRTSegmentBackend(device_io=True)``) and its bridge steps are vsr's CUDA kernels on views of it
 (:func:`cuda_bridge_kernels`), all on the backend's own stream (engines get its handle, the kernels follow
 torch's current stream, which it is).  Per call the input is uploaded into the arena and the output downloaded
-from it, as ``CudaOptions.output``; nothing else crosses to the host.
+from it, as ``CudaOptions.output`` -- or, in a run, as the sink's planes made on the device (``output_planes``, the
+same conversion as the torch segments' runtime: ``vsr.backends.cuda.transfer.device_planes``); nothing else
+crosses to the host.
 
 The segments' precision is their ONNX's (strongly typed engines): fp32 from the plain export, fp16 from vsr's
 fp16 export, int8 from the Q/DQ export.  ``prepare(h, w, batch)`` plans ``batch`` items per run: the engines'
@@ -30,7 +32,7 @@ import torch
 from vsr.backends.cuda.dcn import deform_conv_torch
 from vsr.backends.cuda.keys import cache_folder, device_facts, runtime_key
 from vsr.backends.cuda.tensors import TensorLauncher, kernel_cache_dir, open_tensor_launcher, torch_dtype
-from vsr.backends.cuda.transfer import quantise
+from vsr.backends.cuda.transfer import OutputConversion, device_planes, quantise
 from vsr.backends.options import CudaOptions, SplitOptions
 from vsr.backends.split import SplitBackend
 from vsr.errors import BackendError
@@ -43,6 +45,7 @@ from vsr.plan.executor import PlanExecutor
 from vsr.plan.partition import DEFAULT_BRIDGE_OPS
 from vsr.plan.plan import SubgraphPlan
 from vsr.plan.tensorrt import TensorRTSegmentBackend
+from vsr.video.planes import PlaneBatch, PlaneFormat
 
 
 class TorchArena:
@@ -137,6 +140,8 @@ class CudaTensorRTBackend(SplitBackend):
         super().__init__(onnx_source, config, split, segment_backend=segment_backend)
         self.device = device
         self.output = options.output
+        self.device_planes = options.device_planes
+        self.out = OutputConversion()  # fmt set: the sink's planes are made on the device and downloaded
         self.launcher = open_tensor_launcher(options.launcher, device,
                                              cache_dir=kernel_cache_dir(device, options.cache_dir))
         self.kernels = cuda_bridge_kernels(self.launcher, segment_backend.device, options.dcn_gemm)
@@ -190,9 +195,27 @@ class CudaTensorRTBackend(SplitBackend):
         with self._on_stream():
             super().prepare(height, width, batch, phase)
 
-    def infer(self, x: np.ndarray) -> np.ndarray:
+    def infer(self, x: np.ndarray) -> np.ndarray | PlaneBatch:
+        """``(N, T, 3, H, W)`` -> RGB ``(N, 3, 4H, 4W)`` as ``options.output``, or in a run the sink's planes
+        (a PlaneBatch: :meth:`output_planes`)."""
         with self._on_stream():
-            return super().infer(x)
+            y = super().infer(x)
+        fmt = self.out.fmt
+        if fmt is None:
+            return y
+        h, w = np.shape(x)[-2:]
+        return PlaneBatch(y.view(np.uint16) if y.dtype == np.int16 else y, 4 * h, 4 * w, fmt)
+
+    def output_planes(self, fmt: PlaneFormat | None) -> bool:
+        """From now on ``infer`` returns the planes of ``fmt`` made on the device, unless ``options.device_planes``
+        is off (None: RGB again); whether it will."""
+        self.out.fmt = fmt if self.device_planes else None
+        return self.out.fmt is not None
+
+    def facts(self) -> dict:
+        """:meth:`SplitBackend.facts` and what is downloaded: the sink's planes (made on the device) or RGB."""
+        what = f"planes {self.out.fmt.pix_fmt}" if self.out.fmt is not None else f"rgb {self.output}"
+        return {**super().facts(), "download": what}
 
     def _bound(self, n: int, hb: int, wb: int, phase=None):
         """The planned batch's binding for any ``n`` (padded, or cut into planned batches)."""
@@ -217,7 +240,13 @@ class CudaTensorRTBackend(SplitBackend):
         dst.copy_(torch.from_numpy(self._staging), non_blocking=False)
 
     def read_output(self, src: torch.Tensor, m: int, height: int, width: int) -> np.ndarray:
-        return quantise(src[:m, :, :height, :width], self.output).cpu().numpy()
+        """The chunk's ``m`` frames from the arena's output, cropped: RGB as ``options.output``, or each frame's
+        planes of the run's format (uint8, or int16 holding uint16's bits), made on the device from the output as
+        the engines left it (fp32, or fp16 from fp16 engines), before any rounding to ``options.output``."""
+        y = src[:m, :, :height, :width]
+        if self.out.fmt is not None:
+            return device_planes(y, self.out.fmt).cpu().numpy()
+        return quantise(y, self.output).cpu().numpy()
 
 
 _HOST_STREAM = 1  # the CPU emulation's stand-in engines run synchronously: any non-zero handle names "ours"
