@@ -140,8 +140,9 @@ def test_the_output_is_downloaded_small_and_quantised_as_the_post_stage_would(ti
 def test_planes_made_on_the_device_are_the_hosts_bit_for_bit(tiny, pix_fmt, matrix, output):
     """What the post stage would make of the downloaded RGB (vsr.video.planes on the host) is what the device
     made: the same float32 operations in the same order."""
+    from tests.backends.planes_check import assert_host_planes
     from vsr.video.colour import ColourSpec
-    from vsr.video.planes import PlaneBatch, PlaneFormat, convert_tile
+    from vsr.video.planes import PlaneFormat
 
     backend = _backend(tiny, precision="fp32", output=output)
     x = _frames(6, (3, 3, 3, 13, 18))  # a partial second chunk, a bucket larger than the frame
@@ -149,13 +150,7 @@ def test_planes_made_on_the_device_are_the_hosts_bit_for_bit(tiny, pix_fmt, matr
     rgb = backend.infer(x)
     fmt = PlaneFormat.of(pix_fmt, ColourSpec(matrix, 1, 1, 1) if matrix else ColourSpec.srgb())
     assert backend.output_planes(fmt) and backend.facts()["download"] == f"planes {fmt.pix_fmt}"
-    got = backend.infer(x)
-    assert isinstance(got, PlaneBatch) and got.data.dtype == fmt.dtype and len(got.data) == 3
-    for n in range(3):
-        host = [np.empty(shape, fmt.dtype) for shape in fmt.plane_shapes(52, 72)]
-        convert_tile(rgb[n], fmt, host)
-        for a, b in zip(got.planes(n), host):
-            np.testing.assert_array_equal(a, b)
+    assert_host_planes(backend.infer(x), rgb, fmt)
 
 
 class _StreamAPI:

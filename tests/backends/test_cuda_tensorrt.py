@@ -61,8 +61,9 @@ def test_a_run_downloads_the_sinks_planes_made_on_the_device(monkeypatch, tmp_pa
     """In a run the TensorRT path downloads the sink's planes, made on the device by the torch segments' own
     conversion from the arena's output as it is (here fp32: not rounded to ``output`` first): what the post stage
     would make of that RGB on the host, bit for bit (8-bit 4:2:0, 10-bit 4:2:2), and RGB again once the run ends."""
+    from tests.backends.planes_check import assert_host_planes
     from vsr.video.colour import ColourSpec
-    from vsr.video.planes import PlaneBatch, PlaneFormat, convert_tile
+    from vsr.video.planes import PlaneFormat
 
     monkeypatch.setenv("VSR_ENGINE_DIR", str(tmp_path / "engines"))
     with warnings.catch_warnings():
@@ -82,13 +83,7 @@ def test_a_run_downloads_the_sinks_planes_made_on_the_device(monkeypatch, tmp_pa
     for pix_fmt, matrix in (("yuv420p", 1), ("yuv422p10le", 9)):
         fmt = PlaneFormat.of(pix_fmt, ColourSpec(matrix, 1, 1, 1))
         assert backend.output_planes(fmt) and backend.facts()["download"] == f"planes {pix_fmt}"
-        got = backend.infer(x)
-        assert isinstance(got, PlaneBatch) and got.data.dtype == fmt.dtype and len(got.data) == 3
-        for n in range(3):
-            host = [np.empty(shape, fmt.dtype) for shape in fmt.plane_shapes(52, 72)]
-            convert_tile(rgb[n], fmt, host)
-            for a, b in zip(got.planes(n), host):
-                np.testing.assert_array_equal(a, b)
+        assert_host_planes(backend.infer(x), rgb, fmt)
     assert not backend.output_planes(None) and backend.infer(x).dtype == np.float32
     off = CudaTensorRTBackend.from_model(model, cfg, CudaOptions(device="cpu", segments="tensorrt",
                                                                  device_planes=False,

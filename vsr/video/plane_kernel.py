@@ -76,7 +76,8 @@ def _luma_row(red, grn, blu, q0, m, off, lo, hi, top, low, high):  # pragma: no 
 
 @numba.njit(cache=True, nogil=True)
 def _full_row(red, grn, blu, q0, q1, q2, m, off, lo, hi, top, low, high):  # pragma: no cover - compiled
-    """:func:`_luma_row` with planes 1 and 2 at every pixel."""
+    """:func:`_luma_row` with planes 1 and 2 at every pixel: a loop of its own, as LLVM vectorises only a loop
+    without branches (a flag for the 4:4:4 stores inside one loop kept it scalar: 23 ms per 4K frame, not 12)."""
     z = np.float32(0)
     inside = 0
     for j in range(red.size):
