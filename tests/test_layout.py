@@ -15,7 +15,8 @@ import pytest
 VSR = Path(__file__).resolve().parents[1] / "vsr"
 
 LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(s.split()) for s in (
-    "errors files",            # leaf modules: error types, file hashing and cache folders
+    "errors",                  # the leaf: error types
+    "files",                   # file hashing, cache folders, config files (raising errors' types)
     "kernels outfiles report video",  # bridge kernels, small outputs written whole, timing reports, media I/O
     "plan model",              # subgraph plans (ONNX only); the PyTorch model
     "export",                  # model -> ONNX

@@ -7,7 +7,11 @@ import functools
 import hashlib
 import importlib.resources
 import os
+import tomllib
 from pathlib import Path
+from typing import Callable, TypeVar
+
+T = TypeVar("T")
 
 # The folder holding the ``vsr`` package: a source checkout's root, or site-packages when installed.
 PACKAGE_PARENT = Path(__file__).resolve().parents[1]
@@ -60,6 +64,21 @@ def config_dir() -> Path:
         raise FileNotFoundError(f"vsr's configs are not on the file system ({root}); install vsr unzipped, or "
                                 "set VSR_CONFIG_DIR to a copy of its configs/ folder")
     return root
+
+
+def load_config(path: str | os.PathLike | None, default: str, what: str, build: Callable[[dict], T]) -> T:
+    """``build(table)`` of the TOML file at ``path`` (None: ``default`` under :func:`config_dir`, e.g.
+    ``"pipeline/scenes.toml"``); an unreadable file, bad TOML or a missing or ill-typed key -> one ConfigError
+    naming the file and ``what`` it holds.  ``build``'s own ConfigError (a value out of range) passes as it is."""
+    from vsr.errors import ConfigError
+
+    p = Path(path) if path is not None else config_dir() / default
+    try:
+        return build(tomllib.loads(p.read_text()))
+    except OSError as e:
+        raise ConfigError(f"{p}: cannot read {what} ({e.strerror})") from None
+    except (KeyError, ValueError, TypeError, tomllib.TOMLDecodeError) as e:
+        raise ConfigError(f"{p}: malformed {what} ({e})") from None
 
 
 def user_cache_dir() -> Path:

@@ -7,9 +7,7 @@ padded frame and give the same pixels near the bottom/right edge.
 from __future__ import annotations
 
 import os
-import tomllib
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
@@ -37,20 +35,11 @@ class BucketPolicy:
     @classmethod
     def load(cls, path: str | os.PathLike | None = None) -> "BucketPolicy":
         """``configs/plan/buckets.toml`` (or ``path``)."""
-        if path is None:
-            from vsr.files import config_dir
+        from vsr.files import load_config
 
-            path = config_dir() / "plan" / "buckets.toml"
-        p = Path(path)
-        try:
-            data = tomllib.loads(p.read_text())
-            return cls(sizes=tuple((int(h), int(w)) for h, w in data.get("sizes", [])),
-                       align=int(data.get("align", 4)), pad_mode=str(data.get("pad_mode", "reflect")),
-                       max_pad=int(data.get("max_pad", 16)))
-        except OSError as e:
-            raise ConfigError(f"{p}: cannot read bucket config ({e.strerror})") from None
-        except (ValueError, TypeError, tomllib.TOMLDecodeError) as e:
-            raise ConfigError(f"{p}: malformed bucket config ({e})") from None
+        return load_config(path, "plan/buckets.toml", "bucket config", lambda data: cls(
+            sizes=tuple((int(h), int(w)) for h, w in data.get("sizes", [])), align=int(data.get("align", 4)),
+            pad_mode=str(data.get("pad_mode", "reflect")), max_pad=int(data.get("max_pad", 16))))
 
     def bucket(self, h: int, w: int) -> tuple[int, int]:
         # padding costs compute and changes the output near the bottom/right edge (the receptive field sees

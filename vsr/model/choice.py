@@ -6,7 +6,6 @@
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,20 +27,13 @@ class WeightsRule:
     @classmethod
     def load(cls, path: str | Path | None = None) -> WeightsRule:
         """``configs/pipeline/weights.toml`` (or ``path``)."""
-        if path is None:
-            from vsr.files import config_dir
+        from vsr.files import config_dir, load_config
 
-            path = config_dir() / "pipeline" / "weights.toml"
-        p = Path(path)
-        try:
-            data = tomllib.loads(p.read_text())
-            rule = cls(float(data["blockiness"]), float(data["clean_bits_per_pixel"]),
-                       frozenset(str(c) for c in data["lossless"]))
-        except OSError as e:
-            raise ConfigError(f"{p}: cannot read the weights rule ({e.strerror})") from None
-        except (KeyError, ValueError, TypeError, tomllib.TOMLDecodeError) as e:
-            raise ConfigError(f"{p}: malformed weights rule ({e})") from None
+        rule = load_config(path, "pipeline/weights.toml", "weights rule", lambda data: cls(
+            float(data["blockiness"]), float(data["clean_bits_per_pixel"]),
+            frozenset(str(c) for c in data["lossless"])))
         if not rule.blockiness > 1 or not rule.clean_bits_per_pixel > 0:
+            p = Path(path) if path is not None else config_dir() / "pipeline" / "weights.toml"
             raise ConfigError(f"{p}: the weights rule needs blockiness > 1 and clean_bits_per_pixel > 0")
         return rule
 

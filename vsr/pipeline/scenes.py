@@ -18,7 +18,6 @@ Thresholds live in ``configs/pipeline/scenes.toml`` (:class:`CutRule`).  Measure
 
 from __future__ import annotations
 
-import tomllib
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,18 +51,10 @@ class CutRule:
     @classmethod
     def load(cls, path: str | Path | None = None, threshold: float | None = None) -> CutRule:
         """``configs/pipeline/scenes.toml`` (or ``path``); ``threshold`` (e.g. ``--scene-threshold``) overrides."""
-        if path is None:
-            from vsr.files import config_dir
+        from vsr.files import load_config
 
-            path = config_dir() / "pipeline" / "scenes.toml"
-        p = Path(path)
-        try:
-            data = tomllib.loads(p.read_text())
-            rule = cls(float(data["threshold"]), float(data["min_score"]))
-        except OSError as e:
-            raise ConfigError(f"{p}: cannot read scene-cut config ({e.strerror})") from None
-        except (KeyError, ValueError, TypeError, tomllib.TOMLDecodeError) as e:
-            raise ConfigError(f"{p}: malformed scene-cut config ({e})") from None
+        rule = load_config(path, "pipeline/scenes.toml", "scene-cut config",
+                           lambda data: cls(float(data["threshold"]), float(data["min_score"])))
         return rule if threshold is None else cls(threshold, rule.min_score)
 
 

@@ -22,7 +22,6 @@ context starts again from ``start`` at a scene cut.
 from __future__ import annotations
 
 import logging
-import tomllib
 from collections import deque
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -57,18 +56,10 @@ class ScaleRule:
     @classmethod
     def load(cls, path: str | Path | None = None) -> ScaleRule:
         """``configs/quant/scales.toml`` (or ``path``)."""
-        if path is None:
-            from vsr.files import config_dir
+        from vsr.files import load_config
 
-            path = config_dir() / "quant" / "scales.toml"
-        p = Path(path)
-        try:
-            data = tomllib.loads(p.read_text())
-            return cls(**{f.name: (int if f.type == "int" else float)(data[f.name]) for f in fields(cls)})
-        except OSError as e:
-            raise ConfigError(f"{p}: cannot read the int8 scale rule ({e.strerror})") from None
-        except (KeyError, ValueError, TypeError, tomllib.TOMLDecodeError) as e:
-            raise ConfigError(f"{p}: malformed int8 scale rule ({e})") from None
+        return load_config(path, "quant/scales.toml", "int8 scale rule", lambda data: cls(
+            **{f.name: (int if f.type == "int" else float)(data[f.name]) for f in fields(cls)}))
 
 
 def u8_params(lo: float, hi: float, relu: bool = False) -> tuple[float, int]:
