@@ -17,6 +17,8 @@ On the CPU (the emulation) the same calls copy synchronously from ordinary memor
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import torch
 
@@ -43,18 +45,30 @@ def device_planes(y: torch.Tensor, fmt: PlaneFormat) -> torch.Tensor:
     return torch.cat([_item_planes(y[n:n + 1], fmt) for n in range(y.shape[0])])
 
 
-def _item_planes(y: torch.Tensor, fmt: PlaneFormat) -> torch.Tensor:
-    m, off, lo, hi, ox, wx, oy, wy = fmt.arrays(y.dtype == torch.uint8)
-    m, off, wx, wy = (torch.as_tensor(a, device=y.device) for a in (m, off, wx, wy))
-    x = y.float().clamp(float(lo), float(hi))
-    _, _, h, w = x.shape
-    planes = [_matrix_row(m, off, 0, x, fmt.top)]
+@functools.lru_cache(maxsize=16)
+def _constants(fmt: PlaneFormat, codes: bool, h: int, w: int, device: torch.device) -> tuple:
+    """:meth:`PlaneFormat.arrays` on ``device`` and the chroma taps' row and column indices for ``h x w``: made
+    once per run's shape, not per frame (a copy of host memory to a GPU waits for the work queued before it)."""
+    m, off, lo, hi, ox, wx, oy, wy = fmt.arrays(codes)
+    m, off, wx, wy = (torch.as_tensor(a, device=device) for a in (m, off, wx, wy))
+    rows = cols = None
     if fmt.sub_x or fmt.sub_y:
         hc, wc = fmt.plane_shapes(h, w)[1]
-        rows = torch.arange(hc, device=y.device) * (1 << fmt.sub_y)
-        cols = torch.arange(wc, device=y.device) * (1 << fmt.sub_x)
-        x = _taps(x, 2, [(rows + int(o)).clamp(0, h - 1) for o in oy], wy)  # down the rows, then along them,
-        x = _taps(x, 3, [(cols + int(o)).clamp(0, w - 1) for o in ox], wx)  # as the host kernel does
+        down = torch.arange(hc, device=device) * (1 << fmt.sub_y)
+        along = torch.arange(wc, device=device) * (1 << fmt.sub_x)
+        rows = [(down + int(o)).clamp(0, h - 1) for o in oy]
+        cols = [(along + int(o)).clamp(0, w - 1) for o in ox]
+    return m, off, float(lo), float(hi), rows, wy, cols, wx
+
+
+def _item_planes(y: torch.Tensor, fmt: PlaneFormat) -> torch.Tensor:
+    _, _, h, w = y.shape
+    m, off, lo, hi, rows, wy, cols, wx = _constants(fmt, y.dtype == torch.uint8, h, w, y.device)
+    x = y.float().clamp(lo, hi)
+    planes = [_matrix_row(m, off, 0, x, fmt.top)]
+    if rows is not None:
+        x = _taps(x, 2, rows, wy)  # down the rows, then along them, as the host kernel does
+        x = _taps(x, 3, cols, wx)
     planes += [_matrix_row(m, off, i, x, fmt.top) for i in (1, 2)]
     dtype = torch.uint8 if fmt.bits <= 8 else torch.int16
     return torch.cat([_codes(p, dtype).flatten(1) for p in planes], dim=1)
