@@ -341,3 +341,37 @@ def test_fewer_frames_than_asked_warn_with_the_real_length(tiny_backend):
     with pytest.warns(UserWarning, match="--frames 3:10: the source has only 5 frames; wrote 2, frames 3:5"):
         report = FrameQueueRunner(tiny_backend, RunnerSettings(frames=(3, 10))).run(CountingSource(5), sink)
     assert report.frames == 2 and sink.pts == [3, 4]
+
+
+def test_the_run_s_wall_time_and_encode_stage_include_the_encoder_s_flush(make_clip, tmp_path, tiny_backend,
+                                                                          monkeypatch):
+    """libx264 (lookahead, frame threads) holds a short clip's frames until it is flushed: that flush and the
+    file's close run in the encode stage, so the run's wall time, fps and the encode stage's busy time hold it."""
+    from vsr.video.sink import VideoSink
+
+    spans, packets = [], {"in_end": 0, "all": 0}
+    real_end, real_mux = VideoSink.end, VideoSink._mux_video
+
+    def end(self):
+        t0 = time.perf_counter()
+        spans.append([t0])
+        real_end(self)
+        spans[-1].append(time.perf_counter())
+
+    def mux(self, pkt):
+        packets["all"] += 1
+        packets["in_end"] += len(spans) == 1 and len(spans[0]) == 1
+        real_mux(self, pkt)
+
+    monkeypatch.setattr(VideoSink, "end", end)
+    monkeypatch.setattr(VideoSink, "_mux_video", mux)
+    src = make_clip("f.mp4", frames=12, width=32, height=24)
+    report = upscale(src, tmp_path / "out.mp4", backend=tiny_backend,
+                     encoder=EncoderSettings(codec="libx264", preset="medium"))
+    (a, z), (b, y) = spans  # by the encode stage, then by commit(), where it does nothing
+    assert b >= z and y - b < 0.01
+    assert packets["all"] == 12 and packets["in_end"] >= 6  # the encoder really held frames back until the flush
+    encode = {s.name: s for s in report.stages}["encode"]
+    assert report.started + report.wall_s >= z  # the run's clock stops after the flush, not before
+    assert encode.busy_s >= z - a  # and the encode stage's busy time holds it
+    assert report.steady is not None and report.steady["after_frames"] == 3 and report.steady["fps"] > 0

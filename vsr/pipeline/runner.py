@@ -140,11 +140,16 @@ class SceneStage:
 
 
 def encoded(frames: Iterator[HrFrame], sink) -> Iterator[int]:
-    """The encode stage: each finished frame into ``sink``; yields the index of each frame written."""
+    """The encode stage: each finished frame into ``sink``; yields the index of each frame written.  After the
+    last one, the sink's ``end()`` (a video encoder's flush and the file's close) runs here, in the stage: a run's
+    wall time, fps and encode stage include it (libx264 holds most of a short 4K clip in its lookahead)."""
     for f in frames:
         sink.write(f.planes, f.pts, f.duration)
         index, f = f.index, None
         yield index
+    end = getattr(sink, "end", None)
+    if end is not None:
+        end()
 
 
 
@@ -273,8 +278,9 @@ class FrameQueueRunner:
         decode = SourceFrames(source, *self.decode_range())
         stream = next(_STREAMS) if memory.features == "kept" else None
         weights = (settings_for_report or {}).get("weights")
+        written_at: list[float] = []  # when each frame left the encode stage (the report's steady rate)
         pipeline = self._pipeline(decode, scenes, sink, tiles, info.height, info.width, progress, stream, weights,
-                                  fmt)
+                                  fmt, written_at)
         takes = getattr(self.backend, "output_planes", None)
         if callable(takes):  # a backend that makes the sink's planes itself (the CUDA runtime, on its device)
             takes(fmt)
@@ -301,11 +307,11 @@ class FrameQueueRunner:
                         memory_plan=memory.to_dict(),
                         scene_cuts=scenes.to_dict(s.frames[0], s.frames[0] + written))
         return RunReport(stats, settings, wall, written, dict(self.backend.timings()), started=t0,
-                         step_stats=self.backend.step_stats() or None)
+                         step_stats=self.backend.step_stats() or None, written_at=written_at)
 
     def _pipeline(self, decode: SourceFrames, scenes: SceneStage, sink, tiles: list[Tile], height: int,
                   width: int, progress: Callable[[int], None] | None, stream: int | None,
-                  weights: str | None, fmt: PlaneFormat) -> StagePipeline:
+                  weights: str | None, fmt: PlaneFormat, written_at: list[float]) -> StagePipeline:
         s = self.settings
         start, stop = s.frames
         unit = "tiles" if len(tiles) > 1 else "frames"
@@ -339,7 +345,13 @@ class FrameQueueRunner:
         ]
         # the batch stage sends one batch at a time, and a result waits for post-processing one at a time
         queues = [s.queue] * marked + [s.queue, s.queue, 1, 1, s.queue]
-        return StagePipeline(stages, queues, on_output=None if progress is None else (lambda _: progress(1)))
+
+        def written(_index: int) -> None:
+            written_at.append(time.perf_counter())
+            if progress is not None:
+                progress(1)
+
+        return StagePipeline(stages, queues, on_output=written)
 
     def _check_count(self, decode: SourceFrames, written: int) -> None:
         """Zero frames written is an error naming the source's real length; fewer than asked, a warning."""

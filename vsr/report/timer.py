@@ -135,10 +135,23 @@ class RunReport:
     steps: dict[str, float]
     started: float | None = None
     step_stats: dict[str, StepStats] | None = None
+    written_at: list[float] | None = None
 
     @property
     def fps(self) -> float:
         return self.frames / self.wall_s if self.wall_s > 0 else 0.0
+
+    @property
+    def steady(self) -> dict | None:
+        """The frame rate once the pipeline is full: frames after the first ``k`` (60, or a quarter of a shorter
+        run) over the time from the ``k``-th frame's write to the run's end (the encoder's flush included); None
+        without per-frame write times (``written_at``, ``time.perf_counter()`` of each) or under 8 frames."""
+        times, n = self.written_at or [], len(self.written_at or [])
+        if n < 8 or self.started is None:
+            return None
+        k = min(60, n // 4)
+        span = self.started + self.wall_s - times[k - 1]
+        return {"after_frames": k, "fps": round((n - k) / span, 4) if span > 0 else None}
 
     @property
     def bottleneck(self) -> StageStats | None:
@@ -147,7 +160,7 @@ class RunReport:
     def to_dict(self) -> dict:
         """The JSON of ``--report`` (``format`` ``vsr-run-report/2``)::
 
-            settings, frames, wall_s, fps, bottleneck,
+            settings, frames, wall_s, fps, steady: {after_frames, fps} (None: too short), bottleneck,
             stages: [{name, items, busy_s, wait_in_s, wait_out_s, unit, throughput}],
             backend_steps_s: {step: total seconds},
             backend_steps: [{name, kind, total_s, calls, mean_s, p50_s, p95_s}]   (None where not recorded),
@@ -162,6 +175,7 @@ class RunReport:
             "frames": self.frames,
             "wall_s": round(self.wall_s, 6),
             "fps": round(self.fps, 4),
+            "steady": self.steady,
             "bottleneck": b.name if b else None,
             "stages": [{"name": s.name, "items": s.items, "busy_s": s.busy_s, "wait_in_s": s.wait_in_s,
                         "wait_out_s": s.wait_out_s, "unit": s.unit,

@@ -39,8 +39,12 @@ class Sink(Protocol):
     def write(self, planes, pts: int, duration: int) -> None:
         """Write one frame (``pts``/``duration`` in the source's time base) to the temporary output."""
 
+    def end(self) -> None:
+        """After the last :meth:`write`: flush what the encoder holds and close the temporary output (once; the
+        encode stage calls it, so its time is the run's).  A sink with nothing to flush does nothing."""
+
     def commit(self) -> None:
-        """Finish the temporary output and move it to the output path."""
+        """Finish the temporary output (:meth:`end`, where not done yet) and move it to the output path."""
 
     def abort(self) -> None:
         """Remove the temporary output (safe to call at any point, also after a failed open)."""

@@ -108,6 +108,12 @@ class StreamSink(VideoSink):
             raise OutputClosed(f"{e} after {self.frames_written} frames: stopped") from None
         self.frames_written += 1
 
+    def end(self) -> None:
+        try:
+            super().end()
+        except OutputClosed as e:
+            raise OutputClosed(f"{e} after {self.frames_written} frames, before the end: stopped") from None
+
     def commit(self, before_rename=None) -> None:
         """Flush the encoder and end the stream (nothing to rename)."""
         try:

@@ -71,6 +71,9 @@ class PngFolderSink:
             f.write(png.data)
         self.count += 1
 
+    def end(self) -> None:
+        """Nothing to flush: each frame is its own file, written whole by :meth:`write`."""
+
     @writes
     def commit(self) -> None:
         commit_output(self.tmp, self.dst, self.src)

@@ -65,6 +65,7 @@ class VideoSink:
         self._window_start: float | None = None
         self._window_end = 0.0
         self._dts = DtsRepair()
+        self._ended = False  # end(): the encoder flushed and the file closed
         self.passthrough: Passthrough | None = None
         self.oc = None
         codec = open_codec(settings.codec) if settings.codec is not None else None
@@ -243,13 +244,23 @@ class VideoSink:
         self.oc.mux(packet)
 
     @writes
-    def commit(self, before_rename: Callable[[], None] | None = None) -> None:
-        """Flush the encoder, close the file, then (after ``before_rename()``, if given) move it into place."""
+    def end(self) -> None:
+        """Flush the encoder (the frames its lookahead and frame threads hold: most of a short 4K clip with
+        libx264) and close the file; once.  The runner's encode stage calls it after the last frame, so a run's
+        wall time, fps and encode stage include it; :meth:`commit` calls it where nobody did."""
+        if self._ended:
+            return
+        self._ended = True
         for pkt in self._dts.repair(self.vs.encode(None), last=True):
             self._mux_video(pkt)
         if self.passthrough is not None:
             self.passthrough.flush(float(self.pts_offset * self.info.time_base), self._window())
         self.oc.close()
+
+    @writes
+    def commit(self, before_rename: Callable[[], None] | None = None) -> None:
+        """:meth:`end` (if not done yet), then (after ``before_rename()``, if given) move the file into place."""
+        self.end()
         if before_rename is not None:
             before_rename()
         self._move_into_place()
