@@ -195,9 +195,11 @@ class Transfers:
         return out
 
     def finish(self, slot: int, out: torch.Tensor) -> np.ndarray:
-        """Wait for ``slot``'s download alone and return a copy of it (the pinned buffer is reused)."""
+        """Wait for ``slot``'s download alone and return the pinned buffer as an array: valid until ``slot``'s
+        next download, so the caller copies what it keeps (the runtime copies it into the batch's output at
+        once: one host copy of a download, not two)."""
         self._host_wait("download", slot)
-        return out.numpy().copy()
+        return out.numpy()
 
     def pinned_bytes(self) -> int:
         return sum(t.numel() * t.element_size() for (_, _, host, _, _), t in self._buffers.items() if host)
