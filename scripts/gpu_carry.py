@@ -1,7 +1,7 @@
 """What a GPU session must carry (the device machine reaches no network; at most 64 MiB travel per call), packed
 into ``.gpu/`` (git-ignored), and the device commands that use it.
 
-    python scripts/gpu_carry.py [--check] [--train] [--shared ../shared/data]
+    python scripts/gpu_carry.py [--check] [--train] [--window] [--shared ../shared/data]
 
 ``--check`` (scripts/gpu_check.py): ``.gpu/wheels`` -- the one wheel vsr needs that the GPU image lacks, PyAV
 (cp312 manylinux, as installed here; torch, torchvision, cupy, numba, onnx, onnxruntime, onnxscript, opencv and
@@ -11,6 +11,9 @@ evaluation only), a short real clip and the 960x540 clip of the end-to-end check
 ``--train`` (scripts/gpu_train.sh): ``.gpu/train``, the training images packed by ``gpu_train.py pack`` into what
 is left of the 64 MiB once the repository and the largest checkpoint a slice carries back in are counted (at most
 40 MiB); no wheel (training from still images needs no PyAV).
+
+``--window`` (scripts/gpu_window.sh, a whole lent window in one call): the two above in one call, the training
+images cut to what fits beside the wheel and the inputs (at most 12 MiB).
 
 Prints each call's size and its ``run`` arguments (carry, command).  Sizes are checked: a call over 64 MiB is
 refused here, not on the device.
@@ -109,6 +112,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--check", action="store_true", help="wheels and real inputs for scripts/gpu_check.py")
     p.add_argument("--train", action="store_true", help="training images for scripts/gpu_train.sh")
+    p.add_argument("--window", action="store_true",
+                   help="both in one call (scripts/gpu_window.sh): wheels, real inputs and a smaller image pack")
     p.add_argument("--shared", default=str(REPO.parent / "shared" / "data"), help="the shared data folder")
     p.add_argument("--config", default="edvr-s-wide", help="the model gpu_train.sh trains (checkpoint size)")
     args = p.parse_args(argv)
@@ -118,6 +123,16 @@ def main(argv: list[str] | None = None) -> int:
         copy_data(shared, GPU / "data")
         rc |= report("gpu_check", repo, [".gpu/wheels", ".gpu/data"],
                      INSTALL + "python3 scripts/gpu_check.py --out $OUT --data .gpu/data")
+    if args.window:
+        from scripts.gpu_train import pack
+
+        fetch_wheels(GPU / "wheels")
+        copy_data(shared, GPU / "data")
+        carry = [".gpu/wheels", ".gpu/data"]
+        budget = min(12 << 20, LIMIT - repo - sum(tree_bytes(REPO / c) for c in carry) - (2 << 20))
+        if not (GPU / "train").exists():
+            print("packed", pack(shared / "train" / "images", GPU / "train", budget / 2**20))
+        return report("gpu_window", repo, [*carry, ".gpu/train"], "bash scripts/gpu_window.sh")
     if args.train:
         from scripts.gpu_train import pack
 

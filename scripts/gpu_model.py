@@ -74,16 +74,52 @@ def cuda_options(ctx, precision: str, **kw):
     return CudaOptions(device=str(ctx.device), precision=precision, **kw)
 
 
+def run_planes():
+    """What a ``vsr upscale`` run to H.264 asks the backend for: 8-bit 4:2:0 BT.709 limited-range planes, made on
+    the device (a 4K frame 12.4 MB)."""
+    from vsr.video.colour import ColourSpec
+    from vsr.video.planes import PlaneFormat
+
+    return PlaneFormat.of("yuv420p", ColourSpec.of("yuv420p", 3840, 2160, 1, 1, 1, 1))
+
+
 def speed_case(ctx, precision: str, h: int, w: int, batch: int, stream: bool = True) -> dict:
+    """ms per frame as a run gets them (the sink's uint8 planes made on the device, downloaded, copied once on the
+    host), and the device time alone: the CUDA graphs' replays back to back, CUDA events around them."""
     backend = open_backend("random", ctx.speed_config, cuda_options(ctx, precision, stream_features=stream))
     frames, _ = ctx.frames(backend.num_frame + 3, h, w)
     t0 = time.perf_counter()
     backend.prepare(h, w, batch)
     prepare_s = time.perf_counter() - t0
+    planes = backend.output_planes(run_planes())
     s = ctx.timed(Sliding(backend, frames, batch))
     return {"ms_per_frame": 1e3 * s / batch, "fps": batch / s, "prepare_s": prepare_s, "graphs": backend.graphs_on,
-            "features": "streaming" if backend.streams else "per-window",
-            "memory_format": backend.layout.memory_format}
+            "features": "streaming" if backend.streams else "per-window", "download": backend.facts()["download"]
+            if planes else "rgb", "memory_format": backend.layout.memory_format,
+            "device_ms_per_frame": _device_ms(ctx, backend, h, w, batch)}
+
+
+def _device_ms(ctx, backend, h: int, w: int, batch: int) -> float | None:
+    """ms per frame of the bucket's graphs replayed back to back (features of ``batch`` new frames and the
+    windows of ``batch`` items, or the whole model), no transfers: the device's own time.  None without graphs."""
+    if not (ctx.gpu and backend.graphs_on):
+        return None
+    runs = [backend.graphs.get(spec.key) for spec in backend.graph_specs(*backend.buckets.bucket(h, w), batch)]
+    if any(r is None for r in runs):
+        return None
+    stream = backend.stream
+    with torch.cuda.device(ctx.device), torch.cuda.stream(stream):
+        for r in runs:  # warm
+            r.graph.replay()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        n = max(ctx.repeats, 3)
+        start.record(stream)
+        for _ in range(n):
+            for r in runs:
+                r.graph.replay()
+        end.record(stream)
+        end.synchronize()
+    return start.elapsed_time(end) / n / batch
 
 
 def peer_case(ctx, precision: str, h: int, w: int, batch: int) -> dict:

@@ -30,8 +30,10 @@ def test_gpu_check_quick_runs_every_check_on_the_cpu(tmp_path):
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     report = json.loads((out / "gpu_check.json").read_text())
     checks = {c["name"]: c for c in report["checks"]}
-    assert list(checks) == ["versions", "kernel_accuracy", "kernel_speed", "backends", "edvr_m_speed", "memory",
-                            "upscale", "e2e"]
+    # the figures a lent window must bring back first, first
+    assert list(checks) == ["versions", "edvr_m_speed", "memory", "e2e", "backends", "kernel_accuracy", "upscale",
+                            "kernel_speed"]
+    assert report["complete"] is True
     assert all(c["status"] == "ok" for c in checks.values()), [c.get("error") for c in checks.values()]
     assert all(case["ok"] for case in checks["kernel_accuracy"]["result"]["cases"])
     assert all(case["finite"] and case["ok"] for case in checks["backends"]["result"]["cases"])
@@ -43,12 +45,33 @@ def test_gpu_check_quick_runs_every_check_on_the_cpu(tmp_path):
     steps = set(speed["per_step_ms"])
     assert {"features", "segment_0", "dcn:pcd_align.cas_dcnpack", "shuffle:pixel_shuffle#1"} <= steps
     assert checks["upscale"]["result"]["max_level_difference"] <= 1
-    [run] = checks["e2e"]["result"]["runs"]  # the CPU emulation makes the output's planes on its "device"
+    assert all(c["download"] == "planes yuv420p" for c in speed["cases"])  # what a run downloads, not RGB
+    e2e = checks["e2e"]["result"]
+    [run] = e2e["runs"]  # the CPU emulation makes the output's planes on its "device"
     assert run["frames"] == 3 and run["fps"] > 0 and 0 < run["e2e_over_inference"] <= 1.5
+    assert 0 < run["e2e_over_bottleneck"] <= 1.5 and run["encode_fps"] > 0
+    assert e2e["fps"] == run["fps"] and e2e["e2e_over_bottleneck"] == run["e2e_over_bottleneck"]
     assert run["download"] == "planes yuv420p" and run["encoder"] == "libx264"
     assert [s["stage"] for s in run["stages"]][-3:] == ["infer", "post", "encode"]
     assert (out / "gpu_check.log").read_text().count('"name"') == 8
     assert sorted(p.name for p in out.iterdir()) == ["gpu_check.json", "gpu_check.log"]  # nothing else left
+
+
+def test_a_run_killed_midway_leaves_the_json_of_every_check_that_finished(tmp_path, monkeypatch):
+    """The JSON is rewritten after each check: a run killed at the device call's limit still returns them."""
+    monkeypatch.syspath_prepend(str(REPO / "scripts"))
+    import gpu_check
+
+    def killed(ctx):
+        raise SystemExit(137)  # not an Exception: nothing after it runs, as when the process is killed
+
+    monkeypatch.setattr(gpu_check, "check_memory", killed)
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit):
+        gpu_check.main(["--out", str(out), "--device", "cpu", "--quick", "--checks", "versions,memory,e2e"])
+    report = json.loads((out / "gpu_check.json").read_text())
+    assert report["complete"] is False and [c["name"] for c in report["checks"]] == ["versions"]
+    assert report["checks"][0]["status"] == "ok" and report["checks"][0]["result"]["torch"] == torch.__version__
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the behaviour without a GPU")
