@@ -216,7 +216,9 @@ def test_transfers_use_pinned_buffers_and_a_copy_stream_ordered_by_events(monkey
         y = lr * 2
         io.consumed(slot)
         out = io.start_download(slot, y)
-        results.append(io.finish(slot, out))
+        got = io.finish(slot, out)
+        assert np.shares_memory(got, out.numpy())  # the pinned buffer itself: the caller's copy is the only one
+        results.append(got.copy())
     assert [r.tolist() for r in results] == [[[0.0, 0.0]], [[2.0, 2.0]], [[4.0, 4.0]]]
     assert pinned.count(True) == 4  # pinned input and output of each of the two slots, made once
     assert ("on", "copy") in api.log and ("wait_stream", "copy", "compute") in api.log
