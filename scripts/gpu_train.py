@@ -19,10 +19,12 @@ optimiser, the schedule's warm-up again, and a seed of the window's own, so that
 EDVR-S-wide at batch 32, LR patch 48, bf16 autocast, the batches made by worker processes (all cores but one,
 ``vsr.train.stream``), until ``--slice-s`` seconds of training have passed or the schedule is done; ``--iters
 auto`` sizes the cosine decay to end with the slice, at the speed its warm-up ran.  ``--probe-s``: first that long
-at batch 16, LR patch 32 in a throwaway run (issue 31's speed figure).  It writes into ``--out``:
+at batch 16, LR patch 32 in a throwaway run (the speed figure of issues 31 and 36: >= 60 it/s for EDVR-S-wide on
+an H100), whose ``probe.json`` (it/s, device) and ``probe-log.jsonl`` go into ``--out`` as soon as it ends, so
+that they come back even if the slice after it does not finish.  It writes into ``--out``:
 ``latest.pth.partNN``, ``latest.sha256``, ``log.jsonl``, ``curve.json`` (the training loss per logged iteration)
 and ``slice.json`` (what it did: iterations, schedule, seed, device, it/s, the share of time it waited for
-batches).  Copy them into ``--carried`` for a next slice of the same window (exact resume).
+batches, the probe's figures).  Copy them into ``--carried`` for a next slice of the same window (exact resume).
 
 ``keep`` (here, after a window): its EMA weights into ``--carry`` (fp16, ``vsr.train.ship``'s format) and the
 record of every window into the JSON beside it -- what the repository carries to the next window.  ``gate``
@@ -55,6 +57,7 @@ PART_BYTES = 15 << 20
 CROP = 320
 CARRY = "training/edvr-s-wide.pth"  # the weights carried from one GPU window to the next (see keep())
 REFUSED = ("vid4", "calendar", "city", "foliage", "walk")  # validation sequences: never trained on
+PROBE_BATCH, PROBE_PATCH = 16, 32  # the measuring probe's shape (issue 31's figure, issue 36's target)
 
 
 def pack(src: Path, out: Path, limit_mib: float, crop: int = CROP) -> dict:
@@ -208,14 +211,21 @@ def steady_rate(log: Path) -> dict:
 
 
 def probe(args, seconds: float) -> dict:
-    """The issue-31 figure: EDVR config ``args.config`` at batch 16, LR patch 32 for ``seconds`` (a throwaway run)."""
+    """The speed figure: EDVR config ``args.config`` at batch 16, LR patch 32 for ``seconds`` (a throwaway run);
+    its result (``probe.json``) and log (``probe-log.jsonl``) written into ``args.out`` at once."""
     from vsr.train import Trainer
 
-    run = Path(f"{args.work}-probe")
+    run, out = Path(f"{args.work}-probe"), Path(args.out)
     shutil.rmtree(run, ignore_errors=True)
-    trainer = Trainer(_options(args, run, iters=10**6, batch=16, patch=32, init=None, seed=args.seed))
+    trainer = Trainer(_options(args, run, iters=10**6, batch=PROBE_BATCH, patch=PROBE_PATCH, init=None,
+                               seed=args.seed))
     trainer.run(progress=False, deadline=time.time() + seconds)
-    return {"batch": 16, "patch": 32, "iterations": trainer.state.iteration, **steady_rate(run / "log.jsonl")}
+    result = {"batch": PROBE_BATCH, "patch": PROBE_PATCH, "config": args.config, "iterations":
+              trainer.state.iteration, "device": _device_name(trainer.device), **steady_rate(run / "log.jsonl")}
+    out.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(run / "log.jsonl", out / "probe-log.jsonl")
+    (out / "probe.json").write_text(json.dumps(result, indent=1) + "\n")
+    return result
 
 
 def _window_start(args) -> tuple[str | None, int]:
@@ -270,6 +280,7 @@ def train_slice(args) -> dict:
     deadline = deadline or time.time() + args.slice_s  # the slice's training time, from its first step
     state = trainer.run(stop_after=args.stop_after, progress=False, deadline=deadline)
     files = split_checkpoint(run, Path(args.out)) + ["slice.json"]
+    files += ["probe.json", "probe-log.jsonl"] if probed else []
     result = {"resumed": resumed, "from": start, "to": state.iteration, "of": iters, "init": init, "seed": seed,
               "batch": args.batch_size, "patch": args.patch, "workers": trainer.workers,
               "device": _device_name(trainer.device), "seconds": round(time.time() - began, 1),
@@ -342,7 +353,8 @@ def main(argv: list[str] | None = None) -> int:
     sl.add_argument("--work", default="/tmp/vsr-gpu-train", help="the run folder while training (replaced)")
     sl.add_argument("--slice-s", type=float, default=420.0, help="training time of this slice (default 420)")
     sl.add_argument("--probe-s", type=float, default=0.0,
-                    help="first, this long at batch 16, LR patch 32 in a throwaway run (issue 31's speed figure)")
+                    help=f"first, this long at batch {PROBE_BATCH}, LR patch {PROBE_PATCH} in a throwaway run (the "
+                         "speed figure; probe.json and probe-log.jsonl into --out)")
     sl.add_argument("--stop-after", type=int, default=None, help="iterations instead (rehearsals)")
     sl.add_argument("--config", default="edvr-s-wide")
     sl.add_argument("--iters", default="auto", type=_iters,

@@ -5,7 +5,8 @@
 #
 #   here, once:      python scripts/gpu_carry.py --train     (packs .gpu/train, checks sizes, prints the run call)
 #   on the device:   bash scripts/gpu_train.sh --out "$OUT" --continue training/edvr-s-wide.pth [--probe-s 40]
-#                    [--slice-s 360] [...]
+#                    [--slice-s 360] [...]   (--probe-s: first the speed probe at batch 16, LR patch 32; its
+#                    probe.json and probe-log.jsonl land in --out, so they come back with the slice's files)
 #   here, after:     python scripts/gpu_train.py keep --returned FILES_AT   (the window's weights and record into
 #                    training/; commit them), python scripts/gpu_train.py gate (ship only on its "ship").
 #                    A further slice of the same window: copy the returned files into .gpu/run and run again.

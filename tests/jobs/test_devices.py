@@ -1,7 +1,8 @@
 """``vsr jobs run --devices``: a worker per device, each with its own backend there, the chunks shared through the
 store as ever.  No GPU here: the workers run the CUDA runtime's CPU emulation on two device names (``cpu:0``,
 ``cpu:1``: torch takes both), and each chunk's report names the device that computed it; the GPU count that
-``all`` and indices are checked against comes from a stand-in for ``torch.cuda`` (it says so)."""
+``all`` and indices are checked against comes from a stand-in for ``torch.cuda`` (it says so).  A GPU's worker
+process starts with that GPU alone visible (``CUDA_VISIBLE_DEVICES``), checked on stand-in processes."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import os
 import re
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -80,3 +82,48 @@ def test_jobs_run_devices_runs_a_worker_per_device_each_with_its_backend_there(m
     assert len(chunks) == 2
     assert {c["report"]["settings"]["backend_facts"]["device"] for c in chunks} <= {"cpu:0", "cpu:1"}
     assert (tmp_path / "out.mkv").is_file()
+
+
+def test_a_gpu_worker_sees_its_gpu_alone():
+    from vsr.jobs.worker import gpu_alone
+
+    assert gpu_alone("cuda:1", None) == ("cuda:0", {"CUDA_VISIBLE_DEVICES": "1"})
+    assert gpu_alone("cuda", None) == ("cuda:0", {"CUDA_VISIBLE_DEVICES": "0"})
+    assert gpu_alone("cuda:1", "4, 6") == ("cuda:0", {"CUDA_VISIBLE_DEVICES": "6"})  # this process's own choice
+    assert gpu_alone("cpu:1", "4") == ("cpu:1", {}) and gpu_alone(None, None) == (None, {})
+    with pytest.raises(BackendError, match="CUDA_VISIBLE_DEVICES=4 shows 1 GPUs"):
+        gpu_alone("cuda:1", "4")
+
+
+def test_run_workers_starts_each_gpu_worker_with_its_gpu_alone(tmp_path, monkeypatch):
+    """The spawned processes are stand-ins that record what they would start with (no GPU here)."""
+    from vsr.jobs import worker
+
+    started = []
+
+    class Process:  # stand-in for multiprocessing's spawned Process: records its settings and environment
+        def __init__(self, target, args, name):
+            self.settings, self.exitcode = args[1], 0
+
+        def start(self):
+            started.append((self.settings.device, os.environ.get("CUDA_VISIBLE_DEVICES")))
+
+        def join(self):
+            pass
+
+    monkeypatch.setattr(worker.multiprocessing, "get_context", lambda kind: types.SimpleNamespace(Process=Process))
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    JobStore(tmp_path / "q.db", create=True).close()
+    assert worker.run_workers(tmp_path / "q.db", 1, worker.WorkerSettings(), ["cuda:0", "cuda:1", "cpu:0"]) == 0
+    assert started == [("cuda:0", "0"), ("cuda:0", "1"), ("cpu:0", None)]
+    assert "CUDA_VISIBLE_DEVICES" not in os.environ  # this process's own environment as it was
+
+
+def test_a_gpu_workers_report_names_the_gpu_it_was_shown(monkeypatch):
+    from vsr.backends.cuda.runtime import _device_label
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    assert _device_label("cuda:0", torch.device("cuda", 0)) == "cuda:0 (CUDA_VISIBLE_DEVICES=1)"
+    assert _device_label("cpu:1", torch.device("cpu", 1)) == "cpu:1"
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    assert _device_label("cuda:1", torch.device("cuda", 1)) == "cuda:1"

@@ -124,3 +124,15 @@ def test_the_training_pack_fits_a_session_beside_the_repository_and_the_checkpoi
     assert train_budget(8 << 20, ckpt) == LIMIT - (8 << 20) - ckpt - (1 << 20)
     assert train_budget(1 << 20, 1 << 20) == 40 << 20  # at most 40 MiB of images
     assert train_budget(8 << 20, checkpoint_bytes("edvr-m")) < 4 << 20  # EDVR-M's 53 MB leave no room for data
+
+
+def test_the_speed_probe_runs_at_batch_16_patch_32_and_its_log_comes_back_in_out(tmp_path):
+    data = _images(tmp_path / "data")
+    out = tmp_path / "out"
+    done = _slice(data, tmp_path / "none", out, tmp_path / "w", "--probe-s", "1", "--stop-after", "1")
+    probe = json.loads((out / "probe.json").read_text())
+    assert (probe["batch"], probe["patch"], probe["device"]) == (16, 32, "cpu") and probe["iterations"] >= 1
+    assert done["probe"] == probe and {"probe.json", "probe-log.jsonl"} <= set(done["files"])
+    log = [json.loads(line) for line in (out / "probe-log.jsonl").read_text().splitlines()]
+    assert log[0]["event"] == "start" and log[0]["options"]["batch_size"] == 16
+    assert log[0]["options"]["lr_patch"] == 32

@@ -159,3 +159,38 @@ def test_finetune_validates_held_out_frames_before_and_during(make_clip, tmp_pat
     assert iters == [0, 2, 4]
     first = tr.state.history[0]["val"]["ema"][vs.name]
     assert math.isfinite(first["psnr_y"]) and first["bicubic_y"] > 10
+
+
+def test_the_loss_is_read_from_the_device_only_at_each_log(clip, tmp_path, monkeypatch):
+    """Reading a loss waits for its step on a GPU: the steps between two logs queue without a wait."""
+    import json
+
+    reads = []
+    real = torch.Tensor.__float__
+
+    def counted(t):
+        reads.append(t.dim())
+        return real(t)
+
+    tr = Trainer(options(clip, tmp_path / "r", iters=6, log_every=3))
+    monkeypatch.setattr(torch.Tensor, "__float__", counted)
+    losses = []
+    step = tr.step
+    monkeypatch.setattr(tr, "step", lambda *batch: losses.append(step(*batch)) or losses[-1])
+    tr.run(progress=False)
+    monkeypatch.undo()
+    assert len(reads) == 2 and all(isinstance(v, torch.Tensor) for v in losses)
+    logged = [r for r in map(json.loads, (tmp_path / "r" / "log.jsonl").read_text().splitlines())
+              if r["event"] == "train"]
+    assert [r["iteration"] for r in logged] == [3, 6]
+    for r, chunk in zip(logged, (losses[:3], losses[3:])):  # each the mean of its stretch's step losses
+        assert r["loss"] == pytest.approx(sum(float(v) for v in chunk) / 3, rel=1e-6)
+
+
+def test_adam_is_fused_on_cuda_and_as_before_elsewhere(clip, tmp_path):
+    from vsr.train.trainer import adam_options
+
+    assert adam_options(torch.device("cuda", 1)) == {"fused": True}
+    assert adam_options(torch.device("cpu")) == {}
+    tr = Trainer(options(clip, tmp_path / "f"))
+    assert not any(g.get("fused") for g in tr.opt.param_groups)

@@ -3,7 +3,8 @@
 ``run_workers(store, workers=N)`` runs N worker processes (spawned, not forked or threaded: ONNX Runtime and
 numba keep per-process thread pools) that share the store with each other and with any other ``vsr jobs run``
 on the machine; ``devices=[...]`` runs N per device (``vsr jobs run --devices all``: one per GPU), each with its
-own backend on its device.  Each claim holds a lease that a heartbeat thread renews every ``lease_s / 4``; a worker killed
+own backend on its device -- a spawned worker of GPU ``cuda:N`` sees that GPU alone (``CUDA_VISIBLE_DEVICES``,
+:func:`gpu_alone`).  Each claim holds a lease that a heartbeat thread renews every ``lease_s / 4``; a worker killed
 at any moment loses only the chunk it held, which goes back to the queue once its lease expires (at once when
 its process is known to be gone).  An opened backend is kept for the next chunk of the same model and options.
 """
@@ -18,11 +19,12 @@ import signal
 import sys
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
-from vsr.errors import VsrError, printable
+from vsr.errors import BackendError, VsrError, printable
 from vsr.jobs.chunks import discard, is_committed, join_chunks, run_chunk
 from vsr.jobs.leases import MAX_ATTEMPTS, Claim, owner_id
 from vsr.jobs.rows import JobRow, clock
@@ -270,7 +272,9 @@ def _child(path: str, settings: WorkerSettings, parent: int) -> None:
         signal.signal(s, _interrupt_once)
     code = 0
     if settings.device is not None and not settings.quiet:
-        print(f"vsr: worker {os.getpid()} on {settings.device}", file=sys.stderr, flush=True)
+        alone = os.environ.get("CUDA_VISIBLE_DEVICES") if settings.device.startswith("cuda") else None
+        where = f" (CUDA_VISIBLE_DEVICES={alone})" if alone else ""
+        print(f"vsr: worker {os.getpid()} on {settings.device}{where}", file=sys.stderr, flush=True)
     try:
         work(path, settings, parent=parent)
     except KeyboardInterrupt:
@@ -298,14 +302,16 @@ def run_workers(path: str | Path, workers: int = 1, settings: WorkerSettings = W
         work(path, each[0])
         return 0
     ctx = multiprocessing.get_context("spawn")
-    procs = [ctx.Process(target=_child, args=(str(path), s, os.getpid()), name=f"vsr-worker-{i}")
-             for i, s in enumerate(each)]
+    alone = [gpu_alone(s.device, os.environ.get("CUDA_VISIBLE_DEVICES")) for s in each]
+    procs = [ctx.Process(target=_child, args=(str(path), replace(s, device=device), os.getpid()),
+                         name=f"vsr-worker-{i}") for i, (s, (device, _)) in enumerate(zip(each, alone))]
     # a worker starts with Ctrl-C ignored (inherited through exec) until _child handles it: an interrupt while
     # it imports must not print a traceback; SIGTERM (below) still ends it then, holding nothing
     handler = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        for p in procs:
-            p.start()
+        for p, (_, env) in zip(procs, alone):
+            with _environment(env):  # a spawned process starts with this process's environment
+                p.start()
     finally:
         signal.signal(signal.SIGINT, handler)
     try:
@@ -322,3 +328,32 @@ def run_workers(path: str | Path, workers: int = 1, settings: WorkerSettings = W
     if 130 in codes:
         return 130
     return max((c if c > 0 else 1 for c in codes if c), default=0)  # killed by a signal: exit code < 0
+
+
+def gpu_alone(device: str | None, visible: str | None) -> tuple[str | None, dict[str, str]]:
+    """A spawned worker's device and what its environment adds: for GPU ``cuda:N``, ``cuda:0`` in a process that
+    sees that GPU alone (``CUDA_VISIBLE_DEVICES``: the N-th of ``visible``, this process's own setting, or N).
+
+    Then nothing of the worker lands on another worker's GPU: not a library's context or pinned memory made on the
+    current device (device 0 unless set), not TensorRT's pycuda context, not NVENC.  Other devices as they are."""
+    if device is None or device.split(":")[0] != "cuda":
+        return device, {}
+    index = int(device.split(":")[1]) if ":" in device else 0
+    ids = [v.strip() for v in visible.split(",") if v.strip()] if visible else None
+    if ids is not None and index >= len(ids):
+        raise BackendError(f"{device}: CUDA_VISIBLE_DEVICES={visible} shows {len(ids)} GPUs")
+    return "cuda:0", {"CUDA_VISIBLE_DEVICES": ids[index] if ids is not None else str(index)}
+
+
+@contextmanager
+def _environment(env: dict[str, str]):
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v

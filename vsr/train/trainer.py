@@ -1,6 +1,9 @@
 """The training loop: a loss from :mod:`vsr.train.loss`, Adam with warm-up + cosine decay, gradient clipping,
 EMA weights; validation and checkpoints on the way (:mod:`vsr.train.checkpoint`).
 
+On a GPU the steps queue without waiting for each other: the losses stay on the device and are read (one wait
+for the device) every ``log_every`` steps, and Adam is torch's fused one (:func:`adam_options`).
+
 Files in the run folder: ``latest.pth`` (resume point), ``best.pth`` (best validation score, same layout),
 ``log.jsonl`` (one JSON object per logged training step or validation).
 """
@@ -8,6 +11,7 @@ Files in the run folder: ``latest.pth`` (resume point), ``best.pth`` (best valid
 from __future__ import annotations
 
 import copy
+import inspect
 import json
 import logging
 import math
@@ -58,6 +62,15 @@ def _amp_dtype(amp: str, device: torch.device) -> torch.dtype | None:
     if amp == "auto":
         return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
     return {"bf16": torch.bfloat16, "fp16": torch.float16}[amp]
+
+
+def adam_options(device: torch.device) -> dict:
+    """Adam's implementation for parameters on ``device``: on CUDA the fused one (one kernel for every parameter's
+    update, where torch has it); elsewhere torch's default, which the CPU's exact-resume tests pin.  A resumed run
+    keeps what its checkpoint's optimiser used (``load_state_dict`` restores it)."""
+    if device.type == "cuda" and "fused" in inspect.signature(torch.optim.Adam).parameters:
+        return {"fused": True}
+    return {}
 
 
 def score(sets: dict) -> float:
@@ -126,7 +139,7 @@ class Trainer:
         rest = [p for p in self.model.parameters() if id(p) not in offset_ids]
         return torch.optim.Adam([{"params": rest, "lr_mult": 1.0},
                                  {"params": offset, "lr_mult": self.o.offset_lr_mult}],
-                                lr=self.o.lr, betas=self.o.betas)
+                                lr=self.o.lr, betas=self.o.betas, **adam_options(self.device))
 
     def _maybe_resume(self) -> bool:
         path = self.dir / "latest.pth"
@@ -146,9 +159,9 @@ class Trainer:
         return make_checkpoint(self.parts, self.state, config=self.cfg.name, options=self.o.to_dict())
 
     # -- one step ------------------------------------------------------------------------------------------
-    def step(self, lr_u8: torch.Tensor, hr_u8: torch.Tensor) -> float:
+    def step(self, lr_u8: torch.Tensor, hr_u8: torch.Tensor) -> torch.Tensor:
         """One optimiser step on the batch of the current iteration (uint8 tensors, see :mod:`vsr.train.stream`);
-        returns its loss."""
+        returns its loss, a 0-d tensor on the device (reading it waits for the step)."""
         o, it = self.o, self.state.iteration
         # to [0, 1] on the device, by the table the numpy batches use (vsr.train.data.UNIT): the same numbers
         lr = self._unit[lr_u8.to(self.device, non_blocking=True).long()]
@@ -169,7 +182,7 @@ class Trainer:
         self.scaler.update()
         self._update_ema(it)
         self.state.iteration = it + 1
-        return float(loss.detach())
+        return loss.detach()
 
     @torch.no_grad()
     def _update_ema(self, it: int) -> None:
@@ -231,16 +244,17 @@ class Trainer:
                    mininterval=5.0) as bar):
             while self.state.iteration < end and not (deadline is not None and time.time() >= deadline):
                 t0 = time.time()
-                loss = self.step(*next(batches))
-                self.state.wall_s += time.time() - t0
-                losses.append(loss)
+                losses.append(self.step(*next(batches)))
                 it = self.state.iteration
+                if it % o.log_every == 0:  # the only wait for the device between checkpoints: inside the time
+                    loss = float(torch.stack(losses).double().mean())
+                self.state.wall_s += time.time() - t0
                 bar.update(1)
-                bar.set_postfix(loss=f"{loss:.4f}", lr=f"{lr_at(it - 1, o):.2e}", refresh=False)
                 if it % o.log_every == 0:
+                    bar.set_postfix(loss=f"{loss:.4f}", lr=f"{lr_at(it - 1, o):.2e}", refresh=False)
                     now = time.time()
                     # data_wait_s: of this stretch's time, how long the steps waited for their batches
-                    self._log({"event": "train", "iteration": it, "loss": float(np.mean(losses)),
+                    self._log({"event": "train", "iteration": it, "loss": loss,
                                "lr": lr_at(it - 1, o), "it_per_s": len(losses) / max(now - t_last, 1e-9),
                                "data_wait_s": round(batches.wait_s - waited, 3),
                                "wall_s": round(self.state.wall_s, 1)})

@@ -25,6 +25,7 @@ graphs, no streams, plain copies.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from contextlib import ExitStack, contextmanager, nullcontext
 
@@ -149,7 +150,7 @@ class CudaTorchBackend(ModelBackend):
         (made there) or RGB."""
         what = f"planes {self.out.fmt.pix_fmt}" if self.out.fmt is not None else f"rgb {self.options.output}"
         return {**super().facts(), "memory_format": self.layout.memory_format, "cuda_graphs": self.graphs_on,
-                "device": self.options.device or str(self.device), "download": what}
+                "device": _device_label(self.options.device or str(self.device), self.device), "download": what}
 
     def output_planes(self, fmt: PlaneFormat | None) -> bool:
         """From now on ``infer`` returns the planes of ``fmt`` made on the device (a PlaneBatch), unless
@@ -335,6 +336,13 @@ def _pad_into(buckets, chunk: np.ndarray, host: torch.Tensor) -> None:
     if m < dst.shape[0]:
         dst[m:] = 0.0
     buckets.pad_into(chunk, dst[:m])
+
+
+def _device_label(name: str, device: torch.device) -> str:
+    """``name``, and which GPUs this process was shown (a ``vsr jobs run --devices`` worker sees its one GPU as
+    cuda:0): a report names the machine's GPU."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    return f"{name} (CUDA_VISIBLE_DEVICES={visible})" if device.type == "cuda" and visible else name
 
 
 @contextmanager

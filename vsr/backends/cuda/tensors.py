@@ -5,12 +5,16 @@ allocates with torch (so a CUDA graph capture draws from its private pool) and `
 launcher each tensor's memory without a copy:
 
 ==========  ==========================================================================================
-``cupy``    the data pointer (``np.uint64``) on ``cupy.cuda.ExternalStream(torch's current stream)``: the
-            kernels queue behind torch's work on the same stream, and a CUDA graph capture records them
+``cupy``    the data pointer (``np.uint64``) on ``cupy.cuda.ExternalStream(torch's current stream)``, under
+            the launcher's device: the kernels queue behind torch's work on the same stream, and a CUDA graph
+            capture records them
 ``pycuda``  the data pointer, launched on the legacy default stream, which is torch's stream unless a caller
             set another; pycuda cannot wrap a foreign stream, so no graph capture with it
 ``host``    the CPU harness on ``tensor.numpy()`` views of CPU tensors (the CPU emulation: tests and CI)
 ==========  ==========================================================================================
+
+The base launcher is opened for the tensors' device (``cuda:1`` -> device 1): its kernels are compiled, looked up
+and launched there, not on whichever device the opening thread had current.
 """
 
 from __future__ import annotations
@@ -59,8 +63,9 @@ class TensorLauncher:
     def __init__(self, base, device: torch.device):
         if (device.type == "cuda") == (base.name == "host"):
             raise BackendError(f"kernel launcher {base.name!r} cannot run on tensors of device {device}")
-        if device.type == "cuda" and device.index is None:  # tensors say "cuda:0", never "cuda"
-            device = torch.device("cuda", torch.cuda.current_device())
+        device = _indexed(device)
+        if device.type == "cuda" and base.device != device.index:
+            raise BackendError(f"kernel launcher {base.name!r} is bound to device {base.device}, not {device}")
         self.base = base
         self.device = device
         self.name = base.name
@@ -80,7 +85,7 @@ class TensorLauncher:
                 a = self._pointer(a)
             values.append(a)
         if self.name == "cupy":
-            with self._stream():
+            with self.base.bound(), self._stream():  # the device first: cupy checks a stream's against it
                 self.base.launch(kernel, grid, block, *values)
             return
         if self.name == "pycuda" and torch.cuda.current_stream(self.device).cuda_stream != 0:
@@ -93,8 +98,15 @@ class TensorLauncher:
         handle = torch.cuda.current_stream(self.device).cuda_stream
         stream = self._streams.get(handle)
         if stream is None:
-            stream = self._streams[handle] = cupy.cuda.ExternalStream(handle, self.device.index or 0)
+            stream = self._streams[handle] = cupy.cuda.ExternalStream(handle, self.device.index)
         return stream
+
+
+def _indexed(device: torch.device) -> torch.device:
+    """``cuda`` -> ``cuda:<current>`` (tensors say "cuda:0", never "cuda"); other devices as they are."""
+    if device.type == "cuda" and device.index is None:
+        return torch.device("cuda", torch.cuda.current_device())
+    return device
 
 
 def open_tensor_launcher(kind: str, device: torch.device, graphs: bool = False,
@@ -104,11 +116,12 @@ def open_tensor_launcher(kind: str, device: torch.device, graphs: bool = False,
     "auto": the host harness on the CPU; on a GPU the first of pycuda, cupy that opens (the design's order), or
     of cupy, pycuda when ``graphs`` (only cupy's launches can be captured).  ``cache_dir``: compiled kernels.
     """
+    device = _indexed(device)
     if kind == "auto":
         gpu = ("cupy", "pycuda") if graphs else ("pycuda", "cupy")
-        base = select_launcher(("host",) if device.type == "cpu" else gpu, cache_dir)
+        base = select_launcher(("host",) if device.type == "cpu" else gpu, cache_dir, device.index)
     elif kind in LAUNCHER_ORDER:
-        base = open_launcher(kind, cache_dir)
+        base = open_launcher(kind, cache_dir, device.index)
     else:
         raise BackendError(f"kernel launcher {kind!r}: choose from auto, {', '.join(LAUNCHER_ORDER)}")
     return TensorLauncher(base, device)

@@ -79,11 +79,14 @@ _CTYPES = {"ptr": ctypes.c_void_p, "i32": ctypes.c_int32, "f32": ctypes.c_float}
 
 
 class HostLauncher:
-    """Launches vsr's kernels on the CPU harness; "device" arrays are C-contiguous numpy arrays."""
+    """Launches vsr's kernels on the CPU harness; "device" arrays are C-contiguous numpy arrays.  ``device``: the
+    index a caller bound it to (the CPU emulation of ``cuda:N`` is ``cpu:N``), kept and otherwise ignored -- the
+    host has one memory."""
 
     name = "host"
 
-    def __init__(self, compiler: str | None = None):
+    def __init__(self, compiler: str | None = None, device: int | None = None):
+        self.device = 0 if device is None else int(device)
         self._lib = ctypes.CDLL(str(build_harness(compiler)))
         self._funcs = {}
         for name in KERNELS:

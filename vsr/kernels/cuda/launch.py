@@ -4,9 +4,15 @@
 * ``cupy``: NVRTC through ``cupy.RawModule``;
 * ``host``: the CPU harness (:mod:`vsr.kernels.cuda.host`), the same sources built by the host C++ compiler.
 
-Every launcher offers ``name``, ``asarray(a, dtype=None)`` (host numpy -> its arrays), ``empty(shape, dtype)``,
-``to_host(a)`` and ``launch(kernel, grid, block, *args)`` with arguments as declared in
-:data:`vsr.kernels.cuda.sources.KERNELS`.  Nothing is imported or compiled until a launcher is opened.
+Every launcher offers ``name``, ``device`` (the GPU index it is bound to), ``asarray(a, dtype=None)`` (host
+numpy -> its arrays), ``empty(shape, dtype)``, ``to_host(a)`` and ``launch(kernel, grid, block, *args)`` with
+arguments as declared in :data:`vsr.kernels.cuda.sources.KERNELS`.  Nothing is imported or compiled until a
+launcher is opened.
+
+A GPU launcher is bound to one device: CUDA modules and function handles belong to the context they were loaded
+in, and a handle of device 0 launched while device 1 is current fails (or, worse, runs against the wrong
+memory).  So each GPU launcher compiles, looks up, allocates and launches under its own device, whatever the
+calling thread's current device is; a process with workers on several GPUs opens one launcher per device.
 """
 
 from __future__ import annotations
@@ -90,69 +96,102 @@ def _scalar(kind: str, value):
 
 
 class PyCudaLauncher:
-    """Kernels compiled by pycuda (nvcc) for the current device; arrays are ``pycuda.gpuarray.GPUArray``."""
+    """Kernels compiled by pycuda (nvcc) in the primary context of ``device``; arrays are
+    ``pycuda.gpuarray.GPUArray`` there.  Every call pushes that context (torch's, for the same device) and pops it
+    after."""
 
     name = "pycuda"
 
-    def __init__(self, cache_dir: str | None = None):
-        import pycuda.autoprimaryctx  # noqa: F401  (creates/retains the primary context of device 0)
+    def __init__(self, cache_dir: str | None = None, device: int | None = None):
+        import pycuda.driver as drv
         from pycuda import gpuarray
         from pycuda.compiler import SourceModule
 
+        drv.init()
+        self._drv = drv
         self._gpuarray = gpuarray
-        self._module = SourceModule(module_source(find_cuda_include()), no_extern_c=True, include_dirs=[str(SOURCE_DIR)],
-                                    options=["-std=c++17"], cache_dir=cache_dir)
-        self._funcs = {name: self._module.get_function(name) for name in KERNELS}
+        self.device = 0 if device is None else int(device)
+        self._context = drv.Device(self.device).retain_primary_context()
+        with self._bound():
+            self._module = SourceModule(module_source(find_cuda_include()), no_extern_c=True,
+                                        include_dirs=[str(SOURCE_DIR)], options=["-std=c++17"], cache_dir=cache_dir)
+            self._funcs = {name: self._module.get_function(name) for name in KERNELS}
+
+    @contextmanager
+    def _bound(self):
+        self._context.push()
+        try:
+            yield
+        finally:
+            self._drv.Context.pop()
 
     def asarray(self, a, dtype=None):
-        return self._gpuarray.to_gpu(np.ascontiguousarray(a, dtype=dtype))
+        with self._bound():
+            return self._gpuarray.to_gpu(np.ascontiguousarray(a, dtype=dtype))
 
     def empty(self, shape, dtype):
-        return self._gpuarray.empty(shape, dtype)
+        with self._bound():
+            return self._gpuarray.empty(shape, dtype)
 
     def to_host(self, a) -> np.ndarray:
-        return a.get()
+        with self._bound():
+            return a.get()
 
     def launch(self, kernel, grid, block, *args) -> None:
         params = KERNELS[kernel].params
         values = [a.gpudata if kind == "ptr" else _scalar(kind, a) for kind, a in zip(params, args, strict=True)]
-        self._funcs[kernel](*values, grid=tuple(int(v) for v in grid), block=tuple(int(v) for v in block))
+        with self._bound():
+            self._funcs[kernel](*values, grid=tuple(int(v) for v in grid), block=tuple(int(v) for v in block))
 
 
 class CupyLauncher:
-    """Kernels compiled by NVRTC through ``cupy.RawModule``; arrays are ``cupy.ndarray``."""
+    """Kernels compiled by NVRTC through ``cupy.RawModule`` for ``device`` (None: the current one when opened);
+    arrays are ``cupy.ndarray`` there.  cupy loads a module on the device current at its first ``get_function``
+    and keeps one per device; here that is always ``device``, and every later call runs under
+    ``cupy.cuda.Device(device)`` (:meth:`bound`), so the handles and the launch agree."""
 
     name = "cupy"
 
-    def __init__(self, cache_dir: str | None = None):
+    def __init__(self, cache_dir: str | None = None, device: int | None = None):
         import cupy
 
         self._cupy = cupy
+        self.device = cupy.cuda.runtime.getDevice() if device is None else int(device)
         options = ["-I" + str(SOURCE_DIR), "--std=c++17"]
         searched = cuda_include_candidates()
         include = find_cuda_include(searched)
         if include is not None:  # cuda_fp16.h, where NVRTC's built-in headers lack it
             options.append("-I" + str(include))
-        self._module = cupy.RawModule(code=module_source(include), options=tuple(options))
-        try:
-            with _cupy_cache(cache_dir):  # cupy compiles on the first get_function, reading its cache folder then
-                self._funcs = {name: self._module.get_function(name) for name in KERNELS}
-        except Exception as exc:  # cupy's CompileException and friends: one line of vsr's instead
-            raise compile_error(exc, include, searched) from None
+        with self.bound():
+            self._module = cupy.RawModule(code=module_source(include), options=tuple(options))
+            try:
+                # cupy compiles on the first get_function, reading its cache folder then, for the current device
+                with _cupy_cache(cache_dir):
+                    self._funcs = {name: self._module.get_function(name) for name in KERNELS}
+            except Exception as exc:  # cupy's CompileException and friends: one line of vsr's instead
+                raise compile_error(exc, include, searched) from None
+
+    def bound(self):
+        """A context in which ``device`` is cupy's (and the CUDA runtime's) current device."""
+        return self._cupy.cuda.Device(self.device)
 
     def asarray(self, a, dtype=None):
-        return self._cupy.asarray(np.ascontiguousarray(a, dtype=dtype))
+        with self.bound():
+            return self._cupy.asarray(np.ascontiguousarray(a, dtype=dtype))
 
     def empty(self, shape, dtype):
-        return self._cupy.empty(shape, dtype)
+        with self.bound():
+            return self._cupy.empty(shape, dtype)
 
     def to_host(self, a) -> np.ndarray:
-        return self._cupy.asnumpy(a)
+        with self.bound():
+            return self._cupy.asnumpy(a)
 
     def launch(self, kernel, grid, block, *args) -> None:
         params = KERNELS[kernel].params
         values = tuple(a if kind == "ptr" else _scalar(kind, a) for kind, a in zip(params, args, strict=True))
-        self._funcs[kernel](tuple(int(v) for v in grid), tuple(int(v) for v in block), values)
+        with self.bound():
+            self._funcs[kernel](tuple(int(v) for v in grid), tuple(int(v) for v in block), values)
 
 
 @contextmanager
@@ -181,32 +220,34 @@ def launcher_available(kind: str) -> bool:
     raise ValueError(f"unknown kernel launcher {kind!r}; choose from {', '.join(LAUNCHER_ORDER)}")
 
 
-def open_launcher(kind: str, cache_dir: str | None = None):
-    """The launcher ``kind`` (one of :data:`LAUNCHER_ORDER`), compiled and ready; BackendError if it cannot be.
+def open_launcher(kind: str, cache_dir: str | None = None, device: int | None = None):
+    """The launcher ``kind`` (one of :data:`LAUNCHER_ORDER`), compiled and ready for GPU ``device`` (its index;
+    None: the current device); BackendError if it cannot be.
 
     ``cache_dir``: where pycuda / cupy keep compiled kernels (None: their defaults; the host harness keeps its
     own cache, :func:`vsr.kernels.cuda.host.cache_dir`)."""
     if not launcher_available(kind):
         raise BackendError(f"kernel launcher {kind!r} is not available here")
     if kind == "host":
-        return HostLauncher()
+        return HostLauncher(device=device)
     try:
-        return PyCudaLauncher(cache_dir) if kind == "pycuda" else CupyLauncher(cache_dir)
+        return (PyCudaLauncher if kind == "pycuda" else CupyLauncher)(cache_dir, device)
     except BackendError:
         raise
     except Exception as exc:  # no device, no driver: all say "this launcher cannot run here"
         raise BackendError(f"kernel launcher {kind!r} failed to start: {_one_line(exc)}") from exc
 
 
-def select_launcher(order=LAUNCHER_ORDER, cache_dir: str | None = None):
-    """The first launcher of ``order`` that opens; its ``skipped`` attribute says why earlier ones did not."""
+def select_launcher(order=LAUNCHER_ORDER, cache_dir: str | None = None, device: int | None = None):
+    """The first launcher of ``order`` that opens for ``device``; its ``skipped`` attribute says why earlier ones
+    did not."""
     skipped = []
     for kind in order:
         if not launcher_available(kind):
             skipped.append(f"{kind}: not installed")
             continue
         try:
-            launcher = open_launcher(kind, cache_dir)
+            launcher = open_launcher(kind, cache_dir, device)
         except BackendError as exc:
             skipped.append(str(exc))
             continue
