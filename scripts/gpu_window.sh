@@ -7,11 +7,13 @@
 #   here:        python scripts/gpu_carry.py --window     (packs .gpu/wheels, .gpu/data, .gpu/train within 64 MiB
 #                                                          and prints the run call)
 #   on the GPU:  bash scripts/gpu_window.sh                ($OUT: gpu_check.json; train/: the slice's files)
-#   here, after: python scripts/gpu_train.py keep --returned FILES_AT/train; a line per figure in
-#                docs/benchmarks.md's GPU section, with the device's name
+#   here, after: tar -xf FILES_AT/train/records.tar into a copy of FILES_AT/train, then
+#                python scripts/gpu_train.py keep --returned THAT_COPY; a line per figure in docs/benchmarks.md's
+#                GPU section, with the device's name
 #
 # CHECK_S and TRAIN_S (seconds) split the call; the device returns at most 8 files, so gpu_check's log (its
-# tracebacks are in the JSON too) and any folder a killed check left are removed before training starts.
+# tracebacks are in the JSON too) and any folder a killed check left are removed before training starts, and the
+# slice's records (probe, log, curve, sha256, slice.json) travel as one tar.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 CHECK_S=${CHECK_S:-420}
@@ -28,4 +30,7 @@ rm -rf "$OUT"/e2e-* "$OUT"/upscale-* "$OUT"/gpu_check.log "$OUT"/.gpu_check.json
 VSR_TRAIN_DATA=.gpu/train timeout -k 10 "$TRAIN_S" bash scripts/gpu_train.sh --out "$OUT/train" \
   --config edvr-s-wide --continue training/edvr-s-wide.pth --probe-s 30 --slice-s $((TRAIN_S - 80))
 echo "gpu_window: training exited $?"
+# at most 8 files come back: the slice's small records in one tar beside its checkpoint parts
+( cd "$OUT/train" 2>/dev/null && small=$(ls | grep -v '^latest\.pth\.part') && [ -n "$small" ] \
+  && tar -cf records.tar $small && rm -f $small )
 ls -la "$OUT" "$OUT/train" 2>/dev/null
