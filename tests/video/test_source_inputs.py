@@ -91,3 +91,35 @@ def test_webm_without_duration_in_its_header_is_counted(make_clip, tmp_path):
         assert c.duration is None and not c.streams.video[0].frames and c.streams.video[0].duration is None
     info = open_source(live).info
     assert info.frames_estimate == 7
+
+
+def _png_folder(folder, names):
+    folder.mkdir()
+    for k, name in enumerate(names):  # frame k's pixels say k
+        cv2.imwrite(str(folder / name), np.full((4, 6, 3), 10 * (k + 1), np.uint8))
+    return folder
+
+
+def test_ffmpeg_numbered_frames_are_read_in_their_numbers_order(tmp_path):
+    """``ffmpeg ... %d.png`` names 1.png .. 12.png; text order would put 10, 11, 12 before 2."""
+    names = [f"{i}.png" for i in range(1, 13)]
+    src = open_source(_png_folder(tmp_path / "f", names))
+    values = [int(round(f.rgb[0, 0, 0] * 255)) for f in src.frames()]
+    assert values == [10 * k for k in range(1, 13)]
+
+
+@pytest.mark.parametrize("names, message", [
+    (["1.png", "2.png", "4.png", "5.png"], r"frame 3 missing \(2.png is followed by 4.png\)"),
+    (["f001.png", "f002.png", "f006.png"], r"frames 3 to 5 missing"),
+    (["1.png", "01.png", "2.png"], r"both number frame 1"),
+])
+def test_a_gap_in_the_numbers_is_an_error_naming_it(tmp_path, names, message):
+    with pytest.raises(InputError, match=message):
+        open_source(_png_folder(tmp_path / "f", names))
+
+
+def test_names_of_no_one_pattern_are_in_natural_order(tmp_path):
+    from vsr.video.png_frames import frame_files
+
+    folder = _png_folder(tmp_path / "f", ["b10.png", "a2.png", "b9.png", "a10.png"])
+    assert [p.name for p in frame_files(folder)] == ["a2.png", "a10.png", "b9.png", "b10.png"]

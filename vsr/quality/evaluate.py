@@ -25,6 +25,7 @@ from vsr.errors import BackendError, InputError
 from vsr.pipeline.windows import window_indices
 from vsr.quality.metrics import FrameScores, frame_scores
 from vsr.quality.resize import bicubic_downscale_x4, bicubic_upscale_x4, mod_crop
+from vsr.video.png_frames import frame_files
 
 SCALE = 4
 LR_GIVEN = "given"
@@ -35,13 +36,14 @@ _STREAMS = count(1)  # one stream of frame keys per sequence scored
 
 
 def list_frames(folder: str | Path, what: str) -> list[Path]:
-    """The sorted ``*.png`` files of ``folder``; :class:`InputError` if it is missing or has none."""
+    """The ``*.png`` files of ``folder`` in frame order (:func:`vsr.video.png_frames.frame_files`); :class:`InputError`
+    if it is missing or has none."""
     p = Path(folder)
     if not p.exists():
         raise InputError(f"{what} folder not found: {p}")
     if not p.is_dir():
         raise InputError(f"{what} path is not a folder: {p}")
-    files = sorted(f for f in p.glob("*.png") if f.is_file())
+    files = [f for f in frame_files(p) if f.is_file()]
     if not files:
         raise InputError(f"no PNG frames in {what} folder {p}")
     return files

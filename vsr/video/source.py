@@ -22,6 +22,7 @@ import numpy as np
 from vsr.errors import InputError
 from vsr.video.colour import ColourSpec, bit_depth, decode_rgb
 from vsr.video.ends import EarlyEnd, file_end, y4m_frames
+from vsr.video.png_frames import frame_files
 from vsr.video.seek import EntryPoint, enter, picture_digest
 
 log = logging.getLogger(__name__)
@@ -339,13 +340,14 @@ def _warn_timestamps(info: VideoInfo, index: int, pts: int | None, last_pts: int
 
 
 class PngFolderSource:
-    """Sorted ``*.png`` of a folder; timestamps ``0, 1, 2, ...`` in a 1/25 s time base."""
+    """The ``*.png`` of a folder in the order their names number them (:func:`~vsr.video.png_frames.frame_files`:
+    ``9.png`` before ``10.png``, a gap an error); timestamps ``0, 1, 2, ...`` in a 1/25 s time base."""
 
     def __init__(self, path: Path):
         import cv2
 
         self.path = Path(path)
-        self.files = sorted(self.path.glob("*.png"))
+        self.files = frame_files(self.path)
         if not self.files:
             raise InputError(f"zero frames: no *.png files in folder {self.path}")
         first = cv2.imread(str(self.files[0]), cv2.IMREAD_UNCHANGED)
