@@ -131,3 +131,24 @@ def test_quiet_keeps_the_users_x265_params_and_log_level():
     assert quiet_options("libx265", {"x265-params": "log-level=info"}, True) == {"x265-params": "log-level=info"}
     assert quiet_options("libx265", {"crf": "20"}, False) == {"crf": "20"}
     assert quiet_options("libx264", {}, True) == {}
+
+
+def test_no_thread_runs_at_a_real_time_priority_while_webm_encodes(make_clip, tmp_path, tiny_backend, monkeypatch):
+    """SVT-AV1 puts its threads under SCHED_FIFO 99 where it may (as root): each frame's write sees every thread
+    of the process under a normal policy."""
+    from vsr.pipeline import upscale
+    from vsr.video.sink import VideoSink
+    from vsr.video.threads import REAL_TIME, thread_policies
+
+    seen = []
+    real_write = VideoSink.write
+
+    def write(self, *args):
+        real_write(self, *args)
+        seen.append(sorted(set(thread_policies().values())))
+
+    monkeypatch.setattr(VideoSink, "write", write)
+    src = make_clip("c.mp4", frames=4, width=32, height=24)
+    upscale(src, tmp_path / "out.webm", backend=tiny_backend)
+    assert len(seen) == 4 and all(not set(p) & set(REAL_TIME) for p in seen), seen
+    assert all(p == [os.SCHED_OTHER] or set(p) <= {os.SCHED_OTHER, os.SCHED_BATCH, os.SCHED_IDLE} for p in seen)

@@ -13,6 +13,7 @@ import av.logging
 
 from vsr.errors import InputError
 from vsr.video.encoders import EncoderSettings, check_size, option_name
+from vsr.video.threads import normal_policy
 
 # What encoders log (at warning level) for an option they did not take while opening anyway.
 REJECTED_OPTION = re.compile(r"Error parsing option|Unknown option|Invalid value for|bad value for", re.I)
@@ -77,6 +78,7 @@ def open_encoder(oc, vs, opts: dict[str, str], s: EncoderSettings) -> None:
     with quiet_encoder(codec, s.quiet), captured_ffmpeg_log() as logs:
         try:
             oc.start_encoding()
+            normal_policy()  # SVT-AV1 started its threads at real-time priority where it could
         except (av.FFmpegError, ValueError) as e:
             if any("Picture size" in m for _, _, m in logs):
                 check_size(codec, vs.width, vs.height)
