@@ -7,6 +7,9 @@ those rounded inputs) 1e-3 of the largest output (seen: 4.3e-4) -- the column bu
 to half (2^-11 relative each).  PixelShuffle + LeakyReLU only moves and scales values: exact, in both dtypes, over
 every half bit pattern (which also checks the shim's round-to-nearest-even half conversion).
 
+Index arithmetic is 32-bit: the launch refuses shapes beyond it, before launching anything.  The 3x3 taps run
+unrolled (EDVR's), other sizes by the general loop: both are checked (``edvr-like``, ``conv-groups-rect-kernel``).
+
 The channels-last forms (``*_nhwc``: every array ``(N, H, W, C)``) are checked against the same definitions, with
 the offsets read out of a wider per-pixel record (as the CUDA runtime passes DCNv2Pack's whole ``conv_offset``
 output) and the same tolerances.
@@ -21,6 +24,7 @@ from vsr.kernels import DeformConvGeometry, deform_conv as cpu_deform_conv
 from vsr.kernels.cuda import (deform_conv, deform_conv_nhwc, launcher_available, open_launcher, pixel_shuffle_lrelu,
                               pixel_shuffle_lrelu_nhwc, select_launcher)
 from vsr.kernels.cuda.host import build_harness
+from vsr.kernels.cuda.ops import deform_im2col
 
 pytestmark = pytest.mark.skipif(not launcher_available("host"), reason="no host C++ compiler for the CPU harness")
 
@@ -126,6 +130,35 @@ def test_dcn_rejects_mixed_dtypes_and_wrong_shapes(host):
         deform_conv(host, geom, arrays[0].astype(np.float16), *arrays[1:])
     with pytest.raises(ValueError, match="mask has shape"):
         deform_conv(host, geom, *arrays[:3], arrays[3][:, :-1], arrays[4])
+
+
+class RecordingLauncher:
+    """A launcher that allocates nothing and records the launches it is asked for."""
+
+    name = "recording"
+
+    def __init__(self):
+        self.launches = []
+
+    def launch(self, kernel, grid, block, *args):
+        self.launches.append((kernel, grid))
+
+
+def test_dcn_indices_are_checked_to_fit_32_bits_before_any_launch():
+    rec = RecordingLauncher()
+    tiny = np.zeros(1, np.float32)
+    # EDVR-M at batch 4 (20 frames), LR 540x960: the offset record of the batch has 2.2e9 values (its per-pixel
+    # base is 64-bit), every 32-bit count fits
+    geom = DeformConvGeometry.from_attrs((20, 64, 540, 960), (64, 64, 3, 3), pads=[1] * 4, offset_group=8)
+    deform_im2col(rec, geom, tiny, tiny, tiny, tiny, 0, 22528)
+    assert [k for k, _ in rec.launches] == ["dcn_im2col_f32"]
+    # one image of 64 x 6000 x 6000 values does not fit, nor does a chunk of 2^22 pixels' columns
+    big = DeformConvGeometry.from_attrs((1, 64, 6000, 6000), (64, 64, 3, 3), pads=[1] * 4, offset_group=8)
+    with pytest.raises(ValueError, match="image_elements = 2304000000 exceeds the 32-bit index range"):
+        deform_im2col(rec, big, tiny, tiny, tiny, tiny, 0, 256)
+    with pytest.raises(ValueError, match="chunk_columns"):
+        deform_im2col(rec, geom, tiny, tiny, tiny, tiny, 0, 1 << 22)
+    assert len(rec.launches) == 1
 
 
 def to_nhwc(a):

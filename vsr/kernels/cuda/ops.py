@@ -17,6 +17,8 @@ DEFAULT_CHUNK_PIXELS = 65536
 _IM2COL_BLOCK = 256
 _GEMM_BLOCK = (64, 4, 1)  # VSR_GEMM_BX, VSR_GEMM_BY in deform_conv.cu
 _GEMM_TILE = (256, 16)  # pixels x output channels per GEMM block
+# The kernels index in 32-bit C int (64 bits only for each thread's per-image base): every count below this.
+INT32_LIMIT = 2**31 - 1
 
 
 def _suffix(*arrays) -> str:
@@ -29,6 +31,23 @@ def _suffix(*arrays) -> str:
 
 def _blocks(n: int, per_block: int) -> int:
     return -(-n // per_block)
+
+
+def check_int32(op: str, **counts: int) -> None:
+    """ValueError naming the first of ``counts`` (element counts a kernel indexes in 32-bit int) that does not fit."""
+    for label, value in counts.items():
+        if int(value) > INT32_LIMIT:
+            raise ValueError(f"{op}: {label} = {int(value)} exceeds the 32-bit index range of vsr's CUDA kernels "
+                             f"({INT32_LIMIT}); split the batch or the frame")
+
+
+def _check_dcn_int32(g: DeformConvGeometry, chunk: int) -> None:
+    """What the DCN kernels index in 32 bits: the batch's output pixels, one image's input, offsets, mask and
+    output, a chunk's columns (and its threads, rounded up to whole blocks); the per-image bases are 64-bit."""
+    check_int32("DeformConv", batch_pixels=g.n * g.ho * g.wo, image_elements=g.c * g.h * g.w,
+                image_offsets=2 * g.offset_group * g.taps * g.ho * g.wo, image_outputs=g.co * g.ho * g.wo,
+                batch_channels=g.n * max(g.c, g.co), chunk_columns=g.c * g.taps * chunk,
+                chunk_threads=_blocks(g.c * chunk, _IM2COL_BLOCK) * _IM2COL_BLOCK)
 
 
 def deform_conv(launcher, geom: DeformConvGeometry, x, weight, offset, mask, bias, *, out=None,
@@ -65,6 +84,7 @@ def deform_im2col(launcher, geom: DeformConvGeometry, x, offset, mask, cols, q0:
     """The sampled columns of output pixels ``q0 <= q < q0 + nq`` (``q = n*Ho*Wo + p``, across the batch):
     ``cols`` holds ``(C*kh*kw, nq)`` row-major at its start (the masked bilinear samples, see deform_conv.cu)."""
     g = geom
+    _check_dcn_int32(g, nq)
     launcher.launch(f"dcn_im2col_{_suffix(x, offset, mask, cols)}", (_blocks(g.c * nq, _IM2COL_BLOCK), 1, 1),
                     (_IM2COL_BLOCK, 1, 1), x, offset, mask, cols, g.c, g.h, g.w, g.ho, g.wo, g.kh, g.kw, g.pad_top,
                     g.pad_left, g.stride_h, g.stride_w, g.dilation_h, g.dilation_w, g.offset_group, q0, nq)
@@ -128,6 +148,7 @@ def deform_im2col_nhwc(launcher, geom: DeformConvGeometry, x, offset, mask, cols
         shape = tuple(arr.shape)
         if shape[:3] != want[:3] or (shape[3] != want[3] if label == "x" else shape[3] < want[3]):
             raise ValueError(f"DeformConv: {label} has shape {shape}, expected {want} (channels-last)")
+    _check_dcn_int32(g, nq)
     launcher.launch(f"dcn_im2col_nhwc_{_suffix(x, offset, mask, cols)}", (_blocks(nq * g.c, _IM2COL_BLOCK), 1, 1),
                     (_IM2COL_BLOCK, 1, 1), x, offset, mask, cols, g.c, g.h, g.w, g.ho, g.wo, g.kh, g.kw, g.pad_top,
                     g.pad_left, g.stride_h, g.stride_w, g.dilation_h, g.dilation_w, g.offset_group,

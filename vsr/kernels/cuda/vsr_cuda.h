@@ -17,6 +17,13 @@ __device__ __forceinline__ void vsr_store(__half* p, long long i, float v) { p[i
 // LeakyReLU with the CPU kernels' convention: slope 1.0 is no activation, 0.0 is ReLU.
 __device__ __forceinline__ float vsr_leaky(float v, float slope) { return v >= 0.0f ? v : v * slope; }
 
+// Fully unroll the loop that follows (a compile-time trip count); nothing under the CPU harness.
+#ifdef VSR_CPU_SHIM
+#define VSR_UNROLL
+#else
+#define VSR_UNROLL _Pragma("unroll")
+#endif
+
 // Linear thread index of a 1-D launch, wide enough for 4K feature maps.
 __device__ __forceinline__ long long vsr_thread_index() {
     return (long long)blockIdx.x * blockDim.x + threadIdx.x;
