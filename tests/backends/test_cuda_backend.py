@@ -23,7 +23,8 @@ from vsr.backends import CudaOptions, OrtOptions, SplitOptions, TorchOptions, ba
 from vsr.backends import options as backend_options_module
 from tests.kernels.test_cuda_kernels import CASES, make_case, reference_dcn
 from vsr.backends.cuda import resolve_device, segment_runtime
-from vsr.backends.cuda.bridges import DCNBridge, ShuffleBridge
+from vsr.backends.cuda.bridges import DCNBridge, ShuffleBridge, Timeline
+from vsr.backends.cuda.layout import Layout
 from vsr.backends.cuda.dcn import deform_conv_torch
 from vsr.backends.cuda.engines import CudaTensorRTBackend
 from vsr.backends.cuda.runtime import CudaTorchBackend
@@ -31,6 +32,7 @@ from vsr.backends.cuda.tensors import TensorLauncher, open_tensor_launcher
 from vsr.errors import BackendError
 from vsr.kernels.cuda import pixel_shuffle_lrelu
 from vsr.model import load_model
+from vsr.model.dcn import DCNv2Pack
 from vsr.plan.segments import OrtSegmentBackend
 
 CPU_FP32 = CudaOptions(device="cpu", precision="fp32", output="float32")
@@ -77,6 +79,27 @@ def test_dcn_on_tensors_matches_the_definition_with_either_gemm(name, gemm, chun
         want = reference_dcn(*cast, geom, slope=0.1)
         assert got.dtype == torch.from_numpy(cast[0]).dtype
         assert np.abs(got.double().numpy() - want).max() <= tol * max(1.0, np.abs(want).max())
+
+
+@pytest.mark.parametrize("dtype, tol", [(torch.float32, 1e-5), (torch.float16, 3e-3)])
+def test_dcn_bridge_channels_last_reads_the_mask_logits_in_place(monkeypatch, dtype, tol):
+    """DCNv2Pack's offsets and mask logits straight out of its conv_offset record: the sigmoid in the sampling
+    kernel, no pass of torch's (and no copy); equal to the pack's own forward (torch's reference DCN)."""
+    torch.manual_seed(0)
+    pack = DCNv2Pack(16, 16, 3, 1, deformable_groups=8)
+    with torch.no_grad():  # offsets of a pixel or two, logits either way of 0
+        pack.conv_offset.weight.normal_(0.0, 0.05)
+        pack.conv_offset.bias.normal_(0.0, 1.0)
+    x, feat = torch.randn(2, 16, 9, 11), torch.randn(2, 16, 9, 11)
+    with torch.no_grad():
+        want = pack(x, feat).double()
+        layout = Layout()
+        bridge = DCNBridge(layout.model(pack.to(dtype)), open_tensor_launcher("auto", torch.device("cpu")),
+                           Timeline(torch.device("cpu")), "dcn", layout=layout)
+        monkeypatch.setattr(torch, "sigmoid", None)  # a pass of torch's would fail here
+        got = bridge(layout.activation(x.to(dtype)), layout.activation(feat.to(dtype)))
+    assert got.dtype == dtype and got.shape == want.shape
+    assert (got.double() - want).abs().max() <= tol * max(1.0, float(want.abs().max()))
 
 
 @pytest.mark.parametrize("gemm", ["kernel"])

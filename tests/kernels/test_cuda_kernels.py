@@ -7,6 +7,9 @@ those rounded inputs) 1e-3 of the largest output (seen: 4.3e-4) -- the column bu
 to half (2^-11 relative each).  PixelShuffle + LeakyReLU only moves and scales values: exact, in both dtypes, over
 every half bit pattern (which also checks the shim's round-to-nearest-even half conversion).
 
+The mask's sigmoid is applied in the sampling kernel where the mask holds logits (channels-last: the logits
+after the offsets in ``conv_offset``'s record); saturated logits give 0 and 1, never NaN.
+
 Index arithmetic is 32-bit: the launch refuses shapes beyond it, before launching anything.  The 3x3 taps run
 unrolled (EDVR's), other sizes by the general loop: both are checked (``edvr-like``, ``conv-groups-rect-kernel``).
 
@@ -195,6 +198,29 @@ def test_dcn_nhwc_refuses_short_records_and_nchw_weights(host):
         deform_conv_nhwc(host, geom, x, weight, np.ascontiguousarray(offset[..., :-1]), mask, bias)
     with pytest.raises(ValueError, match="channels-last"):
         deform_conv_nhwc(host, geom, x, arrays[1], offset, mask, bias)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("name", ["edvr-like", "conv-groups-rect-kernel"])
+def test_dcn_applies_the_mask_sigmoid_to_logits_in_either_layout(host, name, dtype):
+    n, c, h, w, co, kh, kw, attrs = CASES[name]
+    geom, arrays = make_case(8, n, c, h, w, co, kh, kw, **attrs)
+    rng = np.random.default_rng(9)
+    logits = rng.normal(0.0, 3.0, geom.mask_shape)
+    logits.flat[::7] = rng.choice([-100.0, 100.0], logits.flat[::7].size)  # saturated either way, never NaN
+    arrays = [a.astype(dtype) for a in arrays[:3] + [logits] + arrays[4:]]
+    x, weight, offset, mask, bias = arrays
+    want = reference_dcn(x, weight, offset, 1.0 / (1.0 + np.exp(-mask.astype(np.float64))), bias, geom, slope=0.1)
+    tol = 1e-5 if dtype == np.float32 else 1e-3 * np.abs(want).max()
+    got = deform_conv(host, geom, *arrays, negative_slope=0.1, mask_logits=True)
+    assert np.abs(got.astype(np.float64) - want).max() <= tol
+    # channels-last, as DCNv2Pack's conv_offset gives them: one record per pixel, the offsets then the logits
+    record = np.ascontiguousarray(np.concatenate([to_nhwc(offset), to_nhwc(mask)], axis=-1))
+    got = deform_conv_nhwc(host, geom, to_nhwc(x), to_nhwc(weight), record, None, bias, negative_slope=0.1,
+                           mask_logits=True, chunk_pixels=37)
+    assert np.abs(got.astype(np.float64).transpose(0, 3, 1, 2) - want).max() <= tol
+    with pytest.raises(ValueError, match="offset has shape"):  # no room for the logits after the offsets
+        deform_conv_nhwc(host, geom, to_nhwc(x), to_nhwc(weight), to_nhwc(offset), None, bias, mask_logits=True)
 
 
 def pixel_shuffle_reference(x, r):

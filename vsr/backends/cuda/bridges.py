@@ -97,7 +97,7 @@ class DCNBridge(nn.Module):
     """``DCNv2Pack`` whose deformable convolution runs on vsr's kernel: forward(x ``(N, C, H, W)``, feat
     ``(N, C, H, W)``) -> ``(N, Co, H, W)``, in ``layout``.  The offsets and mask stay torch (they end the segment
     before); channels-last, the kernel reads the offsets straight out of ``conv_offset``'s output (they are its
-    first ``2*G*kh*kw`` channels) and only the mask's sigmoid is computed apart."""
+    first ``2*G*kh*kw`` channels) and the mask's logits after them, the sigmoid applied by the sampling kernel."""
 
     def __init__(self, pack: DCNv2Pack, launcher, timeline: Timeline, name: str, gemm: str = "torch",
                  layout: Layout = Layout()):
@@ -123,11 +123,10 @@ class DCNBridge(nn.Module):
                 return deform_conv_torch(self.launcher, geom, x.contiguous(), pack.weight, offset.contiguous(),
                                          mask.contiguous(), pack.bias, gemm=self.gemm)
         record = Layout.nhwc(pack.conv_offset(feat))  # (N, H, W, 3*G*kh*kw): offsets, then the mask's logits
-        mask = torch.sigmoid(record[..., 2 * geom.offset_group * geom.taps:]).contiguous()
         weight = self.weight_rows.view(geom.co, geom.kh, geom.kw, geom.c // geom.group)
-        with self.timeline.step(self.step_name):
-            out = deform_conv_nhwc_torch(self.launcher, geom, Layout.nhwc(x), weight, record, mask, pack.bias,
-                                         gemm=self.gemm)
+        with self.timeline.step(self.step_name):  # the kernel reads the logits in the record, sigmoid and all
+            out = deform_conv_nhwc_torch(self.launcher, geom, Layout.nhwc(x), weight, record, None, pack.bias,
+                                         gemm=self.gemm, mask_logits=True)
         return Layout.from_nhwc(out)
 
 

@@ -4,7 +4,8 @@
 //   x (N, C, H, W); weight (Co, C/group, kh, kw); bias (Co,);
 //   offset (N, 2*G*kh*kw, Ho, Wo): for offset group g and tap k (row-major over kh x kw) channel 2*(g*kh*kw + k)
 //     is the row (y) displacement and the next one the column (x) displacement;
-//   mask (N, G*kh*kw, Ho, Wo), already a probability;  out (N, Co, Ho, Wo).
+//   mask (N, G*kh*kw, Ho, Wo), a probability, or (mask_logits != 0) its logit, the sigmoid applied here, so that
+//   no pass of its own reads and writes it;  out (N, Co, Ho, Wo).
 //
 // Output pixels are numbered q = n*Ho*Wo + p across the batch; one launch pair covers the chunk q0 <= q < q0+nq
 // so that the column buffer (C*kh*kw, nq) stays bounded.
@@ -60,7 +61,7 @@ __device__ __forceinline__ void dcn_im2col(const T* __restrict__ x, const T* __r
                                            const T* __restrict__ mask, T* __restrict__ cols, int c, int h, int w,
                                            int ho, int wo, int kh_, int kw_, int pad_h, int pad_w, int stride_h,
                                            int stride_w, int dil_h, int dil_w, int offset_group, int offset_stride,
-                                           int mask_stride, int q0, int nq) {
+                                           int mask_stride, int mask_logits, int q0, int nq) {
     const int kh = KH > 0 ? KH : kh_, kw = KW > 0 ? KW : kw_;
     const unsigned tid = blockIdx.x * blockDim.x + threadIdx.x;
     if (tid >= (unsigned)c * (unsigned)nq) return;
@@ -88,7 +89,8 @@ __device__ __forceinline__ void dcn_im2col(const T* __restrict__ x, const T* __r
             const int k = i * kw + j;
             const float py = (float)(y0 + i * dil_h) + vsr_load(off, 2 * k * vs);
             const float px = (float)(x0 + j * dil_w) + vsr_load(off, (2 * k + 1) * vs);
-            vsr_store(col, k * cs, vsr_load(msk, k * vs) * dcn_bilinear(plane, h, w, ps, py, px));
+            const float m = vsr_load(msk, k * vs);
+            vsr_store(col, k * cs, (mask_logits ? vsr_sigmoid(m) : m) * dcn_bilinear(plane, h, w, ps, py, px));
         }
     }
 }
@@ -99,13 +101,13 @@ __device__ __forceinline__ void dcn_im2col_any(const T* __restrict__ x, const T*
                                                const T* __restrict__ mask, T* __restrict__ cols, int c, int h,
                                                int w, int ho, int wo, int kh, int kw, int pad_h, int pad_w,
                                                int stride_h, int stride_w, int dil_h, int dil_w, int offset_group,
-                                               int offset_stride, int mask_stride, int q0, int nq) {
+                                               int offset_stride, int mask_stride, int mask_logits, int q0, int nq) {
     if (kh == 3 && kw == 3)
         dcn_im2col<T, NHWC, 3, 3>(x, offset, mask, cols, c, h, w, ho, wo, kh, kw, pad_h, pad_w, stride_h, stride_w,
-                                  dil_h, dil_w, offset_group, offset_stride, mask_stride, q0, nq);
+                                  dil_h, dil_w, offset_group, offset_stride, mask_stride, mask_logits, q0, nq);
     else
         dcn_im2col<T, NHWC, 0, 0>(x, offset, mask, cols, c, h, w, ho, wo, kh, kw, pad_h, pad_w, stride_h, stride_w,
-                                  dil_h, dil_w, offset_group, offset_stride, mask_stride, q0, nq);
+                                  dil_h, dil_w, offset_group, offset_stride, mask_stride, mask_logits, q0, nq);
 }
 
 // The GEMM of both layouts: cols holds the columns of conv group g's K = taps * C/group rows -- NCHW: row
@@ -159,30 +161,32 @@ __device__ __forceinline__ void dcn_gemm(const T* __restrict__ cols, const T* __
     }
 }
 
-#define VSR_DCN_KERNELS(SUFFIX, T)                                                                             \
-    extern "C" __global__ void dcn_im2col_##SUFFIX(const T* x, const T* offset, const T* mask, T* cols, int c, \
-                                                   int h, int w, int ho, int wo, int kh, int kw, int pad_h,    \
-                                                   int pad_w, int stride_h, int stride_w, int dil_h, int dil_w, \
-                                                   int offset_group, int q0, int nq) {                         \
-        dcn_im2col_any<T, false>(x, offset, mask, cols, c, h, w, ho, wo, kh, kw, pad_h, pad_w, stride_h,      \
-                                 stride_w, dil_h, dil_w, offset_group, 0, 0, q0, nq);                          \
-    }                                                                                                          \
-    extern "C" __global__ void dcn_gemm_##SUFFIX(const T* cols, const T* weight, const T* bias, T* out, int co, \
-                                                 int group, int kg, int npix, int q0, int nq, float slope) {   \
-        dcn_gemm<T, false>(cols, weight, bias, out, kg * group, co, group, 1, npix, q0, nq, slope);            \
-    }                                                                                                          \
-    extern "C" __global__ void dcn_im2col_nhwc_##SUFFIX(const T* x, const T* offset, const T* mask, T* cols,   \
-                                                        int c, int h, int w, int ho, int wo, int kh, int kw,   \
-                                                        int pad_h, int pad_w, int stride_h, int stride_w,      \
-                                                        int dil_h, int dil_w, int offset_group,                \
-                                                        int offset_stride, int mask_stride, int q0, int nq) {  \
-        dcn_im2col_any<T, true>(x, offset, mask, cols, c, h, w, ho, wo, kh, kw, pad_h, pad_w, stride_h,       \
-                                stride_w, dil_h, dil_w, offset_group, offset_stride, mask_stride, q0, nq);     \
-    }                                                                                                          \
-    extern "C" __global__ void dcn_gemm_nhwc_##SUFFIX(const T* cols, const T* weight, const T* bias, T* out,   \
-                                                      int c, int co, int group, int taps, int q0, int nq,      \
-                                                      float slope) {                                           \
-        dcn_gemm<T, true>(cols, weight, bias, out, c, co, group, taps, 0, q0, nq, slope);                      \
+#define VSR_DCN_KERNELS(SUFFIX, T)                                                                              \
+    extern "C" __global__ void dcn_im2col_##SUFFIX(const T* x, const T* offset, const T* mask, T* cols, int c,   \
+                                                   int h, int w, int ho, int wo, int kh, int kw, int pad_h,       \
+                                                   int pad_w, int stride_h, int stride_w, int dil_h, int dil_w,   \
+                                                   int offset_group, int mask_logits, int q0, int nq) {          \
+        dcn_im2col_any<T, false>(x, offset, mask, cols, c, h, w, ho, wo, kh, kw, pad_h, pad_w, stride_h,        \
+                                 stride_w, dil_h, dil_w, offset_group, 0, 0, mask_logits, q0, nq);               \
+    }                                                                                                             \
+    extern "C" __global__ void dcn_gemm_##SUFFIX(const T* cols, const T* weight, const T* bias, T* out, int co,   \
+                                                 int group, int kg, int npix, int q0, int nq, float slope) {      \
+        dcn_gemm<T, false>(cols, weight, bias, out, kg * group, co, group, 1, npix, q0, nq, slope);              \
+    }                                                                                                             \
+    extern "C" __global__ void dcn_im2col_nhwc_##SUFFIX(const T* x, const T* offset, const T* mask, T* cols,      \
+                                                        int c, int h, int w, int ho, int wo, int kh, int kw,      \
+                                                        int pad_h, int pad_w, int stride_h, int stride_w,         \
+                                                        int dil_h, int dil_w, int offset_group,                   \
+                                                        int offset_stride, int mask_stride, int mask_logits,      \
+                                                        int q0, int nq) {                                         \
+        dcn_im2col_any<T, true>(x, offset, mask, cols, c, h, w, ho, wo, kh, kw, pad_h, pad_w, stride_h,         \
+                                stride_w, dil_h, dil_w, offset_group, offset_stride, mask_stride, mask_logits,   \
+                                q0, nq);                                                                          \
+    }                                                                                                             \
+    extern "C" __global__ void dcn_gemm_nhwc_##SUFFIX(const T* cols, const T* weight, const T* bias, T* out,      \
+                                                      int c, int co, int group, int taps, int q0, int nq,         \
+                                                      float slope) {                                              \
+        dcn_gemm<T, true>(cols, weight, bias, out, c, co, group, taps, 0, q0, nq, slope);                        \
     }
 
 VSR_DCN_KERNELS(f32, float)

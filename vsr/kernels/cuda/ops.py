@@ -23,7 +23,7 @@ INT32_LIMIT = 2**31 - 1
 
 def _suffix(*arrays) -> str:
     # by name, so that torch tensors (dtype torch.float16) pass as well as numpy/cupy arrays
-    dtypes = {str(a.dtype).removeprefix("torch.") for a in arrays}
+    dtypes = {str(a.dtype).removeprefix("torch.") for a in arrays if a is not None}
     if len(dtypes) != 1 or next(iter(dtypes)) not in _SUFFIX:
         raise ValueError(f"CUDA kernels take float32 or float16 tensors of one dtype, got {sorted(dtypes)}")
     return _SUFFIX[dtypes.pop()]
@@ -51,11 +51,13 @@ def _check_dcn_int32(g: DeformConvGeometry, chunk: int) -> None:
 
 
 def deform_conv(launcher, geom: DeformConvGeometry, x, weight, offset, mask, bias, *, out=None,
-                negative_slope: float | None = None, chunk_pixels: int = DEFAULT_CHUNK_PIXELS):
+                negative_slope: float | None = None, chunk_pixels: int = DEFAULT_CHUNK_PIXELS,
+                mask_logits: bool = False):
     """``DeformConv`` (ONNX, DCNv2) with an optional fused LeakyReLU: x ``(N, C, H, W)`` -> ``(N, Co, Ho, Wo)``.
 
     weight ``(Co, C/group, kh, kw)``, offset ``geom.offset_shape``, mask ``geom.mask_shape``, bias ``(Co,)``;
-    all C-contiguous arrays of ``launcher`` with one dtype.
+    all C-contiguous arrays of ``launcher`` with one dtype.  ``mask_logits``: mask holds the logits, the sampling
+    kernel applies the sigmoid.
     """
     g = geom
     expect = {"x": (g.n, g.c, g.h, g.w), "weight": (g.co, g.c // g.group, g.kh, g.kw), "offset": g.offset_shape,
@@ -73,21 +75,22 @@ def deform_conv(launcher, geom: DeformConvGeometry, x, weight, offset, mask, bia
     kg = (g.c // g.group) * g.taps
     for q0 in range(0, total, chunk):
         nq = min(chunk, total - q0)
-        deform_im2col(launcher, g, x, offset, mask, cols, q0, nq)
+        deform_im2col(launcher, g, x, offset, mask, cols, q0, nq, mask_logits=mask_logits)
         grid = (_blocks(nq, _GEMM_TILE[0]), _blocks(g.co // g.group, _GEMM_TILE[1]), g.group)
         launcher.launch(f"dcn_gemm_{suffix}", grid, _GEMM_BLOCK, cols, weight, bias, out, g.co, g.group, kg,
                         g.ho * g.wo, q0, nq, slope)
     return out
 
 
-def deform_im2col(launcher, geom: DeformConvGeometry, x, offset, mask, cols, q0: int, nq: int):
+def deform_im2col(launcher, geom: DeformConvGeometry, x, offset, mask, cols, q0: int, nq: int, *,
+                  mask_logits: bool = False):
     """The sampled columns of output pixels ``q0 <= q < q0 + nq`` (``q = n*Ho*Wo + p``, across the batch):
     ``cols`` holds ``(C*kh*kw, nq)`` row-major at its start (the masked bilinear samples, see deform_conv.cu)."""
     g = geom
     _check_dcn_int32(g, nq)
     launcher.launch(f"dcn_im2col_{_suffix(x, offset, mask, cols)}", (_blocks(g.c * nq, _IM2COL_BLOCK), 1, 1),
                     (_IM2COL_BLOCK, 1, 1), x, offset, mask, cols, g.c, g.h, g.w, g.ho, g.wo, g.kh, g.kw, g.pad_top,
-                    g.pad_left, g.stride_h, g.stride_w, g.dilation_h, g.dilation_w, g.offset_group, q0, nq)
+                    g.pad_left, g.stride_h, g.stride_w, g.dilation_h, g.dilation_w, g.offset_group, int(mask_logits), q0, nq)
     return cols
 
 
@@ -111,12 +114,15 @@ def pixel_shuffle_lrelu(launcher, x, upscale: int = 2, *, out=None, negative_slo
 
 
 def deform_conv_nhwc(launcher, geom: DeformConvGeometry, x, weight, offset, mask, bias, *, out=None,
-                     negative_slope: float | None = None, chunk_pixels: int = DEFAULT_CHUNK_PIXELS):
+                     negative_slope: float | None = None, chunk_pixels: int = DEFAULT_CHUNK_PIXELS,
+                     mask_logits: bool = False):
     """:func:`deform_conv` channels-last: x ``(N, H, W, C)`` -> ``(N, Ho, Wo, Co)`` with vsr's GEMM kernel.
 
     weight ``(Co, kh, kw, C/group)`` (the module's ``(Co, C/group, kh, kw)`` permuted); offset ``(N, Ho, Wo, S)``
     whose first ``2*G*kh*kw`` values per pixel are the offsets (S larger: e.g. the whole ``conv_offset`` output);
-    mask ``(N, Ho, Wo, S')`` likewise, its first ``G*kh*kw`` values; bias ``(Co,)``."""
+    mask ``(N, Ho, Wo, S')`` likewise, its first ``G*kh*kw`` values, or None: the ``G*kh*kw`` values after the
+    offsets in offset's record (``conv_offset``'s whole output: offsets, then the mask's logits); bias ``(Co,)``.
+    ``mask_logits``: the mask's values are logits, the sampling kernel applies the sigmoid."""
     g = geom
     if tuple(weight.shape) != (g.co, g.kh, g.kw, g.c // g.group):
         raise ValueError(f"DeformConv: weight has shape {tuple(weight.shape)}, expected "
@@ -130,29 +136,37 @@ def deform_conv_nhwc(launcher, geom: DeformConvGeometry, x, weight, offset, mask
     cols = launcher.empty((chunk * g.taps * g.c,), x.dtype)
     for q0 in range(0, total, chunk):
         nq = min(chunk, total - q0)
-        deform_im2col_nhwc(launcher, g, x, offset, mask, cols, q0, nq)
+        deform_im2col_nhwc(launcher, g, x, offset, mask, cols, q0, nq, mask_logits=mask_logits)
         grid = (_blocks(nq, _GEMM_TILE[0]), _blocks(g.co // g.group, _GEMM_TILE[1]), g.group)
         launcher.launch(f"dcn_gemm_nhwc_{suffix}", grid, _GEMM_BLOCK, cols, weight, bias, out, g.c, g.co, g.group,
                         g.taps, q0, nq, slope)
     return out
 
 
-def deform_im2col_nhwc(launcher, geom: DeformConvGeometry, x, offset, mask, cols, q0: int, nq: int):
+def deform_im2col_nhwc(launcher, geom: DeformConvGeometry, x, offset, mask, cols, q0: int, nq: int, *,
+                       mask_logits: bool = False):
     """The sampled columns of output pixels ``q0 <= q < q0 + nq`` channels-last: ``cols`` holds
     ``(nq, kh*kw*C)`` row-major at its start (column ``k*C + c``: tap k, channel c); x ``(N, H, W, C)``, offset
-    and mask as :func:`deform_conv_nhwc` takes them (their last dimension is their pixel stride)."""
+    and mask as :func:`deform_conv_nhwc` takes them (their last dimension is their pixel stride; mask None: the
+    values after the offsets in offset's record)."""
     g = geom
-    expect = (("x", x, (g.n, g.h, g.w, g.c)), ("offset", offset, (g.n, g.ho, g.wo, 2 * g.offset_group * g.taps)),
-              ("mask", mask, (g.n, g.ho, g.wo, g.offset_group * g.taps)))
+    n_offsets, n_mask = 2 * g.offset_group * g.taps, g.offset_group * g.taps
+    expect = [("x", x, (g.n, g.h, g.w, g.c)),
+              ("offset", offset, (g.n, g.ho, g.wo, n_offsets + (n_mask if mask is None else 0)))]
+    expect += [] if mask is None else [("mask", mask, (g.n, g.ho, g.wo, n_mask))]
     for label, arr, want in expect:  # offset and mask may hold more values per pixel than they give
         shape = tuple(arr.shape)
         if shape[:3] != want[:3] or (shape[3] != want[3] if label == "x" else shape[3] < want[3]):
             raise ValueError(f"DeformConv: {label} has shape {shape}, expected {want} (channels-last)")
+    if mask is None:  # a flat view from the first mask value of the first pixel on: contiguous, no copy
+        mask, mask_stride = offset.reshape(-1)[n_offsets:], int(offset.shape[-1])
+    else:
+        mask_stride = int(mask.shape[-1])
     _check_dcn_int32(g, nq)
     launcher.launch(f"dcn_im2col_nhwc_{_suffix(x, offset, mask, cols)}", (_blocks(nq * g.c, _IM2COL_BLOCK), 1, 1),
                     (_IM2COL_BLOCK, 1, 1), x, offset, mask, cols, g.c, g.h, g.w, g.ho, g.wo, g.kh, g.kw, g.pad_top,
                     g.pad_left, g.stride_h, g.stride_w, g.dilation_h, g.dilation_w, g.offset_group,
-                    int(offset.shape[-1]), int(mask.shape[-1]), q0, nq)
+                    int(offset.shape[-1]), mask_stride, int(mask_logits), q0, nq)
     return cols
 
 

@@ -27,8 +27,8 @@ class KernelSpec:
 
 
 def _specs() -> dict[str, KernelSpec]:
-    im2col = ("ptr",) * 4 + ("i32",) * 16
-    im2col_nhwc = ("ptr",) * 4 + ("i32",) * 18  # and the offset's and the mask's pixel strides
+    im2col = ("ptr",) * 4 + ("i32",) * 17  # ... offset_group, mask_logits, q0, nq
+    im2col_nhwc = ("ptr",) * 4 + ("i32",) * 19  # and the offset's and the mask's pixel strides
     gemm = ("ptr",) * 4 + ("i32",) * 6 + ("f32",)
     shuffle = ("ptr",) * 2 + ("i32",) * 5 + ("f32",)
     specs = {}
