@@ -25,7 +25,7 @@ from tests.kernels.test_cuda_kernels import CASES, make_case, reference_dcn
 from vsr.backends.cuda import resolve_device, segment_runtime
 from vsr.backends.cuda.bridges import DCNBridge, ShuffleBridge, Timeline
 from vsr.backends.cuda.layout import Layout
-from vsr.backends.cuda.dcn import deform_conv_torch
+from vsr.backends.cuda.dcn import deform_conv_nhwc_torch, deform_conv_torch
 from vsr.backends.cuda.engines import CudaTensorRTBackend
 from vsr.backends.cuda.runtime import CudaTorchBackend
 from vsr.backends.cuda.tensors import TensorLauncher, open_tensor_launcher
@@ -79,6 +79,25 @@ def test_dcn_on_tensors_matches_the_definition_with_either_gemm(name, gemm, chun
         want = reference_dcn(*cast, geom, slope=0.1)
         assert got.dtype == torch.from_numpy(cast[0]).dtype
         assert np.abs(got.double().numpy() - want).max() <= tol * max(1.0, np.abs(want).max())
+
+
+@pytest.mark.parametrize("layout", ["nchw", "nhwc"])
+def test_dcn_column_chunks_follow_the_launchers_l2(layout):
+    """No chunk size given: the columns fill half the launcher's L2 (the CPU's: None, an H100's by default)."""
+    geom, arrays = make_case(11, 2, 8, 20, 30, 8, 3, 3, pads=[1] * 4, offset_group=2)  # 1,200 output pixels
+    launcher = open_tensor_launcher("auto", torch.device("cpu"))
+    assert launcher.l2_cache_bytes is None
+    x, weight, offset, mask, bias = (torch.from_numpy(a) for a in arrays)
+    if layout == "nhwc":
+        x, weight, offset, mask = (t.permute(0, 2, 3, 1).contiguous() for t in (x, weight, offset, mask))
+    dcn = deform_conv_torch if layout == "nchw" else deform_conv_nhwc_torch
+    whole = dcn(launcher, geom, x, weight, offset, mask, bias)  # 50 MiB: one chunk
+    launched = []
+    launcher.launch = lambda kernel, *args, base=launcher.launch: launched.append(kernel) or base(kernel, *args)
+    launcher.l2_cache_bytes = 2 * 300 * geom.taps * geom.c * 4  # 300 pixels' columns in half: 256-pixel chunks
+    chunked = dcn(launcher, geom, x, weight, offset, mask, bias)
+    assert len(launched) == (2 * 3 if layout == "nchw" else 5)  # per image (600 px) in NCHW, across images NHWC
+    assert (chunked - whole).abs().max() <= 1e-6
 
 
 @pytest.mark.parametrize("dtype, tol", [(torch.float32, 1e-5), (torch.float16, 3e-3)])

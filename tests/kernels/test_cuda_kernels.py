@@ -27,7 +27,7 @@ from vsr.kernels import DeformConvGeometry, deform_conv as cpu_deform_conv
 from vsr.kernels.cuda import (deform_conv, deform_conv_nhwc, launcher_available, open_launcher, pixel_shuffle_lrelu,
                               pixel_shuffle_lrelu_nhwc, select_launcher)
 from vsr.kernels.cuda.host import build_harness
-from vsr.kernels.cuda.ops import deform_im2col
+from vsr.kernels.cuda.ops import column_chunk_pixels, deform_im2col
 
 pytestmark = pytest.mark.skipif(not launcher_available("host"), reason="no host C++ compiler for the CPU harness")
 
@@ -162,6 +162,14 @@ def test_dcn_indices_are_checked_to_fit_32_bits_before_any_launch():
     with pytest.raises(ValueError, match="chunk_columns"):
         deform_im2col(rec, geom, tiny, tiny, tiny, tiny, 0, 1 << 22)
     assert len(rec.launches) == 1
+
+
+def test_column_chunks_fill_half_the_l2_in_whole_gemm_tiles():
+    geom = DeformConvGeometry.from_attrs((20, 64, 540, 960), (64, 64, 3, 3), pads=[1] * 4, offset_group=8)
+    assert column_chunk_pixels(geom, 2, 50 * 2**20) == 22528  # EDVR-M fp16, an H100: 25 MiB of columns
+    assert column_chunk_pixels(geom, 2) == 22528  # the default (the CPU emulation): an H100's L2
+    assert column_chunk_pixels(geom, 4, 50 * 2**20) == 11264
+    assert column_chunk_pixels(geom, 2, 1 << 20) == 256  # one GEMM tile at least
 
 
 def to_nhwc(a):

@@ -11,9 +11,8 @@ import numpy as np
 from vsr.kernels.deform_conv import DeformConvGeometry
 
 _SUFFIX = {"float32": "f32", "float16": "f16"}
-# Output pixels per im2col/GEMM launch pair: the column buffer holds C*kh*kw rows of this many pixels
-# (EDVR-M, fp16: 576 x 65536 x 2 bytes = 72 MiB).
-DEFAULT_CHUNK_PIXELS = 65536
+# The L2 cache the column chunks are sized to where the launcher cannot say (the CPU emulation): an H100's.
+DEFAULT_L2_BYTES = 50 * 2**20
 _IM2COL_BLOCK = 256
 _GEMM_BLOCK = (64, 4, 1)  # VSR_GEMM_BX, VSR_GEMM_BY in deform_conv.cu
 _GEMM_TILE = (256, 16)  # pixels x output channels per GEMM block
@@ -31,6 +30,25 @@ def _suffix(*arrays) -> str:
 
 def _blocks(n: int, per_block: int) -> int:
     return -(-n // per_block)
+
+
+def column_chunk_pixels(geom: DeformConvGeometry, itemsize: int, l2_bytes: int | None = None) -> int:
+    """Output pixels per im2col/GEMM launch pair: their columns (``kh*kw*C`` values a pixel) fill half the L2 cache
+    (``l2_bytes``, None: :data:`DEFAULT_L2_BYTES`), so the GEMM reads from L2 what the sampling kernel just wrote
+    and the other half holds the input rows being sampled; whole GEMM tiles of 256 pixels, one tile at least.
+    EDVR-M in fp16 on an H100: 22,528 pixels, 25 MiB (65,536 pixels were 72 MiB, past its 50 MiB)."""
+    per_pixel = geom.taps * geom.c * int(itemsize)
+    pixels = (l2_bytes or DEFAULT_L2_BYTES) // 2 // per_pixel
+    return max(_GEMM_TILE[0], pixels // _GEMM_TILE[0] * _GEMM_TILE[0])
+
+
+def chunk_for(launcher, geom: DeformConvGeometry, x, chunk_pixels: int | None) -> int:
+    """The chunk of a call: ``chunk_pixels`` where given, else sized to the launcher's L2 (its ``l2_cache_bytes``,
+    where it has one); never more than the batch's output pixels."""
+    if chunk_pixels is None:
+        itemsize = 2 if _suffix(x) == "f16" else 4
+        chunk_pixels = column_chunk_pixels(geom, itemsize, getattr(launcher, "l2_cache_bytes", None))
+    return max(1, min(int(chunk_pixels), geom.n * geom.ho * geom.wo))
 
 
 def check_int32(op: str, **counts: int) -> None:
@@ -51,13 +69,13 @@ def _check_dcn_int32(g: DeformConvGeometry, chunk: int) -> None:
 
 
 def deform_conv(launcher, geom: DeformConvGeometry, x, weight, offset, mask, bias, *, out=None,
-                negative_slope: float | None = None, chunk_pixels: int = DEFAULT_CHUNK_PIXELS,
+                negative_slope: float | None = None, chunk_pixels: int | None = None,
                 mask_logits: bool = False):
     """``DeformConv`` (ONNX, DCNv2) with an optional fused LeakyReLU: x ``(N, C, H, W)`` -> ``(N, Co, Ho, Wo)``.
 
     weight ``(Co, C/group, kh, kw)``, offset ``geom.offset_shape``, mask ``geom.mask_shape``, bias ``(Co,)``;
     all C-contiguous arrays of ``launcher`` with one dtype.  ``mask_logits``: mask holds the logits, the sampling
-    kernel applies the sigmoid.
+    kernel applies the sigmoid.  ``chunk_pixels``: output pixels per launch pair (None: :func:`chunk_for`).
     """
     g = geom
     expect = {"x": (g.n, g.c, g.h, g.w), "weight": (g.co, g.c // g.group, g.kh, g.kw), "offset": g.offset_shape,
@@ -70,7 +88,7 @@ def deform_conv(launcher, geom: DeformConvGeometry, x, weight, offset, mask, bia
         out = launcher.empty(g.out_shape, x.dtype)
     slope = 1.0 if negative_slope is None else float(negative_slope)
     total = g.n * g.ho * g.wo
-    chunk = max(1, min(int(chunk_pixels), total))
+    chunk = chunk_for(launcher, g, x, chunk_pixels)
     cols = launcher.empty((g.c * g.taps * chunk,), x.dtype)
     kg = (g.c // g.group) * g.taps
     for q0 in range(0, total, chunk):
@@ -114,7 +132,7 @@ def pixel_shuffle_lrelu(launcher, x, upscale: int = 2, *, out=None, negative_slo
 
 
 def deform_conv_nhwc(launcher, geom: DeformConvGeometry, x, weight, offset, mask, bias, *, out=None,
-                     negative_slope: float | None = None, chunk_pixels: int = DEFAULT_CHUNK_PIXELS,
+                     negative_slope: float | None = None, chunk_pixels: int | None = None,
                      mask_logits: bool = False):
     """:func:`deform_conv` channels-last: x ``(N, H, W, C)`` -> ``(N, Ho, Wo, Co)`` with vsr's GEMM kernel.
 
@@ -132,7 +150,7 @@ def deform_conv_nhwc(launcher, geom: DeformConvGeometry, x, weight, offset, mask
         out = launcher.empty((g.n, g.ho, g.wo, g.co), x.dtype)
     slope = 1.0 if negative_slope is None else float(negative_slope)
     total = g.n * g.ho * g.wo
-    chunk = max(1, min(int(chunk_pixels), total))
+    chunk = chunk_for(launcher, g, x, chunk_pixels)
     cols = launcher.empty((chunk * g.taps * g.c,), x.dtype)
     for q0 in range(0, total, chunk):
         nq = min(chunk, total - q0)
