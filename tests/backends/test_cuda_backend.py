@@ -164,6 +164,25 @@ def test_channels_last_runs_every_conv_and_bridge_on_nhwc_tensors(tiny, config, 
     assert len(layouts) > 30 and set(layouts) == {memory_format == "channels_last"}
 
 
+@pytest.mark.parametrize("memory_format", ["channels_last", "contiguous"])
+def test_channels_last_orders_the_upsampling_channels_once_for_contiguous_shuffles(tiny, memory_format):
+    """Channels-last, the bridged model's upconv1/upconv2 give their channels sub-pixel-major (the shuffle copies
+    contiguous runs); the source model keeps its own; the output is the reference's."""
+    cuda_b, ref = tiny
+    backend = _open("edvr-tiny", CudaOptions(device="cpu", precision="fp32", output="float32",
+                                             memory_format=memory_format))
+    edvr, source = backend.model.model, ref.model
+    cl = memory_format == "channels_last"
+    assert edvr.pixel_shuffle.subpixel_major == cl
+    for name in ("upconv1", "upconv2"):
+        mine, theirs = getattr(edvr, name), getattr(source, name)
+        c = theirs.out_channels // 4
+        order = [s * c + ch for ch in range(c) for s in range(4)] if cl else list(range(4 * c))
+        assert torch.equal(mine.bias[order], theirs.bias) and torch.equal(mine.weight[order], theirs.weight)
+    x = _frames(12, (1, 3, 3, 16, 20))
+    assert np.abs(backend.infer(x) - ref.infer(x)).max() <= 1e-5
+
+
 def test_edvr_s_on_a_small_frame_equals_the_torch_reference():
     cuda_b, ref = _open("edvr-s", CPU_FP32), _open("edvr-s", TorchOptions(device="cpu", threads=1))
     x = _frames(3, (1, 5, 3, 20, 24))

@@ -27,7 +27,7 @@ from vsr.kernels import DeformConvGeometry, deform_conv as cpu_deform_conv
 from vsr.kernels.cuda import (deform_conv, deform_conv_nhwc, launcher_available, open_launcher, pixel_shuffle_lrelu,
                               pixel_shuffle_lrelu_nhwc, select_launcher)
 from vsr.kernels.cuda.host import build_harness
-from vsr.kernels.cuda.ops import column_chunk_pixels, deform_im2col
+from vsr.kernels.cuda.ops import column_chunk_pixels, deform_im2col, subpixel_major_order
 
 pytestmark = pytest.mark.skipif(not launcher_available("host"), reason="no host C++ compiler for the CPU harness")
 
@@ -252,6 +252,23 @@ def test_pixel_shuffle_lrelu_nhwc_is_the_nchw_one_transposed(host, dtype):
     got = pixel_shuffle_lrelu_nhwc(host, to_nhwc(x), 2, negative_slope=0.1)
     assert got.shape == (2, 6, 10, 6)
     np.testing.assert_array_equal(got, to_nhwc(want))
+
+
+@pytest.mark.parametrize("r", [2, 3])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_pixel_shuffle_nhwc_of_subpixel_major_channels_is_the_same_shuffle(host, dtype, r):
+    """The conv's output channels permuted by subpixel_major_order: the same output, exactly."""
+    x = np.random.default_rng(8).standard_normal((2, 5 * r * r, 3, 4)).astype(dtype)
+    want = to_nhwc(pixel_shuffle_lrelu(host, x, r, negative_slope=0.1))
+    order = subpixel_major_order(5 * r * r, r)
+    assert sorted(order) == list(range(5 * r * r)) and order[1] == r * r  # sub-pixel 0 of channel 1 comes second
+    got = pixel_shuffle_lrelu_nhwc(host, to_nhwc(x[:, order]), r, negative_slope=0.1, subpixel_major=True)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_pixel_shuffle_refuses_grids_it_cannot_launch(host):
+    with pytest.raises(ValueError, match="70000 output rows exceed the launch grid's 65535"):
+        pixel_shuffle_lrelu(host, np.zeros((1, 4, 35000, 1), np.float32), 2)
 
 
 @pytest.mark.parametrize("slope", [0.5, 0.1, 3.0])

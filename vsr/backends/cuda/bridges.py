@@ -27,10 +27,10 @@ from torch import nn
 
 from vsr.backends.cuda.dcn import deform_conv_nhwc_torch, deform_conv_torch
 from vsr.backends.cuda.layout import Layout
-from vsr.kernels.cuda.ops import pixel_shuffle_lrelu, pixel_shuffle_lrelu_nhwc
+from vsr.kernels.cuda.ops import pixel_shuffle_lrelu, pixel_shuffle_lrelu_nhwc, subpixel_major_order
 from vsr.kernels.deform_conv import DeformConvGeometry
 from vsr.model.dcn import DCNv2Pack
-from vsr.model.edvr import PixelShuffleLReLU, TSAFusion
+from vsr.model.edvr import EDVR, PixelShuffleLReLU, TSAFusion
 
 SLOPE = 0.1  # EDVR's LeakyReLU
 
@@ -131,7 +131,9 @@ class DCNBridge(nn.Module):
 
 
 class ShuffleBridge(nn.Module):
-    """``PixelShuffleLReLU`` as vsr's one fused kernel: ``(N, C*r*r, H, W) -> (N, C, r*H, r*W)`` in ``layout``."""
+    """``PixelShuffleLReLU`` as vsr's one fused kernel: ``(N, C*r*r, H, W) -> (N, C, r*H, r*W)`` in ``layout``.
+    ``subpixel_major`` (channels-last): the convolutions before it give their channels sub-pixel-major
+    (:func:`order_subpixel_major`), so the kernel copies contiguous runs."""
 
     def __init__(self, upscale: int, launcher, timeline: Timeline, name: str, layout: Layout = Layout()):
         super().__init__()
@@ -140,6 +142,7 @@ class ShuffleBridge(nn.Module):
         self.timeline = timeline
         self.step_name = name
         self.layout = layout
+        self.subpixel_major = False
         self._calls = 0
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -149,7 +152,8 @@ class ShuffleBridge(nn.Module):
         with self.timeline.step(name):
             if not self.layout.channels_last:
                 return pixel_shuffle_lrelu(self.launcher, x.contiguous(), self.upscale, negative_slope=SLOPE)
-            out = pixel_shuffle_lrelu_nhwc(self.launcher, Layout.nhwc(x), self.upscale, negative_slope=SLOPE)
+            out = pixel_shuffle_lrelu_nhwc(self.launcher, Layout.nhwc(x), self.upscale, negative_slope=SLOPE,
+                                           subpixel_major=self.subpixel_major)
             return Layout.from_nhwc(out)
 
 
@@ -204,7 +208,25 @@ def bridge_model(model: nn.Module, launcher, timeline: Timeline, gemm: str = "to
         parent = bridged.get_submodule(parent_name) if parent_name else bridged
         parent.add_module(attr, new)
         names.append(name)
+    if layout.channels_last:
+        order_subpixel_major(bridged)
     return BridgedModel(layout.model(bridged), timeline, shuffles), names
+
+
+def order_subpixel_major(model: nn.Module) -> None:
+    """In every EDVR of ``model`` whose ``pixel_shuffle`` is a :class:`ShuffleBridge`: the output channels of the
+    convolutions it follows (``upconv1``, ``upconv2``: its only inputs) permuted sub-pixel-major, once, in place,
+    and the bridge told so -- the NHWC shuffle then copies runs of ``r*C`` contiguous values, the same result."""
+    for module in model.modules():
+        if not (isinstance(module, EDVR) and isinstance(module.pixel_shuffle, ShuffleBridge)):
+            continue
+        shuffle = module.pixel_shuffle
+        with torch.no_grad():
+            for conv in (module.upconv1, module.upconv2):
+                order = torch.as_tensor(subpixel_major_order(conv.out_channels, shuffle.upscale))
+                conv.weight.copy_(conv.weight[order])
+                conv.bias.copy_(conv.bias[order])
+        shuffle.subpixel_major = True
 
 
 def keep_attention_fp32(model: nn.Module) -> list[str]:

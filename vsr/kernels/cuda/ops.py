@@ -18,6 +18,7 @@ _GEMM_BLOCK = (64, 4, 1)  # VSR_GEMM_BX, VSR_GEMM_BY in deform_conv.cu
 _GEMM_TILE = (256, 16)  # pixels x output channels per GEMM block
 # The kernels index in 32-bit C int (64 bits only for each thread's per-image base): every count below this.
 INT32_LIMIT = 2**31 - 1
+_GRID_YZ_LIMIT = 65535  # a launch grid's y and z extents
 
 
 def _suffix(*arrays) -> str:
@@ -120,15 +121,39 @@ def pixel_shuffle_lrelu(launcher, x, upscale: int = 2, *, out=None, negative_slo
     if crr % (r * r):
         raise ValueError(f"DepthToSpace: {crr} channels are not divisible by blocksize^2 = {r * r}")
     shape = (n, crr // (r * r), h * r, w * r)
-    if out is None:
-        out = launcher.empty(shape, x.dtype)
-    elif tuple(out.shape) != shape:
-        raise ValueError(f"DepthToSpace: out has shape {tuple(out.shape)}, expected {shape}")
-    suffix = _suffix(x, out)
+    out = _shuffle_out(launcher, x, out, shape)
     slope = 1.0 if negative_slope is None else float(negative_slope)
-    launcher.launch(f"pixel_shuffle_lrelu_{suffix}", (_blocks(int(np.prod(shape)), block), 1, 1), (block, 1, 1),
-                    x, out, n, shape[1], h, w, r, slope)
+    grid = _shuffle_grid(w * r, h * r, n * shape[1], block)
+    launcher.launch(f"pixel_shuffle_lrelu_{_suffix(x, out)}", grid, (block, 1, 1), x, out, n, shape[1], h, w, r,
+                    slope)
     return out
+
+
+def _shuffle_out(launcher, x, out, shape):
+    if out is None:
+        return launcher.empty(shape, x.dtype)
+    if tuple(out.shape) != shape:
+        raise ValueError(f"DepthToSpace: out has shape {tuple(out.shape)}, expected {shape}")
+    return out
+
+
+def _shuffle_grid(row: int, rows: int, images: int, block: int) -> tuple[int, int, int]:
+    """The shuffle's grid: one thread per element of an output row, a block row per output row and image."""
+    check_int32("DepthToSpace", row_elements=row)
+    for label, value in (("output rows", rows), ("images (x channels in NCHW)", images)):
+        if value > _GRID_YZ_LIMIT:
+            raise ValueError(f"DepthToSpace: {value} {label} exceed the launch grid's {_GRID_YZ_LIMIT}")
+    return _blocks(row, block), rows, images
+
+
+def subpixel_major_order(channels: int, upscale: int = 2):
+    """The channel permutation that makes a conv's output sub-pixel-major for the NHWC shuffle: new channel
+    ``s*C + c`` is the old ``c*r*r + s`` (``s = i*r + j``), C = channels / r^2 -- an index array for dim 0 of the
+    conv's weight and bias."""
+    rr = int(upscale) ** 2
+    if channels % rr:
+        raise ValueError(f"DepthToSpace: {channels} channels are not divisible by blocksize^2 = {rr}")
+    return np.arange(channels).reshape(channels // rr, rr).T.reshape(-1)
 
 
 def deform_conv_nhwc(launcher, geom: DeformConvGeometry, x, weight, offset, mask, bias, *, out=None,
@@ -189,18 +214,19 @@ def deform_im2col_nhwc(launcher, geom: DeformConvGeometry, x, offset, mask, cols
 
 
 def pixel_shuffle_lrelu_nhwc(launcher, x, upscale: int = 2, *, out=None, negative_slope: float | None = None,
-                             block: int = 256):
-    """:func:`pixel_shuffle_lrelu` channels-last: ``(N, H, W, C*r*r) -> (N, H*r, W*r, C)``."""
+                             block: int = 256, subpixel_major: bool = False):
+    """:func:`pixel_shuffle_lrelu` channels-last: ``(N, H, W, C*r*r) -> (N, H*r, W*r, C)``.  ``subpixel_major``:
+    x's channels are ordered ``(i*r + j)*C + c`` (the conv before it permuted by :func:`subpixel_major_order`),
+    so that the shuffle copies runs of ``r*C`` contiguous values; the result is the same."""
     n, h, w, crr = (int(v) for v in x.shape)
     r = int(upscale)
     if crr % (r * r):
         raise ValueError(f"DepthToSpace: {crr} channels are not divisible by blocksize^2 = {r * r}")
     shape = (n, h * r, w * r, crr // (r * r))
-    if out is None:
-        out = launcher.empty(shape, x.dtype)
-    elif tuple(out.shape) != shape:
-        raise ValueError(f"DepthToSpace: out has shape {tuple(out.shape)}, expected {shape}")
+    out = _shuffle_out(launcher, x, out, shape)
+    check_int32("DepthToSpace", input_row_elements=w * crr)
     slope = 1.0 if negative_slope is None else float(negative_slope)
-    launcher.launch(f"pixel_shuffle_lrelu_nhwc_{_suffix(x, out)}", (_blocks(int(np.prod(shape)), block), 1, 1),
-                    (block, 1, 1), x, out, n, shape[3], h, w, r, slope)
+    grid = _shuffle_grid(w * r * shape[3], h * r, n, block)
+    launcher.launch(f"pixel_shuffle_lrelu_nhwc_{_suffix(x, out)}", grid, (block, 1, 1), x, out, n, shape[3], h, w,
+                    r, int(subpixel_major), slope)
     return out

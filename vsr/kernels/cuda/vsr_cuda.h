@@ -27,9 +27,4 @@ __device__ __forceinline__ float vsr_sigmoid(float v) { return 1.0f / (1.0f + ex
 #define VSR_UNROLL _Pragma("unroll")
 #endif
 
-// Linear thread index of a 1-D launch, wide enough for 4K feature maps.
-__device__ __forceinline__ long long vsr_thread_index() {
-    return (long long)blockIdx.x * blockDim.x + threadIdx.x;
-}
-
 #endif  // VSR_CUDA_H
