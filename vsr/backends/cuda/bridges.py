@@ -230,19 +230,25 @@ def order_subpixel_major(model: nn.Module) -> None:
 
 
 def keep_attention_fp32(model: nn.Module) -> list[str]:
-    """Keep TSA's temporal attention fp32 in a ``model`` otherwise in half precision; returns the names of the
-    fusion modules so kept.  Its correlation is a sum of ``num_feat`` products of unbounded features, which
+    """Keep the sum of TSA's temporal attention fp32 in a ``model`` otherwise in half precision; returns the names
+    of the fusion modules so kept.  Its correlation is a sum of ``num_feat`` products of unbounded features, which
     overflows fp16's 65504 before the sigmoid after it saturates (``vsr.export.fp16`` keeps the same nodes fp32
-    in the ONNX form).  The two embedding convolutions run fp32, the attention comes back in the model's dtype."""
+    in the ONNX form).  Only the products and their sum need the range: the two embedding convolutions run in the
+    model's dtype (tensor cores, no fp32 copy of the aligned frames); each frame's embedding is widened to fp32
+    in turn, multiplied by the fp32 reference embedding and summed; the attention comes back in the model's
+    dtype."""
     kept = []
     for name, module in model.named_modules():
         if isinstance(module, TSAFusion):
-            module.temporal_attn1.float()
-            module.temporal_attn2.float()
-            module.temporal_attention = functools.partial(_attention_fp32, module)
+            module.temporal_attention = functools.partial(_attention_fp32_sum, module)
             kept.append(name)
     return kept
 
 
-def _attention_fp32(tsa: TSAFusion, aligned: torch.Tensor) -> torch.Tensor:
-    return TSAFusion.temporal_attention(tsa, aligned.float()).to(aligned.dtype)
+def _attention_fp32_sum(tsa: TSAFusion, aligned: torch.Tensor) -> torch.Tensor:
+    """:meth:`TSAFusion.temporal_attention` with its correlation in fp32: ``(N, T, C, H, W) -> (N, T, 1, H, W)``."""
+    b, t, c, h, w = aligned.shape
+    ref = tsa.temporal_attn1(aligned[:, tsa.center_frame_idx]).float()
+    embedding = tsa.temporal_attn2(aligned.reshape(b * t, c, h, w)).view(b, t, c, h, w)
+    corr = torch.stack([(embedding[:, i].float() * ref).sum(dim=1) for i in range(t)], dim=1)  # (b, t, h, w)
+    return torch.sigmoid(corr).unsqueeze(2).to(aligned.dtype)
