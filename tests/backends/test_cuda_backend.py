@@ -24,7 +24,7 @@ from vsr.backends import options as backend_options_module
 from tests.kernels.test_cuda_kernels import CASES, make_case, reference_dcn
 from vsr.backends.cuda import resolve_device, segment_runtime
 from vsr.backends.cuda.bridges import DCNBridge, ShuffleBridge, Timeline
-from vsr.backends.cuda.layout import Layout
+from vsr.backends.cuda.layout import Layout, PaddedOutputConv
 from vsr.backends.cuda.dcn import deform_conv_nhwc_torch, deform_conv_torch
 from vsr.backends.cuda.engines import CudaTensorRTBackend
 from vsr.backends.cuda.runtime import CudaTorchBackend
@@ -181,6 +181,21 @@ def test_channels_last_orders_the_upsampling_channels_once_for_contiguous_shuffl
         assert torch.equal(mine.bias[order], theirs.bias) and torch.equal(mine.weight[order], theirs.weight)
     x = _frames(12, (1, 3, 3, 16, 20))
     assert np.abs(backend.infer(x) - ref.infer(x)).max() <= 1e-5
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_conv_last_padded_to_8_outputs_gives_the_same_3(tiny, dtype):
+    """Channels-last, conv_last (64 -> 3) runs as 8 outputs (zero weights past 3), the 3 sliced after."""
+    backend = _open("edvr-tiny", CudaOptions(device="cpu", precision="fp32", output="float32"))
+    padded = backend.model.model.conv_last
+    assert isinstance(padded, PaddedOutputConv) and padded.conv.out_channels == 8
+    conv = torch.nn.Conv2d(64, 3, 3, 1, 1).to(dtype=dtype, memory_format=torch.channels_last)
+    same = PaddedOutputConv(conv).to(memory_format=torch.channels_last)
+    assert not same.conv.weight[3:].any() and not same.conv.bias[3:].any()
+    x = torch.randn(2, 64, 12, 20).to(dtype=dtype, memory_format=torch.channels_last)
+    with torch.no_grad():
+        got, want = same(x), conv(x)
+    assert got.shape == want.shape and torch.equal(got, want)
 
 
 def test_edvr_s_on_a_small_frame_equals_the_torch_reference():
