@@ -258,8 +258,32 @@ def check_kernel_speed(ctx: Context) -> dict:
                     row["vsr_nhwc_over_torchvision"] = row["vsr_nhwc_torch_ms"] / row["torchvision_ms"]
                 except ImportError:
                     row["torchvision_ms"] = None
+                row.update(_bridge_kernel_ms(ctx, launcher, args))
             rows.append(row)
     return {"cases": rows, "repeats": ctx.repeats}
+
+
+def _bridge_kernel_ms(ctx: Context, launcher, args) -> dict:
+    """Device ms per call of the channels-last bridge kernels alone: the DCN sampling kernel on one column chunk
+    (sized to the device's L2) reading conv_offset's record with the mask's logits (the sigmoid fused), and the
+    NHWC PixelShuffle + LeakyReLU of upconv1's output (4C channels, sub-pixel-major) at these frames."""
+    from vsr.kernels.cuda.ops import chunk_for, deform_im2col_nhwc, pixel_shuffle_lrelu_nhwc
+    from vsr.kernels.deform_conv import DeformConvGeometry
+
+    x, offset, mask, weight, _ = args
+    geom = DeformConvGeometry.from_attrs(tuple(x.shape), tuple(weight.shape), pads=[1] * 4, offset_group=8)
+    logits = torch.randn(mask.shape, generator=torch.Generator().manual_seed(2)).to(mask)
+    record = torch.cat([offset, logits], dim=1).permute(0, 2, 3, 1).contiguous()  # as conv_offset gives it
+    xn = x.permute(0, 2, 3, 1).contiguous()
+    chunk = chunk_for(launcher, geom, xn, None)
+    cols = launcher.empty((chunk * geom.taps * geom.c,), x.dtype)
+    n, c, h, w = x.shape
+    up = torch.randn((n, h, w, 4 * c), generator=torch.Generator().manual_seed(3)).to(x)
+    return {"dcn_sampling_chunk_px": chunk,
+            "dcn_sampling_ms": 1e3 * ctx.timed(lambda: deform_im2col_nhwc(launcher, geom, xn, record, None, cols, 0,
+                                                                          chunk, mask_logits=True)),
+            "shuffle_nhwc_ms": 1e3 * ctx.timed(lambda: pixel_shuffle_lrelu_nhwc(launcher, up, 2, negative_slope=0.1,
+                                                                                subpixel_major=True))}
 
 
 def _module_peaks(backend, x: np.ndarray) -> dict[str, float]:

@@ -23,14 +23,16 @@ from vsr.backends import CudaOptions, OrtOptions, SplitOptions, TorchOptions, ba
 from vsr.backends import options as backend_options_module
 from tests.kernels.test_cuda_kernels import CASES, make_case, reference_dcn
 from vsr.backends.cuda import resolve_device, segment_runtime
-from vsr.backends.cuda.bridges import DCNBridge, ShuffleBridge
-from vsr.backends.cuda.dcn import deform_conv_torch
+from vsr.backends.cuda.bridges import DCNBridge, ShuffleBridge, Timeline
+from vsr.backends.cuda.layout import Layout, PaddedOutputConv
+from vsr.backends.cuda.dcn import deform_conv_nhwc_torch, deform_conv_torch
 from vsr.backends.cuda.engines import CudaTensorRTBackend
 from vsr.backends.cuda.runtime import CudaTorchBackend
 from vsr.backends.cuda.tensors import TensorLauncher, open_tensor_launcher
 from vsr.errors import BackendError
 from vsr.kernels.cuda import pixel_shuffle_lrelu
 from vsr.model import load_model
+from vsr.model.dcn import DCNv2Pack
 from vsr.plan.segments import OrtSegmentBackend
 
 CPU_FP32 = CudaOptions(device="cpu", precision="fp32", output="float32")
@@ -79,6 +81,46 @@ def test_dcn_on_tensors_matches_the_definition_with_either_gemm(name, gemm, chun
         assert np.abs(got.double().numpy() - want).max() <= tol * max(1.0, np.abs(want).max())
 
 
+@pytest.mark.parametrize("layout", ["nchw", "nhwc"])
+def test_dcn_column_chunks_follow_the_launchers_l2(layout):
+    """No chunk size given: the columns fill half the launcher's L2 (the CPU's: None, an H100's by default)."""
+    geom, arrays = make_case(11, 2, 8, 20, 30, 8, 3, 3, pads=[1] * 4, offset_group=2)  # 1,200 output pixels
+    launcher = open_tensor_launcher("auto", torch.device("cpu"))
+    assert launcher.l2_cache_bytes is None
+    x, weight, offset, mask, bias = (torch.from_numpy(a) for a in arrays)
+    if layout == "nhwc":
+        x, weight, offset, mask = (t.permute(0, 2, 3, 1).contiguous() for t in (x, weight, offset, mask))
+    dcn = deform_conv_torch if layout == "nchw" else deform_conv_nhwc_torch
+    whole = dcn(launcher, geom, x, weight, offset, mask, bias)  # 50 MiB: one chunk
+    launched = []
+    launcher.launch = lambda kernel, *args, base=launcher.launch: launched.append(kernel) or base(kernel, *args)
+    launcher.l2_cache_bytes = 2 * 300 * geom.taps * geom.c * 4  # 300 pixels' columns in half: 256-pixel chunks
+    chunked = dcn(launcher, geom, x, weight, offset, mask, bias)
+    assert len(launched) == (2 * 3 if layout == "nchw" else 5)  # per image (600 px) in NCHW, across images NHWC
+    assert (chunked - whole).abs().max() <= 1e-6
+
+
+@pytest.mark.parametrize("dtype, tol", [(torch.float32, 1e-5), (torch.float16, 3e-3)])
+def test_dcn_bridge_channels_last_reads_the_mask_logits_in_place(monkeypatch, dtype, tol):
+    """DCNv2Pack's offsets and mask logits straight out of its conv_offset record: the sigmoid in the sampling
+    kernel, no pass of torch's (and no copy); equal to the pack's own forward (torch's reference DCN)."""
+    torch.manual_seed(0)
+    pack = DCNv2Pack(16, 16, 3, 1, deformable_groups=8)
+    with torch.no_grad():  # offsets of a pixel or two, logits either way of 0
+        pack.conv_offset.weight.normal_(0.0, 0.05)
+        pack.conv_offset.bias.normal_(0.0, 1.0)
+    x, feat = torch.randn(2, 16, 9, 11), torch.randn(2, 16, 9, 11)
+    with torch.no_grad():
+        want = pack(x, feat).double()
+        layout = Layout()
+        bridge = DCNBridge(layout.model(pack.to(dtype)), open_tensor_launcher("auto", torch.device("cpu")),
+                           Timeline(torch.device("cpu")), "dcn", layout=layout)
+        monkeypatch.setattr(torch, "sigmoid", None)  # a pass of torch's would fail here
+        got = bridge(layout.activation(x.to(dtype)), layout.activation(feat.to(dtype)))
+    assert got.dtype == dtype and got.shape == want.shape
+    assert (got.double() - want).abs().max() <= tol * max(1.0, float(want.abs().max()))
+
+
 @pytest.mark.parametrize("gemm", ["kernel"])
 def test_tiny_with_vsrs_own_gemm_equals_the_reference(tiny, gemm):
     _, ref = tiny
@@ -122,6 +164,40 @@ def test_channels_last_runs_every_conv_and_bridge_on_nhwc_tensors(tiny, config, 
     assert len(layouts) > 30 and set(layouts) == {memory_format == "channels_last"}
 
 
+@pytest.mark.parametrize("memory_format", ["channels_last", "contiguous"])
+def test_channels_last_orders_the_upsampling_channels_once_for_contiguous_shuffles(tiny, memory_format):
+    """Channels-last, the bridged model's upconv1/upconv2 give their channels sub-pixel-major (the shuffle copies
+    contiguous runs); the source model keeps its own; the output is the reference's."""
+    cuda_b, ref = tiny
+    backend = _open("edvr-tiny", CudaOptions(device="cpu", precision="fp32", output="float32",
+                                             memory_format=memory_format))
+    edvr, source = backend.model.model, ref.model
+    cl = memory_format == "channels_last"
+    assert edvr.pixel_shuffle.subpixel_major == cl
+    for name in ("upconv1", "upconv2"):
+        mine, theirs = getattr(edvr, name), getattr(source, name)
+        c = theirs.out_channels // 4
+        order = [s * c + ch for ch in range(c) for s in range(4)] if cl else list(range(4 * c))
+        assert torch.equal(mine.bias[order], theirs.bias) and torch.equal(mine.weight[order], theirs.weight)
+    x = _frames(12, (1, 3, 3, 16, 20))
+    assert np.abs(backend.infer(x) - ref.infer(x)).max() <= 1e-5
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_conv_last_padded_to_8_outputs_gives_the_same_3(tiny, dtype):
+    """Channels-last, conv_last (64 -> 3) runs as 8 outputs (zero weights past 3), the 3 sliced after."""
+    backend = _open("edvr-tiny", CudaOptions(device="cpu", precision="fp32", output="float32"))
+    padded = backend.model.model.conv_last
+    assert isinstance(padded, PaddedOutputConv) and padded.conv.out_channels == 8
+    conv = torch.nn.Conv2d(64, 3, 3, 1, 1).to(dtype=dtype, memory_format=torch.channels_last)
+    same = PaddedOutputConv(conv).to(memory_format=torch.channels_last)
+    assert not same.conv.weight[3:].any() and not same.conv.bias[3:].any()
+    x = torch.randn(2, 64, 12, 20).to(dtype=dtype, memory_format=torch.channels_last)
+    with torch.no_grad():
+        got, want = same(x), conv(x)
+    assert got.shape == want.shape and torch.equal(got, want)
+
+
 def test_edvr_s_on_a_small_frame_equals_the_torch_reference():
     cuda_b, ref = _open("edvr-s", CPU_FP32), _open("edvr-s", TorchOptions(device="cpu", threads=1))
     x = _frames(3, (1, 5, 3, 20, 24))
@@ -131,9 +207,9 @@ def test_edvr_s_on_a_small_frame_equals_the_torch_reference():
 def test_fp16_runs_weights_activations_and_kernels_in_half_precision(tiny):
     _, ref = tiny
     half = _open("edvr-tiny", CudaOptions(device="cpu", precision="fp16"))
-    fp32 = {n for n, p in half.model.named_parameters() if p.dtype == torch.float32}
-    assert {p.dtype for p in half.model.parameters()} == {torch.float16, torch.float32}
-    assert fp32 == {f"model.fusion.temporal_attn{i}.{w}" for i in (1, 2) for w in ("weight", "bias")}
+    # every weight half, TSA's embeddings too: only its correlation sum runs fp32 (test_cuda_runtime.py)
+    assert {p.dtype for p in half.model.parameters()} == {torch.float16}
+    assert half.fp32_modules == ["model.fusion"]
     x = _frames(4, (1, 3, 3, 16, 20))
     got, want = half.infer(x), ref.infer(x)
     assert got.dtype == np.float16  # the default download

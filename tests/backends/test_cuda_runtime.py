@@ -4,7 +4,8 @@ graph capture itself, on a recording stand-in for ``torch.cuda``'s graph API (no
 * one graph per program and (bucket, planned batch) -- the whole model, or the features and windows programs --:
   partial batches are padded to the planned batch, larger ones cut into planned batches; graphs are captured by
   ``prepare`` only (the order and the pool: ``test_cuda_graphs.py``);
-* TSA's temporal attention stays fp32 in an fp16 model: features that overflow fp16 there give finite output;
+* TSA's temporal attention sums in fp32 in an fp16 model (its convolutions in half): features whose products
+  overflow fp16 there give finite output;
 * the output is downloaded as uint8 (quantised as the post stage would), float16 or float32.
 """
 
@@ -120,6 +121,18 @@ def test_fp16_keeps_the_attention_fp32_so_large_features_stay_finite(tiny):
     tsa.temporal_attn1.half()
     tsa.temporal_attn2.half()
     assert not np.isfinite(half.infer(x)).all()
+
+
+def test_fp16_attention_convolves_in_half_and_sums_in_fp32(tiny):
+    """Only the correlation's products and sum are fp32: the embedding convolutions take and give half."""
+    half = _backend(tiny, precision="fp16", output="float32")
+    tsa = half.model.model.fusion
+    seen = []
+    for conv in (tsa.temporal_attn1, tsa.temporal_attn2):
+        assert conv.weight.dtype == torch.float16
+        conv.register_forward_hook(lambda m, args, out: seen.append((args[0].dtype, out.dtype)))
+    got = half.infer(_frames(4, (1, 3, 3, 16, 20)))
+    assert np.isfinite(got).all() and seen and set(seen) == {(torch.float16, torch.float16)}
 
 
 @pytest.mark.parametrize("output", ["uint8", "float16"])

@@ -7,6 +7,12 @@ those rounded inputs) 1e-3 of the largest output (seen: 4.3e-4) -- the column bu
 to half (2^-11 relative each).  PixelShuffle + LeakyReLU only moves and scales values: exact, in both dtypes, over
 every half bit pattern (which also checks the shim's round-to-nearest-even half conversion).
 
+The mask's sigmoid is applied in the sampling kernel where the mask holds logits (channels-last: the logits
+after the offsets in ``conv_offset``'s record); saturated logits give 0 and 1, never NaN.
+
+Index arithmetic is 32-bit: the launch refuses shapes beyond it, before launching anything.  The 3x3 taps run
+unrolled (EDVR's), other sizes by the general loop: both are checked (``edvr-like``, ``conv-groups-rect-kernel``).
+
 The channels-last forms (``*_nhwc``: every array ``(N, H, W, C)``) are checked against the same definitions, with
 the offsets read out of a wider per-pixel record (as the CUDA runtime passes DCNv2Pack's whole ``conv_offset``
 output) and the same tolerances.
@@ -21,6 +27,7 @@ from vsr.kernels import DeformConvGeometry, deform_conv as cpu_deform_conv
 from vsr.kernels.cuda import (deform_conv, deform_conv_nhwc, launcher_available, open_launcher, pixel_shuffle_lrelu,
                               pixel_shuffle_lrelu_nhwc, select_launcher)
 from vsr.kernels.cuda.host import build_harness
+from vsr.kernels.cuda.ops import column_chunk_pixels, deform_im2col, subpixel_major_order
 
 pytestmark = pytest.mark.skipif(not launcher_available("host"), reason="no host C++ compiler for the CPU harness")
 
@@ -128,6 +135,43 @@ def test_dcn_rejects_mixed_dtypes_and_wrong_shapes(host):
         deform_conv(host, geom, *arrays[:3], arrays[3][:, :-1], arrays[4])
 
 
+class RecordingLauncher:
+    """A launcher that allocates nothing and records the launches it is asked for."""
+
+    name = "recording"
+
+    def __init__(self):
+        self.launches = []
+
+    def launch(self, kernel, grid, block, *args):
+        self.launches.append((kernel, grid))
+
+
+def test_dcn_indices_are_checked_to_fit_32_bits_before_any_launch():
+    rec = RecordingLauncher()
+    tiny = np.zeros(1, np.float32)
+    # EDVR-M at batch 4 (20 frames), LR 540x960: the offset record of the batch has 2.2e9 values (its per-pixel
+    # base is 64-bit), every 32-bit count fits
+    geom = DeformConvGeometry.from_attrs((20, 64, 540, 960), (64, 64, 3, 3), pads=[1] * 4, offset_group=8)
+    deform_im2col(rec, geom, tiny, tiny, tiny, tiny, 0, 22528)
+    assert [k for k, _ in rec.launches] == ["dcn_im2col_f32"]
+    # one image of 64 x 6000 x 6000 values does not fit, nor does a chunk of 2^22 pixels' columns
+    big = DeformConvGeometry.from_attrs((1, 64, 6000, 6000), (64, 64, 3, 3), pads=[1] * 4, offset_group=8)
+    with pytest.raises(ValueError, match="image_elements = 2304000000 exceeds the 32-bit index range"):
+        deform_im2col(rec, big, tiny, tiny, tiny, tiny, 0, 256)
+    with pytest.raises(ValueError, match="chunk_columns"):
+        deform_im2col(rec, geom, tiny, tiny, tiny, tiny, 0, 1 << 22)
+    assert len(rec.launches) == 1
+
+
+def test_column_chunks_fill_half_the_l2_in_whole_gemm_tiles():
+    geom = DeformConvGeometry.from_attrs((20, 64, 540, 960), (64, 64, 3, 3), pads=[1] * 4, offset_group=8)
+    assert column_chunk_pixels(geom, 2, 50 * 2**20) == 22528  # EDVR-M fp16, an H100: 25 MiB of columns
+    assert column_chunk_pixels(geom, 2) == 22528  # the default (the CPU emulation): an H100's L2
+    assert column_chunk_pixels(geom, 4, 50 * 2**20) == 11264
+    assert column_chunk_pixels(geom, 2, 1 << 20) == 256  # one GEMM tile at least
+
+
 def to_nhwc(a):
     return np.ascontiguousarray(a.transpose(0, 2, 3, 1))
 
@@ -164,6 +208,29 @@ def test_dcn_nhwc_refuses_short_records_and_nchw_weights(host):
         deform_conv_nhwc(host, geom, x, arrays[1], offset, mask, bias)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("name", ["edvr-like", "conv-groups-rect-kernel"])
+def test_dcn_applies_the_mask_sigmoid_to_logits_in_either_layout(host, name, dtype):
+    n, c, h, w, co, kh, kw, attrs = CASES[name]
+    geom, arrays = make_case(8, n, c, h, w, co, kh, kw, **attrs)
+    rng = np.random.default_rng(9)
+    logits = rng.normal(0.0, 3.0, geom.mask_shape)
+    logits.flat[::7] = rng.choice([-100.0, 100.0], logits.flat[::7].size)  # saturated either way, never NaN
+    arrays = [a.astype(dtype) for a in arrays[:3] + [logits] + arrays[4:]]
+    x, weight, offset, mask, bias = arrays
+    want = reference_dcn(x, weight, offset, 1.0 / (1.0 + np.exp(-mask.astype(np.float64))), bias, geom, slope=0.1)
+    tol = 1e-5 if dtype == np.float32 else 1e-3 * np.abs(want).max()
+    got = deform_conv(host, geom, *arrays, negative_slope=0.1, mask_logits=True)
+    assert np.abs(got.astype(np.float64) - want).max() <= tol
+    # channels-last, as DCNv2Pack's conv_offset gives them: one record per pixel, the offsets then the logits
+    record = np.ascontiguousarray(np.concatenate([to_nhwc(offset), to_nhwc(mask)], axis=-1))
+    got = deform_conv_nhwc(host, geom, to_nhwc(x), to_nhwc(weight), record, None, bias, negative_slope=0.1,
+                           mask_logits=True, chunk_pixels=37)
+    assert np.abs(got.astype(np.float64).transpose(0, 3, 1, 2) - want).max() <= tol
+    with pytest.raises(ValueError, match="offset has shape"):  # no room for the logits after the offsets
+        deform_conv_nhwc(host, geom, to_nhwc(x), to_nhwc(weight), to_nhwc(offset), None, bias, mask_logits=True)
+
+
 def pixel_shuffle_reference(x, r):
     n, crr, h, w = x.shape
     return x.reshape(n, crr // (r * r), r, r, h, w).transpose(0, 1, 4, 2, 5, 3).reshape(n, -1, h * r, w * r)
@@ -185,6 +252,23 @@ def test_pixel_shuffle_lrelu_nhwc_is_the_nchw_one_transposed(host, dtype):
     got = pixel_shuffle_lrelu_nhwc(host, to_nhwc(x), 2, negative_slope=0.1)
     assert got.shape == (2, 6, 10, 6)
     np.testing.assert_array_equal(got, to_nhwc(want))
+
+
+@pytest.mark.parametrize("r", [2, 3])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_pixel_shuffle_nhwc_of_subpixel_major_channels_is_the_same_shuffle(host, dtype, r):
+    """The conv's output channels permuted by subpixel_major_order: the same output, exactly."""
+    x = np.random.default_rng(8).standard_normal((2, 5 * r * r, 3, 4)).astype(dtype)
+    want = to_nhwc(pixel_shuffle_lrelu(host, x, r, negative_slope=0.1))
+    order = subpixel_major_order(5 * r * r, r)
+    assert sorted(order) == list(range(5 * r * r)) and order[1] == r * r  # sub-pixel 0 of channel 1 comes second
+    got = pixel_shuffle_lrelu_nhwc(host, to_nhwc(x[:, order]), r, negative_slope=0.1, subpixel_major=True)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_pixel_shuffle_refuses_grids_it_cannot_launch(host):
+    with pytest.raises(ValueError, match="70000 output rows exceed the launch grid's 65535"):
+        pixel_shuffle_lrelu(host, np.zeros((1, 4, 35000, 1), np.float32), 2)
 
 
 @pytest.mark.parametrize("slope", [0.5, 0.1, 3.0])

@@ -27,10 +27,10 @@ from torch import nn
 
 from vsr.backends.cuda.dcn import deform_conv_nhwc_torch, deform_conv_torch
 from vsr.backends.cuda.layout import Layout
-from vsr.kernels.cuda.ops import pixel_shuffle_lrelu, pixel_shuffle_lrelu_nhwc
+from vsr.kernels.cuda.ops import pixel_shuffle_lrelu, pixel_shuffle_lrelu_nhwc, subpixel_major_order
 from vsr.kernels.deform_conv import DeformConvGeometry
 from vsr.model.dcn import DCNv2Pack
-from vsr.model.edvr import PixelShuffleLReLU, TSAFusion
+from vsr.model.edvr import EDVR, PixelShuffleLReLU, TSAFusion
 
 SLOPE = 0.1  # EDVR's LeakyReLU
 
@@ -97,7 +97,7 @@ class DCNBridge(nn.Module):
     """``DCNv2Pack`` whose deformable convolution runs on vsr's kernel: forward(x ``(N, C, H, W)``, feat
     ``(N, C, H, W)``) -> ``(N, Co, H, W)``, in ``layout``.  The offsets and mask stay torch (they end the segment
     before); channels-last, the kernel reads the offsets straight out of ``conv_offset``'s output (they are its
-    first ``2*G*kh*kw`` channels) and only the mask's sigmoid is computed apart."""
+    first ``2*G*kh*kw`` channels) and the mask's logits after them, the sigmoid applied by the sampling kernel."""
 
     def __init__(self, pack: DCNv2Pack, launcher, timeline: Timeline, name: str, gemm: str = "torch",
                  layout: Layout = Layout()):
@@ -123,16 +123,17 @@ class DCNBridge(nn.Module):
                 return deform_conv_torch(self.launcher, geom, x.contiguous(), pack.weight, offset.contiguous(),
                                          mask.contiguous(), pack.bias, gemm=self.gemm)
         record = Layout.nhwc(pack.conv_offset(feat))  # (N, H, W, 3*G*kh*kw): offsets, then the mask's logits
-        mask = torch.sigmoid(record[..., 2 * geom.offset_group * geom.taps:]).contiguous()
         weight = self.weight_rows.view(geom.co, geom.kh, geom.kw, geom.c // geom.group)
-        with self.timeline.step(self.step_name):
-            out = deform_conv_nhwc_torch(self.launcher, geom, Layout.nhwc(x), weight, record, mask, pack.bias,
-                                         gemm=self.gemm)
+        with self.timeline.step(self.step_name):  # the kernel reads the logits in the record, sigmoid and all
+            out = deform_conv_nhwc_torch(self.launcher, geom, Layout.nhwc(x), weight, record, None, pack.bias,
+                                         gemm=self.gemm, mask_logits=True)
         return Layout.from_nhwc(out)
 
 
 class ShuffleBridge(nn.Module):
-    """``PixelShuffleLReLU`` as vsr's one fused kernel: ``(N, C*r*r, H, W) -> (N, C, r*H, r*W)`` in ``layout``."""
+    """``PixelShuffleLReLU`` as vsr's one fused kernel: ``(N, C*r*r, H, W) -> (N, C, r*H, r*W)`` in ``layout``.
+    ``subpixel_major`` (channels-last): the convolutions before it give their channels sub-pixel-major
+    (:func:`order_subpixel_major`), so the kernel copies contiguous runs."""
 
     def __init__(self, upscale: int, launcher, timeline: Timeline, name: str, layout: Layout = Layout()):
         super().__init__()
@@ -141,6 +142,7 @@ class ShuffleBridge(nn.Module):
         self.timeline = timeline
         self.step_name = name
         self.layout = layout
+        self.subpixel_major = False
         self._calls = 0
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -150,7 +152,8 @@ class ShuffleBridge(nn.Module):
         with self.timeline.step(name):
             if not self.layout.channels_last:
                 return pixel_shuffle_lrelu(self.launcher, x.contiguous(), self.upscale, negative_slope=SLOPE)
-            out = pixel_shuffle_lrelu_nhwc(self.launcher, Layout.nhwc(x), self.upscale, negative_slope=SLOPE)
+            out = pixel_shuffle_lrelu_nhwc(self.launcher, Layout.nhwc(x), self.upscale, negative_slope=SLOPE,
+                                           subpixel_major=self.subpixel_major)
             return Layout.from_nhwc(out)
 
 
@@ -205,23 +208,47 @@ def bridge_model(model: nn.Module, launcher, timeline: Timeline, gemm: str = "to
         parent = bridged.get_submodule(parent_name) if parent_name else bridged
         parent.add_module(attr, new)
         names.append(name)
+    if layout.channels_last:
+        order_subpixel_major(bridged)
     return BridgedModel(layout.model(bridged), timeline, shuffles), names
 
 
+def order_subpixel_major(model: nn.Module) -> None:
+    """In every EDVR of ``model`` whose ``pixel_shuffle`` is a :class:`ShuffleBridge`: the output channels of the
+    convolutions it follows (``upconv1``, ``upconv2``: its only inputs) permuted sub-pixel-major, once, in place,
+    and the bridge told so -- the NHWC shuffle then copies runs of ``r*C`` contiguous values, the same result."""
+    for module in model.modules():
+        if not (isinstance(module, EDVR) and isinstance(module.pixel_shuffle, ShuffleBridge)):
+            continue
+        shuffle = module.pixel_shuffle
+        with torch.no_grad():
+            for conv in (module.upconv1, module.upconv2):
+                order = torch.as_tensor(subpixel_major_order(conv.out_channels, shuffle.upscale))
+                conv.weight.copy_(conv.weight[order])
+                conv.bias.copy_(conv.bias[order])
+        shuffle.subpixel_major = True
+
+
 def keep_attention_fp32(model: nn.Module) -> list[str]:
-    """Keep TSA's temporal attention fp32 in a ``model`` otherwise in half precision; returns the names of the
-    fusion modules so kept.  Its correlation is a sum of ``num_feat`` products of unbounded features, which
+    """Keep the sum of TSA's temporal attention fp32 in a ``model`` otherwise in half precision; returns the names
+    of the fusion modules so kept.  Its correlation is a sum of ``num_feat`` products of unbounded features, which
     overflows fp16's 65504 before the sigmoid after it saturates (``vsr.export.fp16`` keeps the same nodes fp32
-    in the ONNX form).  The two embedding convolutions run fp32, the attention comes back in the model's dtype."""
+    in the ONNX form).  Only the products and their sum need the range: the two embedding convolutions run in the
+    model's dtype (tensor cores, no fp32 copy of the aligned frames); each frame's embedding is widened to fp32
+    in turn, multiplied by the fp32 reference embedding and summed; the attention comes back in the model's
+    dtype."""
     kept = []
     for name, module in model.named_modules():
         if isinstance(module, TSAFusion):
-            module.temporal_attn1.float()
-            module.temporal_attn2.float()
-            module.temporal_attention = functools.partial(_attention_fp32, module)
+            module.temporal_attention = functools.partial(_attention_fp32_sum, module)
             kept.append(name)
     return kept
 
 
-def _attention_fp32(tsa: TSAFusion, aligned: torch.Tensor) -> torch.Tensor:
-    return TSAFusion.temporal_attention(tsa, aligned.float()).to(aligned.dtype)
+def _attention_fp32_sum(tsa: TSAFusion, aligned: torch.Tensor) -> torch.Tensor:
+    """:meth:`TSAFusion.temporal_attention` with its correlation in fp32: ``(N, T, C, H, W) -> (N, T, 1, H, W)``."""
+    b, t, c, h, w = aligned.shape
+    ref = tsa.temporal_attn1(aligned[:, tsa.center_frame_idx]).float()
+    embedding = tsa.temporal_attn2(aligned.reshape(b * t, c, h, w)).view(b, t, c, h, w)
+    corr = torch.stack([(embedding[:, i].float() * ref).sum(dim=1) for i in range(t)], dim=1)  # (b, t, h, w)
+    return torch.sigmoid(corr).unsqueeze(2).to(aligned.dtype)

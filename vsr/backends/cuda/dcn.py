@@ -8,7 +8,8 @@ convolutions and for comparison (``gemm="kernel"``).
 Channels-last (:func:`deform_conv_nhwc_torch`): the columns are ``(pixels, kh*kw*C)`` rows and the output
 ``(N*Ho*Wo, Co)`` rows, so ``out = cols . W^T + bias`` is one row-major GEMM per chunk of pixels across the
 whole batch (cuBLAS's "TN" form: W ``(Co, kh*kw*C)`` as it is stored, no copy of either operand), the bias
-added by the GEMM itself.
+added by the GEMM itself.  Chunks of pixels are sized so that their columns fill half the device's L2 cache
+(:func:`vsr.kernels.cuda.ops.column_chunk_pixels`).
 """
 
 from __future__ import annotations
@@ -16,8 +17,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from vsr.kernels.cuda.ops import (DEFAULT_CHUNK_PIXELS, deform_conv, deform_conv_nhwc, deform_im2col,
-                                  deform_im2col_nhwc)
+from vsr.kernels.cuda.ops import chunk_for, deform_conv, deform_conv_nhwc, deform_im2col, deform_im2col_nhwc
 from vsr.kernels.deform_conv import DeformConvGeometry
 
 GEMMS = ("torch", "kernel")
@@ -25,17 +25,17 @@ GEMMS = ("torch", "kernel")
 
 def deform_conv_torch(launcher, geom: DeformConvGeometry, x, weight, offset, mask, bias, *, out=None,
                       negative_slope: float | None = None, gemm: str = "torch",
-                      chunk_pixels: int = DEFAULT_CHUNK_PIXELS) -> torch.Tensor:
+                      chunk_pixels: int | None = None, mask_logits: bool = False) -> torch.Tensor:
     """``DeformConv`` x ``(N, C, H, W)`` -> ``(N, Co, Ho, Wo)`` on torch tensors (all one dtype, contiguous), with
     an optional LeakyReLU; arguments as :func:`vsr.kernels.cuda.ops.deform_conv`."""
     g = geom
     if _own_gemm(gemm, g):
         return deform_conv(launcher, g, x, weight, offset, mask, bias, out=out, negative_slope=negative_slope,
-                           chunk_pixels=chunk_pixels)
+                           chunk_pixels=chunk_pixels, mask_logits=mask_logits)
     if out is None:
         out = launcher.empty(g.out_shape, x.dtype)
     npix = g.ho * g.wo
-    chunk = max(1, min(int(chunk_pixels), npix))
+    chunk = min(chunk_for(launcher, g, x, chunk_pixels), npix)  # per image: its output columns are npix apart
     cols = launcher.empty((g.c * g.taps * chunk,), x.dtype)
     w2 = weight.reshape(g.co, g.c * g.taps)
     b2 = bias.reshape(g.co, 1)
@@ -43,7 +43,7 @@ def deform_conv_torch(launcher, geom: DeformConvGeometry, x, weight, offset, mas
     for n in range(g.n):
         for p0 in range(0, npix, chunk):
             nq = min(chunk, npix - p0)
-            deform_im2col(launcher, g, x, offset, mask, cols, n * npix + p0, nq)
+            deform_im2col(launcher, g, x, offset, mask, cols, n * npix + p0, nq, mask_logits=mask_logits)
             # rows of the output block are npix apart: a valid BLAS leading dimension, no copy
             torch.addmm(b2, w2, cols[: g.c * g.taps * nq].view(g.c * g.taps, nq), out=flat[n, :, p0:p0 + nq])
     if negative_slope is not None:
@@ -53,23 +53,24 @@ def deform_conv_torch(launcher, geom: DeformConvGeometry, x, weight, offset, mas
 
 def deform_conv_nhwc_torch(launcher, geom: DeformConvGeometry, x, weight, offset, mask, bias, *, out=None,
                            negative_slope: float | None = None, gemm: str = "torch",
-                           chunk_pixels: int = DEFAULT_CHUNK_PIXELS) -> torch.Tensor:
+                           chunk_pixels: int | None = None, mask_logits: bool = False) -> torch.Tensor:
     """``DeformConv`` channels-last on torch tensors: x ``(N, H, W, C)`` -> ``(N, Ho, Wo, Co)``; weight
-    ``(Co, kh, kw, C/group)``, offset and mask as :func:`vsr.kernels.cuda.ops.deform_conv_nhwc` takes them."""
+    ``(Co, kh, kw, C/group)``, offset and mask (None: its logits in offset's record after the offsets) and
+    ``mask_logits`` as :func:`vsr.kernels.cuda.ops.deform_conv_nhwc` takes them."""
     g = geom
     if _own_gemm(gemm, g):
         return deform_conv_nhwc(launcher, g, x, weight, offset, mask, bias, out=out, negative_slope=negative_slope,
-                                chunk_pixels=chunk_pixels)
+                                chunk_pixels=chunk_pixels, mask_logits=mask_logits)
     total, k = g.n * g.ho * g.wo, g.taps * g.c
     if out is None:
         out = launcher.empty((g.n, g.ho, g.wo, g.co), x.dtype)
-    chunk = max(1, min(int(chunk_pixels), total))
+    chunk = chunk_for(launcher, g, x, chunk_pixels)
     cols = launcher.empty((chunk * k,), x.dtype)
     w_t = weight.reshape(g.co, k).t()  # (kh*kw*C, Co): a view, cuBLAS reads it transposed
     rows = out.view(total, g.co)
     for q0 in range(0, total, chunk):  # chunks run across images: their output rows are contiguous
         nq = min(chunk, total - q0)
-        deform_im2col_nhwc(launcher, g, x, offset, mask, cols, q0, nq)
+        deform_im2col_nhwc(launcher, g, x, offset, mask, cols, q0, nq, mask_logits=mask_logits)
         torch.addmm(bias, cols[: nq * k].view(nq, k), w_t, out=rows[q0:q0 + nq])
     if negative_slope is not None:
         F.leaky_relu_(out, negative_slope)

@@ -5,7 +5,8 @@ memory format: tensors keep their logical ``(N, C, H, W)`` shape and their strid
 NHWC kernels (tensor cores with no transposes around them) and vsr's bridge kernels read and write the
 ``(N, H, W, C)`` views (:meth:`Layout.nhwc`) in place.  The model's weights are converted once, the frames on
 entry, and the places where EDVR's own code would copy into NCHW (the repeated centre features of PCD, the
-frames fusion sets side by side, with TSA or without) write channels-last instead.  ``contiguous``:
+frames fusion sets side by side, with TSA or without) write channels-last instead; ``conv_last`` (64 -> 3)
+runs padded to 8 outputs (:class:`PaddedOutputConv`), the 3 sliced after.  ``contiguous``:
 ``(N, C, H, W)``, the layout of before (comparisons; the split plan's arena and its TensorRT engines are NCHW,
 their own layout).
 """
@@ -49,6 +50,8 @@ class Layout:
                 if isinstance(module, EDVR):
                     module.repeat_centre = functools.partial(_repeat_centre, module)
                     module.stack_frames = functools.partial(_stack_frames, module)
+                    if not isinstance(module.conv_last, PaddedOutputConv):
+                        module.conv_last = PaddedOutputConv(module.conv_last).to(memory_format=self.torch_format)
                 elif isinstance(module, TSAFusion):
                     module.weigh_frames = _weigh_frames
         return model
@@ -77,6 +80,29 @@ class Layout:
     def from_nhwc(t: torch.Tensor) -> torch.Tensor:
         """The ``(N, C, H, W)`` channels-last view of ``t (N, H, W, C)``."""
         return t.permute(0, 3, 1, 2)
+
+
+class PaddedOutputConv(nn.Module):
+    """A convolution of few outputs run with its weights zero-padded to a multiple of ``multiple`` outputs, the
+    padding sliced off after: ``(N, Ci, H, W) -> (N, Co, H, W)`` (a view).  EDVR's ``conv_last`` (64 -> 3 at the
+    output resolution): cuDNN's NHWC tensor-core kernels take channel counts in multiples of 8."""
+
+    def __init__(self, conv: nn.Conv2d, multiple: int = 8):
+        super().__init__()
+        self.out_channels = conv.out_channels
+        padded = -(-conv.out_channels // multiple) * multiple
+        self.conv = nn.Conv2d(conv.in_channels, padded, conv.kernel_size, conv.stride, conv.padding, conv.dilation,
+                              conv.groups, conv.bias is not None, conv.padding_mode, conv.weight.device,
+                              conv.weight.dtype)
+        with torch.no_grad():
+            self.conv.weight.zero_()
+            self.conv.weight[: conv.out_channels].copy_(conv.weight)
+            if conv.bias is not None:
+                self.conv.bias.zero_()
+                self.conv.bias[: conv.out_channels].copy_(conv.bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.conv(x)[:, : self.out_channels]
 
 
 def _repeat_centre(edvr: EDVR, f: torch.Tensor, b: int) -> torch.Tensor:

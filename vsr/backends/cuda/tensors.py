@@ -57,7 +57,8 @@ _POINTERS = {"host": _host_view, "cupy": _cupy_pointer, "pycuda": _pycuda_pointe
 class TensorLauncher:
     """``base`` (a launcher of :mod:`vsr.kernels.cuda.launch`) over torch tensors on ``device``.
 
-    ``graph_safe``: whether its launches may be captured into a CUDA graph (cupy only).
+    ``graph_safe``: whether its launches may be captured into a CUDA graph (cupy only); ``l2_cache_bytes``: the
+    device's L2 cache (None on the CPU).
     """
 
     def __init__(self, base, device: torch.device):
@@ -72,6 +73,9 @@ class TensorLauncher:
         self.graph_safe = base.name == "cupy"
         self._pointer = _POINTERS[base.name]
         self._streams: dict[int, object] = {}
+        # the L2 cache the DCN's column chunks are sized to (vsr.kernels.cuda.ops.chunk_for); None: its default
+        self.l2_cache_bytes = (torch.cuda.get_device_properties(device).L2_cache_size or None
+                               if device.type == "cuda" else None)
 
     def empty(self, shape, dtype) -> torch.Tensor:
         return torch.empty(tuple(int(v) for v in shape), dtype=torch_dtype(dtype), device=self.device)

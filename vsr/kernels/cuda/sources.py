@@ -27,10 +27,11 @@ class KernelSpec:
 
 
 def _specs() -> dict[str, KernelSpec]:
-    im2col = ("ptr",) * 4 + ("i32",) * 16
-    im2col_nhwc = ("ptr",) * 4 + ("i32",) * 18  # and the offset's and the mask's pixel strides
+    im2col = ("ptr",) * 4 + ("i32",) * 17  # ... offset_group, mask_logits, q0, nq
+    im2col_nhwc = ("ptr",) * 4 + ("i32",) * 19  # and the offset's and the mask's pixel strides
     gemm = ("ptr",) * 4 + ("i32",) * 6 + ("f32",)
     shuffle = ("ptr",) * 2 + ("i32",) * 5 + ("f32",)
+    shuffle_nhwc = ("ptr",) * 2 + ("i32",) * 6 + ("f32",)  # and subpixel_major
     specs = {}
     for suffix in ("f32", "f16"):
         for base, source, params in (("dcn_im2col", "deform_conv.cu", im2col),
@@ -38,7 +39,7 @@ def _specs() -> dict[str, KernelSpec]:
                                      ("dcn_im2col_nhwc", "deform_conv.cu", im2col_nhwc),
                                      ("dcn_gemm_nhwc", "deform_conv.cu", gemm),
                                      ("pixel_shuffle_lrelu", "pixel_shuffle.cu", shuffle),
-                                     ("pixel_shuffle_lrelu_nhwc", "pixel_shuffle.cu", shuffle)):
+                                     ("pixel_shuffle_lrelu_nhwc", "pixel_shuffle.cu", shuffle_nhwc)):
             name = f"{base}_{suffix}"
             specs[name] = KernelSpec(name, source, params)
     return specs

@@ -17,9 +17,14 @@ __device__ __forceinline__ void vsr_store(__half* p, long long i, float v) { p[i
 // LeakyReLU with the CPU kernels' convention: slope 1.0 is no activation, 0.0 is ReLU.
 __device__ __forceinline__ float vsr_leaky(float v, float slope) { return v >= 0.0f ? v : v * slope; }
 
-// Linear thread index of a 1-D launch, wide enough for 4K feature maps.
-__device__ __forceinline__ long long vsr_thread_index() {
-    return (long long)blockIdx.x * blockDim.x + threadIdx.x;
-}
+// The logistic function, in float (expf: no fast-math approximation); 0 and 1 at the extremes, never NaN.
+__device__ __forceinline__ float vsr_sigmoid(float v) { return 1.0f / (1.0f + expf(-v)); }
+
+// Fully unroll the loop that follows (a compile-time trip count); nothing under the CPU harness.
+#ifdef VSR_CPU_SHIM
+#define VSR_UNROLL
+#else
+#define VSR_UNROLL _Pragma("unroll")
+#endif
 
 #endif  // VSR_CUDA_H
