@@ -151,6 +151,8 @@ def test_a_tensor_launcher_for_cuda_1_launches_there_on_torchs_stream_of_it(two_
         return types.SimpleNamespace(cuda_stream=0x51)
 
     monkeypatch.setattr(torch.cuda, "current_stream", current_stream)
+    monkeypatch.setattr(torch.cuda, "get_device_properties",  # an H100's L2, which the DCN's chunks are sized to
+                        lambda device: types.SimpleNamespace(L2_cache_size=50 << 20))
     tensors = open_tensor_launcher("cupy", torch.device("cuda", 1), graphs=True)
     assert tensors.base.device == 1 and two_gpus.compiled == [1]
     args = (np.uint64(16), np.uint64(32), 1, 1, 2, 2, 2, 1.0)  # pointers as a tensor gives them
