@@ -590,7 +590,9 @@ def _e2e_summary(report: dict) -> dict:
             "pix_fmt": settings.get("pix_fmt"), "download": settings.get("backend_facts", {}).get("download"),
             "stages": [{"stage": s["name"], "busy_s": round(s["busy_s"], 3),
                         "busy_ms_per_frame": round(1e3 * s["busy_s"] / frames, 1),
-                        "wait_in_ms_per_frame": round(1e3 * s["wait_in_s"] / frames, 1)} for s in report["stages"]]}
+                        "wait_in_ms_per_frame": round(1e3 * s["wait_in_s"] / frames, 1),
+                        "wait_out_ms_per_frame": round(1e3 * s["wait_out_s"] / frames, 1)} for s in report["stages"]],
+            "encode_queue": settings.get("encode_queue")}
 
 
 def write_summary(ctx: Context, args, results: list[dict], t0: float, done: bool) -> dict:

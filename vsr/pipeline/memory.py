@@ -249,6 +249,7 @@ def budget_for(total_mb: float) -> int:
 
 def plan_memory(*, budget_mb: float, height: int, width: int, scale: int, num_frame: int, batch: int,
                 queue: int, overlap: int, encoder_mb: float, hr_bytes_per_pixel: float = 3.0,
+                hr_queue: int | None = None,
                 tile: int | tuple[int, int] | None = None, device: DeviceMemory | None = None,
                 extra_lr_frames: int = 0, model: ModelMemory = ModelMemory()) -> MemoryPlan:
     """The tile for an ``height x width`` LR source under ``budget_mb`` (see the module's docstring): of the
@@ -257,6 +258,7 @@ def plan_memory(*, budget_mb: float, height: int, width: int, scale: int, num_fr
     ``hr_bytes_per_pixel``: bytes of one output pixel's integer 4:4:4 planes (3 for 8-bit, 6 for 16-bit).
     ``tile``: a side or ``(h, w)`` the user chose (checked, not chosen), 0 for whole frames, None: automatic.
     ``device``: the GPU memory the model works in (None: host memory, within the budget).
+    ``hr_queue``: finished frames waiting for the encoder (None: ``queue``).
     ``extra_lr_frames``: LR frames held beyond the window stage's and its queue's (the scene-cut stage's).
     ``model``: the model's working memory per item in host memory (:class:`ModelMemory`).
     Raises :class:`MemoryBudgetError` naming what would fit when the run cannot fit the budget.
@@ -266,8 +268,8 @@ def plan_memory(*, budget_mb: float, height: int, width: int, scale: int, num_fr
     lr_frames = (4 * r + 1 + queue + 1 + extra_lr_frames) * lr_frame
     hr_px = height * width * scale * scale
     hr_444 = hr_bytes_per_pixel * hr_px / MB
-    # one frame assembled (4:4:4) and its subsampled copy being made, ``queue`` waiting, one being encoded
-    hr_frames = hr_444 + (queue + 2) * hr_444 / 2
+    # one frame assembled (4:4:4) and its subsampled copy being made, ``hr_queue`` waiting, one being encoded
+    hr_frames = hr_444 + ((queue if hr_queue is None else hr_queue) + 2) * hr_444 / 2
     fixed = PROCESS_BASE_MB + lr_frames + hr_frames + encoder_mb
     left = budget_mb * (1.0 - MARGIN) - fixed
 

@@ -84,6 +84,10 @@ class RunnerSettings:
     memory_budget_mb: int | None = None  # None: a share of the memory available (memory.machine_budget)
     frames: tuple[int, int | None] = (0, None)
     queue: int = 2
+    # finished frames waiting for the encoder: x264 (medium) at 4K takes ~28 ms a frame on average but blocks for
+    # hundreds of ms at times (its lookahead and frame threads); with 2 slots those stalls reached back to the
+    # model, which stood idle a quarter of an H200 run (e2e 0.74 of the model's own rate)
+    encode_queue: int = 8
     batch_wait_s: float = 0.02
     stop_grace_s: float = 2.0
     scene_cuts: str = "auto"
@@ -205,7 +209,8 @@ class FrameQueueRunner:
         # the scenes stage: its queue, and the frames the detector holds until it has decided them
         extra = 0 if s.scene_cuts == "off" else s.queue + (WINDOW + 1 if s.scene_cuts == "auto" else 0)
         return plan_memory(budget_mb=budget_mb, height=height, width=width, scale=self.scale,
-                           num_frame=self.num_frame, batch=s.batch, queue=s.queue, overlap=s.overlap,
+                           num_frame=self.num_frame, batch=s.batch, queue=s.queue, hr_queue=s.encode_queue,
+                           overlap=s.overlap,
                            encoder_mb=sink.memory_estimate_mb(),
                            hr_bytes_per_pixel=3 * np.dtype(sink.plane_dtype()).itemsize, tile=s.tile,
                            device=self.device_memory(), extra_lr_frames=extra,
@@ -302,6 +307,7 @@ class FrameQueueRunner:
                 warnings.warn(early.message(info.path, written), stacklevel=2)
             settings["input_ended_early"] = early.to_dict(written)
         settings.update(tile=tile, tiles_per_frame=len(tiles), overlap=s.overlap, batch=s.batch, queue=s.queue,
+                        encode_queue=s.encode_queue,
                         padding=self.padding, num_frame=self.num_frame,
                         backend_facts=facts,
                         memory_plan=memory.to_dict(),
@@ -344,7 +350,7 @@ class FrameQueueRunner:
             Stage("encode", lambda inbox: encoded(inbox, sink)),
         ]
         # the batch stage sends one batch at a time, and a result waits for post-processing one at a time
-        queues = [s.queue] * marked + [s.queue, s.queue, 1, 1, s.queue]
+        queues = [s.queue] * marked + [s.queue, s.queue, 1, 1, s.encode_queue]
 
         def written(_index: int) -> None:
             written_at.append(time.perf_counter())
