@@ -183,13 +183,16 @@ if __name__ in ("__main__", "__mp_main__") and _no_pyav_here():
     without_pyav()
 
 
-def _options(args, run: Path, *, iters: int, batch: int, patch: int, init: str | None, seed: int):
+def _options(args, run: Path, *, iters: int, batch: int, patch: int, init: str | None, seed: int,
+             compiled: bool | None = None):
     from vsr.train import TrainOptions
 
+    compiled = args.compile if compiled is None else compiled
     return TrainOptions(config=None if init else args.config, data=(args.data,), out=str(run), iters=iters,
                         init=init, batch_size=batch, lr_patch=patch, lr=args.lr, warmup=args.warmup, seed=seed,
                         video_fraction=0.0, val=(), val_every=0, log_every=args.log_every, ckpt_every=max(iters, 1),
-                        threads=args.threads, workers=args.workers, amp=args.amp, device=args.device)
+                        threads=args.threads, workers=args.workers, amp=args.amp, device=args.device,
+                        compile=compiled)
 
 
 def steady_rate(log: Path) -> dict:
@@ -210,21 +213,29 @@ def steady_rate(log: Path) -> dict:
     return {"it_per_s": round(steps / secs, 2), "data_wait_share": round(waited / secs, 3)}
 
 
-def probe(args, seconds: float) -> dict:
-    """The speed figure: EDVR config ``args.config`` at batch 16, LR patch 32 for ``seconds`` (a throwaway run);
-    its result (``probe.json``) and log (``probe-log.jsonl``) written into ``args.out`` at once."""
+def probe(args, seconds: float, compiled: bool = False) -> dict:
+    """The speed figure: EDVR config ``args.config`` at batch 16, LR patch 32 for ``seconds`` (a throwaway run;
+    ``compiled``: the forward through torch.compile, ``seconds`` counted from the first step's end, which
+    compiles); its result (``probe.json``, ``probe-compile.json``) and log (``probe[-compile]-log.jsonl``)
+    written into ``args.out`` at once."""
     from vsr.train import Trainer
 
-    run, out = Path(f"{args.work}-probe"), Path(args.out)
+    name = "probe-compile" if compiled else "probe"
+    run, out = Path(f"{args.work}-{name}"), Path(args.out)
     shutil.rmtree(run, ignore_errors=True)
     trainer = Trainer(_options(args, run, iters=10**6, batch=PROBE_BATCH, patch=PROBE_PATCH, init=None,
-                               seed=args.seed))
+                               seed=args.seed, compiled=compiled))
+    t0 = time.time()
+    if compiled:
+        trainer.run(progress=False, stop_after=1)
+    first_s = time.time() - t0
     trainer.run(progress=False, deadline=time.time() + seconds)
-    result = {"batch": PROBE_BATCH, "patch": PROBE_PATCH, "config": args.config, "iterations":
-              trainer.state.iteration, "device": _device_name(trainer.device), **steady_rate(run / "log.jsonl")}
+    result = {"batch": PROBE_BATCH, "patch": PROBE_PATCH, "config": args.config, "compiled": compiled,
+              "first_step_s": round(first_s, 1) if compiled else None, "iterations": trainer.state.iteration,
+              "device": _device_name(trainer.device), **steady_rate(run / "log.jsonl")}
     out.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(run / "log.jsonl", out / "probe-log.jsonl")
-    (out / "probe.json").write_text(json.dumps(result, indent=1) + "\n")
+    shutil.copyfile(run / "log.jsonl", out / f"{name}-log.jsonl")
+    (out / f"{name}.json").write_text(json.dumps(result, indent=1) + "\n")
     return result
 
 
@@ -266,6 +277,8 @@ def train_slice(args) -> dict:
     if run.exists():
         shutil.rmtree(run)
     probed = probe(args, args.probe_s) if args.probe_s > 0 else None
+    if args.probe_s > 0 and args.probe_compile:
+        probed = {**probed, "compiled": probe(args, args.probe_s, compiled=True)}
     began, deadline = time.time(), None
     resumed = join_checkpoint(Path(args.carried), run)
     if resumed:  # a later slice of a window: its schedule, weights and seed as its first slice set them
@@ -281,6 +294,7 @@ def train_slice(args) -> dict:
     state = trainer.run(stop_after=args.stop_after, progress=False, deadline=deadline)
     files = split_checkpoint(run, Path(args.out)) + ["slice.json"]
     files += ["probe.json", "probe-log.jsonl"] if probed else []
+    files += ["probe-compile.json", "probe-compile-log.jsonl"] if probed and "compiled" in probed else []
     result = {"resumed": resumed, "from": start, "to": state.iteration, "of": iters, "init": init, "seed": seed,
               "batch": args.batch_size, "patch": args.patch, "workers": trainer.workers,
               "device": _device_name(trainer.device), "seconds": round(time.time() - began, 1),
@@ -355,6 +369,9 @@ def main(argv: list[str] | None = None) -> int:
     sl.add_argument("--probe-s", type=float, default=0.0,
                     help=f"first, this long at batch {PROBE_BATCH}, LR patch {PROBE_PATCH} in a throwaway run (the "
                          "speed figure; probe.json and probe-log.jsonl into --out)")
+    sl.add_argument("--probe-compile", action="store_true",
+                    help="a second probe with the forward through torch.compile (probe-compile.json)")
+    sl.add_argument("--compile", action="store_true", help="train with the forward through torch.compile")
     sl.add_argument("--stop-after", type=int, default=None, help="iterations instead (rehearsals)")
     sl.add_argument("--config", default="edvr-s-wide")
     sl.add_argument("--iters", default="auto", type=_iters,

@@ -136,3 +136,18 @@ def test_the_speed_probe_runs_at_batch_16_patch_32_and_its_log_comes_back_in_out
     log = [json.loads(line) for line in (out / "probe-log.jsonl").read_text().splitlines()]
     assert log[0]["event"] == "start" and log[0]["options"]["batch_size"] == 16
     assert log[0]["options"]["lr_patch"] == 32
+
+
+def test_a_compiled_probe_beside_the_plain_one_comes_back_in_out(tmp_path, monkeypatch):
+    """``--probe-compile``: a second probe with the forward through torch.compile (here TorchDynamo is switched
+    off, so torch.compile hands the model back: the plumbing is what is checked, not the compiler)."""
+    monkeypatch.setenv("TORCHDYNAMO_DISABLE", "1")
+    data = _images(tmp_path / "data")
+    out = tmp_path / "out"
+    done = _slice(data, tmp_path / "none", out, tmp_path / "w", "--probe-s", "1", "--probe-compile",
+                  "--stop-after", "1")
+    compiled = json.loads((out / "probe-compile.json").read_text())
+    assert compiled["compiled"] is True and compiled["iterations"] >= 2 and compiled["first_step_s"] >= 0
+    assert done["probe"]["compiled"] == compiled and "probe-compile-log.jsonl" in done["files"]
+    log = [json.loads(line) for line in (out / "probe-compile-log.jsonl").read_text().splitlines()]
+    assert log[0]["options"]["compile"] is True and log[0]["options"]["batch_size"] == 16

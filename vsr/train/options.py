@@ -60,6 +60,7 @@ class TrainOptions:
     qat: bool = False  # quantization-aware: convs run the deployed int8 arithmetic (vsr.quant.fake)
     degrade: str = "clean"  # LR of the training pairs: clean (BI), real or mix (vsr.train.degrade)
     degrade_config: str | None = None  # a TOML path replacing configs/degrade/<degrade>.toml
+    compile: bool = False  # the training forward through torch.compile (GPU speed; the first step compiles)
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -157,6 +158,7 @@ _RULES = {
     "qat": ((lambda v: isinstance(v, bool)), "true or false"),
     "degrade": _choice(DEGRADE_MODES),
     "degrade_config": ((lambda v: v is None or isinstance(v, str)), "a TOML path"),
+    "compile": ((lambda v: isinstance(v, bool)), "true or false"),
 }
 
 

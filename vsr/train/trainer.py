@@ -110,6 +110,11 @@ class Trainer:
         self.scaler = torch.amp.GradScaler("cuda", enabled=self.amp == torch.float16)
         self.parts = Trainable(self.model, self.ema, self.opt, self.scaler)
         self.state = TrainState()
+        if self.device.type == "cuda":  # cuDNN times its algorithms for the run's one shape once, keeps the fastest
+            torch.backends.cudnn.benchmark = True
+        # the training forward: the model itself, or compiled (kernels fused, launches cut: a small batch is
+        # launch-bound on a GPU); checkpoints, the EMA and validation use the model's own parameters either way
+        self.forward = torch.compile(self.model) if o.compile else self.model
 
         # Segments big and long enough for a degradation's [context] too, or every window would be a still image.
         ctx = self.degradation.context
@@ -171,7 +176,7 @@ class Trainer:
             g["lr"] = base * g["lr_mult"]
         self.model.train()
         with torch.autocast(self.device.type, dtype=self.amp or torch.float32, enabled=self.amp is not None):
-            out = self.model(lr)
+            out = self.forward(lr)
         loss = LOSSES[o.loss](out.float(), hr)
         self.opt.zero_grad(set_to_none=True)
         self.scaler.scale(loss).backward()
