@@ -277,8 +277,12 @@ def train_slice(args) -> dict:
     if run.exists():
         shutil.rmtree(run)
     probed = probe(args, args.probe_s) if args.probe_s > 0 else None
-    if args.probe_s > 0 and args.probe_compile:
-        probed = {**probed, "compiled": probe(args, args.probe_s, compiled=True)}
+    if args.probe_s > 0 and args.probe_compile:  # an experiment: its failure is recorded, the slice goes on
+        try:
+            probed = {**probed, "compiled": probe(args, args.probe_s, compiled=True)}
+        except Exception as e:  # noqa: BLE001 - torch.compile's failures are of every type
+            probed = {**probed, "compiled": {"error": f"{type(e).__name__}: {str(e)[:500]}"}}
+            (Path(args.out) / "probe-compile.json").write_text(json.dumps(probed["compiled"], indent=1) + "\n")
     began, deadline = time.time(), None
     resumed = join_checkpoint(Path(args.carried), run)
     if resumed:  # a later slice of a window: its schedule, weights and seed as its first slice set them
@@ -294,7 +298,7 @@ def train_slice(args) -> dict:
     state = trainer.run(stop_after=args.stop_after, progress=False, deadline=deadline)
     files = split_checkpoint(run, Path(args.out)) + ["slice.json"]
     files += ["probe.json", "probe-log.jsonl"] if probed else []
-    files += ["probe-compile.json", "probe-compile-log.jsonl"] if probed and "compiled" in probed else []
+    files += [f for f in ("probe-compile.json", "probe-compile-log.jsonl") if (Path(args.out) / f).is_file()]
     result = {"resumed": resumed, "from": start, "to": state.iteration, "of": iters, "init": init, "seed": seed,
               "batch": args.batch_size, "patch": args.patch, "workers": trainer.workers,
               "device": _device_name(trainer.device), "seconds": round(time.time() - began, 1),

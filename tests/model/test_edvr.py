@@ -59,3 +59,17 @@ def test_batched_model_equals_basicsr_frame_loop(name, hw):
         a, b = ours(x), ref(x)
     assert a.shape == (2, 3, 4 * hw[0], 4 * hw[1])
     assert (a - b).abs().max().item() < 1e-4
+
+
+def test_the_export_op_trains_as_the_reference_does():
+    """``vsr::deform_conv2d`` (the op export and a compiled model meet) has the reference's gradients, exactly."""
+    from vsr.model.dcn import deform_conv2d_op, deform_conv2d_reference
+
+    g = torch.Generator().manual_seed(0)
+    args = [torch.randn(2, 8, 6, 7, generator=g), torch.randn(2, 36, 6, 7, generator=g) * 2,
+            torch.rand(2, 18, 6, 7, generator=g), torch.randn(4, 8, 3, 3, generator=g), torch.randn(4, generator=g)]
+    a, b = ([t.clone().requires_grad_() for t in args] for _ in range(2))
+    deform_conv2d_op(*a, 1, 1, 1, 2).square().sum().backward()
+    deform_conv2d_reference(*b, 1, 1, 1).square().sum().backward()
+    for x, y in zip(a, b):
+        assert x.grad is not None and torch.equal(x.grad, y.grad)

@@ -88,6 +88,25 @@ def _deform_conv2d_fake(x, offset, mask, weight, bias, padding, stride, dilation
     return x.new_empty((x.shape[0], weight.shape[0], offset.shape[2], offset.shape[3]))
 
 
+def _deform_conv2d_setup(ctx, inputs, output) -> None:
+    ctx.save_for_backward(*inputs[:5])
+    ctx.geometry = inputs[5:8]  # padding, stride, dilation
+
+
+def _deform_conv2d_backward(ctx, grad):
+    """The op's gradients: those of :func:`deform_conv2d_reference`, which it computes (so a traced or compiled
+    model -- torch.compile meets the op where export flags are set -- trains through it as the eager one does)."""
+    leaves = [t.detach().requires_grad_(t.is_floating_point()) for t in ctx.saved_tensors]
+    with torch.enable_grad():
+        out = deform_conv2d_reference(*leaves, *ctx.geometry)
+        wanted = [t for t in leaves if t.requires_grad]
+        got = iter(torch.autograd.grad(out, wanted, grad, allow_unused=True))
+    return (*(next(got) if t.requires_grad else None for t in leaves), None, None, None, None)
+
+
+deform_conv2d_op.register_autograd(_deform_conv2d_backward, setup_context=_deform_conv2d_setup)
+
+
 def _torchvision_deform_conv2d():
     try:
         from torchvision.ops import deform_conv2d  # type: ignore
