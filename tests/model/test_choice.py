@@ -13,11 +13,10 @@ from vsr.model.choice import WeightsRule, choose_for, choose_weights
 from vsr.video import open_source
 from vsr.video.compression import CompressionFacts
 
-DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
-VIDEOS = DATA / "videos"
-VID4 = DATA / "sequences" / "vid4"
+from tests.data import DATA, VIDEOS, needs
 
-needs_data = pytest.mark.skipif(not VIDEOS.is_dir(), reason="needs ../shared/data")
+VID4 = DATA / "sequences" / "vid4"
+needs_data = needs(VIDEOS)
 
 
 def choice_of(path: Path):

@@ -28,10 +28,11 @@ from vsr.model import build_model, load_config, load_model
 from vsr.model.official import OFFICIAL, OfficialCheckpoint
 from vsr.model.weights import expected_shapes
 
+from tests.data import DATA, VIDEOS
+
 from .file_server import FileServer, Served
 
-KEYS = Path(__file__).resolve().parents[3] / "shared" / "data" / "edvr_keys"
-VIDEOS = KEYS.parent / "videos"
+KEYS = DATA / "edvr_keys"
 
 
 def _saved(obj) -> bytes:
