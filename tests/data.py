@@ -1,10 +1,11 @@
 """Where the tests find real footage: the one place that knows.
 
-The project's reference data (Vid4, REDS demo frames, short clips, the training images: ~165 MB) lives beside
+The project's reference data (Vid4, REDS demo frames, short clips, the training images: ~140 MB) lives beside
 the repository in ``../shared/data``, or wherever ``$VSR_DATA`` points (the same rule as
-:func:`vsr.train.validate.data_root`).  A clone has none of it, so the repository ships small, byte-identical
-cuts of it in ``tests/fixtures/real`` (same layout; what and from where: its SOURCES.md).  A test that needs a
-file of neither skips with :data:`NEEDS_SHARED`, the one reason that says what to put where.
+:func:`vsr.train.validate.data_root`).  A clone has none of it, so the repository ships a 2.4 MB cut of it in
+``tests/fixtures/real`` (same layout, fewer files, the same pixels; what and from where: its SOURCES.md).  Each
+part below is the shared one where it is, else the shipped one.  A test that needs a file of neither skips with
+:data:`NEEDS_SHARED`, the one reason that says what to put where.
 """
 
 from __future__ import annotations
@@ -26,14 +27,20 @@ def shared_root() -> Path:
 
 
 SHARED = shared_root()
-HAS_SHARED = (SHARED / "videos").is_dir()
-# the shared data where it is, else the shipped cuts: the same layout, fewer files
-DATA = SHARED if HAS_SHARED else SHIPPED
-VIDEOS = DATA / "videos"
-CALENDAR = DATA / "sequences" / "vid4" / "calendar"  # shipped: LR frames 0-4 only (no GT)
+
+
+def _pick(part: str, shipped: str | None = None) -> Path:
+    """``part`` of the shared data where it is, else its shipped cut (``shipped``: where that cut lies)."""
+    return SHARED / part if (SHARED / part).is_dir() else SHIPPED / (shipped or part)
+
+
+VIDEOS = _pick("videos")
+EDVR_KEYS = _pick("edvr_keys")
+VID4 = _pick("sequences/vid4")  # shipped: calendar LR frames 0-8 only (no GT, no city)
+CALENDAR = VID4 / "calendar"
 # REDS clip 000's 21 LR frames; shipped: their top-left 104x196 (rows x columns), all the tests read of them
-REDS = SHARED / "sequences" / "reds_demo_000" / "lr" if HAS_SHARED else \
-    SHIPPED / "sequences" / "reds_demo_000" / "lr_crop104x196"
+REDS = _pick("sequences/reds_demo_000/lr", "sequences/reds_demo_000/lr_crop104x196")
+TRAIN_IMAGES = SHARED / "train" / "images"  # never shipped (74 MB)
 
 
 def needs(*paths: Path) -> pytest.MarkDecorator:

@@ -13,9 +13,8 @@ from vsr.model.choice import WeightsRule, choose_for, choose_weights
 from vsr.video import open_source
 from vsr.video.compression import CompressionFacts
 
-from tests.data import DATA, VIDEOS, needs
+from tests.data import VID4, VIDEOS, needs
 
-VID4 = DATA / "sequences" / "vid4"
 needs_data = needs(VIDEOS)
 
 
@@ -36,7 +35,7 @@ def test_every_real_clip_gets_the_real_weights(name):
     assert c.line().startswith("real (") and "--weights default to override" in c.line()
 
 
-@needs_data
+@needs(VID4 / "city" / "gt")
 def test_lossless_vid4_frames_get_the_default_weights(tmp_path):
     ffv1 = tmp_path / "city.mkv"
     subprocess.run(["ffmpeg", "-v", "error", "-framerate", "25", "-i", str(VID4 / "city" / "gt" / "%08d.png"),

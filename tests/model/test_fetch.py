@@ -28,11 +28,10 @@ from vsr.model import build_model, load_config, load_model
 from vsr.model.official import OFFICIAL, OfficialCheckpoint
 from vsr.model.weights import expected_shapes
 
-from tests.data import DATA, VIDEOS
+from tests.data import EDVR_KEYS as KEYS, VIDEOS
 
 from .file_server import FileServer, Served
 
-KEYS = DATA / "edvr_keys"
 
 
 def _saved(obj) -> bytes:

@@ -17,10 +17,9 @@ import pytest
 import torch
 
 from tests.conftest import pattern
-from tests.data import SHARED
+from tests.data import TRAIN_IMAGES
 
 REPO = Path(__file__).resolve().parents[2]
-TRAIN_IMAGES = SHARED / "train" / "images"
 
 
 def _images(folder: Path) -> Path:
