@@ -1,4 +1,5 @@
-"""The real clips in ``shared/data/videos``: frame count, timestamps, audio packets, colour tags, x4 size.
+"""The real clips of the shared data (``tests.data.VIDEOS``; all but the 1080p one ship in tests/fixtures/real):
+frame count, timestamps, audio packets, colour tags, x4 size.
 
 The quick suite upscales the first frames of each small clip (EDVR-tiny on a 2-core CPU takes seconds per
 320x240 frame); ``VSR_FULL_CLIPS=1`` runs whole clips.  The HD clips (one tiled frame each: ~6 min for 720p
