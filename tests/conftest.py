@@ -18,8 +18,6 @@ import av
 import numpy as np
 import pytest
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-VIDEOS = DATA / "videos"
 
 
 @dataclass

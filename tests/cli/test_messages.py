@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.data import VIDEOS, need
 from vsr.errors import did_you_mean
 
 REPO = Path(__file__).resolve().parents[2]
@@ -43,7 +44,7 @@ def test_a_missing_argument_names_the_subcommand():
                                  "(see 'vsr upscale --help')"]
 
 
-CLIP = REPO.parent / "shared" / "data" / "videos" / "h264_256x240_35fps_1s_noaudio.mp4"
+CLIP = VIDEOS / "h264_256x240_35fps_1s_noaudio.mp4"
 
 
 @pytest.mark.parametrize("option, expected", [
@@ -51,8 +52,7 @@ CLIP = REPO.parent / "shared" / "data" / "videos" / "h264_256x240_35fps_1s_noaud
     (["--weights", "random", "--config", "edvr-tinyy"], "vsr: error: unknown config 'edvr-tinyy' (did you mean "
                                                         "'edvr-tiny'?) (known: ")])
 def test_a_misspelt_name_gets_the_closest_one(tmp_path, option, expected):
-    if not CLIP.is_file():
-        pytest.skip("no shared data")
+    need(CLIP)
     rc, lines = vsr("upscale", CLIP, tmp_path / "out.mp4", *option)
     assert rc == 2 and len(lines) == 1 and lines[0].startswith(expected), lines
     assert not (tmp_path / "out.mp4").exists()

@@ -13,6 +13,7 @@ import cv2
 import numpy as np
 import pytest
 
+from tests.data import VIDEOS, need
 from vsr.errors import InputError
 from vsr.pipeline import RunnerSettings, upscale
 from vsr.quality.preview import Preview, frame_at, preview
@@ -115,10 +116,8 @@ def test_bad_options_are_one_line(tmp_path, make_clip, args, message):
 
 
 def test_preview_chooses_the_weights_as_upscale_does_and_says_so(tmp_path):
-    clip = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "videos" / \
-        "h264_256x240_35fps_1s_noaudio.mp4"
-    if not clip.is_file():
-        pytest.skip("needs ../shared/data")
+    clip = VIDEOS / "h264_256x240_35fps_1s_noaudio.mp4"
+    need(clip)
     res = run_cli(str(clip), "--backend", "torch", "--threads", "1", "--frames", "2", "--out", "p.png", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     said = [ln for ln in res.stderr.splitlines() if ln.startswith("vsr: weights")]

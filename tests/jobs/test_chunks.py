@@ -22,7 +22,7 @@ from vsr.pipeline.upscale import upscale
 from vsr.video import EncoderSettings
 from vsr.video.excerpt import excerpt
 
-from tests.conftest import VIDEOS
+from tests.data import VIDEOS
 from tests.jobs.helpers import WindowBackend
 
 ENCODER = EncoderSettings(codec="ffv1")

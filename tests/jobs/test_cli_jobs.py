@@ -16,6 +16,7 @@ import pytest
 from vsr.cli import main
 
 from tests.jobs.helpers import added_ids
+from tests.data import CALENDAR, VIDEOS, need
 
 REPO = Path(__file__).resolve().parents[2]
 # the torch backend: the quickest to start (the default ONNX Runtime one is scripts/crash_jobs.py's)
@@ -234,13 +235,10 @@ def test_a_refused_add_leaves_no_new_output_folder(clips, tmp_path, capsys):
 def test_add_chooses_each_input_s_weights_once_and_says_so(tmp_path, capsys):
     """Without --weights, each job gets the weights chosen for its input at add time (its key and every chunk
     use that file); a job file's weights = "real" is the bundled name, not a path beside the file."""
-    data = REPO.parent / "shared" / "data"
-    if not (data / "videos").is_dir():
-        pytest.skip("needs ../shared/data")
-    h264 = data / "videos" / "h264_256x240_35fps_1s_noaudio.mp4"
+    h264 = VIDEOS / "h264_256x240_35fps_1s_noaudio.mp4"
+    need(h264, CALENDAR / "lr" / "00000004.png")
     ffv1 = tmp_path / "calendar.mkv"
-    subprocess.run(["ffmpeg", "-v", "error", "-framerate", "25", "-i", str(data / "sequences" / "vid4" / "calendar" /
-                                                                          "lr" / "%08d.png"), "-frames:v", "5",
+    subprocess.run(["ffmpeg", "-v", "error", "-framerate", "25", "-i", str(CALENDAR / "lr" / "%08d.png"), "-frames:v", "5",
                     "-c:v", "ffv1", str(ffv1)], check=True)
     jf = tmp_path / "job.toml"
     jf.write_text(f'inputs = ["{ffv1}"]\nout_dir = "forced"\n[upscale]\nweights = "real"\n')

@@ -13,11 +13,9 @@ from vsr.model.choice import WeightsRule, choose_for, choose_weights
 from vsr.video import open_source
 from vsr.video.compression import CompressionFacts
 
-DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
-VIDEOS = DATA / "videos"
-VID4 = DATA / "sequences" / "vid4"
+from tests.data import VID4, VIDEOS, needs
 
-needs_data = pytest.mark.skipif(not VIDEOS.is_dir(), reason="needs ../shared/data")
+needs_data = needs(VIDEOS)
 
 
 def choice_of(path: Path):
@@ -37,7 +35,7 @@ def test_every_real_clip_gets_the_real_weights(name):
     assert c.line().startswith("real (") and "--weights default to override" in c.line()
 
 
-@needs_data
+@needs(VID4 / "city" / "gt")
 def test_lossless_vid4_frames_get_the_default_weights(tmp_path):
     ffv1 = tmp_path / "city.mkv"
     subprocess.run(["ffmpeg", "-v", "error", "-framerate", "25", "-i", str(VID4 / "city" / "gt" / "%08d.png"),

@@ -1,16 +1,15 @@
 """EDVR: state_dict layout of the official checkpoints, and the batched model equals BasicSR's loop."""
 
 import re
-from pathlib import Path
 
 import pytest
 import torch
 
+from tests.data import EDVR_KEYS as KEYS
 from tests.model.basicsr_ref import EDVRRef, naive_modulated_deform_conv, randomise
 from vsr.model import build_model, load_config
 from vsr.model.dcn import deform_conv2d_reference
 
-KEYS = Path(__file__).resolve().parents[3] / "shared" / "data" / "edvr_keys"
 OFFICIAL_KEYS = {"edvr-m": "EDVR_M_x4_SR_REDS", "edvr-m-wotsa": "EDVR_M_woTSA_x4_SR_REDS",
                  "edvr-l": "EDVR_L_x4_SR_REDS", "edvr-l-7f": "EDVR_L_x4_SR_Vimeo90K"}
 

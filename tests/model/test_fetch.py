@@ -28,10 +28,10 @@ from vsr.model import build_model, load_config, load_model
 from vsr.model.official import OFFICIAL, OfficialCheckpoint
 from vsr.model.weights import expected_shapes
 
+from tests.data import EDVR_KEYS as KEYS, VIDEOS
+
 from .file_server import FileServer, Served
 
-KEYS = Path(__file__).resolve().parents[3] / "shared" / "data" / "edvr_keys"
-VIDEOS = KEYS.parent / "videos"
 
 
 def _saved(obj) -> bytes:

@@ -10,14 +10,15 @@ from pathlib import Path
 
 import pytest
 
+from tests.data import CALENDAR, VIDEOS, needs
+
 REPO = Path(__file__).resolve().parents[2]
-DATA = REPO.parent / "shared" / "data"
-H264 = DATA / "videos" / "h264_256x240_35fps_1s_noaudio.mp4"
-CALENDAR_LR = DATA / "sequences" / "vid4" / "calendar" / "lr"
+H264 = VIDEOS / "h264_256x240_35fps_1s_noaudio.mp4"
+CALENDAR_LR = CALENDAR / "lr"
 # the bundled weights on the quickest backend to start; one output frame
 FAST = ["--backend", "torch", "--threads", "1", "--frames", "0:1", "--codec", "ffv1"]
 
-pytestmark = pytest.mark.skipif(not H264.is_file(), reason="needs ../shared/data")
+pytestmark = needs(H264, CALENDAR_LR / "00000004.png")
 
 
 def vsr(*args, stdin=None) -> subprocess.CompletedProcess:

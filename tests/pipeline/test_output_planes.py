@@ -14,12 +14,11 @@ import cv2
 import numpy as np
 import pytest
 
-from tests.conftest import DATA
+from tests.data import NEEDS_SHARED, REDS
 from tests.video.test_planes import assert_close_to_ffmpeg, ffmpeg_planes
 from vsr.pipeline import RunnerSettings, upscale
 from vsr.video import EncoderSettings
 
-REDS = DATA / "sequences" / "reds_demo_000" / "lr"
 LOSSLESS = EncoderSettings(codec="ffv1", pix_fmt="yuv420p")
 
 
@@ -27,7 +26,7 @@ LOSSLESS = EncoderSettings(codec="ffv1", pix_fmt="yuv420p")
 def frames_dir(tmp_path_factory) -> Path:
     files = sorted(REDS.glob("*.png"))[:3]
     if len(files) < 3:
-        pytest.skip("shared data not present")
+        pytest.skip(NEEDS_SHARED)
     folder = tmp_path_factory.mktemp("lr")
     for i, p in enumerate(files):  # 48 x 64 crops of real frames
         cv2.imwrite(str(folder / f"{i:08d}.png"), cv2.imread(str(p))[40:88, 100:164])

@@ -13,7 +13,8 @@ import cv2
 import numpy as np
 import pytest
 
-from tests.conftest import DATA, pattern
+from tests.conftest import pattern
+from tests.data import NEEDS_SHARED, REDS
 from vsr.pipeline import FrameQueueRunner, RunnerSettings, upscale
 from vsr.pipeline.scenes import WINDOW
 from vsr.pipeline.windows import window_indices
@@ -21,7 +22,6 @@ from vsr.video import EncoderSettings
 from vsr.video.colour import quantise_rgb
 from vsr.video.source import read_png
 
-REDS = DATA / "sequences" / "reds_demo_000" / "lr"
 
 
 def write_pngs(folder: Path, frames: list[np.ndarray]) -> Path:
@@ -63,7 +63,7 @@ def test_each_output_frame_is_the_model_on_its_window(tmp_path, tiny_backend, ba
 def test_tiled_equals_untiled_within_one_step_on_real_footage(tmp_path, tiny_backend):
     frames = [cv2.imread(str(p))[:64, :96, ::-1] for p in sorted(REDS.glob("*.png"))[:3]]
     if len(frames) < 3:
-        pytest.skip("shared data not present")
+        pytest.skip(NEEDS_SHARED)
     src = write_pngs(tmp_path / "in", frames)
     whole, tiled = tmp_path / "whole", tmp_path / "tiled"
     upscale(src, whole, backend=tiny_backend, runner=RunnerSettings(tile=0))

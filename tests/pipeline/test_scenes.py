@@ -15,7 +15,7 @@ import cv2
 import numpy as np
 import pytest
 
-from tests.conftest import DATA, VIDEOS
+from tests.data import NEEDS_SHARED, REDS, VIDEOS
 from vsr.errors import ConfigError, InputError
 from vsr.pipeline import RunnerSettings, upscale
 from vsr.pipeline.scenes import (CUT_CONTEXT, WINDOW, CutDetector, CutRule, detect_cuts, mark_listed,
@@ -25,7 +25,6 @@ from vsr.report import load as report_load
 from vsr.report.render import render_text
 from vsr.video.source import SourceFrame
 
-REDS = DATA / "sequences" / "reds_demo_000" / "lr"
 BBB = VIDEOS / "vp9_320x180_30fps_10s_bbb.webm"
 H, W = 64, 96
 
@@ -34,14 +33,14 @@ def reds(n: int) -> list[np.ndarray]:
     """The first ``n`` REDS frames, a 64x96 crop, uint8 (H, W, 3) RGB."""
     paths = sorted(REDS.glob("*.png"))[:n]
     if len(paths) < n:
-        pytest.skip("shared data not present")
+        pytest.skip(NEEDS_SHARED)
     return [cv2.imread(str(p))[40:40 + H, 100:100 + W, ::-1].copy() for p in paths]
 
 
 def bbb(first: int, n: int) -> list[np.ndarray]:
     """Frames ``first..first+n-1`` of the Big Buck Bunny clip, the same crop."""
     if not BBB.exists():
-        pytest.skip("shared data not present")
+        pytest.skip(NEEDS_SHARED)
     out = []
     with av.open(str(BBB)) as c:
         for i, f in enumerate(c.decode(video=0)):

@@ -13,12 +13,10 @@ import cv2
 import numpy as np
 import pytest
 
+from tests.data import CALENDAR, needs
 from tests.quality.test_metrics import ref_psnr, ref_ssim, ref_y
 
-DATA = Path(os.environ.get("VSR_TEST_DATA", "/work/shared/data"))
-CALENDAR = DATA / "sequences" / "vid4" / "calendar"
-needs_calendar = pytest.mark.skipif(not (CALENDAR / "gt").is_dir() or not (CALENDAR / "lr").is_dir(),
-                                    reason=f"Vid4 calendar GT/LR not found under {CALENDAR} (set VSR_TEST_DATA)")
+needs_calendar = needs(CALENDAR / "gt", CALENDAR / "lr")  # full-size GT: only in the shared data
 
 
 def vsr_eval(*args: str) -> subprocess.CompletedProcess:

@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import cv2
 import numpy as np
 import pytest
 
+from tests.data import CALENDAR, needs
 from vsr.quality.resize import (bicubic_downscale_x4, bicubic_upscale_x4, imresize, mod_crop, resize_matrix,
                                 to_uint8_matlab)
 
-DATA = Path(os.environ.get("VSR_TEST_DATA", "/work/shared/data"))
-CALENDAR = DATA / "sequences" / "vid4" / "calendar"
-needs_calendar = pytest.mark.skipif(not (CALENDAR / "gt").is_dir() or not (CALENDAR / "lr").is_dir(),
-                                    reason=f"Vid4 calendar GT/LR not found under {CALENDAR} (set VSR_TEST_DATA)")
+needs_calendar = needs(CALENDAR / "gt", CALENDAR / "lr")  # full-size GT: only in the shared data
 FRAMES = ("00000000.png", "00000015.png", "00000030.png")
 
 

@@ -15,14 +15,16 @@ import numpy as np
 import pytest
 import torch
 
+from tests.data import CALENDAR
+
 REPO = Path(__file__).resolve().parents[2]
-CALENDAR = REPO.parent / "shared" / "data" / "sequences" / "vid4" / "calendar" / "lr"
+CALENDAR_LR = CALENDAR / "lr"
 
 
 def test_gpu_check_quick_runs_every_check_on_the_cpu(tmp_path):
     data = tmp_path / "data" / "frames"
     data.mkdir(parents=True)
-    for p in sorted(CALENDAR.glob("*.png"))[:5]:  # real frames where the shared data is; else synthesised
+    for p in sorted(CALENDAR_LR.glob("*.png"))[:5]:  # real frames (shipped too)
         shutil.copy(p, data)
     out = tmp_path / "out"
     r = subprocess.run([sys.executable, "scripts/gpu_check.py", "--out", str(out), "--data", str(data.parent),

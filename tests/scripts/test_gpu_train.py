@@ -13,23 +13,24 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 
+from tests.conftest import pattern
+from tests.data import TRAIN_IMAGES
+
 REPO = Path(__file__).resolve().parents[2]
-SHARED = REPO.parent / "shared" / "data" / "train" / "images"
 
 
 def _images(folder: Path) -> Path:
-    """Two real training images when the shared data is there, else two synthetic ones (not zeros)."""
+    """Two real training images when the shared data is there, else two synthetic ones: textured gradients that
+    a PNG compresses about as well as a photograph (white noise would not fit the pack's limit)."""
     import cv2
 
     folder.mkdir(parents=True)
-    real = sorted(SHARED.glob("Kodak24*/*.png"))[:2] if SHARED.is_dir() else []
+    real = sorted(TRAIN_IMAGES.glob("Kodak24*/*.png"))[:2] if TRAIN_IMAGES.is_dir() else []
     for i in range(2):
-        img = cv2.imread(str(real[i])) if real else \
-            (np.random.default_rng(i).random((300, 300, 3)) * 255).astype(np.uint8)
+        img = cv2.imread(str(real[i])) if real else pattern(i, 300, 300, seed=i)
         cv2.imwrite(str(folder / f"{i}.png"), img)
     return folder
 

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import pattern
+from tests.data import NEEDS_SHARED
 from vsr.errors import ConfigError
 from vsr.quality.resize import bicubic_downscale_x4
 from vsr.train.data import FramePool, PairSampler, find_sources
@@ -220,7 +221,7 @@ def test_city_x264_validation_set_is_the_eval_recipe():
     from vsr.train.validate import data_root, prepare, vid4_sets
 
     if not (data_root() / "sequences" / "vid4" / "city" / "gt").is_dir():
-        pytest.skip("Vid4 city not found (set VSR_DATA)")
+        pytest.skip(NEEDS_SHARED)
     (plain,), (coded,) = vid4_sets(["city"]), vid4_sets(["city-x264"])
     assert coded.gt_dir == plain.gt_dir and coded.lr_dir is None and coded.degrade == "eval-x264-crf28"
     a, b = prepare(plain, 5, "reflection_circle"), prepare(coded, 5, "reflection_circle")

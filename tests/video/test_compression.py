@@ -10,16 +10,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.data import CALENDAR, VIDEOS, needs
 from vsr.video import open_source
 from vsr.video.compression import blockiness, measure, measure_file
 from vsr.video.pipe_source import StreamSource
 
-DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
-VIDEOS = DATA / "videos"
 H264 = VIDEOS / "h264_256x240_35fps_1s_noaudio.mp4"
-CALENDAR_LR = DATA / "sequences" / "vid4" / "calendar" / "lr"
+CALENDAR_LR = CALENDAR / "lr"
 
-needs_data = pytest.mark.skipif(not VIDEOS.is_dir(), reason="needs ../shared/data")
+needs_data = needs(VIDEOS)
 
 
 def test_blockiness_is_about_one_without_a_grid_and_high_with_one():

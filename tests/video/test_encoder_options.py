@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import VIDEOS
+from tests.data import VIDEOS
 from vsr.cli import main
 from vsr.errors import InputError
 from vsr.video import EncoderSettings, open_sink, open_source

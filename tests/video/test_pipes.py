@@ -1,7 +1,7 @@
 """`vsr upscale - OUT` and `vsr upscale IN -`: real `ffmpeg` processes on both ends of vsr, frame-exact against the
 file-to-file run on the same input.
 
-Inputs are two real clips of ../shared/data/videos, cut by ffmpeg to a 32x24 crop of a few frames (EDVR-tiny
+Inputs are two real clips of the shared data (tests/data.py), cut by ffmpeg to a 32x24 crop of a few frames (EDVR-tiny
 stays fast) and made into the stream format under test; the same ffmpeg command writing a file gives the
 file-to-file run its input (a container's tags, e.g. Matroska's chroma siting, change the pixels, so both runs
 must read the same container)."""
@@ -19,9 +19,9 @@ import av
 import numpy as np
 import pytest
 
+from tests.data import VIDEOS
 from vsr.cli import main
 
-VIDEOS = Path(__file__).resolve().parents[3] / "shared" / "data" / "videos"
 REALSHORT = VIDEOS / "h264_aac_320x240_29.97fps_1.2s_realshort.mp4"  # H.264 + AAC, 45000/1499 fps
 COCKATOO = VIDEOS / "h264yuv444_mp3_1280x720_20fps_14s_cockatoo.mp4"  # H.264 4:4:4 + MP3, 20 fps
 FFMPEG = shutil.which("ffmpeg")

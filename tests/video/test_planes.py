@@ -12,11 +12,10 @@ import cv2
 import numpy as np
 import pytest
 
-from tests.conftest import DATA
+from tests.data import REDS
 from vsr.video.colour import KR_KB, ColourSpec
 from vsr.video.planes import PlaneFormat, convert_tile, tent_taps
 
-REDS = DATA / "sequences" / "reds_demo_000" / "lr"
 NAMES = {1: "bt709", 5: "bt470bg", 9: "bt2020nc"}
 
 

@@ -1,4 +1,5 @@
-"""The real clips in ``shared/data/videos``: frame count, timestamps, audio packets, colour tags, x4 size.
+"""The real clips of the shared data (``tests.data.VIDEOS``; all but the 1080p one ship in tests/fixtures/real):
+frame count, timestamps, audio packets, colour tags, x4 size.
 
 The quick suite upscales the first frames of each small clip (EDVR-tiny on a 2-core CPU takes seconds per
 320x240 frame); ``VSR_FULL_CLIPS=1`` runs whole clips.  The HD clips (one tiled frame each: ~6 min for 720p
@@ -14,7 +15,8 @@ from fractions import Fraction
 
 import pytest
 
-from tests.conftest import VIDEOS, ffprobe_frames, probe
+from tests.conftest import ffprobe_frames, probe
+from tests.data import NEEDS_SHARED, VIDEOS
 from vsr.pipeline import RunnerSettings, upscale
 from vsr.video import open_source
 
@@ -36,7 +38,7 @@ CLIPS = [
 def test_real_clip_is_upscaled_faithfully(tmp_path, tiny_backend, name, frames, tile):
     src = VIDEOS / name
     if not src.exists():
-        pytest.skip("shared data not present")
+        pytest.skip(NEEDS_SHARED)
     out = tmp_path / ("out" + src.suffix)
     window = (0, None) if FULL else (0, frames)
     with warnings.catch_warnings():
@@ -69,7 +71,7 @@ def test_real_clip_is_upscaled_faithfully(tmp_path, tiny_backend, name, frames, 
 def test_real_clip_durations_are_read(tmp_path):
     src = VIDEOS / "vp9_320x180_30fps_10s_bbb.webm"
     if not src.exists():
-        pytest.skip("shared data not present")
+        pytest.skip(NEEDS_SHARED)
     info = open_source(src).info
     assert info.frames is None and info.frames_estimate == 300  # WebM has no frame count in its header
     assert info.rate == Fraction(30)
@@ -82,7 +84,7 @@ def test_frames_estimate_is_the_decoded_count(name):
 
     src = VIDEOS / name
     if not src.exists():
-        pytest.skip("shared data not present")
+        pytest.skip(NEEDS_SHARED)
     with av.open(str(src)) as c:
         st = c.streams.video[0]
         st.thread_type = "AUTO"

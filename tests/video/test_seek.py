@@ -12,7 +12,7 @@ import pytest
 from vsr.video.seek import EntryPoint, scan_video, verify_entry
 from vsr.video.source import VideoSource
 
-from tests.conftest import VIDEOS
+from tests.data import VIDEOS
 
 COCKATOO = VIDEOS / "h264yuv444_mp3_1280x720_20fps_14s_cockatoo.mp4"
 SHORT = VIDEOS / "h264_aac_320x240_29.97fps_1.2s_realshort.mp4"

@@ -9,7 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.conftest import VIDEOS, probe
+from tests.conftest import probe
+from tests.data import NEEDS_SHARED, VIDEOS
 from vsr.video import EncoderSettings, open_sink, open_source
 
 NAMES = ["h264_256x240_35fps_1s_noaudio.mp4", "h264_aac_320x240_29.97fps_1.2s_realshort.mp4",
@@ -21,7 +22,7 @@ NAMES = ["h264_256x240_35fps_1s_noaudio.mp4", "h264_aac_320x240_29.97fps_1.2s_re
 def test_whole_clip_timestamps_and_audio_packets_survive(tmp_path, name):
     src = VIDEOS / name
     if not src.exists():
-        pytest.skip("shared data not present")
+        pytest.skip(NEEDS_SHARED)
     out = tmp_path / ("out" + (".mkv" if src.suffix == ".webm" else src.suffix))
     source = open_source(src)
     fast = (("preset", "ultrafast"),)
@@ -50,7 +51,7 @@ def test_big_outputs_get_low_memory_x264_unless_the_user_chooses(tmp_path):
 
     src = VIDEOS / "h264_aac51_1920x1080_60fps_2s.mp4"
     if not src.exists():
-        pytest.skip("shared data not present")
+        pytest.skip(NEEDS_SHARED)
     source = open_source(src)
     try:
         cases = [((), BIG_OUTPUT_X264_PARAMS), ((("x264-params", "ref=4"),), "ref=4"),

@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.data import VIDEOS
 from vsr.video.source import VideoSource
 
-VIDEOS = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "videos"
 COCKATOO = VIDEOS / "h264yuv444_mp3_1280x720_20fps_14s_cockatoo.mp4"
 CLIPS = ["h264yuv444_mp3_1280x720_20fps_14s_cockatoo.mp4", "vp9_320x180_30fps_10s_bbb.webm",
          "h264_aac_320x240_29.97fps_1.2s_realshort.mp4"]
