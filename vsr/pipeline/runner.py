@@ -84,10 +84,10 @@ class RunnerSettings:
     memory_budget_mb: int | None = None  # None: a share of the memory available (memory.machine_budget)
     frames: tuple[int, int | None] = (0, None)
     queue: int = 2
-    # finished frames waiting for the encoder: x264 (medium) at 4K takes ~28 ms a frame on average but blocks for
-    # hundreds of ms at times (its lookahead and frame threads); with 2 slots those stalls reached back to the
-    # model, which stood idle a quarter of an H200 run (e2e 0.74 of the model's own rate)
-    encode_queue: int = 8
+    # finished frames waiting for the encoder.  8 was tried on an H200 (540p -> 4K, x264 medium): the model no
+    # longer waited on the encoder, but the run was no faster (14.5 fps against 16.0 with 2, another machine
+    # of the kind): fed without pause, x264 itself ran at 16.9 fps, the real bottleneck; so 2, the memory kept
+    encode_queue: int = 2
     batch_wait_s: float = 0.02
     stop_grace_s: float = 2.0
     scene_cuts: str = "auto"
