@@ -11,12 +11,15 @@ graph capture itself, on a recording stand-in for ``torch.cuda``'s graph API (no
 
 from __future__ import annotations
 
+import dataclasses
+
 import warnings
 from contextlib import contextmanager
 
 import numpy as np
 import pytest
 import torch
+from torch import nn
 
 from vsr.backends import CudaOptions, TorchOptions
 from tests.backends.test_cuda_graphs import GraphAPI
@@ -117,9 +120,8 @@ def test_fp16_keeps_the_attention_fp32_so_large_features_stay_finite(tiny):
     got, want = half.infer(x), ref.infer(x)
     assert np.isfinite(got).all() and np.abs(got - want).max() <= 2e-2
     tsa = half.model.model.fusion
-    del tsa.temporal_attention  # the plain fp16 attention, for contrast
-    tsa.temporal_attn1.half()
-    tsa.temporal_attn2.half()
+    assert tsa.assembly.attention_sum_fp32
+    tsa.assembly = dataclasses.replace(tsa.assembly, attention_sum_fp32=False)  # the plain fp16 sum, for contrast
     assert not np.isfinite(half.infer(x)).all()
 
 
@@ -241,3 +243,16 @@ def test_transfers_use_pinned_buffers_and_a_copy_stream_ordered_by_events(monkey
     waits = [e[1] for e in api.log if e[0] == "host_wait"]
     # the host waits for each download alone, and before refilling slot 0's pinned input, for its upload
     assert waits == [uploads[1][2], uploads[3][2], uploads[0][2], uploads[5][2]]
+
+
+@pytest.mark.parametrize("precision", ["fp16", "fp32"])
+def test_no_method_of_the_model_is_replaced_on_an_instance(tiny, precision):
+    """The runtime says how EDVR writes what it assembles through its Assembly, a strategy model/edvr.py names:
+    no module of the bridged model carries a function in its own ``__dict__`` that would shadow its class's."""
+    half = _backend(tiny, precision=precision, output="float32")
+    edvr = half.model.model
+    assert edvr.assembly.channels_last and edvr.assembly.attention_sum_fp32 == (precision == "fp16")
+    for name, module in half.model.named_modules():
+        shadowing = [k for k, v in vars(module).items() if callable(v) and not isinstance(v, (nn.Module, type))
+                     and hasattr(type(module), k)]
+        assert not shadowing, (name, shadowing)

@@ -6,15 +6,39 @@ two x2 PixelShuffle stages -> HR residual, added to the bilinear x4 upsampling o
 
 Unlike BasicSR, PCD alignment runs once on a batch of ``N*T`` frames instead of a Python loop over T.
 The arithmetic and the weights are identical; the exported graph has 4 DCN nodes instead of ``4*T``.
+
+How EDVR writes the tensors it assembles from others -- each window's centre features repeated, the aligned
+frames side by side, TSA's weighted frames -- and in what precision TSA sums its correlation is its
+:class:`Assembly`, BasicSR's own unless a runtime sets another (:meth:`EDVR.set_assembly`): the CUDA runtime's
+channels-last segments and its half-precision models.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass, replace
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from vsr.model.dcn import DCNv2Pack
+
+
+@dataclass(frozen=True)
+class Assembly:
+    """``channels_last``: the assembled tensors are written ``(N, H, W, C)``-ordered (torch's channels-last
+    memory format; the values and logical shapes are the same), so that a channels-last runtime never copies them
+    back.  ``attention_sum_fp32``: TSA's correlation -- a sum of ``num_feat`` products of unbounded features,
+    which overflows fp16's 65504 -- is summed in fp32, one frame at a time, in a model otherwise in half
+    precision (its embedding convolutions stay in the model's dtype)."""
+
+    channels_last: bool = False
+    attention_sum_fp32: bool = False
+
+
+def _empty_like_layout(shape, like: torch.Tensor, dtype: torch.dtype, channels_last: bool) -> torch.Tensor:
+    fmt = torch.channels_last if channels_last else torch.contiguous_format
+    return torch.empty(shape, dtype=dtype, device=like.device, memory_format=fmt)
 
 
 def _lrelu(x: torch.Tensor) -> torch.Tensor:
@@ -105,9 +129,11 @@ class PCDAlignment(nn.Module):
 class TSAFusion(nn.Module):
     """Temporal and spatial attention fusion: ``(N, T, C, H, W)`` -> ``(N, C, H, W)``."""
 
-    def __init__(self, num_feat: int = 64, num_frame: int = 5, center_frame_idx: int = 2):
+    def __init__(self, num_feat: int = 64, num_frame: int = 5, center_frame_idx: int = 2,
+                 assembly: Assembly = Assembly()):
         super().__init__()
         self.center_frame_idx = center_frame_idx
+        self.assembly = assembly
         self.temporal_attn1 = nn.Conv2d(num_feat, num_feat, 3, 1, 1)
         self.temporal_attn2 = nn.Conv2d(num_feat, num_feat, 3, 1, 1)
         self.feat_fusion = nn.Conv2d(num_frame * num_feat, num_feat, 1, 1)
@@ -133,14 +159,23 @@ class TSAFusion(nn.Module):
         b, t, c, h, w = aligned_feat.shape
         embedding_ref = self.temporal_attn1(aligned_feat[:, self.center_frame_idx])
         embedding = self.temporal_attn2(aligned_feat.reshape(b * t, c, h, w)).view(b, t, c, h, w)
+        if self.assembly.attention_sum_fp32:
+            ref = embedding_ref.float()
+            corr = torch.stack([(embedding[:, i].float() * ref).sum(dim=1) for i in range(t)], dim=1)
+            return torch.sigmoid(corr).unsqueeze(2).to(aligned_feat.dtype)
         corr = (embedding * embedding_ref.unsqueeze(1)).sum(dim=2)  # (b, t, h, w)
         return torch.sigmoid(corr).unsqueeze(2)  # (b, t, 1, h, w)
 
     def weigh_frames(self, aligned_feat: torch.Tensor, corr_prob: torch.Tensor) -> torch.Tensor:
         """Each frame's features times its attention, the frames side by side: ``(N, T, C, H, W)``,
-        ``(N, T, 1, H, W)`` -> ``(N, T*C, H, W)`` (a runtime may write it in another memory layout)."""
+        ``(N, T, 1, H, W)`` -> ``(N, T*C, H, W)``; channels-last: the product goes straight into place."""
         b, t, c, h, w = aligned_feat.shape
-        return (aligned_feat * corr_prob).reshape(b, t * c, h, w)
+        if not self.assembly.channels_last:
+            return (aligned_feat * corr_prob).reshape(b, t * c, h, w)
+        dtype = torch.promote_types(aligned_feat.dtype, corr_prob.dtype)
+        out = _empty_like_layout((b, t * c, h, w), aligned_feat, dtype, True)
+        torch.mul(aligned_feat, corr_prob, out=out.view(b, t, c, h, w))
+        return out
 
     def forward(self, aligned_feat: torch.Tensor) -> torch.Tensor:
         corr_prob = self.temporal_attention(aligned_feat)
@@ -166,8 +201,9 @@ class EDVR(nn.Module):
 
     def __init__(self, num_in_ch: int = 3, num_out_ch: int = 3, num_feat: int = 64, num_frame: int = 5,
                  deformable_groups: int = 8, num_extract_block: int = 5, num_reconstruct_block: int = 10,
-                 center_frame_idx: int | None = None, with_tsa: bool = True):
+                 center_frame_idx: int | None = None, with_tsa: bool = True, assembly: Assembly = Assembly()):
         super().__init__()
+        self.assembly = assembly
         self.num_frame = num_frame
         self.center_frame_idx = num_frame // 2 if center_frame_idx is None else center_frame_idx
         self.with_tsa = with_tsa
@@ -179,7 +215,8 @@ class EDVR(nn.Module):
         self.conv_l3_2 = nn.Conv2d(num_feat, num_feat, 3, 1, 1)
         self.pcd_align = PCDAlignment(num_feat=num_feat, deformable_groups=deformable_groups)
         if with_tsa:
-            self.fusion = TSAFusion(num_feat=num_feat, num_frame=num_frame, center_frame_idx=self.center_frame_idx)
+            self.fusion = TSAFusion(num_feat=num_feat, num_frame=num_frame, center_frame_idx=self.center_frame_idx,
+                                    assembly=assembly)
         else:
             self.fusion = nn.Conv2d(num_frame * num_feat, num_feat, 1, 1)
         self.reconstruction = nn.Sequential(*[ResidualBlockNoBN(num_feat) for _ in range(num_reconstruct_block)])
@@ -197,17 +234,32 @@ class EDVR(nn.Module):
         feat_l3 = _lrelu(self.conv_l3_2(_lrelu(self.conv_l3_1(feat_l2))))
         return [feat_l1, feat_l2, feat_l3]
 
+    def set_assembly(self, assembly: Assembly) -> None:
+        """How this model (and its TSA) writes what it assembles (:class:`Assembly`)."""
+        self.assembly = assembly
+        if isinstance(self.fusion, TSAFusion):
+            self.fusion.assembly = assembly
+
     def repeat_centre(self, f: torch.Tensor, b: int) -> torch.Tensor:
         """The reference features: each window's centre frame's, in place of each of its T frames: ``(b*T, C, H, W)``
-        (window-major) -> the same shape (a runtime may write it in another memory layout)."""
+        (window-major) -> the same shape, in ``f``'s layout where the assembly is channels-last."""
         t, ci = self.num_frame, self.center_frame_idx
         f5 = f.view(b, t, *f.shape[1:])
-        return f5[:, ci : ci + 1].expand(b, t, *f.shape[1:]).reshape(b * t, *f.shape[1:])
+        if not self.assembly.channels_last:
+            return f5[:, ci : ci + 1].expand(b, t, *f.shape[1:]).reshape(b * t, *f.shape[1:])
+        out = torch.empty_like(f, memory_format=torch.channels_last)
+        out.view(b, t, *f.shape[1:]).copy_(f5[:, ci:ci + 1])
+        return out
 
     def stack_frames(self, aligned: torch.Tensor, b: int) -> torch.Tensor:
         """Each window's T aligned frames side by side (fusion without TSA): ``(b*T, C, H, W)`` ->
-        ``(b, T*C, H, W)`` (a runtime may write it in another memory layout)."""
-        return aligned.view(b, self.num_frame * aligned.shape[1], *aligned.shape[2:])
+        ``(b, T*C, H, W)``; channels-last: stored ``(b, H, W, T*C)``."""
+        t, (c, h, w) = self.num_frame, aligned.shape[1:]
+        if not self.assembly.channels_last:
+            return aligned.view(b, t * c, h, w)
+        out = _empty_like_layout((b, t * c, h, w), aligned, aligned.dtype, True)
+        out.view(b, t, c, h, w).copy_(aligned.view(b, t, c, h, w))
+        return out
 
     def from_features(self, nbr: list[torch.Tensor], x_center: torch.Tensor) -> torch.Tensor:
         """The windows' pyramids ``[L1 (N*T, C, H, W), L2, L3]`` (window-major: row ``n*T + t`` is frame ``t``

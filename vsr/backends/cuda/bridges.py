@@ -18,9 +18,9 @@ windows' ``segment_<i>``; then ``segment_0`` holds no features.
 from __future__ import annotations
 
 import copy
-import functools
 import time
 from contextlib import contextmanager
+from dataclasses import replace
 
 import torch
 from torch import nn
@@ -234,21 +234,11 @@ def keep_attention_fp32(model: nn.Module) -> list[str]:
     of the fusion modules so kept.  Its correlation is a sum of ``num_feat`` products of unbounded features, which
     overflows fp16's 65504 before the sigmoid after it saturates (``vsr.export.fp16`` keeps the same nodes fp32
     in the ONNX form).  Only the products and their sum need the range: the two embedding convolutions run in the
-    model's dtype (tensor cores, no fp32 copy of the aligned frames); each frame's embedding is widened to fp32
-    in turn, multiplied by the fp32 reference embedding and summed; the attention comes back in the model's
-    dtype."""
+    model's dtype (tensor cores, no fp32 copy of the aligned frames); EDVR's :class:`~vsr.model.edvr.Assembly`
+    widens each frame's embedding to fp32 in turn and sums there."""
     kept = []
     for name, module in model.named_modules():
-        if isinstance(module, TSAFusion):
-            module.temporal_attention = functools.partial(_attention_fp32_sum, module)
-            kept.append(name)
+        if isinstance(module, EDVR) and isinstance(module.fusion, TSAFusion):
+            module.set_assembly(replace(module.assembly, attention_sum_fp32=True))
+            kept.append(f"{name}.fusion" if name else "fusion")
     return kept
-
-
-def _attention_fp32_sum(tsa: TSAFusion, aligned: torch.Tensor) -> torch.Tensor:
-    """:meth:`TSAFusion.temporal_attention` with its correlation in fp32: ``(N, T, C, H, W) -> (N, T, 1, H, W)``."""
-    b, t, c, h, w = aligned.shape
-    ref = tsa.temporal_attn1(aligned[:, tsa.center_frame_idx]).float()
-    embedding = tsa.temporal_attn2(aligned.reshape(b * t, c, h, w)).view(b, t, c, h, w)
-    corr = torch.stack([(embedding[:, i].float() * ref).sum(dim=1) for i in range(t)], dim=1)  # (b, t, h, w)
-    return torch.sigmoid(corr).unsqueeze(2).to(aligned.dtype)

@@ -4,8 +4,8 @@
 memory format: tensors keep their logical ``(N, C, H, W)`` shape and their strides say NHWC, so cuDNN runs its
 NHWC kernels (tensor cores with no transposes around them) and vsr's bridge kernels read and write the
 ``(N, H, W, C)`` views (:meth:`Layout.nhwc`) in place.  The model's weights are converted once, the frames on
-entry, and the places where EDVR's own code would copy into NCHW (the repeated centre features of PCD, the
-frames fusion sets side by side, with TSA or without) write channels-last instead; ``conv_last`` (64 -> 3)
+entry, and EDVR writes what it assembles (the repeated centre features of PCD, the frames fusion sets side by
+side, with TSA or without) channels-last (its :class:`~vsr.model.edvr.Assembly`); ``conv_last`` (64 -> 3)
 runs padded to 8 outputs (:class:`PaddedOutputConv`), the 3 sliced after.  ``contiguous``:
 ``(N, C, H, W)``, the layout of before (comparisons; the split plan's arena and its TensorRT engines are NCHW,
 their own layout).
@@ -13,14 +13,13 @@ their own layout).
 
 from __future__ import annotations
 
-import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 from torch import nn
 
 from vsr.backends.options import CUDA_MEMORY_FORMATS as MEMORY_FORMATS
-from vsr.model.edvr import EDVR, TSAFusion
+from vsr.model.edvr import EDVR
 
 
 @dataclass(frozen=True)
@@ -48,12 +47,9 @@ class Layout:
         if self.channels_last:
             for module in model.modules():
                 if isinstance(module, EDVR):
-                    module.repeat_centre = functools.partial(_repeat_centre, module)
-                    module.stack_frames = functools.partial(_stack_frames, module)
+                    module.set_assembly(replace(module.assembly, channels_last=True))
                     if not isinstance(module.conv_last, PaddedOutputConv):
                         module.conv_last = PaddedOutputConv(module.conv_last).to(memory_format=self.torch_format)
-                elif isinstance(module, TSAFusion):
-                    module.weigh_frames = _weigh_frames
         return model
 
     def frames(self, x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
@@ -103,30 +99,3 @@ class PaddedOutputConv(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.conv(x)[:, : self.out_channels]
-
-
-def _repeat_centre(edvr: EDVR, f: torch.Tensor, b: int) -> torch.Tensor:
-    """:meth:`EDVR.repeat_centre` written channels-last: ``(b*T, C, H, W)`` -> the same, in ``f``'s layout."""
-    t, ci = edvr.num_frame, edvr.center_frame_idx
-    out = torch.empty_like(f, memory_format=torch.channels_last)
-    out.view(b, t, *f.shape[1:]).copy_(f.view(b, t, *f.shape[1:])[:, ci:ci + 1])
-    return out
-
-
-def _stack_frames(edvr: EDVR, aligned: torch.Tensor, b: int) -> torch.Tensor:
-    """:meth:`EDVR.stack_frames` written channels-last: ``(b*T, C, H, W)`` -> ``(b, T*C, H, W)`` stored
-    ``(b, H, W, T*C)``."""
-    t, (c, h, w) = edvr.num_frame, aligned.shape[1:]
-    out = torch.empty((b, t * c, h, w), dtype=aligned.dtype, device=aligned.device, memory_format=torch.channels_last)
-    out.view(b, t, c, h, w).copy_(aligned.view(b, t, c, h, w))
-    return out
-
-
-def _weigh_frames(aligned_feat: torch.Tensor, corr_prob: torch.Tensor) -> torch.Tensor:
-    """:meth:`TSAFusion.weigh_frames` written channels-last: ``(N, T, C, H, W)``, ``(N, T, 1, H, W)`` ->
-    ``(N, T*C, H, W)`` stored ``(N, H, W, T*C)``: the product goes straight into place, no copy after it."""
-    b, t, c, h, w = aligned_feat.shape
-    dtype = torch.promote_types(aligned_feat.dtype, corr_prob.dtype)
-    out = torch.empty((b, t * c, h, w), dtype=dtype, device=aligned_feat.device, memory_format=torch.channels_last)
-    torch.mul(aligned_feat, corr_prob, out=out.view(b, t, c, h, w))
-    return out
