@@ -20,7 +20,7 @@ import pytest
 import torch
 
 from vsr.backends import CudaOptions, OrtOptions, SplitOptions, TorchOptions, backend_options, open_backend
-from vsr.backends import options as backend_options_module
+from vsr.backends.cuda import options as backend_options_module
 from tests.kernels.test_cuda_kernels import CASES, make_case, reference_dcn
 from vsr.backends.cuda import resolve_device, segment_runtime
 from vsr.backends.cuda.bridges import DCNBridge, ShuffleBridge, Timeline

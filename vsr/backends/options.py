@@ -1,5 +1,5 @@
-"""The knobs of each backend (one frozen dataclass per backend, defined in its own file and registered there,
-:mod:`vsr.backends.registry`; the CUDA runtime's here, see :mod:`vsr.backends.cuda_backend`), and
+"""The knobs of each backend gathered (one frozen dataclass per backend, defined in its own room and registered
+there, :mod:`vsr.backends.registry`: the CUDA runtime's in :mod:`vsr.backends.cuda.options`), and
 :func:`backend_options`: the options the CLI's names select.
 
 Every backend pads frames to the shape bucket of ``buckets`` (None: ``configs/plan/buckets.toml``) and crops the
@@ -8,102 +8,25 @@ output back, so all of them give the same pixels for the same frame.
 
 from __future__ import annotations
 
-import logging
 import os
-from dataclasses import dataclass
 from typing import Union
 
-from vsr.backends.buckets import BucketPolicy
+from vsr.backends.cuda.options import SEGMENT_RUNTIMES, CudaOptions
 from vsr.backends.ort import OrtOptions
 from vsr.backends.registry import choose
 from vsr.backends.split import INT8_SCALES, SPLIT_PRECISIONS, SplitOptions
 from vsr.backends.torch_backend import TorchOptions
-from vsr.errors import BackendError
 
 PRECISIONS = ("fp16", "fp32")
-CUDA_PRECISIONS = ("fp16", "fp32", "int8")  # int8: TensorRT segments built from the Q/DQ export
-CUDA_OUTPUTS = ("float16", "uint8", "float32")
-SEGMENT_RUNTIMES = ("auto", "torch", "tensorrt")
-CUDA_MEMORY_FORMATS = ("channels_last", "contiguous")  # what vsr.backends.cuda.layout.Layout stores
 # The most inference threads an option may ask for: more never help, and a count far beyond the machine fails
 # deep in torch or ONNX Runtime ("can't start new thread", or the process killed while it starts them).
 MAX_THREADS = max(256, os.cpu_count() or 1)
 
 
-@dataclass(frozen=True)
-class CudaOptions:
-    """EDVR on an NVIDIA GPU: the model's segments on torch (or TensorRT engines), bridged by vsr's CUDA kernels
-    (registered by :mod:`vsr.backends.cuda_backend`).
-
-    device: "cuda", "cuda:1", ... (None: "cuda"); "cpu" is the explicit CPU emulation (tests, CI): the same
-    runtime with the kernels on the CPU harness;  precision: fp16 | fp32;  cuda_graphs: capture the whole
-    bridged model once per input shape and replay it (needs the cupy launcher; ignored on the CPU);
-    launcher: "auto" | "cupy" | "pycuda" | "host" (see :mod:`vsr.kernels.cuda.launch`);  segments: "auto"
-    (TensorRT engines when ``tensorrt`` imports, else torch) | "torch" | "tensorrt";  dcn_gemm: the DCN's
-    matrix product on "torch" (cuBLAS) after vsr's sampling kernel, or vsr's own "kernel";  cache_dir: engine
-    and kernel caches (default ``<engine dir>/cuda``);  output: the dtype of the model's RGB output, "float16"
-    (enough for 10-bit output), "uint8" (RGB quantised on the device: a quarter of float32's bytes) or "float32";
-    device_planes: where the runner asks (``output_planes``), that RGB is converted into the sink's planes on the
-    device and those are downloaded (a 4K 8-bit 4:2:0 frame: 12.4 MB), else the RGB is (torch segments only);
-    precision "int8" takes TensorRT segments (the Q/DQ export);  memory_format: the torch segments' layout,
-    "channels_last" (NHWC: cuDNN's fast kernels and vsr's NHWC bridges) or "contiguous" (NCHW, for comparisons;
-    :mod:`vsr.backends.cuda.layout`);  stream_features: each frame's features computed once and kept on the GPU
-    for the windows that share the frame (False: every window computes its frames' features, the CLI's
-    ``--per-window-features``).  Tuning: fp16, cuda_graphs, device_planes and stream_features on; a larger
-    --batch.
-    """
-
-    device: str | None = None
-    precision: str = "fp16"
-    cuda_graphs: bool = True
-    launcher: str = "auto"
-    segments: str = "auto"
-    dcn_gemm: str = "torch"
-    cache_dir: str | None = None
-    buckets: BucketPolicy | None = None
-    output: str = "float16"
-    memory_format: str = "channels_last"
-    stream_features: bool = True
-    device_planes: bool = True
-
-    def __post_init__(self):
-        if self.precision not in CUDA_PRECISIONS:
-            raise BackendError(f"CUDA precision {self.precision!r}: choose from {', '.join(CUDA_PRECISIONS)}")
-        if self.precision == "int8" and self.segments != "tensorrt":
-            raise BackendError("CUDA precision int8 runs on TensorRT segments only (segments='tensorrt')")
-        if self.output not in CUDA_OUTPUTS:
-            raise BackendError(f"CUDA output {self.output!r}: choose from {', '.join(CUDA_OUTPUTS)}")
-        if self.segments not in SEGMENT_RUNTIMES:
-            raise BackendError(f"CUDA segments {self.segments!r}: choose from {', '.join(SEGMENT_RUNTIMES)}")
-        if self.dcn_gemm not in ("torch", "kernel"):
-            raise BackendError(f"CUDA dcn_gemm {self.dcn_gemm!r}: choose torch or kernel")
-        if self.memory_format not in CUDA_MEMORY_FORMATS:
-            raise BackendError(f"CUDA memory_format {self.memory_format!r}: choose from "
-                               f"{', '.join(CUDA_MEMORY_FORMATS)}")
-
-
 BackendOptions = Union[TorchOptions, OrtOptions, SplitOptions, CudaOptions]
 
 __all__ = ["INT8_SCALES", "PRECISIONS", "SEGMENT_RUNTIMES", "SPLIT_PRECISIONS",
-           "BackendOptions", "CudaOptions", "OrtOptions", "SplitOptions", "TorchOptions", "backend_options",
-           "cuda_available"]
-
-
-def cuda_available() -> bool:
-    """Whether the CUDA runtime can run here: torch sees a CUDA GPU and a GPU kernel launcher (cupy or pycuda)
-    is installed.  A GPU without a launcher is logged: ``auto`` then stays on ONNX Runtime."""
-    import importlib.util
-
-    if importlib.util.find_spec("torch") is None:
-        return False
-    import torch
-
-    if not torch.cuda.is_available():
-        return False
-    if all(importlib.util.find_spec(m) is None for m in ("cupy", "pycuda")):
-        logging.getLogger(__name__).info("a CUDA GPU but neither cupy nor pycuda: backend auto is ONNX Runtime")
-        return False
-    return True
+           "BackendOptions", "CudaOptions", "OrtOptions", "SplitOptions", "TorchOptions", "backend_options"]
 
 
 def backend_options(backend: str = "auto", plan: str = "auto", threads: int | None = None,

@@ -18,7 +18,7 @@ from typing import Any, Callable
 from vsr.errors import BackendError
 
 # Backend files, in the order the CLI lists them (and ``auto`` breaks ties).
-MODULES = ("vsr.backends.torch_backend", "vsr.backends.ort", "vsr.backends.split", "vsr.backends.cuda_backend")
+MODULES = ("vsr.backends.torch_backend", "vsr.backends.ort", "vsr.backends.split", "vsr.backends.cuda")
 
 
 @dataclass(frozen=True)
@@ -76,8 +76,11 @@ def kinds() -> list[BackendKind]:
         for module in MODULES:
             importlib.import_module(module)
         _LOADED.append(True)
-    order = {m: i for i, m in enumerate(MODULES)}
-    return sorted(_KINDS.values(), key=lambda k: order.get(k.options.__module__, len(order)))
+    def rank(kind: BackendKind) -> int:  # the file (or package) its options live in
+        where = kind.options.__module__
+        return next((i for i, m in enumerate(MODULES) if where == m or where.startswith(m + ".")), len(MODULES))
+
+    return sorted(_KINDS.values(), key=rank)
 
 
 def kind_of(options) -> BackendKind:

@@ -24,6 +24,11 @@ class TorchOptions:
     buckets: BucketPolicy | None = None
     stream_features: bool = True
 
+    @property
+    def on_gpu(self) -> bool:
+        """Whether the model runs on a GPU: a ``cuda`` device named (None is decided when the backend opens)."""
+        return (self.device or "").startswith("cuda")
+
 
 class TorchBackend(ModelBackend):
     """``infer((N,T,3,H,W) float32) -> (N,3,4H,4W) float32`` with the PyTorch model.

@@ -93,7 +93,7 @@ def post_threads(backend) -> int | None:
     shared cores: a conversion on both beside a busy inference thread took twice its time on one
     (docs/benchmarks.md, "The post stage per 4K frame")."""
     options = getattr(backend, "options", None)
-    if not hasattr(options, "threads") or str(getattr(options, "device", None) or "").startswith("cuda"):
+    if not hasattr(options, "threads") or getattr(options, "on_gpu", False):
         return None
     cores = os.cpu_count() or 1
     return max(1, cores - (options.threads or cores))

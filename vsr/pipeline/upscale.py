@@ -7,7 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
-from vsr.backends import Backend, BackendRequest, CudaOptions, OrtOptions, SplitOptions
+from vsr.backends import Backend, BackendRequest, OrtOptions, SplitOptions
 from vsr.backends.base import announce
 from vsr.errors import InputError
 from vsr.model.choice import AUTO, WeightsChoice, choose_for
@@ -106,6 +106,5 @@ def _plan_name(request: BackendRequest | None) -> str:
 
 
 def _on_gpu(backend: Backend | BackendRequest) -> bool:
-    """Whether the run's model runs on an NVIDIA GPU (the CUDA runtime on a CUDA device, not its CPU emulation)."""
-    options = getattr(backend, "options", None)
-    return isinstance(options, CudaOptions) and (options.device or "cuda").startswith("cuda")
+    """Whether the run's model runs on an NVIDIA GPU, as its options declare (``on_gpu``)."""
+    return bool(getattr(getattr(backend, "options", None), "on_gpu", False))

@@ -14,7 +14,10 @@
 * :mod:`~vsr.backends.cuda.dcn` -- the DCN: vsr's sampling kernel, then torch's matrix product (NCHW or NHWC);
 * :mod:`~vsr.backends.cuda.keys` -- cache keys from the device and the software versions.
 
-Entry point: :func:`vsr.backends.open_backend` with :class:`vsr.backends.CudaOptions`.
+* :mod:`~vsr.backends.cuda.options` -- :class:`CudaOptions` and whether the runtime can run here.
+
+Entry point: :func:`vsr.backends.open_backend` with :class:`vsr.backends.CudaOptions`.  This module registers the
+runtime (:mod:`vsr.backends.registry`, the last line) and imports nothing heavy: torch waits for a call.
 """
 
 from __future__ import annotations
@@ -22,7 +25,9 @@ from __future__ import annotations
 import importlib.util
 import logging
 
-from vsr.backends.options import CudaOptions
+from vsr.backends.cuda import options as _options
+from vsr.backends.cuda.options import CudaOptions
+from vsr.backends.registry import BackendKind, register
 from vsr.errors import BackendError
 
 log = logging.getLogger(__name__)
@@ -102,4 +107,17 @@ def open_cuda_backend(model, config, options: CudaOptions):
     return CudaTorchBackend(model, config, options, device)
 
 
-__all__ = ["check_device", "device_list", "open_cuda_backend", "resolve_device", "segment_runtime"]
+def _available() -> str | None:
+    # looked up at call time: tests stand in a GPU there
+    return None if _options.cuda_available() else "no CUDA GPU with a kernel launcher (cupy or pycuda) here"
+
+
+def _make(threads: int | None = None, stream_features: bool = True, **_others) -> CudaOptions:
+    return CudaOptions(stream_features=stream_features)
+
+
+__all__ = ["CudaOptions", "check_device", "device_list", "open_cuda_backend", "resolve_device", "segment_runtime"]
+
+# auto's first choice where it runs: a GPU is far faster than any CPU plan
+register(BackendKind("cuda", "cuda", None, CudaOptions, open_cuda_backend, _make, available=_available,
+                     check=check_device, auto=0))

@@ -33,7 +33,8 @@ from vsr.backends.cuda.dcn import deform_conv_torch
 from vsr.backends.cuda.keys import cache_folder, device_facts, runtime_key
 from vsr.backends.cuda.tensors import TensorLauncher, kernel_cache_dir, open_tensor_launcher, torch_dtype
 from vsr.backends.cuda.transfer import OutputConversion, device_planes, quantise
-from vsr.backends.options import CudaOptions, SplitOptions
+from vsr.backends.cuda.options import CudaOptions
+from vsr.backends.split import SplitOptions
 from vsr.backends.split import SplitBackend
 from vsr.errors import BackendError
 from vsr.kernels.cuda.ops import pixel_shuffle_lrelu

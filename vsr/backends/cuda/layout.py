@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 import torch
 from torch import nn
 
-from vsr.backends.options import CUDA_MEMORY_FORMATS as MEMORY_FORMATS
+from vsr.backends.cuda.options import CUDA_MEMORY_FORMATS as MEMORY_FORMATS
 from vsr.model.edvr import EDVR
 
 

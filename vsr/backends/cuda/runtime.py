@@ -41,7 +41,7 @@ from vsr.backends.cuda.stream import FeatureStore, pyramid_shapes, slot_nbytes
 from vsr.backends.cuda.tensors import kernel_cache_dir, open_tensor_launcher
 from vsr.backends.cuda.transfer import OutputConversion, Transfers, quantise
 from vsr.backends.features import FeatureSlots, keyless
-from vsr.backends.options import CudaOptions
+from vsr.backends.cuda.options import CudaOptions
 from vsr.report.sample import StepStats, StepTimes
 from vsr.video.planes import PlaneFormat
 
