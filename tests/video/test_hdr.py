@@ -110,6 +110,9 @@ def test_hdr10_into_mp4_is_hevc_and_into_webm_av1_each_with_its_metadata(hdr10, 
             sink.commit()
             assert colour(tmp_path / name)[:2] == (codec, "yuv420p10le")
             assert colour(tmp_path / name)[2:] == colour(hdr10)[2:]
+            if codec == "hevc":  # what Apple's players take
+                with av.open(str(tmp_path / name)) as c:
+                    assert c.streams.video[0].codec_tag == "hvc1"
             got = side_data(tmp_path / name)
             if codec == "hevc":
                 assert got == side_data(hdr10)

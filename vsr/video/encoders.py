@@ -86,9 +86,11 @@ IMAGE_CONTAINERS_OF = {"mjpeg": {**IMAGE_CONTAINERS, "avi": ".avi"}}
 # The default codec of a container where libx264 is wrong for it.  AVI stores no presentation timestamps: H.264
 # in it (B-frames or not) reads back with none (ffprobe shows N/A), while MPEG-4 Part 2 without B-frames (FFmpeg's
 # mpeg4 encoder has none by default) reads back with every frame's time; it is AVI's own codec (Xvid, DivX), which
-# every player that opens AVI plays.  Tagged XVID, the FourCC hardware players look for.
+# every player that opens AVI plays.  Tagged XVID, the FourCC hardware players look for.  HEVC in MP4 and
+# QuickTime is tagged hvc1 (parameter sets in the header, as FFmpeg has x265 write them there), not FFmpeg's
+# default hev1, which Apple's players refuse.
 CONTAINER_CODECS = {"avi": "mpeg4"}
-CODEC_TAGS = {("avi", "mpeg4"): "XVID"}
+CODEC_TAGS = {("avi", "mpeg4"): "XVID", ("mp4", "libx265"): "hvc1", ("mov", "libx265"): "hvc1"}
 # Encoders with no CRF whose FFmpeg default is a bit rate of 200 kb/s (a blur at x4 sizes): vsr runs them at a
 # fixed quantiser (qmin = qmax, what ffmpeg's -q:v does), --crf's value where given.  3 is near-transparent for
 # both (2 is their best).  Any rate option of the user's own (-x b=, qmin=, qmax=, global_quality=) replaces it.
