@@ -147,12 +147,15 @@ def test_dynamic_metadata_is_named_and_the_users_own_parameters_win():
     hdr = HdrMetadata("PQ", None, (1000, 400), ("HDR10+",))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        opts = hdr_options("libx265", hdr, {"x265-params": "max-cll=500,100"})
+        opts = hdr_options("libx265", "yuv420p10le", hdr, {"x265-params": "max-cll=500,100"})
     assert [str(w.message) for w in caught] == [
         "the source's HDR10+ dynamic metadata cannot follow: the output keeps its static PQ metadata "
         "(colour tags, mastering display, light level) only"]
     assert opts == {"x265-params": "max-cll=500,100:hdr10=1:hdr10-opt=1"}
-    assert hdr_options("libx265", None, {"crf": "20"}) == {"crf": "20"}  # SDR: nothing added
+    assert hdr_options("libx265", "yuv420p10le", None, {"crf": "20"}) == {"crf": "20"}  # SDR: nothing added
+    # x265 refuses its PQ offsets (an error line of its own) on other than 10-bit 4:2:0
+    assert hdr_options("libx265", "yuv420p", HdrMetadata("PQ", None, (1000, 400)), {}) == \
+        {"x265-params": "max-cll=1000,400:hdr10=1"}
 
 
 def test_an_sdr_source_keeps_libx264_and_8_bits(make_clip, tmp_path):

@@ -115,20 +115,20 @@ def read_hdr(frame: av.VideoFrame, colour: ColourSpec) -> HdrMetadata | None:
     return HdrMetadata(HDR_TRANSFERS[colour.transfer], mastering, light, tuple(dynamic))
 
 
-def _x265(hdr: HdrMetadata) -> dict[str, str]:
-    p = _x264(hdr)
+def _x265(hdr: HdrMetadata, pix_fmt: str) -> dict[str, str]:
+    p = _x264(hdr, pix_fmt)
     if not p:
         return {}
     p = {"master-display": p["mastering-display"]} if "mastering-display" in p else {}
     if hdr.light_level is not None:
         p["max-cll"] = "{},{}".format(*hdr.light_level)
     p["hdr10"] = "1"  # (x265 writes the SEI with every keyframe: a player that seeks finds it)
-    if hdr.transfer == "PQ":
-        p["hdr10-opt"] = "1"  # x265's luma and chroma QP offsets for PQ (10-bit input only)
+    if hdr.transfer == "PQ" and pix_fmt == "yuv420p10le":
+        p["hdr10-opt"] = "1"  # x265's luma and chroma QP offsets for PQ (it refuses them, loudly, on other input)
     return p
 
 
-def _x264(hdr: HdrMetadata) -> dict[str, str]:
+def _x264(hdr: HdrMetadata, pix_fmt: str) -> dict[str, str]:
     p = {}
     if hdr.mastering is not None and hdr.mastering.complete:
         p["mastering-display"] = hdr.mastering.x26x()
@@ -137,7 +137,7 @@ def _x264(hdr: HdrMetadata) -> dict[str, str]:
     return p
 
 
-def _svtav1(hdr: HdrMetadata) -> dict[str, str]:
+def _svtav1(hdr: HdrMetadata, pix_fmt: str) -> dict[str, str]:
     p = {}
     if hdr.mastering is not None and hdr.mastering.complete:
         p["mastering-display"] = hdr.mastering.svtav1()
@@ -151,7 +151,7 @@ PARAMS = {"libx265": ("x265-params", _x265), "libx264": ("x264-params", _x264),
           "libsvtav1": ("svtav1-params", _svtav1)}
 
 
-def hdr_options(codec: str, hdr: HdrMetadata | None, opts: dict[str, str]) -> dict[str, str]:
+def hdr_options(codec: str, pix_fmt: str, hdr: HdrMetadata | None, opts: dict[str, str]) -> dict[str, str]:
     """``opts`` with the source's static HDR metadata added to ``codec``'s own parameters (a key the user gave
     there stays the user's); where ``codec`` cannot write it, or the source has dynamic metadata, one warning
     saying what does not follow."""
@@ -171,7 +171,7 @@ def hdr_options(codec: str, hdr: HdrMetadata | None, opts: dict[str, str]) -> di
     key, params_of = PARAMS[codec]
     given = opts.get(key, "")
     mine = {k.split("=")[0].strip() for k in given.split(":") if k.strip()}
-    added = [f"{k}={v}" for k, v in params_of(hdr).items() if k not in mine]
+    added = [f"{k}={v}" for k, v in params_of(hdr, pix_fmt).items() if k not in mine]
     if not added:
         return opts
     return {**opts, key: ":".join(([given] if given else []) + added)}

@@ -82,7 +82,7 @@ class VideoSink:
             width, height = info.width * scale, info.height * scale
             check_size(codec.name, width, height)
             self.encoder_options, self.low_memory_x264 = encoder_options(codec.name, settings, width, height)
-            self.encoder_options = hdr_options(codec.name, info.hdr, self.encoder_options)
+            self.encoder_options = hdr_options(codec.name, self.pix_fmt, info.hdr, self.encoder_options)
             check_values(codec.name, self.encoder_options, settings)
             # what the run's report names: the settings the encoder really runs with, its defaults included
             used = effective(codec.name, self.encoder_options)
