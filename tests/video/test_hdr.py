@@ -153,9 +153,10 @@ def test_dynamic_metadata_is_named_and_the_users_own_parameters_win():
         "(colour tags, mastering display, light level) only"]
     assert opts == {"x265-params": "max-cll=500,100:hdr10=1:hdr10-opt=1"}
     assert hdr_options("libx265", "yuv420p10le", None, {"crf": "20"}) == {"crf": "20"}  # SDR: nothing added
-    # x265 refuses its PQ offsets (an error line of its own) on other than 10-bit 4:2:0
-    assert hdr_options("libx265", "yuv420p", HdrMetadata("PQ", None, (1000, 400)), {}) == \
-        {"x265-params": "max-cll=1000,400:hdr10=1"}
+    # x265 refuses its PQ offsets (an error line of its own) on other than 10-bit 4:2:0; 8 bits are a warning
+    with pytest.warns(UserWarning, match=r"^libx265 writes this PQ source in yuv420p: 8 bits band its gradients"):
+        assert hdr_options("libx265", "yuv420p", HdrMetadata("PQ", None, (1000, 400)), {}) == \
+            {"x265-params": "max-cll=1000,400:hdr10=1"}
 
 
 def test_an_sdr_source_keeps_libx264_and_8_bits(make_clip, tmp_path):

@@ -19,7 +19,7 @@ from fractions import Fraction
 import av
 import numpy as np
 
-from vsr.video.colour import ColourSpec
+from vsr.video.colour import ColourSpec, bit_depth
 
 # AVColorTransferCharacteristic of HDR
 TRC_SMPTE2084, TRC_ARIB_STD_B67 = 16, 18
@@ -153,14 +153,17 @@ PARAMS = {"libx265": ("x265-params", _x265), "libx264": ("x264-params", _x264),
 
 def hdr_options(codec: str, pix_fmt: str, hdr: HdrMetadata | None, opts: dict[str, str]) -> dict[str, str]:
     """``opts`` with the source's static HDR metadata added to ``codec``'s own parameters (a key the user gave
-    there stays the user's); where ``codec`` cannot write it, or the source has dynamic metadata, one warning
-    saying what does not follow."""
+    there stays the user's); where ``codec`` cannot write it, the source has dynamic metadata, or ``pix_fmt`` has
+    fewer than 10 bits, one warning each saying what does not follow."""
     if hdr is None:
         return opts
     if hdr.dynamic:
         warnings.warn(f"the source's {' and '.join(hdr.dynamic)} dynamic metadata cannot follow: the output keeps "
                       f"its static {hdr.transfer} metadata (colour tags, mastering display, light level) only",
                       stacklevel=3)
+    if bit_depth(pix_fmt) < 10:
+        warnings.warn(f"{codec} writes this {hdr.transfer} source in {pix_fmt}: 8 bits band its gradients "
+                      f"(libx265, the default, writes 10)", stacklevel=3)
     static = hdr.mastering is not None or hdr.light_level is not None
     if codec not in PARAMS:
         if static:
