@@ -16,6 +16,7 @@ import av
 
 from vsr.errors import InputError
 from vsr.video.colour import is_gray_format, is_rgb_format
+from vsr.video.hdr import HDR_CODECS, is_hdr
 from vsr.video.nvenc import CQ_RANGE, NVENC, is_nvenc, nvenc_options, nvenc_problem
 from vsr.video.nvenc import DEFAULTS as NVENC_DEFAULTS, PRESETS as NVENC_PRESETS
 from vsr.video.source import VideoInfo
@@ -85,9 +86,11 @@ IMAGE_CONTAINERS_OF = {"mjpeg": {**IMAGE_CONTAINERS, "avi": ".avi"}}
 # The default codec of a container where libx264 is wrong for it.  AVI stores no presentation timestamps: H.264
 # in it (B-frames or not) reads back with none (ffprobe shows N/A), while MPEG-4 Part 2 without B-frames (FFmpeg's
 # mpeg4 encoder has none by default) reads back with every frame's time; it is AVI's own codec (Xvid, DivX), which
-# every player that opens AVI plays.  Tagged XVID, the FourCC hardware players look for.
+# every player that opens AVI plays.  Tagged XVID, the FourCC hardware players look for.  HEVC in MP4 and
+# QuickTime is tagged hvc1 (parameter sets in the header, as FFmpeg has x265 write them there), not FFmpeg's
+# default hev1, which Apple's players refuse.
 CONTAINER_CODECS = {"avi": "mpeg4"}
-CODEC_TAGS = {("avi", "mpeg4"): "XVID"}
+CODEC_TAGS = {("avi", "mpeg4"): "XVID", ("mp4", "libx265"): "hvc1", ("mov", "libx265"): "hvc1"}
 # Encoders with no CRF whose FFmpeg default is a bit rate of 200 kb/s (a blur at x4 sizes): vsr runs them at a
 # fixed quantiser (qmin = qmax, what ffmpeg's -q:v does), --crf's value where given.  3 is near-transparent for
 # both (2 is their best).  Any rate option of the user's own (-x b=, qmin=, qmax=, global_quality=) replaces it.
@@ -121,6 +124,9 @@ def choose_pix_fmt(codec: av.Codec, info: VideoInfo, requested: str | None) -> s
     if is_rgb_format(src) or is_gray_format(src):
         src = "yuv444p10le" if deep else "yuv444p"
     src = src.replace("yuvj", "yuv")
+    if is_hdr(info.colour) and not deep:  # PQ and HLG in 8 bits band: an HDR output has 10 bits at least
+        deep = True
+        src = {"yuv422p": "yuv422p10le", "yuv444p": "yuv444p10le"}.get(src, "yuv420p10le")
     candidates = [src]
     if deep:
         candidates += [src.replace("p12le", "p10le").replace("p16le", "p10le"), "yuv420p10le", "yuv422p10le",
@@ -132,11 +138,16 @@ def choose_pix_fmt(codec: av.Codec, info: VideoInfo, requested: str | None) -> s
     return formats[0]
 
 
-def default_codec(container, hardware: bool = False) -> str:
-    """The container's own (:data:`CONTAINER_CODECS`), else libx264 where the container holds H.264 (mp4, mkv,
-    mov; ``hardware``: h264_nvenc there, where it opens here, :func:`vsr.video.nvenc.nvenc_problem`), else the
-    first of FALLBACK_CODECS it holds."""
+def default_codec(container, hardware: bool = False, hdr: bool = False) -> str:
+    """The container's own (:data:`CONTAINER_CODECS`), else for an ``hdr`` source (PQ, HLG) the first of
+    :data:`vsr.video.hdr.HDR_CODECS` it holds (10-bit HEVC, else AV1: what HDR players decode, and encoders that
+    write the static metadata; no NVENC), else libx264 where the container holds H.264 (mp4, mkv, mov;
+    ``hardware``: h264_nvenc there, where it opens here, :func:`vsr.video.nvenc.nvenc_problem`), else the first
+    of FALLBACK_CODECS it holds."""
     own = CONTAINER_CODECS.get(container.format.name)
+    for name in () if own or not hdr else HDR_CODECS:
+        if name in container.supported_codecs and name in av.codecs_available:
+            return name
     if not own and hardware and "h264_nvenc" in container.supported_codecs and nvenc_problem("h264_nvenc") is None:
         return "h264_nvenc"
     for name in ((own,) if own else ()) + (DEFAULT_CODEC,) + FALLBACK_CODECS:

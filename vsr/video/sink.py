@@ -26,6 +26,7 @@ from vsr.video.dts import DtsRepair
 from vsr.video.encoder_open import open_encoder
 from vsr.video.encoders import (CODEC_TAGS, EncoderSettings, check_playable, check_size, check_values, choose_pix_fmt,
                                 default_codec, effective, encoder_memory_mb, encoder_options, open_codec)
+from vsr.video.hdr import hdr_options
 from vsr.video.output import commit_output, output_path, video_partial, writes
 from vsr.video.passthrough import Passthrough, Window
 from vsr.video.planes import PlaneFormat
@@ -72,7 +73,7 @@ class VideoSink:
         self.oc = self._open_in_memory(Path(dst)) if probe else self._open(Path(dst), settings)
         try:
             if codec is None:
-                codec = open_codec(default_codec(self.oc, settings.hardware))
+                codec = open_codec(default_codec(self.oc, settings.hardware, info.hdr is not None))
             self.codec = codec.name
             self.pix_fmt = self._pix_fmt(codec, settings.pix_fmt)
             self.colour = info.colour.for_output(self.pix_fmt)
@@ -81,6 +82,7 @@ class VideoSink:
             width, height = info.width * scale, info.height * scale
             check_size(codec.name, width, height)
             self.encoder_options, self.low_memory_x264 = encoder_options(codec.name, settings, width, height)
+            self.encoder_options = hdr_options(codec.name, self.pix_fmt, info.hdr, self.encoder_options)
             check_values(codec.name, self.encoder_options, settings)
             # what the run's report names: the settings the encoder really runs with, its defaults included
             used = effective(codec.name, self.encoder_options)

@@ -22,6 +22,7 @@ import numpy as np
 from vsr.errors import InputError
 from vsr.video.colour import ColourSpec, bit_depth, decode_rgb
 from vsr.video.ends import EarlyEnd, file_end, y4m_frames
+from vsr.video.hdr import HdrMetadata, read_hdr
 from vsr.video.png_frames import frame_files
 from vsr.video.seek import EntryPoint, enter, picture_digest
 
@@ -69,6 +70,7 @@ class VideoInfo:
     duration_s: float | None = None
     container: str = ""  # FFmpeg's name of the file's format ("matroska,webm", "nut", ...)
     header_frames: int | None = None  # the count the file's header declares (None: it declares none)
+    hdr: HdrMetadata | None = None  # a PQ or HLG source's mastering display and light level (vsr.video.hdr)
     # a stream's audio and subtitle packets as its decoding passes them (vsr.video.passthrough.PacketFeed): a
     # pipe cannot be read a second time, as a file's are; None for a file
     side_packets: object = field(default=None, compare=False, repr=False)
@@ -299,7 +301,7 @@ def video_info(path: Path, c, st, first: av.VideoFrame) -> VideoInfo:
         sample_aspect_ratio=cc.sample_aspect_ratio or st.sample_aspect_ratio, stream_index=st.index,
         metadata=dict(st.metadata), container_metadata=dict(c.metadata),
         start_pts=first.pts if first.pts is not None else 0, duration_s=duration_s, container=c.format.name,
-        header_frames=st.frames or None)
+        header_frames=st.frames or None, hdr=read_hdr(first, colour))
 
 
 def timed_frames(decoded: Iterator[av.VideoFrame], index: int, start: int, info: VideoInfo) -> Iterator[SourceFrame]:

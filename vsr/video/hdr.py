@@ -1,0 +1,180 @@
+"""HDR sources: their static metadata read from the first decoded frame, and written again by the encoder.
+
+A PQ (SMPTE ST 2084) or HLG (ARIB STD-B67) source keeps its colour tags through :class:`~vsr.video.colour.ColourSpec`
+like any other; what it carries besides them, the mastering display (SMPTE ST 2086) and the content light level
+(MaxCLL, MaxFALL), is frame side data that no encoder takes from PyAV's frames, so each encoder that writes it
+is given it in its own parameters (:data:`PARAMS`), in its own units.  FFmpeg's decoders put a container's
+(mp4 ``mdcv``/``clli``, Matroska's ``MasteringMetadata``) on every frame too, so the first frame says all.
+
+Dynamic metadata (HDR10+, Dolby Vision, HDR Vivid) changes from scene to scene and no encoder here takes it
+from vsr's frames: it is named in one warning, and the output keeps the static metadata.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from fractions import Fraction
+
+import av
+import numpy as np
+
+from vsr.video.colour import ColourSpec, bit_depth
+
+# AVColorTransferCharacteristic of HDR
+TRC_SMPTE2084, TRC_ARIB_STD_B67 = 16, 18
+HDR_TRANSFERS = {TRC_SMPTE2084: "PQ", TRC_ARIB_STD_B67: "HLG"}
+# The default codecs of an HDR source, first the container holds: 10-bit HEVC (what HDR televisions and
+# players decode), else AV1 (.webm holds no HEVC).
+HDR_CODECS = ("libx265", "libsvtav1")
+# Frame side data that changes per scene and cannot follow, by PyAV's name of its type.
+DYNAMIC = {"DYNAMIC_HDR_PLUS": "HDR10+", "DOVI_RPU_BUFFER": "Dolby Vision", "DOVI_METADATA": "Dolby Vision",
+           "DYNAMIC_HDR_VIVID": "HDR Vivid"}
+# x265 and x264: chromaticities in 0.00002, luminance in 0.0001 cd/m2 (as HEVC's and H.264's SEI store them).
+CHROMA_UNIT, LUMINANCE_UNIT = 50000, 10000
+
+
+def is_hdr(colour: ColourSpec) -> bool:
+    return colour.transfer in HDR_TRANSFERS
+
+
+@dataclass(frozen=True)
+class MasteringDisplay:
+    """SMPTE ST 2086: CIE 1931 ``(x, y)`` of the display's ``red``, ``green``, ``blue`` and ``white`` (None where the
+    source gives no primaries), its ``min_luminance`` and ``max_luminance`` in cd/m2 (None where it gives none)."""
+
+    red: tuple[Fraction, Fraction] | None
+    green: tuple[Fraction, Fraction] | None
+    blue: tuple[Fraction, Fraction] | None
+    white: tuple[Fraction, Fraction] | None
+    min_luminance: Fraction | None
+    max_luminance: Fraction | None
+
+    @classmethod
+    def from_side_data(cls, data: bytes) -> "MasteringDisplay":
+        """``AVMasteringDisplayMetadata``: 10 AVRationals (r, g, b, white as x, y; min, max luminance) and two ints
+        saying which half is there."""
+        v = np.frombuffer(data, "=i4", count=22)
+        q = [Fraction(int(v[i]), int(v[i + 1])) if v[i + 1] else None for i in range(0, 20, 2)]
+        has_primaries, has_luminance = bool(v[20]), bool(v[21])
+        xy = [(q[i], q[i + 1]) if has_primaries else None for i in range(0, 8, 2)]
+        return cls(xy[0], xy[1], xy[2], xy[3], q[8] if has_luminance else None, q[9] if has_luminance else None)
+
+    def x26x(self) -> str:
+        """x265's ``master-display`` and x264's ``mastering-display``: ``G(x,y)B(x,y)R(x,y)WP(x,y)L(max,min)``."""
+        def xy(p):
+            return f"({round(p[0] * CHROMA_UNIT)},{round(p[1] * CHROMA_UNIT)})"
+        return (f"G{xy(self.green)}B{xy(self.blue)}R{xy(self.red)}WP{xy(self.white)}"
+                f"L({round(self.max_luminance * LUMINANCE_UNIT)},{round(self.min_luminance * LUMINANCE_UNIT)})")
+
+    def svtav1(self) -> str:
+        """SVT-AV1's ``mastering-display``: the same shape in decimals (AV1 stores its own fixed point)."""
+        def xy(p):
+            return f"({float(p[0]):.6g},{float(p[1]):.6g})"
+        return (f"G{xy(self.green)}B{xy(self.blue)}R{xy(self.red)}WP{xy(self.white)}"
+                f"L({float(self.max_luminance):.6g},{float(self.min_luminance):.6g})")
+
+    @property
+    def complete(self) -> bool:
+        """Primaries and luminance both given: the encoders' parameters take only the whole set."""
+        return self.red is not None and self.max_luminance is not None
+
+
+@dataclass(frozen=True)
+class HdrMetadata:
+    """What an HDR source carries besides its colour tags: ``transfer`` ("PQ" or "HLG"), its ``mastering``
+    display, its ``light_level`` (MaxCLL, MaxFALL in cd/m2) and the ``dynamic`` metadata that cannot follow."""
+
+    transfer: str
+    mastering: MasteringDisplay | None = None
+    light_level: tuple[int, int] | None = None
+    dynamic: tuple[str, ...] = ()
+
+    def describe(self) -> dict:
+        m = self.mastering
+        return {"transfer": self.transfer,
+                "mastering_display": m.x26x() if m is not None and m.complete else None,
+                "max_cll": list(self.light_level) if self.light_level else None, "dynamic": list(self.dynamic)}
+
+
+def read_hdr(frame: av.VideoFrame, colour: ColourSpec) -> HdrMetadata | None:
+    """The HDR metadata of a source whose first decoded frame is ``frame`` (None: not a PQ or HLG source)."""
+    if not is_hdr(colour):
+        return None
+    mastering = light = None
+    dynamic: list[str] = []
+    for sd in frame.side_data:
+        name = sd.type.name
+        if name == "MASTERING_DISPLAY_METADATA":
+            mastering = MasteringDisplay.from_side_data(bytes(sd))
+        elif name == "CONTENT_LIGHT_LEVEL":
+            cll = np.frombuffer(bytes(sd), "=u4", count=2)
+            light = (int(cll[0]), int(cll[1]))
+        elif name in DYNAMIC and DYNAMIC[name] not in dynamic:
+            dynamic.append(DYNAMIC[name])
+    return HdrMetadata(HDR_TRANSFERS[colour.transfer], mastering, light, tuple(dynamic))
+
+
+def _x265(hdr: HdrMetadata, pix_fmt: str) -> dict[str, str]:
+    p = _x264(hdr, pix_fmt)
+    if not p:
+        return {}
+    p = {"master-display": p["mastering-display"]} if "mastering-display" in p else {}
+    if hdr.light_level is not None:
+        p["max-cll"] = "{},{}".format(*hdr.light_level)
+    p["hdr10"] = "1"  # (x265 writes the SEI with every keyframe: a player that seeks finds it)
+    if hdr.transfer == "PQ" and pix_fmt == "yuv420p10le":
+        p["hdr10-opt"] = "1"  # x265's luma and chroma QP offsets for PQ (it refuses them, loudly, on other input)
+    return p
+
+
+def _x264(hdr: HdrMetadata, pix_fmt: str) -> dict[str, str]:
+    p = {}
+    if hdr.mastering is not None and hdr.mastering.complete:
+        p["mastering-display"] = hdr.mastering.x26x()
+    if hdr.light_level is not None:
+        p["cll"] = "{},{}".format(*hdr.light_level)
+    return p
+
+
+def _svtav1(hdr: HdrMetadata, pix_fmt: str) -> dict[str, str]:
+    p = {}
+    if hdr.mastering is not None and hdr.mastering.complete:
+        p["mastering-display"] = hdr.mastering.svtav1()
+    if hdr.light_level is not None:
+        p["content-light"] = "{},{}".format(*hdr.light_level)
+    return p
+
+
+# Encoders that write the static metadata: their parameters option and what goes into it.
+PARAMS = {"libx265": ("x265-params", _x265), "libx264": ("x264-params", _x264),
+          "libsvtav1": ("svtav1-params", _svtav1)}
+
+
+def hdr_options(codec: str, pix_fmt: str, hdr: HdrMetadata | None, opts: dict[str, str]) -> dict[str, str]:
+    """``opts`` with the source's static HDR metadata added to ``codec``'s own parameters (a key the user gave
+    there stays the user's); where ``codec`` cannot write it, the source has dynamic metadata, or ``pix_fmt`` has
+    fewer than 10 bits, one warning each saying what does not follow."""
+    if hdr is None:
+        return opts
+    if hdr.dynamic:
+        warnings.warn(f"the source's {' and '.join(hdr.dynamic)} dynamic metadata cannot follow: the output keeps "
+                      f"its static {hdr.transfer} metadata (colour tags, mastering display, light level) only",
+                      stacklevel=3)
+    if bit_depth(pix_fmt) < 10:
+        warnings.warn(f"{codec} writes this {hdr.transfer} source in {pix_fmt}: 8 bits band its gradients "
+                      f"(libx265, the default, writes 10)", stacklevel=3)
+    static = hdr.mastering is not None or hdr.light_level is not None
+    if codec not in PARAMS:
+        if static:
+            warnings.warn(f"{codec} cannot write the source's HDR mastering display and content light level: the "
+                          f"output keeps the {hdr.transfer} colour tags only (libx265, the default, or libsvtav1 "
+                          f"write them)", stacklevel=3)
+        return opts
+    key, params_of = PARAMS[codec]
+    given = opts.get(key, "")
+    mine = {k.split("=")[0].strip() for k in given.split(":") if k.strip()}
+    added = [f"{k}={v}" for k, v in params_of(hdr, pix_fmt).items() if k not in mine]
+    if not added:
+        return opts
+    return {**opts, key: ":".join(([given] if given else []) + added)}
