@@ -88,9 +88,11 @@ def test_the_source_metadata_is_read_exactly(hdr10):
 
 
 def test_hdr10_upscales_to_10bit_hevc_with_its_metadata(hdr10, tmp_path):
-    out = tmp_path / "out.mkv"
-    p = vsr("upscale", hdr10, out, *TINY)
+    out, report = tmp_path / "out.mkv", tmp_path / "run.json"
+    p = vsr("upscale", hdr10, out, *TINY, "--report", report)
     assert p.returncode == 0, p.stderr
+    said = json.loads(report.read_text())["settings"]["source"]["hdr"]  # the report says what the source held
+    assert said == {"transfer": "PQ", "mastering_display": MASTER, "max_cll": [1000, 400], "dynamic": []}
     assert colour(out) == ("hevc", "yuv420p10le") + colour(hdr10)[2:] == \
         ("hevc", "yuv420p10le", "bt2020", "smpte2084", "bt2020nc", "tv")
     assert ffprobe_side_data(out) == ffprobe_side_data(hdr10) and len(ffprobe_side_data(out)) == 2

@@ -81,7 +81,8 @@ def upscale(src: str | Path, dst: str | Path, *, backend: Backend | BackendReque
                 "frames": f"{start}:{'' if stop is None else stop}", "source": {
                     "width": source.info.width, "height": source.info.height, "pix_fmt": source.info.pix_fmt,
                     "time_base": str(source.info.time_base), "colour": source.info.colour.describe(),
-                    "rotation": source.info.rotation}}
+                    "rotation": source.info.rotation,
+                    "hdr": source.info.hdr.describe() if source.info.hdr is not None else None}}
             if choice is not None:
                 settings["weights_choice"] = choice.to_dict()
             report = FrameQueueRunner(backend, runner).run(source, sink, tick, settings, on_start=on_start,
