@@ -311,3 +311,18 @@ def test_host_launch_refuses_views_and_wrong_argument_counts(host):
         host.launch("pixel_shuffle_lrelu_f32", (1, 1, 1), (32, 1, 1), x[..., ::2], out, 1, 2, 4, 3, 2, 1.0)
     with pytest.raises(TypeError, match="takes 8 arguments"):
         host.launch("pixel_shuffle_lrelu_f32", (1, 1, 1), (32, 1, 1), x, out, 1, 2, 4, 3, 2)
+
+
+def test_the_gemm_launch_shapes_are_those_the_kernel_is_written_for():
+    """ops.py launches dcn_gemm with a block and a tile that deform_conv.cu's #defines fix: read from the source,
+    so a change on one side alone fails here, not as wrong pixels on a GPU."""
+    import re
+
+    from vsr.kernels.cuda import ops
+    from vsr.kernels.cuda.sources import SOURCE_DIR
+
+    defines = {k: int(v) for k, v in re.findall(r"#define (VSR_GEMM_\w+) (\d+)",
+                                                 (SOURCE_DIR / "deform_conv.cu").read_text())}
+    assert ops._GEMM_BLOCK == (defines["VSR_GEMM_BX"], defines["VSR_GEMM_BY"], 1)
+    assert ops._GEMM_TILE == (defines["VSR_GEMM_BX"] * defines["VSR_GEMM_TN"],
+                              defines["VSR_GEMM_BY"] * defines["VSR_GEMM_TM"])

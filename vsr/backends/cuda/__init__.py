@@ -6,7 +6,9 @@
   once;
 * :mod:`~vsr.backends.cuda.layout` -- where its tensors are channels-last (decided there, once);
 * :mod:`~vsr.backends.cuda.graphs` -- its CUDA graphs in one pool, and their memory counted;
-* :mod:`~vsr.backends.cuda.stream` -- each frame's features kept on the device;
+* :mod:`~vsr.backends.cuda.feature_store` -- each frame's features kept on the device;
+* :mod:`~vsr.backends.cuda.transfer` -- host <-> device copies; :mod:`~vsr.backends.cuda.planes` -- what is
+  downloaded (the sink's planes), made on the device;
 * :mod:`~vsr.backends.cuda.memory` -- what a run takes on the device, measured for the memory plan;
 * :mod:`~vsr.backends.cuda.engines` -- :class:`CudaTensorRTBackend`: the split plan's segments as TensorRT
   engines on device buffers, the same bridges between them;

@@ -6,7 +6,7 @@ The plan (:mod:`vsr.plan`) is the one the CPU split backend runs; here its arena
 (:func:`cuda_bridge_kernels`), all on the backend's own stream (engines get its handle, the kernels follow
 torch's current stream, which it is).  Per call the input is uploaded into the arena and the output downloaded
 from it, as ``CudaOptions.output`` -- or, in a run, as the sink's planes made on the device (``output_planes``, the
-same conversion as the torch segments' runtime: ``vsr.backends.cuda.transfer.device_planes``); nothing else
+same conversion as the torch segments' runtime: ``vsr.backends.cuda.planes.device_planes``); nothing else
 crosses to the host.
 
 The segments' precision is their ONNX's (strongly typed engines): fp32 from the plain export, fp16 from vsr's
@@ -32,7 +32,7 @@ import torch
 from vsr.backends.cuda.dcn import deform_conv_torch
 from vsr.backends.cuda.keys import cache_folder, device_facts, runtime_key
 from vsr.backends.cuda.tensors import TensorLauncher, kernel_cache_dir, open_tensor_launcher, torch_dtype
-from vsr.backends.cuda.transfer import OutputConversion, device_planes, quantise
+from vsr.backends.cuda.planes import OutputConversion, device_planes, quantise
 from vsr.backends.cuda.options import CudaOptions
 from vsr.backends.split import SplitOptions
 from vsr.backends.split import SplitBackend

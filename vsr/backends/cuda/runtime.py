@@ -5,7 +5,7 @@ graphs and replayed.
 Implements :class:`vsr.backends.base.Backend`: ``infer(x float32 (N, T, 3, H, W)) -> (N, 3, 4H, 4W)`` as
 ``CudaOptions.output`` (uint8, float16 or float32), and -- with ``stream_features``, the default -- ``infer_stream``:
 each (frame, tile)'s features computed once and kept on the device for the windows that use them
-(:mod:`~vsr.backends.cuda.stream`); ``infer`` then computes every frame of its windows the same way.
+(:mod:`~vsr.backends.cuda.feature_store`); ``infer`` then computes every frame of its windows the same way.
 
 * Programs (:meth:`CudaTorchBackend.graph_specs`): the whole model (``window``), or ``features`` (per frame)
   and ``windows`` (the rest, on the windows' gathered features).
@@ -37,9 +37,10 @@ from vsr.backends.cuda import memory
 from vsr.backends.cuda.bridges import Timeline, bridge_model, keep_attention_fp32
 from vsr.backends.cuda.graphs import GraphSet, GraphSpec, static_inputs
 from vsr.backends.cuda.layout import Layout
-from vsr.backends.cuda.stream import FeatureStore, pyramid_shapes, slot_nbytes
+from vsr.backends.cuda.feature_store import FeatureStore, pyramid_shapes, slot_nbytes
 from vsr.backends.cuda.tensors import kernel_cache_dir, open_tensor_launcher
-from vsr.backends.cuda.transfer import OutputConversion, Transfers, quantise
+from vsr.backends.cuda.planes import OutputConversion, quantise
+from vsr.backends.cuda.transfer import Transfers
 from vsr.backends.features import FeatureSlots, keyless
 from vsr.backends.cuda.options import CudaOptions
 from vsr.report.sample import StepStats, StepTimes
