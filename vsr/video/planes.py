@@ -7,10 +7,11 @@ on all cores, for the CPU backends' output) and the CUDA backend's torch ops (``
 which make the same planes on the device.
 
 For every output plane ``i`` and pixel: ``clip(floor(matrix[i] . rgb + offset[i] + 0.5), 0, top)`` (round half
-up), ``rgb`` clipped to [0, 1] first; a chroma plane of a 4:2:0 / 4:2:2 format is that of the RGB filtered by
-``taps_y`` x ``taps_x`` at its siting (swscale's bilinear filter: a tent two luma pixels wide, e.g. 1/4 1/2 1/4
-for co-sited samples, 1/8 3/8 3/8 1/8 for samples between two rows).  Taps past a tile's edge read its edge
-pixel; a tile's context (overlap) feeds the taps at its core's edges.
+up), ``rgb`` clipped to [0, 1] first; a chroma plane of a subsampled format (4:2:0, 4:2:2, 4:4:0, 4:1:1, 4:1:0) is
+that of the RGB filtered by ``taps_y`` x ``taps_x`` at its siting (swscale's bilinear filter: a tent as wide
+each side as the subsampling factor, e.g. 1/4 1/2 1/4 for co-sited samples halved, 1/8 3/8 3/8 1/8 for samples
+between two rows).  Taps past a tile's edge read its edge pixel; a tile's context (overlap) feeds the taps at
+its core's edges.
 """
 
 from __future__ import annotations
@@ -42,14 +43,25 @@ def tent_taps(sub: int, position: float) -> tuple[tuple[int, float], ...]:
 
 def direct_format(pix_fmt: str) -> bool:
     """Whether the encoder's frames in ``pix_fmt`` are written directly: planar Y, Cb, Cr in planes 0, 1, 2,
-    chroma at most halved each way, little-endian, up to 16 bits.  Other formats (packed, NV12, gray, RGB) get
-    4:4:4 planes that swscale repacks."""
+    chroma subsampled by 1, 2 or 4 each way (4:4:4 to 4:1:0), little-endian, up to 16 bits.  Other formats
+    (packed, NV12, gray, RGB) get 4:4:4 planes that swscale repacks."""
     if is_rgb_format(pix_fmt) or is_gray_format(pix_fmt):
         return False
     f = av.VideoFormat(pix_fmt)
     comps = f.components
     return (len(comps) == 3 and [c.plane for c in comps] == [0, 1, 2] and not f.is_big_endian
-            and max(c.bits for c in comps) <= 16 and f.chroma_width(2) >= 1 and f.chroma_height(2) >= 1)
+            and max(c.bits for c in comps) <= 16 and max(chroma_shifts(pix_fmt)) <= 2)
+
+
+def chroma_shifts(pix_fmt: str) -> tuple[int, int]:
+    """``(sub_x, sub_y)``: chroma is subsampled by ``2**sub_x`` across and ``2**sub_y`` down (FFmpeg's
+    log2_chroma_w / h; 2, 2 for yuv410p), measured on a width that no shift rounds (``chroma_width(2)`` is 1
+    for a shift of 1 and of 2 alike)."""
+    f = av.VideoFormat(pix_fmt)
+    return (_WIDE // f.chroma_width(_WIDE)).bit_length() - 1, (_WIDE // f.chroma_height(_WIDE)).bit_length() - 1
+
+
+_WIDE = 1 << 12
 
 
 @dataclass(frozen=True)
@@ -86,8 +98,7 @@ class PlaneFormat:
         kg = 1.0 - kr - kb
         u, v = cs / (2 * (1 - kb)), cs / (2 * (1 - kr))
         matrix = ((kr * ys, kg * ys, kb * ys), (-kr * u, -kg * u, (1 - kb) * u), ((1 - kr) * v, -kg * v, -kb * v))
-        f = av.VideoFormat(fmt)
-        sub_x, sub_y = int(math.log2(2 / f.chroma_width(2))), int(math.log2(2 / f.chroma_height(2)))
+        sub_x, sub_y = chroma_shifts(fmt)
         if not (sub_x or sub_y):
             return cls(fmt, False, bits, matrix, (yo, co, co))
         px, py = CHROMA_SITING[siting]
@@ -205,5 +216,5 @@ def conversion_threads(n: int | None) -> int:
     return n
 
 
-__all__ = ["PlaneBatch", "PlaneFormat", "conversion_threads", "convert_tile", "direct_format", "encode_planes", "place",
-           "plane_views", "region", "tent_taps"]
+__all__ = ["PlaneBatch", "PlaneFormat", "chroma_shifts", "conversion_threads", "convert_tile", "direct_format",
+           "encode_planes", "place", "plane_views", "region", "tent_taps"]
