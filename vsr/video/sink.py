@@ -20,7 +20,7 @@ import av
 import numpy as np
 
 from vsr.errors import InputError
-from vsr.video.colour import (SITING_NAMES, SPC_RGB, ColourSpec, FramePlanes, bit_depth, is_gray_format,
+from vsr.video.colour import (RANGE_FULL, SITING_NAMES, SPC_RGB, ColourSpec, FramePlanes, bit_depth, is_gray_format,
                               is_rgb_format, planar444, planes_to_frame)
 from vsr.video.dts import DtsRepair
 from vsr.video.encoder_open import open_encoder
@@ -130,8 +130,8 @@ class VideoSink:
 
     def new_planes(self, height: int, width: int) -> np.ndarray | FramePlanes:
         """Where one output frame's integer planes (of :attr:`planes`) are assembled, region by region: for
-        Y/Cb/Cr the planes of the frame the encoder will get."""
-        if self.colour.matrix == SPC_RGB:
+        Y/Cb/Cr and G/B/R the planes of the frame the encoder will get."""
+        if self.planes.packed:
             return np.empty((3, height, width), self.plane_dtype())
         return FramePlanes(width, height, self.planes.pix_fmt)
 
@@ -159,7 +159,9 @@ class VideoSink:
         if info.sample_aspect_ratio:
             cc.sample_aspect_ratio = info.sample_aspect_ratio
         spec = self.colour
-        if not (is_rgb_format(self.pix_fmt) or is_gray_format(self.pix_fmt)):
+        if is_rgb_format(self.pix_fmt):  # full range by definition, and said so (as ffmpeg tags RGB)
+            cc.colorspace, cc.color_range = SPC_RGB, RANGE_FULL
+        elif not is_gray_format(self.pix_fmt):
             cc.colorspace = spec.matrix
             cc.color_range = spec.range
         cc.color_primaries = spec.primaries
