@@ -176,3 +176,39 @@ def test_each_format_each_encoder_takes_is_ffmpegs_conversion(tmp_path, codec, n
     else:
         assert psnr(a, b, (1 << bit_depth(dec)) - 1) >= 30
 
+
+@pytest.mark.parametrize("source,codec,name,want", [
+    ("gbrp", "ffv1", "o.mkv", "bgr0"),  # FFV1's 8-bit RGB is packed
+    ("gbrp10le", "ffv1", "o.mkv", "gbrp10le"), ("gbrp16le", "ffv1", "o.mkv", "gbrp16le"),
+    ("rgb48le", "png", "o.mov", "rgb48be"), ("yuv420p10le", "png", "o.mov", "rgb48be"),
+    ("gbrp", "libx264rgb", "o.mkv", "bgr0"),
+    ("gbrp", "libx264", "o.mkv", "yuv444p"), ("gbrp12le", "libx265", "o.mkv", "yuv444p12le"),  # lossy: YUV 4:4:4
+    ("gbrp", "prores_ks", "o.mov", "yuv444p10le"),  # ProRes 4444, not 422
+    ("gray10le", "ffv1", "o.mkv", "gray10le"), ("gray", "libx264", "o.mkv", "yuv444p"),
+    ("yuva420p", "ffv1", "o.mkv", "yuv420p"), ("gbrap10le", "ffv1", "o.mkv", "gbrp10le"),
+    ("yuv420p", "mjpeg", "o.mov", "yuvj420p"),  # JPEG's full range: limited is refused at normal compliance
+    ("yuv410p", "ffv1", "o.mkv", "yuv410p"), ("yuv411p", "libx264", "o.mkv", "yuv420p")])
+def test_the_output_keeps_its_sources_kind_and_depth_where_the_codec_holds_them(tmp_path, recwarn, source, codec,
+                                                                               name, want):
+    """RGB in, RGB out (full range, the source's depth) where the codec is lossless or RGB only; grey likewise;
+    alpha dropped with one line; lossy codecs get YUV (4:4:4 for RGB)."""
+    spec = ColourSpec.of(source, W // 4, H // 4, 2, 0, 2, 2)
+    sink = VideoSink(tmp_path / name, source_info(tmp_path / "src", source, spec), EncoderSettings(codec=codec))
+    assert sink.pix_fmt == want
+    if is_rgb_format(want) or is_gray_format(want):
+        assert (sink.colour.matrix, sink.colour.range) == (SPC_RGB, RANGE_FULL)
+    alpha = [str(w.message) for w in recwarn if "alpha" in str(w.message)]
+    assert len(alpha) == (1 if source.startswith(("yuva", "gbrap")) else 0), alpha
+    rgb = test_rgb(16)
+    write_with_sink(sink, rgb.astype(np.float32) / np.float32(65535))
+    if codec == "ffv1" and is_rgb_format(want):  # lossless RGB: the codes themselves, at the source's depth
+        with av.open(str(tmp_path / name)) as c:
+            cc = c.streams.video[0].codec_context
+            assert (cc.colorspace, cc.color_range) == (SPC_RGB, RANGE_FULL)  # tagged as ffmpeg tags RGB: gbr, pc
+            got = raw(next(c.decode(video=0)))
+        top = (1 << bit_depth(want)) - 1
+        r, g, b = np.floor(rgb.astype(np.float64) / 65535 * top + 0.5).astype(np.int64)
+        if want == "bgr0":
+            np.testing.assert_array_equal(got.reshape(H, W, 4)[..., :3], np.stack([b, g, r], -1))
+        else:
+            np.testing.assert_array_equal(got, np.concatenate([g.ravel(), b.ravel(), r.ravel()]))

@@ -26,6 +26,7 @@ from vsr.video.dts import DtsRepair
 from vsr.video.encoder_open import open_encoder
 from vsr.video.encoders import (CODEC_TAGS, EncoderSettings, check_playable, check_size, check_values, choose_pix_fmt,
                                 default_codec, effective, encoder_memory_mb, encoder_options, open_codec)
+from vsr.video.formats import warn_alpha_dropped
 from vsr.video.output import commit_output, output_path, video_partial, writes
 from vsr.video.passthrough import Passthrough, Window
 from vsr.video.planes import PlaneFormat
@@ -75,6 +76,7 @@ class VideoSink:
                 codec = open_codec(default_codec(self.oc, settings.hardware))
             self.codec = codec.name
             self.pix_fmt = self._pix_fmt(codec, settings.pix_fmt)
+            warn_alpha_dropped(info.pix_fmt)
             self.colour = info.colour.for_output(self.pix_fmt)
             self.planes = PlaneFormat.of(self.pix_fmt, self.colour)
             check_playable(codec.name, self.oc, played=self.PLAYED)
