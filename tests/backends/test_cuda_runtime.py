@@ -151,7 +151,8 @@ def test_the_output_is_downloaded_small_and_quantised_as_the_post_stage_would(ti
 
 
 @pytest.mark.parametrize("pix_fmt,matrix,output", [("yuv420p", 1, "float16"), ("yuv422p10le", 9, "float32"),
-                                                    ("yuv444p", 6, "uint8"), ("rgb48be", 0, "float16")])
+                                                    ("yuv444p", 6, "uint8"), ("rgb48be", 0, "float16"),
+                                                    ("gbrp10le", 0, "float32"), ("yuv410p", 1, "float32")])
 def test_planes_made_on_the_device_are_the_hosts_bit_for_bit(tiny, pix_fmt, matrix, output):
     """What the post stage would make of the downloaded RGB (vsr.video.planes on the host) is what the device
     made: the same float32 operations in the same order."""

@@ -203,7 +203,7 @@ def test_png_folder_to_video_and_video_to_png_folder(make_clip, tmp_path, tiny_b
     with av.open(str(video)) as c:
         fr = list(c.decode(video=0))
     assert len(fr) == 4 and (fr[0].width, fr[0].height) == (256, 192)
-    assert fr[0].format.name == "yuv444p"  # RGB frames are written without chroma subsampling
+    assert fr[0].format.name == "bgr0"  # RGB frames into lossless FFV1 stay RGB (its 8-bit RGB is packed)
 
 
 def test_a_failing_stage_error_reaches_the_caller_and_the_other_stages_stop():

@@ -8,13 +8,14 @@ import subprocess
 from pathlib import Path
 
 import av
+import av.video.format
 import cv2
 import numpy as np
 import pytest
 
 from tests.data import REDS
 from vsr.video.colour import KR_KB, ColourSpec
-from vsr.video.planes import PlaneFormat, convert_tile, tent_taps
+from vsr.video.planes import PlaneFormat, convert_tile, direct_format, tent_taps
 
 NAMES = {1: "bt709", 5: "bt470bg", 9: "bt2020nc"}
 
@@ -190,3 +191,15 @@ def test_the_codes_are_the_float32_formula_exactly(pix_fmt, siting, dtype):
     convert_tile(rgb, fmt, got)
     for g, want in zip(got, float32_formula(rgb, fmt)):
         np.testing.assert_array_equal(g, want)
+
+
+def test_the_planes_are_the_shapes_of_every_planar_format_ffmpeg_has():
+    """Each format written directly gets planes of its frame's own shapes: 4:1:0 and 4:1:1 too (their chroma is
+    a quarter across, which ``chroma_width(2)`` cannot tell from a half)."""
+    direct = sorted(f for f in av.video.format.names if direct_format(f))
+    assert {"yuv410p", "yuv411p", "yuv440p", "yuv420p10le", "yuv444p16le"} <= set(direct)
+    for name in direct:
+        fmt = PlaneFormat.of(name, ColourSpec(1, 1, 1, 1))
+        frame = av.VideoFrame(40, 24, name)
+        assert fmt.pix_fmt == name
+        assert fmt.plane_shapes(24, 40) == [(p.height, p.width) for p in frame.planes[:3]], name

@@ -233,11 +233,16 @@ def decode_rgb(frame: av.VideoFrame, spec: ColourSpec) -> np.ndarray:
 
 
 def planes_to_frame(planes: np.ndarray | FramePlanes, pix_fmt: str, spec: ColourSpec) -> av.VideoFrame:
-    """Integer planes (an array of 4:4:4 ones from :func:`vsr.video.planes.encode_planes`, or :class:`FramePlanes`
-    used as is) -> a frame in ``pix_fmt``, tagged with ``spec``; swscale makes ``pix_fmt`` of planes in another
+    """Integer planes (an array of 4:4:4 or packed RGB ones from :func:`vsr.video.planes.encode_planes`, or
+    :class:`FramePlanes`, Y/Cb/Cr or G/B/R, used as is) -> a frame in ``pix_fmt``, tagged with ``spec``; swscale makes ``pix_fmt`` of planes in another
     format (4:4:4 ones of a packed or semi-planar format)."""
     p444 = planar444(pix_fmt)
-    if spec.matrix == SPC_RGB:
+    if spec.matrix == SPC_RGB and isinstance(planes, FramePlanes):  # G, B, R planes; or grey's Y, full range
+        f = planes.frame
+        if f.format.name != pix_fmt:
+            f = f.reformat(format=pix_fmt, src_color_range=RANGE_FULL, dst_color_range=RANGE_FULL,
+                           interpolation=RESAMPLE)
+    elif spec.matrix == SPC_RGB:
         fmt = "rgb24" if planes.dtype == np.uint8 else "rgb48le"
         f = av.VideoFrame.from_ndarray(np.ascontiguousarray(planes.transpose(1, 2, 0)), format=fmt)
         if fmt != pix_fmt:

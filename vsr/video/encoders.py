@@ -16,6 +16,7 @@ import av
 
 from vsr.errors import InputError
 from vsr.video.colour import is_gray_format, is_rgb_format
+from vsr.video.formats import gray_output, rgb_format, rgb_output, without_alpha
 from vsr.video.hdr import HDR_CODECS, is_hdr
 from vsr.video.nvenc import CQ_RANGE, NVENC, is_nvenc, nvenc_options, nvenc_problem
 from vsr.video.nvenc import DEFAULTS as NVENC_DEFAULTS, PRESETS as NVENC_PRESETS
@@ -95,6 +96,8 @@ CODEC_TAGS = {("avi", "mpeg4"): "XVID", ("mp4", "libx265"): "hvc1", ("mov", "lib
 # fixed quantiser (qmin = qmax, what ffmpeg's -q:v does), --crf's value where given.  3 is near-transparent for
 # both (2 is their best).  Any rate option of the user's own (-x b=, qmin=, qmax=, global_quality=) replaces it.
 QUANTISER_CODECS = {"mpeg4": (2, 31), "mjpeg": (2, 31)}
+# Codecs whose YUV is full range (JPEG's): they take yuvj formats, and refuse limited range at normal compliance.
+FULL_RANGE_CODECS = frozenset({"mjpeg"})
 DEFAULT_QUANTISER = 3
 RATE_OPTIONS = ("b", "qmin", "qmax", "global_quality")
 # The option holding an encoder's own parameters (``key=value:key=value``), which it applies after FFmpeg's:
@@ -117,12 +120,17 @@ def choose_pix_fmt(codec: av.Codec, info: VideoInfo, requested: str | None) -> s
             raise InputError(f"{codec.name} cannot encode --pix-fmt {requested} "
                              f"(it takes: {', '.join(formats)})")
         return requested
+    src = without_alpha(info.pix_fmt)
     if not formats:
-        return info.pix_fmt
+        return src
     deep = info.bits > 8
-    src = info.pix_fmt
-    if is_rgb_format(src) or is_gray_format(src):
-        src = "yuv444p10le" if deep else "yuv444p"
+    rgb = is_rgb_format(src)
+    if gray_output(codec.name, formats, src):
+        return src  # grey kept grey, at its depth
+    if rgb_output(codec.name, formats, src):
+        return rgb_format(formats, info.bits) or formats[0]  # RGB kept RGB (full range), at its depth
+    if rgb or is_gray_format(src):  # YUV 4:4:4 of the source's depth
+        src = {8: "yuv444p", 9: "yuv444p10le", 10: "yuv444p10le", 12: "yuv444p12le"}.get(info.bits, "yuv444p16le")
     src = src.replace("yuvj", "yuv")
     if is_hdr(info.colour) and not deep:  # PQ and HLG in 8 bits band: an HDR output has 10 bits at least
         deep = True
@@ -131,7 +139,10 @@ def choose_pix_fmt(codec: av.Codec, info: VideoInfo, requested: str | None) -> s
     if deep:
         candidates += [src.replace("p12le", "p10le").replace("p16le", "p10le"), "yuv420p10le", "yuv422p10le",
                        "yuv444p10le"]
+    candidates += ["yuv444p10le"] if rgb else []  # full chroma before subsampled (ProRes 4444, not 422)
     candidates += ["yuv420p", "yuv444p", "yuv422p"]
+    if codec.name in FULL_RANGE_CODECS:  # (yuv420p there: "non full-range YUV is non-standard", refused)
+        candidates = [c.replace("yuv", "yuvj", 1) for c in candidates]
     for c in candidates:
         if c in formats:
             return c

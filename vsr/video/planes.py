@@ -7,10 +7,11 @@ on all cores, for the CPU backends' output) and the CUDA backend's torch ops (``
 which make the same planes on the device.
 
 For every output plane ``i`` and pixel: ``clip(floor(matrix[i] . rgb + offset[i] + 0.5), 0, top)`` (round half
-up), ``rgb`` clipped to [0, 1] first; a chroma plane of a 4:2:0 / 4:2:2 format is that of the RGB filtered by
-``taps_y`` x ``taps_x`` at its siting (swscale's bilinear filter: a tent two luma pixels wide, e.g. 1/4 1/2 1/4
-for co-sited samples, 1/8 3/8 3/8 1/8 for samples between two rows).  Taps past a tile's edge read its edge
-pixel; a tile's context (overlap) feeds the taps at its core's edges.
+up), ``rgb`` clipped to [0, 1] first; a chroma plane of a subsampled format (4:2:0, 4:2:2, 4:4:0, 4:1:1, 4:1:0) is
+that of the RGB filtered by ``taps_y`` x ``taps_x`` at its siting (swscale's bilinear filter: a tent as wide
+each side as the subsampling factor, e.g. 1/4 1/2 1/4 for co-sited samples halved, 1/8 3/8 3/8 1/8 for samples
+between two rows).  Taps past a tile's edge read its edge pixel; a tile's context (overlap) feeds the taps at
+its core's edges.
 """
 
 from __future__ import annotations
@@ -19,11 +20,12 @@ import math
 from dataclasses import dataclass
 
 import av
+import av.video.format
 import numba
 import numpy as np
 
-from vsr.video.colour import (CHROMA_SITING, KR_KB, OUTPUT_SITING, SPC_RGB, ColourSpec, bit_depth, is_gray_format,
-                              is_rgb_format, levels, planar444)
+from vsr.video.colour import (CHROMA_SITING, KR_KB, OUTPUT_SITING, RANGE_FULL, SPC_RGB, SPC_SMPTE170M, ColourSpec,
+                              bit_depth, is_gray_format, is_rgb_format, levels, planar444)
 from vsr.video.plane_kernel import convert_pass
 
 
@@ -42,20 +44,65 @@ def tent_taps(sub: int, position: float) -> tuple[tuple[int, float], ...]:
 
 def direct_format(pix_fmt: str) -> bool:
     """Whether the encoder's frames in ``pix_fmt`` are written directly: planar Y, Cb, Cr in planes 0, 1, 2,
-    chroma at most halved each way, little-endian, up to 16 bits.  Other formats (packed, NV12, gray, RGB) get
-    4:4:4 planes that swscale repacks."""
+    chroma subsampled by 1, 2 or 4 each way (4:4:4 to 4:1:0), little-endian, up to 16 bits.  Semi-planar ones
+    (NV12, P010) get the planes of :func:`semi_planar_source`, other formats (packed, gray, RGB) 4:4:4 planes or
+    packed RGB, that swscale repacks."""
     if is_rgb_format(pix_fmt) or is_gray_format(pix_fmt):
         return False
     f = av.VideoFormat(pix_fmt)
     comps = f.components
     return (len(comps) == 3 and [c.plane for c in comps] == [0, 1, 2] and not f.is_big_endian
-            and max(c.bits for c in comps) <= 16 and f.chroma_width(2) >= 1 and f.chroma_height(2) >= 1)
+            and max(c.bits for c in comps) <= 16 and max(chroma_shifts(pix_fmt)) <= 2)
+
+
+def chroma_shifts(pix_fmt: str) -> tuple[int, int]:
+    """``(sub_x, sub_y)``: chroma is subsampled by ``2**sub_x`` across and ``2**sub_y`` down (FFmpeg's
+    log2_chroma_w / h; 2, 2 for yuv410p), measured on a width that no shift rounds (``chroma_width(2)`` is 1
+    for a shift of 1 and of 2 alike)."""
+    f = av.VideoFormat(pix_fmt)
+    return (_WIDE // f.chroma_width(_WIDE)).bit_length() - 1, (_WIDE // f.chroma_height(_WIDE)).bit_length() - 1
+
+
+_WIDE = 1 << 12
+
+
+def semi_planar_source(pix_fmt: str) -> str | None:
+    """The planar YUV format that swscale repacks into semi-planar ``pix_fmt`` sample for sample (nv12, nv21 ->
+    yuv420p; p010le -> yuv420p10le; nv16 -> yuv422p), so that its chroma is vsr's, sited as tagged; None for
+    other formats."""
+    f = av.VideoFormat(pix_fmt)
+    if [c.plane for c in f.components] != [0, 1, 1] or is_rgb_format(pix_fmt) or f.is_big_endian:
+        return None
+    bits = bit_depth(pix_fmt)
+    name = {(1, 1): "yuv420p", (1, 0): "yuv422p", (0, 0): "yuv444p"}.get(chroma_shifts(pix_fmt))
+    name = name if name is None or bits == 8 else f"{name}{bits}le"
+    return name if name in av.video.format.names and direct_format(name) else None
+
+
+def gray_source(pix_fmt: str) -> str | None:
+    """The full-range planar YUV 4:4:4 of grey ``pix_fmt``'s depth whose Y plane swscale copies into it (gray ->
+    yuv444p, gray10le -> yuv444p10le); None for grey with alpha or below 8 bits."""
+    f = av.VideoFormat(pix_fmt)
+    bits = bit_depth(pix_fmt)
+    if len(f.components) != 1 or bits < 8:
+        return None
+    return "yuv444p" if bits == 8 else f"yuv444p{bits}le"
+
+
+def planar_rgb(pix_fmt: str) -> bool:
+    """Whether RGB in ``pix_fmt`` is written directly: G, B, R in planes 0, 1, 2 (gbrp, gbrp9le ... gbrp16le)."""
+    return pix_fmt.startswith("gbrp") and "f" not in pix_fmt[4:] and not av.VideoFormat(pix_fmt).is_big_endian
+
+
+def packed_rgb(pix_fmt: str) -> str:
+    """The packed RGB of ``pix_fmt``'s depth that other RGB and grey formats are made from (by swscale)."""
+    return "rgb24" if bit_depth(pix_fmt) <= 8 else "rgb48le"
 
 
 @dataclass(frozen=True)
 class PlaneFormat:
-    """The conversion of RGB ``(3, H, W)`` in [0, 1] into the three integer planes of ``pix_fmt`` (Y, Cb, Cr; or
-    R, G, B where ``rgb``, then packed as ``pix_fmt`` rgb24 or rgb48le): ``matrix`` (rows: planes; columns: R, G,
+    """The conversion of RGB ``(3, H, W)`` in [0, 1] into the three integer planes of ``pix_fmt`` (Y, Cb, Cr; G,
+    B, R where ``rgb`` and ``pix_fmt`` is a gbrp one; else R, G, B packed as ``pix_fmt`` rgb24 or rgb48le): ``matrix`` (rows: planes; columns: R, G,
     B) and ``offset`` in code values, ``top`` the largest code, chroma (planes 1 and 2) subsampled by
     ``2**sub_x`` x ``2**sub_y`` through ``taps_x`` / ``taps_y`` (``(luma offset, weight)``), sited at ``siting``
     (an AVChromaLocation, 0 where not subsampled)."""
@@ -74,25 +121,36 @@ class PlaneFormat:
     @classmethod
     def of(cls, pix_fmt: str, spec: ColourSpec, siting: int = OUTPUT_SITING) -> "PlaneFormat":
         """The planes a sink of ``pix_fmt`` tagged ``spec`` takes: those of ``pix_fmt`` itself where it is a
-        :func:`direct_format`, else 4:4:4 (:func:`~vsr.video.colour.planar444`), chroma sited at ``siting``."""
+        :func:`direct_format` or :func:`planar_rgb`, else 4:4:4 (:func:`~vsr.video.colour.planar444`) or packed
+        RGB (:func:`packed_rgb`), chroma sited at ``siting``."""
+        if is_gray_format(pix_fmt) and gray_source(pix_fmt):  # its Y plane, BT.601 full range (swscale's gray)
+            return cls.of(gray_source(pix_fmt), ColourSpec(SPC_SMPTE170M, RANGE_FULL, spec.primaries, spec.transfer))
+        if spec.matrix == SPC_RGB and planar_rgb(pix_fmt):  # G, B, R planes of the frame, at its depth
+            top = float((1 << bit_depth(pix_fmt)) - 1)
+            return cls(pix_fmt, True, bit_depth(pix_fmt), ((0.0, top, 0.0), (0.0, 0.0, top), (top, 0.0, 0.0)),
+                       (0.0,) * 3)
         if spec.matrix == SPC_RGB:  # R, G, B planes, then packed (and repacked by swscale where asked)
-            fmt = "rgb24" if bit_depth(pix_fmt) <= 8 else "rgb48le"
+            fmt = packed_rgb(pix_fmt)
             top = float((1 << bit_depth(fmt)) - 1)
             return cls(fmt, True, bit_depth(fmt), ((top, 0.0, 0.0), (0.0, top, 0.0), (0.0, 0.0, top)), (0.0,) * 3)
-        fmt = pix_fmt if direct_format(pix_fmt) else planar444(pix_fmt)
+        fmt = pix_fmt if direct_format(pix_fmt) else (semi_planar_source(pix_fmt) or planar444(pix_fmt))
         bits = bit_depth(fmt)
         yo, ys, co, cs = levels(spec, bits)
         kr, kb = KR_KB[spec.matrix]
         kg = 1.0 - kr - kb
         u, v = cs / (2 * (1 - kb)), cs / (2 * (1 - kr))
         matrix = ((kr * ys, kg * ys, kb * ys), (-kr * u, -kg * u, (1 - kb) * u), ((1 - kr) * v, -kg * v, -kb * v))
-        f = av.VideoFormat(fmt)
-        sub_x, sub_y = int(math.log2(2 / f.chroma_width(2))), int(math.log2(2 / f.chroma_height(2)))
+        sub_x, sub_y = chroma_shifts(fmt)
         if not (sub_x or sub_y):
             return cls(fmt, False, bits, matrix, (yo, co, co))
         px, py = CHROMA_SITING[siting]
         return cls(fmt, False, bits, matrix, (yo, co, co), sub_x, sub_y, siting,
                    tent_taps(sub_x, px * ((1 << sub_x) - 1)), tent_taps(sub_y, py * ((1 << sub_y) - 1)))
+
+    @property
+    def packed(self) -> bool:
+        """R, G, B planes to be packed (rgb24, rgb48le), not those of a frame."""
+        return self.rgb and not self.pix_fmt.startswith("gbrp")
 
     @property
     def dtype(self) -> np.dtype:
@@ -164,7 +222,7 @@ def place(planes: list[np.ndarray], fmt: PlaneFormat, out: list[np.ndarray],
 def encode_planes(rgb: np.ndarray, pix_fmt: str, spec: ColourSpec, out: np.ndarray | None = None) -> np.ndarray:
     """float RGB ``(3, H, W)`` -> integer planes ``(3, H, W)`` of ``planar444(pix_fmt)``: Y/Cb/Cr, or R/G/B for
     RGB formats (what ``VideoSink.write`` takes as an array)."""
-    fmt = PlaneFormat.of(planar444(pix_fmt), spec)
+    fmt = PlaneFormat.of(packed_rgb(pix_fmt) if spec.matrix == SPC_RGB else planar444(pix_fmt), spec)
     if out is None:
         out = np.empty(rgb.shape, fmt.dtype)
     convert_tile(rgb, fmt, plane_views(out))
@@ -205,5 +263,6 @@ def conversion_threads(n: int | None) -> int:
     return n
 
 
-__all__ = ["PlaneBatch", "PlaneFormat", "conversion_threads", "convert_tile", "direct_format", "encode_planes", "place",
-           "plane_views", "region", "tent_taps"]
+__all__ = ["PlaneBatch", "PlaneFormat", "chroma_shifts", "conversion_threads", "convert_tile", "direct_format",
+           "encode_planes", "gray_source", "packed_rgb", "place", "planar_rgb", "plane_views", "region",
+           "semi_planar_source", "tent_taps"]

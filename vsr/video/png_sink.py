@@ -10,6 +10,7 @@ import numpy as np
 from vsr.errors import InputError
 from vsr.video.colour import ColourSpec
 from vsr.video.encoders import EncoderSettings
+from vsr.video.formats import warn_alpha_dropped
 from vsr.video.output import commit_output, frames_partial, make_frames_folder, output_path, writes
 from vsr.video.source import VideoInfo
 
@@ -33,6 +34,7 @@ class PngFolderSink:
         self.src = info.path
         deep = (settings.pix_fmt or "").startswith(("rgb48", "rgba64")) or (settings.pix_fmt is None and info.bits > 8)
         self.pix_fmt = "rgb48be" if deep else "rgb24"
+        warn_alpha_dropped(info.pix_fmt)
         self.colour = info.colour.for_output(self.pix_fmt)
         self.tmp = frames_partial(self.dst)
         self._make_folder()

@@ -20,12 +20,13 @@ import av
 import numpy as np
 
 from vsr.errors import InputError
-from vsr.video.colour import (SITING_NAMES, SPC_RGB, ColourSpec, FramePlanes, bit_depth, is_gray_format,
+from vsr.video.colour import (RANGE_FULL, SITING_NAMES, SPC_RGB, ColourSpec, FramePlanes, bit_depth, is_gray_format,
                               is_rgb_format, planar444, planes_to_frame)
 from vsr.video.dts import DtsRepair
 from vsr.video.encoder_open import open_encoder
 from vsr.video.encoders import (CODEC_TAGS, EncoderSettings, check_playable, check_size, check_values, choose_pix_fmt,
                                 default_codec, effective, encoder_memory_mb, encoder_options, open_codec)
+from vsr.video.formats import warn_alpha_dropped
 from vsr.video.hdr import hdr_options
 from vsr.video.output import commit_output, output_path, video_partial, writes
 from vsr.video.passthrough import Passthrough, Window
@@ -76,6 +77,7 @@ class VideoSink:
                 codec = open_codec(default_codec(self.oc, settings.hardware, info.hdr is not None))
             self.codec = codec.name
             self.pix_fmt = self._pix_fmt(codec, settings.pix_fmt)
+            warn_alpha_dropped(info.pix_fmt)
             self.colour = info.colour.for_output(self.pix_fmt)
             self.planes = PlaneFormat.of(self.pix_fmt, self.colour)
             check_playable(codec.name, self.oc, played=self.PLAYED)
@@ -132,8 +134,8 @@ class VideoSink:
 
     def new_planes(self, height: int, width: int) -> np.ndarray | FramePlanes:
         """Where one output frame's integer planes (of :attr:`planes`) are assembled, region by region: for
-        Y/Cb/Cr the planes of the frame the encoder will get."""
-        if self.colour.matrix == SPC_RGB:
+        Y/Cb/Cr and G/B/R the planes of the frame the encoder will get."""
+        if self.planes.packed:
             return np.empty((3, height, width), self.plane_dtype())
         return FramePlanes(width, height, self.planes.pix_fmt)
 
@@ -161,7 +163,9 @@ class VideoSink:
         if info.sample_aspect_ratio:
             cc.sample_aspect_ratio = info.sample_aspect_ratio
         spec = self.colour
-        if not (is_rgb_format(self.pix_fmt) or is_gray_format(self.pix_fmt)):
+        if is_rgb_format(self.pix_fmt):  # full range by definition, and said so (as ffmpeg tags RGB)
+            cc.colorspace, cc.color_range = SPC_RGB, RANGE_FULL
+        elif not is_gray_format(self.pix_fmt):
             cc.colorspace = spec.matrix
             cc.color_range = spec.range
         cc.color_primaries = spec.primaries
