@@ -147,7 +147,7 @@ def test_eval_pairs_frames_by_name_and_refuses_names_that_differ(cli, tmp_path):
                              "--json")
     assert rc == 0, lines
     scored = json.loads(out)["bicubic"]["per_frame"]
-    assert [f["frame"] for f in scored] == ["1.png", "10.png", "2.png"]
+    assert [f["frame"] for f in scored] == ["1.png", "2.png", "10.png"]  # in the order their names number them
     assert min(f["psnr_y"] for f in scored) > 20  # each GT beside its own LR (a wrong pair scores ~10 dB)
 
 

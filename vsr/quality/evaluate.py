@@ -43,7 +43,7 @@ def list_frames(folder: str | Path, what: str) -> list[Path]:
         raise InputError(f"{what} folder not found: {p}")
     if not p.is_dir():
         raise InputError(f"{what} path is not a folder: {p}")
-    files = [f for f in frame_files(p) if f.is_file()]
+    files = [f for f in frame_files(p, gaps=True) if f.is_file()]  # paired by name: a gap is the pairing's to say
     if not files:
         raise InputError(f"no PNG frames in {what} folder {p}")
     return files

@@ -22,8 +22,9 @@ def natural_key(name: str) -> list:
     return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
 
 
-def frame_files(folder: Path) -> list[Path]:
-    """The ``*.png`` of ``folder`` in frame order (see the module's docstring); [] where there is none."""
+def frame_files(folder: Path, gaps: bool = False) -> list[Path]:
+    """The ``*.png`` of ``folder`` in frame order (see the module's docstring); [] where there is none.  ``gaps``:
+    numbers may be missing (a folder read as a set of frames paired by name, not as a video)."""
     files = list(Path(folder).glob("*.png"))
     matches = [(_NUMBERED.match(p.stem), p) for p in files]
     if not files or not all(m for m, _ in matches) or len({(m[1], m[3]) for m, _ in matches}) != 1:
@@ -32,7 +33,7 @@ def frame_files(folder: Path) -> list[Path]:
     for (a, name_a, _), (b, name_b, _) in zip(numbered, numbered[1:]):
         if a == b:
             raise InputError(f"{folder}: {name_a} and {name_b} both number frame {a}")
-        if b != a + 1:
+        if b != a + 1 and not gaps:
             missing = f"frame {a + 1}" if b == a + 2 else f"frames {a + 1} to {b - 1}"
             raise InputError(f"{folder}: {missing} missing ({name_a} is followed by {name_b}); every later frame "
                              f"would move earlier in time: add the missing frames or number the files without a gap")
