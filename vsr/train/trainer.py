@@ -22,7 +22,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from tqdm import tqdm
 
 from vsr.errors import InputError
 from vsr.model.config import ModelConfig, load_config
@@ -30,6 +29,7 @@ from vsr.model.init import init_weights, offset_convs
 from vsr.model.weights import (build_model, bundled_path, extract_state_dict, load_state, read_checkpoint,
                                resolve_config)
 from vsr.quant.fake import prepare_qat, qat_parameters
+from vsr.report.progress import progress_bar
 from vsr.train.checkpoint import Trainable, TrainState, make_checkpoint, restore, save_checkpoint
 from vsr.train.data import UNIT, FramePool, PairSampler, find_sources
 from vsr.train.degrade import load_degrade
@@ -247,8 +247,8 @@ class Trainer:
         t_last, waited, losses = time.time(), 0.0, []
         with (BatchStream(self.sampler, start, end, workers=self.workers,
                           pin_memory=self.device.type == "cuda") as batches,
-              tqdm(total=o.iters, initial=start, disable=not progress, dynamic_ncols=True, unit="it",
-                   mininterval=5.0) as bar):
+              progress_bar(total=o.iters, initial=start, disable=not progress, desc="train", unit="it",
+                           mininterval=5.0) as bar):
             while self.state.iteration < end and not (deadline is not None and time.time() >= deadline):
                 t0 = time.time()
                 losses.append(self.step(*next(batches)))
