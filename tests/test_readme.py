@@ -1,4 +1,5 @@
-"""The README's commands run as written on a clone alone (issue 40): each command of its ```bash blocks, of its
+"""The README's and docs/' commands are true (issue 40): every ``vsr`` command they show parses, and the
+README's run as written on a clone alone: each command of its ```bash blocks, of its
 Commands table and its pipe example, in a folder of its own holding the files it names, with nothing beside the
 repository (``VSR_DATA`` names an empty folder) and ``vsr`` being this checkout.
 
@@ -68,6 +69,79 @@ def readme_commands(text: str) -> list[str]:
 
 
 COMMANDS = readme_commands(README.read_text())
+
+
+def docs_command_lines() -> list[tuple[str, str]]:
+    """``(file, command)`` for each ``vsr ...`` command in a fenced block of the README and docs/ (continued lines
+    joined, comments dropped, a pipeline's or ``&&`` chain's parts apart); synopses (``[--at TIME]``, ``IN...``)
+    and captured output (``vsr bench: ...``) left out."""
+    found = []
+    for md in [README, *sorted((REPO / "docs").glob("*.md"))]:
+        for block in re.findall(r"```[a-z]*\n(.*?)```", md.read_text(), re.S):
+            for line in block.replace("\\\n", " ").splitlines():
+                line = re.sub(r"\s+#.*$", "", line).strip()
+                for part in re.split(r"\s*(?:&&|\||;)\s*", line):
+                    part = re.sub(r"^(\.venv/bin/|python -m )", "", part)
+                    if part.startswith("vsr ") and not re.search(r"\[|\.\.\.|^vsr \w+:| IN\b", part):
+                        found.append((md.name, part))
+    return found
+
+
+def test_every_vsr_command_in_the_readme_and_docs_parses():
+    """Each option the README and docs/ show exists and takes what they give it (the cheap half of 'the docs are
+    true': the README's commands also run, below)."""
+    import contextlib
+    import io
+    import shlex
+
+    from vsr.cli import build_parser
+
+    lines = docs_command_lines()
+    assert len(lines) >= 15
+    bad = []
+    for where, command in lines:
+        argv = shlex.split(command)[1:]
+        err = io.StringIO()
+        try:
+            with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+                build_parser(argv).parse_args(argv)
+        except SystemExit as e:
+            if e.code:
+                bad.append(f"{where}: {command}: {err.getvalue().strip()}")
+    assert not bad, "\n".join(bad)
+
+
+def test_every_option_a_vsr_command_in_the_text_names_exists():
+    """The `vsr ...` spans of the README's and docs/' prose (synopses and fragments among them): each ``--option``
+    is one the command has."""
+    import argparse
+
+    from vsr.cli import build_parser
+
+    def parsers(parser, path=()):
+        yield path, parser
+        for a in parser._actions:
+            if isinstance(a, argparse._SubParsersAction):
+                for name, sub in a.choices.items():
+                    yield from parsers(sub, (*path, name))
+
+    known = dict(parsers(build_parser()))
+    bad = []
+    for md in [README, *sorted((REPO / "docs").glob("*.md"))]:
+        for span in re.findall(r"`(vsr [^`]+)`", re.sub(r"```.*?```", "", md.read_text(), flags=re.S)):
+            for part in re.split(r"\s*(?:&&|\|(?![^\[]*\]))\s*", span):
+                words = part.replace("\\|", " ").split()
+                if words[:1] != ["vsr"]:
+                    continue
+                path = ()
+                while len(path) + 1 < len(words) and (*path, words[len(path) + 1]) in known:
+                    path = (*path, words[len(path) + 1])
+                options = known[path]._option_string_actions
+                for w in words[len(path) + 1:]:
+                    option = re.sub(r"[=\]|,.)].*$", "", w.lstrip("["))
+                    if option.startswith("--") and option not in options:
+                        bad.append(f"{md.name}: `{span}`: {option} is no option of vsr {' '.join(path)}")
+    assert not bad, "\n".join(bad)
 
 
 def test_the_readme_commands_are_found():
