@@ -321,6 +321,29 @@ def test_cli_backend_cuda_without_a_gpu_exits_2_with_one_line(make_clip, tmp_pat
     assert not (tmp_path / "o.mp4").exists()
 
 
+@needs_no_gpu
+def test_backend_cuda_without_a_gpu_is_refused_before_the_weights_are_measured(make_clip, tmp_path, capsys,
+                                                                               monkeypatch):
+    """Issue 40: `--backend cuda` on a machine without a GPU measured the source for the weights, then refused."""
+    import importlib
+
+    from vsr.cli import main
+
+    pipeline_upscale = importlib.import_module("vsr.pipeline.upscale")  # the module, not the function it exports
+
+    def measured(_source):
+        raise AssertionError("the source was measured for the weights before the refusal")
+
+    monkeypatch.setattr(pipeline_upscale, "choose_for", measured)
+    src = make_clip("c.mp4", frames=3)
+    rc = main(["upscale", str(src), str(tmp_path / "o.mp4"), "--backend", "cuda"])
+    err = capsys.readouterr().err
+    assert rc == 2, err
+    assert [line for line in err.splitlines() if line.strip() and not line.startswith("\r")] == [
+        line for line in err.splitlines() if line.startswith("vsr: error:") and "needs an NVIDIA GPU" in line]
+    assert not (tmp_path / "o.mp4").exists()
+
+
 def test_segments_are_torch_where_tensorrt_does_not_import():
     cpu = torch.device("cpu")
     assert segment_runtime(CudaOptions(device="cpu"), cpu) == "torch"

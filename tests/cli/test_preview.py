@@ -124,3 +124,20 @@ def test_preview_chooses_the_weights_as_upscale_does_and_says_so(tmp_path):
     assert said == ["vsr: weights: real (h264 at 0.137 bits/pixel, blockiness 1.78: a block codec's grid shows; "
                     "--weights default to override)"]
     assert cv2.imread(str(tmp_path / "p.png")) is not None
+
+
+def test_the_zoomed_region_is_detail_that_holds_still():
+    """Issue 40: the "most detailed region" fell on a motion-blurred hand.  A moving texture (more contrast than
+    anything else in each frame, 6 pixels a frame) beside a still, softer one: the crop is the still one."""
+    from vsr.quality.preview_page import detail_crop
+
+    rng = np.random.default_rng(0)
+    still = rng.integers(40, 220, (32, 32, 3)).astype(np.uint8)  # left
+    moving = rng.integers(0, 256, (32, 48, 3)).astype(np.uint8)  # right, sliding past
+    frames = []
+    for t in range(3):
+        f = np.full((32, 96, 3), 128, np.uint8)
+        f[:, :32], f[:, 64:] = still, moving[:, 6 * t:6 * t + 32]
+        frames.append(f)
+    assert detail_crop(frames[1], 128, 128, 4) == (0, 256)  # the frame alone: the moving texture
+    assert detail_crop(frames[1], 128, 128, 4, (frames[0], frames[2])) == (0, 0)  # with its neighbours: still

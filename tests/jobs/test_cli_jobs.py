@@ -90,9 +90,10 @@ def test_add_run_list_report(clips, tmp_path, capsys):
     assert text.splitlines()[0].split() == ["id", "state", "progress", "chunks", "fps", "ETA", "input", "error"]
     assert [line.split()[1:5] for line in text.splitlines()[1:]] == [["done", "100%", "(7/7)", "3/3"],
                                                                       ["done", "100%", "(5/5)", "2/2"]]
-    rc, text, _ = jobs(capsys, "report", 1, "--store", store, "--html", tmp_path / "job1.html")
+    rc, text, err = jobs(capsys, "report", 1, "--store", store, "--html", tmp_path / "job1.html")
     assert rc == 0 and text.startswith("job 1: 7 frames in ") and "chunks" in text
     assert "<svg" in (tmp_path / "job1.html").read_text()
+    assert err.splitlines() == [f"vsr: wrote {tmp_path / 'job1.html'}"]  # every file vsr writes is said, as vsr report does
     rc, data, _ = jobs(capsys, "report", 2, "--store", store, "--json")
     summary = json.loads(data)["summary"]
     assert summary["frames"] == 5 and summary["bottleneck"] is not None

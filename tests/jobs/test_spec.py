@@ -163,8 +163,8 @@ def test_a_job_without_a_budget_plans_within_the_same_one_on_every_machine(monke
     from vsr.jobs.spec import JOB_MEMORY_BUDGET_MB
 
     keys = set()
-    for available in (2_000.0, 60_000.0):
-        monkeypatch.setattr(memory, "available_memory_mb", lambda: available)
+    for total in (2_000.0, 60_000.0):
+        monkeypatch.setattr(memory, "total_memory_mb", lambda: total)
         spec = JobSpec("/a/in.mp4", "/b/out.mkv", BackendRequest("random", "edvr-tiny"), ENCODER, RunnerSettings())
         assert spec.runner.memory_budget_mb == JOB_MEMORY_BUDGET_MB == 3072
         keys.add(spec.key)

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from tests.pipeline.test_cli_upscale import TINY, cli, errors
 from vsr.errors import InputError, MemoryBudgetError
-from vsr.pipeline.memory import (AUTO_CAP_MB, AUTO_FLOOR_MB, FALLBACK_BUDGET_MB, MARGIN, available_memory_mb,
+from vsr.pipeline.memory import (AUTO_CAP_MB, AUTO_FLOOR_MB, FALLBACK_BUDGET_MB, MARGIN, total_memory_mb,
                                  machine_budget, plan_memory)
 
 
@@ -141,18 +141,44 @@ def test_the_runner_plans_with_its_backends_config():
     assert m_plan.fits and m_plan.total_mb <= m_plan.budget_mb * (1 - MARGIN) + 1e-6
 
 
-@pytest.mark.parametrize("available, budget", [(16860.0, 8192), (19153.0, 9472), (1500.0, AUTO_FLOOR_MB),
-                                               (200_000.0, AUTO_CAP_MB), (None, FALLBACK_BUDGET_MB)])
-def test_the_default_budget_is_half_the_memory_available_within_floor_and_cap(monkeypatch, available, budget):
+@pytest.mark.parametrize("total, budget", [(16860.0, 8192), (24105.0, 11264), (1500.0, AUTO_FLOOR_MB),
+                                           (200_000.0, AUTO_CAP_MB), (None, FALLBACK_BUDGET_MB)])
+def test_the_default_budget_is_half_the_machines_memory_within_floor_and_cap(monkeypatch, total, budget):
     import vsr.pipeline.memory as memory
 
-    monkeypatch.setattr(memory, "available_memory_mb", lambda: available)
+    monkeypatch.setattr(memory, "total_memory_mb", lambda: total)
     b = machine_budget()
-    assert b.mb == budget and b.mb % 256 == 0
-    assert (f"half of the {available:.0f} MB available" in b.why) if available else "does not say" in b.why
+    assert b.mb == budget and b.mb % 1024 == 0
+    assert (f"half of this machine's {total:.0f} MB" in b.why) if total else "does not say" in b.why
 
 
-def test_the_available_memory_is_read_from_this_machine():
+def test_the_default_budget_does_not_move_with_the_memory_free_now(monkeypatch):
+    """Issue 40: a share of MemAvailable moved one machine's budget between 9,984 and 11,264 MB from run to run."""
+    import builtins
+
+    import vsr.pipeline.memory as memory
+
+    real_open = builtins.open
+
+    def meminfo(available_kb):
+        def fake(path, *a, **kw):
+            if str(path) == "/proc/meminfo":
+                import io
+                return io.StringIO(f"MemTotal:       24684092 kB\nMemFree:        {available_kb // 2} kB\n"
+                                   f"MemAvailable:   {available_kb} kB\n")
+            return real_open(path, *a, **kw)
+        return fake
+
+    budgets = set()
+    for available_kb in (20_447_232, 23_068_672, 4_000_000):
+        monkeypatch.setattr(builtins, "open", meminfo(available_kb))
+        monkeypatch.setattr(memory, "_cgroup_limit_mb", lambda: None)
+        budgets.add(machine_budget())
+    assert budgets == {memory.Budget(11264, "default: half of this machine's 24106 MB")}
+
+
+def test_the_machines_memory_is_read_from_this_machine():
     with open("/proc/meminfo") as f:
         fields = {line.split(":")[0]: int(line.split()[1]) / 1024 for line in f}
-    assert 0 < available_memory_mb() <= fields["MemTotal"]  # MemAvailable, or less where a cgroup limit leaves less
+    assert 0 < total_memory_mb() <= fields["MemTotal"]  # MemTotal, or less where a cgroup's limit is lower
+    assert total_memory_mb() == total_memory_mb()

@@ -261,16 +261,16 @@ def test_preview_says_nothing_of_its_own_temporary_file(cli, tmp_path):
 def test_the_default_budget_follows_the_machine_and_is_stated(torch_run):
     report, lines = torch_run
     said = next(x for x in lines if x.startswith("memory: "))
-    m = re.fullmatch(r"memory: budget (\d+) MB \(default: half of the (\d+) MB available.*\), whole frames, "
+    m = re.fullmatch(r"memory: budget (\d+) MB \(default: half of this machine's (\d+) MB.*\), whole frames, "
                      r"each frame's features kept", said)
     assert m, said
-    budget, available = int(m.group(1)), int(m.group(2))
-    assert budget == min(max(available // 2 // 256 * 256, 1024), 16384)
+    budget, machine = int(m.group(1)), int(m.group(2))
+    assert budget == min(max(machine // 2 // 1024 * 1024, 1024), 16384)
     with open("/proc/meminfo") as f:
         total = next(int(x.split()[1]) // 1024 for x in f if x.startswith("MemTotal:"))
-    assert 0 < available <= total
+    assert 0 < machine <= total + 1  # rounded
     plan = json.loads(report.read_text())["settings"]["memory_plan"]
-    assert plan["budget_mb"] == budget and plan["budget_from"].startswith("default: half of the")
+    assert plan["budget_mb"] == budget and plan["budget_from"].startswith("default: half of this machine's")
 
 
 def test_a_budget_message_names_its_cost_and_the_budget_that_avoids_it(cli, tmp_path):

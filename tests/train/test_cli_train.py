@@ -102,3 +102,43 @@ def test_the_batch_workers_end_with_the_run(make_clip, tmp_path, how):
     for pid in alive:  # leave nothing behind, then fail
         os.kill(pid, signal.SIGKILL)
     assert not alive
+
+
+def test_on_a_clone_alone_it_trains_without_validation_and_says_so(make_clip, tmp_path):
+    """The README's `vsr train --init default --data my.mp4 --iters 200`, on a clone (no Vid4 at hand): one line
+    saying there is no validation, exit 0, and no "best validation -inf dB at iteration -1"."""
+    import os
+
+    clip = make_clip("my.mp4", width=48, height=40, frames=6)
+    env = {**os.environ, "VSR_DATA": str(tmp_path / "nothing")}
+    r = subprocess.run([sys.executable, "-m", "vsr", "train", "--init", "default", "--data", str(clip), "--iters", "1",
+                        "--batch-size", "1", "--patch", "8", "--threads", "1", "--workers", "0", "--no-progress"],
+                       cwd=tmp_path, env={**env, "PYTHONPATH": str(REPO)}, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    notes = [line for line in r.stdout.splitlines() if "no validation" in line]
+    assert len(notes) == 2 and "VSR_DATA" in notes[0] and notes[1].startswith("vsr train: stopped at iteration 1;")
+    assert "-inf" not in r.stdout and "iteration -1" not in r.stdout
+    assert (tmp_path / "runs" / "default" / "latest.pth").is_file()  # where --help says it goes
+
+
+def test_a_validation_set_named_but_absent_is_an_error(make_clip, tmp_path, monkeypatch):
+    from vsr.errors import InputError
+    from vsr.train import TrainOptions, Trainer
+
+    monkeypatch.setenv("VSR_DATA", str(tmp_path / "nothing"))
+    clip = make_clip("c.mp4", width=48, height=40, frames=6)
+    with pytest.raises(InputError, match="validation set 'calendar' not found"):
+        Trainer(TrainOptions(config="edvr-tiny", data=(str(clip),), out=str(tmp_path / "run"), iters=1,
+                             val=("calendar",)))
+    assert not (tmp_path / "run").exists()
+
+
+def test_help_says_where_the_run_folder_goes():
+    from vsr.cli import build_parser
+    from vsr.cli.train import train_options
+
+    args = build_parser().parse_args(["train", "--init", "default", "--data", "d", "--iters", "5"])
+    assert train_options(args).out == "runs/default"
+    out = next(a for a in build_parser(["train"])._subparsers._group_actions[0].choices["train"]._actions
+               if "--out" in a.option_strings)
+    assert "runs/default for --init default" in out.help

@@ -53,6 +53,13 @@ class BackendRequest:
     config: str | None = None
     options: BackendOptions = field(default_factory=SplitOptions)
 
+    def check(self) -> None:
+        """Raise the one-line error of a backend that cannot run here (``--backend cuda`` and no GPU), before any
+        slow work: the weights' measurement of the source, the model's load."""
+        kind = kind_of(self.options)
+        if kind.check is not None:
+            kind.check(self.options)
+
     def open(self) -> Backend:
         # looked up at call time, so a caller (or a test) that wraps vsr.backends.open_backend is heard
         return open_backend(weights=self.weights, config=self.config, options=self.options)

@@ -354,6 +354,8 @@ def _report(args) -> int:
         print(json.dumps(render.to_json(run), indent=2) if args.json else render.render_text(escaped(run)))
     if total is not None and len(reports) < total:
         print(f"vsr: {label} is {state}: the report covers {len(reports)} of its {total} chunks", file=sys.stderr)
+    if args.html and out is not None:  # as vsr report says it: on stderr, no part of --json
+        print(f"vsr: wrote {printable(str(out))}", file=sys.stderr)
     return 0
 
 

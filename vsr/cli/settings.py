@@ -34,7 +34,7 @@ def add_upscale_options(p, *, frames: bool = True) -> None:
     r.add_argument("--tile-overlap", default="16", help="LR pixels of context around each tile (default 16)")
     r.add_argument("--memory-budget", default=None, metavar="MB",
                    help="peak memory of the whole run (model, frames in flight, encoder); sets the automatic "
-                        "tile size (default: half of the memory available when the run starts, 1024..16384; "
+                        "tile size (default: half of the machine's memory, rounded down to 1024, 1024..16384; "
                         "vsr jobs: 3072)")
     r.add_argument("--scene-cuts", default="auto", metavar="auto|off|FILE",
                    help="windows never cross a scene cut: auto = detect cuts (default), off = ignore them, FILE = "

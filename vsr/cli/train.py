@@ -17,7 +17,8 @@ def add_parser(sub) -> None:
     p.add_argument("--config", default=None, help="model config name (configs/NAME.toml) or path; "
                                                   "default: the one stored in --init weights")
     p.add_argument("--data", nargs="+", required=True, help="image/video files or folders (searched recursively)")
-    p.add_argument("--out", default=None, help="run folder for checkpoints and log (default: runs/<config>)")
+    p.add_argument("--out", default=None, help="run folder for checkpoints and log (default: runs/NAME, NAME being "
+                                                "--config's name, else --init's: runs/default for --init default)")
     p.add_argument("--iters", type=int, required=True, help="total iterations (sets the cosine schedule)")
     p.add_argument("--init", default=None, help="start from these weights: a file or 'default'")
     p.add_argument("--batch-size", type=int, default=T.batch_size)
@@ -40,8 +41,10 @@ def add_parser(sub) -> None:
                    help="path fragments never to train on (Vid4 is always excluded)")
     p.add_argument("--holdout", type=float, default=T.holdout,
                    help="fraction of each video's last frames kept out of training (validated with --val holdout)")
-    p.add_argument("--val", nargs="*", default=list(T.val),
-                   help="validation sets: calendar, city (Vid4) and/or holdout; none: no validation")
+    p.add_argument("--val", nargs="*", default=None,
+                   help="validation sets: calendar, city (Vid4) and/or holdout; none: no validation (default: "
+                        "calendar and city where the Vid4 set is at hand, see VSR_DATA in docs/install.md; "
+                        "else none, said in one line)")
     p.add_argument("--val-every", type=int, default=T.val_every)
     p.add_argument("--ckpt-every", type=int, default=T.ckpt_every)
     p.add_argument("--threads", type=int, default=T.threads, help="torch CPU threads (0: torch default)")
@@ -72,7 +75,7 @@ def train_options(args):
         iters=args.iters, init=args.init, batch_size=args.batch_size, lr_patch=args.patch, lr=args.lr,
         min_lr=args.min_lr, warmup=args.warmup, offset_lr_mult=args.offset_lr_mult, grad_clip=args.grad_clip,
         loss=args.loss, ema_decay=args.ema_decay, seed=args.seed, weight_init=args.weight_init,
-        video_fraction=args.video_fraction, holdout=args.holdout, val=tuple(v for v in args.val if v != "none"),
+        video_fraction=args.video_fraction, holdout=args.holdout, val=None if args.val is None else tuple(v for v in args.val if v != "none"),
         val_every=args.val_every, ckpt_every=args.ckpt_every, threads=args.threads, workers=args.workers, amp=args.amp,
         device=args.device, qat=args.qat, degrade=args.degrade, degrade_config=args.degrade_config,
         exclude=tuple(dict.fromkeys((*TrainOptions.exclude, *args.exclude))))
@@ -84,7 +87,10 @@ def run(args) -> int:
     trainer = Trainer(train_options(args))
     where = f"resuming at iteration {trainer.state.iteration}" if trainer.resumed else "starting"
     print(f"vsr train: {trainer.cfg.name}, {trainer.sources.describe()}; {where}; run folder {trainer.dir}")
+    if trainer.val_note:
+        print(f"vsr train: {trainer.val_note}")
     state = trainer.run(progress=not args.no_progress)
-    print(f"vsr train: stopped at iteration {state.iteration}; best validation gain over bicubic "
-          f"{state.best_psnr:+.2f} dB at iteration {state.best_iteration}; checkpoints in {trainer.dir}")
+    best = (f"best validation gain over bicubic {state.best_psnr:+.2f} dB at iteration {state.best_iteration}"
+            if state.best_iteration >= 0 else "no validation")
+    print(f"vsr train: stopped at iteration {state.iteration}; {best}; checkpoints in {trainer.dir}")
     return 0

@@ -94,9 +94,9 @@ def _run(args, status) -> int:
         # the bar appears once the plan is made and the backend is warm: a run refused by its memory plan
         # prints only its error, and the bar's rate and ETA leave out the export, plan build and session load
         if totals:
-            from tqdm import tqdm
+            from vsr.report.progress import progress_bar  # a tqdm bar on a terminal, plain lines into a log
 
-            bars.append(tqdm(total=totals[-1], unit="frame", desc="upscale", file=sys.stderr, dynamic_ncols=True))
+            bars.append(progress_bar(total=totals[-1], unit="frame", desc="upscale"))
             above.start()  # a warning during the run is a line of its own, above the bar
 
     # SIGTERM/SIGHUP take the same path as Ctrl-C, so the temporary output is removed

@@ -17,7 +17,6 @@ import fcntl
 import http.client
 import os
 import re
-import sys
 import urllib.error
 import urllib.request
 from contextlib import contextmanager
@@ -199,11 +198,11 @@ def _status(resp) -> int:
 
 
 def _copy(resp, f: BinaryIO, have: int, total: int | None, timeout: float, label: str, quiet: bool) -> None:
-    from tqdm import tqdm
+    from vsr.report.progress import progress_bar  # plain lines, not redraws, into a log
 
     got = have
-    with tqdm(total=total, initial=have, unit="B", unit_scale=True, unit_divisor=1024, desc=label,
-              file=sys.stderr, disable=quiet, dynamic_ncols=True) as bar:
+    with progress_bar(total=total, initial=have, unit="B", unit_scale=True, unit_divisor=1024, desc=label,
+                      disable=quiet) as bar:
         try:
             while chunk := resp.read1(CHUNK):  # what has arrived: a stall keeps it
                 f.write(chunk)

@@ -47,8 +47,9 @@ MIN_TILE = 64
 BATCHES_IN_FLIGHT = 3
 RESULTS_IN_FLIGHT = 5
 MARGIN = 0.05  # of the budget, kept free for what the estimates miss (allocator slack, Python objects)
-# The default budget follows the machine: this share of the memory available when the run starts (Linux's
-# MemAvailable, page cache it may reclaim included; within a cgroup's limit, what the limit leaves).  Half: the
+# The default budget follows the machine, not the moment: this share of its total memory (Linux's MemTotal, or a
+# cgroup's limit where lower), so that the same machine plans the same tiles from one run to the next (a share of
+# the memory available now moved a run's budget between 9,984 and 11,264 MB on one machine, issue 40).  Half: the
 # rest stays for the page cache that decoding and encoding stream through, the other programs, and a second vsr
 # beside this one (a preview); the plan's figures are measured upper bounds, so half is not a tight fit.
 AUTO_SHARE = 0.5
@@ -59,8 +60,8 @@ AUTO_FLOOR_MB = 1024
 # whole frames of larger sources (1080p: ~58 GB) for at most the tiles' overlap, while one process holding tens
 # of GB would starve the rest of a shared machine.
 AUTO_CAP_MB = 16384
-AUTO_STEP_MB = 256  # rounded down to this: the same machine gives the same figure from one run to the next
-FALLBACK_BUDGET_MB = 3072  # where the available memory cannot be read (the fixed default before)
+AUTO_STEP_MB = 1024  # rounded down to this: machines of one kind (MemTotal differs by the kernel's share) agree
+FALLBACK_BUDGET_MB = 3072  # where the total memory cannot be read (the fixed default before)
 # Each frame's features computed per window instead of kept: this much slower (EDVR-M 180x320, split plan 1.18x,
 # torch 1.17x, median of 8 pairs on a quiet machine; docs/benchmarks.md, "Streaming features: quiet rerun").
 PER_WINDOW_COST = 1.18
@@ -158,53 +159,50 @@ def run_budget(given_mb: int | None) -> Budget:
     return Budget(int(given_mb)) if given_mb is not None else machine_budget()
 
 
-def machine_budget(available_mb: float | None = None) -> Budget:
-    """The default budget: :data:`AUTO_SHARE` of the memory available now (``available_mb``, else
-    :func:`available_memory_mb`), within :data:`AUTO_FLOOR_MB`..:data:`AUTO_CAP_MB`, rounded down to
-    :data:`AUTO_STEP_MB`; :data:`FALLBACK_BUDGET_MB` where that cannot be read."""
-    available = available_memory_mb() if available_mb is None else available_mb
-    if available is None:
-        return Budget(FALLBACK_BUDGET_MB, "default: this system does not say how much memory is available")
-    share = int(available * AUTO_SHARE) // AUTO_STEP_MB * AUTO_STEP_MB
+def machine_budget(total_mb: float | None = None) -> Budget:
+    """The default budget: :data:`AUTO_SHARE` of the machine's memory (``total_mb``, else
+    :func:`total_memory_mb`), rounded down to :data:`AUTO_STEP_MB`, within :data:`AUTO_FLOOR_MB`..
+    :data:`AUTO_CAP_MB`; :data:`FALLBACK_BUDGET_MB` where that cannot be read.  The same on every run of a
+    machine, whatever else runs on it at the moment."""
+    total = total_memory_mb() if total_mb is None else total_mb
+    if total is None:
+        return Budget(FALLBACK_BUDGET_MB, "default: this system does not say how much memory it has")
+    share = int(total * AUTO_SHARE) // AUTO_STEP_MB * AUTO_STEP_MB
     mb = min(max(share, AUTO_FLOOR_MB), AUTO_CAP_MB)
     bound = " (the most by default)" if mb == AUTO_CAP_MB else " (the least by default)" if mb == AUTO_FLOOR_MB else ""
-    return Budget(mb, f"default: half of the {available:.0f} MB available{bound}")
+    return Budget(mb, f"default: half of this machine's {total:.0f} MB{bound}")
 
 
-def available_memory_mb() -> float | None:
-    """The memory available to new allocations now, in MB: Linux's MemAvailable, or less where a cgroup's limit
-    leaves less (containers); else the free physical pages; None where the system says neither."""
+def total_memory_mb() -> float | None:
+    """The machine's memory in MB: Linux's MemTotal, or a cgroup's limit where it is lower (containers); else the
+    physical pages; None where the system says neither."""
     found = []
     try:
         with open("/proc/meminfo") as f:
-            found += [int(line.split()[1]) / 1024 for line in f if line.startswith("MemAvailable:")]
+            found += [int(line.split()[1]) / 1024 for line in f if line.startswith("MemTotal:")]
     except (OSError, ValueError, IndexError):
         pass
     if not found:
         try:
-            found.append(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") / MB)
+            found.append(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") / MB)
         except (OSError, ValueError, AttributeError):
             pass
-    left = _cgroup_left_mb()
-    if left is not None:
-        found.append(left)
+    limit = _cgroup_limit_mb()
+    if limit is not None:
+        found.append(limit)
     return min(found) if found else None
 
 
-def _cgroup_left_mb() -> float | None:
-    """What this process's cgroup memory limit leaves (v2 ``memory.max``, v1 ``memory.limit_in_bytes``)."""
-    v1 = "/sys/fs/cgroup/memory/memory."
-    for limit, usage in (("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
-                         (f"{v1}limit_in_bytes", f"{v1}usage_in_bytes")):
+def _cgroup_limit_mb() -> float | None:
+    """This process's cgroup memory limit (v2 ``memory.max``, v1 ``memory.limit_in_bytes``); None: none."""
+    for limit in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
         try:
             with open(limit) as f:
                 cap = f.read().strip()
-            with open(usage) as f:
-                used = int(f.read().strip())
-        except (OSError, ValueError):
+        except OSError:
             continue
         if cap.isdigit() and int(cap) < 1 << 60:  # "max", or v1's "no limit" (a number near 2**63)
-            return max(int(cap) - used, 0) / MB
+            return int(cap) / MB
     return None
 
 

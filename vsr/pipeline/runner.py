@@ -64,8 +64,8 @@ class RunnerSettings:
     """Knobs of the runner.
 
     batch: items (windows, or tiles of windows) per backend call; tile: LR tile side (None: automatic, the
-    largest that keeps the whole process within ``memory_budget_mb`` (None: a share of the memory available
-    when the run starts), see :mod:`vsr.pipeline.memory`; 0: never
+    largest that keeps the whole process within ``memory_budget_mb`` (None: half of the machine's
+    memory), see :mod:`vsr.pipeline.memory`; 0: never
     tile); overlap: LR pixels of context around each tile's core;
     frames: output frames ``start:stop`` (Python slice semantics, neighbours outside still feed windows);
     queue: items between two stages; batch_wait_s: how long the batcher waits to fill a batch;
@@ -81,7 +81,7 @@ class RunnerSettings:
     batch: int = 1
     tile: int | None = None
     overlap: int = 16
-    memory_budget_mb: int | None = None  # None: a share of the memory available (memory.machine_budget)
+    memory_budget_mb: int | None = None  # None: half of the machine's memory (memory.machine_budget)
     frames: tuple[int, int | None] = (0, None)
     queue: int = 2
     # finished frames waiting for the encoder.  8 was tried on an H200 (540p -> 4K, x264 medium): the model no
@@ -195,7 +195,7 @@ class FrameQueueRunner:
     def plan_tile(self, height: int, width: int, sink) -> tuple[int | tuple[int, int] | None, MemoryPlan]:
         """The LR tile (a side, ``(h, w)``, or None: whole frames) and the memory plan that checked it
         (raises :class:`vsr.errors.MemoryBudgetError` when the run cannot fit ``--memory-budget``; without one,
-        the run plans within a share of the memory available now, :func:`vsr.pipeline.memory.machine_budget`)."""
+        the run plans within half of the machine's memory, :func:`vsr.pipeline.memory.machine_budget`)."""
         s = self.settings
         budget = run_budget(s.memory_budget_mb)
         plan = self._plan(budget.mb, height, width, sink)

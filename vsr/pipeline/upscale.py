@@ -53,6 +53,8 @@ def upscale(src: str | Path, dst: str | Path, *, backend: Backend | BackendReque
         sink = open_sink(dst, source.info, encoder, scale=4 if request else backend.scale, trim=trim)
         try:
             choice = None
+            if request is not None:
+                request.check()  # a refusal (no GPU) before the weights are measured or the model loads
             if request is not None and request.weights == AUTO:
                 announce(on_phase, "choosing weights")
                 choice = choose_for(source)

@@ -1,7 +1,8 @@
 """A :class:`~vsr.quality.preview.Preview` as a side-by-side PNG or a self-contained HTML page with a slider.
 
 PNG: the middle frame, bicubic on the left and vsr on the right (each scaled to fit ``PNG_WIDTH / 2``), and
-below them the most detailed part of both at 2x, pixel for pixel (nearest neighbour), where the difference shows.
+below them the most detailed part of both that holds still (:func:`detail_crop`) at 2x, pixel for pixel (nearest
+neighbour), where the difference shows, labelled with its frame.
 HTML: the middle frame at full size, vsr over bicubic, a slider moving the border between the two.
 """
 
@@ -23,10 +24,14 @@ ZOOM = 2
 GAP = 8  # pixels between the panels
 
 
-def detail_crop(lr: np.ndarray, crop_h: int, crop_w: int, scale: int) -> tuple[int, int]:
-    """The top-left ``(y, x)`` of the HR crop of ``crop_h x crop_w`` over the LR frame's most detailed part
-    (the largest mean gradient), on a grid of half-crop steps."""
-    grey = cv2.cvtColor(lr, cv2.COLOR_RGB2GRAY).astype(np.float32)
+def detail_crop(lr: np.ndarray, crop_h: int, crop_w: int, scale: int,
+                neighbours: tuple[np.ndarray, ...] = ()) -> tuple[int, int]:
+    """The top-left ``(y, x)`` of the HR crop of ``crop_h x crop_w`` over the LR frame's most detailed part that
+    holds still (the largest mean gradient of ``lr`` averaged with its ``neighbours``, the frames beside it), on a
+    grid of half-crop steps.  In the average what moves is smeared: a moving hand, motion-blurred in the frame
+    itself, is not picked for its edges (issue 40); the still texture beside it is."""
+    still = np.mean([f.astype(np.float32) for f in (lr, *neighbours)], axis=0)
+    grey = cv2.cvtColor(still, cv2.COLOR_RGB2GRAY)
     energy = np.abs(cv2.Sobel(grey, cv2.CV_32F, 1, 0)) + np.abs(cv2.Sobel(grey, cv2.CV_32F, 0, 1))
     h, w = max(crop_h // scale, 1), max(crop_w // scale, 1)
     best, where = -1.0, (0, 0)
@@ -55,7 +60,8 @@ def side_by_side(p: Preview) -> np.ndarray:
     size = (half, max(1, round(hh * fit)))
     cw, ch = max(half // ZOOM, 16), max(min(hh, round(size[1] / ZOOM)), 16)
     cw, ch = min(cw, hw), min(ch, hh)
-    y, x = detail_crop(p.lr[k], ch, cw, hh // p.lr[k].shape[0])
+    beside = tuple(p.lr[i] for i in (k - 1, k + 1) if 0 <= i < len(p.lr) and p.lr[i].shape == p.lr[k].shape)
+    y, x = detail_crop(p.lr[k], ch, cw, hh // p.lr[k].shape[0], beside)
     y, x = min(y, hh - ch), min(x, hw - cw)
     panels = []
     for name, img in (("bicubic", bic), ("vsr" + (f" ({p.config})" if p.config else ""), sr)):
@@ -65,7 +71,7 @@ def side_by_side(p: Preview) -> np.ndarray:
         zoom = cv2.resize(img[y:y + ch, x:x + cw], (cw * ZOOM, ch * ZOOM), interpolation=cv2.INTER_NEAREST)
         zoom = _pad(zoom, size[0])
         panels.append(np.concatenate([_label(full, name), np.zeros((GAP, size[0], 3), np.uint8),
-                                      _label(zoom, f"{name}, {ZOOM}x")], 0))
+                                      _label(zoom, f"{name}, {ZOOM}x, frame {p.first + k}")], 0))
     return np.concatenate([panels[0], np.zeros((panels[0].shape[0], GAP, 3), np.uint8), panels[1]], 1)
 
 

@@ -227,7 +227,7 @@ class RunReport:
         return "\n".join(lines + extra)
 
     def memory_line(self) -> str | None:
-        """``memory: budget 8192 MB (default: half of the 16860 MB available), whole frames, each frame's
+        """``memory: budget 8192 MB (default: half of this machine's 16384 MB), whole frames, each frame's
         features kept``: the run's memory settings (the plan in ``settings``); None without a plan."""
         plan = self.settings.get("memory_plan")
         if not isinstance(plan, dict) or "budget_mb" not in plan:

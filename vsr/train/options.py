@@ -45,7 +45,9 @@ class TrainOptions:
     refresh_every: int = 500  # iterations between re-decodes of the video segment pool
     segments_per_video: int = 12
     holdout: float = 0.0  # last fraction of every video kept out of training, for validation
-    val: tuple[str, ...] = ("calendar", "city")  # Vid4 sets; "holdout" for held-out video tails
+    # Vid4 sets and/or "holdout" (held-out video tails); None: calendar and city where the Vid4 set is at hand
+    # (vsr.train.validate.data_root), else no validation -- a clone alone trains, and says so
+    val: tuple[str, ...] | None = None
     val_weights: tuple[str, ...] = ("ema",)  # which weights to validate: "ema" and/or "model"
     val_every: int = 250  # 0 = no validation
     ckpt_every: int = 50
@@ -71,7 +73,7 @@ class TrainOptions:
             raise InputError(f"invalid training option min_lr={self.min_lr!r}: more than lr={self.lr!r}")
         if self.degrade_config and self.degrade == "clean":
             raise InputError("a degradation config needs --degrade real or mix (clean is the plain BI x1/4)")
-        if "holdout" in self.val and self.holdout == 0:
+        if "holdout" in (self.val or ()) and self.holdout == 0:
             raise InputError("invalid training option val=('holdout', ...): holdout is 0, no frames are held out")
 
     def to_dict(self) -> dict:
@@ -142,7 +144,7 @@ _RULES = {
     "refresh_every": _POSITIVE_INT,
     "segments_per_video": _POSITIVE_INT,
     "holdout": ((lambda v: _is_real(v) and 0 <= v < 1), "a number in [0, 1)"),
-    "val": (_strings, "a tuple of validation set names"),
+    "val": ((lambda v: v is None or _strings(v)), "a tuple of validation set names"),
     "val_weights": ((lambda v: _strings(v) and len(v) > 0 and set(v) <= set(VAL_WEIGHTS)),
                     f"one or more of {', '.join(VAL_WEIGHTS)}"),
     "val_every": _COUNT,

@@ -22,7 +22,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from tqdm import tqdm
 
 from vsr.errors import InputError
 from vsr.model.config import ModelConfig, load_config
@@ -30,13 +29,14 @@ from vsr.model.init import init_weights, offset_convs
 from vsr.model.weights import (build_model, bundled_path, extract_state_dict, load_state, read_checkpoint,
                                resolve_config)
 from vsr.quant.fake import prepare_qat, qat_parameters
+from vsr.report.progress import progress_bar
 from vsr.train.checkpoint import Trainable, TrainState, make_checkpoint, restore, save_checkpoint
 from vsr.train.data import UNIT, FramePool, PairSampler, find_sources
 from vsr.train.degrade import load_degrade
 from vsr.train.loss import LOSSES
 from vsr.train.options import TrainOptions
 from vsr.train.stream import BatchStream, default_workers
-from vsr.train.validate import holdout_sets, validate, vid4_sets
+from vsr.train.validate import default_sets, holdout_sets, validate, vid4_sets
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +79,8 @@ def score(sets: dict) -> float:
 
 
 class Trainer:
-    """One training run in ``options.out``; resumes from ``latest.pth`` there when it exists."""
+    """One training run in ``options.out``; resumes from ``latest.pth`` there when it exists.  ``val_note``: the
+    line saying the run validates on nothing, where it asked for no sets and the default ones are not at hand."""
 
     def __init__(self, options: TrainOptions):
         self.o = o = options
@@ -87,7 +88,8 @@ class Trainer:
         self.cfg: ModelConfig = load_config(o.config) if o.config else resolve_config(o.init, None)[0]
         self.degradation = load_degrade(o.degrade_config or o.degrade)
         self.sources = find_sources(list(o.data), holdout=o.holdout, exclude=o.exclude)
-        vid4 = [v for v in o.val if v != "holdout"]
+        val, self.val_note = (o.val, None) if o.val is not None else default_sets()
+        vid4 = [v for v in val if v != "holdout"]
         self.val_sets = vid4_sets(vid4) if vid4 else []
         if o.threads:
             torch.set_num_threads(o.threads)
@@ -126,7 +128,7 @@ class Trainer:
                                    refresh_every=o.refresh_every, degradation=self.degradation)
         self.sampler.check()  # data that can make no window: one line now, not after the run folder is made
         self.dir.mkdir(parents=True, exist_ok=True)
-        if "holdout" in o.val:
+        if "holdout" in val:
             self.val_sets += holdout_sets(self.sources.videos, self.dir / "holdout")
         self._val_cache: dict = {}
         self.resumed = self._maybe_resume()
@@ -245,8 +247,8 @@ class Trainer:
         t_last, waited, losses = time.time(), 0.0, []
         with (BatchStream(self.sampler, start, end, workers=self.workers,
                           pin_memory=self.device.type == "cuda") as batches,
-              tqdm(total=o.iters, initial=start, disable=not progress, dynamic_ncols=True, unit="it",
-                   mininterval=5.0) as bar):
+              progress_bar(total=o.iters, initial=start, disable=not progress, desc="train", unit="it",
+                           mininterval=5.0) as bar):
             while self.state.iteration < end and not (deadline is not None and time.time() >= deadline):
                 t0 = time.time()
                 losses.append(self.step(*next(batches)))

@@ -44,6 +44,19 @@ class ValSet:
 DEGRADED_SETS = {"city-x264": ("city", "eval-x264-crf28")}
 
 
+DEFAULT_SETS = ("calendar", "city")  # validated on when no --val is given and the Vid4 set is at hand
+
+
+def default_sets() -> tuple[tuple[str, ...], str | None]:
+    """The sets a run validates on when it names none: :data:`DEFAULT_SETS` where the Vid4 set is at hand, else
+    none, with the one line that says so (``None`` when they are there)."""
+    root = data_root() / "sequences" / "vid4"
+    if all((root / name / "gt").is_dir() for name in DEFAULT_SETS):
+        return DEFAULT_SETS, None
+    return (), (f"no validation: the Vid4 sets ({', '.join(DEFAULT_SETS)}) are not under {root} (set VSR_DATA to "
+                "the folder holding sequences/vid4, or --val holdout with --holdout)")
+
+
 def vid4_sets(names: list[str], frames: tuple[int, ...] = (10, 20),
               crop: tuple[int, int, int, int] | None = (32, 48, 64, 64)) -> list[ValSet]:
     root = data_root() / "sequences" / "vid4"

@@ -1,0 +1,65 @@
+"""Help texts say the defaults the code uses (issue 40: `vsr train --help` said runs/<config> and the run wrote
+runs/default).  Where an option's help names a default, it is the value the parser or the library really takes."""
+
+from __future__ import annotations
+
+import argparse
+import re
+
+import pytest
+
+from vsr.cli import build_parser
+
+
+def options():
+    """``(command, action)`` for every option of every command."""
+    def walk(parser, path):
+        for a in parser._actions:
+            if isinstance(a, argparse._SubParsersAction):
+                for name, sub in a.choices.items():
+                    yield from walk(sub, f"{path} {name}")
+            elif a.help and a.help is not argparse.SUPPRESS and a.option_strings:
+                yield path, a
+
+    return list(walk(build_parser(), "vsr"))
+
+
+def test_a_default_the_help_names_is_the_parsers():
+    bad = []
+    for command, a in options():
+        if "default" not in a.help or a.default in (None, False, [], argparse.SUPPRESS):
+            continue
+        if not re.search(rf"(?<![\w.]){re.escape(str(a.default))}(?![\w.])", a.help):
+            bad.append(f"{command} {a.option_strings[-1]}: default {a.default!r}, help: {a.help}")
+    assert not bad, "\n".join(bad)
+
+
+def help_of(command: str, option: str) -> str:
+    return next(a.help for c, a in options() if c == command and option in a.option_strings)
+
+
+def test_the_defaults_the_library_decides_are_the_ones_the_help_names():
+    from vsr.jobs.leases import MAX_ATTEMPTS
+    from vsr.jobs.plan import DEFAULT_CHUNK_FRAMES
+    from vsr.jobs.spec import JOB_MEMORY_BUDGET_MB
+    from vsr.pipeline.memory import AUTO_CAP_MB, AUTO_FLOOR_MB, AUTO_SHARE, AUTO_STEP_MB
+
+    assert f"default {DEFAULT_CHUNK_FRAMES}" in help_of("vsr jobs add", "--chunk-frames")
+    assert f"default {MAX_ATTEMPTS}" in help_of("vsr jobs run", "--max-attempts")
+    budget = help_of("vsr upscale", "--memory-budget")
+    assert AUTO_SHARE == 0.5 and "half of the machine's memory" in budget
+    assert f"rounded down to {AUTO_STEP_MB}" in budget and f"{AUTO_FLOOR_MB}..{AUTO_CAP_MB}" in budget
+    assert f"vsr jobs: {JOB_MEMORY_BUDGET_MB}" in budget
+
+
+@pytest.mark.parametrize("argv, out", [
+    (["--config", "edvr-tiny"], "runs/edvr-tiny"),
+    (["--init", "default"], "runs/default"),
+    (["--config", "configs/edvr-m.toml", "--init", "w/ft.pth"], "runs/edvr-m"),
+])
+def test_train_writes_where_its_help_says(argv, out):
+    from vsr.cli.train import train_options
+
+    o = train_options(build_parser().parse_args(["train", *argv, "--data", "d", "--iters", "5"]))
+    assert o.out == out
+    assert "runs/NAME, NAME being --config's name, else --init's" in help_of("vsr train", "--out")
