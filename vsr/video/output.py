@@ -6,7 +6,7 @@ lets vsr replace:
 
 - a regular file, where vsr writes a video file;
 - a folder holding nothing but ``%08d.png`` frame files and vsr's marker file :data:`MARKER`, where vsr writes
-  PNG frames.
+  PNG frames: the marker is what says vsr wrote them (frames of the user's own, even named ``%08d.png``, stay).
 
 Anything else is refused with one line before anything is touched: a folder holding any other file, a
 subfolder or a link; a folder holding the input, the current folder or a home folder; a file where vsr would
@@ -168,6 +168,9 @@ def refusal(target: Path, src: Path, frames: bool) -> str | None:
         return f"it cannot be listed ({e.strerror})"
     if other is not None:
         return f"it holds {other!r}, which vsr did not write (only %08d.png frames and {MARKER} are replaced)"
+    if not (target / MARKER).is_file() and not _is_empty_folder(target):
+        # frames named as vsr names them are still not vsr's without its marker: the user's own, or FFmpeg's
+        return f"its frames carry no {MARKER} marker, so vsr did not write them (move or delete them yourself)"
     return None
 
 
