@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -78,3 +79,27 @@ def test_the_html_page_refuses_a_link_too(vsr_cli, tmp_path):
     ran = vsr_cli.run(["report", d / "run.json", "--html", d / "page.html", "--overwrite"], tmp_path / "ran")
     assert ran.rc == 2 and len(ran.lines) == 1 and "is a symbolic link" in ran.lines[0], ran.err
     assert tree(d) == before
+
+
+# ---- 3. weights that give garbage --------------------------------------------------------------------------
+
+def test_one_huge_weight_in_the_first_layer_stops_the_run(vsr_cli, tmp_path):
+    """The bundled weights with one weight of conv_first set to 1e4: on FFmpeg's test pattern, a block of garbage
+    pixels (values of -4 to 6, nothing beyond +-1000, no tile all out of range) was written, exit 0."""
+    import torch
+
+    d = tmp_path / "files"
+    d.mkdir()
+    src = d / "in.mkv"
+    subprocess.run(["ffmpeg", "-v", "error", "-f", "lavfi", "-i", "testsrc=size=16x12:rate=10", "-frames:v", "3",
+                    "-c:v", "libx264", "-pix_fmt", "yuv420p", src], check=True)
+    ck = torch.load(REPO / "vsr" / "weights" / "default.pth", weights_only=True)
+    ck["params"]["conv_first.weight"].view(-1)[0] = 1e4
+    torch.save(ck, tmp_path / "big.pth")
+    before = tree(d)
+    ran = vsr_cli.run(["upscale", src, d / "o.mkv", "--weights", tmp_path / "big.pth", "--backend", "torch",
+                       "--quiet"], tmp_path / "ran")
+    assert ran.rc == 2 and len(ran.lines) == 1, ran.err
+    assert "saturated" in ran.lines[0] and "big.pth are broken" in ran.lines[0]
+    assert tree(d) == before
+    nothing_half_written(d)
