@@ -66,6 +66,15 @@ def config_dir() -> Path:
     return root
 
 
+def loads_toml(text: str) -> dict:
+    """``tomllib.loads``; a file nested deeper than Python's recursion reaches (``a = [[[[...`` 5,000 times) is a
+    :class:`tomllib.TOMLDecodeError` like any other malformed file, not a RecursionError."""
+    try:
+        return tomllib.loads(text)
+    except RecursionError:
+        raise tomllib.TOMLDecodeError("arrays or tables nested too deeply") from None
+
+
 def load_config(path: str | os.PathLike | None, default: str, what: str, build: Callable[[dict], T]) -> T:
     """``build(table)`` of the TOML file at ``path`` (None: ``default`` under :func:`config_dir`, e.g.
     ``"pipeline/scenes.toml"``); an unreadable file, bad TOML or a missing or ill-typed key -> one ConfigError
@@ -74,7 +83,7 @@ def load_config(path: str | os.PathLike | None, default: str, what: str, build: 
 
     p = Path(path) if path is not None else config_dir() / default
     try:
-        return build(tomllib.loads(p.read_text()))
+        return build(loads_toml(p.read_text()))
     except OSError as e:
         raise ConfigError(f"{p}: cannot read {what} ({e.strerror})") from None
     except (KeyError, ValueError, TypeError, tomllib.TOMLDecodeError) as e:

@@ -174,6 +174,23 @@ def refusal(target: Path, src: Path, frames: bool) -> str | None:
     return None
 
 
+@functools.cache
+def picture_suffixes() -> frozenset[str]:
+    """The suffixes FFmpeg gives its image2 muxer and no other: one picture file per frame, named by a pattern
+    (``%d``), which a plain name such as ``single.png`` is not (FFmpeg fails at the first frame)."""
+    import av
+
+    others: set[str] = set()
+    for name in av.formats_available:
+        try:
+            fmt = av.format.ContainerFormat(name)
+        except (ValueError, av.FFmpegError):
+            continue
+        if name != "image2" and fmt.is_output:
+            others |= fmt.extensions
+    return frozenset(av.format.ContainerFormat("image2").extensions - others)
+
+
 def check_output(dst: Path, src: Path, overwrite: bool) -> None:
     """One-line errors for outputs that cannot work, before anything is written: the input itself, an
     unwritable folder, an existing output without ``overwrite``, one the overwrite rules refuse."""
@@ -184,6 +201,9 @@ def check_output(dst: Path, src: Path, overwrite: bool) -> None:
     parent = target.parent if str(target.parent) else Path(".")
     if not parent.is_dir():
         raise InputError(f"output folder does not exist: {parent}")
+    if not is_png_folder(dst) and target.suffix[1:].lower() in picture_suffixes():
+        raise InputError(f"{dst} is the name of one picture ({target.suffix}), and vsr writes a video: give a video "
+                         f"name (.mp4, .mkv, ...), or a name without suffix for a folder of %08d.png frames")
     if target.exists():
         if not overwrite and not _is_empty_folder(target):
             raise InputError(f"output exists: {dst} (pass --overwrite to replace it)")
