@@ -17,6 +17,15 @@ T = TypeVar("T")
 PACKAGE_PARENT = Path(__file__).resolve().parents[1]
 
 
+def file_in_the_way(folder: Path) -> Path | None:
+    """Where a ``folder`` that is not there cannot be: the first of it and the folders above it that exists and
+    is no folder (``x.txt`` of ``x.txt/run``), or None (the folder is simply missing)."""
+    for p in (folder, *folder.parents):
+        if os.path.lexists(p):
+            return None if p.is_dir() else p
+    return None
+
+
 def sha256_file(path: str | os.PathLike) -> str:
     """Hex sha256 of the file at ``path`` (read in 1 MiB chunks)."""
     h = hashlib.sha256()

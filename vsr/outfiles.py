@@ -25,6 +25,7 @@ import sys
 from pathlib import Path
 
 from vsr.errors import InputError, OutputError
+from vsr.files import file_in_the_way
 
 STDOUT = "-"
 
@@ -88,6 +89,8 @@ def check_file_output(name: str | os.PathLike, option: str, what: str, *, overwr
         raise InputError(f"{option} {path} is a folder: give the {what}'s file name (e.g. {path / _example(what)})")
     parent = path.parent if str(path.parent) else Path(".")
     if not parent.is_dir():
+        if (blocker := file_in_the_way(parent)) is not None:
+            raise InputError(f"{option} {path} cannot be written: {blocker} is a file, not a folder")
         raise InputError(f"{option} folder does not exist: {parent}")
     if os.path.islink(path):
         raise InputError(f"will not replace {path}: it is a symbolic link, which the {what} would replace rather "

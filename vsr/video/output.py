@@ -26,6 +26,7 @@ import sys
 from pathlib import Path
 
 from vsr.errors import InputError, OutputError
+from vsr.files import file_in_the_way
 
 log = logging.getLogger(__name__)
 
@@ -200,6 +201,8 @@ def check_output(dst: Path, src: Path, overwrite: bool) -> None:
         raise InputError(f"output is the input: {dst}")
     parent = target.parent if str(target.parent) else Path(".")
     if not parent.is_dir():
+        if (blocker := file_in_the_way(parent)) is not None:
+            raise InputError(f"output {dst} cannot be written: {blocker} is a file, not a folder")
         raise InputError(f"output folder does not exist: {parent}")
     if not is_png_folder(dst) and target.suffix[1:].lower() in picture_suffixes():
         raise InputError(f"{dst} is the name of one picture ({target.suffix}), and vsr writes a video: give a video "
