@@ -84,3 +84,22 @@ def test_train_out_naming_a_file_is_one_line_before_any_data_is_read(vsr_cli, tm
                                   "--out", tmp_path / "notes.txt"], tmp_path / "ran"))
     assert "--out" in line and "notes.txt is a file" in line
     assert (tmp_path / "notes.txt").read_text() == "mine\n"
+
+
+def test_fetch_where_a_folder_has_the_checkpoints_name_says_so_before_downloading(tmp_path, monkeypatch, capsys):
+    """A folder at ``D/FILE``: the whole file was downloaded, then a raw IsADirectoryError."""
+    from tests.model.file_server import FileServer, Served
+    from tests.model.test_fetch import entry, fetch_cli, use
+
+    data = b"a checkpoint's bytes" * 100
+    monkeypatch.setenv("VSR_WEIGHTS_DIR", str(tmp_path / "weights"))
+    with FileServer() as srv:
+        srv.files = {"/w.pth": Served(data)}
+        e = entry("tiny-folder", data, [srv.url("/w.pth")])
+        use(monkeypatch, e)
+        (tmp_path / "weights" / e.filename).mkdir(parents=True)
+        code, _, err = fetch_cli(capsys, "tiny-folder")
+        assert code == 2 and err.count("\n") == 1 and "Traceback" not in err, err
+        assert f"{tmp_path / 'weights' / e.filename} is a folder" in err
+        assert srv.requests == []  # nothing downloaded
+    assert sorted(p.name for p in (tmp_path / "weights").iterdir()) == [e.filename]
