@@ -17,6 +17,15 @@ T = TypeVar("T")
 PACKAGE_PARENT = Path(__file__).resolve().parents[1]
 
 
+def file_in_the_way(folder: Path) -> Path | None:
+    """Where a ``folder`` that is not there cannot be: the first of it and the folders above it that exists and
+    is no folder (``x.txt`` of ``x.txt/run``), or None (the folder is simply missing)."""
+    for p in (folder, *folder.parents):
+        if os.path.lexists(p):
+            return None if p.is_dir() else p
+    return None
+
+
 def sha256_file(path: str | os.PathLike) -> str:
     """Hex sha256 of the file at ``path`` (read in 1 MiB chunks)."""
     h = hashlib.sha256()
@@ -66,6 +75,15 @@ def config_dir() -> Path:
     return root
 
 
+def loads_toml(text: str) -> dict:
+    """``tomllib.loads``; a file nested deeper than Python's recursion reaches (``a = [[[[...`` 5,000 times) is a
+    :class:`tomllib.TOMLDecodeError` like any other malformed file, not a RecursionError."""
+    try:
+        return tomllib.loads(text)
+    except RecursionError:
+        raise tomllib.TOMLDecodeError("arrays or tables nested too deeply") from None
+
+
 def load_config(path: str | os.PathLike | None, default: str, what: str, build: Callable[[dict], T]) -> T:
     """``build(table)`` of the TOML file at ``path`` (None: ``default`` under :func:`config_dir`, e.g.
     ``"pipeline/scenes.toml"``); an unreadable file, bad TOML or a missing or ill-typed key -> one ConfigError
@@ -74,7 +92,7 @@ def load_config(path: str | os.PathLike | None, default: str, what: str, build: 
 
     p = Path(path) if path is not None else config_dir() / default
     try:
-        return build(tomllib.loads(p.read_text()))
+        return build(loads_toml(p.read_text()))
     except OSError as e:
         raise ConfigError(f"{p}: cannot read {what} ({e.strerror})") from None
     except (KeyError, ValueError, TypeError, tomllib.TOMLDecodeError) as e:

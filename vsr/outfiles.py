@@ -3,11 +3,13 @@
 
 They are outputs like a video: :func:`check_file_output`, called before any work, refuses
 
-- a name that is the input, or another output of the same command (the video), however it is spelt: another
-  relative path, a symbolic link or a hard link to it; or a name inside a folder of PNG frames the command
-  writes;
-- an existing file without ``--overwrite``, and anything there that is not a regular file (a folder, a device,
-  a pipe) even with it;
+- a name that is the input, any other file the command reads (``--weights``, ``--config``, ``--scene-cuts``)
+  or another output of the same command (the video), however it is spelt: another relative path, a symbolic
+  link or a hard link to it; or a name inside a folder of PNG frames the command writes;
+- anything there that is not a regular file, even with ``--overwrite``: a folder, a device, a pipe, and a
+  symbolic link (``/dev/stdout`` is one: the rename would replace the link itself, not write through it);
+- an existing file without ``--overwrite``;
+- an empty name (``--report ''``);
 - a folder that does not exist or cannot be written (a file is created there and removed, as a test);
 
 and ``-`` means standard output, as it does for IN and OUT.  :func:`write_file_output` writes under a hidden
@@ -23,6 +25,7 @@ import sys
 from pathlib import Path
 
 from vsr.errors import InputError, OutputError
+from vsr.files import file_in_the_way
 
 STDOUT = "-"
 
@@ -59,17 +62,22 @@ def _inside(path: Path, folder: Path) -> bool:
 
 
 def check_file_output(name: str | os.PathLike, option: str, what: str, *, overwrite: bool,
-                      inputs: tuple = (), outputs: tuple = (), folders: tuple = ()) -> Path | None:
+                      inputs: tuple = (), outputs: tuple = (), folders: tuple = (),
+                      reads: tuple = ()) -> Path | None:
     """The checked path of a small output (None: ``-``, standard output), or a one-line :class:`InputError`.
 
     ``option``: the option that named it (``--report``), ``what``: what it holds (``report``), for the messages;
     ``inputs``/``outputs``: the command's other files (an input that is ``-`` is skipped); ``folders``: PNG-frame
-    output folders it must not be written into.
+    output folders it must not be written into; ``reads``: ``(option, path)`` of the other files the command reads
+    (``("--weights", "w.pth")``).
     """
     if os.fspath(name) == STDOUT:
         return None
+    if not os.fspath(name):
+        raise InputError(f"{option} is empty: give the {what} a file name, or - for standard output")
     path = Path(name)
     for other, role in [(Path(p), "input") for p in inputs if os.fspath(p) != STDOUT] + \
+                       [(Path(p), f"{o} file") for o, p in reads if os.fspath(p) != STDOUT] + \
                        [(Path(p), "output") for p in outputs if os.fspath(p) != STDOUT]:
         if _same_file(path, other):
             raise InputError(f"{option} {path} is the {role} {other}: give the {what} a name of its own")
@@ -81,17 +89,22 @@ def check_file_output(name: str | os.PathLike, option: str, what: str, *, overwr
         raise InputError(f"{option} {path} is a folder: give the {what}'s file name (e.g. {path / _example(what)})")
     parent = path.parent if str(path.parent) else Path(".")
     if not parent.is_dir():
+        if (blocker := file_in_the_way(parent)) is not None:
+            raise InputError(f"{option} {path} cannot be written: {blocker} is a file, not a folder")
         raise InputError(f"{option} folder does not exist: {parent}")
+    if os.path.islink(path):
+        raise InputError(f"will not replace {path}: it is a symbolic link, which the {what} would replace rather "
+                         f"than write through (give the file's own name, or {option} - for standard output)")
     if os.path.lexists(path):
-        if not overwrite:
-            raise InputError(f"{path} exists (pass --overwrite to replace it)")
         try:
             regular = stat.S_ISREG(os.stat(path).st_mode)
         except OSError:
-            regular = os.path.islink(path)  # a broken link: the rename replaces the link itself
+            regular = False
         if not regular:
             raise InputError(f"will not replace {path}: it is not a regular file (give {option} - for "
                              "standard output)")
+        if not overwrite:
+            raise InputError(f"{path} exists (pass --overwrite to replace it)")
     _probe(parent, option)
     return path
 

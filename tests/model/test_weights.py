@@ -203,3 +203,21 @@ def test_a_config_without_its_weights_says_the_bundled_ones_are_another_model(na
     msg = str(e.value)
     assert f"the bundled {name!r} weights are for edvr-s, not edvr-m" in msg and "--weights FILE" in msg
     assert "missing" not in msg and "\n" not in msg
+
+
+def test_a_checkpoint_with_flipped_bytes_fails_its_zip_checksum(tmp_path, tiny_sd):
+    """``torch.load`` never checks the CRC-32 the zip archive holds for every member: a flipped byte inside a
+    tensor loaded as another weight, silently (issue 37).  The archive's own checksum says so at load."""
+    import zipfile
+
+    p = tmp_path / "w.pth"
+    torch.save({"params": tiny_sd}, p)
+    with zipfile.ZipFile(p) as z:
+        big = max(z.infolist(), key=lambda i: i.file_size)  # a tensor's bytes, stored as they are
+        at = big.header_offset + len(big.FileHeader()) + big.file_size // 2
+    data = bytearray(p.read_bytes())
+    data[at] ^= 0x40
+    p.write_bytes(bytes(data))
+    with pytest.raises(WeightsError, match=r"w\.pth is damaged: '.*' fails its CRC-32 check") as e:
+        read_checkpoint(p)
+    assert "\n" not in str(e.value)

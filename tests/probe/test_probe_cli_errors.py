@@ -157,7 +157,7 @@ def test_a_chunk_folder_swapped_for_a_link_while_its_chunk_computes_fails_the_jo
         key.symlink_to(victim)
         os.kill(worker.pid, signal.SIGCONT)
     werr = (tmp_path / "worker.err").read_text()
-    assert worker.exitcode == 0, werr
+    assert worker.exitcode == 1, werr  # the job it ran failed (issue 37)
     assert "Traceback" not in werr and "FileNotFoundError" not in werr, werr
     assert f"vsr: job 1 failed: the chunk folder {key} was deleted while the job used it" in werr
     rows = json.loads(vsr("jobs", "list", "--json", "--store", store)[1])

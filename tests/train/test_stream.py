@@ -93,3 +93,61 @@ def test_batches_in_flight_keep_to_half_of_the_shared_memory():
     s = PairSampler.__new__(PairSampler)
     s.batch_size, s.lr_patch, s.num_frame = 32, 64, 5
     assert batch_bytes(s) == 32 * (5 * 3 * 64 * 64 + 3 * 256 * 256)
+
+
+FULL_SHM = """
+import os, subprocess, sys
+from dataclasses import replace
+from pathlib import Path
+
+def main():
+    from vsr.errors import VsrError
+    from vsr.train.data import FramePool, PairSampler, find_sources
+    from vsr.train.degrade import Context, load_degrade
+    from vsr.train.stream import BatchStream
+
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "vsr-test-shm", "/dev/shm"], check=True)
+    real = replace(load_degrade("real"), context=Context(lr_size=12, frames=5))
+    pool = FramePool(find_sources([Path(sys.argv[1])]), segments_per_video=2, segment_length=7, region=48)
+    s = PairSampler(pool, num_frame=3, lr_patch=8, batch_size=3, seed=5, degradation=real)
+    with BatchStream(s, 0, 50, workers=2) as stream:
+        assert stream.workers == 2
+        fd = os.open("/dev/shm/filler", os.O_WRONLY | os.O_CREAT)
+        try:  # the room the stream planned with, taken since (another program, another run)
+            while True:
+                os.write(fd, bytes(65536))
+        except OSError:
+            pass
+        os.close(fd)
+        try:
+            for _ in stream:
+                pass
+        except VsrError as e:
+            print("ERROR:", e, flush=True)
+
+if __name__ == "__main__":  # the fork server imports __main__
+    main()
+"""
+
+
+def test_a_worker_that_cannot_allocate_its_batch_stops_the_stream_in_one_line(clip, tmp_path):
+    """A full /dev/shm (a real, small tmpfs in a private mount namespace): the workers' queue threads printed a
+    traceback each and dropped their batches, and the training process waited for them for ever (issue 37)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from tests.jobs.test_full_disk import namespace
+
+    cmd = namespace()
+    if cmd is None:
+        pytest.skip("no mount namespace here (unshare -m / -rm)")
+    (tmp_path / "full_shm.py").write_text(FULL_SHM)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    r = subprocess.run([*cmd, sys.executable, tmp_path / "full_shm.py", clip], capture_output=True, text=True,
+                       timeout=120, env=env)
+    errors = [ln for ln in r.stdout.splitlines() if ln.startswith("ERROR:")]
+    assert len(errors) == 1 and "cannot allocate shared memory" in errors[0] and "--workers" in errors[0], \
+        r.stdout + r.stderr
+    assert "Traceback" not in r.stderr, r.stderr

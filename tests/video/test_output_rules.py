@@ -84,6 +84,11 @@ def _stale_frames_with_other_file(tmp_path, make_clip):
     return make_clip("clip.mp4", frames=2), out
 
 
+def _users_own_frames(tmp_path, make_clip):
+    """Frames named as vsr names them (``ffmpeg -i x %08d.png``), without vsr's marker: the user's (issue 37)."""
+    return make_clip("clip.mp4", frames=2), frames_folder(tmp_path / "frames", n=5)
+
+
 def _frames_with_subfolder(tmp_path, make_clip):
     out = frames_folder(tmp_path / "frames")
     (out / "more").mkdir()
@@ -130,6 +135,7 @@ REFUSED = {
     "the input's own folder": (_input_only_folder, "holds the input"),
     "a parent of the input": (_parent_of_input, "holds the input"),
     "marked frame folder with another file": (_stale_frames_with_other_file, "keep.txt"),
+    "frame folder without vsr's marker": (_users_own_frames, f"carry no {MARKER} marker"),
     "frame folder with a subfolder": (_frames_with_subfolder, "more"),
     "frame folder with a link": (_frames_with_symlink, "00000009.png"),
     "home folder": (_home_folder, "home folder"),
@@ -166,10 +172,9 @@ def _new_frames(folder: Path) -> list[str]:
     return sorted(p.name for p in folder.iterdir())
 
 
-@pytest.mark.parametrize("marker", [False, True])
-def test_overwrite_replaces_a_folder_of_frames(tmp_path, make_clip, capsys, marker):
+def test_overwrite_replaces_a_folder_of_frames_vsr_marked(tmp_path, make_clip, capsys):
     src = make_clip("clip.mp4", frames=2)
-    out = frames_folder(tmp_path / "frames", n=5, marker=marker)
+    out = frames_folder(tmp_path / "frames", n=5, marker=True)
     rc, errors = upscale(capsys, src, out, "--overwrite")
     assert rc == 0, errors
     assert _new_frames(out) == sorted(["00000000.png", "00000001.png", MARKER])  # old frames 2..4 gone
@@ -207,7 +212,7 @@ def test_overwrite_through_a_symlink_replaces_its_target_and_keeps_the_link(tmp_
     src = make_clip("clip.mp4", frames=2)
     (tmp_path / "real").mkdir()
     if kind == "folder":
-        target = frames_folder(tmp_path / "real" / "frames", n=4)
+        target = frames_folder(tmp_path / "real" / "frames", n=4, marker=True)
         link = tmp_path / "frames-link"
     else:
         target = tmp_path / "real" / "out.mp4"

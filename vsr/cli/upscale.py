@@ -50,15 +50,23 @@ def run(args) -> int:
 
 
 def _check_report(args) -> Path | None:
-    """The ``--report`` file, checked before any work: an output like the video (:mod:`vsr.outfiles`)."""
+    """The ``--report`` file, checked before any work: an output like the video (:mod:`vsr.outfiles`), and never
+    a file the run reads."""
+    import os
+
+    from vsr.model.config import config_path
     from vsr.outfiles import STDOUT, check_file_output
     from vsr.video.output import is_png_folder, is_stream
 
     if args.report == STDOUT and is_stream(args.output):
         raise InputError("--report - and OUT - would both write standard output: give the report a file name")
     frames = () if is_stream(args.output) or not is_png_folder(Path(args.output)) else (args.output,)
+    # a name that is an existing file is what the run reads (a named weights/config/cut mode never is one here)
+    reads = [("--weights", args.weights), ("--config", config_path(args.config) if args.config else None),
+             ("--scene-cuts", args.scene_cuts)]
     return check_file_output(args.report, "--report", "report", overwrite=args.overwrite, inputs=(args.input,),
-                             outputs=(args.output,), folders=frames)
+                             outputs=(args.output,), folders=frames,
+                             reads=tuple((o, p) for o, p in reads if p is not None and os.path.isfile(p)))
 
 
 def _write_report(args, path: Path | None, report) -> None:
@@ -75,7 +83,7 @@ def _run(args, status) -> int:
     from vsr.cli.status import AboveBars
     from vsr.pipeline import upscale
 
-    report_path = _check_report(args) if args.report else None
+    report_path = _check_report(args) if args.report is not None else None
     request, encoder, runner = upscale_settings(args)
     encoder = replace(encoder, container=args.format)
 
@@ -112,7 +120,7 @@ def _run(args, status) -> int:
             bar.close()
         for s, h in previous.items():
             signal.signal(s, h)
-    if args.report:
+    if args.report is not None:
         _write_report(args, report_path, report)
     if not args.quiet:
         print(report.table(), file=sys.stderr)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from vsr.errors import InputError
+from vsr.files import loads_toml
 from vsr.jobs.inputs import check_ext
 
 _TOP = {"inputs": "a path or a list of paths", "out_dir": "a path", "ext": "a container suffix (mkv, mp4...)",
@@ -64,7 +65,7 @@ def read_job_file(path: str | Path) -> JobFile:
     """``path`` -> :class:`JobFile`; a missing or malformed file, or an unknown key, is one :class:`InputError`."""
     path = Path(path)
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = loads_toml(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as e:
         raise InputError(f"cannot read job file {path}: {getattr(e, 'strerror', None) or e}") from None
     except tomllib.TOMLDecodeError as e:

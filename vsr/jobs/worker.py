@@ -142,11 +142,13 @@ class _Backends:
         return self.backend
 
 
-def work(path: str | Path, settings: WorkerSettings = WorkerSettings(), *, parent: int | None = None) -> int:
+def work(path: str | Path, settings: WorkerSettings = WorkerSettings(), *, parent: int | None = None,
+         failed: list[int] | None = None) -> int:
     """One worker in this process until the queue is empty (``until_empty``) or forever; the pieces it did.
 
     On an interrupt (Ctrl-C, SIGTERM) the claim in progress goes back to the queue and KeyboardInterrupt is
-    raised.  A claim whose input is bad fails its job with a one-line message; the worker goes on.
+    raised.  A claim whose input is bad fails its job with a one-line message; the worker goes on, and the job's
+    id is added to ``failed``.
     """
     store = JobStore(path)
     owner = owner_id()
@@ -165,10 +167,12 @@ def work(path: str | Path, settings: WorkerSettings = WorkerSettings(), *, paren
             beat = _Heartbeat(store.path, owner, claim, settings, parent, progress)
             beat.start()
             try:
-                _process(store, owner, claim, backends, settings, progress, status)
+                ok = _process(store, owner, claim, backends, settings, progress, status)
             finally:
                 beat.stopped.set()
                 beat.join()
+            if not ok and failed is not None:
+                failed.append(claim.job)
             done += 1
         return done
     except BaseException:
@@ -181,7 +185,8 @@ def work(path: str | Path, settings: WorkerSettings = WorkerSettings(), *, paren
 
 
 def _process(store: JobStore, owner: str, claim: Claim, backends: _Backends, settings: WorkerSettings,
-             progress: Progress, status=None) -> None:
+             progress: Progress, status=None) -> bool:
+    """Work on one claim; False where it failed its job."""
     def say(text: str) -> None:
         if status is not None:
             status.close()  # a chunk's line replaces its status
@@ -196,7 +201,7 @@ def _process(store: JobStore, owner: str, claim: Claim, backends: _Backends, set
                         encoder_log=settings.encoder_log)
             store.finish_job(owner, claim)
             say(f"job {claim.job} done: {spec.output}")
-            return
+            return True
         chunk = ChunkSpec.from_dict(claim.chunk)
         computed = not is_committed(spec, chunk)
         phase = None if status is None else (lambda name: status.phase(f"job {claim.job} chunk {chunk.index}: {name}"))
@@ -216,16 +221,18 @@ def _process(store: JobStore, owner: str, claim: Claim, backends: _Backends, set
         store.commit_chunk(owner, claim, report, computed)
         say(f"job {claim.job} chunk {chunk.index} (frames {chunk.start}:{chunk.stop}) done in "
             f"{time.perf_counter() - t0:.1f} s; {outlook.text(chunk.stop - chunk.start)}")
+        return True
     except (KeyboardInterrupt, StoreError):
         raise
     except Exception as e:
         if not disk_full(e):
             _failed(store, owner, claim, e, say)
-            return
+            return False
         message = (f"no space left on the output's disk ({' '.join(str(e).split())}); the job waits and is tried "
                    f"again every {settings.disk_wait_s:g} s (its committed chunks are kept)")
         store.wait(owner, claim, message, settings.disk_wait_s)
         say(f"job {claim.job} waits: {message}")
+    return True
 
 
 def disk_full(error: BaseException) -> bool:
@@ -267,16 +274,17 @@ def _interrupt_once(signum, frame):
 
 
 def _child(path: str, settings: WorkerSettings, parent: int) -> None:
-    """A spawned worker process: :func:`work`, exit 130 on an interrupt."""
+    """A spawned worker process: :func:`work`, exit 130 on an interrupt, 1 where a job it ran failed."""
     for s in (signal.SIGINT, signal.SIGTERM):
         signal.signal(s, _interrupt_once)
-    code = 0
+    code, failed = 0, []
     if settings.device is not None and not settings.quiet:
         alone = os.environ.get("CUDA_VISIBLE_DEVICES") if settings.device.startswith("cuda") else None
         where = f" (CUDA_VISIBLE_DEVICES={alone})" if alone else ""
         print(f"vsr: worker {os.getpid()} on {settings.device}{where}", file=sys.stderr, flush=True)
     try:
-        work(path, settings, parent=parent)
+        work(path, settings, parent=parent, failed=failed)
+        code = 1 if failed else 0
     except KeyboardInterrupt:
         code = 130
     except VsrError as e:
@@ -291,7 +299,8 @@ def _child(path: str, settings: WorkerSettings, parent: int) -> None:
 def run_workers(path: str | Path, workers: int = 1, settings: WorkerSettings = WorkerSettings(),
                 devices: list[str] | None = None) -> int:
     """``workers`` worker processes on the store at ``path`` (``devices``: that many on each, with its own
-    backend there), until they end; the exit code (130: interrupted).
+    backend there), until they end; the exit code (130: interrupted; 1: a job a worker ran failed, which
+    ``vsr jobs list`` shows; a script must not read a run of failed jobs as a success).
 
     A single worker runs in this process, several in spawned processes.  An interrupt of this process (Ctrl-C,
     SIGTERM) stops every worker; each gives its claim back.
@@ -299,8 +308,9 @@ def run_workers(path: str | Path, workers: int = 1, settings: WorkerSettings = W
     JobStore(path).close()  # a missing or broken store is one error line here, not one per worker
     each = [replace(settings, device=d) for d in (devices or [settings.device]) for _ in range(workers)]
     if len(each) == 1:
-        work(path, each[0])
-        return 0
+        failed: list[int] = []
+        work(path, each[0], failed=failed)
+        return 1 if failed else 0
     ctx = multiprocessing.get_context("spawn")
     alone = [gpu_alone(s.device, os.environ.get("CUDA_VISIBLE_DEVICES")) for s in each]
     procs = [ctx.Process(target=_child, args=(str(path), replace(s, device=device), os.getpid()),

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from vsr.errors import ConfigError, did_you_mean
-from vsr.files import config_dir
+from vsr.files import config_dir, loads_toml
 
 PADDING_MODES = ("reflection_circle", "replicate")
 
@@ -143,7 +143,7 @@ def _check_keys(table: dict, name: str | None) -> None:
 def read_toml(p: Path) -> dict:
     """The table of TOML file ``p``; a file that is not TOML is one :class:`ConfigError` line."""
     try:
-        return tomllib.loads(p.read_text())
+        return loads_toml(p.read_text())
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
         raise ConfigError(f"{p}: not a TOML file ({str(e).splitlines()[0] if str(e) else type(e).__name__})") \
             from None

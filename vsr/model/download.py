@@ -45,6 +45,9 @@ def download(urls: Sequence[str], dest: Path, digest: str, *, timeout: float = 3
     or :class:`vsr.errors.InputError` where ``dest``'s folder cannot be made.  A download that fails leaves no
     folder it made, nor an empty ``.part``."""
     dest = Path(dest)
+    if dest.is_dir() and not dest.is_symlink():  # else the whole file came down, then IsADirectoryError
+        raise InputError(f"cannot download {dest.name} into {dest.parent}: {dest} is a folder; move it away, or "
+                         "give --dir another folder")
     made = _make_folder(dest.parent)
     try:
         _download(urls, dest, digest, timeout, label or dest.name, quiet)

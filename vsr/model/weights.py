@@ -9,10 +9,14 @@ exists, ``clean``; ``vsr/weights/<name>.json`` records how each was trained.
 
 from __future__ import annotations
 
+import functools
 import json
+import os
 import pickle
 import re
 import warnings
+import zipfile
+import zlib
 from pathlib import Path
 
 import torch
@@ -108,6 +112,26 @@ def identify_official(path: Path, digest: str | None = None) -> OfficialCheckpoi
     return None
 
 
+def zip_damage(path: Path) -> str | None:
+    """What is wrong with the zip archive of a ``torch.save`` file (a member whose CRC-32 does not match its
+    bytes), or None; None too for a file that is not a zip (the legacy format carries no checksum).
+    ``torch.load`` reads the members without checking their CRCs: a flipped byte loads as another weight."""
+    st = os.stat(path)
+    return _zip_damage_of_version(os.fspath(path), st.st_mtime_ns, st.st_size, st.st_ino)
+
+
+@functools.lru_cache(maxsize=32)
+def _zip_damage_of_version(path: str, mtime_ns: int, size: int, inode: int) -> str | None:
+    if not zipfile.is_zipfile(path):
+        return None
+    try:
+        with zipfile.ZipFile(path) as z:
+            bad = z.testzip()
+    except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError) as e:  # a damaged header or directory
+        return f"its zip archive cannot be read ({e})"
+    return None if bad is None else f"{bad!r} fails its CRC-32 check"
+
+
 def read_checkpoint(path: str | Path) -> dict:
     """``torch.load(weights_only=True)`` with one-line errors for every way a file can be bad."""
     p = Path(path)
@@ -115,6 +139,10 @@ def read_checkpoint(path: str | Path) -> dict:
         raise InputError(f"weights file not found: {p}{_closest_name(str(path))}")
     if not p.is_file():
         raise InputError(f"weights path is not a file: {p}")
+    damaged = zip_damage(p)
+    if damaged:
+        raise WeightsError(f"the weights file {p} is damaged: {damaged} (changed after it was saved: a bad disk, "
+                           "an interrupted copy); copy or save it again")
     try:
         obj = torch.load(p, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as e:

@@ -15,7 +15,7 @@ from typing import Iterator
 import numpy as np
 
 from vsr.pipeline.batches import Result
-from vsr.pipeline.checks import OUTPUT_LIMITS, check_model_output
+from vsr.pipeline.checks import OUTPUT_LIMITS, check_model_output, looks_suspicious
 from vsr.pipeline.tiles import Tile
 from vsr.video.planes import PlaneBatch, PlaneFormat, convert_tile, place, plane_views, region
 
@@ -62,8 +62,8 @@ def hr_frames(results: Iterator[Result], sink, height: int, width: int, scale: i
             elif res.y.dtype == np.uint8:  # RGB a backend quantised already (the CUDA runtime's uint8 download)
                 convert_tile(res.y[n], fmt, out, core)
             else:
-                bad, at_least, at_most = convert_tile(res.y[n], fmt, out, core, OUTPUT_LIMITS)
-                if bad or not at_least or not at_most:
+                counts = convert_tile(res.y[n], fmt, out, core, OUTPUT_LIMITS)
+                if looks_suspicious(counts, 3 * (core[1] - core[0]) * (core[3] - core[2])):
                     check_model_output(res.y[n, :, core[0]:core[1], core[2]:core[3]], slot.index, weights)
             current.tiles_left -= 1
             if current.tiles_left == 0:

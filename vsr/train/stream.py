@@ -14,7 +14,8 @@ workers are torch DataLoader workers over the iteration numbers, which hand the 
 * each holds its own copy of the still images (sent once, at its start) and decodes the video segments of the
   pool epochs it meets;
 * uint8 tensors in shared memory (a quarter of float32's bytes), pinned for a GPU; as many batches in flight as
-  ``/dev/shm`` has room for, at most ``prefetch`` per worker;
+  ``/dev/shm`` has room for, at most ``prefetch`` per worker; a worker that cannot allocate its batch there (the
+  room taken since) sends back a one-line :class:`~vsr.errors.VsrError`, which stops the run;
 * stopped and joined when the stream is left: at the end, on an error or Ctrl-C, or when a time slice ends early;
   a worker whose training process died (SIGKILL, SIGTERM) ends within a second.  A worker's
   :class:`~vsr.errors.VsrError` (bad data) is raised here as itself, on one line; a worker that dies (killed, out
@@ -68,7 +69,20 @@ class _Batches(torch.utils.data.Dataset):
             lr, hr = self.sampler.batch_uint8(iteration)
         except _USER_ERRORS as e:
             return e
-        return torch.from_numpy(lr), torch.from_numpy(hr)
+        lr, hr = torch.from_numpy(lr), torch.from_numpy(hr)
+        try:
+            # here, not in the queue's feeder thread: there a full /dev/shm was a traceback and a batch never sent,
+            # and the training process waited for it for ever
+            lr.share_memory_(), hr.share_memory_()
+        except (RuntimeError, OSError) as e:
+            return VsrError(f"a batch worker cannot allocate shared memory for iteration {iteration}'s batch "
+                            f"({_first_line(e)}): free /dev/shm, or fewer --workers (0: batches made in the "
+                            "training process)")
+        return lr, hr
+
+
+def _first_line(e: BaseException) -> str:
+    return printable(str(e).splitlines()[0] if str(e) else type(e).__name__)[:200]
 
 
 def _fork_server():

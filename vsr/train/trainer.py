@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from vsr.errors import InputError
+from vsr.files import file_in_the_way
 from vsr.model.config import ModelConfig, load_config
 from vsr.model.init import init_weights, offset_convs
 from vsr.model.weights import (build_model, bundled_path, extract_state_dict, load_state, read_checkpoint,
@@ -78,6 +79,16 @@ def score(sets: dict) -> float:
     return float(np.mean([v["psnr_y"] - v["bicubic_y"] for v in sets.values()]))
 
 
+def _check_run_folder(path: Path) -> None:
+    """A one-line :class:`InputError` where the run folder ``--out`` cannot be made (before any data is read)."""
+    if os.path.lexists(path) and not path.is_dir():
+        raise InputError(f"--out {path} is a file: vsr train writes a folder there (checkpoints, its log); give a "
+                         "folder's name")
+    blocker = file_in_the_way(path.parent)
+    if blocker is not None:
+        raise InputError(f"--out {path} cannot be made: {blocker} is a file, not a folder")
+
+
 class Trainer:
     """One training run in ``options.out``; resumes from ``latest.pth`` there when it exists.  ``val_note``: the
     line saying the run validates on nothing, where it asked for no sets and the default ones are not at hand."""
@@ -85,6 +96,7 @@ class Trainer:
     def __init__(self, options: TrainOptions):
         self.o = o = options
         self.dir = Path(o.out)
+        _check_run_folder(self.dir)
         self.cfg: ModelConfig = load_config(o.config) if o.config else resolve_config(o.init, None)[0]
         self.degradation = load_degrade(o.degrade_config or o.degrade)
         self.sources = find_sources(list(o.data), holdout=o.holdout, exclude=o.exclude)

@@ -6,7 +6,7 @@ lets vsr replace:
 
 - a regular file, where vsr writes a video file;
 - a folder holding nothing but ``%08d.png`` frame files and vsr's marker file :data:`MARKER`, where vsr writes
-  PNG frames.
+  PNG frames: the marker is what says vsr wrote them (frames of the user's own, even named ``%08d.png``, stay).
 
 Anything else is refused with one line before anything is touched: a folder holding any other file, a
 subfolder or a link; a folder holding the input, the current folder or a home folder; a file where vsr would
@@ -26,6 +26,7 @@ import sys
 from pathlib import Path
 
 from vsr.errors import InputError, OutputError
+from vsr.files import file_in_the_way
 
 log = logging.getLogger(__name__)
 
@@ -168,7 +169,27 @@ def refusal(target: Path, src: Path, frames: bool) -> str | None:
         return f"it cannot be listed ({e.strerror})"
     if other is not None:
         return f"it holds {other!r}, which vsr did not write (only %08d.png frames and {MARKER} are replaced)"
+    if not (target / MARKER).is_file() and not _is_empty_folder(target):
+        # frames named as vsr names them are still not vsr's without its marker: the user's own, or FFmpeg's
+        return f"its frames carry no {MARKER} marker, so vsr did not write them (move or delete them yourself)"
     return None
+
+
+@functools.cache
+def picture_suffixes() -> frozenset[str]:
+    """The suffixes FFmpeg gives its image2 muxer and no other: one picture file per frame, named by a pattern
+    (``%d``), which a plain name such as ``single.png`` is not (FFmpeg fails at the first frame)."""
+    import av
+
+    others: set[str] = set()
+    for name in av.formats_available:
+        try:
+            fmt = av.format.ContainerFormat(name)
+        except (ValueError, av.FFmpegError):
+            continue
+        if name != "image2" and fmt.is_output:
+            others |= fmt.extensions
+    return frozenset(av.format.ContainerFormat("image2").extensions - others)
 
 
 def check_output(dst: Path, src: Path, overwrite: bool) -> None:
@@ -180,7 +201,12 @@ def check_output(dst: Path, src: Path, overwrite: bool) -> None:
         raise InputError(f"output is the input: {dst}")
     parent = target.parent if str(target.parent) else Path(".")
     if not parent.is_dir():
+        if (blocker := file_in_the_way(parent)) is not None:
+            raise InputError(f"output {dst} cannot be written: {blocker} is a file, not a folder")
         raise InputError(f"output folder does not exist: {parent}")
+    if not is_png_folder(dst) and target.suffix[1:].lower() in picture_suffixes():
+        raise InputError(f"{dst} is the name of one picture ({target.suffix}), and vsr writes a video: give a video "
+                         f"name (.mp4, .mkv, ...), or a name without suffix for a folder of %08d.png frames")
     if target.exists():
         if not overwrite and not _is_empty_folder(target):
             raise InputError(f"output exists: {dst} (pass --overwrite to replace it)")

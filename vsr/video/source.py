@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import re
+import stat
 import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -124,12 +125,23 @@ def ffmpeg_reason(e: Exception, lines: list[str]) -> str:
     return f"{one_line(e)}: {lines[-1][:120]}" if lines else one_line(e)
 
 
+def special_kind(mode: int) -> str | None:
+    """``a character device`` (``/dev/zero``), ``a named pipe``, ...: what a file that is not a regular one is
+    (its size says nothing: 0), or None for a regular file."""
+    for test, kind in ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISFIFO, "a named pipe"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return kind
+    return None
+
+
 def size_error(what: str, lines: list[str]) -> InputError | None:
     """The error of a picture size FFmpeg refused to decode (its log ``lines``), or None."""
     size = next((m for m in map(_INVALID_SIZE.search, lines) if m), None)
     if size is None:
         return None
-    width, height = int(size[1]), int(size[2])
+    # FFmpeg prints the sizes unsigned: a header's W-64 is 4294967232
+    width, height = (v - (1 << 32) if v >= 1 << 31 else v for v in (int(size[1]), int(size[2])))
     if width > 0 and height > 0:
         return InputError(f"cannot read {what}: its picture size {width}x{height} is larger than FFmpeg decodes "
                           "(about 268 million pixels at most, e.g. 16000x16000)")
@@ -159,6 +171,10 @@ class VideoSource:
         self.early_end: EarlyEnd | None = None  # see frames()
         self._y4m_cut: tuple[int, int] | None = None
         self._decoded = 0
+        kind = special_kind(self.path.stat().st_mode)
+        if kind:
+            raise InputError(f"not a video file: {self.path} is {kind}"
+                             + (" (give - and feed it on standard input)" if kind == "a named pipe" else ""))
         if self.path.stat().st_size == 0:
             raise InputError(f"not a video file: {self.path} is empty")
         try:
