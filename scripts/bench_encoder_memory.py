@@ -44,7 +44,7 @@ big = cv2.resize(first.transpose(1, 2, 0), None, fx=4, fy=4, interpolation=cv2.I
 info = source.info
 out = Path(tempfile.mkdtemp()) / "enc.mp4"
 sink = open_sink(out, info, EncoderSettings(codec=codec, options=tuple(opts.items())), scale=4)
-pix_fmt, spec = sink.planes_format()
+pix_fmt, spec = sink.pix_fmt, sink.colour
 planes = encode_planes(np.ascontiguousarray(big), pix_fmt, spec).astype(sink.plane_dtype())
 del big, first
 gc.collect()

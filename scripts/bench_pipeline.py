@@ -104,7 +104,7 @@ def main(argv=None) -> int:
     from vsr.pipeline.tiles import tile_grid
     from vsr.pipeline.windows import window_indices
     from vsr.video import EncoderSettings, open_sink, open_source
-    from vsr.video.planes import PlaneFormat, convert_tile, plane_views, region
+    from vsr.video.planes import convert_tile, plane_views, region
 
     warnings.simplefilter("ignore")
     frames = parse_frames(args.frames)
@@ -158,7 +158,7 @@ def main(argv=None) -> int:
             outs.append(y)
         alone["infer"] = n / (time.perf_counter() - t0)
         # 3. post alone, 4. encode alone
-        fmt = PlaneFormat.of(*sink.planes_format())
+        fmt = sink.planes
         sc = backend.scale
         t0 = time.perf_counter()
         planes = []

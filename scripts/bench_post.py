@@ -49,7 +49,7 @@ class BicubicStandIn:
     def __init__(self, output: str = "numpy"):
         self.output = output
 
-    def prepare(self, height, width, batch, phase=None):
+    def prepare(self, height, width, batch, phase=None, planes=None):
         pass
 
     def infer(self, x: np.ndarray) -> np.ndarray:

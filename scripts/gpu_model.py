@@ -89,13 +89,12 @@ def speed_case(ctx, precision: str, h: int, w: int, batch: int, stream: bool = T
     backend = open_backend("random", ctx.speed_config, cuda_options(ctx, precision, stream_features=stream))
     frames, _ = ctx.frames(backend.num_frame + 3, h, w)
     t0 = time.perf_counter()
-    backend.prepare(h, w, batch)
+    backend.prepare(h, w, batch, planes=run_planes())
     prepare_s = time.perf_counter() - t0
-    planes = backend.output_planes(run_planes())
     s = ctx.timed(Sliding(backend, frames, batch))
     return {"ms_per_frame": 1e3 * s / batch, "fps": batch / s, "prepare_s": prepare_s, "graphs": backend.graphs_on,
-            "features": "streaming" if backend.streams else "per-window", "download": backend.facts()["download"]
-            if planes else "rgb", "memory_format": backend.layout.memory_format,
+            "features": "streaming" if backend.streams else "per-window", "download": backend.facts()["download"],
+            "memory_format": backend.layout.memory_format,
             "device_ms_per_frame": _device_ms(ctx, backend, h, w, batch)}
 
 

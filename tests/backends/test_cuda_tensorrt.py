@@ -82,11 +82,14 @@ def test_a_run_downloads_the_sinks_planes_made_on_the_device(monkeypatch, tmp_pa
     assert rgb.dtype == np.float32 and backend.facts()["download"] == "rgb float32"
     for pix_fmt, matrix in (("yuv420p", 1), ("yuv422p10le", 9)):
         fmt = PlaneFormat.of(pix_fmt, ColourSpec(matrix, 1, 1, 1))
-        assert backend.output_planes(fmt) and backend.facts()["download"] == f"planes {pix_fmt}"
+        backend.prepare(13, 18, 2, planes=fmt)
+        assert backend.facts()["download"] == f"planes {pix_fmt}"
         assert_host_planes(backend.infer(x), rgb, fmt)
-    assert not backend.output_planes(None) and backend.infer(x).dtype == np.float32
+    backend.prepare(13, 18, 2, planes=None)
+    assert backend.facts()["download"] == "rgb float32" and backend.infer(x).dtype == np.float32
     off = CudaTensorRTBackend.from_model(model, cfg, CudaOptions(device="cpu", segments="tensorrt",
                                                                  device_planes=False,
                                                                  cache_dir=str(tmp_path / "cuda")),
                                          torch.device("cpu"), segment_backend=segments)
-    assert not off.output_planes(fmt)  # device_planes=False: the host converts, as before
+    off.prepare(13, 18, 2, planes=fmt)
+    assert off.facts()["download"].startswith("rgb ")  # device_planes=False: the host converts, as before

@@ -22,7 +22,7 @@ class WindowBackend:
     def __init__(self):
         self.calls = 0
 
-    def prepare(self, height, width, batch):
+    def prepare(self, height, width, batch, phase=None, planes=None):
         pass
 
     def infer(self, x: np.ndarray) -> np.ndarray:

@@ -71,7 +71,7 @@ class RecordingBackend:
     def __init__(self, feature_nbytes: int):
         self.nbytes, self.calls = feature_nbytes, []
 
-    def prepare(self, height, width, batch):
+    def prepare(self, height, width, batch, phase=None, planes=None):
         pass
 
     def feature_nbytes(self, height, width):

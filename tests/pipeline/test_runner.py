@@ -20,7 +20,7 @@ from vsr.pipeline.scenes import WINDOW
 from vsr.pipeline.windows import window_indices
 from vsr.video import EncoderSettings
 from vsr.video.colour import quantise_rgb
-from vsr.video.source import read_png
+from vsr.video.png_source import read_png
 
 
 
@@ -111,12 +111,11 @@ class NullSink:
     pix_fmt = "rgb24"
 
     def __init__(self):
-        self.pts = []
-
-    def planes_format(self):
         from vsr.video.colour import ColourSpec
+        from vsr.video.planes import PlaneFormat
 
-        return "rgb24", ColourSpec.srgb()
+        self.pts = []
+        self.planes = PlaneFormat.of("rgb24", ColourSpec.srgb())
 
     def plane_dtype(self):
         return np.dtype(np.uint8)
@@ -164,7 +163,7 @@ class FailingBackend:
         self.num_frame, self.scale, self.config, self.name = inner.num_frame, inner.scale, inner.config, "failing"
         self.padding = inner.padding
 
-    def prepare(self, height, width, batch):
+    def prepare(self, height, width, batch, phase=None, planes=None):
         pass
 
     def infer(self, x):
@@ -245,7 +244,7 @@ class SlowBackend:
         self.num_frame, self.scale, self.padding, self.name = inner.num_frame, inner.scale, inner.padding, "slow"
         self.prepared: list[tuple[int, int, int]] = []
 
-    def prepare(self, height, width, batch):
+    def prepare(self, height, width, batch, phase=None, planes=None):
         self.prepared.append((height, width, batch))
 
     def infer(self, x):
@@ -296,7 +295,7 @@ def test_the_backend_is_prepared_for_the_tile_shape_before_on_start_and_the_firs
     events = []
 
     class Recording(SlowBackend):
-        def prepare(self, height, width, batch):
+        def prepare(self, height, width, batch, phase=None, planes=None):
             events.append(("prepare", height, width, batch))
 
     class Source(CountingSource):

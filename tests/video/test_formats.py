@@ -72,7 +72,7 @@ test_rgb.__test__ = False  # a helper, not a test
 def write_with_sink(sink: VideoSink, rgb: np.ndarray) -> av.VideoFrame:
     """One frame through the post stage's path: planes from the sink, two tiles converted into them, finished;
     the frame the encoder is handed."""
-    fmt = PlaneFormat.of(*sink.planes_format())
+    fmt = sink.planes
     planes = sink.new_planes(H, W)
     views = plane_views(planes)
     for y0, y1 in ((0, H // 2), (H // 2, H)):

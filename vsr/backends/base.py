@@ -19,13 +19,16 @@ Its output equals ``infer(x)``'s (within float rounding).  A backend that does n
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Protocol
+from typing import TYPE_CHECKING, Callable, Protocol
 
 import numpy as np
 
 from vsr.backends.buckets import BucketPolicy
 from vsr.errors import InputError
 from vsr.report.sample import StepStats
+
+if TYPE_CHECKING:
+    from vsr.video.planes import PlaneFormat
 
 
 # What Backend.prepare says it is doing, in the order the steps come (a backend takes those it has).
@@ -99,11 +102,15 @@ class Backend(Protocol):
         """Bytes of the features kept for one (frame, tile) of ``height x width`` (0 where it does not stream)."""
         ...
 
-    def prepare(self, height: int, width: int, batch: int, phase: Callable[[str], None] | None = None) -> None:
+    def prepare(self, height: int, width: int, batch: int, phase: Callable[[str], None] | None = None,
+                planes: PlaneFormat | None = None) -> None:
         """Build what the first ``infer`` of ``(batch, T, 3, height, width)`` would (export, plan, sessions).
 
         Idempotent; lets a caller keep this warm-up out of its per-frame clock.  ``phase(name)`` is called as
-        each step starts (:data:`PHASES`' names), so a caller can show what the wait is for.
+        each step starts (:data:`PHASES`' names), so a caller can show what the wait is for.  ``planes``: the
+        sink's plane format (``sink.planes``); a backend that makes those planes itself (the CUDA runtime, on its
+        device) returns them from ``infer`` from now on, as a :class:`~vsr.video.planes.PlaneBatch` (its
+        ``facts()["download"]`` says so); None: RGB; every other backend ignores it (the post stage converts).
         """
         ...
 

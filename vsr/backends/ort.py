@@ -86,7 +86,8 @@ class OrtBackend(ModelBackend):
             self._sessions[(hb, wb)] = s
         return s
 
-    def prepare(self, height: int, width: int, batch: int, phase: Callable[[str], None] | None = None) -> None:
+    def prepare(self, height: int, width: int, batch: int, phase: Callable[[str], None] | None = None,
+                planes=None) -> None:
         """Session and output buffer of the bucket, then one warm-up run on zeros (a session's first run is
         slower: its allocations), timed as ``warmup`` rather than ``run``."""
         hb, wb = self.buckets.bucket(height, width)

@@ -145,7 +145,8 @@ class SplitBackend(ModelBackend):
         own = getattr(self.segment_backend, "facts", None)
         return super().facts() | {"precision": self.options.precision} | (own(self.timings()) if own else {})
 
-    def prepare(self, height: int, width: int, batch: int, phase: Callable[[str], None] | None = None) -> None:
+    def prepare(self, height: int, width: int, batch: int, phase: Callable[[str], None] | None = None,
+                planes=None) -> None:
         """Export, plan, segment sessions and the arena of ``batch`` frames of ``height x width``, then one
         warm-up run on zeros: the first run of a binding is about 1.5x slower (ONNX Runtime's first-run
         allocations, the kernels' first calls), which would otherwise count as frame time."""
@@ -292,7 +293,8 @@ class StreamingSplitBackend(SplitBackend):
 
         return FrontAndWindows(plan, self.segment_backend, executor=super().new_executor)
 
-    def prepare(self, height: int, width: int, batch: int, phase: Callable[[str], None] | None = None) -> None:
+    def prepare(self, height: int, width: int, batch: int, phase: Callable[[str], None] | None = None,
+                planes=None) -> None:
         """:meth:`SplitBackend.prepare`, and the front bound for ``batch`` frames per call, warmed up on zeros."""
         self._frames = batch
         super().prepare(height, width, batch, phase)

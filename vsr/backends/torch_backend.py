@@ -59,7 +59,7 @@ class TorchBackend(ModelBackend):
         self._store: list[list[torch.Tensor]] = [[], [], []]  # L1, L2, L3: one tensor per slot
         self._frames = 1  # frames per features call
 
-    def prepare(self, height: int, width: int, batch: int, phase=None) -> None:
+    def prepare(self, height: int, width: int, batch: int, phase=None, planes=None) -> None:
         """Nothing to build: the model is ready once loaded; the features calls take ``batch`` frames."""
         self._frames = batch
 

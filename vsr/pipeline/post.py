@@ -17,7 +17,7 @@ import numpy as np
 from vsr.pipeline.batches import Result
 from vsr.pipeline.checks import OUTPUT_LIMITS, check_model_output, looks_suspicious
 from vsr.pipeline.tiles import Tile
-from vsr.video.planes import PlaneBatch, PlaneFormat, convert_tile, place, plane_views, region
+from vsr.video.planes import PlaneBatch, convert_tile, place, plane_views, region
 
 
 @dataclass
@@ -33,7 +33,7 @@ class HrFrame:
 
 
 def hr_frames(results: Iterator[Result], sink, height: int, width: int, scale: int,
-              tiles_per_frame: int, weights: str | None = None, fmt: PlaneFormat | None = None) -> Iterator[HrFrame]:
+              tiles_per_frame: int, weights: str | None = None) -> Iterator[HrFrame]:
     """The post stage: backend results -> whole finished output frames, in order.
 
     Results are RGB ``(N, 3, s*h, s*w)`` (float 32 or 16 bit in [0, 1], or uint8 0..255 quantised by the
@@ -43,10 +43,10 @@ def hr_frames(results: Iterator[Result], sink, height: int, width: int, scale: i
 
     Each tile's core is converted (:func:`~vsr.video.planes.convert_tile`: colour matrix, quantisation, chroma
     subsampling in one parallel pass), or its planes copied, straight into the planes of the frame from
-    ``sink.new_planes`` (``fmt``: :class:`~vsr.video.planes.PlaneFormat` of ``sink.planes_format()``); a frame
-    whose last tile arrived is handed to ``sink.finish`` and goes on.
+    ``sink.new_planes`` (of the format ``sink.planes``); a frame whose last tile arrived is handed to
+    ``sink.finish`` and goes on.
     """
-    fmt = fmt or PlaneFormat.of(*sink.planes_format())
+    fmt = sink.planes
     sc = scale
     current: HrFrame | None = None
     for res in results:
@@ -74,12 +74,12 @@ def hr_frames(results: Iterator[Result], sink, height: int, width: int, scale: i
         res = None
 
 
-def prepare_post(sink, height: int, width: int, scale: int, tile: Tile, fmt: PlaneFormat | None = None) -> None:
+def prepare_post(sink, height: int, width: int, scale: int, tile: Tile) -> None:
     """Set up the post stage's compiled pass before the first frame, as a backend's warm-up is: numba's first
     call in a process loads its machinery and the pass (0.15-0.3 s on 2 cores), which would otherwise be the
     first frame's post time.  A call of the run's types (float32 RGB; views of the sink's own planes over the
     columns of ``tile``'s core, whose layout picks the compiled version) on a few rows."""
-    fmt = fmt or PlaneFormat.of(*sink.planes_format())
+    fmt = sink.planes
     sc = scale
     rows = min(2 << fmt.sub_y, sc * height)  # two chroma rows: a view of one row would be contiguous
     out = region(plane_views(sink.new_planes(height * sc, width * sc)), fmt, 0, rows, sc * tile.cx0, sc * tile.cx1)

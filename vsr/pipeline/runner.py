@@ -42,7 +42,7 @@ from vsr.pipeline.tiles import Tile, tile_grid
 from vsr.pipeline.windows import FrameWindow, windows
 from vsr.pipeline.post import HrFrame, hr_frames, post_threads, prepare_post
 from vsr.report import RunReport
-from vsr.video.planes import PlaneFormat, conversion_threads
+from vsr.video.planes import conversion_threads
 
 _STREAMS = count(1)  # one stream of frame keys per run
 
@@ -271,13 +271,13 @@ class FrameQueueRunner:
             raise ValueError(f"scene_cuts must be one of {SCENE_MODES}, not {s.scene_cuts!r}")
         info = source.info
         tile, memory = self.plan_tile(info.height, info.width, sink)
-        fmt = PlaneFormat.of(*sink.planes_format())
+        fmt = sink.planes
         tiles = tile_grid(info.height, info.width, tile, s.overlap)
         scenes = SceneStage(s)  # reads the thresholds' config before minutes of warm-up
         shape = (tiles[0].y1 - tiles[0].y0, tiles[0].x1 - tiles[0].x0, s.batch)
-        # a backend that does not report its steps is prepared as before (a caller's own, a test's stand-in)
-        self.backend.prepare(*shape, **({} if on_phase is None else {"phase": on_phase}))
-        prepare_post(sink, info.height, info.width, self.scale, tiles[0], fmt)
+        # told the sink's planes: a backend that makes them itself (the CUDA runtime, on its device) gives them
+        self.backend.prepare(*shape, phase=on_phase, planes=fmt)
+        prepare_post(sink, info.height, info.width, self.scale, tiles[0])
         if on_start is not None:
             on_start()
         decode = SourceFrames(source, *self.decode_range())
@@ -285,17 +285,10 @@ class FrameQueueRunner:
         weights = (settings_for_report or {}).get("weights")
         written_at: list[float] = []  # when each frame left the encode stage (the report's steady rate)
         pipeline = self._pipeline(decode, scenes, sink, tiles, info.height, info.width, progress, stream, weights,
-                                  fmt, written_at)
-        takes = getattr(self.backend, "output_planes", None)
-        if callable(takes):  # a backend that makes the sink's planes itself (the CUDA runtime, on its device)
-            takes(fmt)
+                                  written_at)
         t0 = time.perf_counter()
-        try:
-            pipeline.run()
-            facts = self.backend.facts() if hasattr(self.backend, "facts") else {}
-        finally:
-            if callable(takes):
-                takes(None)  # RGB again for calls outside a run
+        pipeline.run()
+        facts = self.backend.facts() if hasattr(self.backend, "facts") else {}
         wall = time.perf_counter() - t0
         stats = pipeline.stats()
         written = stats[-1].items
@@ -317,7 +310,7 @@ class FrameQueueRunner:
 
     def _pipeline(self, decode: SourceFrames, scenes: SceneStage, sink, tiles: list[Tile], height: int,
                   width: int, progress: Callable[[int], None] | None, stream: int | None,
-                  weights: str | None, fmt: PlaneFormat, written_at: list[float]) -> StagePipeline:
+                  weights: str | None, written_at: list[float]) -> StagePipeline:
         s = self.settings
         start, stop = s.frames
         unit = "tiles" if len(tiles) > 1 else "frames"
@@ -336,7 +329,7 @@ class FrameQueueRunner:
 
         def post(inbox: Iterator[Result]) -> Iterator[HrFrame]:
             conversion_threads(threads)  # in this stage's own thread
-            yield from hr_frames(inbox, sink, height, width, self.scale, len(tiles), weights, fmt)
+            yield from hr_frames(inbox, sink, height, width, self.scale, len(tiles), weights)
 
         threads = post_threads(self.backend)
         stages = [

@@ -15,7 +15,8 @@ from vsr.video.output import check_output
 from vsr.video.endpoints import open_sink, open_source
 from vsr.video.png_sink import PngFolderSink
 from vsr.video.sink import VideoSink
-from vsr.video.source import PngFolderSource, SourceFrame, VideoInfo, VideoSource
+from vsr.video.png_source import PngFolderSource
+from vsr.video.source import SourceFrame, VideoInfo, VideoSource
 
 __all__ = ["ColourSpec", "EncoderSettings", "PngFolderSink", "Sink", "VideoSink", "check_output", "open_sink",
            "PngFolderSource", "SourceFrame", "VideoInfo", "VideoSource", "open_source"]

@@ -6,25 +6,24 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from vsr.video.colour import ColourSpec
+from vsr.video.planes import PlaneFormat
 
 
 @runtime_checkable
 class Sink(Protocol):
     """Takes finished output frames in order and makes them the output only on :meth:`commit`.
 
-    A frame's life: ``new_planes(h, w)`` -> regions filled with the integer planes of
-    ``vsr.video.planes.PlaneFormat.of(*planes_format())`` (``plane_views``, ``region``) -> ``finish(planes)``
-    (post stage) -> ``write(finished, pts, duration)`` (encode stage).
+    A frame's life: ``new_planes(h, w)`` -> regions filled with the integer planes of the format :attr:`planes`
+    (``plane_views``, ``region``) -> ``finish(planes)`` (post stage) -> ``write(finished, pts, duration)`` (encode
+    stage).  ``planes``: worked out once, when the sink opens (pixel format, colour, chroma siting); the runner
+    hands it to the post stage and to a backend that makes the planes itself.
     """
 
     pix_fmt: str
+    planes: PlaneFormat
 
     def plane_dtype(self) -> np.dtype:
         """dtype of the planes :meth:`new_planes` makes (uint8, or uint16 for deeper formats)."""
-
-    def planes_format(self) -> tuple[str, ColourSpec]:
-        """(pixel format, colour) the planes are encoded in."""
 
     def memory_estimate_mb(self) -> float:
         """Peak memory the sink itself holds (an encoder's lookahead, reference frames), for the memory plan."""

@@ -15,7 +15,8 @@ from vsr.video.pipe_sink import StreamSink
 from vsr.video.pipe_source import StreamSource
 from vsr.video.png_sink import PngFolderSink
 from vsr.video.sink import VideoSink
-from vsr.video.source import PngFolderSource, VideoInfo, VideoSource
+from vsr.video.png_source import PngFolderSource
+from vsr.video.source import VideoInfo, VideoSource
 
 
 def open_source(path: str | Path) -> VideoSource | PngFolderSource | StreamSource:

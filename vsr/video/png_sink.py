@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 
 from vsr.errors import InputError
-from vsr.video.colour import ColourSpec
 from vsr.video.encoders import EncoderSettings
 from vsr.video.formats import warn_alpha_dropped
 from vsr.video.output import commit_output, frames_partial, make_frames_folder, output_path, writes
+from vsr.video.planes import PlaneFormat
 from vsr.video.source import VideoInfo
 
 PNG_PIX_FMTS = (None, "rgb24", "rgb48be", "rgb48le", "rgb48")
@@ -36,6 +36,7 @@ class PngFolderSink:
         self.pix_fmt = "rgb48be" if deep else "rgb24"
         warn_alpha_dropped(info.pix_fmt)
         self.colour = info.colour.for_output(self.pix_fmt)
+        self.planes = PlaneFormat.of(self.pix_fmt, self.colour)  # what the post stage fills
         self.tmp = frames_partial(self.dst)
         self._make_folder()
         self.count = 0
@@ -46,9 +47,6 @@ class PngFolderSink:
 
     def plane_dtype(self) -> np.dtype:
         return np.dtype(np.uint16 if self.pix_fmt == "rgb48be" else np.uint8)
-
-    def planes_format(self) -> tuple[str, ColourSpec]:
-        return self.pix_fmt, self.colour
 
     def memory_estimate_mb(self) -> float:
         return 0.0  # one frame at a time, written and gone

@@ -124,9 +124,6 @@ class VideoSink:
     def plane_dtype(self) -> np.dtype:
         return np.dtype(np.uint8 if bit_depth(planar444(self.pix_fmt)) <= 8 else np.uint16)
 
-    def planes_format(self) -> tuple[str, ColourSpec]:
-        return self.pix_fmt, self.colour
-
     def memory_estimate_mb(self) -> float:
         """What the encoder itself will hold at its peak, estimated from measurements (see ENCODER_MB_PER_MPX)."""
         return encoder_memory_mb(self.vs.codec_context.name, self.encoder_options, self.low_memory_x264,

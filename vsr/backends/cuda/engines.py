@@ -5,7 +5,7 @@ The plan (:mod:`vsr.plan`) is the one the CPU split backend runs; here its arena
 (``TensorRTSegmentBackend(device_io=True)``) and its bridge steps are vsr's CUDA kernels on views of it
 (:func:`cuda_bridge_kernels`), all on the backend's own stream (engines get its handle, the kernels follow
 torch's current stream, which it is).  Per call the input is uploaded into the arena and the output downloaded
-from it, as ``CudaOptions.output`` -- or, in a run, as the sink's planes made on the device (``output_planes``, the
+from it, as ``CudaOptions.output`` -- or, in a run, as the sink's planes made on the device (``prepare(..., planes=)``, the
 same conversion as the torch segments' runtime: ``vsr.backends.cuda.planes.device_planes``); nothing else
 crosses to the host.
 
@@ -185,8 +185,10 @@ class CudaTensorRTBackend(SplitBackend):
         stack.enter_context(torch.cuda.stream(self.stream))
         return stack
 
-    def prepare(self, height: int, width: int, batch: int, phase=None) -> None:
-        """Plan ``batch`` items per run for this bucket: engines optimised for it, partial batches padded to it."""
+    def prepare(self, height: int, width: int, batch: int, phase=None, planes: PlaneFormat | None = None) -> None:
+        """Plan ``batch`` items per run for this bucket: engines optimised for it, partial batches padded to it;
+        ``planes``: from now on ``infer`` returns them, made on the device (unless ``device_planes`` is off)."""
+        self.out.fmt = planes if self.device_planes else None
         hb, wb = self.bucket(height, width)
         self.planned[(hb, wb)] = max(int(batch), 1)
         if (hb, wb) not in self._executors and hasattr(self.segment_backend, "opt_batch"):
@@ -198,7 +200,7 @@ class CudaTensorRTBackend(SplitBackend):
 
     def infer(self, x: np.ndarray) -> np.ndarray | PlaneBatch:
         """``(N, T, 3, H, W)`` -> RGB ``(N, 3, 4H, 4W)`` as ``options.output``, or in a run the sink's planes
-        (a PlaneBatch: :meth:`output_planes`)."""
+        (a PlaneBatch, as :meth:`prepare` was told)."""
         with self._on_stream():
             y = super().infer(x)
         fmt = self.out.fmt
@@ -206,12 +208,6 @@ class CudaTensorRTBackend(SplitBackend):
             return y
         h, w = np.shape(x)[-2:]
         return PlaneBatch(y.view(np.uint16) if y.dtype == np.int16 else y, 4 * h, 4 * w, fmt)
-
-    def output_planes(self, fmt: PlaneFormat | None) -> bool:
-        """From now on ``infer`` returns the planes of ``fmt`` made on the device, unless ``options.device_planes``
-        is off (None: RGB again); whether it will."""
-        self.out.fmt = fmt if self.device_planes else None
-        return self.out.fmt is not None
 
     def facts(self) -> dict:
         """:meth:`SplitBackend.facts` and what is downloaded: the sink's planes (made on the device) or RGB."""

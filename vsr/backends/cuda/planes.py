@@ -82,7 +82,7 @@ def _codes(v: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 
 class OutputConversion:
     """What a CUDA backend downloads: RGB as it comes (``fmt`` None), or the sink's planes of ``fmt``
-    (:func:`device_planes`), which the runner asks for (``output_planes``) before it prepares the backend."""
+    (:func:`device_planes`), which the runner asks for when it prepares the backend (``planes=``)."""
 
     def __init__(self):
         self.fmt: PlaneFormat | None = None

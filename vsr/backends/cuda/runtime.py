@@ -58,7 +58,7 @@ class CudaTorchBackend(ModelBackend):
     (``features``, ``segment_<i>``, ``dcn:<module>``, ``shuffle:...``).
 
     ``infer`` returns ``options.output`` (uint8 RGB quantised as the post stage would, float16 or float32), or in a
-    run the sink's planes made on the device (:meth:`output_planes`).
+    run the sink's planes made on the device (:meth:`prepare`'s ``planes``).
     Everything runs on a stream of the backend's own (the kernels follow torch's current stream onto it)."""
 
     name = "cuda"
@@ -153,12 +153,6 @@ class CudaTorchBackend(ModelBackend):
         return {**super().facts(), "memory_format": self.layout.memory_format, "cuda_graphs": self.graphs_on,
                 "device": _device_label(self.options.device or str(self.device), self.device), "download": what}
 
-    def output_planes(self, fmt: PlaneFormat | None) -> bool:
-        """From now on ``infer`` returns the planes of ``fmt`` made on the device (a PlaneBatch), unless
-        ``options.device_planes`` is off (None: RGB again); whether it will."""
-        self.out.fmt = fmt if self.options.device_planes else None
-        return self.out.fmt is not None
-
     def feature_nbytes(self, height: int, width: int) -> int:
         """Bytes one kept (frame, tile) takes on the device: its RGB and pyramid in the model's dtype."""
         if not self.streams:
@@ -177,9 +171,12 @@ class CudaTorchBackend(ModelBackend):
             return memory.device_memory(self, sides)
 
     @torch.inference_mode()
-    def prepare(self, height: int, width: int, batch: int, phase=None) -> None:
+    def prepare(self, height: int, width: int, batch: int, phase=None, planes: PlaneFormat | None = None) -> None:
         """Plan ``batch`` items per run for the bucket of ``height x width`` and capture its graphs (or run them
-        once): every later run of that bucket replays them, partial batches padded to ``batch``."""
+        once): every later run of that bucket replays them, partial batches padded to ``batch``.  ``planes``: from
+        now on ``infer`` returns them, made on the device (a PlaneBatch), unless ``options.device_planes`` is off;
+        None: RGB."""
+        self.out.fmt = planes if self.options.device_planes else None
         hb, wb = self.buckets.bucket(height, width)
         self.planned[(hb, wb)] = max(int(batch), 1)
         specs = self.graph_specs(hb, wb, self.planned[(hb, wb)])

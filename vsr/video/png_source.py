@@ -1,0 +1,62 @@
+"""A folder of PNG frames as a source: its frames in the order their names number them
+(:func:`~vsr.video.png_frames.frame_files`), read as float32 RGB."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+
+from vsr.errors import InputError
+from vsr.video.colour import ColourSpec
+from vsr.video.png_frames import frame_files
+from vsr.video.source import SourceFrame, VideoInfo
+
+PNG_TIME_BASE = Fraction(1, 25)
+
+
+class PngFolderSource:
+    """The ``*.png`` of a folder in the order their names number them (:func:`~vsr.video.png_frames.frame_files`:
+    ``9.png`` before ``10.png``, a gap an error); timestamps ``0, 1, 2, ...`` in a 1/25 s time base."""
+
+    def __init__(self, path: Path):
+        import cv2
+
+        self.path = Path(path)
+        self.files = frame_files(self.path)
+        if not self.files:
+            raise InputError(f"zero frames: no *.png files in folder {self.path}")
+        first = cv2.imread(str(self.files[0]), cv2.IMREAD_UNCHANGED)
+        if first is None:
+            raise InputError(f"not a PNG image: {self.files[0]}")
+        h, w = first.shape[:2]
+        bits = 16 if first.dtype == np.uint16 else 8
+        self.info = VideoInfo(path=self.path, kind="png", width=w, height=h,
+                              pix_fmt="rgb48le" if bits == 16 else "rgb24", bits=bits, colour=ColourSpec.srgb(),
+                              time_base=PNG_TIME_BASE, rate=1 / PNG_TIME_BASE, frames=len(self.files))
+
+    def frames(self, start: int = 0) -> Iterator[SourceFrame]:
+        for i in range(start, len(self.files)):
+            yield SourceFrame(i, i, 1, read_png(self.files[i], (self.info.height, self.info.width)))
+
+    def close(self) -> None:
+        pass
+
+
+def read_png(path: Path, size: tuple[int, int] | None = None) -> np.ndarray:
+    """A PNG file -> float32 RGB ``(3, H, W)`` in [0, 1] (grey and alpha handled; 8 or 16 bit)."""
+    import cv2
+
+    img = cv2.imread(str(path), cv2.IMREAD_UNCHANGED)
+    if img is None:
+        raise InputError(f"not a PNG image: {path}")
+    if img.ndim == 2:
+        img = np.repeat(img[:, :, None], 3, axis=2)
+    elif img.shape[2] == 4:
+        img = img[:, :, :3]  # alpha dropped: the model has no alpha channel
+    if size is not None and img.shape[:2] != size:
+        raise InputError(f"{path} is {img.shape[1]}x{img.shape[0]}, the other frames are {size[1]}x{size[0]}")
+    top = np.float32(65535.0 if img.dtype == np.uint16 else 255.0)
+    return np.ascontiguousarray(img[:, :, ::-1].transpose(2, 0, 1), dtype=np.float32) / top
