@@ -162,7 +162,10 @@ def crash_run(clips: list[Path], work: Path, kills: int, chunk_frames: int = 8, 
         if replacing:
             clips[0].write_bytes(replacement)  # the same clip's length, other pictures
     t0 = time.perf_counter()
-    final = vsr("jobs", "run", "--until-empty", "--quiet", "--store", store, "--workers", workers)
+    # a replaced input fails its job, and `jobs run` then exits 1 (it ran a job that failed); else 0
+    final = vsr("jobs", "run", "--until-empty", "--quiet", "--store", store, "--workers", workers, check=False)
+    if final.returncode != (0 if replacement is None else 1):
+        raise RuntimeError(f"the last vsr jobs run exited {final.returncode}: {final.stderr[-2000:]}")
     with JobStore(store) as s:
         jobs = s.jobs()
         chunks = [c for j in jobs for c in s.chunks(j.id)]
@@ -182,7 +185,7 @@ def crash_run(clips: list[Path], work: Path, kills: int, chunk_frames: int = 8, 
         "max_attempts": max(c["attempts"] for c in chunks), "frame_exact": exact,
         "left_in_out_dir": sorted(p.name for p in out.iterdir() if p not in expected),
         "integrity_check": integrity, "final_run_s": round(time.perf_counter() - t0, 1),
-        "final_run_stderr": final.stderr[-500:], "cycles": cycles,
+        "final_run_exit": final.returncode, "final_run_stderr": final.stderr[-500:], "cycles": cycles,
     }
 
 

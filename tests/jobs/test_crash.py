@@ -49,4 +49,5 @@ def test_an_input_replaced_between_runs_fails_its_job_and_never_mixes_two_versio
     assert replaced["state"] == "failed" and not replaced["output_exists"], s
     assert replaced["error"].startswith(f"the input {clips[0]} changed since the job was added"), s
     assert s["states"] == ["failed", "done"] and s["frame_exact"]["v1.mkv"] and not s["frame_exact"]["v0.mkv"]
+    assert s["final_run_exit"] == 1  # it ran a job that failed: the exit status says so
     assert s["left_in_out_dir"] == [] and s["integrity_check"] == "ok" and script.passed(s)
