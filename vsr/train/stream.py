@@ -176,6 +176,8 @@ class BatchStream:
                  prefetch: int = 2):
         self.sampler, self.iteration, self.end = sampler, start, end
         self.workers, self.prefetch, self.pin_memory = workers, prefetch, pin_memory
+        self.asked = workers
+        self.why: str | None = None  # why fewer workers than asked run (None: as asked)
         self.wait_s = 0.0
         self._it = None
 
@@ -191,9 +193,10 @@ class BatchStream:
         shm = shutil.disk_usage("/dev/shm").free if os.path.isdir("/dev/shm") else 1 << 40
         workers, prefetch = in_flight(self.workers, self.prefetch, batch_bytes(self.sampler), shm)
         if workers < self.workers:
-            log.warning("%d batch workers instead of %d: /dev/shm has %d MiB free, a batch takes %.1f MiB",
-                        workers, self.workers, shm >> 20, batch_bytes(self.sampler) / 2**20)
-        self.workers = workers
+            self.why = (f"/dev/shm has {shm >> 20} MiB free, a batch takes {batch_bytes(self.sampler) / 2**20:.1f} "
+                        f"MiB: {workers} x {prefetch} batches in flight fit in half of it")
+            log.warning("%d batch workers instead of %d: %s", workers, self.workers, self.why)
+        self.workers, self.prefetch = workers, prefetch
         if not workers:
             return
         loader = torch.utils.data.DataLoader(
