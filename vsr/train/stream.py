@@ -35,11 +35,11 @@ import shutil
 import signal
 import threading
 import time
-from contextlib import contextmanager
 
 import torch
 
 from vsr.errors import VsrError, printable
+from vsr.files import environment
 from vsr.train.data import PairSampler
 
 log = logging.getLogger(__name__)
@@ -94,7 +94,7 @@ def _fork_server():
     main = threading.current_thread() is threading.main_thread()
     handler = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
     try:
-        with _single_threaded_children():
+        with environment(_ONE_THREAD):  # what they load reads it: one thread each
             multiprocessing.forkserver.ensure_running()  # spawns it, without waiting for its imports
     finally:
         if main:
@@ -133,20 +133,6 @@ def _end_with(parent: int) -> None:
             os._exit(0)
 
 
-@contextmanager
-def _single_threaded_children():
-    """The environment that processes started inside inherit says one thread (this process's libraries read it
-    when they were loaded: they are unaffected)."""
-    saved = {k: os.environ.get(k) for k in _ONE_THREAD}
-    os.environ.update(_ONE_THREAD)
-    try:
-        yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def batch_bytes(sampler: PairSampler) -> int:
