@@ -1,5 +1,6 @@
 """Files vsr reads and writes outside the user's inputs and outputs: checksums, its configuration files, the
-engine cache folder, the folder of downloaded weights and the user's data folder (the job store)."""
+engine cache folder, the folder of downloaded weights and the user's data folder (the job store); and the
+environment the processes vsr starts inherit (:func:`environment`)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ import hashlib
 import importlib.resources
 import os
 import tomllib
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, TypeVar
+from typing import Callable, Iterator, TypeVar
 
 T = TypeVar("T")
 
@@ -131,3 +133,19 @@ def weights_dir() -> Path:
     large and the same for every checkout)."""
     env = os.environ.get("VSR_WEIGHTS_DIR")
     return Path(env) if env else user_cache_dir() / "weights"
+
+
+@contextmanager
+def environment(env: dict[str, str]) -> Iterator[None]:
+    """``env`` in this process's environment -- what the processes started inside the block inherit -- until the
+    block ends; the earlier values (or their absence) restored."""
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v

@@ -194,3 +194,22 @@ def test_adam_is_fused_on_cuda_and_as_before_elsewhere(clip, tmp_path):
     assert adam_options(torch.device("cpu")) == {}
     tr = Trainer(options(clip, tmp_path / "f"))
     assert not any(g.get("fused") for g in tr.opt.param_groups)
+
+
+def test_the_log_says_the_batch_workers_kept_and_why(clip, tmp_path, monkeypatch):
+    """Asked for 2 workers where /dev/shm has room for less than one batch in flight: the run makes its batches
+    itself, and its log says so with the reason (not only the 2 asked for, as its start line does)."""
+    import json
+    import shutil
+    from types import SimpleNamespace
+
+    from vsr.train import stream
+
+    monkeypatch.setattr(stream.shutil, "disk_usage", lambda path: SimpleNamespace(free=1024) if "shm" in str(path)
+                        else shutil.disk_usage(path))
+    tr = Trainer(options(clip, tmp_path / "run", iters=2, workers=2))
+    tr.run(progress=False)
+    log = [json.loads(line) for line in (tmp_path / "run" / "log.jsonl").read_text().splitlines()]
+    [kept] = [e for e in log if e["event"] == "batch_workers"]
+    assert (kept["asked"], kept["kept"], kept["prefetch"]) == (2, 0, 0)
+    assert "/dev/shm has 0 MiB free" in kept["why"]

@@ -19,12 +19,12 @@ import signal
 import sys
 import threading
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
 from vsr.errors import BackendError, VsrError, printable
+from vsr.files import environment
 from vsr.jobs.chunks import discard, is_committed, join_chunks, run_chunk
 from vsr.jobs.leases import MAX_ATTEMPTS, Claim, owner_id
 from vsr.jobs.rows import JobRow, clock
@@ -320,7 +320,7 @@ def run_workers(path: str | Path, workers: int = 1, settings: WorkerSettings = W
     handler = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         for p, (_, env) in zip(procs, alone):
-            with _environment(env):  # a spawned process starts with this process's environment
+            with environment(env):  # a spawned process starts with this process's environment
                 p.start()
     finally:
         signal.signal(signal.SIGINT, handler)
@@ -355,15 +355,3 @@ def gpu_alone(device: str | None, visible: str | None) -> tuple[str | None, dict
     return "cuda:0", {"CUDA_VISIBLE_DEVICES": ids[index] if ids is not None else str(index)}
 
 
-@contextmanager
-def _environment(env: dict[str, str]):
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
-        yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v

@@ -35,11 +35,11 @@ import shutil
 import signal
 import threading
 import time
-from contextlib import contextmanager
 
 import torch
 
 from vsr.errors import VsrError, printable
+from vsr.files import environment
 from vsr.train.data import PairSampler
 
 log = logging.getLogger(__name__)
@@ -94,7 +94,7 @@ def _fork_server():
     main = threading.current_thread() is threading.main_thread()
     handler = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
     try:
-        with _single_threaded_children():
+        with environment(_ONE_THREAD):  # what they load reads it: one thread each
             multiprocessing.forkserver.ensure_running()  # spawns it, without waiting for its imports
     finally:
         if main:
@@ -133,20 +133,6 @@ def _end_with(parent: int) -> None:
             os._exit(0)
 
 
-@contextmanager
-def _single_threaded_children():
-    """The environment that processes started inside inherit says one thread (this process's libraries read it
-    when they were loaded: they are unaffected)."""
-    saved = {k: os.environ.get(k) for k in _ONE_THREAD}
-    os.environ.update(_ONE_THREAD)
-    try:
-        yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def batch_bytes(sampler: PairSampler) -> int:
@@ -176,6 +162,8 @@ class BatchStream:
                  prefetch: int = 2):
         self.sampler, self.iteration, self.end = sampler, start, end
         self.workers, self.prefetch, self.pin_memory = workers, prefetch, pin_memory
+        self.asked = workers
+        self.why: str | None = None  # why fewer workers than asked run (None: as asked)
         self.wait_s = 0.0
         self._it = None
 
@@ -191,9 +179,10 @@ class BatchStream:
         shm = shutil.disk_usage("/dev/shm").free if os.path.isdir("/dev/shm") else 1 << 40
         workers, prefetch = in_flight(self.workers, self.prefetch, batch_bytes(self.sampler), shm)
         if workers < self.workers:
-            log.warning("%d batch workers instead of %d: /dev/shm has %d MiB free, a batch takes %.1f MiB",
-                        workers, self.workers, shm >> 20, batch_bytes(self.sampler) / 2**20)
-        self.workers = workers
+            self.why = (f"/dev/shm has {shm >> 20} MiB free, a batch takes {batch_bytes(self.sampler) / 2**20:.1f} "
+                        f"MiB: {workers} x {prefetch} batches in flight fit in half of it")
+            log.warning("%d batch workers instead of %d: %s", workers, self.workers, self.why)
+        self.workers, self.prefetch = workers, prefetch
         if not workers:
             return
         loader = torch.utils.data.DataLoader(

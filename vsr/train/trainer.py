@@ -261,6 +261,10 @@ class Trainer:
                           pin_memory=self.device.type == "cuda") as batches,
               progress_bar(total=o.iters, initial=start, disable=not progress, desc="train", unit="it",
                            mininterval=5.0) as bar):
+            # the batch workers the run kept (the start line says those asked for): fewer where /dev/shm is small
+            self._log({"event": "batch_workers", "iteration": start, "asked": batches.asked,
+                       "kept": batches.workers, "prefetch": batches.prefetch if batches.workers else 0,
+                       "why": batches.why})
             while self.state.iteration < end and not (deadline is not None and time.time() >= deadline):
                 t0 = time.time()
                 losses.append(self.step(*next(batches)))
