@@ -1,5 +1,5 @@
 """Peak RSS of `vsr upscale` against its --memory-budget and its memory plan (docs/benchmarks.md,
-"Memory budget as a promise").
+"Memory").
 
     python scripts/bench_memory.py IN.mp4 --frames 0:6 --budgets 3072 2048 [-- extra vsr upscale options]
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The evaluation of issue 16 (docs/benchmarks.md, "Default weights for real footage") for one set of weights:
+# The evaluation of issue 16 (docs/benchmarks-history.md, "Default weights for real footage") for one set of weights:
 #   (a) Vid4 city GT -> MATLAB bicubic x1/4 -> x264 CRF 28 (recipe configs/degrade/eval-x264-crf28.toml)
 #   (b) the same recipe on frames 0-15 of the cockatoo clip (a 512x288 crop on the bird and the cage; never trained on)
 #   (c) clean Vid4 calendar with its official LR

@@ -1,6 +1,6 @@
 """On a GPU: the CUDA runtime against torchvision's ``deform_conv2d`` and the torch backend, graphs and streams,
 and a per-segment / per-kernel timing printout.  Skipped without CUDA (CI, the CPU development machine); run
-on a GPU session with the commands in docs/benchmarks.md ("GPU (not yet measured)").
+on a GPU session with the commands in docs/benchmarks-history.md ("GPU (not yet measured ...)").
 
 Tolerances: the bridged DCN against torchvision 1e-5 (fp32) and 1e-3 of the largest output (fp16), the issue's;
 the whole model fp32 with TF32 off 1e-4 (ONNX-Runtime-like summation-order differences through ~30 layers).

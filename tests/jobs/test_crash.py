@@ -1,5 +1,5 @@
 """Crash safety: `kill -9` of `vsr jobs run` at random moments, then a restart, a few times (the full 20 kills
-are scripts/crash_jobs.py, docs/benchmarks.md "Batch jobs: crash safety"): every job done, outputs frame-exact
+are scripts/crash_jobs.py, docs/benchmarks.md "Batch jobs"): every job done, outputs frame-exact
 to a single pass, no chunk computed twice, never a partial file at an output path, the store intact."""
 
 from __future__ import annotations
