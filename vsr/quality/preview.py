@@ -8,9 +8,9 @@ encoded output will look like, and these measurements give the estimates:
   the steady per-frame time.  That per-frame time is the spacing between the preview's output frames after the
   first, so it includes the pipeline's overlap and this machine's load.  The tile the memory plan chose for the
   run is the tile the preview ran with.
-- size: the preview's encoded video packets scaled to the clip, with the encoder the whole run would choose
-  (:func:`vsr.video.encoder_choice.choose_encoder` for the run's container: :attr:`Preview.encoder`).  The first packet is a key frame and counts
-  once; the others give the mean of the rest.  Audio and subtitles are copied, so their bytes are the source's.
+- size: the preview's encoded video packets scaled to the clip, encoded as the whole run would encode them
+  (:attr:`Preview.encoder`: :func:`vsr.video.encoder_choice.choose_encoder` for the run's container).  The first
+  packet is a key frame and counts once; the others give the mean of the rest.  Audio and subtitles are copied, so their bytes are the source's.
 """
 
 from __future__ import annotations

@@ -2,12 +2,15 @@
 -> :class:`EncoderChoice`, which the sink opens (:mod:`vsr.video.sink`), ``vsr jobs add`` checks ahead of a job
 (:func:`vsr.jobs.plan.check_encoder`) and ``vsr preview`` says (:mod:`vsr.quality.preview`).
 
-The choice is pure: it opens no container and touches no file; it only reads FFmpeg's tables (the codecs a
-container holds, the formats an encoder takes: :mod:`vsr.video.codecs`) and, for NVENC, whether one opens here
-(:func:`vsr.video.nvenc.nvenc_problem`, probed once per process in memory).  Every setting that cannot work
-(a codec the container cannot hold, a pixel format the codec does not take, a frame too large, a ``--crf``
-outside the codec's scale, a preset it does not have) is an :class:`~vsr.errors.InputError` naming it; what
-the encoder itself refuses when it opens (an option it does not have) is :mod:`vsr.video.encoder_open`'s.
+The choice is pure: it opens no container and touches no file, and the same arguments give the same choice.  It
+reads FFmpeg's tables (the formats an encoder takes; for a "cannot hold" message, the codecs other containers
+hold: :func:`vsr.video.codecs.codecs_held`, read once per process from a muxer in memory) and, for NVENC, whether
+one opens here (:func:`vsr.video.nvenc.nvenc_problem`, probed once per process in memory).
+
+Every setting that cannot work (a codec the container cannot hold, a pixel format the codec does not take, a
+frame too large, a ``--crf`` outside the codec's scale, a preset it does not have) is an
+:class:`~vsr.errors.InputError` naming it; what the encoder itself refuses when it opens (an option it does not
+have) is :mod:`vsr.video.encoder_open`'s.
 """
 
 from __future__ import annotations
