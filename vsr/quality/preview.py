@@ -10,7 +10,8 @@ encoded output will look like, and these measurements give the estimates:
   run is the tile the preview ran with.
 - size: the preview's encoded video packets scaled to the clip, encoded as the whole run would encode them
   (:attr:`Preview.encoder`: :func:`vsr.video.encoder_choice.choose_encoder` for the run's container).  The first
-  packet is a key frame and counts once; the others give the mean of the rest.  Audio and subtitles are copied, so their bytes are the source's.
+  packet is a key frame and counts once; the others give the mean of the rest.  Audio and subtitles are copied,
+  so their bytes are the source's.
 """
 
 from __future__ import annotations
