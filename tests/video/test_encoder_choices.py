@@ -18,7 +18,7 @@ from vsr.errors import InputError
 from vsr.jobs.inputs import default_suffix
 from vsr.train.degrade import x264_asm
 from vsr.video import EncoderSettings, open_sink, open_source
-from vsr.video.encoders import ENCODER_DEFAULTS, effective
+from vsr.video.codecs import ENCODER_DEFAULTS, effective
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = ["--weights", "random", "--config", "edvr-tiny", "--threads", "1"]

@@ -16,8 +16,9 @@ import pytest
 from vsr.backends import BackendRequest, CudaOptions
 from vsr.errors import InputError
 from vsr.pipeline.upscale import _on_gpu
-from vsr.video import EncoderSettings, encoders, nvenc
-from vsr.video.encoders import check_values, default_codec, effective, encoder_options
+from vsr.video import EncoderSettings, codecs, encoder_choice, nvenc
+from vsr.video.codecs import effective
+from vsr.video.encoder_choice import OutputContainer, check_values, default_codec, encoder_options
 
 REPO = Path(__file__).resolve().parents[2]
 NO_NVENC = nvenc.nvenc_problem("h264_nvenc") is not None
@@ -56,15 +57,16 @@ def test_explicit_nvenc_without_one_is_one_line_exit_2_and_nothing_written(tmp_p
     assert list(out.parent.iterdir()) == []  # no output, no temporary beside it
     for other in ("hevc_nvenc", "av1_nvenc"):
         with pytest.raises(InputError, match=f"--codec {other}: no NVIDIA hardware encoder"):
-            encoders.open_codec(other)
+            codecs.video_codec(other)
 
 
 def test_the_default_is_nvenc_only_for_a_gpu_run_where_it_opens(monkeypatch):
-    with av.open(io.BytesIO(), "w", format="mp4") as mp4, av.open(io.BytesIO(), "w", format="webm") as webm:
-        monkeypatch.setattr(encoders, "nvenc_problem", lambda codec: None)  # stand-in: NVENC opens
+    with av.open(io.BytesIO(), "w", format="mp4") as mp4_oc, av.open(io.BytesIO(), "w", format="webm") as webm_oc:
+        mp4, webm = OutputContainer.of(mp4_oc), OutputContainer.of(webm_oc)
+        monkeypatch.setattr(encoder_choice, "nvenc_problem", lambda codec: None)  # stand-in: NVENC opens
         assert default_codec(mp4, hardware=True) == "h264_nvenc"
         assert default_codec(mp4) == "libx264" and default_codec(webm, hardware=True) != "h264_nvenc"
-        monkeypatch.setattr(encoders, "nvenc_problem", lambda codec: "Cannot load libcuda.so.1")
+        monkeypatch.setattr(encoder_choice, "nvenc_problem", lambda codec: "Cannot load libcuda.so.1")
         assert default_codec(mp4, hardware=True) == "libx264"
     assert _on_gpu(BackendRequest(options=CudaOptions())) and _on_gpu(BackendRequest(options=CudaOptions("cuda:1")))
     assert not _on_gpu(BackendRequest(options=CudaOptions(device="cpu"))) and not _on_gpu(BackendRequest())

@@ -47,7 +47,7 @@ def test_whole_clip_timestamps_and_audio_packets_survive(tmp_path, name):
 
 def test_big_outputs_get_low_memory_x264_unless_the_user_chooses(tmp_path):
     """1080p x4 is 8K: libx264's defaults would hold 5 GB; vsr bounds it, and the estimate follows."""
-    from vsr.video.encoders import BIG_OUTPUT_X264_PARAMS
+    from vsr.video.codecs import BIG_OUTPUT_X264_PARAMS
 
     src = VIDEOS / "h264_aac51_1920x1080_60fps_2s.mp4"
     if not src.exists():

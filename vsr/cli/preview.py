@@ -55,7 +55,8 @@ def summary(p) -> str:
         lines.append("whole run: the source does not say how many frames it has; no estimate")
     else:
         lines.append(f"whole run ({p.total_frames} frames): about {_duration(p.estimate_s)} on this machine, "
-                     f"output about {_size(p.estimate_bytes or 0)}")
+                     f"output about {_size(p.estimate_bytes or 0)}"
+                     + (f" ({p.encoder.describe()})" if p.encoder is not None else ""))
     return "\n".join(lines)
 
 

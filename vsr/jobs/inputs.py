@@ -22,7 +22,7 @@ from vsr.errors import InputError
 from vsr.jobs.spec import JobSpec
 from vsr.model.choice import AUTO, WeightsChoice, choose_for
 from vsr.video import check_output, open_source
-from vsr.video.encoders import IMAGE_CODECS
+from vsr.video.codecs import IMAGE_CODECS
 from vsr.video.output import is_stream
 
 # Containers vsr reads and writes as video files (a folder's other files are not jobs).

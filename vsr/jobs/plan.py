@@ -21,7 +21,9 @@ from vsr.jobs.spec import ChunkSpec, JobSpec
 from vsr.model.weights import resolve_config
 from vsr.pipeline.runner import decode_range
 from vsr.video import VideoSink, open_source
+from vsr.video.encoder_choice import EncoderChoice, OutputContainer, choose_encoder
 from vsr.video.ends import file_end
+from vsr.video.output import output_path
 from vsr.video.source import VideoInfo
 from vsr.video.seek import VideoScan, scan_video, verify_entry
 
@@ -75,12 +77,17 @@ def plan_job(spec: JobSpec, chunk_frames: int = DEFAULT_CHUNK_FRAMES) -> tuple[J
     return bound, chunks
 
 
-def check_encoder(spec: JobSpec, info: VideoInfo) -> None:
-    """The job's encoder settings checked exactly as ``vsr upscale`` checks them, by the same code: codec,
-    container, pixel format, size, ``--crf``/``--preset`` and every ``-x`` option, the encoder opened (into
-    memory) for the job's output."""
+def check_encoder(spec: JobSpec, info: VideoInfo) -> EncoderChoice:
+    """The job's encoder as :func:`~vsr.video.encoder_choice.choose_encoder` decides it for the job's output (the
+    decision ``vsr upscale``'s sink makes, so a codec, container, pixel format, size, ``--crf`` or ``--preset``
+    that cannot work is refused here), then opened by a sink writing into memory, exactly as a chunk's will be,
+    so every ``-x`` option the encoder itself refuses is found now too, hours before the job's first chunk."""
     quiet = replace(spec.encoder, quiet=True)  # what an encoder prints of itself is for the run, not the check
+    container = OutputContainer.named(output_path(Path(spec.output)).name)  # (a link's target's suffix, as a sink's)
+    choice = choose_encoder(container, quiet, info, scale=4)
     VideoSink(Path(spec.output), info, quiet, scale=4, passthrough=False, probe=True).abort()
+    log.info("%s: %s", spec.output, choice.describe())
+    return choice
 
 
 def plan_chunks(spec: JobSpec, chunk_frames: int = DEFAULT_CHUNK_FRAMES) -> list[ChunkSpec]:

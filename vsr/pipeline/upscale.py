@@ -48,8 +48,7 @@ def upscale(src: str | Path, dst: str | Path, *, backend: Backend | BackendReque
         trim = start > 0 or stop is not None
         # the sink first: a wrong codec or container is reported before minutes of model loading
         request = backend if isinstance(backend, BackendRequest) else None
-        if encoder.codec is None and _on_gpu(backend):  # an encoder that keeps up with the GPU, where one opens
-            encoder = replace(encoder, hardware=True)
+        encoder = run_encoder(backend, encoder)
         sink = open_sink(dst, source.info, encoder, scale=4 if request else backend.scale, trim=trim)
         try:
             choice = None
@@ -106,6 +105,12 @@ def _plan_name(request: BackendRequest | None) -> str:
     if isinstance(options, OrtOptions):
         return "whole"
     return "auto"
+
+
+def run_encoder(backend: Backend | BackendRequest, encoder: EncoderSettings) -> EncoderSettings:
+    """The encoder settings a run with ``backend`` writes with: with no ``--codec``, a GPU run asks for an encoder
+    that keeps up with the GPU (``hardware``: NVENC where one opens, :func:`vsr.video.encoder_choice.default_codec`)."""
+    return replace(encoder, hardware=True) if encoder.codec is None and _on_gpu(backend) else encoder
 
 
 def _on_gpu(backend: Backend | BackendRequest) -> bool:

@@ -8,8 +8,10 @@ encoded output will look like, and these measurements give the estimates:
   the steady per-frame time.  That per-frame time is the spacing between the preview's output frames after the
   first, so it includes the pipeline's overlap and this machine's load.  The tile the memory plan chose for the
   run is the tile the preview ran with.
-- size: the preview's encoded video packets scaled to the clip.  The first packet is a key frame and counts
-  once; the others give the mean of the rest.  Audio and subtitles are copied, so their bytes are the source's.
+- size: the preview's encoded video packets scaled to the clip, encoded as the whole run would encode them
+  (:attr:`Preview.encoder`: :func:`vsr.video.encoder_choice.choose_encoder` for the run's container).  The first
+  packet is a key frame and counts once; the others give the mean of the rest.  Audio and subtitles are copied,
+  so their bytes are the source's.
 """
 
 from __future__ import annotations
@@ -28,8 +30,11 @@ import numpy as np
 from vsr.backends import Backend, BackendRequest
 from vsr.errors import InputError
 from vsr.pipeline import RunnerSettings, upscale
+from vsr.pipeline.upscale import run_encoder
 from vsr.video import EncoderSettings, open_source
+from vsr.video.encoder_choice import EncoderChoice, OutputContainer, choose_encoder
 from vsr.video.output import is_stream
+from vsr.video.source import VideoInfo
 
 DEFAULT_FRAMES = 3  # the middle one is shown; the two after the first time the run
 
@@ -37,7 +42,8 @@ DEFAULT_FRAMES = 3  # the middle one is shown; the two after the first time the 
 @dataclass(frozen=True)
 class Preview:
     """What :func:`preview` saw.  ``lr``/``bicubic``/``sr``: uint8 RGB ``(H, W, 3)`` per frame ``first..``;
-    ``sr`` decoded from the encoded preview.  Times in seconds, sizes in bytes; None where unknown."""
+    ``sr`` decoded from the encoded preview.  Times in seconds, sizes in bytes; None where unknown.  ``encoder``:
+    what the whole run encodes with (None: PNG frames)."""
 
     src: Path
     first: int
@@ -51,6 +57,7 @@ class Preview:
     other_bytes: int
     memory_plan: dict
     config: str | None
+    encoder: EncoderChoice | None = None
 
     @property
     def estimate_s(self) -> float | None:
@@ -124,6 +131,7 @@ def preview(src: str | Path, *, at: str | int | None = None, frames: int = DEFAU
     first = max(0, min(center - frames // 2, (total or center + frames) - frames))
     stop = first + frames
     suffix = suffix or (src.suffix if info.kind == "video" and src.suffix else ".mkv")
+    chosen = _encoder_of(f"preview{suffix}", backend, encoder, info)  # the whole run's, said before any work
     stamps: list[float] = []
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="vsr-preview-") as tmp:
@@ -143,7 +151,17 @@ def preview(src: str | Path, *, at: str | int | None = None, frames: int = DEFAU
     per_frame = (stamps[-1] - stamps[1]) / (len(stamps) - 2)  # the spacing after the first frame
     return Preview(src, first, lr, [_bicubic(f, sr[0].shape) for f in lr], sr, total, warmup, per_frame,
                    video_bytes, _other_bytes(src, info.kind), report.settings.get("memory_plan", {}),
-                   report.settings.get("config"))
+                   report.settings.get("config"), chosen)
+
+
+def _encoder_of(name: str, backend: Backend | BackendRequest, encoder: EncoderSettings,
+                info: VideoInfo) -> EncoderChoice | None:
+    """The encoder a run with ``backend`` and ``encoder`` chooses for an output called ``name`` (the preview's, of
+    the whole run's container): the choice its sink makes (None: a folder of PNG frames, no encoder)."""
+    if Path(name).suffix == "":  # (vsr.video.output.is_png_folder's rule for a name that does not exist yet)
+        return None
+    scale = 4 if isinstance(backend, BackendRequest) else backend.scale  # (as vsr.pipeline.upscale's sink)
+    return choose_encoder(OutputContainer.named(name), run_encoder(backend, encoder), info, scale)
 
 
 def _read_back(path: Path) -> tuple[list[np.ndarray], list[int]]:

@@ -3,14 +3,16 @@ and the colour conversions between YUV and the model's RGB.
 
 Modules: ``source`` (decode), ``colour`` (YUV <-> RGB, the colour maths' one table), ``planes`` (RGB -> a sink's
 planes in one parallel pass), ``base`` (the ``Sink`` protocol), ``output`` (output paths, overwrite rules, atomic
-commit), ``encoders`` (codec, options, encoder memory), ``encoder_open`` (opening one), ``nvenc`` (NVIDIA's hardware encoders), ``dts`` (packet
+commit), ``codecs`` (what vsr knows of each encoder and container: the tables), ``encoder_choice`` (the encoder of
+one output, decided once: ``choose_encoder``), ``encoder_open`` (opening the encoder chosen), ``nvenc`` (NVIDIA's
+hardware encoders), ``hdr`` (HDR metadata), ``formats`` (which pixel formats an output keeps), ``dts`` (packet
 timestamp repair), ``passthrough`` (audio/subtitle copy), ``png_sink`` and ``sink`` (the file sinks),
 ``pipe_source`` and ``pipe_sink`` (``-``: standard input and output), ``endpoints`` (which of them a name opens).
 """
 
 from vsr.video.base import Sink
 from vsr.video.colour import ColourSpec
-from vsr.video.encoders import EncoderSettings
+from vsr.video.encoder_choice import EncoderSettings
 from vsr.video.output import check_output
 from vsr.video.endpoints import open_sink, open_source
 from vsr.video.png_sink import PngFolderSink

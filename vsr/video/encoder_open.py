@@ -1,5 +1,6 @@
-"""Opening an encoder: every option it did not take, or took with a complaint, is one line naming it; the
-encoders that print to the terminal themselves (SVT-AV1, x265) print only errors unless asked."""
+"""Opening the encoder that :func:`vsr.video.encoder_choice.choose_encoder` chose: every option it did not take,
+or took with a complaint, is one line naming it; the encoders that print to the terminal themselves (SVT-AV1,
+x265) print only errors unless asked."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ import av
 import av.logging
 
 from vsr.errors import InputError
-from vsr.video.encoders import EncoderSettings, check_size, option_name
+from vsr.video.codecs import check_size
+from vsr.video.encoder_choice import EncoderChoice
 from vsr.video.threads import normal_policy
 
 # What encoders log (at warning level) for an option they did not take while opening anyway.
@@ -70,12 +72,13 @@ def _first_error(e: Exception, logs: list[tuple[int, str, str]]) -> str:
     return (str(e).splitlines() or [type(e).__name__])[0][:120]
 
 
-def open_encoder(oc, vs, opts: dict[str, str], s: EncoderSettings) -> None:
-    """Start encoding ``oc`` (its video stream ``vs`` opened with ``opts``); every option the encoder did not
-    take, or took with a complaint, is an InputError naming it."""
+def open_encoder(oc, vs, choice: EncoderChoice) -> None:
+    """Start encoding ``oc`` (its video stream ``vs`` set up with ``choice``'s options); every option the
+    encoder did not take, or took with a complaint, is an InputError naming it as the user gave it."""
     codec = vs.codec_context.name
-    vs.options = quiet_options(codec, dict(vs.options), s.quiet)
-    with quiet_encoder(codec, s.quiet), captured_ffmpeg_log() as logs:
+    quiet = choice.settings.quiet
+    vs.options = quiet_options(codec, dict(vs.options), quiet)
+    with quiet_encoder(codec, quiet), captured_ffmpeg_log() as logs:
         try:
             oc.start_encoding()
             normal_policy()  # SVT-AV1 started its threads at real-time priority where it could
@@ -83,14 +86,14 @@ def open_encoder(oc, vs, opts: dict[str, str], s: EncoderSettings) -> None:
             if any("Picture size" in m for _, _, m in logs):
                 check_size(codec, vs.width, vs.height)
             why = _first_error(e, logs)
-            shown = " ".join(f"{k}={v}" for k, v in opts.items()) or "defaults"
+            shown = " ".join(f"{k}={v}" for k, v in choice.options) or "defaults"
             raise InputError(f"{codec} rejected its options ({shown}): {why}") from None
     unused = dict(vs.options)
     if unused:
         key, value = next(iter(unused.items()))
-        raise InputError(f"{codec} has no option {key!r} ({option_name(key, value, s)})")
+        raise InputError(f"{codec} has no option {key!r} ({choice.option_name(key, value)})")
     rejected = [m.strip() for _, _, m in logs if REJECTED_OPTION.search(m)]
     if rejected:
-        params = [f"-x {k}={v}" for k, v in opts.items() if k.endswith(("-params", "opts"))]
+        params = [f"-x {k}={v}" for k, v in choice.options if k.endswith(("-params", "opts"))]
         where = params[0] if len(params) == 1 else "an option"
         raise InputError(f"{codec} rejected {where}: {rejected[0]}")

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from vsr.errors import InputError
-from vsr.video.encoders import EncoderSettings
+from vsr.video.encoder_choice import EncoderSettings
 from vsr.video.output import is_png_folder, is_stream
 from vsr.video.pipe_sink import StreamSink
 from vsr.video.pipe_source import StreamSource

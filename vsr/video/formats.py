@@ -1,7 +1,7 @@
 """Which pixel format an output keeps of its source's: RGB stays RGB and grey stays grey where a lossless codec
 holds them, alpha is dropped (with a word), at the source's bit depth where the codec has it.
 
-The encoder's choice itself is :func:`vsr.video.encoders.choose_pix_fmt`; these are its rules about kinds of
+The encoder's choice itself is :func:`vsr.video.encoder_choice.choose_pix_fmt`; these are its rules about kinds of
 format, kept apart from the codec options there.
 """
 
@@ -40,11 +40,18 @@ def without_alpha(pix_fmt: str) -> str:
     return name if name in av.video.format.names else pix_fmt
 
 
-def warn_alpha_dropped(pix_fmt: str) -> None:
+def alpha_warning(pix_fmt: str) -> str | None:
     """One line where the source has alpha: the model upscales colour, and the output is opaque."""
     if has_alpha(pix_fmt):
-        warnings.warn(f"the source's alpha channel ({pix_fmt}) is dropped: vsr upscales colour only, the output "
-                      "is opaque", stacklevel=3)
+        return f"the source's alpha channel ({pix_fmt}) is dropped: vsr upscales colour only, the output is opaque"
+    return None
+
+
+def warn_alpha_dropped(pix_fmt: str) -> None:
+    """:func:`alpha_warning` said as a warning, where there is one."""
+    said = alpha_warning(pix_fmt)
+    if said is not None:
+        warnings.warn(said, stacklevel=3)
 
 
 def _plain_rgb(pix_fmt: str) -> bool:
@@ -83,4 +90,5 @@ def rgb_output(codec: str, formats: list[str], src: str) -> bool:
             or not any(not (is_rgb_format(f) or is_gray_format(f)) for f in formats))
 
 
-__all__ = ["LOSSLESS_CODECS", "gray_output", "has_alpha", "rgb_format", "rgb_output", "warn_alpha_dropped", "without_alpha"]
+__all__ = ["LOSSLESS_CODECS", "alpha_warning", "gray_output", "has_alpha", "rgb_format", "rgb_output",
+           "warn_alpha_dropped", "without_alpha"]

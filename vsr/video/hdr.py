@@ -152,24 +152,35 @@ PARAMS = {"libx265": ("x265-params", _x265), "libx264": ("x264-params", _x264),
 
 
 def hdr_options(codec: str, pix_fmt: str, hdr: HdrMetadata | None, opts: dict[str, str]) -> dict[str, str]:
-    """``opts`` with the source's static HDR metadata added to ``codec``'s own parameters (a key the user gave
-    there stays the user's); where ``codec`` cannot write it, the source has dynamic metadata, or ``pix_fmt`` has
-    fewer than 10 bits, one warning each saying what does not follow."""
+    """:func:`hdr_params`, with each of :func:`hdr_warnings` said as a warning."""
+    for text in hdr_warnings(codec, pix_fmt, hdr):
+        warnings.warn(text, stacklevel=3)
+    return hdr_params(codec, pix_fmt, hdr, opts)
+
+
+def hdr_warnings(codec: str, pix_fmt: str, hdr: HdrMetadata | None) -> list[str]:
+    """What of an HDR source does not follow into ``codec`` in ``pix_fmt``, one line each: dynamic metadata,
+    fewer than 10 bits, static metadata that ``codec`` cannot write (none for an SDR source, ``hdr`` None)."""
     if hdr is None:
-        return opts
+        return []
+    said = []
     if hdr.dynamic:
-        warnings.warn(f"the source's {' and '.join(hdr.dynamic)} dynamic metadata cannot follow: the output keeps "
-                      f"its static {hdr.transfer} metadata (colour tags, mastering display, light level) only",
-                      stacklevel=3)
+        said.append(f"the source's {' and '.join(hdr.dynamic)} dynamic metadata cannot follow: the output keeps "
+                    f"its static {hdr.transfer} metadata (colour tags, mastering display, light level) only")
     if bit_depth(pix_fmt) < 10:
-        warnings.warn(f"{codec} writes this {hdr.transfer} source in {pix_fmt}: 8 bits band its gradients "
-                      f"(libx265, the default, writes 10)", stacklevel=3)
-    static = hdr.mastering is not None or hdr.light_level is not None
-    if codec not in PARAMS:
-        if static:
-            warnings.warn(f"{codec} cannot write the source's HDR mastering display and content light level: the "
-                          f"output keeps the {hdr.transfer} colour tags only (libx265, the default, or libsvtav1 "
-                          f"write them)", stacklevel=3)
+        said.append(f"{codec} writes this {hdr.transfer} source in {pix_fmt}: 8 bits band its gradients "
+                    f"(libx265, the default, writes 10)")
+    if codec not in PARAMS and (hdr.mastering is not None or hdr.light_level is not None):
+        said.append(f"{codec} cannot write the source's HDR mastering display and content light level: the "
+                    f"output keeps the {hdr.transfer} colour tags only (libx265, the default, or libsvtav1 "
+                    f"write them)")
+    return said
+
+
+def hdr_params(codec: str, pix_fmt: str, hdr: HdrMetadata | None, opts: dict[str, str]) -> dict[str, str]:
+    """``opts`` with the source's static HDR metadata added to ``codec``'s own parameters (a key the user gave
+    there stays the user's); ``opts`` itself where ``codec`` cannot write it or the source is SDR."""
+    if hdr is None or codec not in PARAMS:
         return opts
     key, params_of = PARAMS[codec]
     given = opts.get(key, "")

@@ -11,24 +11,18 @@ the run with :class:`OutputClosed` (one line, no traceback).
 from __future__ import annotations
 
 import os
-from dataclasses import replace
 from pathlib import Path
 
 import av
 
 from vsr.errors import InputError, OutputClosed
-from vsr.video.encoders import EncoderSettings, choose_pix_fmt
+from vsr.video.encoder_choice import EncoderSettings, OutputContainer
 from vsr.video.output import STREAM, stream_closed
 from vsr.video.sink import VideoSink
 from vsr.video.source import VideoInfo
 
 STREAM_FORMATS = {"y4m": "yuv4mpegpipe", "nut": "nut", "matroska": "matroska"}
 DEFAULT_FORMAT = "y4m"
-# What FFmpeg's Y4M muxer writes; deeper than 8 bits only as "unofficial" (FFmpeg's own name), which FFmpeg,
-# x264, x265 and SVT-AV1 all read.
-Y4M_PIX_FMTS = ("yuv420p", "yuv422p", "yuv444p", "yuv411p", "gray", "yuv420p10le", "yuv422p10le", "yuv444p10le",
-                "yuv420p12le", "yuv422p12le", "yuv444p12le", "yuv420p16le", "yuv422p16le", "yuv444p16le",
-                "gray10le", "gray16le")
 
 
 class _Pipe:
@@ -58,13 +52,9 @@ class StreamSink(VideoSink):
     """A :class:`~vsr.video.sink.VideoSink` whose container is written to standard output as a stream in
     ``settings.container`` (:data:`STREAM_FORMATS`; None: Y4M)."""
 
-    PLAYED = False  # read by another program (ffmpeg, a muxer), which takes any codec its container holds
-
     def __init__(self, info: VideoInfo, settings: EncoderSettings, scale: int = 4, trim: bool = False):
         self.frames_written = 0
         fmt = settings.container or DEFAULT_FORMAT
-        if fmt == "y4m" and settings.codec is None:
-            settings = replace(settings, codec="wrapped_avframe")  # Y4M's only "codec": the raw frames
         if fmt == "matroska" and _adts_aac(info):
             # FFmpeg's own limit (ffmpeg -i in.ts -c copy -f matroska - fails the same way): a Matroska header
             # written once, on a pipe, needs the AAC configuration that ADTS carries only in its packets
@@ -89,17 +79,10 @@ class StreamSink(VideoSink):
         options = {"strict": "unofficial"} if fmt == "y4m" else {}
         return av.open(_Pipe(), "w", format=STREAM_FORMATS[fmt], options=options)
 
-    def _pix_fmt(self, codec: av.Codec, requested: str | None) -> str:
-        if self.format != "y4m":
-            return choose_pix_fmt(codec, self.info, requested)
-        if requested is not None:
-            if requested not in Y4M_PIX_FMTS:
-                raise InputError(f"Y4M cannot hold --pix-fmt {requested} (it holds {', '.join(Y4M_PIX_FMTS)})")
-            return requested
-        src = self.info.pix_fmt.replace("yuvj", "yuv")
-        if src in Y4M_PIX_FMTS:
-            return src
-        return "yuv444p10le" if self.info.bits > 8 else "yuv444p"  # RGB (PNG frames) and other layouts
+    def _container(self) -> OutputContainer:
+        """A stream's container: read by another program (ffmpeg, a muxer), which takes any codec it holds; Y4M's
+        raw frames in its own pixel formats (:func:`vsr.video.encoder_choice.y4m_pix_fmt`)."""
+        return OutputContainer.of(self.oc, stream=self.format)
 
     def write(self, planes, pts: int, duration: int) -> None:
         try:

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from vsr.errors import InputError
-from vsr.video.encoders import EncoderSettings
+from vsr.video.encoder_choice import EncoderSettings
 from vsr.video.formats import warn_alpha_dropped
 from vsr.video.output import commit_output, frames_partial, make_frames_folder, output_path, writes
 from vsr.video.planes import PlaneFormat

@@ -10,8 +10,8 @@ temporary, so an interrupted run never leaves a file at the output path.
 from __future__ import annotations
 
 import functools
-import io
 import logging
+import warnings
 from fractions import Fraction
 from pathlib import Path
 from typing import Callable
@@ -20,14 +20,11 @@ import av
 import numpy as np
 
 from vsr.errors import InputError
-from vsr.video.colour import (RANGE_FULL, SITING_NAMES, SPC_RGB, ColourSpec, FramePlanes, bit_depth, is_gray_format,
-                              is_rgb_format, planar444, planes_to_frame)
+from vsr.video.codecs import BIG_OUTPUT_X264_PARAMS, NamedBuffer
+from vsr.video.colour import SITING_NAMES, FramePlanes, bit_depth, planar444, planes_to_frame
 from vsr.video.dts import DtsRepair
+from vsr.video.encoder_choice import EncoderChoice, EncoderSettings, OutputContainer, choose_encoder
 from vsr.video.encoder_open import open_encoder
-from vsr.video.encoders import (CODEC_TAGS, EncoderSettings, check_playable, check_size, check_values, choose_pix_fmt,
-                                default_codec, effective, encoder_memory_mb, encoder_options, open_codec)
-from vsr.video.formats import warn_alpha_dropped
-from vsr.video.hdr import hdr_options
 from vsr.video.output import commit_output, output_path, video_partial, writes
 from vsr.video.passthrough import Passthrough, Window
 from vsr.video.planes import PlaneFormat
@@ -54,8 +51,6 @@ class VideoSink:
     encoder settings so, hours before its first chunk).
     """
 
-    PLAYED = True  # a file a person plays: a picture codec only where players read it (check_playable)
-
     def __init__(self, dst: Path, info: VideoInfo, settings: EncoderSettings, scale: int = 4,
                  trim: bool = False, passthrough: bool = True, probe: bool = False):
         self.info = info
@@ -70,30 +65,24 @@ class VideoSink:
         self._ended = False  # end(): the encoder flushed and the file closed
         self.passthrough: Passthrough | None = None
         self.oc = None
-        codec = open_codec(settings.codec) if settings.codec is not None else None
         self.oc = self._open_in_memory(Path(dst)) if probe else self._open(Path(dst), settings)
         try:
-            if codec is None:
-                codec = open_codec(default_codec(self.oc, settings.hardware, info.hdr is not None))
-            self.codec = codec.name
-            self.pix_fmt = self._pix_fmt(codec, settings.pix_fmt)
-            warn_alpha_dropped(info.pix_fmt)
-            self.colour = info.colour.for_output(self.pix_fmt)
-            self.planes = PlaneFormat.of(self.pix_fmt, self.colour)
-            check_playable(codec.name, self.oc, played=self.PLAYED)
-            width, height = info.width * scale, info.height * scale
-            check_size(codec.name, width, height)
-            self.encoder_options, self.low_memory_x264 = encoder_options(codec.name, settings, width, height)
-            self.encoder_options = hdr_options(codec.name, self.pix_fmt, info.hdr, self.encoder_options)
-            check_values(codec.name, self.encoder_options, settings)
+            self.choice = choice = choose_encoder(self._container(), settings, info, scale)
+            for said in choice.warnings:
+                warnings.warn(said, stacklevel=2)
+            if choice.low_memory_x264:
+                log.info("output beyond 4K: libx264 with %s to bound its memory (-x x264-params=... overrides)",
+                         BIG_OUTPUT_X264_PARAMS)
             # what the run's report names: the settings the encoder really runs with, its defaults included
-            used = effective(codec.name, self.encoder_options)
-            self.crf, self.preset, self.quantiser = used["crf"], used["preset"], used["q"]
-            self.vs = self._add_video(codec, width, height)
+            self.codec, self.pix_fmt, self.colour = choice.codec, choice.pix_fmt, choice.colour
+            self.crf, self.preset, self.quantiser = choice.crf, choice.preset, choice.quantiser
+            self.encoder_options, self.low_memory_x264 = choice.encoder_options, choice.low_memory_x264
+            self.planes = PlaneFormat.of(self.pix_fmt, self.colour)
+            self.vs = self._add_video(choice)
             if info.kind == "video" and passthrough:
                 self.passthrough = Passthrough(info.path if info.side_packets is None else info.side_packets, self.oc)
             self.oc.metadata.update(info.container_metadata)
-            open_encoder(self.oc, self.vs, self.encoder_options, settings)
+            open_encoder(self.oc, self.vs, choice)
         except BaseException:
             self.abort()
             raise
@@ -109,25 +98,25 @@ class VideoSink:
         except (av.FFmpegError, OSError) as e:
             raise InputError(f"cannot write {self.dst}: {getattr(e, 'strerror', None) or e}") from None
 
+    def _container(self) -> OutputContainer:
+        """What :func:`choose_encoder` needs of the opened container: a file's, which a person plays."""
+        return OutputContainer.of(self.oc)
+
     def _open_in_memory(self, dst: Path):
         """For ``probe``: the container FFmpeg picks for ``dst``'s name, writing into memory (nothing on disk)."""
         self.dst = output_path(dst)
         self.tmp = video_partial(self.dst)  # never created: abort's unlink finds nothing
         try:
-            return av.open(_Buffer(self.dst.name), "w")
+            return av.open(NamedBuffer(self.dst.name), "w")
         except ValueError:
             raise InputError(f"unknown output container for {self.dst.name!r} (use .mp4, .mkv, .mov, ...)") from None
-
-    def _pix_fmt(self, codec: av.Codec, requested: str | None) -> str:
-        return choose_pix_fmt(codec, self.info, requested)
 
     def plane_dtype(self) -> np.dtype:
         return np.dtype(np.uint8 if bit_depth(planar444(self.pix_fmt)) <= 8 else np.uint16)
 
     def memory_estimate_mb(self) -> float:
         """What the encoder itself will hold at its peak, estimated from measurements (see ENCODER_MB_PER_MPX)."""
-        return encoder_memory_mb(self.vs.codec_context.name, self.encoder_options, self.low_memory_x264,
-                                 self.vs.width, self.vs.height)
+        return self.choice.memory_mb
 
     def new_planes(self, height: int, width: int) -> np.ndarray | FramePlanes:
         """Where one output frame's integer planes (of :attr:`planes`) are assembled, region by region: for
@@ -144,29 +133,23 @@ class VideoSink:
         """
         return planes_to_frame(planes, self.pix_fmt, self.colour)
 
-    def _add_video(self, codec: av.Codec, width: int, height: int):
-        """The output video stream: the source's rate, time base, aspect, colour tags, rotation and tags."""
+    def _add_video(self, choice: EncoderChoice):
+        """The output video stream as ``choice`` says (codec, size, pixel format, options, colour tags), at the
+        source's rate, time base and aspect, with its rotation and tags."""
         info = self.info
         rate = info.rate if info.rate else None
-        vs = self.oc.add_stream(codec.name, rate=rate)
-        tag = CODEC_TAGS.get((self.oc.format.name, codec.name))
-        if tag is not None:
-            vs.codec_tag = tag
-        vs.width, vs.height = width, height
-        vs.pix_fmt = self.pix_fmt
+        vs = self.oc.add_stream(choice.codec, rate=rate)
+        if choice.codec_tag is not None:
+            vs.codec_tag = choice.codec_tag
+        vs.width, vs.height = choice.width, choice.height
+        vs.pix_fmt = choice.pix_fmt
         vs.time_base = self._stream_time_base()
         cc = vs.codec_context
         cc.time_base = info.time_base
         if info.sample_aspect_ratio:
             cc.sample_aspect_ratio = info.sample_aspect_ratio
-        spec = self.colour
-        if is_rgb_format(self.pix_fmt):  # full range by definition, and said so (as ffmpeg tags RGB)
-            cc.colorspace, cc.color_range = SPC_RGB, RANGE_FULL
-        elif not is_gray_format(self.pix_fmt):
-            cc.colorspace = spec.matrix
-            cc.color_range = spec.range
-        cc.color_primaries = spec.primaries
-        cc.color_trc = spec.transfer
+        for name, value in choice.colour_tags().items():
+            setattr(cc, name, value)
         siting = {"chroma_sample_location": SITING_NAMES[self.planes.siting]} if self.planes.siting else {}
         vs.options = {**self.encoder_options, **siting}  # where vsr.video.planes sited the chroma, for players
         vs.thread_type = "AUTO"
@@ -310,14 +293,6 @@ def _off_grid(path: str, mtime_ns: int, size: int, rate: Fraction) -> float | No
             return float(pts * tb)
         last = round(slot)
     return None
-
-
-class _Buffer(io.BytesIO):
-    """An in-memory file with a name, from which FFmpeg guesses the container as from a path."""
-
-    def __init__(self, name: str):
-        super().__init__()
-        self.name = name
 
 
 __all__ = ["EncoderSettings", "VideoSink"]

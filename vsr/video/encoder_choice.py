@@ -1,0 +1,346 @@
+"""The encoder decision for one output, made once: :func:`choose_encoder` (container, settings, source, scale)
+-> :class:`EncoderChoice`, which the sink opens (:mod:`vsr.video.sink`), ``vsr jobs add`` checks ahead of a job
+(:func:`vsr.jobs.plan.check_encoder`) and ``vsr preview`` says (:mod:`vsr.quality.preview`).
+
+The choice is pure: it opens no container and touches no file, and the same arguments give the same choice.  It
+reads FFmpeg's tables (the formats an encoder takes; for a "cannot hold" message, the codecs other containers
+hold: :func:`vsr.video.codecs.codecs_held`, read once per process from a muxer in memory) and, for NVENC, whether
+one opens here (:func:`vsr.video.nvenc.nvenc_problem`, probed once per process in memory).
+
+Every setting that cannot work (a codec the container cannot hold, a pixel format the codec does not take, a
+frame too large, a ``--crf`` outside the codec's scale, a preset it does not have) is an
+:class:`~vsr.errors.InputError` naming it; what the encoder itself refuses when it opens (an option it does not
+have) is :mod:`vsr.video.encoder_open`'s.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import av
+
+from vsr.errors import InputError
+from vsr.video.codecs import (BIG_OUTPUT_PIXELS, BIG_OUTPUT_X264_PARAMS, CODEC_TAGS, COMMON_CONTAINERS,
+                              CONTAINER_CODECS, CRF_RANGE, DEFAULT_CODEC, DEFAULT_QUANTISER, FALLBACK_CODECS,
+                              FULL_RANGE_CODECS, IMAGE_CODECS, IMAGE_CONTAINERS, IMAGE_CONTAINERS_OF, PARAMS_OPTION,
+                              PRESETS, QUANTISER_CODECS, RATE_OPTIONS, RATE_PARAMS, Y4M_CODEC, Y4M_PIX_FMTS,
+                              NamedBuffer, check_size, effective, encoder_memory_mb, encoder_params, holders, number,
+                              quality_key, video_codec)
+from vsr.video.colour import RANGE_FULL, SPC_RGB, ColourSpec, is_gray_format, is_rgb_format
+from vsr.video.formats import alpha_warning, gray_output, rgb_format, rgb_output, without_alpha
+from vsr.video.hdr import HDR_CODECS, hdr_params, hdr_warnings, is_hdr
+from vsr.video.nvenc import is_nvenc, nvenc_options, nvenc_problem
+from vsr.video.source import VideoInfo
+
+
+@dataclass(frozen=True)
+class EncoderSettings:
+    """``codec``, ``crf``, ``preset``, ``pix_fmt`` (None: the source's, where the codec allows), extra
+    encoder ``options`` (``-x key=value``), ``quiet`` (encoders that print to the terminal themselves,
+    SVT-AV1 and x265, print only errors: their banner of settings is noise in a run's output; False under
+    ``vsr -v``), the ``container`` of a stream output (``--format``) and ``hardware`` (no ``codec`` given: NVENC's
+    H.264 where it opens here and the container holds it; ``vsr upscale`` on a GPU backend sets it)."""
+
+    codec: str | None = None  # None: libx264 (h264_nvenc with hardware), or what the container holds
+    crf: float | None = None
+    preset: str | None = None
+    pix_fmt: str | None = None
+    options: tuple[tuple[str, str], ...] = field(default_factory=tuple)
+    quiet: bool = True
+    container: str | None = None  # output "-" only: y4m, nut or matroska (a file's follows its suffix)
+    hardware: bool = False
+
+
+
+
+@dataclass(frozen=True)
+class OutputContainer:
+    """What the choice needs of an output container: FFmpeg's ``format`` name, the ``codecs`` it holds, and the
+    ``stream`` format of an output to standard output (``--format``: y4m, nut, matroska; None: a file, which a
+    person plays, so a picture codec goes only where players read it)."""
+
+    format: str
+    codecs: frozenset[str]
+    stream: str | None = None
+
+    @property
+    def played(self) -> bool:
+        return self.stream is None
+
+    @classmethod
+    def of(cls, oc, stream: str | None = None) -> "OutputContainer":
+        """The description of an opened PyAV output container ``oc``."""
+        return cls(oc.format.name, frozenset(oc.supported_codecs), stream)
+
+    @classmethod
+    def named(cls, name: str) -> "OutputContainer":
+        """The container FFmpeg picks for a file called ``name`` (by its suffix), asked of a muxer in memory:
+        nothing is opened on disk."""
+        try:
+            oc = av.open(NamedBuffer(name), "w")
+        except ValueError:
+            raise InputError(f"unknown output container for {name!r} (use .mp4, .mkv, .mov, ...)") from None
+        with oc:
+            return cls.of(oc)
+
+
+@dataclass(frozen=True)
+class EncoderChoice:
+    """The encoder of one output, as :func:`choose_encoder` decided it: ``codec`` writing ``pix_fmt`` frames of
+    ``width`` x ``height``, opened with ``options`` (vsr's, the user's ``-x`` and the source's HDR metadata), the
+    ``crf``, ``preset`` and fixed quantiser it really runs with (its own defaults included; None where it has no
+    such setting), the ``colour`` of the pixels it is given and tags, the container's ``codec_tag`` (None:
+    FFmpeg's), ``low_memory_x264`` (libx264 beyond 4K with vsr's bounded-memory parameters), the ``warnings``
+    to say about the output, and the ``settings`` it was chosen from (how the user named each option)."""
+
+    codec: str
+    pix_fmt: str
+    width: int
+    height: int
+    options: tuple[tuple[str, str], ...]
+    crf: int | float | str | None
+    preset: str | None
+    quantiser: int | float | str | None
+    colour: ColourSpec
+    codec_tag: str | None = None
+    low_memory_x264: bool = False
+    warnings: tuple[str, ...] = ()
+    settings: EncoderSettings = field(default_factory=EncoderSettings)
+
+    @property
+    def encoder_options(self) -> dict[str, str]:
+        return dict(self.options)
+
+    def colour_tags(self) -> dict[str, int]:
+        """The stream's colour tags, as codec-context attributes: RGB full range by definition (as ffmpeg tags
+        it), grey without a matrix or range, YUV as :attr:`colour` says."""
+        spec = self.colour
+        tags = {"color_primaries": spec.primaries, "color_trc": spec.transfer}
+        if is_rgb_format(self.pix_fmt):
+            tags.update(colorspace=SPC_RGB, color_range=RANGE_FULL)
+        elif not is_gray_format(self.pix_fmt):
+            tags.update(colorspace=spec.matrix, color_range=spec.range)
+        return tags
+
+    @property
+    def memory_mb(self) -> float:
+        """What the encoder itself will hold at its peak (:func:`vsr.video.codecs.encoder_memory_mb`)."""
+        return encoder_memory_mb(self.codec, self.encoder_options, self.low_memory_x264, self.width, self.height)
+
+    def option_name(self, key: str, value: str) -> str:
+        """How the user gave option ``key``: ``--crf 99``, ``--preset x`` or ``-x key=value``."""
+        return option_name(key, value, self.settings)
+
+    def describe(self) -> str:
+        """``libx264 crf 23 preset medium, yuv420p``: what a person is told the output is encoded with."""
+        said = [self.codec] + [f"{k} {v}" for k, v in (("crf", self.crf), ("q", self.quantiser),
+                                                       ("preset", self.preset)) if v is not None]
+        return f"{' '.join(said)}, {self.pix_fmt}"
+
+
+def choose_encoder(container: OutputContainer, settings: EncoderSettings, info: VideoInfo,
+                   scale: int = 4) -> EncoderChoice:
+    """The encoder for ``info``'s frames upscaled ``scale`` times into ``container`` with the user's
+    ``settings``: codec (the user's, else :func:`default_codec`), pixel format (:func:`choose_pix_fmt`), options
+    and colour; an InputError for any setting that cannot work (see the module's docstring)."""
+    if settings.codec is None and container.stream == "y4m":
+        codec = video_codec(Y4M_CODEC)
+    else:
+        codec = video_codec(settings.codec or default_codec(container, settings.hardware, info.hdr is not None))
+    if container.stream == "y4m":
+        pix_fmt = y4m_pix_fmt(info, settings.pix_fmt)
+    else:
+        pix_fmt = choose_pix_fmt(codec, info, settings.pix_fmt)
+    said = [w for w in (alpha_warning(info.pix_fmt),) if w is not None]
+    check_playable(codec.name, container)
+    width, height = info.width * scale, info.height * scale
+    check_size(codec.name, width, height)
+    opts, low_memory = encoder_options(codec.name, settings, width, height)
+    said += hdr_warnings(codec.name, pix_fmt, info.hdr)
+    opts = hdr_params(codec.name, pix_fmt, info.hdr, opts)
+    check_values(codec.name, opts, settings)
+    used = effective(codec.name, opts)  # what a run's report names: its defaults included
+    return EncoderChoice(codec.name, pix_fmt, width, height, tuple(opts.items()), used["crf"], used["preset"],
+                         used["q"], info.colour.for_output(pix_fmt), CODEC_TAGS.get((container.format, codec.name)),
+                         low_memory, tuple(said), settings)
+
+
+def choose_pix_fmt(codec: av.Codec, info: VideoInfo, requested: str | None) -> str:
+    formats = [f.name for f in (codec.video_formats or [])]
+    if requested is not None:
+        try:
+            av.VideoFormat(requested)
+        except (ValueError, av.FFmpegError):
+            raise InputError(f"unknown --pix-fmt {requested!r}") from None
+        if formats and requested not in formats:
+            raise InputError(f"{codec.name} cannot encode --pix-fmt {requested} "
+                             f"(it takes: {', '.join(formats)})")
+        return requested
+    src = without_alpha(info.pix_fmt)
+    if not formats:
+        return src
+    deep = info.bits > 8
+    rgb = is_rgb_format(src)
+    if gray_output(codec.name, formats, src):
+        return src  # grey kept grey, at its depth
+    if rgb_output(codec.name, formats, src):
+        return rgb_format(formats, info.bits) or formats[0]  # RGB kept RGB (full range), at its depth
+    if rgb or is_gray_format(src):  # YUV 4:4:4 of the source's depth
+        src = {8: "yuv444p", 9: "yuv444p10le", 10: "yuv444p10le", 12: "yuv444p12le"}.get(info.bits, "yuv444p16le")
+    src = src.replace("yuvj", "yuv")
+    if is_hdr(info.colour) and not deep:  # PQ and HLG in 8 bits band: an HDR output has 10 bits at least
+        deep = True
+        src = {"yuv422p": "yuv422p10le", "yuv444p": "yuv444p10le"}.get(src, "yuv420p10le")
+    candidates = [src]
+    if deep:
+        candidates += [src.replace("p12le", "p10le").replace("p16le", "p10le"), "yuv420p10le", "yuv422p10le",
+                       "yuv444p10le"]
+    candidates += ["yuv444p10le"] if rgb else []  # full chroma before subsampled (ProRes 4444, not 422)
+    candidates += ["yuv420p", "yuv444p", "yuv422p"]
+    if codec.name in FULL_RANGE_CODECS:  # (yuv420p there: "non full-range YUV is non-standard", refused)
+        candidates = [c.replace("yuv", "yuvj", 1) for c in candidates]
+    for c in candidates:
+        if c in formats:
+            return c
+    return formats[0]
+
+
+
+def y4m_pix_fmt(info: VideoInfo, requested: str | None) -> str:
+    """The pixel format of a Y4M stream's raw frames (:data:`vsr.video.codecs.Y4M_PIX_FMTS`): ``requested``,
+    else the source's, else 4:4:4 of its depth (RGB from PNG frames, and other layouts)."""
+    if requested is not None:
+        if requested not in Y4M_PIX_FMTS:
+            raise InputError(f"Y4M cannot hold --pix-fmt {requested} (it holds {', '.join(Y4M_PIX_FMTS)})")
+        return requested
+    src = info.pix_fmt.replace("yuvj", "yuv")
+    if src in Y4M_PIX_FMTS:
+        return src
+    return "yuv444p10le" if info.bits > 8 else "yuv444p"
+
+
+def default_codec(container: OutputContainer, hardware: bool = False, hdr: bool = False) -> str:
+    """The container's own (:data:`CONTAINER_CODECS`), else for an ``hdr`` source (PQ, HLG) the first of
+    :data:`vsr.video.hdr.HDR_CODECS` it holds (10-bit HEVC, else AV1: what HDR players decode, and encoders that
+    write the static metadata; no NVENC), else libx264 where the container holds H.264 (mp4, mkv, mov;
+    ``hardware``: h264_nvenc there, where it opens here, :func:`vsr.video.nvenc.nvenc_problem`), else the first
+    of FALLBACK_CODECS it holds."""
+    own = CONTAINER_CODECS.get(container.format)
+    for name in () if own or not hdr else HDR_CODECS:
+        if name in container.codecs and name in av.codecs_available:
+            return name
+    if not own and hardware and "h264_nvenc" in container.codecs and nvenc_problem("h264_nvenc") is None:
+        return "h264_nvenc"
+    for name in ((own,) if own else ()) + (DEFAULT_CODEC,) + FALLBACK_CODECS:
+        if name in container.codecs and name in av.codecs_available:
+            return name
+    raise InputError(f"{container.format} holds none of the video codecs vsr writes; "
+                     f"use an .mp4 or .mkv output")
+
+
+
+def check_playable(codec: str, container: OutputContainer) -> None:
+    """A codec into a container that cannot hold it, or a picture codec (:data:`IMAGE_CODECS`) into one players
+    do not read it from (a file: :attr:`OutputContainer.played`; a stream goes into another program) ->
+    InputError naming the suffixes that would do."""
+    name = container.format
+    if codec in IMAGE_CODECS and container.played:
+        plays = IMAGE_CONTAINERS_OF.get(codec, IMAGE_CONTAINERS)
+        where = holders(codec, plays)
+        frames = ", or a folder (a name without suffix) for PNG frames" if codec == "png" else ""
+        if name in plays and codec not in container.codecs:
+            raise InputError(f"{name} has no codec ID for {codec} video: use {where or 'another container'}"
+                             f"{frames}, or another codec (ffv1 is lossless)")
+        if name in plays:
+            return None
+        raise InputError(f"--codec {codec} writes still pictures, which players do not play from {name}: use "
+                         f"{where or 'another container'}{frames}")
+    _check_holds(codec, container, COMMON_CONTAINERS)
+
+
+def _check_holds(codec: str, container: OutputContainer, suggested: dict[str, str]) -> None:
+    if codec not in container.codecs:
+        where = holders(codec, {k: v for k, v in suggested.items() if k != container.format})
+        raise InputError(f"{container.format} cannot hold {codec} video (choose another codec"
+                         f"{', or ' + where if where else ''})")
+
+
+
+def encoder_options(codec: str, s: EncoderSettings, width: int, height: int) -> tuple[dict[str, str], bool]:
+    """The options dict for the encoder and whether libx264 got vsr's low-memory settings for a big output."""
+    if is_nvenc(codec):
+        return {**nvenc_options(s.crf, s.preset), **dict(s.options)}, False
+    opts = {}
+    given = dict(s.options)
+    if codec in QUANTISER_CODECS:
+        opts.update(_quantiser(codec, s, given))
+    elif s.crf is not None:
+        opts["crf"] = f"{s.crf:g}"
+    if s.preset is not None:
+        opts["preset"] = s.preset
+    opts.update(given)
+    if codec == "libx264" and width * height > BIG_OUTPUT_PIXELS and "rc-lookahead" not in opts \
+            and "x264-params" not in opts and opts.get("preset") != "ultrafast":
+        opts["x264-params"] = BIG_OUTPUT_X264_PARAMS
+        return opts, True
+    return opts, False
+
+
+def _quantiser(codec: str, s: EncoderSettings, given: dict[str, str]) -> dict[str, str]:
+    """The fixed quantiser of a codec without CRF (:data:`QUANTISER_CODECS`): ``--crf``'s value, else
+    :data:`DEFAULT_QUANTISER`; nothing where the user gave a rate option of their own."""
+    if any(k in given for k in RATE_OPTIONS):
+        return {}
+    lo, hi = QUANTISER_CODECS[codec]
+    q = DEFAULT_QUANTISER if s.crf is None else s.crf
+    if q != int(q) or not lo <= q <= hi:
+        raise InputError(f"--crf {q:g} is out of range for {codec}: it has no CRF, --crf is its quantiser, a "
+                         f"whole number {lo}..{hi} (lower is better; default {DEFAULT_QUANTISER})")
+    return {"qmin": str(int(q)), "qmax": str(int(q))}
+
+
+def option_name(key: str, value: str, s: EncoderSettings) -> str:
+    """How the user gave option ``key``: ``--crf 99``, ``--preset x`` or ``-x key=value``."""
+    if key in ("crf", "cq") and s.crf is not None and key not in dict(s.options):
+        return f"--crf {value}"
+    if key == "preset" and s.preset is not None and key not in dict(s.options):
+        return f"--preset {value}"
+    return f"-x {key}={value}"
+
+
+def check_values(codec: str, opts: dict[str, str], s: EncoderSettings) -> None:
+    """A preset the codec does not have (:data:`PRESETS`), a crf outside its quality scale
+    (:data:`CRF_RANGE`) -> InputError naming the option."""
+    preset = opts.get("preset")
+    if codec in PRESETS and preset is not None and preset.lower() not in PRESETS[codec] \
+            and not (preset.isdigit() and int(preset) < len(PRESETS[codec]) and not is_nvenc(codec)):
+        # (x264 also takes a preset's index)
+        also = ", or x264's names" if is_nvenc(codec) else ""
+        raise InputError(f"{option_name('preset', s.preset or opts['preset'], s)} is not a {codec} preset "
+                         f"({', '.join(PRESETS[codec])}{also})")
+    params = encoder_params(codec, opts)
+    rate = [k for k in params if k in RATE_PARAMS]
+    if rate and "crf" in opts and (rate[-1] != "crf" or number(params["crf"]) != number(opts["crf"])):
+        raise InputError(f"{option_name('crf', opts['crf'], s)} and -x {PARAMS_OPTION[codec]}=...{rate[-1]}="
+                         f"{params[rate[-1]]} both set the rate control (the encoder would take the second): "
+                         "give one")
+    key = quality_key(codec)  # NVENC's constant quality is its cq
+    _check_crf(codec, opts.get(key), lambda v: option_name(key, v, s))
+    _check_crf(codec, params.get("crf"), lambda v: f"-x {PARAMS_OPTION[codec]}=...crf={v}")
+
+
+def _check_crf(codec: str, value: str | None, shown) -> None:
+    """A crf outside the codec's quality scale -> InputError naming the option as ``shown(value)`` says it."""
+    if value is None or codec not in CRF_RANGE:
+        return
+    try:
+        crf = float(value)
+    except ValueError:
+        return  # not a number: the encoder refuses it when it opens
+    lo, hi = CRF_RANGE[codec]
+    if not lo <= crf <= hi:
+        raise InputError(f"{shown(value)} is out of range for {codec} ({lo}..{hi})")
+
+
+__all__ = ["EncoderChoice", "EncoderSettings", "OutputContainer", "choose_encoder", "choose_pix_fmt",
+           "default_codec"]
