@@ -63,7 +63,7 @@ class Sliding:
         rows = [tuple(range(c - r, c + r + 1)) for c in centres]
         x = np.stack([self.frames[[f % len(self.frames) for f in row]] for row in rows])
         self.c += self.batch
-        if not self.backend.streams:
+        if not self.backend.keeps_features:
             return self.backend.infer(x)
         return self.backend.infer_stream(x, FrameKeys(1, tuple(rows), (0,) * self.batch, keep_from=self.c - r))
 
@@ -93,7 +93,7 @@ def speed_case(ctx, precision: str, h: int, w: int, batch: int, stream: bool = T
     prepare_s = time.perf_counter() - t0
     s = ctx.timed(Sliding(backend, frames, batch))
     return {"ms_per_frame": 1e3 * s / batch, "fps": batch / s, "prepare_s": prepare_s, "graphs": backend.graphs_on,
-            "features": "streaming" if backend.streams else "per-window", "download": backend.facts()["download"],
+            "features": "streaming" if backend.keeps_features else "per-window", "download": backend.facts()["download"],
             "memory_format": backend.layout.memory_format,
             "device_ms_per_frame": _device_ms(ctx, backend, h, w, batch)}
 

@@ -40,7 +40,7 @@ def help_of(command: str, option: str) -> str:
 
 def test_the_defaults_the_library_decides_are_the_ones_the_help_names():
     from vsr.jobs.leases import MAX_ATTEMPTS
-    from vsr.jobs.plan import DEFAULT_CHUNK_FRAMES
+    from vsr.jobs.chunking import DEFAULT_CHUNK_FRAMES
     from vsr.jobs.spec import JOB_MEMORY_BUDGET_MB
     from vsr.pipeline.memory import AUTO_CAP_MB, AUTO_FLOOR_MB, AUTO_SHARE, AUTO_STEP_MB
 

@@ -103,7 +103,7 @@ def test_chunked_job_equals_a_single_pass_on_real_clips(name, suffix, packets, t
 
 def test_chunked_edvr_tiny_equals_a_single_pass(make_clip, tmp_path, tiny_backend):
     clip = make_clip("clip.mp4", width=24, height=16, frames=20)
-    assert tiny_backend.streams  # each frame's features computed once per chunk, from wherever it starts
+    assert tiny_backend.keeps_features  # each frame's features computed once per chunk, from wherever it starts
     chunks = check_job_equals_single_pass(clip, tmp_path, ".mkv", tiny_backend)
     assert [(c.start, c.stop) for c in chunks] == [(0, 8), (8, 16), (16, 20)]
 
@@ -120,7 +120,7 @@ def test_chunked_split_plan_streaming_features_equals_a_single_pass(make_clip, t
     clip = make_clip("clip.mp4", width=24, height=16, frames=20)
     request = BackendRequest("random", "edvr-tiny", SplitOptions(threads=1))
     check_job_equals_single_pass(clip, tmp_path, ".mkv", backend, request, RunnerSettings(batch=2))
-    assert backend.streams and backend.timings()["segment_features"] > 0
+    assert backend.keeps_features and backend.timings()["segment_features"] > 0
 
 
 def test_plan_enters_verified_keyframes_only(tmp_path):

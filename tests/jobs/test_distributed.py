@@ -291,7 +291,7 @@ def test_one_unfinished_job_per_output_on_the_broker_too(broker, make_clip, tmp_
     from concurrent.futures import ThreadPoolExecutor
 
     from vsr.jobs.distributed import submit_planned
-    from vsr.jobs.plan import plan_job
+    from vsr.jobs.chunking import plan_job
 
     planned = plan_job(job(make_clip("r.mp4", frames=3), tmp_path / "out" / "r.mp4"), 8)
     [first] = submit_planned([planned], broker)

@@ -11,9 +11,9 @@ import onnxruntime as ort
 
 from tests.plan.toy_graphs import GraphBuilder
 from vsr.quant.calibrate import calibrate
-from vsr.quant.plan import activation_ranges
+from vsr.quant.int8_plan import activation_ranges
 from vsr.quant.rewrite import quantize_segment
-from vsr.quant.segments import QUANT_FILE, Int8SegmentBackend
+from vsr.quant.int8_segments import QUANT_FILE, Int8SegmentBackend
 
 
 def conv_chain(channels=8, height=12, width=10, seed=0) -> onnx.ModelProto:

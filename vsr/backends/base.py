@@ -7,7 +7,7 @@ A backend turns a batch of LR windows into HR centre frames:
 H and W may be any size >= 1: a backend pads to the shape bucket of its :class:`~vsr.backends.buckets.BucketPolicy`
 and crops back.  Output values are *not* clipped (callers clip when they quantise).
 
-A backend that ``streams`` also takes the windows of a run with each input frame's identity
+A backend that ``keeps_features`` also takes the windows of a run with each input frame's identity
 (:class:`FrameKeys`: source frame index, tile) and computes each (frame, tile)'s features once, keeping them while
 a later window may need them::
 
@@ -86,7 +86,7 @@ class Backend(Protocol):
     num_frame: int
     scale: int
     padding: str  # how windows are filled past the clip's ends (the model config's, e.g. "reflection_circle")
-    streams: bool  # takes infer_stream: each frame's features computed once per stream
+    keeps_features: bool  # takes infer_stream: each frame's features computed once per stream
 
     def input_spec(self) -> TensorSpec: ...
 
@@ -95,7 +95,7 @@ class Backend(Protocol):
     def infer(self, x: np.ndarray) -> np.ndarray: ...
 
     def infer_stream(self, x: np.ndarray, keys: FrameKeys) -> np.ndarray:
-        """``infer(x)``, each (frame, tile)'s features computed once per stream (only where ``streams``)."""
+        """``infer(x)``, each (frame, tile)'s features computed once per stream (only where ``keeps_features``)."""
         ...
 
     def feature_nbytes(self, height: int, width: int) -> int:
@@ -127,12 +127,12 @@ class ModelBackend:
     """Shared part of the backends that run an EDVR model: declared I/O, bucket policy and step timings.
 
     Subclasses set ``name`` and ``_times`` (step name -> seconds) and implement ``infer`` and ``prepare``; one that
-    keeps each frame's features sets ``streams`` and implements ``infer_stream``.
+    keeps each frame's features sets ``keeps_features`` and implements ``infer_stream``.
     """
 
     name = "model"
     scale = 4
-    streams = False
+    keeps_features = False
 
     def __init__(self, config, buckets: BucketPolicy | None = None):
         self.config = config
@@ -155,13 +155,13 @@ class ModelBackend:
 
     def facts(self) -> dict:
         """What the run's report should say about how this backend computes (e.g. the int8 ISA)."""
-        return {"features": "per-frame" if self.streams else "per-window"}
+        return {"features": "per-frame" if self.keeps_features else "per-window"}
 
     def infer_stream(self, x: np.ndarray, keys: FrameKeys) -> np.ndarray:
         return self.infer(x)  # nothing kept: every window computes its frames' features
 
     def feature_nbytes(self, height: int, width: int) -> int:
-        if not self.streams:
+        if not self.keeps_features:
             return 0
         return pyramid_nbytes(self.config.num_feat, *self.buckets.bucket(height, width))
 

@@ -1,6 +1,6 @@
 """Each frame's features computed once: which (frame, tile) a stream's calls need computed, where each is kept.
 
-A window of T frames shares T-1 of them with the next, so a backend that ``streams`` (:mod:`vsr.backends.base`)
+A window of T frames shares T-1 of them with the next, so a backend that ``keeps_features`` (:mod:`vsr.backends.base`)
 computes the feature pyramid of each (frame, tile) the first time a window names it and keeps it in a *slot*
 until the calls' ``keep_from`` says no later window can need it.  :class:`FeatureSlots` does that bookkeeping;
 the backend owns the storage (host arrays, torch tensors), one entry per slot, and grows it to :attr:`size`.

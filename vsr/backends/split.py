@@ -8,7 +8,7 @@ A frame size that is not a bucket (:class:`~vsr.backends.buckets.BucketPolicy`) 
 output cropped back.
 Per bucket, on first use: the ONNX model is exported (or the given file is used), its plan is taken from the
 plan cache (built if absent), segment sessions are loaded, and the memory arena is planned for the batch size.
-:class:`StreamingSplitBackend` (the default) also ``streams``: its plan's per-frame front runs once per frame.
+:class:`StreamingSplitBackend` (the default) also ``keeps_features``: its plan's per-frame front runs once per frame.
 """
 
 from __future__ import annotations
@@ -256,7 +256,7 @@ class SplitBackend(ModelBackend):
         from vsr.plan.partition import CPU_BRIDGE_OPS
 
         sb = self.segment_backend
-        front = {"front": True} if self.streams else {}
+        front = {"front": True} if self.keeps_features else {}
         bridge_ops = CPU_BRIDGE_OPS if self.options.bridge_ops is None else self.options.bridge_ops
         quant = {}
         if sb.precision == "int8":
@@ -278,7 +278,7 @@ class StreamingSplitBackend(SplitBackend):
     ``infer(x)`` without keys computes every frame of its windows (as :class:`SplitBackend`).
     """
 
-    streams = True
+    keeps_features = True
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)

@@ -47,13 +47,13 @@ class TorchBackend(ModelBackend):
 
         super().__init__(config, options.buckets)
         self.options = options
-        self.streams = options.stream_features
+        self.keeps_features = options.stream_features
         self.device = options.device or ("cuda" if torch.cuda.is_available() else "cpu")
         self.model = model.to(self.device).eval()
         if options.threads:
             torch.set_num_threads(options.threads)
         self._times = {"run": 0.0}
-        if self.streams:
+        if self.keeps_features:
             self._times.update({"features": 0.0, "windows": 0.0})
         self.slots = FeatureSlots()
         self._store: list[list[torch.Tensor]] = [[], [], []]  # L1, L2, L3: one tensor per slot
@@ -79,7 +79,7 @@ class TorchBackend(ModelBackend):
     def infer_stream(self, x: np.ndarray, keys: FrameKeys) -> np.ndarray:
         import torch
 
-        if not self.streams:
+        if not self.keeps_features:
             return self.infer(x)
         x = self.check_input(x)
         self.check_keys(x, keys)

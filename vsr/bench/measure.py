@@ -77,7 +77,7 @@ def _infer(backend: Backend, data: BenchInput, i: int) -> np.ndarray:
     """Window ``i``: through ``infer_stream`` (frames ``i..i+T-1`` of one stream) where the backend streams."""
     t = backend.num_frame
     x = data.window(i, t)
-    if not getattr(backend, "streams", False):
+    if not getattr(backend, "keeps_features", False):
         return backend.infer(x)
     return backend.infer_stream(x, FrameKeys(1, (tuple(range(i, i + t)),), (0,), keep_from=i + 1))
 

@@ -176,7 +176,7 @@ def _add(args) -> int:
 def _queue(args, broker: str | None, created: list[Path]) -> tuple[list, str]:
     """Check, plan and queue the jobs of ``vsr jobs add``: ``[(id, spec, chunks)]`` and where they went."""
     from vsr.jobs.inputs import job_specs
-    from vsr.jobs.plan import DEFAULT_CHUNK_FRAMES, plan_job
+    from vsr.jobs.chunking import DEFAULT_CHUNK_FRAMES, plan_job
 
     taken: dict = {}
     planned = []  # (spec, chunk frames)

@@ -1,6 +1,6 @@
 """Chunks of a job: compute one (resumably), join them into the job's output.
 
-A job's output frames are cut into chunks (:mod:`vsr.jobs.plan`).  Each chunk is computed by the same runner as
+A job's output frames are cut into chunks (:mod:`vsr.jobs.chunking`).  Each chunk is computed by the same runner as
 ``vsr upscale`` with ``RunnerSettings.frames = (start, stop)``: it decodes its temporal halo (EDVR's window
 radius, and the reflection reach at the clip ends) but writes only its own frames, so every frame equals a
 single pass's.  Decoding starts at the top, or at a keyframe verified at planning to decode exactly
@@ -39,7 +39,7 @@ from vsr.backends import Backend
 from vsr.errors import InputError
 from vsr.jobs.folder import CHUNKS_FOLDER, ChunkFolder
 from vsr.jobs.identity import check_unchanged
-from vsr.jobs.plan import DEFAULT_CHUNK_FRAMES, plan_chunks, plan_job
+from vsr.jobs.chunking import DEFAULT_CHUNK_FRAMES, plan_chunks, plan_job
 from vsr.jobs.spec import ChunkSpec, JobSpec
 from vsr.jobs.steps import chunk_only, step_totals
 from vsr.pipeline.runner import FrameQueueRunner

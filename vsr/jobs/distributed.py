@@ -46,7 +46,7 @@ from urllib.parse import urlsplit
 from vsr.backends import Backend
 from vsr.errors import BrokerError, VsrError
 from vsr.jobs.chunks import discard, is_committed, join_chunks, run_chunk
-from vsr.jobs.plan import plan_job
+from vsr.jobs.chunking import plan_job
 from vsr.jobs.records import give_output, key as _key, safe_url, scrub, take_output
 from vsr.jobs.rows import ended_early
 from vsr.jobs.spec import ChunkSpec, JobSpec
@@ -102,7 +102,7 @@ def submit(specs: list[JobSpec], broker: str, chunk_frames: int, *,
 
 def submit_planned(jobs: list[tuple[JobSpec, list[ChunkSpec]]], broker: str, *,
                    visibility_timeout_s: float | None = None) -> list[str]:
-    """Queue planned jobs (:func:`vsr.jobs.plan.plan_job`) on ``broker``; one id per job.  Each job takes its
+    """Queue planned jobs (:func:`vsr.jobs.chunking.plan_job`) on ``broker``; one id per job.  Each job takes its
     output first (:func:`vsr.jobs.records.take_output`): an output another unfinished job owns is refused and
     nothing is sent."""
     db = _connect(broker)

@@ -96,9 +96,9 @@ class JobSpec:
     """One upscale: ``input`` -> ``output`` (absolute paths) with everything ``vsr upscale`` takes.
 
     ``runner.frames``: the output frames ``A:B``, as ``vsr upscale --frames``; a job is cut into chunks of them
-    by :func:`vsr.jobs.plan.plan_job`.  ``overwrite``: the join may replace an existing output (under
+    by :func:`vsr.jobs.chunking.plan_job`.  ``overwrite``: the join may replace an existing output (under
     :mod:`vsr.video.output`'s rules).  ``source``: the input as it was added (:mod:`vsr.jobs.identity`), set
-    by :func:`~vsr.jobs.plan.plan_job`; the job checks it before every chunk, and its key covers it.
+    by :func:`~vsr.jobs.chunking.plan_job`; the job checks it before every chunk, and its key covers it.
     """
 
     input: str

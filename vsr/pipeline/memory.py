@@ -8,7 +8,7 @@ the largest that fits it.  A run that cannot fit (even with the smallest tile, o
 batch the user chose) raises ``MemoryBudgetError`` before its first frame.  Each figure is a measurement (docs/benchmarks.md), and the plan goes into the run's
 report so that a run that exceeds it can be traced to the estimate that was wrong.
 
-A backend that keeps each frame's features between windows (``streams``, :mod:`vsr.backends.features`) holds
+A backend that keeps each frame's features between windows (``keeps_features``, :mod:`vsr.backends.features`) holds
 at most :func:`vsr.pipeline.batches.kept_features` of them; they are kept only where they fit the budget beside
 the plan made without them (:func:`with_features`), so the tiles are those of a backend that does not stream;
 otherwise every window computes its frames' features again, and the plan says so.  A backend whose model runs

@@ -200,7 +200,7 @@ class FrameQueueRunner:
         budget = run_budget(s.memory_budget_mb)
         plan = self._plan(budget.mb, height, width, sink)
         tile = (s.tile if (height > s.tile or width > s.tile) else None) if s.tile else plan.tile
-        if getattr(self.backend, "streams", False):
+        if getattr(self.backend, "keeps_features", False):
             tile, plan = self._keep_features(plan, tile, height, width, sink, budget)
         return tile, replace(plan, budget_from=budget.why)
 

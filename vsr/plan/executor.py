@@ -73,7 +73,7 @@ class BoundPlan:
         """Run every step once; ``record=False`` (a warm-up run) leaves the step times as they are.
 
         A call may return the seconds it spent at its end running again (an int8 segment whose run-time scales
-        saturated, :mod:`vsr.quant.segments`): those are recorded as the step ``<name>:rerun``."""
+        saturated, :mod:`vsr.quant.int8_segments`): those are recorded as the step ``<name>:rerun``."""
         times = self.times if record else None
         for name, call in self.calls:
             t0 = time.perf_counter()

@@ -310,7 +310,7 @@ def _lr_source(seq: _Sequence) -> str:
 
 def _infer(backend, x: np.ndarray, keys: FrameKeys) -> np.ndarray:
     n, _, _, h, w = x.shape
-    y = np.asarray(backend.infer_stream(x, keys) if getattr(backend, "streams", False) else backend.infer(x))
+    y = np.asarray(backend.infer_stream(x, keys) if getattr(backend, "keeps_features", False) else backend.infer(x))
     if y.shape != (n, 3, SCALE * h, SCALE * w):
         raise BackendError(f"backend {getattr(backend, 'name', backend)!r} returned shape {y.shape}, "
                            f"expected {(n, 3, SCALE * h, SCALE * w)}")

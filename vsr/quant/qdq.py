@@ -89,7 +89,7 @@ def export_int8_qdq(onnx_path, out_path, cfg=None, threads: int | None = None):
     from vsr.plan.plan import write_plan
     from vsr.quant.calibrate import calibrate_plan
     from vsr.quant.config import QuantConfig, calibration_windows
-    from vsr.quant.plan import input_hw, choose_fp32
+    from vsr.quant.int8_plan import input_hw, choose_fp32
 
     cfg = cfg or QuantConfig()
     tmp = Path(tempfile.mkdtemp(prefix="vsr-qdq-"))

@@ -1,6 +1,6 @@
 """The encoder decision for one output, made once: :func:`choose_encoder` (container, settings, source, scale)
 -> :class:`EncoderChoice`, which the sink opens (:mod:`vsr.video.sink`), ``vsr jobs add`` checks ahead of a job
-(:func:`vsr.jobs.plan.check_encoder`) and ``vsr preview`` says (:mod:`vsr.quality.preview`).
+(:func:`vsr.jobs.chunking.check_encoder`) and ``vsr preview`` says (:mod:`vsr.quality.preview`).
 
 The choice is pure: it opens no container and touches no file, and the same arguments give the same choice.  It
 reads FFmpeg's tables (the formats an encoder takes; for a "cannot hold" message, the codecs other containers

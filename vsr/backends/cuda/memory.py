@@ -50,7 +50,7 @@ def transfer_nbytes_per_pixel(backend) -> float:
     """Device bytes per LR pixel of one item that the transfers keep (:mod:`~vsr.backends.cuda.transfer`): for
     each of its two slots, the upload (float32 RGB: the new frames where features are kept, else the window's
     T frames) and the download's copy (``scale**2`` output pixels in the output dtype)."""
-    frames = 1 if backend.streams else backend.num_frame
+    frames = 1 if backend.keeps_features else backend.num_frame
     return 2 * (frames * 3 * 4 + 3 * backend.scale ** 2 * np.dtype(backend.options.output).itemsize)
 
 

@@ -70,7 +70,7 @@ class CudaTorchBackend(ModelBackend):
         self.device = device
         self.dtype = DTYPES[options.precision]
         self.layout = Layout(options.memory_format)  # the one place this backend's layout is decided
-        self.streams = options.stream_features
+        self.keeps_features = options.stream_features
         self.launcher = open_tensor_launcher(options.launcher, device, graphs=options.cuda_graphs,
                                              cache_dir=kernel_cache_dir(device, options.cache_dir))
         self.timeline = Timeline(device)
@@ -93,7 +93,7 @@ class CudaTorchBackend(ModelBackend):
         self._steps = StepTimes(())
         log.info("cuda backend on %s, %s (fp32: %s), %s, features %s, launcher %s, graphs %s, bridged %s", device,
                  options.precision, ", ".join(self.fp32_modules) or "-", self.layout.memory_format,
-                 "kept" if self.streams else "per window", self.launcher.name, self.graphs_on,
+                 "kept" if self.keeps_features else "per window", self.launcher.name, self.graphs_on,
                  ", ".join(self.bridged))
 
     def program(self, x: torch.Tensor) -> torch.Tensor:
@@ -117,7 +117,7 @@ class CudaTorchBackend(ModelBackend):
         definition for the graphs, the eager runs and the memory probes."""
         fmt, t = self.layout.torch_format, self.num_frame
         f32, plain = torch.float32, torch.contiguous_format
-        if not self.streams:
+        if not self.keeps_features:
             return [GraphSpec(("window", batch, hb, wb), self.program, (((batch, t, 3, hb, wb), f32, plain),),
                               2 * batch * hb * wb)]
         levels = tuple(((batch * t, *shape), self.dtype, fmt) for shape in pyramid_shapes(self.config.num_feat,
@@ -155,7 +155,7 @@ class CudaTorchBackend(ModelBackend):
 
     def feature_nbytes(self, height: int, width: int) -> int:
         """Bytes one kept (frame, tile) takes on the device: its RGB and pyramid in the model's dtype."""
-        if not self.streams:
+        if not self.keeps_features:
             return 0
         return slot_nbytes(self.config.num_feat, *self.buckets.bucket(height, width), self.dtype.itemsize)
 
@@ -193,14 +193,14 @@ class CudaTorchBackend(ModelBackend):
 
     @torch.inference_mode()
     def infer(self, x: np.ndarray) -> np.ndarray:
-        if self.streams:  # every frame of the windows computed once, as one stream of its own
+        if self.keeps_features:  # every frame of the windows computed once, as one stream of its own
             return self.infer_stream(x, keyless(np.shape(x)[0], self.num_frame))
         with self._on_device():
             return self._infer(x)
 
     @torch.inference_mode()
     def infer_stream(self, x: np.ndarray, keys: FrameKeys) -> np.ndarray:
-        if not self.streams:
+        if not self.keeps_features:
             return self.infer(x)
         with self._on_device():
             return self._infer_stream(x, keys)

@@ -19,7 +19,7 @@ from vsr.plan.plan import SubgraphPlan
 from vsr.quant.calibrate import ConvStats, calibrate_plan
 from vsr.quant.config import QuantConfig, calibration_windows
 from vsr.quant.rewrite import quantize_segment
-from vsr.quant.segments import QUANT_FILE
+from vsr.quant.int8_segments import QUANT_FILE
 
 log = logging.getLogger(__name__)
 
