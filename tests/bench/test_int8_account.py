@@ -16,7 +16,7 @@ def test_a_profiled_node_has_one_role():
     assert role("max/x", "ReduceMax") == role("min/x", "ReduceMin") == "range pass"
     assert role("conv1/bias_div", "Div") == "bias requant"
     assert role("conv1", "QLinearConv") == "int8 convs" and role("q/x", "QuantizeLinear") == "Q/DQ"
-    assert role("add", "Add") == "fp32 other" and "fp32 other" in ROLE_NAMES
+    assert role("t", "Transpose") == "layout" and role("add", "Add") == "fp32 other" and "fp32 other" in ROLE_NAMES
 
 
 @pytest.fixture(scope="module")

@@ -13,8 +13,8 @@ Three measurements on one model and frame size, each with its cases interleaved 
   int8 kernels' speed with none of vsr's run-time machinery;
 * **inside vsr's int8 segments**, ONNX Runtime's per-node profile grouped by role (:data:`ROLES`): the int8
   convs, the range pass (u8 ``ReduceMax``/``ReduceMin``), the bias re-quantisation that follows each input scale,
-  the Quantize/Dequantize at fp32 boundaries (re-quantisation between segments and around the fp32 adds),
-  the fp32 ops left.
+  the Quantize/Dequantize at fp32 boundaries (re-quantisation between segments and around the fp32 ops), the
+  layout changes ONNX Runtime puts around its NHWC int8 convs (``Transpose``), the fp32 ops left.
 
 What ``vsr report`` of two bench runs cannot show: ONNX Runtime times no node inside a session run without its
 profiler, and no run of vsr holds an ORT-quantized segment.
@@ -38,6 +38,7 @@ ROLES = (("range pass", lambda n, op: op in ("ReduceMax", "ReduceMin")),
          ("bias requant", lambda n, op: "/bias_" in n),
          ("int8 convs", lambda n, op: op in ("QLinearConv", "QLinearLeakyRelu", "QLinearAdd", "QLinearMul")),
          ("Q/DQ", lambda n, op: op in ("QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear")),
+         ("layout", lambda n, op: op in ("Transpose", "ReorderInput", "ReorderOutput")),  # ORT's NHWC int8 convs
          ("fp32 convs", lambda n, op: op in ("Conv", "FusedConv")))
 ROLE_NAMES = tuple(r for r, _ in ROLES) + ("fp32 other",)
 
