@@ -6,6 +6,7 @@ well under a second on a shared CPU.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import json
@@ -18,6 +19,10 @@ import av
 import numpy as np
 import pytest
 
+# The suite's runs are fp32 on every machine: `--precision auto`, the default, is int8 on a CPU with AVX-512 VNNI
+# or AMX (vsr.backends.precision), so outputs and timings would follow the machine.  Processes the tests start
+# inherit it; the tests of auto itself (tests/backends/test_precision.py) take it away.
+os.environ.setdefault("VSR_PRECISION", "fp32")
 
 
 @dataclass

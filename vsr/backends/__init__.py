@@ -19,7 +19,8 @@ from dataclasses import dataclass, field, replace
 from vsr.backends.base import Backend, FrameKeys, TensorSpec
 from vsr.backends.buckets import BucketPolicy
 from vsr.backends.options import (BackendOptions, CudaOptions, OrtOptions, SplitOptions, TorchOptions,
-                                  backend_options)
+                                  backend_options, precision_choice)
+from vsr.backends.precision import PrecisionChoice
 from vsr.backends.registry import backend_names, kind_of, plan_names
 
 
@@ -47,11 +48,14 @@ def open_backend(weights: str = "default", config=None, options: BackendOptions 
 
 @dataclass(frozen=True)
 class BackendRequest:
-    """A backend still to open: the model (``weights``, ``config``) and the backend's options."""
+    """A backend still to open: the model (``weights``, ``config``) and the backend's options; ``precision``: how
+    ``--precision`` was decided (:func:`~vsr.backends.options.precision_choice`; None: not asked, or a backend
+    without an int8 plan), for the run's report."""
 
     weights: str = "default"
     config: str | None = None
     options: BackendOptions = field(default_factory=SplitOptions)
+    precision: PrecisionChoice | None = None
 
     def check(self) -> None:
         """Raise the one-line error of a backend that cannot run here (``--backend cuda`` and no GPU), before any
@@ -74,4 +78,5 @@ class BackendRequest:
 
 __all__ = ["BACKENDS", "PLANS", "Backend", "BackendOptions", "BackendRequest", "BucketPolicy", "CudaOptions",
            "FrameKeys",
-           "OrtOptions", "SplitOptions", "TensorSpec", "TorchOptions", "backend_options", "open_backend"]
+           "OrtOptions", "PrecisionChoice", "SplitOptions", "TensorSpec", "TorchOptions", "backend_options",
+           "open_backend", "precision_choice"]

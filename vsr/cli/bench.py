@@ -35,6 +35,11 @@ def add_parser(sub) -> None:
                                                                           "report per case")
     p.add_argument("--html", action="store_true", help="with --out: also an HTML page per case")
     p.add_argument("--overwrite", action="store_true", help="replace files of an earlier bench in --out")
+    p.add_argument("--int8-account", action="store_true",
+                   help="instead of the cases: where an int8 frame's time goes, step by step beside fp32 (each "
+                        "segment, bridge and re-run in the plan; each segment alone in fp32, vsr's int8 and ONNX "
+                        "Runtime's own QDQ int8; vsr's int8 segments by role: int8 convs, range pass, "
+                        "re-quantisation); --frames windows, --runs repetitions of each segment alone")
     p.add_argument("--json", action="store_true", help="print the summary JSON instead of the table")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
     p.set_defaults(func=run)
@@ -68,6 +73,8 @@ def run(args) -> int:
 
     if args.html and args.out is None:
         raise InputError("--html needs --out (the pages go beside the reports)")
+    if args.int8_account:
+        return _int8_account(args)
     cases = None if args.cases is None else tuple(c.strip() for c in args.cases.split(",") if c.strip())
     if cases == ():
         raise InputError(f"--cases {args.cases!r} names no case: give case names separated by commas (e.g. "
@@ -87,4 +94,29 @@ def run(args) -> int:
     result = run_bench(settings, progress)
     data = write_bench(result, args.out, args.html, args.overwrite) if args.out else summary(result)
     print(json.dumps(data, indent=2) if args.json else render_table(data))
+    return 0
+
+
+def _int8_account(args) -> int:
+    """``--int8-account``: :func:`vsr.bench.int8_account.int8_account`, printed (and with ``--out``, its JSON)."""
+    import json
+
+    from vsr.bench.int8_account import int8_account, render_account
+    from vsr.cli.settings import parse_threads
+
+    if args.cases is not None or args.html:
+        raise InputError("--int8-account measures the split plan's own steps: it takes no --cases or --html")
+    out = None
+    if args.out is not None:
+        from vsr.outfiles import check_file_output
+
+        out = check_file_output(args.out, "--out", "account", overwrite=args.overwrite)
+    say = None if args.quiet else (lambda message: print(f"vsr bench: {message}", file=sys.stderr))
+    data = int8_account(args.config, args.weights, parse_size(args.size), parse_threads(args.threads),
+                        windows=_positive(args.frames, "--frames"), reps=_positive(args.runs, "--runs"), say=say)
+    if out is not None:
+        from vsr.outfiles import write_file_output
+
+        write_file_output(out, json.dumps(data, indent=2) + "\n")
+    print(json.dumps(data, indent=2) if args.json else render_account(data))
     return 0

@@ -27,11 +27,18 @@ def add_model_args(p: argparse.ArgumentParser, default_weights: str | None = "de
                         "checkpoint, else edvr-m); see 'vsr models'")
 
 
-def add_precision_args(p: argparse.ArgumentParser) -> None:
-    """``--precision``, ``--int8-scales``, ``--int8-calibration`` (the split plan's int8 segments)."""
+def add_precision_args(p: argparse.ArgumentParser, auto: bool = False) -> None:
+    """``--precision``, ``--int8-scales``, ``--int8-calibration`` (the split plan's int8 segments); ``auto``: with
+    ``--precision auto``, the default (``vsr upscale``, ``preview``, ``jobs add``: :mod:`vsr.backends.precision`)."""
     g = p.add_argument_group("precision")
-    g.add_argument("--precision", default="fp32", choices=("fp32", "int8"),
-                   help="fp32, or int8 convolutions in the split plan's segments (default fp32)")
+    if auto:  # None: $VSR_PRECISION, else auto (vsr.backends.precision.asked_precision)
+        g.add_argument("--precision", default=None, choices=("auto", "fp32", "int8"),
+                       help="auto (default: int8 in the split plan where this CPU's int8 instructions measured it "
+                            "faster than fp32, AVX-512 VNNI or AMX; else fp32; said in the run's first line), "
+                            "fp32, or int8 convolutions in the split plan's segments")
+    else:
+        g.add_argument("--precision", default="fp32", choices=("fp32", "int8"),
+                       help="fp32, or int8 convolutions in the split plan's segments (default fp32)")
     g.add_argument("--int8-scales", default="runtime", choices=("runtime", "static", "exact"),
                    help="int8 activation scales: runtime = follow the frames (default), static = calibration, "
                         "exact = re-run until every window has its own ranges (slower)")

@@ -180,8 +180,10 @@ def _queue(args, broker: str | None, created: list[Path]) -> tuple[list, str]:
 
     taken: dict = {}
     planned = []  # (spec, chunk frames)
+    said: set = set()
     for inputs, out_dir, ext, chunk, overwrite, options in _groups(args):
         backend, encoder, runner = upscale_settings(options)
+        _say_precision(backend, said)
         # whether an encoder prints its banner is the worker's to decide (`vsr -v jobs run`), not part of the job:
         # stored as before, so `vsr -v jobs add` and `vsr jobs add` make the same job (the same key, the same chunks)
         encoder = replace(encoder, quiet=False)
@@ -201,6 +203,16 @@ def _queue(args, broker: str | None, created: list[Path]) -> tuple[list, str]:
             ids = store.add_jobs(jobs)
             where = str(store.path)
     return [(i, spec, chunks) for i, (spec, chunks) in zip(ids, jobs)], where
+
+
+def _say_precision(request, said: set) -> None:
+    """The precision chosen for the jobs (once per choice): decided here, on the machine that adds them, and kept
+    in each job, so that every worker runs it and a job's chunks never mix int8 and fp32 (docs/jobs.md)."""
+    choice = request.precision
+    if choice is not None and choice.asked == "auto" and choice not in said:
+        said.add(choice)
+        print(printable(f"vsr: precision: {choice.line()}; kept in the job: every worker runs "
+                        f"{choice.precision}"), file=sys.stderr)
 
 
 def _say_weights(src: Path, choice) -> None:

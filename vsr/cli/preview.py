@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from dataclasses import replace
 
-from vsr.cli.settings import add_upscale_options, say_weights, to_int, upscale_settings
+from vsr.cli.settings import add_upscale_options, say_precision, say_weights, to_int, upscale_settings
 
 
 def add_parser(sub) -> None:
@@ -66,6 +66,7 @@ def run(args) -> int:
 
     request, encoder, runner = upscale_settings(args)
     encoder = replace(encoder, quiet=True)
+    say_precision(request)
     frames = to_int(args.preview_frames, "--frames", 2)
     check_out(args.out, args.overwrite, inputs=(args.input,))
     if args.suffix is not None and not args.suffix.startswith("."):

@@ -24,7 +24,7 @@ def add_upscale_options(p, *, frames: bool = True) -> None:
     m.add_argument("--per-window-features", action="store_true",
                    help="compute each window's frames' features for every window, as before vsr kept each "
                         "frame's (same output, slower; for comparisons)")
-    add_precision_args(p)
+    add_precision_args(p, auto=True)
     r = p.add_argument_group("runner")
     r.add_argument("--batch", default="1", help="windows (or tiles) per inference call (default 1)")
     if frames:
@@ -61,6 +61,16 @@ def say_weights(choice) -> None:
     from vsr.errors import printable
 
     print(f"vsr: weights: {printable(choice.line())}", file=sys.stderr)
+
+
+def say_precision(request) -> None:
+    """The precision ``--precision auto`` chose for a run (:class:`vsr.backends.PrecisionChoice`), in one line on
+    standard error; nothing where a precision was asked for (the option, ``$VSR_PRECISION``) or none was chosen (a
+    backend without an int8 plan)."""
+    import sys
+
+    if request.precision is not None and request.precision.asked == "auto":
+        print(f"vsr: precision: {request.precision.line()}", file=sys.stderr)
 
 
 def to_int(value, option: str, minimum: int, maximum: int | None = None) -> int:
@@ -109,7 +119,8 @@ def parse_options(items: list[str]) -> tuple[tuple[str, str], ...]:
 def upscale_settings(args):
     """The parsed options of :func:`add_upscale_options` -> ``(BackendRequest, EncoderSettings,
     RunnerSettings)``; a bad value is one :class:`InputError` line naming the option."""
-    from vsr.backends import BackendRequest, backend_options
+    from vsr.backends import BackendRequest, backend_options, precision_choice
+    from vsr.backends.precision import asked_precision
     from vsr.backends.registry import backend_names, plan_names
     from vsr.pipeline import RunnerSettings
     from vsr.video import EncoderSettings
@@ -124,9 +135,12 @@ def upscale_settings(args):
             crf = float(args.crf)
         except ValueError:
             raise InputError(f"--crf must be a number, not {args.crf!r}") from None
+    asked, given_by = asked_precision(args.precision)
+    choice = precision_choice(args.backend, args.plan, asked, given_by=given_by)
+    precision = {**precision_options(args), "precision": "fp32" if choice is None else choice.precision}
     request = BackendRequest(args.weights, args.config, backend_options(args.backend, args.plan,
-                                                                       parse_threads(args.threads),
-                                                                       **precision_options(args)))
+                                                                       parse_threads(args.threads), **precision),
+                             precision=choice)
     tile = to_int(args.tile, "--tile", 0) if args.tile is not None else None
     overlap = to_int(args.tile_overlap, "--tile-overlap", 0)
     if tile and tile <= 2 * overlap:

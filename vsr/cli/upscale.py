@@ -8,7 +8,8 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from vsr.cli.settings import add_upscale_options, parse_frames, parse_options, say_weights, upscale_settings
+from vsr.cli.settings import (add_upscale_options, parse_frames, parse_options, say_precision, say_weights,
+                              upscale_settings)
 from vsr.errors import InputError
 
 __all__ = ["add_parser", "parse_frames", "parse_options", "run"]
@@ -86,6 +87,8 @@ def _run(args, status) -> int:
     report_path = _check_report(args) if args.report is not None else None
     request, encoder, runner = upscale_settings(args)
     encoder = replace(encoder, container=args.format)
+    if not args.quiet:
+        say_precision(request)
 
     bars = []
     totals = []

@@ -163,6 +163,7 @@ class JobSpec:
         data.pop("overwrite")
         data["backend"]["weights"] = weights_identity(self.backend.weights)
         data["backend"]["config"] = config_identity(self.backend.config)
+        data["backend"].pop("precision", None)  # why the options' precision was chosen: the options count
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 

@@ -86,6 +86,9 @@ def upscale(src: str | Path, dst: str | Path, *, backend: Backend | BackendReque
                     "hdr": source.info.hdr.describe() if source.info.hdr is not None else None}}
             if choice is not None:
                 settings["weights_choice"] = choice.to_dict()
+            if request is not None and request.precision is not None:  # what --precision decided, and why
+                settings["precision"] = request.precision.precision
+                settings["precision_choice"] = request.precision.to_dict()
             report = FrameQueueRunner(backend, runner).run(source, sink, tick, settings, on_start=on_start,
                                                            on_phase=on_phase)
             sink.commit()  # inside the guard: an interrupt while the encoder flushes must not leave the temporary
