@@ -65,7 +65,7 @@ def test_a_new_stream_keeps_nothing_of_the_last():
 class RecordingBackend:
     """A backend that streams: records which call each batch went to; the output is the centre frame x4."""
 
-    name, scale, num_frame, padding, streams = "recording", 4, 3, "reflection_circle", True
+    name, scale, num_frame, padding, keeps_features = "recording", 4, 3, "reflection_circle", True
     config = SimpleNamespace(padding="reflection_circle", memory_fixed_mb=None, memory_bytes_per_pixel=None)
 
     def __init__(self, feature_nbytes: int):
