@@ -103,3 +103,14 @@ def test_fetch_where_a_folder_has_the_checkpoints_name_says_so_before_downloadin
         assert f"{tmp_path / 'weights' / e.filename} is a folder" in err
         assert srv.requests == []  # nothing downloaded
     assert sorted(p.name for p in (tmp_path / "weights").iterdir()) == [e.filename]
+
+
+def test_y4m_with_an_encoder_setting_is_one_line_before_anything_is_written(vsr_cli, make_clip, tmp_path):
+    """``--format y4m --crf 10`` named FFmpeg's wrapped_avframe and had already written Y4M's header to stdout."""
+    from tests.probe.test_probe_data_loss import RUN
+
+    src = make_clip("c.mp4", frames=2, width=16, height=12)
+    ran = vsr_cli.run(["upscale", src, "-", "--format", "y4m", "--crf", "10", *RUN], tmp_path / "ran")
+    line = one_error(ran)
+    assert ran.out == b"" and "Y4M carries the frames uncompressed: --crf does not apply" in line
+    assert "wrapped_avframe" not in line
