@@ -114,3 +114,19 @@ def test_y4m_with_an_encoder_setting_is_one_line_before_anything_is_written(vsr_
     line = one_error(ran)
     assert ran.out == b"" and "Y4M carries the frames uncompressed: --crf does not apply" in line
     assert "wrapped_avframe" not in line
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["report", "{run}", "--html", ""], "--html is empty"),
+    (["jobs", "report", "1", "--html", ""], "--html is empty"),
+    (["preview", "{clip}", "--out", ""], "--out must end in .png or .html, not ''"),
+])
+def test_an_empty_page_name_is_one_line_not_a_silent_skip(vsr_cli, make_clip, tmp_path, argv, said):
+    """An empty --html was taken as 'no page' (exit 0, nothing written); an empty preview --out likewise."""
+    run = tmp_path / "r.json"
+    run.write_text("{}")
+    clip = make_clip("c.mp4", frames=2, width=16, height=12)
+    argv = [a.format(run=run, clip=clip) for a in argv]
+    line = one_error(vsr_cli.run(argv + ["--store", str(tmp_path / "q.db")] if argv[0] == "jobs" else argv,
+                                 tmp_path / "ran"))
+    assert said in line
