@@ -130,3 +130,17 @@ def test_an_empty_page_name_is_one_line_not_a_silent_skip(vsr_cli, make_clip, tm
     line = one_error(vsr_cli.run(argv + ["--store", str(tmp_path / "q.db")] if argv[0] == "jobs" else argv,
                                  tmp_path / "ran"))
     assert said in line
+
+
+@pytest.mark.parametrize("options, said", [
+    (["--tile", "33", "--tile-overlap", "16"], "--tile 33: tiles are cut on EDVR's 4-pixel grid"),
+    (["--tile-overlap", "15"], "--tile-overlap 15: an odd overlap puts tiles off EDVR's 4-pixel grid"),
+])
+def test_tiles_off_the_pyramids_grid_are_one_line(vsr_cli, make_clip, tmp_path, options, said):
+    """--tile 33 --tile-overlap 16 differed from untiled by up to 116/255 (62/255 on REDS): tiles off the 4-pixel
+    grid of EDVR's pyramid; a tile of 36 stays within 1/255 (docs/benchmarks-history.md has the measurement)."""
+    from tests.probe.test_probe_data_loss import RUN
+
+    src = make_clip("c.mp4", frames=2, width=16, height=12)
+    line = one_error(vsr_cli.run(["upscale", src, tmp_path / "o.mkv", *RUN, *options], tmp_path / "ran"))
+    assert said in line and not (tmp_path / "o.mkv").exists()
