@@ -103,3 +103,44 @@ def test_fetch_where_a_folder_has_the_checkpoints_name_says_so_before_downloadin
         assert f"{tmp_path / 'weights' / e.filename} is a folder" in err
         assert srv.requests == []  # nothing downloaded
     assert sorted(p.name for p in (tmp_path / "weights").iterdir()) == [e.filename]
+
+
+def test_y4m_with_an_encoder_setting_is_one_line_before_anything_is_written(vsr_cli, make_clip, tmp_path):
+    """``--format y4m --crf 10`` named FFmpeg's wrapped_avframe and had already written Y4M's header to stdout."""
+    from tests.probe.test_probe_data_loss import RUN
+
+    src = make_clip("c.mp4", frames=2, width=16, height=12)
+    ran = vsr_cli.run(["upscale", src, "-", "--format", "y4m", "--crf", "10", *RUN], tmp_path / "ran")
+    line = one_error(ran)
+    assert ran.out == b"" and "Y4M carries the frames uncompressed: --crf does not apply" in line
+    assert "wrapped_avframe" not in line
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["report", "{run}", "--html", ""], "--html is empty"),
+    (["jobs", "report", "1", "--html", ""], "--html is empty"),
+    (["preview", "{clip}", "--out", ""], "--out must end in .png or .html, not ''"),
+])
+def test_an_empty_page_name_is_one_line_not_a_silent_skip(vsr_cli, make_clip, tmp_path, argv, said):
+    """An empty --html was taken as 'no page' (exit 0, nothing written); an empty preview --out likewise."""
+    run = tmp_path / "r.json"
+    run.write_text("{}")
+    clip = make_clip("c.mp4", frames=2, width=16, height=12)
+    argv = [a.format(run=run, clip=clip) for a in argv]
+    line = one_error(vsr_cli.run(argv + ["--store", str(tmp_path / "q.db")] if argv[0] == "jobs" else argv,
+                                 tmp_path / "ran"))
+    assert said in line
+
+
+@pytest.mark.parametrize("options, said", [
+    (["--tile", "33", "--tile-overlap", "16"], "--tile 33: tiles are cut on EDVR's 4-pixel grid"),
+    (["--tile-overlap", "15"], "--tile-overlap 15: an odd overlap puts tiles off EDVR's 4-pixel grid"),
+])
+def test_tiles_off_the_pyramids_grid_are_one_line(vsr_cli, make_clip, tmp_path, options, said):
+    """--tile 33 --tile-overlap 16 differed from untiled by up to 116/255 (62/255 on REDS): tiles off the 4-pixel
+    grid of EDVR's pyramid; a tile of 36 stays within 1/255 (docs/benchmarks-history.md has the measurement)."""
+    from tests.probe.test_probe_data_loss import RUN
+
+    src = make_clip("c.mp4", frames=2, width=16, height=12)
+    line = one_error(vsr_cli.run(["upscale", src, tmp_path / "o.mkv", *RUN, *options], tmp_path / "ran"))
+    assert said in line and not (tmp_path / "o.mkv").exists()

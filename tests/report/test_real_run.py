@@ -112,3 +112,24 @@ def test_page_opens_in_headless_chromium_without_console_errors(runs, tmp_path):
     infer = STAGE_COLOURS[stages.index("infer") % len(STAGE_COLOURS)]
     assert tuple(int(infer[i:i + 2], 16) for i in (1, 3, 5)) in colours  # the infer stage's bars in the timeline
     assert (242, 142, 43) in colours  # the bridge kernels' bars in the step chart (#f28e2b)
+
+
+def test_a_comparison_puts_a_step_above_the_steps_it_holds(tmp_path):
+    """``report A B``: the torch backend's whole-model "run" holds its "features" and "windows" (their time is
+    in it); the comparison lists it above them, indented as parts, not beside them as steps of their own."""
+    from vsr.report import RunReport, StageStats
+
+    def saved(name: str, steps: dict) -> object:
+        stage = StageStats("infer", 2, 2.0, 0.0, 0.0, "frames", (), 0)
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps(RunReport([stage], {"backend": name}, 2.0, 2, steps).to_dict()))
+        return load_run(path)
+
+    a = saved("torch", {"features": 0.5, "run": 1.5, "windows": 0.9})
+    b = saved("split", {"segment_0": 0.7, "bridge:dcn": 0.2})
+    rows = render.compare(a, b)["steps"]
+    assert [(r["step"], r["part_of"]) for r in rows][:3] == [("run", None), ("features", "run"), ("windows", "run")]
+    text = render.render_compare_text(a, b)
+    lines = [line for line in text.splitlines()  # the step table's rows (kind "other"), not the summary's
+             if line.lstrip().startswith(("run ", "features", "windows")) and " other " in line]
+    assert lines[0].startswith("run") and lines[1].startswith("  features") and lines[2].startswith("  windows")

@@ -347,7 +347,7 @@ def _report(args) -> int:
     from vsr.report.load import escaped, parse_run
 
     broker = _broker(args)
-    if args.html:  # before the store is read; never the store's own file
+    if args.html is not None:  # before the store is read; never the store's own file
         from vsr.jobs.store import store_path
 
         out = check_file_output(args.html, "--html", "page", overwrite=args.overwrite,

@@ -28,7 +28,7 @@ def run(args) -> int:
 
     if len(args.reports) > 2:
         raise InputError(f"vsr report takes one report, or two to compare, not {len(args.reports)}")
-    if args.html:
+    if args.html is not None:
         out = check_file_output(args.html, "--html", "page", overwrite=args.overwrite, inputs=tuple(args.reports))
     runs = [load_run(p) for p in args.reports]
     shown = [escaped(r) for r in runs]  # the terminal's copy: a report's settings hold file names

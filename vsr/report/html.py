@@ -57,8 +57,8 @@ def render_compare_html(a: Run, b: Run) -> str:
                                                      fmt(r["ratio"], "x")] for r in c["kinds"]]),
                  "<h2>Backend steps (total s)</h2>",
                  _table(["step", "kind", "A", "B", "B/A", "A share", "B share"],
-                        [[r["step"], r["kind"], fmt(r["a_total_s"]), fmt(r["b_total_s"]), fmt(r["ratio"], "x"),
-                          fmt(r["a_share"], "%"), fmt(r["b_share"], "%")] for r in c["steps"]])]
+                        [[render.step_label(r), r["kind"], fmt(r["a_total_s"]), fmt(r["b_total_s"]),
+                          fmt(r["ratio"], "x"), fmt(r["a_share"], "%"), fmt(r["b_share"], "%")] for r in c["steps"]])]
     if c["settings_differ"]:
         body += ["<h2>Settings that differ</h2>",
                  _table(["setting", "A", "B"], [[k, str(va or "-"), str(vb or "-")]

@@ -60,6 +60,15 @@ def counted_s(run: Run) -> float:
     return sum(s.total_s for s in run.call_steps if s.name not in part_of)
 
 
+def parents_first(names: list[str], part_of: dict[str, str]) -> list[str]:
+    """``names`` with each step that holds others (:func:`parts`) right above the steps it holds."""
+    out = []
+    for n in names:
+        if n not in part_of:
+            out += [n] + [m for m in names if part_of.get(m) == n]
+    return out + [m for m in names if m not in out]
+
+
 def step_label(row: dict) -> str:
     """A step's name in a table: a part indented under the step that holds it ("  features")."""
     return f"  {row['step']}" if row.get("part_of") else row["step"]
@@ -121,6 +130,7 @@ def compare(a: Run, b: Run) -> dict:
     steps_a = {s.name: s for s in a.steps}
     steps_b = {s.name: s for s in b.steps}
     sa, sb = flat_settings(a.settings), flat_settings(b.settings)
+    part_of = {**parts(a), **parts(b)}
     return {
         "a": a.label, "b": b.label,
         "summary": [{"what": k, "a": va, "b": vb, "ratio": _ratio(va, vb)} for k, va, vb in (
@@ -132,8 +142,9 @@ def compare(a: Run, b: Run) -> dict:
         "steps": [{"step": n, "kind": (steps_a.get(n) or steps_b.get(n)).kind,
                    "a_total_s": _total(steps_a.get(n)), "b_total_s": _total(steps_b.get(n)),
                    "ratio": _ratio(_total(steps_a.get(n)), _total(steps_b.get(n))),
-                   "a_share": _share(steps_a.get(n), a), "b_share": _share(steps_b.get(n), b)}
-                  for n in _union(steps_a, steps_b)],
+                   "a_share": _share(steps_a.get(n), a), "b_share": _share(steps_b.get(n), b),
+                   "part_of": part_of.get(n)}
+                  for n in parents_first(_union(steps_a, steps_b), part_of)],
         "kinds": kind_rows(a, b),
         "settings_differ": {k: [sa.get(k), sb.get(k)] for k in _union(sa, sb) if sa.get(k) != sb.get(k)
                             and k not in ("input", "output")},
@@ -284,7 +295,7 @@ def render_compare_text(a: Run, b: Run) -> str:
                           [[r["kind"], fmt(r["a_total_s"]), fmt(r["b_total_s"]), fmt(r["ratio"], "x")]
                            for r in c["kinds"]])]
         out += ["", table(["backend step s", "kind", "A", "B", "B/A", "A share", "B share"],
-                          [[r["step"], r["kind"], fmt(r["a_total_s"]), fmt(r["b_total_s"]), fmt(r["ratio"], "x"),
+                          [[step_label(r), r["kind"], fmt(r["a_total_s"]), fmt(r["b_total_s"]), fmt(r["ratio"], "x"),
                             fmt(r["a_share"], "%"), fmt(r["b_share"], "%")] for r in c["steps"]])]
         out.append("share: of the run's per-call steps (all but the one-off builds)")
     if c["settings_differ"]:

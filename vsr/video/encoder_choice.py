@@ -138,6 +138,9 @@ class EncoderChoice:
         return f"{' '.join(said)}, {self.pix_fmt}"
 
 
+PASS_THROUGH = ("wrapped_avframe", "rawvideo")  # codecs that take no rate, preset or encoder options
+
+
 def choose_encoder(container: OutputContainer, settings: EncoderSettings, info: VideoInfo,
                    scale: int = 4) -> EncoderChoice:
     """The encoder for ``info``'s frames upscaled ``scale`` times into ``container`` with the user's
@@ -147,6 +150,14 @@ def choose_encoder(container: OutputContainer, settings: EncoderSettings, info: 
         codec = video_codec(Y4M_CODEC)
     else:
         codec = video_codec(settings.codec or default_codec(container, settings.hardware, info.hdr is not None))
+    if codec.name in PASS_THROUGH:  # Y4M and raw video carry the frames uncompressed: nothing to set
+        given = [name for name, v in (("--crf", settings.crf), ("--preset", settings.preset),
+                                      ("-x", settings.options)) if v]
+        if given:
+            what = "Y4M" if container.stream == "y4m" else "raw video"
+            raise InputError(f"{what} carries the frames uncompressed: {', '.join(given)} "
+                             f"{'do' if len(given) > 1 else 'does'} not apply (drop {'them' if len(given) > 1 else 'it'}"
+                             ", or write a compressed stream: --format nut -c ffv1, or --format matroska)")
     if container.stream == "y4m":
         pix_fmt = y4m_pix_fmt(info, settings.pix_fmt)
     else:
