@@ -14,7 +14,8 @@ from vsr.bench.int8_account import ROLE_NAMES, render_account, role
 
 def test_a_profiled_node_has_one_role():
     assert role("max/x", "ReduceMax") == role("min/x", "ReduceMin") == "range pass"
-    assert role("conv1/bias_div", "Div") == "bias requant"
+    assert role("conv1/bias_div", "Div") == role("conv1/bias", "QLinearAdd") == "bias"
+    assert role("cat/q", "QLinearConcat") == "int8 convs"
     assert role("conv1", "QLinearConv") == "int8 convs" and role("q/x", "QuantizeLinear") == "Q/DQ"
     assert role("t", "Transpose") == "layout" and role("add", "Add") == "fp32 other" and "fp32 other" in ROLE_NAMES
 

@@ -30,14 +30,15 @@ def inputs(n=2, height=12, width=10, seed=1) -> np.ndarray:
     return np.random.default_rng(seed).random((n, 3, height, width), dtype=np.float32)
 
 
-def write_int8_segment(model: onnx.ModelProto, calib: np.ndarray, folder: Path) -> Path:
-    """Calibrate on ``calib`` (one window), rewrite every conv in int8, write segment + quant.json."""
+def write_int8_segment(model: onnx.ModelProto, calib: np.ndarray, folder: Path, **rewrite) -> Path:
+    """Calibrate on ``calib`` (one window), rewrite every conv in int8 (``rewrite``: options of
+    :func:`~vsr.quant.rewrite.quantize_segment`), write segment + quant.json."""
     stats = calibrate(model, calib[None], threads=1)
     ranges = activation_ranges(model, stats)
-    q = quantize_segment(model, {s.node for s in stats})
+    q = quantize_segment(model, {s.node for s in stats}, ranges=ranges, **rewrite)
     path = folder / "segment00.onnx"
     onnx.save(q.model, str(path))
-    tensors = {t: {"range": list(ranges[t]), "relu": t in q.relu} for t in q.tensors}
+    tensors = q.ranges(ranges)
     (folder / QUANT_FILE).write_text(json.dumps({"tensors": tensors}))
     return path
 

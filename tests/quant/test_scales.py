@@ -133,3 +133,19 @@ def test_a_scene_cut_or_a_new_stream_starts_anew_continuing_windows_do_not():
     f.see(keys(2, [(3, 4, 5, 6, 7)]))  # another run
     f.see(keyless(1, 5))  # infer() without keys: no scene known, the context None goes on
     assert told == [((0,), True), ((0,), False), ((0,), True), ((1,), True), ((0,), True), (None, False)]
+
+
+def test_a_fixed_zero_point_stays_and_the_scale_alone_follows_the_range():
+    """Plans with the zero points as graph constants (ONNX Runtime's fast int8 convs): the scale covers the range
+    on the side that needs more, the zero point never moves, and a saturated side still runs again (also from a
+    range whose low end was 0)."""
+    from vsr.quant.scales import u8_params
+
+    assert u8_params(-1.0, 3.0, zero=64) == (pytest.approx(3.0 / 191), 64)
+    assert u8_params(-2.0, 1.0, zero=64) == (pytest.approx(2.0 / 64), 64)
+    t = ScaleTable("runtime", RULE)
+    s = t.add("a", 0.0, 2.0, relu=False, zero=8)
+    assert int(s.zero) == 8
+    assert window(t, -3.0, 5.0) > 1  # both ends beyond the start range: run again until neither saturates
+    assert int(s.zero) == 8 and s.lo <= -3.0 and s.hi >= 5.0
+    assert window(t, -0.5, 1.0) == 1

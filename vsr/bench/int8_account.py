@@ -12,7 +12,8 @@ Three measurements on one model and frame size, each with its cases interleaved 
   (``quantize_static``: per-channel int8 weights, u8 activations, static scales calibrated on those inputs): the
   int8 kernels' speed with none of vsr's run-time machinery;
 * **inside vsr's int8 segments**, ONNX Runtime's per-node profile grouped by role (:data:`ROLES`): the int8
-  convs, the range pass (u8 ``ReduceMax``/``ReduceMin``), the bias re-quantisation that follows each input scale,
+  convs (and the u8 ops between them), the range pass (u8 ``ReduceMax``/``ReduceMin``), the bias (added after
+  each conv, or re-quantized to each input scale),
   the Quantize/Dequantize at fp32 boundaries (re-quantisation between segments and around the fp32 ops), the
   layout changes ONNX Runtime puts around its NHWC int8 convs (``Transpose``), the fp32 ops left.
 
@@ -35,8 +36,9 @@ from typing import Callable
 import numpy as np
 
 ROLES = (("range pass", lambda n, op: op in ("ReduceMax", "ReduceMin")),
-         ("bias requant", lambda n, op: "/bias_" in n),
-         ("int8 convs", lambda n, op: op in ("QLinearConv", "QLinearLeakyRelu", "QLinearAdd", "QLinearMul")),
+         ("bias", lambda n, op: "/bias_" in n or n.endswith("/bias")),  # re-quantized per run, or added after
+         ("int8 convs", lambda n, op: op in ("QLinearConv", "QLinearLeakyRelu", "QLinearAdd", "QLinearMul",
+                                             "QLinearConcat")),
          ("Q/DQ", lambda n, op: op in ("QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear")),
          ("layout", lambda n, op: op in ("Transpose", "ReorderInput", "ReorderOutput")),  # ORT's NHWC int8 convs
          ("fp32 convs", lambda n, op: op in ("Conv", "FusedConv")))
@@ -177,7 +179,8 @@ def _bound_int8(runner, inputs: dict) -> Callable[[], object]:
     feeds = dict(inputs)
     for n in runner.names:
         feeds[n + "__qs"] = runner.table.tensors[n].scale
-        feeds[n + "__qz"] = runner.table.tensors[n].zero
+        if n in runner.fed_zero:
+            feeds[n + "__qz"] = runner.table.tensors[n].zero
     names = [o.name for o in runner.session.get_outputs()]
     results = runner.session.run(names, feeds)
     outputs = {k: v for k, v in zip(names, results) if not k.endswith(("__qmax", "__qmin"))}
@@ -243,7 +246,9 @@ def _profiled_roles(int8_path: Path, runner, inputs: dict, tmp: Path, threads: i
     sess = ort.InferenceSession(str(int8_path), so, providers=["CPUExecutionProvider"])
     feeds = dict(inputs)
     for n in runner.names:
-        feeds[n + "__qs"], feeds[n + "__qz"] = runner.table.tensors[n].scale, runner.table.tensors[n].zero
+        feeds[n + "__qs"] = runner.table.tensors[n].scale
+        if n in runner.fed_zero:
+            feeds[n + "__qz"] = runner.table.tensors[n].zero
     sess.run(None, feeds)
     sess.run(None, feeds)
     last = {}  # node -> its last event: the second run's

@@ -13,7 +13,8 @@ from vsr.errors import InputError
 from vsr.files import sha256_file
 from vsr.quant.isa import int8_isa, weight_qmax
 
-QUANT_FORMAT = 2  # bump when the int8 rewrite or the calibration changes what a plan holds (2: hard edges)
+QUANT_FORMAT = 3  # bump when the int8 rewrite or the calibration changes what a plan holds (2: hard edges; 3: u8
+# from conv to conv, scale groups, QLinearAdd)
 
 
 @dataclass(frozen=True)
@@ -23,12 +24,16 @@ class QuantConfig:
     none by default: with every conv int8 EDVR-S stayed within 0.1 dB of fp32 and the per-frame features segment
     ran 1.65x fp32 instead of 1.17x (docs/benchmarks.md, issue 33);
     isa: the int8 instructions the plan is for (None: this CPU's, :func:`vsr.quant.isa.int8_isa`), which set the
-    weights' bits (:attr:`weight_qmax`)."""
+    weights' bits (:attr:`weight_qmax`);
+    int8_adds, fixed_zero: options of the rewrite (:func:`vsr.quant.rewrite.quantize_segment`): residual adds in
+    u8, and zero points fixed in the graph with the bias added after the conv (ONNX Runtime's fast int8 convs)."""
 
     calibration: str | None = None
     windows: int = 2
     keep_fp32: float = 0.0
     isa: str | None = None
+    int8_adds: bool = True
+    fixed_zero: bool = True
 
     def __post_init__(self):
         if self.isa is None:

@@ -71,10 +71,9 @@ def int8_plan_transform(cfg: QuantConfig, threads: int | None = None):
         ranges = activation_ranges(model, stats)
         tensors: dict[str, dict] = {}
         for name, seg in list(part.segments.items()):
-            q = quantize_segment(seg, int8, cfg.weight_qmax)
+            q = quantize_segment(seg, int8, cfg.weight_qmax, ranges, cfg.int8_adds, cfg.fixed_zero)
             part.segments[name] = q.model
-            for tn in q.tensors:
-                tensors[tn] = {"range": list(ranges[tn]), "relu": tn in q.relu}
+            tensors |= q.ranges(ranges)
         sens = sorted(stats, key=lambda s: s.sqnr_db)
         (out / QUANT_FILE).write_text(json.dumps({
             "config": cfg.fields(), "tensors": tensors,

@@ -70,7 +70,7 @@ class Int8SegmentBackend:
     def load(self, path: Path) -> "Int8SegmentRunner":
         quant = json.loads((Path(path).parent / QUANT_FILE).read_text())
         for name, t in quant["tensors"].items():
-            self.table.add(name, t["range"][0], t["range"][1], t["relu"])
+            self.table.add(name, t["range"][0], t["range"][1], t["relu"], t.get("zero"))
         session = OrtSegmentBackend(threads=self.threads).load(Path(path)).session
         return Int8SegmentRunner(session, self.table)
 
@@ -112,7 +112,9 @@ class Int8SegmentRunner:
     def __init__(self, session, table: ScaleTable):
         self.session = session
         self.table = table
-        self.names = [i.name[:-len(SCALE)] for i in session.get_inputs() if i.name.endswith(SCALE)]
+        inputs = [i.name for i in session.get_inputs()]
+        self.names = [n[:-len(SCALE)] for n in inputs if n.endswith(SCALE)]
+        self.fed_zero = {n for n in self.names if n + ZERO in inputs}  # else the graph holds it (fixed)
         self.qmax = [np.zeros((), np.uint8) for _ in self.names]
         self.qmin = [np.zeros((), np.uint8) for _ in self.names]
 
@@ -121,7 +123,8 @@ class Int8SegmentRunner:
         feeds = dict(inputs)
         for n in self.names:
             feeds[n + SCALE] = self.table.tensors[n].scale
-            feeds[n + ZERO] = self.table.tensors[n].zero
+            if n in self.fed_zero:
+                feeds[n + ZERO] = self.table.tensors[n].zero
         results = dict(outputs)
         for n, hi, lo in zip(self.names, self.qmax, self.qmin):
             results[n + QMAX], results[n + QMIN] = hi, lo

@@ -62,11 +62,15 @@ class ScaleRule:
             **{f.name: (int if f.type == "int" else float)(data[f.name]) for f in fields(cls)}))
 
 
-def u8_params(lo: float, hi: float, relu: bool = False) -> tuple[float, int]:
-    """Asymmetric u8 ``(scale, zero point)`` covering ``[lo, hi]`` and 0 (``relu``: zero point 0)."""
+def u8_params(lo: float, hi: float, relu: bool = False, zero: int | None = None) -> tuple[float, int]:
+    """Asymmetric u8 ``(scale, zero point)`` covering ``[lo, hi]`` and 0 (``relu``: zero point 0); ``zero``: the
+    zero point is fixed (a constant of the graph) and the scale alone covers the range."""
     lo, hi = min(float(lo), 0.0), max(float(hi), 0.0)
     if relu:
         lo = 0.0
+    if zero is not None:
+        scale = max(hi / (255 - zero) if zero < 255 else 0.0, -lo / zero if zero > 0 else 0.0, 1e-8 / 255.0)
+        return scale, zero
     scale = max(hi - lo, 1e-8) / 255.0
     return scale, int(np.clip(round(-lo / scale), 0, 255))
 
@@ -92,6 +96,7 @@ class TensorScale:
     calib: tuple[float, float]
     relu: bool
     first: float = 1.0  # the calibration range x first: where a context starts
+    fixed_zero: int | None = None  # the zero point, where the graph holds it as a constant
     scale: np.ndarray = field(default_factory=lambda: np.ones((), np.float32))
     zero: np.ndarray = field(default_factory=lambda: np.zeros((), np.uint8))
     tracks: dict = field(default_factory=dict)
@@ -125,7 +130,7 @@ class TensorScale:
 
     def set(self, lo: float, hi: float) -> None:
         self.track.lo, self.track.hi = min(lo, 0.0), max(hi, 0.0)
-        s, z = u8_params(self.track.lo, self.track.hi, self.relu)
+        s, z = u8_params(self.track.lo, self.track.hi, self.relu, self.fixed_zero)
         self.scale[...] = s
         self.zero[...] = z
 
@@ -138,7 +143,8 @@ class TensorScale:
         return (qmin - z) * s, (qmax - z) * s
 
     def widen(self, low: bool, high: bool, factor: float) -> None:
-        self.set(self.lo * factor if low else self.lo, self.hi * factor if high else self.hi)
+        lo = (self.lo if self.lo < 0 else -float(self.scale)) * factor if low else self.lo
+        self.set(lo, self.hi * factor if high else self.hi)
 
     def learn(self, lo: float, hi: float, rule: ScaleRule, rerun: bool) -> None:
         """Take a window's measured range ``[lo, hi]`` and predict the next window's."""
@@ -179,11 +185,12 @@ class ScaleTable:
         self.held = False  # a warm-up run: no re-runs, nothing learnt (its input is not a frame)
         self.recorder: Callable[[list[str], list[tuple[float, float]]], None] | None = None
 
-    def add(self, name: str, lo: float, hi: float, relu: bool) -> TensorScale:
+    def add(self, name: str, lo: float, hi: float, relu: bool, zero: int | None = None) -> TensorScale:
         t = self.tensors.get(name)
         if t is None:
             first = 1.0 if self.policy == "static" else self.rule.start
-            t = self.tensors[name] = TensorScale(calib=(float(lo), float(hi)), relu=relu, first=first)
+            t = self.tensors[name] = TensorScale(calib=(float(lo), float(hi)), relu=relu, first=first,
+                                                 fixed_zero=zero)
             t.use(self.context)
         return t
 
