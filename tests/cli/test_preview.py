@@ -141,3 +141,14 @@ def test_the_zoomed_region_is_detail_that_holds_still():
         frames.append(f)
     assert detail_crop(frames[1], 128, 128, 4) == (0, 256)  # the frame alone: the moving texture
     assert detail_crop(frames[1], 128, 128, 4, (frames[0], frames[2])) == (0, 0)  # with its neighbours: still
+
+
+def test_a_y4m_source_is_previewed_as_a_matroska_run(tmp_path, tiny_backend):
+    """Y4M is raw video, a pipe format vsr writes only with --format y4m: the default container of the whole run
+    (the source's) is then Matroska, as for PNG frames; the hostile sweep found `vsr preview in.y4m` failing
+    with "yuv4mpegpipe holds none of the video codecs vsr writes" (issue 37)."""
+    from tests.video.test_source_inputs import y4m
+
+    src = y4m(tmp_path / "in.y4m", 16, 12, 4)
+    p = preview(src, frames=2, backend=tiny_backend)
+    assert len(p.sr) == 2 and p.encoder is not None and p.encoder.codec == "libx264"

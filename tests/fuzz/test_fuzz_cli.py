@@ -160,6 +160,19 @@ def args(*extra):
     return build
 
 
+def swept(kind, seed):
+    """A case of the hostile sweep (tests/fuzz/sweep.py): its clip, mutated by its seed."""
+    def build(d):
+        import random
+
+        from tests.fuzz.sweep import _clip, _mutate
+
+        p = _clip(d, kind)
+        p.write_bytes(_mutate(p.read_bytes(), random.Random(seed)))
+        return p, ["--frames", "0:2"]
+    return build
+
+
 def case(name, build, expect, marks=()):
     return pytest.param(build, expect, id=name, marks=marks)
 
@@ -197,6 +210,8 @@ CASES = [
     case("odd size 17x9", odd_size(17, 9), "odd"),
     case("truncated y4m", truncated_y4m, "odd"),
     case("still image as mp4", still_image, "odd"),
+    # the sweep of issue 37: a header no decoder takes (PyAV gives the stream no codec context: was a traceback)
+    case("sweep: mutated mp4 #488009828", swept("mp4", 488009828), None),
 ]
 
 

@@ -111,8 +111,8 @@ def preview(src: str | Path, *, at: str | int | None = None, frames: int = DEFAU
             backend: Backend | BackendRequest = BackendRequest(), encoder: EncoderSettings = EncoderSettings(),
             runner: RunnerSettings = RunnerSettings(), suffix: str | None = None, on_weights=None) -> Preview:
     """Upscale ``frames`` frames around ``at`` of ``src`` as ``vsr upscale`` would (same backend, encoder and
-    runner settings), into a temporary ``suffix`` file (default: the source's own suffix, ``.mkv`` for PNG
-    frames), and measure it (see the module's docstring).  ``on_weights``: as :func:`vsr.pipeline.upscale`'s (the
+    runner settings), into a temporary ``suffix`` file (default: the source's own suffix where vsr writes that
+    container, else ``.mkv``, as for PNG frames and Y4M), and measure it (see the module's docstring).  ``on_weights``: as :func:`vsr.pipeline.upscale`'s (the
     weights ``--weights auto`` chose for the source)."""
     if frames < 2:
         raise InputError(f"--frames must be 2 or more (the time per frame is their spacing), not {frames}")
@@ -130,8 +130,15 @@ def preview(src: str | Path, *, at: str | int | None = None, frames: int = DEFAU
     center = frame_at(at, float(info.rate) if info.rate else None, total)
     first = max(0, min(center - frames // 2, (total or center + frames) - frames))
     stop = first + frames
-    suffix = suffix or (src.suffix if info.kind == "video" and src.suffix else ".mkv")
-    chosen = _encoder_of(f"preview{suffix}", backend, encoder, info)  # the whole run's, said before any work
+    if suffix:
+        chosen = _encoder_of(f"preview{suffix}", backend, encoder, info)  # the whole run's, said before any work
+    else:  # the source's container, where vsr writes one (not Y4M: raw video, a pipe format); else Matroska
+        suffix = src.suffix if info.kind == "video" and src.suffix else ".mkv"
+        try:
+            chosen = _encoder_of(f"preview{suffix}", backend, encoder, info)
+        except InputError:
+            suffix = ".mkv"
+            chosen = _encoder_of(f"preview{suffix}", backend, encoder, info)
     stamps: list[float] = []
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="vsr-preview-") as tmp:

@@ -196,8 +196,8 @@ class VideoSource:
         if not c.streams.video:
             raise InputError(f"no video stream in {self.path}")
         st = c.streams.video[0]
-        cc = st.codec_context
-        if not cc.width or not cc.height or cc.pix_fmt is None:
+        cc = st.codec_context  # None where FFmpeg has no decoder for the stream's codec (a damaged header)
+        if cc is None or not cc.width or not cc.height or cc.pix_fmt is None:
             raise InputError(f"no decodable video stream in {self.path}")
         # the first frame decides format, colour tags and rotation; it also proves there is one
         first = self._first_frame(st)
