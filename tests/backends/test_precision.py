@@ -116,6 +116,16 @@ def test_a_run_says_the_choice_first_and_records_it_in_its_report(tmp_path, make
                                           "reason": lines[0].split(" (", 1)[1][:-1]}
 
 
+def test_a_refused_jobs_add_says_the_refusal_alone(tmp_path, auto, capsys):
+    """The hostile sweep (issue 37): `jobs add` of a folder with no videos printed the precision line first."""
+    auto("amx")
+    (tmp_path / "empty").mkdir()
+    assert main(["jobs", "add", str(tmp_path / "empty"), "--out-dir", str(tmp_path / "out"), "--store",
+                 str(tmp_path / "jobs.db")]) == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("vsr: error: no videos in folder"), lines
+
+
 def test_a_job_keeps_the_precision_chosen_where_it_was_added(tmp_path, make_clip, auto, capsys):
     from vsr.jobs import JobSpec
     from vsr.jobs.store import JobStore

@@ -183,13 +183,13 @@ def _queue(args, broker: str | None, created: list[Path]) -> tuple[list, str]:
     said: set = set()
     for inputs, out_dir, ext, chunk, overwrite, options in _groups(args):
         backend, encoder, runner = upscale_settings(options)
-        _say_precision(backend, said)
         # whether an encoder prints its banner is the worker's to decide (`vsr -v jobs run`), not part of the job:
         # stored as before, so `vsr -v jobs add` and `vsr jobs add` make the same job (the same key, the same chunks)
         encoder = replace(encoder, quiet=False)
-        for spec in job_specs(inputs, out_dir, ext, backend, encoder, runner, overwrite, taken, created,
-                              on_weights=_say_weights):
-            planned.append((spec, chunk or DEFAULT_CHUNK_FRAMES))
+        specs = list(job_specs(inputs, out_dir, ext, backend, encoder, runner, overwrite, taken, created,
+                               on_weights=_say_weights))
+        _say_precision(backend, said)  # once the inputs are known to be there: a refusal comes alone
+        planned += [(spec, chunk or DEFAULT_CHUNK_FRAMES) for spec in specs]
     jobs = [plan_job(spec, frames) for spec, frames in planned]  # probes every input and encoder first
     if broker:
         distributed = _distributed()
