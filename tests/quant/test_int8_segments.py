@@ -2,7 +2,7 @@
 the input where calibration scales fall behind.
 
 Tolerance: the relative RMS error of the output (||int8 - fp32|| / ||fp32||) of a five-conv toy graph with
-u8 activations and per-channel 7-bit weights (see ``vsr.quant.rewrite.WEIGHT_QMAX``) stays below 3 % where each
+u8 activations and per-channel 7-bit weights (see ``vsr.quant.segment_graph.WEIGHT_QMAX``) stays below 3 % where each
 conv's output is rounded once (its bias in the conv, zero points fed at run time): about the rounding of 8 bits on
 every one of five layers of only 8 channels (little averaging); below 4.5 % (3 % x 1.5: two roundings of
 each conv output, sqrt(2), and a little) where the zero points are constants and the bias is added after the
@@ -16,7 +16,7 @@ import onnx
 import pytest
 
 from tests.quant.int8_graphs import conv_chain, inputs, rel_rms, run_fp32, run_int8, write_int8_segment
-from vsr.quant.rewrite import WEIGHT_QMAX, quantize_weights
+from vsr.quant.segment_graph import WEIGHT_QMAX, quantize_weights
 
 TOLERANCE = 0.03
 TOLERANCE_FIXED_ZERO = 0.045

@@ -1,6 +1,7 @@
 """int8 inference and quantization-aware training for EDVR.
 
-* :mod:`~vsr.quant.rewrite` -- an fp32 ONNX segment -> QLinearConv int8 with activation scales as inputs;
+* :mod:`~vsr.quant.rewrite`, :mod:`~vsr.quant.segment_graph` -- an fp32 ONNX segment -> int8 (QLinearConv, u8 from
+  conv to conv) with activation scales as inputs;
 * :mod:`~vsr.quant.calibrate` -- activation ranges and per-conv sensitivity (SQNR) measured with ONNX Runtime;
 * :mod:`~vsr.quant.int8_plan` -- the int8 subgraph plan (:func:`int8_plan_transform` for the plan cache);
 * :mod:`~vsr.quant.scales`, :mod:`~vsr.quant.int8_segments` -- scales fed at run time (``runtime``) or frozen

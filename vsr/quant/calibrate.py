@@ -18,7 +18,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from vsr.quant.rewrite import WEIGHT_QMAX, quantize_weights
+from vsr.quant.segment_graph import WEIGHT_QMAX, quantize_weights
 from vsr.quant.scales import u8_params
 
 

@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from vsr.quant.rewrite import WEIGHT_QMAX
+from vsr.quant.segment_graph import WEIGHT_QMAX
 from vsr.quant.scales import ScaleRule
 
 

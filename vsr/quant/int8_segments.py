@@ -21,7 +21,7 @@ from vsr.kernels.builtin import int8_deform_conv
 from vsr.kernels.registry import KERNELS, KernelRegistry
 from vsr.plan.segments import OrtSegmentBackend
 from vsr.quant.isa import int8_isa, weight_qmax
-from vsr.quant.rewrite import QMAX, QMIN, SCALE, ZERO
+from vsr.quant.segment_graph import QMAX, QMIN, SCALE, ZERO
 from vsr.quant.scales import ScaleTable
 
 QUANT_FILE = "quant.json"

@@ -16,7 +16,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from vsr.quant.calibrate import ConvStats
-from vsr.quant.rewrite import quantize_weights
+from vsr.quant.segment_graph import quantize_weights
 
 TRT_WEIGHT_QMAX = 127
 
