@@ -176,11 +176,7 @@ def _alone(plans: dict, captured: dict, threads: int | None, reps: int, say) -> 
 
 def _bound_int8(runner, inputs: dict) -> Callable[[], object]:
     """vsr's int8 segment as the plan runs it: inputs and outputs bound once, scales fed from the table."""
-    feeds = dict(inputs)
-    for n in runner.names:
-        feeds[n + "__qs"] = runner.table.tensors[n].scale
-        if n in runner.fed_zero:
-            feeds[n + "__qz"] = runner.table.tensors[n].zero
+    feeds = dict(inputs) | runner.scale_feeds()
     names = [o.name for o in runner.session.get_outputs()]
     results = runner.session.run(names, feeds)
     outputs = {k: v for k, v in zip(names, results) if not k.endswith(("__qmax", "__qmin"))}
@@ -244,11 +240,7 @@ def _profiled_roles(int8_path: Path, runner, inputs: dict, tmp: Path, threads: i
     so.enable_profiling = True
     so.profile_file_prefix = str(tmp / f"{int8_path.stem}.profile")
     sess = ort.InferenceSession(str(int8_path), so, providers=["CPUExecutionProvider"])
-    feeds = dict(inputs)
-    for n in runner.names:
-        feeds[n + "__qs"] = runner.table.tensors[n].scale
-        if n in runner.fed_zero:
-            feeds[n + "__qz"] = runner.table.tensors[n].zero
+    feeds = dict(inputs) | runner.scale_feeds()
     sess.run(None, feeds)
     sess.run(None, feeds)
     last = {}  # node -> its last event: the second run's

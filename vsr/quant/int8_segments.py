@@ -118,13 +118,19 @@ class Int8SegmentRunner:
         self.qmax = [np.zeros((), np.uint8) for _ in self.names]
         self.qmin = [np.zeros((), np.uint8) for _ in self.names]
 
-    def bind(self, inputs: dict[str, np.ndarray], outputs: dict[str, np.ndarray]) -> Callable[[], None]:
-        io = self.session.io_binding()
-        feeds = dict(inputs)
+    def scale_feeds(self) -> dict[str, np.ndarray]:
+        """The table's arrays bound to the segment's scale inputs (and its zero-point inputs, where it has them):
+        updated in place, so one binding follows every change."""
+        feeds = {}
         for n in self.names:
             feeds[n + SCALE] = self.table.tensors[n].scale
             if n in self.fed_zero:
                 feeds[n + ZERO] = self.table.tensors[n].zero
+        return feeds
+
+    def bind(self, inputs: dict[str, np.ndarray], outputs: dict[str, np.ndarray]) -> Callable[[], None]:
+        io = self.session.io_binding()
+        feeds = dict(inputs) | self.scale_feeds()
         results = dict(outputs)
         for n, hi, lo in zip(self.names, self.qmax, self.qmin):
             results[n + QMAX], results[n + QMIN] = hi, lo

@@ -1,11 +1,15 @@
 """An fp32 ONNX segment -> the same segment with chosen ``Conv`` nodes in int8, scales fed at run time.
 
-For each int8 conv ``y = Conv(x, W, b)``::
+For each int8 conv ``y = Conv(x, W, b)``, as the plans write it (``fixed_zero``, the default)::
 
     x_q   = QuantizeLinear(x, x__qs, x__qz)                    (skipped when x is already a u8 tensor)
-    y_q   = QLinearConv(x_q, x__qs, x__qz, W_q, w_s, 0, y__qs, y__qz, b_q)     u8 x s8 -> u8 (VNNI)
-    b_q   = int32(round(b / (x__qs * w_s)))                   computed in the graph: x__qs is an input
+    y0_q  = QLinearConv(x_q, x__qs, x__qz, W_q, w_s, 0, y0__qs, y0__qz)   u8 x s8 -> u8, no bias: MLAS ConvSym
+    y_q   = QLinearAdd(y0_q, y0__qs, y0__qz, b_u8, b_s, b_z, y__qs, y__qz)  the bias, a constant u8 (1, C, 1, 1)
     y     = DequantizeLinear(y_q, y__qs, y__qz)                only where an fp32 consumer needs y
+
+where every ``__qz`` is a constant of the graph and every ``__qs`` an input; with ``fixed_zero=False`` the zero
+points are inputs too and the bias is the conv's own, ``b_q = int32(round(b / (x__qs * w_s)))`` computed in the
+graph (one rounding of ``y``, ONNX Runtime's generic int8 conv path).
 
 Weights are symmetric int8 per output channel (``w_s = max|W_c| / qmax``: 7 bits, or 8 where the CPU has VNNI, see
 :mod:`vsr.quant.isa`); activations are u8, asymmetric, per tensor.  A ``Relu`` that is a conv's only consumer
@@ -25,9 +29,9 @@ segments spent beyond ONNX Runtime's own int8):
   ``com.microsoft.QLinearAdd``;
 * a Dequantize is put in front of the first op that needs fp32 (or a graph output), only then.
 
-Tensors that share a scale form a *group*; each group's scale (``G__qs`` float32 scalar) and zero point
-(``G__qz`` uint8 scalar) are graph inputs, named after the group, which :mod:`vsr.quant.scales` feeds before each
-run; each group also gets two scalar outputs, ``G__qmax`` / ``G__qmin`` (the largest and smallest code any of its
+Tensors that share a scale form a *group*; each group's scale (``G__qs`` float32 scalar) is a graph input,
+named after the group, which :mod:`vsr.quant.scales` feeds before each run (its zero point ``G__qz`` a constant,
+or an input beside it); each group also gets two scalar outputs, ``G__qmax`` / ``G__qmin`` (the largest and smallest code any of its
 tensors holds, over the tensors an op wrote codes into), from which the run-time scales detect saturation and
 measure the range for the next window.
 """
@@ -38,8 +42,9 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from vsr.quant.scales import u8_params
 from vsr.quant.segment_graph import (MS_DOMAIN, SCALE, WEIGHT_QMAX, ZERO, QuantizedSegment, ScaleGroups, finish,
-                                     quantize_weights, u8_constant)
+                                     quantize_weights)
 
 # A tensor read elsewhere joins a Concat's scale only if its range is at least this part of the joint one (else
 # the Concat re-quantizes it): a scale up to ~1.4x coarser than its own.
@@ -211,7 +216,7 @@ class _Rewriter:
             [y0q], name=p, **self._attrs(n)))
         if y0 == y:
             return y0q
-        bs, bz = u8_constant(b)
+        bs, bz = u8_params(float(b.min()), float(b.max()))
         shape = (1, b.size) + (1,) * (len(wq.shape) - 2)
         self.new_inits += [
             numpy_helper.from_array(np.clip(np.rint(b / bs) + bz, 0, 255).astype(np.uint8).reshape(shape),

@@ -98,13 +98,6 @@ class ScaleGroups:
                 self.pinned.add(ra)
 
 
-def u8_constant(v: np.ndarray) -> tuple[float, int]:
-    """``(scale, zero point)`` of u8 codes for the constant values ``v`` (and 0)."""
-    lo, hi = min(float(v.min()), 0.0), max(float(v.max()), 0.0)
-    scale = max(hi - lo, 1e-12) / 255.0
-    return scale, int(np.clip(round(-lo / scale), 0, 255))
-
-
 def finish(r) -> QuantizedSegment:
     """The rewritten segment of the rewriter ``r`` (:class:`vsr.quant.rewrite._Rewriter`): its nodes with each
     tensor's scale and zero point renamed to its group's, the range pass (each group's largest and smallest code,
