@@ -7,7 +7,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
+# the shared data's clip where it is beside the checkout, else the same file in the repository's own cut of it
 clip="$repo/../shared/data/videos/h264_256x240_35fps_1s_noaudio.mp4"
+[ -f "$clip" ] || clip="$repo/tests/fixtures/real/videos/h264_256x240_35fps_1s_noaudio.mp4"
 work=$(mktemp -d "${TMPDIR:-/tmp}/vsr-wheel.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
