@@ -152,3 +152,18 @@ def test_a_y4m_source_is_previewed_as_a_matroska_run(tmp_path, tiny_backend):
     src = y4m(tmp_path / "in.y4m", 16, 12, 4)
     p = preview(src, frames=2, backend=tiny_backend)
     assert len(p.sr) == 2 and p.encoder is not None and p.encoder.codec == "libx264"
+
+
+def test_a_source_shorter_than_its_header_is_said_in_the_previews_words(tmp_path, make_clip, tiny_backend):
+    """A Matroska file cut short (its header's duration says 9 frames, 2 decode): the run's warning names the
+    preview's frames, not a ``--frames 0:3`` the user never gave (`vsr preview` has no such range; the hostile
+    sweep found the old wording)."""
+    clip = make_clip("whole.mkv", codec="ffv1", width=24, height=16, frames=9)
+    cut = tmp_path / "cut.mkv"
+    cut.write_bytes(clip.read_bytes()[:int(clip.stat().st_size * 0.4)])
+    with pytest.warns(UserWarning) as said:
+        p = preview(cut, at="0", frames=3, backend=tiny_backend, encoder=LOSSLESS)
+    texts = [str(w.message) for w in said]
+    assert len(p.sr) == 2
+    assert any(t.startswith("the preview's frames 0..2: the source has only 2 frames") for t in texts), texts
+    assert not any("--frames" in t for t in texts), texts

@@ -16,6 +16,7 @@ encoded output will look like, and these measurements give the estimates:
 
 from __future__ import annotations
 
+import contextlib
 import math
 import tempfile
 import time
@@ -143,9 +144,11 @@ def preview(src: str | Path, *, at: str | int | None = None, frames: int = DEFAU
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="vsr-preview-") as tmp:
         out = Path(tmp) / f"preview{suffix}"
-        report = upscale(src, out, backend=backend, encoder=encoder, runner=replace(runner, frames=(first, stop)),
-                         progress=lambda _total: (lambda _n: stamps.append(time.perf_counter())),
-                         on_start=lambda: stamps.append(time.perf_counter()), on_weights=on_weights)
+        with _said_as_preview(first, stop):
+            report = upscale(src, out, backend=backend, encoder=encoder,
+                             runner=replace(runner, frames=(first, stop)),
+                             progress=lambda _total: (lambda _n: stamps.append(time.perf_counter())),
+                             on_start=lambda: stamps.append(time.perf_counter()), on_weights=on_weights)
         with warnings.catch_warnings():  # about vsr's own temporary file (AVI's timestamps...): not the user's
             warnings.simplefilter("ignore")
             sr, video_bytes = _read_back(out)
@@ -159,6 +162,30 @@ def preview(src: str | Path, *, at: str | int | None = None, frames: int = DEFAU
     return Preview(src, first, lr, [_bicubic(f, sr[0].shape) for f in lr], sr, total, warmup, per_frame,
                    video_bytes, _other_bytes(src, info.kind), report.settings.get("memory_plan", {}),
                    report.settings.get("config"), chosen)
+
+
+@contextlib.contextmanager
+def _said_as_preview(first: int, stop: int):
+    """The run's warnings and errors about its ``--frames {first}:{stop}`` (a source shorter than its header
+    says) name the preview's frames instead: the user gave ``vsr preview`` no such option."""
+    asked, ours = f"--frames {first}:{stop}", f"the preview's frames {first}..{stop - 1}"
+    said: list[warnings.WarningMessage] = []
+    try:
+        with warnings.catch_warnings(record=True) as said:
+            warnings.simplefilter("always")
+            yield
+    except InputError as e:
+        if str(e).startswith(asked):
+            raise InputError(ours + str(e)[len(asked):]) from None
+        raise
+    finally:  # said again outside the recording, each text once, as the run said it
+        seen = set()
+        for w in said:
+            text = str(w.message)
+            text = ours + text[len(asked):] if text.startswith(asked) else text
+            if text not in seen:
+                seen.add(text)
+                warnings.warn_explicit(text, w.category, w.filename, w.lineno)
 
 
 def _encoder_of(name: str, backend: Backend | BackendRequest, encoder: EncoderSettings,

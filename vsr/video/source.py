@@ -232,8 +232,8 @@ class VideoSource:
         whole, rest = y4m_frames(head, self._first_packet_size, self.path.stat().st_size)
         if rest:
             self._y4m_cut = (whole, rest)
-            warnings.warn(f"{self.path} is truncated: it ends {rest} bytes into frame {whole}; its {whole} whole "
-                          f"frame{'s' if whole != 1 else ''} are upscaled", stacklevel=5)
+            warnings.warn(f"{self.path} is truncated: by its size it ends {rest} bytes into frame {whole}, "
+                          "which is dropped", stacklevel=5)
         return whole
 
     def _count_packets(self) -> int | None:
