@@ -111,6 +111,20 @@ def test_a_config_with_more_model_memory_plans_smaller_tiles():
         assert m.fixed_mb + m.bytes_per_pixel * pixels / 2**20 >= measured_mib
 
 
+def test_edvr_s_wide_plans_with_its_own_measured_memory():
+    """EDVR-S-wide (TSA, 5 + 10 blocks) needs about twice EDVR-S's memory at small tiles; its TOML carries its own
+    figures, and every point measured by ``scripts/bench_mem_pattern.py --memory --config edvr-s-wide --batches 1
+    2`` (docs/benchmarks.md, "Memory") lies under them, where EDVR-S's defaults would fall short."""
+    from vsr.model.config import load_config
+    from vsr.pipeline.memory import ModelMemory
+
+    m, s = ModelMemory.of(load_config("edvr-s-wide")), ModelMemory()
+    measured = ((64 * 64, 360.5), (128 * 128, 678.6), (2 * 128 * 128, 935.6), (240 * 256, 1607.5),
+                (2 * 240 * 256, 2790.8))
+    assert all(m.fixed_mb + m.bytes_per_pixel * px / 2**20 >= mib for px, mib in measured)
+    assert any(s.fixed_mb + s.bytes_per_pixel * px / 2**20 < mib for px, mib in measured)
+
+
 def test_the_runner_plans_with_its_backends_config():
     """FrameQueueRunner.plan_tile takes the model memory from the backend's config (stand-in backend and sink:
     only the attributes plan_tile reads)."""
