@@ -152,3 +152,38 @@ def test_a_compiled_probe_beside_the_plain_one_comes_back_in_out(tmp_path, monke
     assert done["probe"]["compiled"] == compiled and "probe-compile-log.jsonl" in done["files"]
     log = [json.loads(line) for line in (out / "probe-compile-log.jsonl").read_text().splitlines()]
     assert log[0]["options"]["compile"] is True and log[0]["options"]["batch_size"] == 16
+
+
+def test_the_gate_ships_only_on_a_mean_gain_that_loses_on_no_set():
+    """The weights of the first two windows gained 0.24 and 0.32 dB on Vid4 calendar and city and lost 0.14 on
+    REDS and 1.6 on the cockatoo clip (docs/weights.md): Vid4's mean alone said `ship`; the gate now says keep."""
+    from scripts.gpu_train import verdict
+
+    def scores(**gains):
+        return {k: {"candidate": 30.0 + g, "reference": 30.0, "bicubic": 29.0} for k, g in gains.items()}
+
+    windows_1_2 = verdict(scores(calendar=0.236, city=0.320, reds000=-0.138, cockatoo=-1.621))
+    assert windows_1_2["verdict"] == "keep the reference" and windows_1_2["gain_db"] < 0
+    assert verdict(scores(calendar=0.236, city=0.320))["verdict"] == "ship"  # what Vid4 alone said
+    one_loss = verdict(scores(calendar=0.3, city=0.3, reds000=0.3, cockatoo=-0.06))
+    assert one_loss["verdict"] == "keep the reference" and "cockatoo loses 0.060 dB" in one_loss["why"]
+    assert verdict(scores(calendar=0.3, city=0.3, reds000=0.1, cockatoo=-0.05))["verdict"] == "ship"
+    assert verdict(scores(calendar=0.0, city=0.0, reds000=0.0, cockatoo=0.0))["verdict"] == "keep the reference"
+
+
+def test_the_gate_scores_vid4_reds_and_a_real_clip_none_of_them_trained_on(tmp_path):
+    """Its four sets are there, as PNG frames, with the LR vsr eval makes where none is given; the real clip's
+    frames are decoded whole (1280x720); and the pack refuses all of them as training data."""
+    import cv2
+
+    from scripts.gpu_train import GATE_CLIP, GATE_CLIP_FRAMES, REFUSED, gate_sets
+    from tests.data import SHARED
+
+    if not (SHARED / "sequences" / "vid4" / "city" / "gt").is_dir() or not (SHARED / GATE_CLIP).is_file():
+        pytest.skip("needs ../shared/data (or VSR_DATA): the Vid4 and training sets; see docs/install.md")
+    sets = gate_sets(SHARED, tmp_path)
+    assert list(sets) == ["calendar", "city", "reds000", "cockatoo"]
+    assert sets["calendar"][1] is not None and all(lr is None for _gt, lr in list(sets.values())[1:])
+    frames = sorted(sets["cockatoo"][0].glob("*.png"))
+    assert len(frames) == GATE_CLIP_FRAMES and cv2.imread(str(frames[0])).shape == (720, 1280, 3)
+    assert all(any(word in str(gt).lower() for word in REFUSED) for gt, _lr in sets.values())
