@@ -59,3 +59,32 @@ def test_synthetic_motion_centre_is_exact_crop_and_neighbours_move():
             if img[y, x, 0] == c[0, 0, 0] and np.array_equal(img[y:y + 32, x:x + 32], c)]
     assert len(hits) == 1
     assert all(not np.array_equal(win[t], c) for t in (0, 1, 3, 4))
+
+
+def test_videos_decode_through_opencv_where_pyav_is_absent(make_clip, monkeypatch):
+    """The GPU image has OpenCV and no PyAV (whose wheel does not fit beside a training slice's checkpoint): the
+    training data reads videos through OpenCV's FFmpeg reader there -- the same frames, count and size as PyAV
+    gives (H.264 4:2:0 and FFV1 4:4:4 clips), and a file neither can read is one InputError."""
+    import sys
+
+    from vsr.errors import InputError
+    from vsr.train.data import count_frames, decode_frames, video_size
+
+    for clip in (make_clip("h264.mp4", width=48, height=40, frames=7),
+                 make_clip("ffv1.mkv", codec="ffv1", pix_fmt="yuv444p", width=36, height=28, frames=5)):
+        wanted = {0: [(0, 0, 8, 12)], 3: [(4, 6, 16, 20), (0, 0, 28, 36)], 4: [(2, 2, 4, 4)]}
+        with_pyav = (count_frames(clip), video_size(clip), decode_frames(clip, wanted))
+        with monkeypatch.context() as m:
+            m.setitem(sys.modules, "av", None)  # `import av` raises ImportError, as with gpu_train.py's stand-in
+            without = (count_frames(clip), video_size(clip), decode_frames(clip, wanted))
+        assert with_pyav[:2] == without[:2] and with_pyav[0] >= 5
+        assert with_pyav[2].keys() == without[2].keys() and len(without[2]) == 4
+        assert all(np.array_equal(with_pyav[2][k], without[2][k]) for k in without[2])
+    bad = clip.with_name("bad.mp4")
+    bad.write_bytes(b"\0" * 4096)
+    for blocked in (False, True):
+        with monkeypatch.context() as m:
+            if blocked:
+                m.setitem(sys.modules, "av", None)
+            with pytest.raises(InputError, match="cannot decode video"):
+                count_frames(bad)

@@ -21,6 +21,7 @@ would have seen: the data position *is* the iteration number.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 from dataclasses import dataclass
@@ -70,17 +71,49 @@ class DataSources:
         return f"{len(self.images)} images, {len(self.videos)} videos ({n} usable frames)"
 
 
-def count_frames(path: Path) -> int:
-    """Decodable frames of a video (decodes the stream once: container frame counts are unreliable)."""
-    import av
-
+def _rgb_frames(path: Path):
+    """Every frame of ``path``'s first video stream, RGB uint8 ``(h, w, 3)``, in decode order: PyAV's where it is
+    installed, else OpenCV's FFmpeg reader (the GPU image has OpenCV and no PyAV, and PyAV's wheel does not fit
+    beside a training slice's checkpoint; both decode the training clips here to the same pixels)."""
     try:
-        with av.open(str(path)) as c:
+        import av
+
+        container = av.open(str(path))
+    except ImportError:  # no PyAV, or scripts/gpu_train.py's stand-in for it (whose every call raises this)
+        yield from _opencv_frames(path)
+        return
+    except av.error.FFmpegError as e:
+        raise InputError(f"cannot decode video {path}: {e}") from None
+    with container as c:
+        try:
             stream = c.streams.video[0]
             stream.thread_type = "AUTO"
-            return sum(1 for _ in c.decode(stream))
-    except (av.error.FFmpegError, IndexError) as e:
-        raise InputError(f"cannot decode video {path}: {e}") from None
+            for frame in c.decode(stream):
+                yield frame.to_ndarray(format="rgb24")
+        except (av.error.FFmpegError, IndexError) as e:
+            raise InputError(f"cannot decode video {path}: {e}") from None
+
+
+def _opencv_frames(path: Path):
+    cap = cv2.VideoCapture(str(path))
+    try:
+        if not cap.isOpened():
+            raise InputError(f"cannot decode video {path} (OpenCV's reader: PyAV is not installed here)")
+        while True:
+            ok, bgr = cap.read()
+            if not ok:
+                return
+            yield cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
+    finally:
+        cap.release()
+
+
+def count_frames(path: Path) -> int:
+    """Decodable frames of a video (decodes the stream once: container frame counts are unreliable)."""
+    n = sum(1 for _ in _rgb_frames(path))
+    if n == 0:
+        raise InputError(f"cannot decode video {path}: no frame")
+    return n
 
 
 def find_sources(paths: list[str | Path], *, holdout: float = 0.0, exclude: tuple[str, ...] = ()) -> DataSources:
@@ -123,29 +156,23 @@ def read_image(path: Path) -> np.ndarray:
 
 def decode_frames(path: Path, wanted: dict[int, list[tuple[int, int, int, int]]]) -> dict[tuple, np.ndarray]:
     """Decode ``path`` once; for frame ``i`` in ``wanted`` return the crops ``(y, x, h, w)`` listed for it."""
-    import av
-
     out: dict[tuple, np.ndarray] = {}
     last = max(wanted) if wanted else -1
-    with av.open(str(path)) as c:
-        stream = c.streams.video[0]
-        stream.thread_type = "AUTO"
-        for i, frame in enumerate(c.decode(stream)):
+    with contextlib.closing(_rgb_frames(path)) as frames:  # the decoder (and its threads) closed on leaving
+        for i, rgb in enumerate(frames):
             if i > last:
                 break
-            if i in wanted:
-                rgb = frame.to_ndarray(format="rgb24")
-                for (y, x, h, w) in wanted[i]:
-                    out[(i, y, x, h, w)] = np.ascontiguousarray(rgb[y:y + h, x:x + w])
+            for (y, x, h, w) in wanted.get(i, ()):
+                out[(i, y, x, h, w)] = np.ascontiguousarray(rgb[y:y + h, x:x + w])
     return out
 
 
 def video_size(path: Path) -> tuple[int, int]:
-    import av
-
-    with av.open(str(path)) as c:
-        s = c.streams.video[0]
-        return s.codec_context.height, s.codec_context.width
+    """``(height, width)`` of the video's frames (its first decoded frame's)."""
+    with contextlib.closing(_rgb_frames(path)) as frames:
+        for rgb in frames:
+            return rgb.shape[0], rgb.shape[1]
+    raise InputError(f"cannot decode video {path}: no frame")
 
 
 class FramePool:
