@@ -8,9 +8,9 @@ into ``.gpu/`` (git-ignored), and the device commands that use it.
 tqdm are on the image: /work/.library/device/KINDS.md) -- and ``.gpu/data``: real LR frames (Vid4 calendar, for
 evaluation only), a short real clip and the 960x540 clip of the end-to-end check.
 
-``--train`` (scripts/gpu_train.sh): ``.gpu/train``, the training images packed by ``gpu_train.py pack`` into what
-is left of the 64 MiB once the repository and the largest checkpoint a slice carries back in are counted (at most
-40 MiB); no wheel (training from still images needs no PyAV).
+``--train`` (scripts/gpu_train.sh): ``.gpu/train``, the training videos and images packed by ``gpu_train.py pack``
+into what is left of the 64 MiB once the repository and the largest checkpoint a slice carries back in are counted
+(at most 40 MiB); no wheel (the device reads the videos with OpenCV).
 
 ``--window`` (scripts/gpu_window.sh, a whole lent window in one call): the two above in one call, the training
 images cut to what fits beside the wheel and the inputs (at most 12 MiB).
@@ -95,6 +95,27 @@ def copy_data(shared: Path, dest: Path) -> None:
     shutil.copy(shared / E2E_CLIP, dest / "e2e.mp4")
 
 
+def train_pack(shared: Path, budget: int) -> None:
+    """``.gpu/train`` for ``budget`` bytes: training videos and images (``gpu_train.py pack``); a pack made before
+    is kept when it was made for about this budget and holds videos, else made again (a ``--train`` pack is too
+    large for a ``--window`` call, a ``--window`` pack too small for a ``--train`` one, and a pack of images alone
+    predates the videos)."""
+    import json
+
+    from scripts.gpu_train import PACK_RECORD, pack
+
+    out = GPU / "train"
+    if out.exists():
+        try:
+            record = json.loads((out / PACK_RECORD).read_text())
+        except (OSError, ValueError):
+            record = {}
+        if tree_bytes(out) <= budget and record.get("videos") and record.get("limit_mib", 0) >= 0.9 * budget / 2**20:
+            return
+        shutil.rmtree(out)
+    print("packed", pack(shared / "train" / "images", out, budget / 2**20, videos=shared / "train" / "videos"))
+
+
 def report(name: str, repo: int, carry: list[str], command: str, extra: int = 0) -> int:
     """Print a call's size and ``run`` arguments; 1 when it is over the limit.  ``extra``: bytes a later call
     carries beyond what is there now (a slice's checkpoint)."""
@@ -124,21 +145,14 @@ def main(argv: list[str] | None = None) -> int:
         rc |= report("gpu_check", repo, [".gpu/wheels", ".gpu/data"],
                      INSTALL + "python3 scripts/gpu_check.py --out $OUT --data .gpu/data")
     if args.window:
-        from scripts.gpu_train import pack
-
         fetch_wheels(GPU / "wheels")
         copy_data(shared, GPU / "data")
         carry = [".gpu/wheels", ".gpu/data"]
         budget = min(12 << 20, LIMIT - repo - sum(tree_bytes(REPO / c) for c in carry) - (2 << 20))
-        if not (GPU / "train").exists():
-            print("packed", pack(shared / "train" / "images", GPU / "train", budget / 2**20))
+        train_pack(shared, budget)
         return report("gpu_window", repo, [*carry, ".gpu/train"], "bash scripts/gpu_window.sh")
     if args.train:
-        from scripts.gpu_train import pack
-
-        budget = train_budget(repo, checkpoint_bytes(args.config))
-        if not (GPU / "train").exists():
-            print("packed", pack(shared / "train" / "images", GPU / "train", budget / 2**20))
+        train_pack(shared, train_budget(repo, checkpoint_bytes(args.config)))
         rc |= report("gpu_train (a window's first slice; a later one carries .gpu/run too)", repo,
                      [".gpu/train", ".gpu/run"], TRAIN_COMMAND.format(config=args.config),
                      extra=0 if (GPU / "run").exists() else checkpoint_bytes(args.config))

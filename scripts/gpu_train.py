@@ -3,14 +3,18 @@ checkpoint, and each window (a lent machine) from the weights the previous windo
 ``scripts/gpu_train.sh`` is the command a device run executes; this is what it runs.
 
     python scripts/gpu_train.py pack --src ../shared/data/train/images --out .gpu/train [--limit-mib 24] [--crop 320]
+                                     [--videos ../shared/data/train/videos] [--video-share 0.5]
     python scripts/gpu_train.py slice --data .gpu/train --carried .gpu/run --out DIR [--slice-s 420] [--probe-s 0]
                                       [--continue training/edvr-s-wide.pth] [--iters auto] [--stop-after N] [...]
     python scripts/gpu_train.py keep --returned DIR [--carry training/edvr-s-wide.pth]
     python scripts/gpu_train.py gate [--candidate training/edvr-s-wide.pth] [--reference default] [--frames A:B]
 
-``pack``: the training images, each cut to its central ``--crop`` square (PNG, lossless), added in a fixed order
-until ``--limit-mib``; Vid4 and every validation sequence are refused (the sources are training sets only).  Only
-still images: the device has no PyAV, and they train through vsr's synthetic camera motion (``vsr.train.data``).
+``pack``: whole training videos (H.264 as they are, up to ``--video-share`` of the limit), then the training images,
+each cut to its central ``--crop`` square (PNG, lossless), added in a fixed order until ``--limit-mib``; the gate's
+sets are refused (the sources are training sets only).  Videos give windows of real motion and camera footage (half
+the batches when the pack has any; the device reads them with OpenCV, having no PyAV), still images windows of
+vsr's synthetic camera motion (``vsr.train.data``).  Windows 1 and 2 trained on still images alone, and their
+weights lost 1.6 dB to EDVR-S on a real clip (docs/weights.md).
 
 ``slice`` (on the device): restores ``--carried`` (the files a previous slice of the window returned: the
 checkpoint in parts of at most 15 MiB -- the device returns files of at most 16 MiB -- its sha256, the log), or,
@@ -61,29 +65,55 @@ REFUSED = ("vid4", "calendar", "city", "foliage", "walk", "reds_demo", "cockatoo
 PROBE_BATCH, PROBE_PATCH = 16, 32  # the measuring probe's shape (issue 31's figure, issue 36's target)
 
 
-def pack(src: Path, out: Path, limit_mib: float, crop: int = CROP) -> dict:
-    """Centre crops (``crop`` square) of the images under ``src`` into ``out`` until ``limit_mib``; returns what was
-    packed."""
+VIDEO_SHARE = 0.5  # of a pack's bytes for whole training videos (H.264: far more frames per byte than PNG)
+VIDEO_FRACTION = 0.5  # of the windows drawn from videos when the pack has any (vsr train's default)
+PACK_RECORD = "pack.json"
+
+
+def pack(src: Path, out: Path, limit_mib: float, crop: int = CROP, videos: Path | None = None,
+         video_share: float = VIDEO_SHARE) -> dict:
+    """Whole training videos from ``videos`` (byte for byte, in name order, each that fits in ``video_share`` of
+    ``limit_mib``), then centre crops (``crop`` square, PNG) of the images under ``src`` until ``limit_mib``;
+    returns what was packed, also written to ``out/pack.json``.  The gate's sets are refused in both."""
     import cv2
 
+    from vsr.train.data import VIDEO_SUFFIXES
+
     files = sorted(p for p in src.rglob("*") if p.suffix.lower() in (".png", ".jpg", ".jpeg", ".bmp"))
-    if any(word in str(p).lower() for p in files for word in REFUSED):
+    clips = sorted(p for p in videos.rglob("*") if p.suffix.lower() in VIDEO_SUFFIXES) if videos else []
+    if any(word in str(p).lower() for p in files + clips for word in REFUSED):
         raise SystemExit(f"gpu_train: error: {src} holds the gate's sets (Vid4, REDS demo, the cockatoo clip); "
                          "pack training sets only")
     out.mkdir(parents=True, exist_ok=True)
-    total, kept = 0, 0
+    limit = limit_mib * 2**20
+    total, packed_clips = 0, []
+    for p in clips:
+        size = p.stat().st_size
+        if total + size <= limit * video_share:
+            shutil.copyfile(p, out / f"video_{p.name}")
+            total, packed_clips = total + size, packed_clips + [p.name]
+    kept = 0
     for p in files:
         img = cv2.imread(str(p), cv2.IMREAD_COLOR)
         if img is None or min(img.shape[:2]) < crop:
             continue
         y, x = (img.shape[0] - crop) // 2, (img.shape[1] - crop) // 2
         ok, data = cv2.imencode(".png", img[y:y + crop, x:x + crop], [cv2.IMWRITE_PNG_COMPRESSION, 9])
-        if not ok or total + len(data) > limit_mib * 2**20:
+        if not ok or total + len(data) > limit:
             continue
         name = "_".join(p.relative_to(src).with_suffix(".png").parts)
         (out / name).write_bytes(data.tobytes())
         total, kept = total + len(data), kept + 1
-    return {"images": kept, "of": len(files), "mib": round(total / 2**20, 2)}
+    record = {"images": kept, "of": len(files), "videos": packed_clips, "of_videos": len(clips),
+              "mib": round(total / 2**20, 2), "limit_mib": round(limit_mib, 2), "crop": crop}
+    (out / PACK_RECORD).write_text(json.dumps(record, indent=1) + "\n")
+    return record
+
+
+def _has_videos(data: Path) -> bool:
+    from vsr.train.data import VIDEO_SUFFIXES
+
+    return data.is_dir() and any(p.suffix.lower() in VIDEO_SUFFIXES for p in data.iterdir())
 
 
 def join_checkpoint(carried: Path, run: Path) -> bool:
@@ -190,9 +220,10 @@ def _options(args, run: Path, *, iters: int, batch: int, patch: int, init: str |
     from vsr.train import TrainOptions
 
     compiled = args.compile if compiled is None else compiled
+    videos = VIDEO_FRACTION if _has_videos(Path(args.data)) else 0.0
     return TrainOptions(config=None if init else args.config, data=(args.data,), out=str(run), iters=iters,
                         init=init, batch_size=batch, lr_patch=patch, lr=args.lr, warmup=args.warmup, seed=seed,
-                        video_fraction=0.0, val=(), val_every=0, log_every=args.log_every, ckpt_every=max(iters, 1),
+                        video_fraction=videos, val=(), val_every=0, log_every=args.log_every, ckpt_every=max(iters, 1),
                         threads=args.threads, workers=args.workers, amp=args.amp, device=args.device,
                         compile=compiled)
 
@@ -415,6 +446,9 @@ def main(argv: list[str] | None = None) -> int:
     pk.add_argument("--out", required=True)
     pk.add_argument("--limit-mib", type=float, default=24.0)
     pk.add_argument("--crop", type=int, default=CROP, help=f"side of the centre crops (default {CROP})")
+    pk.add_argument("--videos", default=None, help="a folder of training videos, packed whole first")
+    pk.add_argument("--video-share", type=float, default=VIDEO_SHARE,
+                    help=f"at most this share of the limit for videos (default {VIDEO_SHARE})")
     sl = sub.add_parser("slice", help="train one time slice (see the module docstring)")
     sl.add_argument("--data", required=True, help="packed training images")
     sl.add_argument("--carried", required=True, help="what the previous slice returned (may be empty)")
@@ -454,7 +488,8 @@ def main(argv: list[str] | None = None) -> int:
     gt.add_argument("--frames", default=None, metavar="A:B", help="score frames A..B-1 only (a quick look)")
     args = p.parse_args(argv)
     if args.cmd == "pack":
-        result = pack(Path(args.src), Path(args.out), args.limit_mib, args.crop)
+        result = pack(Path(args.src), Path(args.out), args.limit_mib, args.crop,
+                      Path(args.videos) if args.videos else None, args.video_share)
     elif args.cmd == "keep":
         result = keep(Path(args.returned), Path(args.carry))
     elif args.cmd == "gate":

@@ -187,3 +187,34 @@ def test_the_gate_scores_vid4_reds_and_a_real_clip_none_of_them_trained_on(tmp_p
     frames = sorted(sets["cockatoo"][0].glob("*.png"))
     assert len(frames) == GATE_CLIP_FRAMES and cv2.imread(str(frames[0])).shape == (720, 1280, 3)
     assert all(any(word in str(gt).lower() for word in REFUSED) for gt, _lr in sets.values())
+
+
+def test_a_pack_with_videos_trains_on_them_without_pyav(tmp_path, make_clip):
+    """The pack holds whole videos first (byte for byte, within their share of the limit), then image crops; a
+    slice on it -- PyAV blocked, as on the GPU image -- reads the video through OpenCV and draws half its windows
+    from it.  A clip of the gate's sets is refused."""
+    import cv2
+
+    src, videos = _images(tmp_path / "images"), tmp_path / "videos"
+    videos.mkdir()
+    clip = make_clip("videos/walkabout.mp4", width=96, height=80, frames=12)  # "walk": a Vid4 name, refused
+    r = subprocess.run([sys.executable, "scripts/gpu_train.py", "pack", "--src", str(src), "--videos", str(videos),
+                        "--out", str(tmp_path / "refused")], capture_output=True, text=True, cwd=REPO)
+    assert r.returncode != 0 and "gate's sets" in r.stderr
+    clip = clip.rename(videos / "street.mp4")
+    big = make_clip("videos/zz_big.mp4", width=320, height=256, frames=40)  # over its share: left out
+    r = subprocess.run([sys.executable, "scripts/gpu_train.py", "pack", "--src", str(src), "--videos", str(videos),
+                        "--out", str(tmp_path / "pack"), "--limit-mib", "0.5", "--crop", "256"],
+                       capture_output=True, text=True, cwd=REPO)
+    assert r.returncode == 0, r.stderr
+    record = json.loads((tmp_path / "pack" / "pack.json").read_text())
+    assert big.stat().st_size > 0.25 * 2**20 and record["videos"] == ["street.mp4"] and record["of_videos"] == 2
+    assert (tmp_path / "pack" / "video_street.mp4").read_bytes() == clip.read_bytes() and record["images"] >= 1
+    assert all(cv2.imread(str(p)).shape == (256, 256, 3) for p in (tmp_path / "pack").glob("*.png"))
+    result = _slice(tmp_path / "pack", tmp_path / "none", tmp_path / "out", tmp_path / "w")
+    assert result["to"] == 4
+    ck = _checkpoint(tmp_path / "out")
+    assert ck["vsr"]["options"]["video_fraction"] == 0.5
+    start = next(json.loads(line) for line in (tmp_path / "out" / "log.jsonl").read_text().splitlines()
+                 if json.loads(line).get("event") == "start")
+    assert "1 videos (12 usable frames)" in start["data"], start["data"]
