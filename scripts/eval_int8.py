@@ -20,8 +20,9 @@ import cv2
 import numpy as np
 
 from vsr.quality.evaluate import evaluate
+from vsr.train.validate import data_root
 
-DATA = Path("/work/shared/data")
+DATA = data_root()  # $VSR_DATA, else ../shared/data beside the checkout
 CALENDAR = DATA / "sequences/vid4/calendar"
 REDS = DATA / "sequences/reds_demo_000/lr"
 MODES = (("fp32", {"precision": "fp32"}), ("int8 runtime", {"precision": "int8", "int8_scales": "runtime"}),
@@ -36,7 +37,8 @@ def _transform_folder(src: Path, dst: Path, fn) -> Path:
     return dst
 
 
-def _video_frames(clip: Path, dst: Path, n: int) -> Path:
+def video_frames(clip: Path, dst: Path, n: int) -> Path:
+    """The first ``n`` frames of ``clip`` as PNG files ``00000000.png``, ... in ``dst`` (the GT of a real clip)."""
     import av
 
     dst.mkdir(parents=True, exist_ok=True)
@@ -67,7 +69,7 @@ def main() -> None:
         "calendar contrast x1.8": (_transform_folder(CALENDAR / "gt", tmp / "c/gt", contrast),
                                    _transform_folder(CALENDAR / "lr", tmp / "c/lr", contrast)),
         "REDS 000 (LR from its frames)": (REDS, None),
-        f"{Path(args.video).stem} (LR from frames)": (_video_frames(Path(args.video), tmp / "v", args.video_frames),
+        f"{Path(args.video).stem} (LR from frames)": (video_frames(Path(args.video), tmp / "v", args.video_frames),
                                                       None),
     }
     wanted = args.modes.split(",")

@@ -377,20 +377,14 @@ def gate_sets(root: Path, work: Path) -> dict[str, tuple[Path, Path | None]]:
     """``{name: (gt_dir, lr_dir or None: LR made from the GT by vsr eval's bicubic)}``: Vid4 calendar (official LR)
     and city, REDS 000 (its 320x180 frames as GT) and the first frames of the cockatoo clip (1280x720, decoded
     into ``work``)."""
-    import av
-    import cv2
+    from scripts.eval_int8 import video_frames
 
+    if not (root / GATE_CLIP).is_file():
+        raise SystemExit(f"gpu_train: error: gate set cockatoo: no {root / GATE_CLIP} (set VSR_DATA)")
     vid4 = root / "sequences" / "vid4"
     sets = {"calendar": (vid4 / "calendar" / "gt", vid4 / "calendar" / "lr"), "city": (vid4 / "city" / "gt", None),
-            "reds000": (root / "sequences" / "reds_demo_000" / "lr", None)}
-    clip, out = root / GATE_CLIP, work / "cockatoo"
-    out.mkdir(parents=True, exist_ok=True)
-    with av.open(str(clip)) as c:
-        for i, frame in enumerate(c.decode(video=0)):
-            if i >= GATE_CLIP_FRAMES:
-                break
-            cv2.imwrite(str(out / f"{i:08d}.png"), frame.to_ndarray(format="bgr24"))
-    sets["cockatoo"] = (out, None)
+            "reds000": (root / "sequences" / "reds_demo_000" / "lr", None),
+            "cockatoo": (video_frames(root / GATE_CLIP, work / "cockatoo", GATE_CLIP_FRAMES), None)}
     for name, (gt, _lr) in sets.items():
         if not any(gt.glob("*.png")):
             raise SystemExit(f"gpu_train: error: gate set {name}: no PNG frames in {gt} (set VSR_DATA)")
