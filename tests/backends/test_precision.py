@@ -126,6 +126,20 @@ def test_a_refused_jobs_add_says_the_refusal_alone(tmp_path, auto, capsys):
     assert len(lines) == 1 and lines[0].startswith("vsr: error: no videos in folder"), lines
 
 
+def test_jobs_add_into_a_file_that_is_no_job_store_says_so_alone(tmp_path, make_clip, auto, capsys):
+    """The hostile sweep (seed 41): `jobs add --store` naming a file that is not a job store measured the source
+    and printed the weights and precision lines before refusing the store; the store is checked first, and the
+    file is left as it was."""
+    auto("amx")
+    clip = make_clip("clip.mp4", width=24, height=16, frames=3)
+    store = tmp_path / "notes.txt"
+    store.write_text("a user's notes\n")
+    assert main(["jobs", "add", str(clip), "--out-dir", str(tmp_path / "out"), "--store", str(store)]) == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("vsr: error: job store ") and "not a job store" in lines[0], lines
+    assert store.read_text() == "a user's notes\n" and not (tmp_path / "out").exists()
+
+
 def test_a_job_keeps_the_precision_chosen_where_it_was_added(tmp_path, make_clip, auto, capsys):
     from vsr.jobs import JobSpec
     from vsr.jobs.store import JobStore

@@ -167,3 +167,15 @@ def test_a_source_shorter_than_its_header_is_said_in_the_previews_words(tmp_path
     assert len(p.sr) == 2
     assert any(t.startswith("the preview's frames 0..2: the source has only 2 frames") for t in texts), texts
     assert not any("--frames" in t for t in texts), texts
+
+
+def test_a_cut_y4m_is_said_once_though_the_preview_opens_it_twice(tmp_path, tiny_backend):
+    """The preview reads the source for its length and again for the run: its warning about the dropped part frame
+    comes once, not once per open (the hostile sweep, seed 41)."""
+    from tests.video.test_source_inputs import y4m
+
+    src = y4m(tmp_path / "cut.y4m", 16, 12, 4, cut=16 * 12 * 3 // 4)  # 3.5 frames
+    with pytest.warns(UserWarning) as said:
+        p = preview(src, frames=2, backend=tiny_backend)
+    cut = [str(w.message) for w in said if "is truncated" in str(w.message)]
+    assert len(p.sr) == 2 and len(cut) == 1, [str(w.message) for w in said]

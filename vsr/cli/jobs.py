@@ -181,6 +181,12 @@ def _queue(args, broker: str | None, created: list[Path]) -> tuple[list, str]:
     taken: dict = {}
     planned = []  # (spec, chunk frames)
     said: set = set()
+    if not broker:
+        from vsr.jobs.store import JobStore, store_path
+
+        if store_path(args.store).exists():  # a file there must be a job store: said before any source is measured
+            with JobStore(args.store, write=False):
+                pass
     for inputs, out_dir, ext, chunk, overwrite, options in _groups(args):
         backend, encoder, runner = upscale_settings(options)
         # whether an encoder prints its banner is the worker's to decide (`vsr -v jobs run`), not part of the job:

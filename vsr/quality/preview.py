@@ -121,7 +121,9 @@ def preview(src: str | Path, *, at: str | int | None = None, frames: int = DEFAU
         raise InputError("vsr preview needs a file: it reads its input three times (standard input, -, is read "
                          "once)")
     src = Path(src)
-    source = open_source(src)
+    said = _Said()
+    with said():
+        source = open_source(src)
     info = source.info
     source.close()
     total = info.frames_estimate
@@ -131,6 +133,7 @@ def preview(src: str | Path, *, at: str | int | None = None, frames: int = DEFAU
     center = frame_at(at, float(info.rate) if info.rate else None, total)
     first = max(0, min(center - frames // 2, (total or center + frames) - frames))
     stop = first + frames
+    said.frames(first, stop)
     if suffix:
         chosen = _encoder_of(f"preview{suffix}", backend, encoder, info)  # the whole run's, said before any work
     else:  # the source's container, where vsr writes one (not Y4M: raw video, a pipe format); else Matroska
@@ -144,7 +147,7 @@ def preview(src: str | Path, *, at: str | int | None = None, frames: int = DEFAU
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="vsr-preview-") as tmp:
         out = Path(tmp) / f"preview{suffix}"
-        with _said_as_preview(first, stop):
+        with said():
             report = upscale(src, out, backend=backend, encoder=encoder,
                              runner=replace(runner, frames=(first, stop)),
                              progress=lambda _total: (lambda _n: stamps.append(time.perf_counter())),
@@ -164,28 +167,39 @@ def preview(src: str | Path, *, at: str | int | None = None, frames: int = DEFAU
                    report.settings.get("config"), chosen)
 
 
-@contextlib.contextmanager
-def _said_as_preview(first: int, stop: int):
-    """The run's warnings and errors about its ``--frames {first}:{stop}`` (a source shorter than its header
-    says) name the preview's frames instead: the user gave ``vsr preview`` no such option."""
-    asked, ours = f"--frames {first}:{stop}", f"the preview's frames {first}..{stop - 1}"
-    said: list[warnings.WarningMessage] = []
-    try:
-        with warnings.catch_warnings(record=True) as said:
-            warnings.simplefilter("always")
-            yield
-    except InputError as e:
-        if str(e).startswith(asked):
-            raise InputError(ours + str(e)[len(asked):]) from None
-        raise
-    finally:  # said again outside the recording, each text once, as the run said it
-        seen = set()
-        for w in said:
-            text = str(w.message)
-            text = ours + text[len(asked):] if text.startswith(asked) else text
-            if text not in seen:
-                seen.add(text)
-                warnings.warn_explicit(text, w.category, w.filename, w.lineno)
+class _Said:
+    """What the preview's reads of the source warn, said once each (the source is opened more than once), and the
+    run's warnings and errors about its ``--frames A:B`` (a source shorter than its header says) in the preview's
+    words: the user gave ``vsr preview`` no such option."""
+
+    def __init__(self):
+        self.seen: set[str] = set()
+        self.asked = self.ours = ""
+
+    def frames(self, first: int, stop: int) -> None:
+        self.asked, self.ours = f"--frames {first}:{stop}", f"the preview's frames {first}..{stop - 1}"
+
+    def _words(self, text: str) -> str:
+        return self.ours + text[len(self.asked):] if self.asked and text.startswith(self.asked) else text
+
+    @contextlib.contextmanager
+    def __call__(self):
+        said: list[warnings.WarningMessage] = []
+        try:
+            with warnings.catch_warnings(record=True) as said:
+                warnings.simplefilter("always")
+                yield
+        except InputError as e:
+            words = self._words(str(e))
+            if words != str(e):
+                raise InputError(words) from None
+            raise
+        finally:  # said outside the recording, each text once in the whole preview
+            for w in said:
+                text = self._words(str(w.message))
+                if text not in self.seen:
+                    self.seen.add(text)
+                    warnings.warn_explicit(text, w.category, w.filename, w.lineno)
 
 
 def _encoder_of(name: str, backend: Backend | BackendRequest, encoder: EncoderSettings,
