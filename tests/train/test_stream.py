@@ -151,3 +151,21 @@ def test_a_worker_that_cannot_allocate_its_batch_stops_the_stream_in_one_line(cl
     assert len(errors) == 1 and "cannot allocate shared memory" in errors[0] and "--workers" in errors[0], \
         r.stdout + r.stderr
     assert "Traceback" not in r.stderr, r.stderr
+
+
+def test_a_worker_is_quiet_about_a_training_process_gone_mid_hand_over():
+    """CI (2026-12-05): Ctrl-C ended the training process while a worker's resource-sharer thread was handing it a
+    batch's shared memory; the broken pipe's traceback came out of the worker, after `vsr: interrupted`.  The hook a
+    worker installs drops exactly those errors (the other end gone) and passes every other one on."""
+    from vsr.train.stream import _quiet_when_gone
+
+    passed = []
+
+    def hook(kind, value, tb):
+        passed.append(kind)
+
+    for gone in (BrokenPipeError(32, "Broken pipe"), ConnectionResetError(104, "reset"), EOFError()):
+        _quiet_when_gone(hook, type(gone), gone, None)
+    for other in (ValueError("bad"), OSError(28, "No space left on device"), KeyError("x")):
+        _quiet_when_gone(hook, type(other), other, None)
+    assert passed == [ValueError, OSError, KeyError]

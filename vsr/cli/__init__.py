@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import gc
 import importlib
 import logging
 import os
@@ -193,6 +194,10 @@ def entry() -> None:
         # an interrupted run has cleaned up already (its temporary output is gone): the native libraries'
         # teardown after a stop in their midst can still abort the process ("terminate called", SIGABRT)
         if abandoned or (code == 130 and not _children()):
+            # the interrupted call's frames (a reference cycle with its traceback) may still hold multiprocessing
+            # queues (`vsr train --workers`): collected here, their semaphores are released now, as an exit that
+            # skips the interpreter's shutdown would not, and the resource tracker has no leak to warn about
+            gc.collect()
             _flush()
             os._exit(code)
     sys.exit(code)

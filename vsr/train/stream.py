@@ -33,6 +33,7 @@ import multiprocessing.forkserver
 import os
 import shutil
 import signal
+import sys
 import threading
 import time
 
@@ -107,7 +108,21 @@ def _worker_init(parent: int, worker_id: int) -> None:
 
     cv2.setNumThreads(1)
     torch.set_num_threads(1)
+    sys.excepthook = functools.partial(_quiet_when_gone, sys.excepthook)
     threading.Thread(target=_end_with, args=(parent,), name="vsr-parent-watch", daemon=True).start()
+
+
+_GONE = (BrokenPipeError, ConnectionResetError, EOFError)
+
+
+def _quiet_when_gone(hook, kind, value, tb) -> None:
+    """A worker's ``sys.excepthook``: silent on a broken connection to the training process.  A batch's shared
+    memory reaches that process through multiprocessing's resource sharer, a thread of this worker that reports
+    its errors through ``sys.excepthook``; when Ctrl-C ends the training process in the middle of a hand-over the
+    send fails with a broken pipe, whose traceback the worker would print on the terminal after `vsr: interrupted`
+    (the worker shares its stderr).  Any other error is reported as before."""
+    if not issubclass(kind, _GONE):
+        hook(kind, value, tb)
 
 
 def _end_with(parent: int) -> None:
