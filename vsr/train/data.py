@@ -71,16 +71,17 @@ class DataSources:
         return f"{len(self.images)} images, {len(self.videos)} videos ({n} usable frames)"
 
 
-def _rgb_frames(path: Path):
+def _rgb_frames(path: Path, rgb: bool = True):
     """Every frame of ``path``'s first video stream, RGB uint8 ``(h, w, 3)``, in decode order: PyAV's where it is
     installed, else OpenCV's FFmpeg reader (the GPU image has OpenCV and no PyAV, and PyAV's wheel does not fit
-    beside a training slice's checkpoint; both decode the training clips here to the same pixels)."""
+    beside a training slice's checkpoint; both decode the training clips here to the same pixels).  ``rgb=False``:
+    ``None`` for each frame, decoded but not converted (a count)."""
     try:
         import av
 
         container = av.open(str(path))
     except ImportError:  # no PyAV, or scripts/gpu_train.py's stand-in for it (whose every call raises this)
-        yield from _opencv_frames(path)
+        yield from _opencv_frames(path, rgb)
         return
     except av.error.FFmpegError as e:
         raise InputError(f"cannot decode video {path}: {e}") from None
@@ -89,12 +90,12 @@ def _rgb_frames(path: Path):
             stream = c.streams.video[0]
             stream.thread_type = "AUTO"
             for frame in c.decode(stream):
-                yield frame.to_ndarray(format="rgb24")
+                yield frame.to_ndarray(format="rgb24") if rgb else None
         except (av.error.FFmpegError, IndexError) as e:
             raise InputError(f"cannot decode video {path}: {e}") from None
 
 
-def _opencv_frames(path: Path):
+def _opencv_frames(path: Path, rgb: bool):
     cap = cv2.VideoCapture(str(path))
     try:
         if not cap.isOpened():
@@ -103,14 +104,14 @@ def _opencv_frames(path: Path):
             ok, bgr = cap.read()
             if not ok:
                 return
-            yield cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
+            yield cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB) if rgb else None
     finally:
         cap.release()
 
 
 def count_frames(path: Path) -> int:
     """Decodable frames of a video (decodes the stream once: container frame counts are unreliable)."""
-    n = sum(1 for _ in _rgb_frames(path))
+    n = sum(1 for _ in _rgb_frames(path, rgb=False))
     if n == 0:
         raise InputError(f"cannot decode video {path}: no frame")
     return n
