@@ -49,22 +49,38 @@ def open_backend(weights: str, config: str, options):
 
 class Sliding:
     """Calls of ``backend`` on windows ``c .. c+batch-1`` of an endless clip, ``c`` advancing by ``batch`` per
-    call, with their frame keys where the backend streams: each call's first ``2r`` windows' frames are kept."""
+    call, with their frame keys where the backend streams: each call's first ``2r`` windows' frames are kept.
+
+    The windows' arrays are stacked before any call is timed (one per phase of the clip's cycle), as a run's
+    batch stage stacks them in a thread of its own and as :func:`peer_case` stacks its input: a call is timed
+    for what the infer stage does with a batch, not for making it (31 MB of copies a frame at 540x960)."""
 
     def __init__(self, backend, frames: np.ndarray, batch: int):
         self.backend, self.frames, self.batch = backend, frames, batch
         self.t = backend.num_frame
         self.c = self.t // 2  # the first window whose frames need no reflection
+        self._arrays: dict[int, np.ndarray] = {}
+        c = self.c
+        while c % len(frames) not in self._arrays:
+            self._arrays[c % len(frames)] = self._stack(c)
+            c += batch
+
+    def _rows(self, c: int) -> list[tuple[int, ...]]:
+        r = self.t // 2
+        return [tuple(range(centre - r, centre + r + 1)) for centre in range(c, c + self.batch)]
+
+    def _stack(self, c: int) -> np.ndarray:
+        n = len(self.frames)
+        return np.ascontiguousarray(np.stack([self.frames[[f % n for f in row]] for row in self._rows(c)]))
 
     def __call__(self):
         from vsr.backends.base import FrameKeys
 
-        r, centres = self.t // 2, range(self.c, self.c + self.batch)
-        rows = [tuple(range(c - r, c + r + 1)) for c in centres]
-        x = np.stack([self.frames[[f % len(self.frames) for f in row]] for row in rows])
+        rows, x = self._rows(self.c), self._arrays[self.c % len(self.frames)]
         self.c += self.batch
         if not self.backend.keeps_features:
             return self.backend.infer(x)
+        r = self.t // 2
         return self.backend.infer_stream(x, FrameKeys(1, tuple(rows), (0,) * self.batch, keep_from=self.c - r))
 
 

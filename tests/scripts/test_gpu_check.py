@@ -76,6 +76,54 @@ def test_a_run_killed_midway_leaves_the_json_of_every_check_that_finished(tmp_pa
     assert report["checks"][0]["status"] == "ok" and report["checks"][0]["result"]["torch"] == torch.__version__
 
 
+def test_e2e_rates_are_over_the_same_span_as_its_fps(make_clip, tmp_path, tiny_backend, monkeypatch):
+    """``e2e``'s fps is the report's steady rate (after the first frames, the flush included): the infer stage's
+    and the encoder's own rates it is compared with are over that span too (``steady.stages``), not the whole
+    run, where x264's buffered start makes the encoder look faster than it is."""
+    monkeypatch.syspath_prepend(str(REPO / "scripts"))
+    import gpu_check
+    from vsr.pipeline import upscale
+    from vsr.video import EncoderSettings
+
+    report = upscale(make_clip("f.mp4", frames=16, width=32, height=24), tmp_path / "out.mp4",
+                     backend=tiny_backend, encoder=EncoderSettings(codec="libx264", preset="medium")).to_dict()
+    run = gpu_check._e2e_summary(report)
+    span = report["steady"]["stages"]
+    assert run["rates_over"] == "the steady span" and run["fps"] == report["steady"]["fps"]
+    assert run["encode_fps"] == pytest.approx(span["encode"]["items"] / span["encode"]["busy_s"])
+    assert run["infer_fps"] == pytest.approx(span["infer"]["items"] / span["infer"]["busy_s"])
+    assert run["encode_fps"] < run["encode_fps_whole_run"]
+    slowest = min(run["infer_fps"], run["encode_fps"])
+    assert run["e2e_over_bottleneck"] == pytest.approx(run["fps"] / slowest)
+    report["steady"].pop("stages")  # a report without them (older runs): the whole run's rates, said so
+    old = gpu_check._e2e_summary(report)
+    assert old["rates_over"] == "the whole run" and old["encode_fps"] == run["encode_fps_whole_run"]
+
+
+def test_the_speed_case_s_windows_are_stacked_before_the_timing(monkeypatch):
+    """``edvr_m_speed`` times what a run's infer stage does with a batch: the windows are stacked beforehand (as
+    the batch stage and the peer's case do), each call's array names the frames its keys say."""
+    monkeypatch.syspath_prepend(str(REPO / "scripts"))
+    import gpu_model
+
+    calls = []
+    backend = SimpleNamespace(num_frame=5, keeps_features=True,
+                              infer_stream=lambda x, keys: calls.append((x, keys)))
+    frames = np.random.default_rng(0).random((8, 3, 4, 6), dtype=np.float32)
+    for batch in (1, 3):
+        calls.clear()
+        sliding = gpu_model.Sliding(backend, frames, batch)
+        stacked = {id(a) for a in sliding._arrays.values()}
+        for _ in range(20):
+            sliding()
+        for x, keys in calls:
+            assert id(x) in stacked and x.shape == (batch, 5, 3, 4, 6)
+            for n, row in enumerate(keys.frames):
+                assert np.array_equal(x[n], frames[[f % 8 for f in row]])
+            assert keys.keep_from == keys.frames[-1][2] + 1 - 2  # the next window's centre minus r
+        assert [k.frames[0][0] for _, k in calls] == list(range(0, 20 * batch, batch))
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the behaviour without a GPU")
 def test_gpu_check_without_a_gpu_is_one_line(tmp_path):
     r = subprocess.run([sys.executable, "scripts/gpu_check.py", "--out", str(tmp_path / "o")], capture_output=True,

@@ -284,8 +284,9 @@ class FrameQueueRunner:
         stream = next(_STREAMS) if memory.features == "kept" else None
         weights = (settings_for_report or {}).get("weights")
         written_at: list[float] = []  # when each frame left the encode stage (the report's steady rate)
+        marks: list[tuple[tuple[int, float], ...]] = []  # the stages' numbers at the first frames' writes
         pipeline = self._pipeline(decode, scenes, sink, tiles, info.height, info.width, progress, stream, weights,
-                                  written_at)
+                                  written_at, marks)
         t0 = time.perf_counter()
         pipeline.run()
         facts = self.backend.facts() if hasattr(self.backend, "facts") else {}
@@ -306,11 +307,12 @@ class FrameQueueRunner:
                         memory_plan=memory.to_dict(),
                         scene_cuts=scenes.to_dict(s.frames[0], s.frames[0] + written))
         return RunReport(stats, settings, wall, written, dict(self.backend.timings()), started=t0,
-                         step_stats=self.backend.step_stats() or None, written_at=written_at)
+                         step_stats=self.backend.step_stats() or None, written_at=written_at, marks=marks)
 
     def _pipeline(self, decode: SourceFrames, scenes: SceneStage, sink, tiles: list[Tile], height: int,
                   width: int, progress: Callable[[int], None] | None, stream: int | None,
-                  weights: str | None, written_at: list[float]) -> StagePipeline:
+                  weights: str | None, written_at: list[float],
+                  marks: list[tuple[tuple[int, float], ...]]) -> StagePipeline:
         s = self.settings
         start, stop = s.frames
         unit = "tiles" if len(tiles) > 1 else "frames"
@@ -347,10 +349,13 @@ class FrameQueueRunner:
 
         def written(_index: int) -> None:
             written_at.append(time.perf_counter())
+            if len(marks) < RunReport.STEADY_AFTER:  # where the report's steady span may start
+                marks.append(pipeline.snapshot())
             if progress is not None:
                 progress(1)
 
-        return StagePipeline(stages, queues, on_output=written)
+        pipeline = StagePipeline(stages, queues, on_output=written)
+        return pipeline
 
     def _check_count(self, decode: SourceFrames, written: int) -> None:
         """Zero frames written is an error naming the source's real length; fewer than asked, a warning."""

@@ -167,6 +167,11 @@ class StagePipeline:
         and the time spent waiting on each neighbour."""
         return [timer.stats() for timer in self.timers]
 
+    def snapshot(self) -> tuple[tuple[int, float], ...]:
+        """Each stage's (items, busy seconds) now, from any thread (:meth:`StageTimer.snapshot`)."""
+        now = time.perf_counter()
+        return tuple(timer.snapshot(now) for timer in self.timers)
+
     def _work(self, i: int) -> None:
         stage, timer, stop = self.stages[i], self.timers[i], self.stop
         if stop.is_set():  # stopped while the threads were being started

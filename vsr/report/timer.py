@@ -104,6 +104,13 @@ class StageTimer:
         with self._lock:
             self.items += n
 
+    def snapshot(self, now: float) -> tuple[int, float]:
+        """(items, busy seconds) as of ``now``, the busy span in progress counted to ``now``: what another thread
+        reads to split a run's numbers at a moment (the report's steady rate)."""
+        with self._lock:
+            started = self._busy_from
+            return self.items, self.busy_s + (now - started if started is not None and now > started else 0.0)
+
     def _add(self, field: str, dt: float) -> None:
         with self._lock:
             setattr(self, field, getattr(self, field) + dt)
@@ -136,6 +143,9 @@ class RunReport:
     started: float | None = None
     step_stats: dict[str, StepStats] | None = None
     written_at: list[float] | None = None
+    marks: list[tuple[tuple[int, float], ...]] | None = None
+
+    STEADY_AFTER = 60  # frames; a shorter run: a quarter of it (see ``steady``)
 
     @property
     def fps(self) -> float:
@@ -145,13 +155,28 @@ class RunReport:
     def steady(self) -> dict | None:
         """The frame rate once the pipeline is full: frames after the first ``k`` (60, or a quarter of a shorter
         run) over the time from the ``k``-th frame's write to the run's end (the encoder's flush included); None
-        without per-frame write times (``written_at``, ``time.perf_counter()`` of each) or under 8 frames."""
+        without per-frame write times (``written_at``, ``time.perf_counter()`` of each) or under 8 frames.
+
+        With ``marks`` (each stage's (items, busy seconds) when each of the first frames was written), also each
+        stage's items, busy seconds and own rate over that same span: a stage's rate over the whole run counts
+        its start too, where an encoder that buffers (x264's lookahead and frame threads) takes its first frames
+        without blocking, its work then done while the stage waits for input -- its whole-run rate looks
+        faster than the stage is."""
         times, n = self.written_at or [], len(self.written_at or [])
         if n < 8 or self.started is None:
             return None
-        k = min(60, n // 4)
+        k = min(self.STEADY_AFTER, n // 4)
         span = self.started + self.wall_s - times[k - 1]
-        return {"after_frames": k, "fps": round((n - k) / span, 4) if span > 0 else None}
+        out = {"after_frames": k, "fps": round((n - k) / span, 4) if span > 0 else None}
+        if self.marks is not None and len(self.marks) >= k and len(self.marks[k - 1]) == len(self.stages):
+            stages = {}
+            for s, (items, busy) in zip(self.stages, self.marks[k - 1]):
+                d_items, d_busy = s.items - items, max(s.busy_s - busy, 0.0)
+                stages[s.name] = {"items": d_items, "busy_s": round(d_busy, 6),
+                                  "throughput": round(d_items / d_busy, 4) if d_busy > 0 else None}
+            out["span_s"] = round(span, 6)
+            out["stages"] = stages
+        return out
 
     @property
     def bottleneck(self) -> StageStats | None:
@@ -160,7 +185,8 @@ class RunReport:
     def to_dict(self) -> dict:
         """The JSON of ``--report`` (``format`` ``vsr-run-report/2``)::
 
-            settings, frames, wall_s, fps, steady: {after_frames, fps} (None: too short), bottleneck,
+            settings, frames, wall_s, fps, bottleneck,
+            steady: {after_frames, fps, span_s, stages: {name: {items, busy_s, throughput}}} (None: too short),
             stages: [{name, items, busy_s, wait_in_s, wait_out_s, unit, throughput}],
             backend_steps_s: {step: total seconds},
             backend_steps: [{name, kind, total_s, calls, mean_s, p50_s, p95_s}]   (None where not recorded),
