@@ -81,6 +81,7 @@ class Context:
         self.out = Path(args.out)
         self.deadline = time.monotonic() + args.budget_s
         self.reserve = 0.0
+        self.fused = _fused_missing() is None  # the one-kernel Triton DCN can run: its cases are added
         # (LR sizes, batches, repeats, EDVR config for speed, shipped weights) per mode
         if args.quick:
             self.sizes, self.batches, self.repeats = [(16, 16)], {"fp16": [1], "fp32": [1]}, 1
@@ -129,6 +130,12 @@ class Context:
             self.sync()
             times.append(time.perf_counter() - t0)
         return float(np.median(times))
+
+
+def _fused_missing() -> str | None:
+    from vsr.kernels.cuda.fused_dcn import available
+
+    return available()
 
 
 def _open(weights: str, config: str | None, options):
@@ -189,6 +196,12 @@ def _vsr_dcn(ctx: Context, launcher, args, gemm: str, layout: str = "contiguous"
 
     x, offset, mask, weight, bias = args
     geom = DeformConvGeometry.from_attrs(tuple(x.shape), tuple(weight.shape), pads=[1] * 4, offset_group=8)
+    if gemm == "fused":  # the one-kernel Triton DCN, channels-last, its weights laid out once
+        from vsr.kernels.cuda.fused_dcn import deform_conv_fused, fused_weight
+
+        xn, on, mn = (t.permute(0, 2, 3, 1).contiguous() for t in (x, offset, mask))
+        wf = fused_weight(weight, geom)
+        return lambda: deform_conv_fused(geom, xn, wf, on, mn, bias).permute(0, 3, 1, 2)
     if layout == "contiguous":
         return lambda: deform_conv_torch(launcher, geom, x, weight, offset, mask, bias, gemm=gemm)
     xn, on, mn, wn = (t.permute(0, 2, 3, 1).contiguous() for t in (x, offset, mask, weight))
@@ -222,7 +235,7 @@ def check_kernel_accuracy(ctx: Context) -> dict:
             with torch.inference_mode():
                 want = ref_fn().to(ctx.device).double()
                 for gemm, layout in (("torch", "contiguous"), ("kernel", "contiguous"), ("torch", "channels_last"),
-                                     ("kernel", "channels_last")):
+                                     ("kernel", "channels_last"), *([("fused", "channels_last")] * ctx.fused)):
                     got = _vsr_dcn(ctx, launcher, args, gemm, layout)().double()
                     rel = float((got - want).norm() / want.norm())
                     ok = math.isfinite(rel) and rel <= limit
@@ -248,6 +261,9 @@ def check_kernel_speed(ctx: Context) -> dict:
                 for gemm in ("torch", "kernel"):
                     row[f"vsr_{gemm}_ms"] = 1e3 * ctx.timed(_vsr_dcn(ctx, launcher, args, gemm))
                 row["vsr_nhwc_torch_ms"] = 1e3 * ctx.timed(_vsr_dcn(ctx, launcher, args, "torch", "channels_last"))
+                if ctx.fused:  # the first call (untimed) autotunes the tile
+                    row["vsr_fused_ms"] = 1e3 * ctx.timed(_vsr_dcn(ctx, launcher, args, "fused", "channels_last"))
+                    row["fused_over_nhwc_torch"] = row["vsr_fused_ms"] / row["vsr_nhwc_torch_ms"]
                 try:
                     from torchvision.ops import deform_conv2d
 
@@ -332,6 +348,9 @@ def check_backends(ctx: Context) -> dict:
             ref = ref.infer(x)
             for precision in ("fp32", "fp16"):
                 results.append(_backend_case(ctx, weights, config, precision, x, ref, source))
+            # the one-kernel Triton DCN in the model (on the CPU emulation: tests/backends/test_cuda_backend.py)
+            for precision in ("fp32", "fp16") if ctx.fused and ctx.gpu else ():
+                results.append(_backend_case(ctx, weights, config, precision, x, ref, source, dcn_gemm="fused"))
     finally:
         torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
     bad = [r for r in results if not r["ok"]]
@@ -340,7 +359,8 @@ def check_backends(ctx: Context) -> dict:
     return {"cases": results}
 
 
-def _backend_case(ctx: Context, weights, config, precision: str, x: np.ndarray, ref: np.ndarray, source) -> dict:
+def _backend_case(ctx: Context, weights, config, precision: str, x: np.ndarray, ref: np.ndarray, source,
+                  dcn_gemm: str = "torch") -> dict:
     from vsr.backends import CudaOptions
     from vsr.quality.metrics import psnr, rgb_to_y
 
@@ -348,11 +368,12 @@ def _backend_case(ctx: Context, weights, config, precision: str, x: np.ndarray, 
     got = {}
     for stream in (True, False):
         backend = _open(weights, config, CudaOptions(device=str(ctx.device), precision=precision, output="float32",
-                                                     stream_features=stream))
+                                                     stream_features=stream, dcn_gemm=dcn_gemm))
         backend.prepare(h, w, n)
         got[stream] = backend.infer(x)
     to255 = [np.clip(a, 0, 1).transpose(0, 2, 3, 1) * 255.0 for a in (got[True], ref)]
-    row = {"weights": config or weights, "precision": precision, "finite": bool(np.isfinite(got[True]).all()),
+    row = {"weights": config or weights, "precision": precision, "dcn_gemm": dcn_gemm,
+           "finite": bool(np.isfinite(got[True]).all()),
            "max_abs": float(np.abs(got[True] - ref).max()), "frames": source,
            "memory_format": backend.layout.memory_format, "features": "streaming",
            "y_psnr_vs_torch": min(psnr(rgb_to_y(a), rgb_to_y(b)) for a, b in zip(*to255)),
@@ -383,6 +404,20 @@ def check_edvr_m_speed(ctx: Context) -> dict:
                 if "ms_per_frame" in rows[-1] and "ms_per_frame" in peers[-1]:
                     rows[-1]["peer_over_vsr"] = peers[-1]["ms_per_frame"] / rows[-1]["ms_per_frame"]
     h, w = ctx.sizes[-1]
+    fused = []  # the one-kernel Triton DCN in the same model, fp16, after every figure above
+    for fh, fw in ctx.sizes if ctx.fused else []:
+        for batch in ctx.batches["fp16"]:
+            case = {"lr": f"{fh}x{fw}", "precision": "fp16", "batch": batch, "dcn_gemm": "fused"}
+            if ctx.left() < 45 and not ctx.quick:
+                fused.append({**case, "skipped": "time"})
+                continue
+            fused.append({**case, **isolated(ctx.gpu, speed_case, ctx, "fp16", fh, fw, batch, dcn_gemm="fused")})
+            same = [r for r in rows if r["lr"] == case["lr"] and r["precision"] == "fp16" and r["batch"] == batch]
+            if same and "ms_per_frame" in same[0] and "ms_per_frame" in fused[-1]:
+                fused[-1]["over_torch_gemm"] = fused[-1]["ms_per_frame"] / same[0]["ms_per_frame"]
+                if fused[-1].get("device_ms_per_frame") and same[0].get("device_ms_per_frame"):
+                    fused[-1]["device_over_torch_gemm"] = (fused[-1]["device_ms_per_frame"]
+                                                           / same[0]["device_ms_per_frame"])
     done = [r for r in rows if "ms_per_frame" in r]
     result = {"config": ctx.speed_config, "features": done[0]["features"] if done else None,
               "memory_format": done[0]["memory_format"] if done else None, "cases": rows,
@@ -391,8 +426,13 @@ def check_edvr_m_speed(ctx: Context) -> dict:
               "per_window": {"lr": f"{h}x{w}", "precision": "fp16", "batch": 1,
                              **isolated(ctx.gpu, speed_case, ctx, "fp16", h, w, 1, stream=False)},
               "per_step_ms": {"lr": f"{h}x{w}", **isolated(ctx.gpu, steps_case, ctx, h, w)},
+              "fused_dcn": {"what": "dcn_gemm='fused': sampling and product in one Triton kernel", "cases": fused,
+                            "per_step_ms": ({"lr": f"{h}x{w}", **isolated(ctx.gpu, steps_case, ctx, h, w,
+                                                                          dcn_gemm="fused")}
+                                            if ctx.gpu and ctx.left() >= 30 else None)}
+              if ctx.fused else {"skipped": _fused_missing()},
               "targets": {"fp16 540x960 ms/frame": 60.0, "fp32 540x960 ms/frame": 100.0, "peer_over_vsr": 2.0}}
-    errors = [r for r in [*rows, *peers, result["per_window"], result["per_step_ms"]] if "error" in r]
+    errors = [r for r in [*rows, *peers, *fused, result["per_window"], result["per_step_ms"]] if "error" in r]
     if errors:
         raise CheckFailed(f"{len(errors)} case(s) failed: {errors}", result)
     return result

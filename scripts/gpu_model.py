@@ -99,10 +99,12 @@ def run_planes():
     return PlaneFormat.of("yuv420p", ColourSpec.of("yuv420p", 3840, 2160, 1, 1, 1, 1))
 
 
-def speed_case(ctx, precision: str, h: int, w: int, batch: int, stream: bool = True) -> dict:
+def speed_case(ctx, precision: str, h: int, w: int, batch: int, stream: bool = True, dcn_gemm: str = "torch") -> dict:
     """ms per frame as a run gets them (the sink's uint8 planes made on the device, downloaded, copied once on the
-    host), and the device time alone: the CUDA graphs' replays back to back, CUDA events around them."""
-    backend = open_backend("random", ctx.speed_config, cuda_options(ctx, precision, stream_features=stream))
+    host), and the device time alone: the CUDA graphs' replays back to back, CUDA events around them.
+    ``dcn_gemm``: the DCN's form (``CudaOptions.dcn_gemm``; "fused": the one-kernel Triton DCN)."""
+    backend = open_backend("random", ctx.speed_config, cuda_options(ctx, precision, stream_features=stream,
+                                                                    dcn_gemm=dcn_gemm))
     frames, _ = ctx.frames(backend.num_frame + 3, h, w)
     t0 = time.perf_counter()
     backend.prepare(h, w, batch, planes=run_planes())
@@ -162,9 +164,10 @@ def peer_case(ctx, precision: str, h: int, w: int, batch: int) -> dict:
     return {"ms_per_frame": 1e3 * s / batch, "fps": batch / s, "dcn": dcn}
 
 
-def steps_case(ctx, h: int, w: int) -> dict:
+def steps_case(ctx, h: int, w: int, dcn_gemm: str = "torch") -> dict:
     """ms per step (p50), fp16, no graphs, batch 1, streaming: the steady state's calls (one new frame each)."""
-    backend = open_backend("random", ctx.speed_config, cuda_options(ctx, "fp16", cuda_graphs=False))
+    backend = open_backend("random", ctx.speed_config, cuda_options(ctx, "fp16", cuda_graphs=False,
+                                                                    dcn_gemm=dcn_gemm))
     frames, _ = ctx.frames(backend.num_frame + 3, h, w)
     backend.prepare(h, w, 1)
     call = Sliding(backend, frames, 1)

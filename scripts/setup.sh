@@ -10,3 +10,5 @@ fi
 # 2.13.0 resolves to the local CPU wheel on this project's machines.
 python -m pip install -q --disable-pip-version-check "torch==2.13.0"
 python -m pip install -q --disable-pip-version-check -e ".[test,jobs]"
+# Triton, for the fused DCN's tests (its interpreter runs the GPU kernel on the CPU); the GPU image's version
+python -m pip install -q --disable-pip-version-check "triton==3.6.0"

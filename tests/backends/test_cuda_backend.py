@@ -22,6 +22,7 @@ import torch
 from vsr.backends import CudaOptions, OrtOptions, SplitOptions, TorchOptions, backend_options, open_backend
 from vsr.backends.cuda import options as backend_options_module
 from tests.kernels.test_cuda_kernels import CASES, make_case, reference_dcn
+from tests.kernels.test_fused_dcn import needs_triton
 from vsr.backends.cuda import resolve_device, segment_runtime
 from vsr.backends.cuda.bridges import DCNBridge, ShuffleBridge, Timeline
 from vsr.backends.cuda.layout import Layout, PaddedOutputConv
@@ -121,8 +122,9 @@ def test_dcn_bridge_channels_last_reads_the_mask_logits_in_place(monkeypatch, dt
     assert (got.double() - want).abs().max() <= tol * max(1.0, float(want.abs().max()))
 
 
-@pytest.mark.parametrize("gemm", ["kernel"])
+@pytest.mark.parametrize("gemm", ["kernel", pytest.param("fused", marks=needs_triton)])
 def test_tiny_with_vsrs_own_gemm_equals_the_reference(tiny, gemm):
+    """vsr's own GEMM kernel, and the fused one-kernel DCN (Triton's interpreter runs it on the CPU)."""
     _, ref = tiny
     backend = _open("edvr-tiny", CudaOptions(device="cpu", precision="fp32", dcn_gemm=gemm, output="float32"))
     x = _frames(6, (1, 3, 3, 16, 16))
@@ -296,6 +298,20 @@ def test_a_gpu_without_a_kernel_launcher_keeps_auto_on_onnx_runtime(monkeypatch)
 def test_bad_cuda_options_are_one_line_errors(field, value):
     with pytest.raises(BackendError, match=value):
         CudaOptions(**{field: value})
+
+
+def test_the_fused_dcn_option_is_refused_where_it_cannot_run(monkeypatch):
+    """dcn_gemm 'fused': channels-last torch segments only, and Triton installed -- else one line saying so."""
+    import importlib.util
+
+    for bad in ({"memory_format": "contiguous"}, {"segments": "tensorrt"}):
+        with pytest.raises(BackendError, match="channels-last on torch segments only"):
+            CudaOptions(dcn_gemm="fused", **bad)
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "triton" else real(name, *a))
+    with pytest.raises(BackendError, match="needs Triton") as info:
+        CudaOptions(dcn_gemm="fused")
+    assert "\n" not in str(info.value)
 
 
 @needs_no_gpu

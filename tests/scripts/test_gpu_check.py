@@ -4,6 +4,7 @@ cases, which need a GPU, run on stand-ins for torch.cuda's memory calls."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import shutil
 import subprocess
@@ -47,6 +48,13 @@ def test_gpu_check_quick_runs_every_check_on_the_cpu(tmp_path):
     steps = set(speed["per_step_ms"])
     assert {"features", "segment_0", "dcn:pcd_align.cas_dcnpack", "shuffle:pixel_shuffle#1"} <= steps
     assert checks["upscale"]["result"]["max_level_difference"] <= 1
+    if importlib.util.find_spec("triton") is not None:  # the one-kernel DCN: in the kernel checks and the model
+        assert [c["gemm"] for c in checks["kernel_accuracy"]["result"]["cases"]].count("fused") == 2
+        assert all(c["vsr_fused_ms"] > 0 for c in checks["kernel_speed"]["result"]["cases"])
+        [fused] = speed["fused_dcn"]["cases"]
+        assert fused["dcn_gemm"] == "fused" and fused["ms_per_frame"] > 0 and fused["download"] == "planes yuv420p"
+    else:
+        assert speed["fused_dcn"]["skipped"].startswith("dcn_gemm 'fused' needs Triton")
     assert all(c["download"] == "planes yuv420p" for c in speed["cases"])  # what a run downloads, not RGB
     e2e = checks["e2e"]["result"]
     [run] = e2e["runs"]  # the CPU emulation makes the output's planes on its "device"

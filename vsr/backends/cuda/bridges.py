@@ -27,6 +27,7 @@ from torch import nn
 
 from vsr.backends.cuda.dcn import deform_conv_nhwc_torch, deform_conv_torch
 from vsr.backends.cuda.layout import Layout
+from vsr.kernels.cuda.fused_dcn import deform_conv_fused, fused_weight
 from vsr.kernels.cuda.ops import pixel_shuffle_lrelu, pixel_shuffle_lrelu_nhwc, subpixel_major_order
 from vsr.kernels.deform_conv import DeformConvGeometry
 from vsr.model.dcn import DCNv2Pack
@@ -112,6 +113,12 @@ class DCNBridge(nn.Module):
         # (Co, kh, kw, C) flat: the channels-last kernels' weight (a 2-D buffer, so no layout change restrides it)
         self.register_buffer("weight_rows", pack.weight.detach().permute(0, 2, 3, 1).reshape(co, kh * kw * ci),
                              persistent=False)
+        if gemm == "fused":  # the one-kernel DCN's own layout of them (3-D: no layout change restrides it)
+            if not layout.channels_last:
+                raise ValueError("the fused DCN runs channels-last only")
+            geom = DeformConvGeometry.from_attrs((1, ci, kh, kw), tuple(pack.weight.shape),
+                                                 pads=[pack.padding] * 4, offset_group=pack.deformable_groups)
+            self.register_buffer("weight_fused", fused_weight(pack.weight, geom), persistent=False)
 
     def forward(self, x: torch.Tensor, feat: torch.Tensor) -> torch.Tensor:
         pack, p = self.pack, self.pack.padding
@@ -123,10 +130,14 @@ class DCNBridge(nn.Module):
                 return deform_conv_torch(self.launcher, geom, x.contiguous(), pack.weight, offset.contiguous(),
                                          mask.contiguous(), pack.bias, gemm=self.gemm)
         record = Layout.nhwc(pack.conv_offset(feat))  # (N, H, W, 3*G*kh*kw): offsets, then the mask's logits
-        weight = self.weight_rows.view(geom.co, geom.kh, geom.kw, geom.c // geom.group)
         with self.timeline.step(self.step_name):  # the kernel reads the logits in the record, sigmoid and all
-            out = deform_conv_nhwc_torch(self.launcher, geom, Layout.nhwc(x), weight, record, None, pack.bias,
-                                         gemm=self.gemm, mask_logits=True)
+            if self.gemm == "fused":
+                out = deform_conv_fused(geom, Layout.nhwc(x), self.weight_fused, record, None, pack.bias,
+                                        mask_logits=True)
+            else:
+                weight = self.weight_rows.view(geom.co, geom.kh, geom.kw, geom.c // geom.group)
+                out = deform_conv_nhwc_torch(self.launcher, geom, Layout.nhwc(x), weight, record, None, pack.bias,
+                                             gemm=self.gemm, mask_logits=True)
         return Layout.from_nhwc(out)
 
 

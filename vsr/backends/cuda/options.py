@@ -11,7 +11,8 @@ from vsr.errors import BackendError
 CUDA_PRECISIONS = ("fp16", "fp32", "int8")  # int8: TensorRT segments built from the Q/DQ export
 CUDA_OUTPUTS = ("float16", "uint8", "float32")
 SEGMENT_RUNTIMES = ("auto", "torch", "tensorrt")
-CUDA_MEMORY_FORMATS = ("channels_last", "contiguous")  # what vsr.backends.cuda.layout.Layout stores
+CUDA_MEMORY_FORMATS = ("channels_last", "contiguous")
+DCN_GEMMS = ("torch", "kernel", "fused")  # what vsr.backends.cuda.layout.Layout stores
 
 
 @dataclass(frozen=True)
@@ -24,7 +25,9 @@ class CudaOptions:
     bridged model once per input shape and replay it (needs the cupy launcher; ignored on the CPU);
     launcher: "auto" | "cupy" | "pycuda" | "host" (see :mod:`vsr.kernels.cuda.launch`);  segments: "auto"
     (TensorRT engines when ``tensorrt`` imports, else torch) | "torch" | "tensorrt";  dcn_gemm: the DCN's
-    matrix product on "torch" (cuBLAS) after vsr's sampling kernel, or vsr's own "kernel";  cache_dir: engine
+    matrix product on "torch" (cuBLAS) after vsr's sampling kernel, vsr's own "kernel", or "fused": sampling
+    and product in one Triton kernel, no column buffer (:mod:`vsr.kernels.cuda.fused_dcn`; channels-last, torch
+    segments);  cache_dir: engine
     and kernel caches (default ``<engine dir>/cuda``);  output: the dtype of the model's RGB output, "float16"
     (enough for 10-bit output), "uint8" (RGB quantised on the device: a quarter of float32's bytes) or "float32";
     device_planes: where the runner asks (``prepare(..., planes=)``), that RGB is converted into the sink's planes on the
@@ -59,11 +62,19 @@ class CudaOptions:
             raise BackendError(f"CUDA output {self.output!r}: choose from {', '.join(CUDA_OUTPUTS)}")
         if self.segments not in SEGMENT_RUNTIMES:
             raise BackendError(f"CUDA segments {self.segments!r}: choose from {', '.join(SEGMENT_RUNTIMES)}")
-        if self.dcn_gemm not in ("torch", "kernel"):
-            raise BackendError(f"CUDA dcn_gemm {self.dcn_gemm!r}: choose torch or kernel")
+        if self.dcn_gemm not in DCN_GEMMS:
+            raise BackendError(f"CUDA dcn_gemm {self.dcn_gemm!r}: choose from {', '.join(DCN_GEMMS)}")
         if self.memory_format not in CUDA_MEMORY_FORMATS:
             raise BackendError(f"CUDA memory_format {self.memory_format!r}: choose from "
                                f"{', '.join(CUDA_MEMORY_FORMATS)}")
+        if self.dcn_gemm == "fused":
+            from vsr.kernels.cuda.fused_dcn import available
+
+            why = available()
+            if why is not None:
+                raise BackendError(why)
+            if self.memory_format != "channels_last" or self.segments == "tensorrt":
+                raise BackendError("CUDA dcn_gemm 'fused' runs channels-last on torch segments only")
 
     @property
     def on_gpu(self) -> bool:

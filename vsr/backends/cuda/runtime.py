@@ -71,8 +71,12 @@ class CudaTorchBackend(ModelBackend):
         self.dtype = DTYPES[options.precision]
         self.layout = Layout(options.memory_format)  # the one place this backend's layout is decided
         self.keeps_features = options.stream_features
-        self.launcher = open_tensor_launcher(options.launcher, device, graphs=options.cuda_graphs,
-                                             cache_dir=kernel_cache_dir(device, options.cache_dir))
+        kernels = kernel_cache_dir(device, options.cache_dir)
+        self.launcher = open_tensor_launcher(options.launcher, device, graphs=options.cuda_graphs, cache_dir=kernels)
+        if options.dcn_gemm == "fused" and kernels is not None:  # Triton's compiled kernels beside vsr's own
+            from vsr.kernels.cuda.fused_dcn import cache_in
+
+            cache_in(os.path.join(kernels, "triton"))
         self.timeline = Timeline(device)
         self.model, self.bridged = bridge_model(model.eval(), self.launcher, self.timeline, options.dcn_gemm,
                                                 self.layout)
