@@ -15,7 +15,9 @@ Checks (each a function below), in this order, the figures a window must bring b
                 made on the device, downloaded, one host copy), and the device time alone (the graphs replayed
                 back to back); each case in a fresh backend, and the same windows on the peer (EDVR as --backend
                 torch builds it: torchvision's DCN, eager); the per-window path once; ms per step (features,
-                segments, bridge kernels) without graphs (scripts/gpu_model.py)
+                segments, bridge kernels) without graphs (scripts/gpu_model.py); these name dcn_gemm 'torch' (the
+                figures of earlier windows); then, where Triton imports, the fp16 cases with the fused one-kernel
+                DCN (fused_dcn: ms, device ms, over the torch form's) and its ms per step
   memory        per case, fresh: the memory plan (the backend's measured probe, the kept features) against the
                 peak the device gave (reserved), reserved <= 1.25x the allocated peak; the shapes prepared on one
                 backend against the largest graph and every graph's statics
@@ -27,13 +29,14 @@ Checks (each a function below), in this order, the figures a window must bring b
   backends      --backend cuda against --backend torch on real frames with the shipped weights (default, real),
                 fp32 (TF32 off) and fp16: no inf/NaN, max |diff| relative to the output <= 1e-4 in fp32, Y-PSNR
                 >= 60 dB in fp16, each frame's features once against every window's (max |diff|), and each
-                module's largest |output| in fp16 (a layer near 65504 would overflow)
-  kernel_accuracy  vsr's DCN (sampling kernel + GEMM, both GEMMs, NCHW and channels-last) against
+                module's largest |output| in fp16 (a layer near 65504 would overflow); on a GPU the same with
+                the fused DCN
+  kernel_accuracy  vsr's DCN (sampling kernel + GEMM, both GEMMs, NCHW and channels-last; the fused kernel) against
                 torchvision.ops.deform_conv2d at EDVR-M shapes (64 channels, 8 offset groups, 5 frames) up to LR
                 540x960: relative L2 error, fp32 <= 1e-4, fp16 <= 1e-2 (no torchvision, as on the CPU: vsr's numba
                 CPU DCN is the reference)
   upscale       vsr upscale --backend cuda on a real clip: fps, and the frames against --backend torch (<= 1/255)
-  kernel_speed  the same shapes: ms of vsr's DCN (NCHW, channels-last) and of torchvision's, fp16 and fp32
+  kernel_speed  the same shapes: ms of vsr's DCN (NCHW, channels-last, fused) and of torchvision's, fp16 and fp32
 
 ``--data DIR`` holds the real inputs (``scripts/gpu_carry.py`` packs it): ``frames/*.png`` (LR frames),
 ``clip.mp4`` and ``e2e.mp4`` (the 960x540 clip).  Without it, frames are synthesised (recorded as such).

@@ -410,3 +410,38 @@ def test_vsr_upscale_through_the_cuda_runtime_emulated_on_the_cpu(make_clip, tmp
                         for p in sorted((tmp_path / name).glob("*.png"))]
     assert len(frames["cuda"]) == 3 and frames["cuda"][0].shape == (64, 80, 3)
     assert max(np.abs(a - b).max() for a, b in zip(frames["cuda"], frames["torch"])) <= 1
+
+
+def test_auto_takes_the_faster_dcn_form_and_falls_back_to_torch(caplog):
+    """dcn_gemm 'auto': the form the timer finds fastest; one that fails is left out (logged); none: torch."""
+    from vsr.backends.cuda.bridges import faster_form
+
+    ran = []
+
+    def run(form):
+        ran.append(form)
+        if form == "broken":
+            raise RuntimeError("no kernel image for this device")
+
+    ms = {"torch": 9.7, "fused": 3.1}
+    assert faster_form(run, ("torch", "fused"), "dcn:l1", timer=lambda fn: (fn(), ms[ran[-1]])[1]) == "fused"
+    ms["fused"] = 12.0
+    assert faster_form(run, ("torch", "fused"), "dcn:l1", timer=lambda fn: (fn(), ms[ran[-1]])[1]) == "torch"
+    assert faster_form(run, ("torch", "broken"), "dcn:l1", timer=lambda fn: (fn(), 1.0)[1]) == "torch"
+    assert "DCN form 'broken' failed (RuntimeError: no kernel image" in caplog.text
+
+    def nothing_runs(fn):
+        raise RuntimeError("out of memory")
+
+    assert faster_form(run, ("torch", "fused"), "dcn:l1", timer=nothing_runs) == "torch"
+
+
+def test_auto_is_torch_where_nothing_can_be_timed(tiny):
+    """On the CPU emulation (and in a capture) 'auto' runs the two-kernel form and chooses nothing for later;
+    the report's facts say which form each DCN ran."""
+    backend = _open("edvr-tiny", CudaOptions(device="cpu", precision="fp32", output="float32"))
+    assert backend.options.dcn_gemm == "auto"
+    backend.infer(_frames(2, (1, 3, 3, 16, 16)))
+    bridges = [m for m in backend.model.modules() if isinstance(m, DCNBridge)]
+    assert len(bridges) == 4 and all(b.forms == {} for b in bridges)
+    assert set(backend.facts()["dcn"].values()) == {"torch"}

@@ -18,6 +18,7 @@ windows' ``segment_<i>``; then ``segment_0`` holds no features.
 from __future__ import annotations
 
 import copy
+import logging
 import time
 from contextlib import contextmanager
 from dataclasses import replace
@@ -27,6 +28,7 @@ from torch import nn
 
 from vsr.backends.cuda.dcn import deform_conv_nhwc_torch, deform_conv_torch
 from vsr.backends.cuda.layout import Layout
+from vsr.kernels.cuda.fused_dcn import available as fused_available
 from vsr.kernels.cuda.fused_dcn import deform_conv_fused, fused_weight
 from vsr.kernels.cuda.ops import pixel_shuffle_lrelu, pixel_shuffle_lrelu_nhwc, subpixel_major_order
 from vsr.kernels.deform_conv import DeformConvGeometry
@@ -34,6 +36,7 @@ from vsr.model.dcn import DCNv2Pack
 from vsr.model.edvr import EDVR, PixelShuffleLReLU, TSAFusion
 
 SLOPE = 0.1  # EDVR's LeakyReLU
+log = logging.getLogger(__name__)
 
 
 class Timeline:
@@ -113,9 +116,13 @@ class DCNBridge(nn.Module):
         # (Co, kh, kw, C) flat: the channels-last kernels' weight (a 2-D buffer, so no layout change restrides it)
         self.register_buffer("weight_rows", pack.weight.detach().permute(0, 2, 3, 1).reshape(co, kh * kw * ci),
                              persistent=False)
-        if gemm == "fused":  # the one-kernel DCN's own layout of them (3-D: no layout change restrides it)
-            if not layout.channels_last:
-                raise ValueError("the fused DCN runs channels-last only")
+        # "auto": per input shape the faster of "torch" and "fused", timed on the GPU at the shape's first call
+        # (a run's warm-up, before any capture); "torch" where it cannot be timed (the CPU, a capture, no Triton)
+        self.forms: dict[tuple, str] = {}
+        if gemm == "fused" and not layout.channels_last:
+            raise ValueError("the fused DCN runs channels-last only")
+        if gemm == "fused" or (gemm == "auto" and layout.channels_last and fused_available() is None):
+            # the one-kernel DCN's own layout of the weights (3-D: no layout change restrides it)
             geom = DeformConvGeometry.from_attrs((1, ci, kh, kw), tuple(pack.weight.shape),
                                                  pads=[pack.padding] * 4, offset_group=pack.deformable_groups)
             self.register_buffer("weight_fused", fused_weight(pack.weight, geom), persistent=False)
@@ -128,17 +135,66 @@ class DCNBridge(nn.Module):
             offset, mask = pack.offset_mask(feat)
             with self.timeline.step(self.step_name):
                 return deform_conv_torch(self.launcher, geom, x.contiguous(), pack.weight, offset.contiguous(),
-                                         mask.contiguous(), pack.bias, gemm=self.gemm)
+                                         mask.contiguous(), pack.bias,
+                                         gemm="torch" if self.gemm == "auto" else self.gemm)  # NCHW: no fused form
         record = Layout.nhwc(pack.conv_offset(feat))  # (N, H, W, 3*G*kh*kw): offsets, then the mask's logits
+        xn = Layout.nhwc(x)
+        form = self.form(geom, xn, record)
         with self.timeline.step(self.step_name):  # the kernel reads the logits in the record, sigmoid and all
-            if self.gemm == "fused":
-                out = deform_conv_fused(geom, Layout.nhwc(x), self.weight_fused, record, None, pack.bias,
-                                        mask_logits=True)
-            else:
-                weight = self.weight_rows.view(geom.co, geom.kh, geom.kw, geom.c // geom.group)
-                out = deform_conv_nhwc_torch(self.launcher, geom, Layout.nhwc(x), weight, record, None, pack.bias,
-                                             gemm=self.gemm, mask_logits=True)
+            out = self._run(form, geom, xn, record)
         return Layout.from_nhwc(out)
+
+    def _run(self, form: str, geom: DeformConvGeometry, xn: torch.Tensor, record: torch.Tensor) -> torch.Tensor:
+        if form == "fused":
+            return deform_conv_fused(geom, xn, self.weight_fused, record, None, self.pack.bias, mask_logits=True)
+        weight = self.weight_rows.view(geom.co, geom.kh, geom.kw, geom.c // geom.group)
+        return deform_conv_nhwc_torch(self.launcher, geom, xn, weight, record, None, self.pack.bias, gemm=form,
+                                      mask_logits=True)
+
+    def form(self, geom: DeformConvGeometry, xn: torch.Tensor, record: torch.Tensor) -> str:
+        """The DCN form of this call: ``gemm``, or for "auto" the one chosen for this input's shape (chosen now
+        where it is the shape's first call and it can be timed)."""
+        if self.gemm != "auto":
+            return self.gemm
+        key = (tuple(xn.shape), xn.dtype)
+        form = self.forms.get(key)
+        if form is not None:
+            return form
+        if (xn.device.type != "cuda" or not hasattr(self, "weight_fused")
+                or torch.cuda.is_current_stream_capturing()):
+            return "torch"
+        form = self.forms[key] = faster_form(lambda f: self._run(f, geom, xn, record), ("torch", "fused"),
+                                            self.step_name)
+        return form
+
+
+
+def cuda_ms(fn, repeats: int = 3) -> float:
+    """GPU ms per call of ``fn`` on the current stream: CUDA events around ``repeats`` calls after an untimed one
+    (which compiles and autotunes)."""
+    fn()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(repeats):
+        fn()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) / repeats
+
+
+def faster_form(run, forms: tuple[str, ...], name: str, timer=cuda_ms) -> str:
+    """The form ``f`` of ``forms`` whose ``run(f)`` ``timer`` finds fastest; a form that fails is logged and left
+    out -- the first form is the fallback."""
+    times = {}
+    for form in forms:
+        try:
+            times[form] = timer(lambda: run(form))
+        except Exception as e:  # noqa: BLE001 - a form that cannot run here is not chosen
+            log.warning("%s: DCN form %r failed (%s: %s); not used", name, form, type(e).__name__, str(e)[:200])
+    best = min(times, key=times.get) if times else forms[0]
+    log.info("%s: DCN form %s (ms per call: %s)", name, best,
+             ", ".join(f"{f} {t:.3f}" for f, t in times.items()) or "none timed")
+    return best
 
 
 class ShuffleBridge(nn.Module):

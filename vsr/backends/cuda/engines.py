@@ -145,7 +145,8 @@ class CudaTensorRTBackend(SplitBackend):
         self.out = OutputConversion()  # fmt set: the sink's planes are made on the device and downloaded
         self.launcher = open_tensor_launcher(options.launcher, device,
                                              cache_dir=kernel_cache_dir(device, options.cache_dir))
-        self.kernels = cuda_bridge_kernels(self.launcher, segment_backend.device, options.dcn_gemm)
+        gemm = "torch" if options.dcn_gemm == "auto" else options.dcn_gemm  # NCHW bridges: no fused form
+        self.kernels = cuda_bridge_kernels(self.launcher, segment_backend.device, gemm)
         self.memory = TorchArena(device)
         self.stream = torch.cuda.Stream(device) if device.type == "cuda" else None
         self.planned: dict[tuple[int, int], int] = {}

@@ -12,7 +12,7 @@ CUDA_PRECISIONS = ("fp16", "fp32", "int8")  # int8: TensorRT segments built from
 CUDA_OUTPUTS = ("float16", "uint8", "float32")
 SEGMENT_RUNTIMES = ("auto", "torch", "tensorrt")
 CUDA_MEMORY_FORMATS = ("channels_last", "contiguous")
-DCN_GEMMS = ("torch", "kernel", "fused")  # what vsr.backends.cuda.layout.Layout stores
+DCN_GEMMS = ("auto", "torch", "kernel", "fused")  # what vsr.backends.cuda.layout.Layout stores
 
 
 @dataclass(frozen=True)
@@ -27,6 +27,8 @@ class CudaOptions:
     (TensorRT engines when ``tensorrt`` imports, else torch) | "torch" | "tensorrt";  dcn_gemm: the DCN's
     matrix product on "torch" (cuBLAS) after vsr's sampling kernel, vsr's own "kernel", or "fused": sampling
     and product in one Triton kernel, no column buffer (:mod:`vsr.kernels.cuda.fused_dcn`; channels-last, torch
+    segments); "auto" (default): per DCN and input shape the faster of "torch" and "fused", timed on the GPU at
+    the shape's first call (a run's warm-up), "torch" where that cannot be (the CPU emulation, no Triton, TensorRT
     segments);  cache_dir: engine
     and kernel caches (default ``<engine dir>/cuda``);  output: the dtype of the model's RGB output, "float16"
     (enough for 10-bit output), "uint8" (RGB quantised on the device: a quarter of float32's bytes) or "float32";
@@ -45,7 +47,7 @@ class CudaOptions:
     cuda_graphs: bool = True
     launcher: str = "auto"
     segments: str = "auto"
-    dcn_gemm: str = "torch"
+    dcn_gemm: str = "auto"
     cache_dir: str | None = None
     buckets: BucketPolicy | None = None
     output: str = "float16"

@@ -34,7 +34,7 @@ import torch
 
 from vsr.backends.base import FrameKeys, ModelBackend
 from vsr.backends.cuda import memory
-from vsr.backends.cuda.bridges import Timeline, bridge_model, keep_attention_fp32
+from vsr.backends.cuda.bridges import DCNBridge, Timeline, bridge_model, keep_attention_fp32
 from vsr.backends.cuda.graphs import GraphSet, GraphSpec, static_inputs
 from vsr.backends.cuda.layout import Layout
 from vsr.backends.cuda.feature_store import FeatureStore, pyramid_shapes, slot_nbytes
@@ -73,7 +73,7 @@ class CudaTorchBackend(ModelBackend):
         self.keeps_features = options.stream_features
         kernels = kernel_cache_dir(device, options.cache_dir)
         self.launcher = open_tensor_launcher(options.launcher, device, graphs=options.cuda_graphs, cache_dir=kernels)
-        if options.dcn_gemm == "fused" and kernels is not None:  # Triton's compiled kernels beside vsr's own
+        if options.dcn_gemm in ("fused", "auto") and kernels is not None:  # Triton's kernels beside vsr's own
             from vsr.kernels.cuda.fused_dcn import cache_in
 
             cache_in(os.path.join(kernels, "triton"))
@@ -155,7 +155,19 @@ class CudaTorchBackend(ModelBackend):
         (made there) or RGB."""
         what = f"planes {self.out.fmt.pix_fmt}" if self.out.fmt is not None else f"rgb {self.options.output}"
         return {**super().facts(), "memory_format": self.layout.memory_format, "cuda_graphs": self.graphs_on,
-                "device": _device_label(self.options.device or str(self.device), self.device), "download": what}
+                "device": _device_label(self.options.device or str(self.device), self.device), "download": what,
+                "dcn": self.dcn_forms()}
+
+    def dcn_forms(self) -> dict[str, str]:
+        """Per bridged DCN, the form(s) its calls ran (``CudaOptions.dcn_gemm``; "auto": chosen per shape by
+        timing), e.g. ``{"dcn:pcd_align.dcn_pack.l1": "fused"}``."""
+        out = {}
+        for module in self.model.modules():
+            if isinstance(module, DCNBridge):
+                chosen = sorted(set(module.forms.values()))
+                out[module.step_name] = "/".join(chosen) if chosen else (
+                    "torch" if module.gemm == "auto" else module.gemm)
+        return out
 
     def feature_nbytes(self, height: int, width: int) -> int:
         """Bytes one kept (frame, tile) takes on the device: its RGB and pyramid in the model's dtype."""
