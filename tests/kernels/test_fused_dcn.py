@@ -114,7 +114,7 @@ def test_the_fused_weights_are_laid_out_per_tap_and_padded_with_zeros():
 
 
 @pytest.mark.parametrize("bad, match", [("weight", "weight does not fit"), ("dtype", "one dtype"),
-                                        ("record", "record does not fit")])
+                                        ("record", "record does not fit"), ("out", "out must be contiguous")])
 def test_wrong_operands_are_refused(bad, match):
     from vsr.kernels.cuda.fused_dcn import deform_conv_fused, fused_weight
 
@@ -128,10 +128,11 @@ def test_wrong_operands_are_refused(bad, match):
         w = weight.to(f)
     elif bad == "dtype":
         xn = xn.half()
-    else:
+    elif bad == "record":
         record = record[..., :100].contiguous()  # the offsets without the mask's logits
+    out = torch.empty(1, 16, 4, 4).permute(0, 2, 3, 1) if bad == "out" else None  # NCHW memory: not (N, H, W, C)
     with pytest.raises(ValueError, match=match):
-        deform_conv_fused(geom, xn, w, record, None, bias.to(f), mask_logits=True)
+        deform_conv_fused(geom, xn, w, record, None, bias.to(f), mask_logits=True, out=out)
 
 
 @pytest.mark.parametrize("dtype, channels", [("fp16", 64), ("fp16", 40), ("fp32", 64)])

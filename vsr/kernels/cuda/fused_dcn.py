@@ -123,6 +123,10 @@ def deform_conv_fused(geom: DeformConvGeometry, x: torch.Tensor, weight: torch.T
                 record_elements=total * int(record.shape[3]))
     if out is None:
         out = torch.empty((g.n, g.ho, g.wo, g.co), dtype=x.dtype, device=x.device)
+    elif (tuple(out.shape) != (g.n, g.ho, g.wo, g.co) or out.dtype != x.dtype or out.device != x.device
+          or not out.is_contiguous()):
+        raise ValueError(f"fused DeformConv: out must be contiguous {(g.n, g.ho, g.wo, g.co)} {x.dtype} on "
+                         f"{x.device}")
     if mask is None:
         mask_t, mask_stride, mask_base = record, int(record.shape[3]), n_offsets
     else:
