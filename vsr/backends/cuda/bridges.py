@@ -29,7 +29,7 @@ from torch import nn
 from vsr.backends.cuda.dcn import deform_conv_nhwc_torch, deform_conv_torch
 from vsr.backends.cuda.layout import Layout
 from vsr.kernels.cuda.fused_dcn import available as fused_available
-from vsr.kernels.cuda.fused_dcn import deform_conv_fused, fused_weight
+from vsr.kernels.cuda.fused_dcn import cuda_ms, deform_conv_fused, fused_weight
 from vsr.kernels.cuda.ops import pixel_shuffle_lrelu, pixel_shuffle_lrelu_nhwc, subpixel_major_order
 from vsr.kernels.deform_conv import DeformConvGeometry
 from vsr.model.dcn import DCNv2Pack
@@ -167,19 +167,6 @@ class DCNBridge(nn.Module):
                                             self.step_name)
         return form
 
-
-
-def cuda_ms(fn, repeats: int = 3) -> float:
-    """GPU ms per call of ``fn`` on the current stream: CUDA events around ``repeats`` calls after an untimed one
-    (which compiles and autotunes)."""
-    fn()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(repeats):
-        fn()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) / repeats
 
 
 def faster_form(run, forms: tuple[str, ...], name: str, timer=cuda_ms) -> str:

@@ -180,16 +180,22 @@ def _tuned():
                            do_bench=_bench)(_compiled())
 
 
-def _bench(kernel_call, quantiles=None, repeats: int = 5) -> list[float]:
-    """The autotuner's timing of one tile: CUDA events on the current stream around ``repeats`` calls after an
-    untimed one (its compilation).  Triton's own ``do_bench`` allocates a 256 MB buffer to flush L2 between
-    calls -- device memory the run's memory plan does not count, in the middle of its warm-up."""
-    kernel_call()
+def cuda_ms(fn, repeats: int = 5) -> float:
+    """GPU ms per call of ``fn`` on the current stream: CUDA events around ``repeats`` calls after an untimed one
+    (its compilation, its autotuning)."""
+    fn()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     start.record()
     for _ in range(repeats):
-        kernel_call()
+        fn()
     end.record()
     end.synchronize()
-    ms = start.elapsed_time(end) / repeats
+    return start.elapsed_time(end) / repeats
+
+
+def _bench(kernel_call, quantiles=None) -> list[float]:
+    """The autotuner's timing of one tile (:func:`cuda_ms`).  Triton's own ``do_bench`` allocates a 256 MB
+    buffer to flush L2 between calls -- device memory the run's memory plan does not count, in the middle of its
+    warm-up."""
+    ms = cuda_ms(kernel_call)
     return [ms, ms, ms]
