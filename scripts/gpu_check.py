@@ -640,6 +640,7 @@ def _e2e_summary(report: dict) -> dict:
             "e2e_over_bottleneck": fps / slowest if slowest else None,
             "bottleneck": report["bottleneck"], "encoder": settings.get("codec"), "preset": settings.get("preset"),
             "pix_fmt": settings.get("pix_fmt"), "download": settings.get("backend_facts", {}).get("download"),
+            "dcn": settings.get("backend_facts", {}).get("dcn"),  # the form each DCN ran ("auto" chose it)
             "stages": [{"stage": s["name"], "busy_s": round(s["busy_s"], 3),
                         "busy_ms_per_frame": round(1e3 * s["busy_s"] / frames, 1),
                         "wait_in_ms_per_frame": round(1e3 * s["wait_in_s"] / frames, 1),

@@ -62,6 +62,7 @@ def test_gpu_check_quick_runs_every_check_on_the_cpu(tmp_path):
     assert 0 < run["e2e_over_bottleneck"] <= 1.5 and run["encode_fps"] > 0
     assert e2e["fps"] == run["fps"] and e2e["e2e_over_bottleneck"] == run["e2e_over_bottleneck"]
     assert run["download"] == "planes yuv420p" and run["encoder"] == "libx264"
+    assert set(run["dcn"].values()) == {"torch"}  # 'auto' on the CPU emulation: nothing to time, the torch form
     assert [s["stage"] for s in run["stages"]][-3:] == ["infer", "post", "encode"]
     assert (out / "gpu_check.log").read_text().count('"name"') == 8
     assert sorted(p.name for p in out.iterdir()) == ["gpu_check.json", "gpu_check.log"]  # nothing else left
