@@ -12,7 +12,8 @@ Checks (each a function below), in this order, the figures a window must bring b
   versions      device, driver, torch, CUDA, cuDNN, cupy, NVRTC, torchvision, onnxruntime, vsr
   edvr_m_speed  EDVR-M ms/frame at LR 270x480 and 540x960, fp16 (batch 1, 4) and fp32 (batch 1, 2), CUDA graphs,
                 each frame's features once, channels-last, measured as a run gets frames (the sink's uint8 planes
-                made on the device, downloaded, one host copy), and the device time alone (the graphs replayed
+                made on the device, downloaded, one host copy; one call at a time, and pipelined as a run's
+                infer stage queues them: pipelined_ms_per_frame), and the device time alone (the graphs replayed
                 back to back); each case in a fresh backend, and the same windows on the peer (EDVR as --backend
                 torch builds it: torchvision's DCN, eager); the per-window path once; ms per step (features,
                 segments, bridge kernels) without graphs (scripts/gpu_model.py); these name dcn_gemm 'torch' (the

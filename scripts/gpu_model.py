@@ -74,14 +74,34 @@ class Sliding:
         return np.ascontiguousarray(np.stack([self.frames[[f % n for f in row]] for row in self._rows(c)]))
 
     def __call__(self):
+        return self.submit().result()
+
+    def submit(self):
+        """The next call queued (``backend.submit``): a Pending."""
         from vsr.backends.base import FrameKeys
 
         rows, x = self._rows(self.c), self._arrays[self.c % len(self.frames)]
         self.c += self.batch
         if not self.backend.keeps_features:
-            return self.backend.infer(x)
+            return self.backend.submit(x)
         r = self.t // 2
-        return self.backend.infer_stream(x, FrameKeys(1, tuple(rows), (0,) * self.batch, keep_from=self.c - r))
+        return self.backend.submit(x, FrameKeys(1, tuple(rows), (0,) * self.batch, keep_from=self.c - r))
+
+
+def pipelined_s(ctx, call: Sliding, n: int) -> float:
+    """Seconds per call of ``call`` when each is queued before the previous one is collected, as a run's infer
+    stage does (the device runs call k+1 while the host collects call k), over ``n`` calls after a warm one."""
+    call()
+    ctx.sync()
+    t0 = time.perf_counter()
+    held = call.submit()
+    for _ in range(n - 1):
+        queued = call.submit()
+        held.result()
+        held = queued
+    held.result()
+    ctx.sync()
+    return (time.perf_counter() - t0) / n
 
 
 def cuda_options(ctx, precision: str, **kw):
@@ -101,7 +121,9 @@ def run_planes():
 
 def speed_case(ctx, precision: str, h: int, w: int, batch: int, stream: bool = True, dcn_gemm: str = "torch") -> dict:
     """ms per frame as a run gets them (the sink's uint8 planes made on the device, downloaded, copied once on the
-    host), and the device time alone: the CUDA graphs' replays back to back, CUDA events around them.
+    host): one call at a time (``ms_per_frame``, as earlier windows measured), and each call queued before the
+    previous one is collected, as a run's infer stage now does (``pipelined_ms_per_frame``); and the device time
+    alone: the CUDA graphs' replays back to back, CUDA events around them.
     ``dcn_gemm``: the DCN's form (``CudaOptions.dcn_gemm``; "fused": the one-kernel Triton DCN)."""
     backend = open_backend("random", ctx.speed_config, cuda_options(ctx, precision, stream_features=stream,
                                                                     dcn_gemm=dcn_gemm))
@@ -109,8 +131,11 @@ def speed_case(ctx, precision: str, h: int, w: int, batch: int, stream: bool = T
     t0 = time.perf_counter()
     backend.prepare(h, w, batch, planes=run_planes())
     prepare_s = time.perf_counter() - t0
-    s = ctx.timed(Sliding(backend, frames, batch))
+    call = Sliding(backend, frames, batch)
+    s = ctx.timed(call)
+    queued = pipelined_s(ctx, call, max(2 * ctx.repeats, 4))
     return {"ms_per_frame": 1e3 * s / batch, "fps": batch / s, "prepare_s": prepare_s, "graphs": backend.graphs_on,
+            "pipelined_ms_per_frame": 1e3 * queued / batch,
             "features": "streaming" if backend.keeps_features else "per-window", "download": backend.facts()["download"],
             "memory_format": backend.layout.memory_format,
             "device_ms_per_frame": _device_ms(ctx, backend, h, w, batch)}

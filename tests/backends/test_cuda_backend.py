@@ -445,3 +445,28 @@ def test_auto_is_torch_where_nothing_can_be_timed(tiny):
     bridges = [m for m in backend.model.modules() if isinstance(m, DCNBridge)]
     assert len(bridges) == 4 and all(b.forms == {} for b in bridges)
     assert set(backend.facts()["dcn"].values()) == {"torch"}
+
+
+def test_batches_queued_before_the_last_is_collected_give_the_same_outputs():
+    """``submit`` queues a batch and returns before its download is collected; the next may be queued first
+    (the run's infer stage does: the device never waits for the host). A third submit collects the first's
+    download before its slot is written again, so nothing is overwritten whatever the caller's order."""
+    from vsr.backends.base import FrameKeys
+
+    def keys(c):  # EDVR-tiny's 3-frame windows centred on c and c + 1; the next call's need frames from c + 1
+        rows = (tuple(range(c - 1, c + 2)), tuple(range(c, c + 3)))
+        return FrameKeys(7, rows, (0, 0), keep_from=c + 1)
+
+    frames = _frames(11, (12, 3, 16, 16))
+    xs = [np.stack([frames[list(r)] for r in keys(c).frames]) for c in (2, 4, 6, 8)]
+    want_b = _open("edvr-tiny", CPU_FP32)
+    want_b.prepare(16, 16, 2)
+    want = [want_b.infer_stream(x, keys(c)) for x, c in zip(xs, (2, 4, 6, 8))]
+    b = _open("edvr-tiny", CPU_FP32)
+    b.prepare(16, 16, 2)
+    queued = [b.submit(x, keys(c)) for x, c in zip(xs, (2, 4, 6, 8))]  # none collected by the caller
+    assert queued[0].finished and queued[1].finished  # collected by the 3rd and 4th submits (their slots)
+    assert not queued[3].finished
+    for got, ref in zip(queued, want):
+        assert np.array_equal(got.result(), ref)
+    assert b._owed == {}

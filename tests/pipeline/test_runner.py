@@ -395,3 +395,40 @@ def test_the_steady_span_has_each_stage_s_own_numbers(make_clip, tmp_path, tiny_
     for name, st in steady["stages"].items():
         assert 0 <= st["busy_s"] <= whole[name].busy_s + 1e-9 and 0 <= st["items"] <= whole[name].items
     assert report.to_dict()["steady"] == steady
+
+
+def test_the_infer_stage_queues_the_next_batch_before_collecting_one_when_more_waits():
+    """The infer stage submits batch k+1 before it takes batch k's result, when k+1 is already waiting; when
+    nothing waits it does not hold a result back."""
+    from vsr.backends.base import Pending
+    from vsr.pipeline.batches import Batch, inferred
+
+    calls = []
+
+    class Device:
+        def submit(self, x, keys=None):
+            calls.append(f"submit {int(x[0])}")
+            return Pending(lambda: (calls.append(f"result {int(x[0])}"), x)[1])
+
+    class Inbox:
+        def __init__(self, items, waiting):
+            self.items, self.waiting = list(items), waiting
+
+        def __iter__(self):
+            return self
+
+        def __next__(self):
+            if not self.items:
+                raise StopIteration
+            return self.items.pop(0)
+
+        def ready(self):
+            return self.waiting and bool(self.items)
+
+    batches = [Batch((), np.full(1, k, np.float32)) for k in range(3)]
+    out = [int(r.y[0]) for r in inferred(Inbox(batches, waiting=True), Device(), stream=False)]
+    assert out == [0, 1, 2]
+    assert calls == ["submit 0", "submit 1", "result 0", "submit 2", "result 1", "result 2"]
+    calls.clear()
+    out = [int(r.y[0]) for r in inferred(Inbox(batches, waiting=False), Device(), stream=False)]
+    assert out == [0, 1, 2] and calls == ["submit 0", "result 0", "submit 1", "result 1", "submit 2", "result 2"]

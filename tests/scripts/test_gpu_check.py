@@ -56,6 +56,7 @@ def test_gpu_check_quick_runs_every_check_on_the_cpu(tmp_path):
     else:
         assert speed["fused_dcn"]["skipped"].startswith("dcn_gemm 'fused' needs Triton")
     assert all(c["download"] == "planes yuv420p" for c in speed["cases"])  # what a run downloads, not RGB
+    assert all(c["pipelined_ms_per_frame"] > 0 for c in speed["cases"])  # as the infer stage queues them
     e2e = checks["e2e"]["result"]
     [run] = e2e["runs"]  # the CPU emulation makes the output's planes on its "device"
     assert run["frames"] == 3 and run["fps"] > 0 and 0 < run["e2e_over_inference"] <= 1.5
@@ -117,14 +118,14 @@ def test_the_speed_case_s_windows_are_stacked_before_the_timing(monkeypatch):
 
     calls = []
     backend = SimpleNamespace(num_frame=5, keeps_features=True,
-                              infer_stream=lambda x, keys: calls.append((x, keys)))
+                              submit=lambda x, keys: calls.append((x, keys)))
     frames = np.random.default_rng(0).random((8, 3, 4, 6), dtype=np.float32)
     for batch in (1, 3):
         calls.clear()
         sliding = gpu_model.Sliding(backend, frames, batch)
         stacked = {id(a) for a in sliding._arrays.values()}
         for _ in range(20):
-            sliding()
+            sliding.submit()
         for x, keys in calls:
             assert id(x) in stacked and x.shape == (batch, 5, 3, 4, 6)
             for n, row in enumerate(keys.frames):

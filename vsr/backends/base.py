@@ -81,6 +81,33 @@ class TensorSpec:
     dtype: str = "float32"
 
 
+class Pending:
+    """An inference that has been queued: :meth:`result` waits for it and returns its output (the same object on
+    every call).  A backend that computes on a device returns one from ``submit`` before the device is done, so
+    its caller can queue the next batch first (the device never idles while the host prepares or collects);
+    every other backend's is done already (:meth:`done`)."""
+
+    def __init__(self, finish: Callable[[], object]):
+        self._finish: Callable[[], object] | None = finish
+        self._value = None
+
+    @classmethod
+    def done(cls, value) -> "Pending":
+        pending = cls(lambda: value)
+        pending.result()
+        return pending
+
+    @property
+    def finished(self) -> bool:
+        return self._finish is None
+
+    def result(self):
+        if self._finish is not None:
+            finish, self._finish = self._finish, None
+            self._value = finish()
+        return self._value
+
+
 class Backend(Protocol):
     name: str
     num_frame: int
@@ -159,6 +186,11 @@ class ModelBackend:
 
     def infer_stream(self, x: np.ndarray, keys: FrameKeys) -> np.ndarray:
         return self.infer(x)  # nothing kept: every window computes its frames' features
+
+    def submit(self, x: np.ndarray, keys: FrameKeys | None = None) -> Pending:
+        """``infer_stream(x, keys)`` (``infer(x)`` without keys) queued: a :class:`Pending`.  Here it is computed
+        at once; the CUDA runtime queues it on its device and returns before the device is done."""
+        return Pending.done(self.infer(x) if keys is None else self.infer_stream(x, keys))
 
     def feature_nbytes(self, height: int, width: int) -> int:
         if not self.keeps_features:

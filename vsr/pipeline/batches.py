@@ -16,7 +16,7 @@ from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 
-from vsr.backends.base import FrameKeys
+from vsr.backends.base import FrameKeys, Pending
 from vsr.pipeline.tiles import Tile
 from vsr.pipeline.windows import FrameWindow
 
@@ -96,3 +96,34 @@ def stack(items: Sequence[tuple[FrameWindow, Tile]], keys: FrameKeys | None = No
         for k, f in enumerate(w.frames):
             x[n, k] = f[:, t.y0:t.y1, t.x0:t.x1]
     return Batch(tuple(Slot(w.index, w.pts, w.duration, t) for w, t in items), x, keys)
+
+
+def inferred(inbox: Iterator[Batch], backend, stream: bool) -> Iterator[Result]:
+    """The infer stage: each batch's :class:`Result` (``infer_stream`` with its keys where ``stream``, else
+    ``infer``).  Each batch is queued (``backend.submit``) before the previous one's output is collected, so that
+    a device runs the next batch while the host collects this one; a result is not held back while nothing more
+    waits in the inbox (a pipe's frames come when they come)."""
+    submit = getattr(backend, "submit", None)
+    held = None
+    for b in inbox:
+        if submit is None:
+            queued = Pending.done(backend.infer_stream(b.x, b.keys) if stream else backend.infer(b.x))
+        else:
+            queued = submit(b.x, b.keys if stream else None)
+        slots, b = b.slots, None
+        if held is not None:
+            yield Result(held[0], held[1].result())
+        held = (slots, queued)
+        if not _more_waiting(inbox):
+            yield Result(slots, queued.result())
+            held = None
+        queued = None
+    if held is not None:
+        yield Result(held[0], held[1].result())
+
+
+def _more_waiting(inbox) -> bool:
+    """Whether another item already waits in a stage's inbox (:class:`~vsr.pipeline.stages.StagePipeline`'s);
+    True for any other iterator (a list in a test: every item is there)."""
+    ready = getattr(inbox, "ready", None)
+    return True if ready is None else ready()

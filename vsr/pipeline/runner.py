@@ -33,7 +33,7 @@ from typing import Callable, Iterator
 import numpy as np
 
 from vsr.errors import InputError, MemoryBudgetError
-from vsr.pipeline.batches import Batch, Result, batches, kept_features
+from vsr.pipeline.batches import Batch, Result, batches, inferred, kept_features
 from vsr.pipeline.memory import (MARGIN, MB, PER_WINDOW_COST, Budget, DeviceMemory, MemoryPlan, ModelMemory,
                                  budget_for, plan_memory, run_budget, tiles_cost, with_features)
 from vsr.pipeline.scenes import CUT_CONTEXT, SCENE_MODES, WINDOW, CutDetector, CutRule, mark_listed
@@ -319,12 +319,7 @@ class FrameQueueRunner:
         marked = s.scene_cuts != "off"
 
         def infer(inbox: Iterator[Batch]) -> Iterator[Result]:
-            for b in inbox:
-                y = self.backend.infer(b.x) if stream is None else self.backend.infer_stream(b.x, b.keys)
-                result = Result(b.slots, y)
-                b = y = None
-                yield result
-                result = None
+            return inferred(inbox, self.backend, stream is not None)
 
         def n_slots(item: Batch | Result) -> int:
             return len(item.slots)

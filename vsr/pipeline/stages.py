@@ -97,6 +97,10 @@ class _Inbox:
     def __iter__(self) -> _Inbox:
         return self
 
+    def ready(self) -> bool:
+        """Whether ``next`` would return at once: an item (or the end) waits in the queue."""
+        return self.ended or not self.q.empty()
+
     def __next__(self):
         if self.ended:
             raise StopIteration

@@ -32,7 +32,7 @@ from contextlib import ExitStack, contextmanager, nullcontext
 import numpy as np
 import torch
 
-from vsr.backends.base import FrameKeys, ModelBackend
+from vsr.backends.base import FrameKeys, ModelBackend, Pending
 from vsr.backends.cuda import memory
 from vsr.backends.cuda.bridges import DCNBridge, Timeline, bridge_model, keep_attention_fp32
 from vsr.backends.cuda.graphs import GraphSet, GraphSpec, static_inputs
@@ -93,6 +93,8 @@ class CudaTorchBackend(ModelBackend):
         self.slots = FeatureSlots()
         self.store = FeatureStore(model.center_frame_idx)
         self.planned: dict[tuple[int, int], int] = {}  # bucket -> the batch prepare() was given
+        self._slot = 0  # the transfers' slot of the next chunk (alternating across calls)
+        self._owed: dict[int, Pending] = {}  # slot -> the Pending whose download from it is not collected yet
         self._times = {"upload": 0.0, "run": 0.0, "download": 0.0, "build:capture": 0.0}
         self._steps = StepTimes(())
         log.info("cuda backend on %s, %s (fp32: %s), %s, features %s, launcher %s, graphs %s, bridged %s", device,
@@ -209,16 +211,23 @@ class CudaTorchBackend(ModelBackend):
 
     @torch.inference_mode()
     def infer(self, x: np.ndarray) -> np.ndarray:
-        if self.keeps_features:  # every frame of the windows computed once, as one stream of its own
-            return self.infer_stream(x, keyless(np.shape(x)[0], self.num_frame))
-        with self._on_device():
-            return self._infer(x)
+        return self.submit(x).result()
 
     @torch.inference_mode()
     def infer_stream(self, x: np.ndarray, keys: FrameKeys) -> np.ndarray:
-        if not self.keeps_features:
-            return self.infer(x)
+        return self.submit(x, keys).result()
+
+    @torch.inference_mode()
+    def submit(self, x: np.ndarray, keys: FrameKeys | None = None) -> Pending:
+        """The batch queued on the device: its uploads, programs and downloads, all but the last chunk's download
+        collected (a batch of the planned size is one chunk); the :class:`Pending`'s ``result()`` waits for that
+        one.  Meanwhile the caller may queue the next batch, which the device runs right after this one: at most
+        one batch's download is left uncollected per slot (a third submit collects the first's)."""
         with self._on_device():
+            if not self.keeps_features:
+                return self._infer(x)
+            if keys is None:  # every frame of the windows computed once, as one stream of its own
+                keys = keyless(np.shape(x)[0], self.num_frame)
             return self._infer_stream(x, keys)
 
     def _step(self, n: int, hb: int, wb: int) -> int:
@@ -316,24 +325,40 @@ class CudaTorchBackend(ModelBackend):
             self._times["run"] += time.perf_counter() - t1
             self._record_steps(spec, t1)
 
-    def _chunks(self, n: int, h: int, w: int, step: int, compute) -> np.ndarray:
+    def _chunks(self, n: int, h: int, w: int, step: int, compute) -> Pending:
         """``compute(slot, i, m)`` (the device output of items ``i:i+m``) per chunk of ``step`` items, each output
-        downloaded while the next chunk computes."""
-        out, pending = None, []
-        for k, i in enumerate(range(0, n, step)):
-            m, slot = min(step, n - i), k % 2
+        downloaded while the next chunk computes; the last chunk's download is left for the returned Pending.
+        Slots alternate across calls; a slot's download still owed to an earlier Pending is collected into it
+        before the slot's pinned buffer is written again."""
+        state = {"out": None}
+        pending = []
+        for i in range(0, n, step):
+            m, slot = min(step, n - i), self._slot
+            self._slot = 1 - self._slot
             y = self.out.on_device(compute(slot, i, m), m, 4 * h, 4 * w)
+            owed = self._owed.pop(slot, None)
+            if owed is not None:
+                owed.result()
             pending.append((i, m, slot, self.io.start_download(slot, y)))
             if len(pending) == 2:
-                out = self._collect(out, n, h, w, *pending.pop(0))
-        t3 = time.perf_counter()
-        for item in pending:
-            out = self._collect(out, n, h, w, *item)
-        self._times["download"] += time.perf_counter() - t3
-        return self.out.result(out, 4 * h, 4 * w)
+                self._collect(state, n, h, w, *pending.pop(0))
 
-    def _collect(self, out, n: int, h: int, w: int, i: int, m: int, slot: int, pinned) -> np.ndarray:
-        return self.out.collect(out, n, i, m, self.io.finish(slot, pinned), 4 * h, 4 * w)
+        def finish():
+            t3 = time.perf_counter()
+            for item in pending:
+                self._collect(state, n, h, w, *item)
+                if self._owed.get(item[2]) is result:
+                    del self._owed[item[2]]
+            self._times["download"] += time.perf_counter() - t3
+            return self.out.result(state["out"], 4 * h, 4 * w)
+
+        result = Pending(finish)
+        for item in pending:
+            self._owed[item[2]] = result
+        return result
+
+    def _collect(self, state: dict, n: int, h: int, w: int, i: int, m: int, slot: int, pinned) -> None:
+        state["out"] = self.out.collect(state["out"], n, i, m, self.io.finish(slot, pinned), 4 * h, 4 * w)
 
     def _record_steps(self, spec: GraphSpec, t: float) -> None:
         if self._graph(spec) is not None or not self.timeline.enabled:
