@@ -155,7 +155,8 @@ def test_bad_inputs_give_one_line_and_exit_2(make_clip, tmp_path, capsys, kind):
 def start_run(src: Path, out: Path) -> subprocess.Popen:
     cmd = [sys.executable, "-m", "vsr", "upscale", str(src), str(out), *TINY, "--backend", "torch",
            "--threads", "1", "--quiet"]
-    return subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # as from a terminal
 
 
 def wait_for_partial(folder: Path, proc: subprocess.Popen, timeout: float = 300.0) -> Path:

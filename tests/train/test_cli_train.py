@@ -82,7 +82,8 @@ def test_the_batch_workers_end_with_the_run(make_clip, tmp_path, how):
                           "--iters", "100000", "--out", str(tmp_path / "run"), "--batch-size", "1", "--patch", "8",
                           "--val", "none", "--threads", "1", "--workers", "1", "--no-progress"],
                          cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                         start_new_session=True)
+                         start_new_session=True,  # Ctrl-C at its default, as from a terminal (see test_worker.py)
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     log, deadline = tmp_path / "run" / "log.jsonl", time.time() + 240
     while time.time() < deadline and p.poll() is None and '"train"' not in (log.read_text() if log.exists() else ""):
         time.sleep(0.2)  # until 10 steps have trained on the worker's batches
