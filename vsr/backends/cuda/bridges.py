@@ -168,7 +168,6 @@ class DCNBridge(nn.Module):
         return form
 
 
-
 def faster_form(run, forms: tuple[str, ...], name: str, timer=cuda_ms) -> str:
     """The form ``f`` of ``forms`` whose ``run(f)`` ``timer`` finds fastest; a form that fails is logged and left
     out -- the first form is the fallback."""

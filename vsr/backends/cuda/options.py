@@ -11,8 +11,8 @@ from vsr.errors import BackendError
 CUDA_PRECISIONS = ("fp16", "fp32", "int8")  # int8: TensorRT segments built from the Q/DQ export
 CUDA_OUTPUTS = ("float16", "uint8", "float32")
 SEGMENT_RUNTIMES = ("auto", "torch", "tensorrt")
-CUDA_MEMORY_FORMATS = ("channels_last", "contiguous")
-DCN_GEMMS = ("auto", "torch", "kernel", "fused")  # what vsr.backends.cuda.layout.Layout stores
+CUDA_MEMORY_FORMATS = ("channels_last", "contiguous")  # what vsr.backends.cuda.layout.Layout stores
+DCN_GEMMS = ("auto", "torch", "kernel", "fused")  # the DCN's forms (vsr.backends.cuda.bridges.DCNBridge)
 
 
 @dataclass(frozen=True)
