@@ -89,7 +89,8 @@ def test_a_run_killed_midway_leaves_the_json_of_every_check_that_finished(tmp_pa
 def test_e2e_rates_are_over_the_same_span_as_its_fps(make_clip, tmp_path, tiny_backend, monkeypatch):
     """``e2e``'s fps is the report's steady rate (after the first frames, the flush included): the infer stage's
     and the encoder's own rates it is compared with are over that span too (``steady.stages``), not the whole
-    run, where x264's buffered start makes the encoder look faster than it is."""
+    run, where x264's buffered start makes the encoder look faster than it is. Which of the two is faster on a
+    16-frame clip is the machine's timing, not asserted (a fresh-clone CI run had the span faster)."""
     monkeypatch.syspath_prepend(str(REPO / "scripts"))
     import gpu_check
     from vsr.pipeline import upscale
@@ -102,7 +103,9 @@ def test_e2e_rates_are_over_the_same_span_as_its_fps(make_clip, tmp_path, tiny_b
     assert run["rates_over"] == "the steady span" and run["fps"] == report["steady"]["fps"]
     assert run["encode_fps"] == pytest.approx(span["encode"]["items"] / span["encode"]["busy_s"])
     assert run["infer_fps"] == pytest.approx(span["infer"]["items"] / span["infer"]["busy_s"])
-    assert run["encode_fps"] < run["encode_fps_whole_run"]
+    whole = {s["name"]: s for s in report["stages"]}
+    assert run["encode_fps_whole_run"] == pytest.approx(whole["encode"]["items"] / whole["encode"]["busy_s"])
+    assert 0 < span["encode"]["items"] < whole["encode"]["items"]  # the span leaves the first frames out
     slowest = min(run["infer_fps"], run["encode_fps"])
     assert run["e2e_over_bottleneck"] == pytest.approx(run["fps"] / slowest)
     report["steady"].pop("stages")  # a report without them (older runs): the whole run's rates, said so
