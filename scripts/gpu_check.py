@@ -136,6 +136,14 @@ class Context:
         return float(np.median(times))
 
 
+def _fused_compile_seconds() -> dict[str, float]:
+    """Seconds this process spent compiling the fused DCN's tiles side by side, per kernel variant (none on the
+    CPU: the interpreter compiles nothing)."""
+    from vsr.kernels.cuda.fused_dcn import compile_seconds
+
+    return {variant: round(s, 2) for variant, s in compile_seconds.items()}
+
+
 def _fused_missing() -> str | None:
     from vsr.kernels.cuda.fused_dcn import available
 
@@ -431,6 +439,7 @@ def check_edvr_m_speed(ctx: Context) -> dict:
                              **isolated(ctx.gpu, speed_case, ctx, "fp16", h, w, 1, stream=False)},
               "per_step_ms": {"lr": f"{h}x{w}", **isolated(ctx.gpu, steps_case, ctx, h, w)},
               "fused_dcn": {"what": "dcn_gemm='fused': sampling and product in one Triton kernel", "cases": fused,
+                            "compile_s": _fused_compile_seconds(),
                             "per_step_ms": ({"lr": f"{h}x{w}", **isolated(ctx.gpu, steps_case, ctx, h, w,
                                                                           dcn_gemm="fused")}
                                             if ctx.gpu and ctx.left() >= 30 else None)}

@@ -173,3 +173,105 @@ def test_the_kernel_compiles_for_hopper_with_tensor_core_products(dtype, channel
                                text=True, check=True).stdout
     stack = int(re.search(r"STACK:(\d+)", usage).group(1))
     assert stack <= (128 if dtype == "fp32" else 0), usage  # measured: 0, 0 and 72 bytes
+
+
+def _hopper_driver():
+    """A stand-in for Triton's CUDA driver where there is no GPU: it names an sm_90 device (an H100's), so Triton
+    compiles for it -- the real compiler and ptxas -- and it launches nothing (any launch or timing raises)."""
+    from triton.backends.compiler import GPUTarget
+    from triton.backends.driver import DriverBase
+
+    class Hopper(DriverBase):
+        @classmethod
+        def is_active(cls):
+            return False
+
+        def map_python_to_cpp_type(self, ty):
+            raise NotImplementedError("the stand-in launches nothing")
+
+        def get_current_target(self):
+            return GPUTarget("cuda", 90, 32)
+
+        def get_active_torch_device(self):
+            return torch.device("cpu")
+
+        def get_benchmarker(self):
+            raise NotImplementedError("the stand-in times nothing")
+
+        def get_current_device(self):
+            return 0
+
+        def get_current_stream(self, device=None):
+            return 0
+
+    return Hopper()
+
+
+def _kernel_args(h, w):
+    """The fused kernel's arguments for EDVR-M's DCN on an ``h x w`` frame in fp16, as deform_conv_fused gives them."""
+    from vsr.kernels.cuda.fused_dcn import padded_sizes
+
+    geom = DeformConvGeometry.from_attrs((1, 64, h, w), (64, 64, 3, 3), pads=[1] * 4, offset_group=8)
+    gp, cp, cop = padded_sizes(geom)
+    f = torch.float16
+    record = torch.zeros(1, h, w, 216, dtype=f)
+    args = (torch.zeros(1, h, w, 64, dtype=f), record, record, torch.zeros(9, gp * cp, cop, dtype=f),
+            torch.zeros(64, dtype=f), torch.zeros(1, h, w, 64, dtype=f), h * w, h, w, h, w, 216, 216, 144,
+            1, 1, 1, 1, 1, 1, 1.0)
+    consts = dict(C=64, CO=64, G=8, CPG=8, G_P=gp, CPG_P=cp, CO_P=cop, KH=3, KW=3, MASK_LOGITS=True, LEAKY=False,
+                  IEEE=False)
+    return args, consts
+
+
+def test_each_tile_is_compiled_once_per_variant_whatever_the_frame_size(tmp_path, monkeypatch):
+    """On a GPU the autotuner's tiles are compiled side by side before it times them, and once per dtype and
+    channel layout: a frame of another size (rows a multiple of 16 or not, an odd width) compiles nothing more --
+    Triton would otherwise specialise on the integer arguments and compile every tile again. Compiled here for
+    sm_90 through a stand-in driver (two of the tiles: each is ~7 s on a CI core)."""
+    from triton.runtime.driver import driver
+
+    import vsr.kernels.cuda.fused_dcn as fused
+
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton"))
+    monkeypatch.setattr(fused, "GPU_TILES", fused.GPU_TILES[:2])
+    monkeypatch.setattr(fused, "compile_seconds", {})
+    fused._compiled.cache_clear()
+    fused._tuned.cache_clear()
+    previous = driver._active
+    driver.set_active(_hopper_driver())
+    try:
+        args, consts = _kernel_args(540, 960)
+        fused._compile_tiles(args, consts)
+        kernels = fused._compiled().device_caches[0][0]
+        assert len(kernels) == 2 and len(fused.compile_seconds) == 1
+        assert all("wgmma" in k.asm["ptx"] for k in kernels.values())
+        assert sorted((k.metadata.num_warps, k.metadata.num_stages) for k in kernels.values()) == [(8, 2), (8, 3)]
+        for h, w in ((544, 963), (135, 240), (17, 1)):  # what the autotuner compiles for other frames: nothing
+            args, consts = _kernel_args(h, w)
+            fused._compile_tiles(args, consts)
+            fused._tuned().warmup(*args, grid=(1,), **consts)
+        assert len(kernels) == 2 and len(fused.compile_seconds) == 1
+        args, consts = _kernel_args(64, 64)
+        fused._compile_tiles(args, {**consts, "LEAKY": True})  # another variant: its tiles compiled
+        assert len(kernels) == 4 and len(fused.compile_seconds) == 2
+    finally:
+        driver._active = previous
+        fused._compiled.cache_clear()
+        fused._tuned.cache_clear()
+
+
+def test_a_failed_side_by_side_compilation_leaves_the_tiles_to_the_autotuner(monkeypatch, caplog):
+    import types
+
+    import vsr.kernels.cuda.fused_dcn as fused
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("no compiler here")
+
+    monkeypatch.setattr(fused, "compile_seconds", {})
+    monkeypatch.setattr(fused, "_tuned", lambda: types.SimpleNamespace(warmup=broken))
+    args, consts = _kernel_args(8, 8)
+    with caplog.at_level("INFO", logger=fused.__name__):
+        fused._compile_tiles(args, consts)  # logged, not raised: the autotuner compiles what is missing
+    assert "not compiled side by side (RuntimeError: no compiler here)" in caplog.text
+    assert len(fused.compile_seconds) == 1

@@ -384,8 +384,9 @@ def test_the_run_s_wall_time_and_encode_stage_include_the_encoder_s_flush(make_c
 def test_the_steady_span_has_each_stage_s_own_numbers(make_clip, tmp_path, tiny_backend):
     """The report's steady rate (frames after the first k over the time from the k-th write to the end) comes
     with each stage's items and busy seconds over that same span.  x264 takes a short clip's first frames without
-    blocking and encodes them in the flush: over the whole run the encode stage looks faster than over the span
-    (the artefact that made an encoder-bound GPU run read 0.86 of its encoder's rate)."""
+    blocking and encodes them in the flush: over the whole run the encode stage usually looks faster than over
+    the span (the artefact that made an encoder-bound GPU run read 0.86 of its encoder's rate) -- usually, not
+    always, on a 16-frame clip: which rate is higher is the machine's timing and not asserted."""
     src = make_clip("f.mp4", frames=16, width=32, height=24)
     report = upscale(src, tmp_path / "out.mp4", backend=tiny_backend,
                      encoder=EncoderSettings(codec="libx264", preset="medium"))
@@ -396,7 +397,6 @@ def test_the_steady_span_has_each_stage_s_own_numbers(make_clip, tmp_path, tiny_
     assert enc["items"] == 16 - k  # counted before each write: exactly the frames after the k-th
     assert steady["stages"]["decode"]["items"] <= 16 - k  # the decoder was ahead of the encoder at the mark
     assert 0 < enc["busy_s"] <= whole["encode"].busy_s and enc["busy_s"] <= steady["span_s"] + 1e-3
-    assert enc["throughput"] < whole["encode"].throughput  # the whole run's rate counts the buffered start
     for name, st in steady["stages"].items():
         assert 0 <= st["busy_s"] <= whole[name].busy_s + 1e-9 and 0 <= st["items"] <= whole[name].items
     assert report.to_dict()["steady"] == steady

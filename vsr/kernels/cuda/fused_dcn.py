@@ -26,6 +26,8 @@ interpreter runs the same kernel code with numpy.  Triton is imported on first u
 from __future__ import annotations
 
 import functools
+import logging
+import time
 
 import torch
 
@@ -36,6 +38,16 @@ from vsr.kernels.deform_conv import DeformConvGeometry
 # 128/8/2 48.  Left out: 128 pixels on 4 warps (3,000 bytes), 256 on 8 (2,984), 128 on 16 (128 registers: 992).
 GPU_TILES = ((64, 8, 3), (64, 8, 2), (32, 4, 2), (64, 4, 2), (128, 8, 2))
 CPU_TILE = (64, 1, 1)  # the interpreter's cost is per program and op: few large programs
+# The kernel's integer arguments, which Triton would otherwise specialise on (a value of 1, or a multiple of 16,
+# each another compilation of every tile): a run's shapes differ in them from level to level and bucket to
+# bucket (540 rows: not a multiple of 16; 544: one; its quarter, 136: not), and nothing in the kernel gains from
+# knowing them -- its addresses are multiples of the constexpr channel counts. Compiled once per dtype and
+# channel layout instead (a tile's compilation: 7-11 s on this project's 2-core CI machine).
+INT_ARGS = ("total", "H", "W", "HO", "WO", "rec_stride", "mask_stride", "mask_base", "pad_h", "pad_w", "stride_h",
+            "stride_w", "dil_h", "dil_w")
+log = logging.getLogger(__name__)
+# Seconds spent compiling the tiles side by side, per kernel variant (dtype, constexprs): gpu_check reports it.
+compile_seconds: dict[str, float] = {}
 
 
 def available() -> str | None:
@@ -140,6 +152,7 @@ def deform_conv_fused(geom: DeformConvGeometry, x: torch.Tensor, weight: torch.T
                   KH=g.kh, KW=g.kw, MASK_LOGITS=bool(mask_logits), LEAKY=negative_slope is not None, IEEE=ieee)
     if gpu and tile is None:
         with torch.cuda.device(x.device):
+            _compile_tiles(args, consts)
             _tuned()[lambda meta: (-(-total // meta["BLOCK_P"]),)](*args, **consts)
         return out
     block_p, warps, stages = tile or CPU_TILE
@@ -159,7 +172,28 @@ def _compiled():
 
     from vsr.kernels.cuda.fused_dcn_kernel import dcn_fused_nhwc
 
-    return triton.jit(dcn_fused_nhwc)
+    return triton.jit(dcn_fused_nhwc, do_not_specialize=INT_ARGS)
+
+
+def _compile_tiles(args: tuple, consts: dict) -> None:
+    """Every tile of :data:`GPU_TILES` compiled for this call's variant at once, in threads (Triton's compiler
+    releases the GIL in its passes and ptxas is a process of its own), before the autotuner times them: it would
+    compile them one by one. Once per variant and process; where this fails (it uses Triton's asynchronous
+    compilation, a private module), the autotuner compiles them as it would have."""
+    variant = f"{args[0].dtype} {args[0].device} " + " ".join(f"{k}={v}" for k, v in sorted(consts.items()))
+    if variant in compile_seconds:
+        return
+    t0 = time.perf_counter()
+    try:
+        from concurrent.futures import ThreadPoolExecutor
+
+        from triton.runtime._async_compile import AsyncCompileMode
+
+        with ThreadPoolExecutor(len(GPU_TILES)) as pool, AsyncCompileMode(pool):
+            _tuned().warmup(*args, grid=(1,), **consts)
+    except Exception as e:  # noqa: BLE001 - the autotuner compiles what is missing
+        log.info("fused DCN: the tiles were not compiled side by side (%s: %s)", type(e).__name__, str(e)[:200])
+    compile_seconds[variant] = time.perf_counter() - t0
 
 
 @functools.cache
