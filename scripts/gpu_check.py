@@ -16,9 +16,12 @@ Checks (each a function below), in this order, the figures a window must bring b
                 infer stage queues them: pipelined_ms_per_frame), and the device time alone (the graphs replayed
                 back to back); each case in a fresh backend, and the same windows on the peer (EDVR as --backend
                 torch builds it: torchvision's DCN, eager); the per-window path once; ms per step (features,
-                segments, bridge kernels) without graphs (scripts/gpu_model.py); these name dcn_gemm 'torch' (the
-                figures of earlier windows); then, where Triton imports, the fp16 cases with the fused one-kernel
-                DCN (fused_dcn: ms, device ms, over the torch form's) and its ms per step
+                segments, bridge kernels) without graphs (scripts/gpu_model.py), and the kernels of 3 steady
+                frames under torch's profiler (kernels: ms per frame by kind -- convolutions, layout changes and
+                copies, elementwise passes... -- and the 25 longest); these name dcn_gemm 'torch' (the figures of
+                earlier windows); then, where Triton imports, the fp16 cases with the fused one-kernel DCN
+                (fused_dcn: ms, device ms, over the torch form's, the seconds its tiles took to compile) and its
+                ms per step and kernels
   memory        per case, fresh: the memory plan (the backend's measured probe, the kept features) against the
                 peak the device gave (reserved), reserved <= 1.25x the allocated peak; the shapes prepared on one
                 backend against the largest graph and every graph's statics
@@ -401,7 +404,7 @@ def _backend_case(ctx: Context, weights, config, precision: str, x: np.ndarray, 
 
 def check_edvr_m_speed(ctx: Context) -> dict:
     """Each (precision, size, batch) in a fresh backend, and on the peer in the same run (scripts/gpu_model.py)."""
-    from gpu_model import isolated, peer_case, speed_case, steps_case
+    from gpu_model import isolated, kernels_case, peer_case, speed_case, steps_case
 
     rows, peers = [], []
     for precision in ("fp16", "fp32"):
@@ -438,14 +441,19 @@ def check_edvr_m_speed(ctx: Context) -> dict:
               "per_window": {"lr": f"{h}x{w}", "precision": "fp16", "batch": 1,
                              **isolated(ctx.gpu, speed_case, ctx, "fp16", h, w, 1, stream=False)},
               "per_step_ms": {"lr": f"{h}x{w}", **isolated(ctx.gpu, steps_case, ctx, h, w)},
+              "kernels": (isolated(ctx.gpu, kernels_case, ctx, h, w) if ctx.quick or ctx.left() >= 30
+                          else {"skipped": "time"}),
               "fused_dcn": {"what": "dcn_gemm='fused': sampling and product in one Triton kernel", "cases": fused,
                             "compile_s": _fused_compile_seconds(),
                             "per_step_ms": ({"lr": f"{h}x{w}", **isolated(ctx.gpu, steps_case, ctx, h, w,
                                                                           dcn_gemm="fused")}
-                                            if ctx.gpu and ctx.left() >= 30 else None)}
+                                            if ctx.gpu and ctx.left() >= 30 else None),
+                            "kernels": (isolated(ctx.gpu, kernels_case, ctx, h, w, dcn_gemm="fused")
+                                        if ctx.gpu and ctx.left() >= 30 else None)}
               if ctx.fused else {"skipped": _fused_missing()},
               "targets": {"fp16 540x960 ms/frame": 60.0, "fp32 540x960 ms/frame": 100.0, "peer_over_vsr": 2.0}}
-    errors = [r for r in [*rows, *peers, *fused, result["per_window"], result["per_step_ms"]] if "error" in r]
+    errors = [r for r in [*rows, *peers, *fused, result["per_window"], result["per_step_ms"], result["kernels"]]
+              if "error" in r]
     if errors:
         raise CheckFailed(f"{len(errors)} case(s) failed: {errors}", result)
     return result

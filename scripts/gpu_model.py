@@ -8,6 +8,7 @@ out-of-memory included -- recorded as that case's, so that one failing case neve
 * :func:`peer_case`: the same windows on vsr's EDVR as ``--backend torch`` builds it (torchvision's DCN on a GPU,
   eager, NCHW; fp16 by ``.half()``), upload and download included: BasicSR's architecture, the issue's peer;
 * :func:`steps_case`: ms per step of a run without graphs (``features``, ``segment_<i>``, ``dcn:...``, ``shuffle:...``);
+* :func:`kernels_case`: the kernels of a few steady calls under torch's profiler, by name and by kind;
 * :func:`memory_case`: the memory plan of the case (``device_memory()``'s measured probe, the kept features)
   against what the device gave during ``prepare`` and the runs (torch's peak reserved memory), and the
   reserved / allocated peak; :func:`shapes_case`: several shapes prepared on one backend, smallest first, their
@@ -201,6 +202,79 @@ def steps_case(ctx, h: int, w: int, dcn_gemm: str = "torch") -> dict:
     for _ in range(ctx.repeats + 1):
         call()
     return {k: 1e3 * v.p50_s for k, v in backend.step_stats().items()}
+
+
+# What each kernel is, by its name: the first pattern that matches (on the CPU emulation the names are torch's
+# operators). The DCN forms first; layout changes before convolutions (cuDNN's own NCHW <-> NHWC kernels are
+# named cudnn::...); a convolution's implicit GEMM is a convolution.
+KERNEL_KINDS = (("dcn fused (Triton)", r"dcn_fused"),
+                ("dcn (vsr's kernels)", r"dcn_|deform"),
+                ("pixel shuffle (vsr)", r"pixel_shuffle"),
+                ("layout and copies", r"nchwtonhwc|nhwctonchw|transpose|copy|memcpy|memset|\bcat\b|concat|permute"
+                                      r"|contiguous|_pad"),
+                ("convolution", r"conv|fprop|dgrad|wgrad|implicit|winograd|cudnn"),
+                ("matrix product", r"gemm|cutlass|cublas|addmm|matmul|\bmm\b"),
+                ("elementwise", r"elementwise|vectorized|unrolled|leaky|sigmoid|relu|add|mul|div|sub|exp"),
+                ("reduce", r"reduce|sum|mean|softmax"))
+
+
+def kernel_kind(name: str) -> str:
+    import re
+
+    low = name.lower()
+    return next((kind for kind, pattern in KERNEL_KINDS if re.search(pattern, low)), "other")
+
+
+def kernel_table(events, frames: int, gpu: bool, top: int = 25) -> dict:
+    """Where the device's time went, from a torch profiler's events over ``frames`` frames: the kernels (on the
+    CPU emulation: torch's operators, by self time) by name, ms and calls per frame, the ``top`` longest, and
+    the time by kind (:data:`KERNEL_KINDS`)."""
+    from torch.autograd import DeviceType
+
+    by_name: dict[str, list] = {}
+    for evt in events:
+        if gpu and evt.device_type != DeviceType.CUDA:
+            continue
+        us = evt.time_range.elapsed_us() if gpu else evt.self_cpu_time_total
+        if us <= 0:
+            continue
+        row = by_name.setdefault(evt.name, [0.0, 0])
+        row[0] += us
+        row[1] += 1
+    total = sum(us for us, _ in by_name.values())
+    kinds: dict[str, float] = {}
+    for name, (us, _) in by_name.items():
+        kinds[kernel_kind(name)] = kinds.get(kernel_kind(name), 0.0) + us
+    rows = sorted(by_name.items(), key=lambda kv: -kv[1][0])[:top]
+    return {"ms_per_frame": total / 1e3 / frames, "what": "kernels" if gpu else "CPU operators (self time)",
+            "by_kind_ms_per_frame": {k: round(us / 1e3 / frames, 3) for k, us in
+                                     sorted(kinds.items(), key=lambda kv: -kv[1])},
+            "top": [{"name": name[:160], "kind": kernel_kind(name), "ms_per_frame": round(us / 1e3 / frames, 3),
+                     "calls_per_frame": round(n / frames, 2), "share": round(us / total, 4) if total else None}
+                    for name, (us, n) in rows]}
+
+
+def kernels_case(ctx, h: int, w: int, dcn_gemm: str = "torch", frames: int = 3) -> dict:
+    """The kernels of ``frames`` steady calls (batch 1, fp16, streaming, no graphs: the same kernels a graph
+    replays) under torch's profiler: :func:`kernel_table`. What ``per_step_ms`` cannot say -- how much of a
+    segment is convolutions, and how much layout changes, copies and elementwise passes between them."""
+    from torch.profiler import ProfilerActivity, profile
+
+    backend = open_backend("random", ctx.speed_config, cuda_options(ctx, "fp16", cuda_graphs=False,
+                                                                    dcn_gemm=dcn_gemm))
+    clip, _ = ctx.frames(backend.num_frame + 3, h, w)
+    backend.prepare(h, w, 1)
+    call = Sliding(backend, clip, 1)
+    for _ in range(2):  # the first computes T frames' features; the second is the steady state's first
+        call()
+    ctx.sync()
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if ctx.gpu else [])
+    with profile(activities=activities) as prof:
+        for _ in range(frames):
+            call()
+        ctx.sync()
+    return {"lr": f"{h}x{w}", "dcn_gemm": dcn_gemm, "frames": frames,
+            **kernel_table(prof.events(), frames, ctx.gpu)}
 
 
 def memory_case(ctx, precision: str, h: int, w: int, batch: int) -> dict:

@@ -47,6 +47,13 @@ def test_gpu_check_quick_runs_every_check_on_the_cpu(tmp_path):
     assert speed["per_window"]["features"] == "per-window"
     steps = set(speed["per_step_ms"])
     assert {"features", "segment_0", "dcn:pcd_align.cas_dcnpack", "shuffle:pixel_shuffle#1"} <= steps
+    kernels = speed["kernels"]  # where the time went, by kind: on the emulation torch's operators, mostly its convs
+    assert kernels["what"] == "CPU operators (self time)" and kernels["frames"] == 3
+    assert next(iter(kernels["by_kind_ms_per_frame"])) == "convolution"
+    assert sum(kernels["by_kind_ms_per_frame"].values()) == pytest.approx(kernels["ms_per_frame"], rel=0.01)
+    top = kernels["top"]
+    assert top[0]["kind"] == "convolution" and top[0]["calls_per_frame"] >= 20  # EDVR's convs, per steady frame
+    assert [r["ms_per_frame"] for r in top] == sorted((r["ms_per_frame"] for r in top), reverse=True)
     assert checks["upscale"]["result"]["max_level_difference"] <= 1
     if importlib.util.find_spec("triton") is not None:  # the one-kernel DCN: in the kernel checks and the model
         assert [c["gemm"] for c in checks["kernel_accuracy"]["result"]["cases"]].count("fused") == 2
@@ -65,7 +72,8 @@ def test_gpu_check_quick_runs_every_check_on_the_cpu(tmp_path):
     assert run["download"] == "planes yuv420p" and run["encoder"] == "libx264"
     assert set(run["dcn"].values()) == {"torch"}  # 'auto' on the CPU emulation: nothing to time, the torch form
     assert [s["stage"] for s in run["stages"]][-3:] == ["infer", "post", "encode"]
-    assert (out / "gpu_check.log").read_text().count('"name"') == 8
+    logged = [json.loads(line)["name"] for line in (out / "gpu_check.log").read_text().splitlines()]
+    assert logged == list(checks)  # a line per check, as it ended
     assert sorted(p.name for p in out.iterdir()) == ["gpu_check.json", "gpu_check.log"]  # nothing else left
 
 
