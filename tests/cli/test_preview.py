@@ -7,6 +7,7 @@ import base64
 import re
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import cv2
@@ -164,9 +165,26 @@ def test_a_source_shorter_than_its_header_is_said_in_the_previews_words(tmp_path
     with pytest.warns(UserWarning) as said:
         p = preview(cut, at="0", frames=3, backend=tiny_backend, encoder=LOSSLESS)
     texts = [str(w.message) for w in said]
-    assert len(p.sr) == 2
-    assert any(t.startswith("the preview's frames 0..2: the source has only 2 frames") for t in texts), texts
-    assert not any("--frames" in t for t in texts), texts
+    assert len(p.sr) == 2 and p.total_frames == 2  # the whole run's estimate counts the frames there are
+    assert f"{cut} has only 2 frames (it declares 9): the preview shows frames 0..1" in texts, texts
+    assert not any("--frames" in t or "wrote" in t for t in texts), texts
+
+
+def test_a_source_with_one_frame_where_it_declares_more_is_one_error(tmp_path, make_clip, tiny_backend):
+    """The same cut at the first frame: the preview's one error, not the run's warning that it wrote 1 frame
+    before it (the hostile sweep, seed 53: a warning "wrote 1, frames 0:1", then "a preview needs 2 frames")."""
+    clip = make_clip("whole.mkv", codec="ffv1", width=24, height=16, frames=9)
+    first = subprocess.run(["ffprobe", "-v", "error", "-show_entries", "packet=pos", "-of", "csv=p=0", str(clip)],
+                           capture_output=True, text=True, check=True).stdout.split()
+    cut = tmp_path / "cut.mkv"
+    cut.write_bytes(clip.read_bytes()[:int(first[1])])  # up to the second frame's packet
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        with pytest.raises(InputError) as e:
+            preview(cut, at="0", frames=3, backend=tiny_backend, encoder=LOSSLESS)
+    assert str(e.value) == (f"{cut} has 1 frame (it declares 9): a preview times 2 frames or more "
+                            "(vsr upscale upscales it)")
+    assert [str(w.message) for w in said] == []
 
 
 def test_a_cut_y4m_is_said_once_though_the_preview_opens_it_twice(tmp_path, tiny_backend):

@@ -147,7 +147,7 @@ def preview(src: str | Path, *, at: str | int | None = None, frames: int = DEFAU
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="vsr-preview-") as tmp:
         out = Path(tmp) / f"preview{suffix}"
-        with said():
+        with said(hold=True):  # said once the preview knows it has frames enough (else its one error alone)
             report = upscale(src, out, backend=backend, encoder=encoder,
                              runner=replace(runner, frames=(first, stop)),
                              progress=lambda _total: (lambda _n: stamps.append(time.perf_counter())),
@@ -158,8 +158,19 @@ def preview(src: str | Path, *, at: str | int | None = None, frames: int = DEFAU
     with warnings.catch_warnings():  # the run read these frames of the source already, and said what it found
         warnings.simplefilter("ignore")
         lr = _lr_frames(src, first, first + len(sr))
-    if len(stamps) < 3:  # on_start, then one stamp per frame written
-        raise InputError(f"a preview needs 2 frames or more to time them; got {len(stamps) - 1}")
+    written = len(stamps) - 1  # on_start, then one stamp per frame written
+    if written < frames:  # the source ended before the preview's last frame, short of what it declares
+        declares = f" (it declares {total})" if total is not None else ""
+        if written < 2:
+            where = (f"has {first + written} frame{'s' if first + written != 1 else ''}" if first == 0 else
+                     f"ends at frame {first + written - 1}, inside the preview's frames {first}..{stop - 1}")
+            raise InputError(f"{src} {where}{declares}: a preview times 2 frames or more"
+                             + (" (vsr upscale upscales it)" if first == 0 else "; try an earlier --at"))
+        total = first + written  # where it ended: the whole run's estimate counts the frames there are
+        said.held_say(f"{src} has only {total} frames{declares}: the preview shows frames {first}..{total - 1}",
+                      drop=said.asked)
+    else:
+        said.held_say()
     warmup = stamps[0] - t0
     per_frame = (stamps[-1] - stamps[1]) / (len(stamps) - 2)  # the spacing after the first frame
     return Preview(src, first, lr, [_bicubic(f, sr[0].shape) for f in lr], sr, total, warmup, per_frame,
@@ -175,6 +186,7 @@ class _Said:
     def __init__(self):
         self.seen: set[str] = set()
         self.asked = self.ours = ""
+        self.held: list[warnings.WarningMessage] = []
 
     def frames(self, first: int, stop: int) -> None:
         self.asked, self.ours = f"--frames {first}:{stop}", f"the preview's frames {first}..{stop - 1}"
@@ -183,23 +195,41 @@ class _Said:
         return self.ours + text[len(self.asked):] if self.asked and text.startswith(self.asked) else text
 
     @contextlib.contextmanager
-    def __call__(self):
+    def __call__(self, hold: bool = False):
+        """``hold``: a block that ends without an error keeps its warnings for :meth:`held_say` (a failed one
+        says them, then its error)."""
         said: list[warnings.WarningMessage] = []
+        failed = True
         try:
             with warnings.catch_warnings(record=True) as said:
                 warnings.simplefilter("always")
                 yield
+            failed = False
         except InputError as e:
             words = self._words(str(e))
             if words != str(e):
                 raise InputError(words) from None
             raise
         finally:  # said outside the recording, each text once in the whole preview
-            for w in said:
-                text = self._words(str(w.message))
-                if text not in self.seen:
-                    self.seen.add(text)
-                    warnings.warn_explicit(text, w.category, w.filename, w.lineno)
+            if hold and not failed:
+                self.held.extend(said)
+            else:
+                self._say(said)
+
+    def held_say(self, own: str | None = None, drop: str = "") -> None:
+        """The held warnings said, but those starting with ``drop`` (the run's words for what ``own`` says in
+        the preview's), then ``own``."""
+        held, self.held = self.held, []
+        self._say([w for w in held if not (drop and str(w.message).startswith(drop))])
+        if own is not None:
+            warnings.warn(own, stacklevel=3)
+
+    def _say(self, said: list[warnings.WarningMessage]) -> None:
+        for w in said:
+            text = self._words(str(w.message))
+            if text not in self.seen:
+                self.seen.add(text)
+                warnings.warn_explicit(text, w.category, w.filename, w.lineno)
 
 
 def _encoder_of(name: str, backend: Backend | BackendRequest, encoder: EncoderSettings,
