@@ -167,7 +167,9 @@ def preview(src: str | Path, *, at: str | int | None = None, frames: int = DEFAU
             raise InputError(f"{src} {where}{declares}: a preview times 2 frames or more"
                              + (" (vsr upscale upscales it)" if first == 0 else "; try an earlier --at"))
         total = first + written  # where it ended: the whole run's estimate counts the frames there are
-        said.held_say(f"{src} has only {total} frames{declares}: the preview shows frames {first}..{total - 1}",
+        ended = any(" ended early: " in str(w.message) for w in said.held)  # the run's own words for it, if any
+        said.held_say(None if ended else
+                      f"{src} has only {total} frames{declares}: the preview shows frames {first}..{total - 1}",
                       drop=said.asked)
     else:
         said.held_say()
@@ -217,8 +219,8 @@ class _Said:
                 self._say(said)
 
     def held_say(self, own: str | None = None, drop: str = "") -> None:
-        """The held warnings said, but those starting with ``drop`` (the run's words for what ``own`` says in
-        the preview's), then ``own``."""
+        """The held warnings said, but those starting with ``drop`` (the run's ``--frames`` the preview gave
+        it), then ``own``."""
         held, self.held = self.held, []
         self._say([w for w in held if not (drop and str(w.message).startswith(drop))])
         if own is not None:

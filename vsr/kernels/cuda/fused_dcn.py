@@ -178,8 +178,8 @@ def _compiled():
 def _compile_tiles(args: tuple, consts: dict) -> None:
     """Every tile of :data:`GPU_TILES` compiled for this call's variant at once, in threads (Triton's compiler
     releases the GIL in its passes and ptxas is a process of its own), before the autotuner times them: it would
-    compile them one by one. Once per variant and process; where this fails (it uses Triton's asynchronous
-    compilation, a private module), the autotuner compiles them as it would have."""
+    compile them one by one. Once per variant and process; where this fails (Triton's ``AsyncCompileMode`` is
+    recent), the autotuner compiles them as it would have."""
     variant = f"{args[0].dtype} {args[0].device} " + " ".join(f"{k}={v}" for k, v in sorted(consts.items()))
     if variant in compile_seconds:
         return
@@ -187,7 +187,7 @@ def _compile_tiles(args: tuple, consts: dict) -> None:
     try:
         from concurrent.futures import ThreadPoolExecutor
 
-        from triton.runtime._async_compile import AsyncCompileMode
+        from triton import AsyncCompileMode
 
         with ThreadPoolExecutor(len(GPU_TILES)) as pool, AsyncCompileMode(pool):
             _tuned().warmup(*args, grid=(1,), **consts)
