@@ -297,8 +297,7 @@ class FrameQueueRunner:
         settings = dict(settings_for_report or {})
         early = getattr(source, "early_end", None) if decode.ended else None
         if early is not None:  # said, and kept in the report (a batch job's list marks it)
-            if not early.warned:
-                warnings.warn(early.message(info.path, written), stacklevel=2)
+            warnings.warn(early.message(info.path, written), stacklevel=2)
             settings["input_ended_early"] = early.to_dict(written)
         settings.update(tile=tile, tiles_per_frame=len(tiles), overlap=s.overlap, batch=s.batch, queue=s.queue,
                         encode_queue=s.encode_queue,

@@ -35,12 +35,11 @@ NUT_CUT = "it has no NUT index at its end: it was cut after its last packet bega
 @dataclass(frozen=True)
 class EarlyEnd:
     """A source that ended early: ``decoded`` frames, of ``declared`` (None: it declares no count), and
-    ``detail``, what says so; ``warned``: the source said so already when it was opened (a Y4M file)."""
+    ``detail``, what says so."""
 
     decoded: int
     declared: int | None
     detail: str
-    warned: bool = False
 
     def message(self, path: str | os.PathLike, written: int | None = None) -> str:
         """One line; ``written``: the frames a run wrote (None: before a run, all that decode are upscaled)."""

@@ -226,14 +226,14 @@ class VideoSource:
 
     def _y4m_whole_frames(self) -> int:
         """The number of whole frames of a Y4M file, from its size (each frame: a ``FRAME`` line, then a
-        fixed number of bytes); warns when the file ends inside a frame, whose part FFmpeg drops silently."""
+        fixed number of bytes).  A file that ends inside a frame (whose part FFmpeg drops silently) is said as
+        any cut source is, once it is decoded to its end (:meth:`_ended`): a decode that fails first says its
+        error alone, a run of frames before the end nothing."""
         with open(self.path, "rb") as f:
             head = f.read(1 << 16)  # the probe read the header: it is there
         whole, rest = y4m_frames(head, self._first_packet_size, self.path.stat().st_size)
         if rest:
             self._y4m_cut = (whole, rest)
-            warnings.warn(f"{self.path} is truncated: by its size it ends {rest} bytes into frame {whole}, "
-                          "which is dropped", stacklevel=5)
         return whole
 
     def _count_packets(self) -> int | None:
@@ -265,7 +265,8 @@ class VideoSource:
     def _ended(self) -> EarlyEnd | None:
         if self._y4m_cut is not None:
             whole, rest = self._y4m_cut
-            return EarlyEnd(self._decoded, None, f"it ends {rest} bytes into frame {whole}", warned=True)
+            return EarlyEnd(self._decoded, None, f"by its size it ends {rest} bytes into frame {whole}, which is "
+                                                 "dropped")
         i = self.info
         return file_end(self.path, i.container, i.header_frames, i.duration_s, i.rate, self._decoded)
 
