@@ -72,3 +72,33 @@ def test_the_export_op_trains_as_the_reference_does():
     deform_conv2d_reference(*b, 1, 1, 1).square().sum().backward()
     for x, y in zip(a, b):
         assert x.grad is not None and torch.equal(x.grad, y.grad)
+
+
+def test_a_compiled_dcn_runs_the_kernel_and_an_exported_one_the_export_op(monkeypatch):
+    """torch.compile of a DCN (a training forward) traces a run's DCN -- torchvision's kernel on a GPU, the
+    reference here -- and torch.export (vsr's ONNX export) the export op. What decides is the flag torch.export
+    sets, not ``torch.compiler.is_exporting()``: before torch 2.13 TorchDynamo answered that True under
+    torch.compile too (pytorch#176347; the GPU machine's torch 2.11 sent a compiled training forward through the
+    export op). That TorchDynamo cannot be stood in here (torch.compile itself asks is_exporting() and stands
+    aside when it says True), so the last lines check that its answer is not what the dispatch reads."""
+    from vsr.model.dcn import DCNv2Pack, exporting
+
+    dcn = DCNv2Pack(8, 8, deformable_groups=2)
+    x, feat = torch.randn(1, 8, 6, 7), torch.randn(1, 8, 6, 7)
+    graphs = []
+
+    def record(gm, inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    torch._dynamo.reset()
+    y = torch.compile(dcn, backend=record)(x, feat)
+    traced = {str(node.target) for g in graphs for node in g.graph.nodes}
+    assert graphs and not any("vsr" in t for t in traced) and any("grid_sample" in t for t in traced), traced
+    assert torch.allclose(y, dcn(x, feat), atol=1e-6)
+    exported = {str(node.target) for node in torch.export.export(dcn, (x, feat)).graph.nodes}
+    assert any("vsr.deform_conv2d" in t for t in exported), exported
+    monkeypatch.setattr(torch.compiler, "is_exporting", lambda: True)  # the old TorchDynamo's answer
+    assert not exporting()
+    monkeypatch.setattr(torch.compiler, "_is_exporting_flag", True)  # what torch.export sets
+    assert exporting()

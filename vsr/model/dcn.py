@@ -94,8 +94,8 @@ def _deform_conv2d_setup(ctx, inputs, output) -> None:
 
 
 def _deform_conv2d_backward(ctx, grad):
-    """The op's gradients: those of :func:`deform_conv2d_reference`, which it computes (so a traced or compiled
-    model -- torch.compile meets the op where export flags are set -- trains through it as the eager one does)."""
+    """The op's gradients: those of :func:`deform_conv2d_reference`, which it computes (so a
+    model traced through it trains as the eager one does)."""
     leaves = [t.detach().requires_grad_(t.is_floating_point()) for t in ctx.saved_tensors]
     with torch.enable_grad():
         out = deform_conv2d_reference(*leaves, *ctx.geometry)
@@ -115,9 +115,19 @@ def _torchvision_deform_conv2d():
     return deform_conv2d
 
 
+def exporting() -> bool:
+    """True under ``torch.export`` (what vsr's ONNX export runs), False under ``torch.compile``.  The flag export
+    sets is read, not ``torch.compiler.is_exporting()``: TorchDynamo answered that one True under every
+    ``torch.compile`` too before torch 2.13 (pytorch#176347), which sent a compiled training forward on the GPU
+    machine's torch 2.11 through the export op (the reference, recomputed for its gradients) instead of
+    torchvision's kernel."""
+    return bool(getattr(torch.compiler, "_is_exporting_flag", False)) or (
+        not hasattr(torch.compiler, "_is_exporting_flag") and torch.compiler.is_exporting())
+
+
 def deform_conv2d(x, offset, mask, weight, bias, padding=1, stride=1, dilation=1):
     """Dispatch: the custom op while exporting, torchvision on CUDA when present, else the reference."""
-    if torch.compiler.is_exporting():
+    if exporting():
         kk = weight.shape[2] * weight.shape[3]
         return deform_conv2d_op(x, offset, mask, weight, bias, padding, stride, dilation, offset.shape[1] // (2 * kk))
     if x.is_cuda:
