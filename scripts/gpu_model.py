@@ -244,7 +244,8 @@ def kernel_table(events, frames: int, gpu: bool, top: int = 25) -> dict:
     total = sum(us for us, _ in by_name.values())
     kinds: dict[str, float] = {}
     for name, (us, _) in by_name.items():
-        kinds[kernel_kind(name)] = kinds.get(kernel_kind(name), 0.0) + us
+        kind = kernel_kind(name)
+        kinds[kind] = kinds.get(kind, 0.0) + us
     rows = sorted(by_name.items(), key=lambda kv: -kv[1][0])[:top]
     return {"ms_per_frame": total / 1e3 / frames, "what": "kernels" if gpu else "CPU operators (self time)",
             "by_kind_ms_per_frame": {k: round(us / 1e3 / frames, 3) for k, us in

@@ -48,6 +48,7 @@ INT_ARGS = ("total", "H", "W", "HO", "WO", "rec_stride", "mask_stride", "mask_ba
 log = logging.getLogger(__name__)
 # Seconds spent compiling the tiles side by side, per kernel variant (dtype, constexprs): gpu_check reports it.
 compile_seconds: dict[str, float] = {}
+_labels: dict[tuple, str] = {}  # a variant's cheap key (every eager call looks one up) -> its label there
 
 
 def available() -> str | None:
@@ -180,7 +181,11 @@ def _compile_tiles(args: tuple, consts: dict) -> None:
     releases the GIL in its passes and ptxas is a process of its own), before the autotuner times them: it would
     compile them one by one. Once per variant and process; where this fails (Triton's ``AsyncCompileMode`` is
     recent), the autotuner compiles them as it would have."""
-    variant = f"{args[0].dtype} {args[0].device} " + " ".join(f"{k}={v}" for k, v in sorted(consts.items()))
+    key = (args[0].dtype, args[0].device, *consts.values())  # consts: always built in one order
+    variant = _labels.get(key)
+    if variant is None:
+        variant = _labels[key] = (f"{args[0].dtype} {args[0].device} "
+                                  + " ".join(f"{k}={v}" for k, v in sorted(consts.items())))
     if variant in compile_seconds:
         return
     t0 = time.perf_counter()
