@@ -2,15 +2,24 @@
 
 :func:`prepare_qat` turns every ``nn.Conv2d`` of a model (the DCN's own weights stay fp32, as deployed: the
 bridge kernel is fp32) into a :class:`QATConv2d`, same parameters and state-dict keys, whose forward pass is
-the int8 segment's arithmetic (:mod:`vsr.quant.rewrite`) simulated in fp32:
+the int8 conv of the plans :class:`~vsr.quant.config.QuantConfig` makes (:mod:`vsr.quant.rewrite`) simulated
+in fp32:
 
-* weights: symmetric per output channel, ``[-WEIGHT_QMAX, WEIGHT_QMAX]``, round half to even;
+* weights: symmetric per output channel, ``[-qmax, qmax]`` with the plan's ``qmax`` (127 where the CPU has VNNI
+  or AMX, 63 without: :mod:`vsr.quant.isa`, ``VSR_INT8_ISA`` to train for another), round half to even;
 * input and output activations: u8, asymmetric, one scale per tensor from the run-time rule of
   :mod:`vsr.quant.scales` (the observed range widened by its ``margin``,
   ``configs/quant/scales.toml``), codes clamped to [0, 255] (saturation);
-* bias: rounded to the int32 grid ``x_scale * w_scale`` and added to the exact integer sum (int32 accumulation
-  cannot overflow for these layer sizes, so the fp32 sum of integer-valued products is the same number);
+* bias, as the default plan (``fixed_zero``) adds it: the conv's sum without it rounded to u8 codes of its own
+  range, the bias as one u8 constant per tensor (256 codes over its channels' range), their sum rounded again to
+  the output's codes -- two roundings; with ``fixed_zero=False``, the bias rounded to the int32 grid
+  ``x_scale * w_scale`` and added to the exact integer sum (int32 accumulation cannot overflow for these layer
+  sizes, so the fp32 sum of integer-valued products is the same number), one rounding;
 * gradients: straight-through (the rounding passes gradients unchanged; the ranges are not learned).
+
+What it does not simulate: the plan's zero points are constants from its calibration (the scale alone follows the
+frames), QAT's follow each batch's range; ops between convs that the plan runs on u8 codes (a Concat's joint
+scale, a residual ``QLinearAdd``) are fp32 here.
 """
 
 from __future__ import annotations
@@ -21,8 +30,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from vsr.quant.segment_graph import WEIGHT_QMAX
+from vsr.quant.config import QuantConfig
 from vsr.quant.scales import ScaleRule
+from vsr.quant.segment_graph import WEIGHT_QMAX
 
 
 @lru_cache(maxsize=1)
@@ -55,29 +65,45 @@ def fake_weight(w: torch.Tensor, qmax: int = WEIGHT_QMAX) -> tuple[torch.Tensor,
     return _ste(w, q), s
 
 
+def fake_bias(b: torch.Tensor) -> torch.Tensor:
+    """The bias as the default plan holds it: one u8 constant per tensor over its channels' range (and 0)."""
+    return fake_u8(b, margin=1.0)  # u8_params' rule, on the bias's own range: no margin, nothing follows frames
+
+
 class QATConv2d(nn.Conv2d):
-    """``nn.Conv2d`` whose forward pass is the deployed int8 conv's (see the module docstring)."""
+    """``nn.Conv2d`` whose forward pass is the deployed int8 conv's (see the module docstring); ``qmax`` and
+    ``bias_after`` (the plan's ``fixed_zero``) are set by :func:`prepare_qat`."""
+
+    qmax: int = WEIGHT_QMAX
+    bias_after: bool = True
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         xq = fake_u8(x)
-        w, ws = fake_weight(self.weight)
+        w, ws = fake_weight(self.weight, self.qmax)
         b = self.bias
+        if b is not None and self.bias_after:
+            # (a bias of zeros, which the plan leaves out, is rounded twice here too: deciding it would read the
+            # bias back from the device every step, and training makes it non-zero)
+            y0 = F.conv2d(xq, w, None, self.stride, self.padding, self.dilation, self.groups)
+            return fake_u8(fake_u8(y0) + fake_bias(b).view(1, -1, *([1] * (y0.dim() - 2))))
         if b is not None:
             with torch.no_grad():
                 lo = torch.clamp(x.min(), max=0.0) * run_time_margin()
                 hi = torch.clamp(x.max(), min=0.0) * run_time_margin()
                 bs = torch.clamp(hi - lo, min=1e-8) / 255.0 * ws
             b = _ste(b, torch.round(b / bs) * bs)
-        y = F.conv2d(xq, w, b, self.stride, self.padding, self.dilation, self.groups)
-        return fake_u8(y)
+        return fake_u8(F.conv2d(xq, w, b, self.stride, self.padding, self.dilation, self.groups))
 
 
-def prepare_qat(model: nn.Module) -> list[str]:
-    """Switch every plain ``nn.Conv2d`` of ``model`` to :class:`QATConv2d` in place; returns their names."""
+def prepare_qat(model: nn.Module, config: QuantConfig | None = None) -> list[str]:
+    """Switch every plain ``nn.Conv2d`` of ``model`` to :class:`QATConv2d` in place, in the arithmetic of the
+    int8 plans ``config`` makes (default: this CPU's, :class:`QuantConfig`); returns their names."""
+    config = config or QuantConfig()
     names = []
     for name, m in model.named_modules():
         if type(m) is nn.Conv2d:
             m.__class__ = QATConv2d
+            m.qmax, m.bias_after = config.weight_qmax, config.fixed_zero
             names.append(name)
     return names
 
@@ -85,10 +111,12 @@ def prepare_qat(model: nn.Module) -> list[str]:
 def qat_parameters(model: nn.Module) -> dict:
     """The quantization parameters to store beside a QAT checkpoint: the arithmetic and each conv's weight
     scales (activation scales are computed at run time, so none are frozen here)."""
-    layers = {}
+    layers, arith = {}, {"qmax": WEIGHT_QMAX, "bias": "none"}
     for name, m in model.named_modules():
         if isinstance(m, QATConv2d):
-            _, s = fake_weight(m.weight.detach())
+            _, s = fake_weight(m.weight.detach(), m.qmax)
             layers[name] = [float(v) for v in s]
-    return {"format": "vsr-qat/1", "weights": f"int8 symmetric per output channel, |q| <= {WEIGHT_QMAX}",
-            "activations": f"u8 asymmetric per tensor, run-time range x {run_time_margin()}", "weight_scales": layers}
+            arith = {"qmax": m.qmax, "bias": "u8 after the conv" if m.bias_after else "int32 in the conv"}
+    return {"format": "vsr-qat/1", "weights": f"int8 symmetric per output channel, |q| <= {arith['qmax']}",
+            "activations": f"u8 asymmetric per tensor, run-time range x {run_time_margin()}",
+            "bias": arith["bias"], "weight_scales": layers}
