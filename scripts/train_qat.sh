@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Issue 11: quantization-aware fine-tune of the bundled default (EDVR-S) in the deployed int8 arithmetic
-# (vsr train --qat: 7-bit per-channel weights, u8 activations at the run-time range rule, straight-through
-# gradients), same public data and clean degradation as scripts/train_default.sh, a short low-lr run.
+# (vsr train --qat: the int8 plan of this CPU -- 8-bit per-channel weights with VNNI/AMX, 7-bit without
+# (VSR_INT8_ISA=avx2 trains for an AVX2 plan) -- u8 activations at the run-time range rule, each conv's sum rounded
+# before its bias and after, straight-through gradients), same public data and clean degradation as scripts/train_default.sh, a short low-lr run.
 # Writes runs/edvr-s-qat/{best,latest}.pth + qat.json; evaluate with
 #   vsr eval --gt ../shared/data/sequences/vid4/calendar/gt --lr ../shared/data/sequences/vid4/calendar/lr \
 #            --weights runs/edvr-s-qat/latest.pth --precision int8      (and --precision fp32, --int8-scales static)

@@ -54,8 +54,9 @@ def add_parser(sub) -> None:
     p.add_argument("--amp", default=T.amp, help=f"{' | '.join(AMP_MODES)} (default {T.amp})")
     p.add_argument("--device", default=T.device, help="auto, cpu, cuda, cuda:1 ...")
     p.add_argument("--qat", action="store_true",
-                   help="quantization-aware training: convs run the deployed int8 arithmetic (fake quantization, "
-                        "straight-through gradients); writes OUT/qat.json beside the checkpoints")
+                   help="quantization-aware training: convs run the arithmetic of this CPU's int8 plans (fake "
+                        "quantization, straight-through gradients; VSR_INT8_ISA=avx2 for an AVX2 plan's 7-bit "
+                        "weights); writes OUT/qat.json beside the checkpoints")
     p.add_argument("--degrade", default=T.degrade,
                    help="LR of the training pairs: clean (MATLAB bicubic x1/4), real (blur, noise, JPEG, x264; "
                         "configs/degrade/real.toml) or mix (some clean, some real; configs/degrade/mix.toml)")
