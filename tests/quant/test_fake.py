@@ -65,6 +65,18 @@ def test_qat_conv_matches_the_int8_segment(tmp_path, isa, fixed_zero):
         assert 0.9 <= ratio <= 1.1, (seed, ratio)
 
 
+def test_qat_conv_runs_in_fp32_under_autocast():
+    """Training on a GPU runs under bf16 autocast; the simulated int8 conv must not: its codes would be rounded
+    in bf16 (8 bits of precision), not as the plan rounds them."""
+    _, qat = _conv_pair(1, 16, 12, QuantConfig(isa="avx512-vnni"))
+    x = torch.from_numpy(np.random.default_rng(1).random((1, 16, 12, 12), dtype=np.float32))
+    with torch.no_grad():
+        fp32 = qat(x)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            auto = qat(x)
+    assert auto.dtype == torch.float32 and torch.equal(auto, fp32)
+
+
 def test_qat_weights_take_the_plans_bits():
     """7-bit weights for an AVX2 plan, 8-bit where the CPU has VNNI: QAT rounds them as the plan will."""
     w = torch.linspace(-1, 1, 9 * 4 * 2).reshape(2, 4, 3, 3)

@@ -78,6 +78,12 @@ class QATConv2d(nn.Conv2d):
     bias_after: bool = True
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # in fp32 whatever the training's autocast: bf16 holds integers only to 256 and codes to 8 bits of
+        # precision, so a code computed there is off by one where the plan's is not
+        with torch.autocast(x.device.type, enabled=False):
+            return self._int8(x.float())
+
+    def _int8(self, x: torch.Tensor) -> torch.Tensor:
         xq = fake_u8(x)
         w, ws = fake_weight(self.weight, self.qmax)
         b = self.bias
