@@ -1,7 +1,7 @@
 """Fake quantization for quantization-aware training, in the arithmetic of the deployed int8 segments.
 
-:func:`prepare_qat` turns every ``nn.Conv2d`` of a model (the DCN's own weights stay fp32, as deployed: the
-bridge kernel is fp32) into a :class:`QATConv2d`, same parameters and state-dict keys, whose forward pass is
+:func:`prepare_qat` turns every ``nn.Conv2d`` of a model (not the DCNs: they stay fp32 here) into a
+:class:`QATConv2d`, same parameters and state-dict keys, whose forward pass is
 the int8 conv of the plans :class:`~vsr.quant.config.QuantConfig` makes (:mod:`vsr.quant.rewrite`) simulated
 in fp32:
 
@@ -17,9 +17,11 @@ in fp32:
   sizes, so the fp32 sum of integer-valued products is the same number), one rounding;
 * gradients: straight-through (the rounding passes gradients unchanged; the ranges are not learned).
 
-What it does not simulate: the plan's zero points are constants from its calibration (the scale alone follows the
-frames), QAT's follow each batch's range; ops between convs that the plan runs on u8 codes (a Concat's joint
-scale, a residual ``QLinearAdd``) are fp32 here.
+What it does not simulate: the DCN bridge's product in int8, which plans on VNNI or AMX run where offset groups
+have 8 channels or more (EDVR-M; EDVR-S's 4 stay fp32: :func:`vsr.kernels.builtin.int8_pays`); the plan's zero
+points are constants from its calibration (the scale alone follows the frames), QAT's follow each batch's range;
+ops between convs that the plan runs on u8 codes (a Concat's joint scale, a residual ``QLinearAdd``) are fp32
+here.
 """
 
 from __future__ import annotations
