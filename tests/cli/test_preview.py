@@ -17,7 +17,7 @@ import pytest
 from tests.data import VIDEOS, need
 from vsr.errors import InputError
 from vsr.pipeline import RunnerSettings, upscale
-from vsr.quality.preview import Preview, frame_at, preview
+from vsr.quality.preview import Preview, frame_at, preview, steady_spacing
 from vsr.quality.preview_page import page, side_by_side, write_preview
 from vsr.video import EncoderSettings, open_source
 
@@ -52,6 +52,45 @@ def test_the_estimate_scales_the_measured_frames_to_the_clip():
     assert p.bits_per_pixel == pytest.approx(8 * 1300 / (3 * 80))
     unknown = Preview(Path("x.mp4"), 0, [frame] * 2, [frame] * 2, [frame] * 2, None, 1.0, 1.0, [1, 1], 0, {}, None)
     assert unknown.estimate_s is None and unknown.estimate_bytes is None
+
+
+def test_the_estimate_leaves_out_what_the_engine_cache_now_keeps(tmp_path, monkeypatch, make_clip):
+    """The split plan's first preview exports the model and builds the plan into the engine cache; the run after
+    it finds both there, so the estimate counts the warm-up less those builds (a VNNI CPU's int8 plan: most of
+    the first preview's 92 s of warm-up, which put its estimate at 2.07x the real run's time). A preview that
+    finds them cached has next to nothing to leave out, and says nothing of it."""
+    from vsr.backends import SplitOptions, open_backend
+    from vsr.cli.preview import summary
+
+    monkeypatch.setenv("VSR_ENGINE_DIR", str(tmp_path / "engines"))
+    clip = make_clip("clip.mkv", codec="ffv1", width=24, height=16, frames=9)
+    runs = []
+    for _ in range(2):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            backend = open_backend("random", "edvr-tiny", SplitOptions(threads=1))
+        runs.append(preview(clip, frames=3, backend=backend, encoder=LOSSLESS))
+    first, again = runs
+    assert 0 < first.cached_build_s < first.warmup_s
+    assert first.estimate_s == pytest.approx(first.warmup_s - first.cached_build_s + first.first_frame_s
+                                             + 8 * first.seconds_per_frame)
+    assert "which the run finds in the engine cache" in summary(first)
+    assert again.cached_build_s < 0.05 < first.cached_build_s  # export and plan came from the cache: looked up
+    assert "engine cache" not in summary(again)
+
+
+def test_the_time_per_frame_leaves_out_the_last_frames_spacing():
+    """A run writes each frame a step after it is done (the next tile's inference, where frames are tiled), the
+    last as it ends: a 480p int8 preview's frames came 8.9 s apart, then 4.7 s, and their mean put the time per
+    frame a quarter short of the run's 9.1 s."""
+    assert steady_spacing([15.3, 24.2, 28.9]) == pytest.approx(8.9)
+    assert steady_spacing([1.0, 3.0, 5.0, 5.5]) == pytest.approx(2.0)
+    assert steady_spacing([1.0, 2.5]) == pytest.approx(1.5)  # 2 frames: the one spacing there is
+    frame = np.zeros((8, 10, 3), np.uint8)
+    p = Preview(Path("x.mp4"), 0, [frame] * 3, [frame] * 3, [frame] * 3, total_frames=101, warmup_s=30.0,
+                seconds_per_frame=9.0, video_bytes=[1], other_bytes=0, memory_plan={}, config=None,
+                cached_build_s=20.0, first_frame_s=15.0)
+    assert p.estimate_s == pytest.approx(10.0 + 15.0 + 100 * 9.0)  # the warm-up less the cached builds
 
 
 def test_at_takes_a_frame_or_a_time():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import time
 from dataclasses import replace
 
 from vsr.cli.settings import add_upscale_options, say_precision, say_weights, to_int, upscale_settings
@@ -40,6 +41,12 @@ def _size(n: float) -> str:
     return f"{n:.1f} GB"
 
 
+def _cached(p) -> str:
+    if p.cached_build_s < 0.05:
+        return ""
+    return f" ({p.cached_build_s:.1f} s of it export and plan, which the run finds in the engine cache)"
+
+
 def summary(p) -> str:
     """The estimate as a few lines (also shown on the HTML page)."""
     from vsr.pipeline.memory import Budget
@@ -47,8 +54,9 @@ def summary(p) -> str:
     plan = p.memory_plan
     tile = plan.get("tile")
     budget = Budget(int(plan.get("budget_mb", 0)), plan.get("budget_from"))
-    lines = [f"preview: frames {p.first}..{p.first + len(p.sr) - 1}, {p.seconds_per_frame:.2f} s per frame after "
-             f"a warm-up of {p.warmup_s:.1f} s, {p.bits_per_pixel:.3f} bits per output pixel",
+    first = f", the first frame {p.first_frame_s:.1f} s later" if p.first_frame_s is not None else ""
+    lines = [f"preview: frames {p.first}..{p.first + len(p.sr) - 1}: a warm-up of {p.warmup_s:.1f} s{_cached(p)}"
+             f"{first}, then {p.seconds_per_frame:.2f} s per frame; {p.bits_per_pixel:.3f} bits per output pixel",
              f"memory plan: {'whole frames' if not tile else 'tiles of %sx%s' % tuple(tile)}, about "
              f"{plan.get('total_mb', 0):.0f} MB of {budget.named()}"]
     if p.total_frames is None:
@@ -61,6 +69,7 @@ def summary(p) -> str:
 
 
 def run(args) -> int:
+    started = time.perf_counter()  # before the imports below (torch, ONNX Runtime): a run pays them too
     from vsr.quality.preview import preview
     from vsr.quality.preview_page import check_out, write_preview
 
@@ -72,7 +81,7 @@ def run(args) -> int:
     if args.suffix is not None and not args.suffix.startswith("."):
         args.suffix = "." + args.suffix
     p = preview(args.input, at=args.at, frames=frames, backend=request, encoder=encoder, runner=runner,
-                suffix=args.suffix, on_weights=say_weights)
+                suffix=args.suffix, on_weights=say_weights, started=started)
     text = summary(p)
     out = write_preview(p, args.out, text, overwrite=args.overwrite)
     print(text)

@@ -4,10 +4,15 @@ The frames go through the real pipeline (:func:`vsr.pipeline.upscale` with ``fra
 temporary file with the run's own encoder settings, and are decoded back.  The preview therefore shows what the
 encoded output will look like, and these measurements give the estimates:
 
-- time: the warm-up (export, plan, sessions, until the first frame is decoded) plus the clip's frame count times
-  the steady per-frame time.  That per-frame time is the spacing between the preview's output frames after the
-  first, so it includes the pipeline's overlap and this machine's load.  The tile the memory plan chose for the
-  run is the tile the preview ran with.
+- time: the warm-up (from ``started``, the command's start: imports, export, plan, sessions), the first frame's
+  wait after it (the pipeline filling), and the clip's other frames at the steady per-frame time.  What of the
+  warm-up built what the engine cache now keeps (the export and the plan:
+  :data:`vsr.backends.split.CACHED_BUILDS`) is not counted: the run after the preview finds them there.  The
+  steady time is the spacing of the written frames after the first and before the last: the last is written
+  as the run ends, without the wait for the next frame that the pipeline's stages put between the others (one
+  tile of inference, where frames are tiled), so counting it made the spacing up to a quarter short.  It
+  includes the pipeline's overlap and this machine's load.  The tile the memory plan chose for the run is the
+  tile the preview ran with.
 - size: the preview's encoded video packets scaled to the clip, encoded as the whole run would encode them
   (:attr:`Preview.encoder`: :func:`vsr.video.encoder_choice.choose_encoder` for the run's container).  The first
   packet is a key frame and counts once; the others give the mean of the rest.  Audio and subtitles are copied,
@@ -29,6 +34,7 @@ import cv2
 import numpy as np
 
 from vsr.backends import Backend, BackendRequest
+from vsr.backends.split import CACHED_BUILDS
 from vsr.errors import InputError
 from vsr.pipeline import RunnerSettings, upscale
 from vsr.pipeline.upscale import run_encoder
@@ -59,13 +65,20 @@ class Preview:
     memory_plan: dict
     config: str | None
     encoder: EncoderChoice | None = None
+    cached_build_s: float = 0.0  # the part of the warm-up that built what the engine cache now keeps
+    first_frame_s: float | None = None  # from the warm-up's end to the first frame written (None: not measured)
 
     @property
     def estimate_s(self) -> float | None:
-        """The whole clip: warm-up + frames x steady per-frame time."""
+        """The whole clip: the run's warm-up (the preview's, less what the cache now keeps), its first frame's
+        wait, and the other frames at the steady per-frame time (every frame at it where the first frame's wait
+        was not measured)."""
         if self.total_frames is None:
             return None
-        return self.warmup_s + self.total_frames * self.seconds_per_frame
+        warmup = max(self.warmup_s - self.cached_build_s, 0.0)
+        if self.first_frame_s is None:
+            return warmup + self.total_frames * self.seconds_per_frame
+        return warmup + self.first_frame_s + max(self.total_frames - 1, 0) * self.seconds_per_frame
 
     @property
     def estimate_bytes(self) -> int | None:
@@ -110,11 +123,14 @@ def frame_at(at: str | int | None, rate: float | None, total: int | None) -> int
 
 def preview(src: str | Path, *, at: str | int | None = None, frames: int = DEFAULT_FRAMES,
             backend: Backend | BackendRequest = BackendRequest(), encoder: EncoderSettings = EncoderSettings(),
-            runner: RunnerSettings = RunnerSettings(), suffix: str | None = None, on_weights=None) -> Preview:
+            runner: RunnerSettings = RunnerSettings(), suffix: str | None = None, on_weights=None,
+            started: float | None = None) -> Preview:
     """Upscale ``frames`` frames around ``at`` of ``src`` as ``vsr upscale`` would (same backend, encoder and
     runner settings), into a temporary ``suffix`` file (default: the source's own suffix where vsr writes that
     container, else ``.mkv``, as for PNG frames and Y4M), and measure it (see the module's docstring).  ``on_weights``: as :func:`vsr.pipeline.upscale`'s (the
-    weights ``--weights auto`` chose for the source)."""
+    weights ``--weights auto`` chose for the source); ``started``: ``time.perf_counter()`` when the command began
+    (its imports are part of a run's warm-up too; default: now)."""
+    started = time.perf_counter() if started is None else started
     if frames < 2:
         raise InputError(f"--frames must be 2 or more (the time per frame is their spacing), not {frames}")
     if is_stream(src):
@@ -144,7 +160,6 @@ def preview(src: str | Path, *, at: str | int | None = None, frames: int = DEFAU
             suffix = ".mkv"
             chosen = _encoder_of(f"preview{suffix}", backend, encoder, info)
     stamps: list[float] = []
-    t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="vsr-preview-") as tmp:
         out = Path(tmp) / f"preview{suffix}"
         with said(hold=True):  # said once the preview knows it has frames enough (else its one error alone)
@@ -173,11 +188,20 @@ def preview(src: str | Path, *, at: str | int | None = None, frames: int = DEFAU
                       drop=said.asked)
     else:
         said.held_say()
-    warmup = stamps[0] - t0
-    per_frame = (stamps[-1] - stamps[1]) / (len(stamps) - 2)  # the spacing after the first frame
-    return Preview(src, first, lr, [_bicubic(f, sr[0].shape) for f in lr], sr, total, warmup, per_frame,
+    warmup = stamps[0] - started
+    return Preview(src, first, lr, [_bicubic(f, sr[0].shape) for f in lr], sr, total, warmup, steady_spacing(stamps[1:]),
                    video_bytes, _other_bytes(src, info.kind), report.settings.get("memory_plan", {}),
-                   report.settings.get("config"), chosen)
+                   report.settings.get("config"), chosen,
+                   min(sum(report.steps.get(k, 0.0) for k in CACHED_BUILDS), warmup), stamps[1] - stamps[0])
+
+
+def steady_spacing(written: list[float]) -> float:
+    """The time per frame from the times frames were written: the spacing of those before the last (see the
+    module docstring); with 2 frames, the one spacing there is."""
+    if len(written) < 2:
+        raise ValueError("the spacing of frames needs 2 of them")
+    kept = written[:-1] if len(written) >= 3 else written
+    return (kept[-1] - kept[0]) / (len(kept) - 1)
 
 
 class _Said:
