@@ -80,9 +80,9 @@ def test_the_estimate_leaves_out_what_the_engine_cache_now_keeps(tmp_path, monke
 
 
 def test_the_time_per_frame_leaves_out_the_last_frames_spacing():
-    """A run writes each frame a step after it is done (the next tile's inference, where frames are tiled), the
-    last as it ends: a 480p int8 preview's frames came 8.9 s apart, then 4.7 s, and their mean put the time per
-    frame a quarter short of the run's 9.1 s."""
+    """A run on a device hands each result on once the next batch is queued, the last as it ends (so did the
+    CPU's, then: a 480p int8 preview's frames came 8.9 s apart, then 4.7 s, and their mean put the time per
+    frame a quarter short of the run's 9.1 s): the last spacing is left out."""
     assert steady_spacing([15.3, 24.2, 28.9]) == pytest.approx(8.9)
     assert steady_spacing([1.0, 3.0, 5.0, 5.5]) == pytest.approx(2.0)
     assert steady_spacing([1.0, 2.5]) == pytest.approx(1.5)  # 2 frames: the one spacing there is

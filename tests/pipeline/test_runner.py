@@ -437,3 +437,27 @@ def test_the_infer_stage_queues_the_next_batch_before_collecting_one_when_more_w
     calls.clear()
     out = [int(r.y[0]) for r in inferred(Inbox(batches, waiting=False), Device(), stream=False)]
     assert out == [0, 1, 2] and calls == ["submit 0", "result 0", "submit 1", "result 1", "submit 2", "result 2"]
+
+
+def test_the_infer_stage_hands_on_a_result_computed_at_submit_at_once():
+    """A CPU backend's submit has computed the batch already: its result goes to the post stage before the next
+    batch is taken (held back, a tiled 480p int8 run handed every frame on a tile's inference later: 4.5 s)."""
+    from vsr.backends.base import Pending
+    from vsr.pipeline.batches import Batch, inferred
+
+    events = []
+
+    class Cpu:
+        def submit(self, x, keys=None):
+            events.append(f"computed {int(x[0])}")
+            return Pending.done(x)
+
+    def inbox():
+        for k in range(3):
+            events.append(f"took {k}")
+            yield Batch((), np.full(1, k, np.float32))
+
+    for r in inferred(inbox(), Cpu(), stream=False):  # a generator: every item counts as waiting
+        events.append(f"handed on {int(r.y[0])}")
+    assert events == ["took 0", "computed 0", "handed on 0", "took 1", "computed 1", "handed on 1",
+                      "took 2", "computed 2", "handed on 2"]

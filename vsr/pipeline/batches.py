@@ -102,7 +102,8 @@ def inferred(inbox: Iterator[Batch], backend, stream: bool) -> Iterator[Result]:
     """The infer stage: each batch's :class:`Result` (``infer_stream`` with its keys where ``stream``, else
     ``infer``).  Each batch is queued (``backend.submit``) before the previous one's output is collected, so that
     a device runs the next batch while the host collects this one; a result is not held back while nothing more
-    waits in the inbox (a pipe's frames come when they come)."""
+    waits in the inbox (a pipe's frames come when they come), nor when it was computed as it was submitted (every
+    backend but a device's: holding it would only hand it on one inference later, a tile's seconds on a CPU)."""
     submit = getattr(backend, "submit", None)
     held = None
     for b in inbox:
@@ -113,10 +114,11 @@ def inferred(inbox: Iterator[Batch], backend, stream: bool) -> Iterator[Result]:
         slots, b = b.slots, None
         if held is not None:
             yield Result(held[0], held[1].result())
-        held = (slots, queued)
-        if not _more_waiting(inbox):
-            yield Result(slots, queued.result())
             held = None
+        if queued.finished or not _more_waiting(inbox):
+            yield Result(slots, queued.result())
+        else:
+            held = (slots, queued)
         queued = None
     if held is not None:
         yield Result(held[0], held[1].result())

@@ -8,10 +8,11 @@ encoded output will look like, and these measurements give the estimates:
   wait after it (the pipeline filling), and the clip's other frames at the steady per-frame time.  What of the
   warm-up built what the engine cache now keeps (the export and the plan:
   :data:`vsr.backends.split.CACHED_BUILDS`) is not counted: the run after the preview finds them there.  The
-  steady time is the spacing of the written frames after the first and before the last: the last is written
-  as the run ends, without the wait for the next frame that the pipeline's stages put between the others (one
-  tile of inference, where frames are tiled), so counting it made the spacing up to a quarter short.  It
-  includes the pipeline's overlap and this machine's load.  The tile the memory plan chose for the run is the
+  steady time is the spacing of the written frames after the first and before the last: where the infer stage
+  keeps a device busy it hands each result on once the next batch is queued, the last as the run ends, so the
+  last spacing is short (the CPU's runs did so too until 2026-12-05: with 2 tiles a frame, a 480p preview's
+  spacings were 8.9 s and then 4.7 s, their mean a quarter short of the run's).  It includes the pipeline's
+  overlap and this machine's load.  The tile the memory plan chose for the run is the
   tile the preview ran with.
 - size: the preview's encoded video packets scaled to the clip, encoded as the whole run would encode them
   (:attr:`Preview.encoder`: :func:`vsr.video.encoder_choice.choose_encoder` for the run's container).  The first
