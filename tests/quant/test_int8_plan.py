@@ -54,6 +54,38 @@ def test_int8_plan_runs_close_to_fp32_and_lists_fp32_convs(model_path, tmp_path)
     assert rel_rms(out[name], ref[name]) < TOLERANCE
 
 
+def test_a_plan_that_keeps_no_conv_in_fp32_calibrates_ranges_alone(model_path, tmp_path):
+    """Each conv's sensitivity is measured only where it chooses convs for fp32: the default plan (none) runs the
+    ranges' pass alone, on a probe without shadow convs -- the same ranges, the same segments."""
+    from vsr.plan.plan import write_plan
+    from vsr.quant.calibrate import calibrate_plan
+    from vsr.quant.config import calibration_windows
+
+    plan = write_plan(model_path, tmp_path / "fp32")
+    windows = calibration_windows(QuantConfig(), None, 16, 12)
+    both = calibrate_plan(plan, windows, threads=1)
+    ranges = calibrate_plan(plan, windows, threads=1, sqnr=False)
+    assert [(s.node, s.x_range, s.y_range) for s in ranges] == [(s.node, s.x_range, s.y_range) for s in both]
+    assert all(np.isfinite(s.sqnr_db) for s in both) and all(np.isnan(s.sqnr_db) for s in ranges)
+
+    import vsr.quant.int8_plan as int8_plan
+
+    def build(folder):
+        cfg = QuantConfig()
+        p8 = PlanCache(folder).get(model_path, precision="int8", quant=cfg.digest,
+                                   transform=int8_plan_transform(cfg, threads=1))
+        return p8.directory, json.loads((p8.directory / "quant.json").read_text())
+
+    ranged, ranged_quant = build(tmp_path / "ranges")
+    with pytest.MonkeyPatch.context() as mp:  # the sensitivity pass forced, as every plan ran it before
+        mp.setattr(int8_plan, "calibrate_plan", lambda *a, **kw: calibrate_plan(*a, **(kw | {"sqnr": True})))
+        measured, measured_quant = build(tmp_path / "both")
+    assert "sensitivity_sqnr_db" not in ranged_quant and len(measured_quant["sensitivity_sqnr_db"]) == 8
+    assert ranged_quant["tensors"] == measured_quant["tensors"]
+    segments = sorted(f.name for f in ranged.glob("segment*.onnx"))
+    assert segments and all((ranged / f).read_bytes() == (measured / f).read_bytes() for f in segments)
+
+
 def test_synthetic_calibration_frames_drift_and_have_hard_edges():
     from vsr.quant.config import synthetic_frames
 

@@ -4,6 +4,9 @@ A *probe* is the whole fp32 graph plus, per conv, ``ReduceMin``/``ReduceMax`` of
 shadow conv in the deployed int8 arithmetic (input and output fake-quantized with the calibration scales fed as
 inputs, weights per-channel int8) whose squared error against the fp32 output is summed: the layer's
 signal-to-quantization-noise ratio, ``sqnr_db``.  Two runs per calibration window: ranges first, then errors.
+Where no conv is to be chosen by its sensitivity (``sqnr=False``: an int8 plan that keeps no conv in fp32, the
+default), the probe is the reductions alone and one run per window: the shadow convs doubled every run's convs,
+and the second run doubled that (an int8 plan's first build at 480x448: 82 s of calibration, nearly all of it).
 
 :func:`calibrate_plan` probes each segment of an fp32 subgraph plan (bridges on vsr's kernels), so that memory
 stays that of the plan; :func:`calibrate` probes one whole ONNX model (small graphs, tests).
@@ -32,7 +35,7 @@ class ConvStats:
     y: str
     x_range: tuple[float, float]
     y_range: tuple[float, float]
-    sqnr_db: float
+    sqnr_db: float  # NaN where not measured (``sqnr=False``)
 
 
 
@@ -55,7 +58,10 @@ def _shadow(n, w: np.ndarray, probe: "_Probe", nodes: list, new_inits: list) -> 
         for op in ("ReduceMin", "ReduceMax"):
             nodes.append(helper.make_node(op, [t], [f"{tag}/{op}"], keepdims=0))
             probe.output(f"{tag}/{op}")
-        probe.scale_input(tag)
+        if probe.sqnr:
+            probe.scale_input(tag)
+    if not probe.sqnr:
+        return
     wq, ws = quantize_weights(w, probe.qmax)
     new_inits.append(numpy_helper.from_array(wq.astype(np.float32) * ws.reshape(-1, 1, 1, 1), f"{p}/wfq"))
     xfq = _fake_quant(x, f"{p}/x", nodes)
@@ -73,8 +79,9 @@ class _Probe:
     """The scalars of all probes of one calibration: scale feeds (updated in place between the two passes)
     and results, bound by pointer to every probe session, and the statistics gathered from them."""
 
-    def __init__(self, qmax: int = WEIGHT_QMAX):
+    def __init__(self, qmax: int = WEIGHT_QMAX, sqnr: bool = True):
         self.qmax = qmax  # the weights' codes, as the plan will have them
+        self.sqnr = sqnr  # the shadow convs and the errors' pass (else the ranges alone)
         self.feeds: dict[str, np.ndarray] = {}
         self.results: dict[str, np.ndarray] = {}
         self.convs: list = []
@@ -126,6 +133,8 @@ class _Probe:
                 self.sig[p] = self.sig.get(p, 0.0) + float(self.results[f"{p}/sig"])
 
     def set_scales(self) -> None:
+        if not self.sqnr:  # no shadow convs to feed
+            return
         for tag in self.lo:
             s, z = u8_params(self.lo[tag], self.hi[tag])
             self.feeds[f"{tag}/s"][...] = s
@@ -135,7 +144,8 @@ class _Probe:
         return [ConvStats(node=n.name, weight=n.input[1], x=n.input[0], y=n.output[0],
                           x_range=(self.lo[f"{n.name}/x"], self.hi[f"{n.name}/x"]),
                           y_range=(self.lo[f"{n.name}/y"], self.hi[f"{n.name}/y"]),
-                          sqnr_db=10.0 * math.log10(max(self.sig[n.name], 1e-30) / max(self.err[n.name], 1e-30)))
+                          sqnr_db=10.0 * math.log10(max(self.sig[n.name], 1e-30) / max(self.err[n.name], 1e-30))
+                          if self.sqnr else math.nan)
                 for n in self.convs]
 
     def bind(self, session, inputs: dict, outputs: dict):
@@ -159,7 +169,7 @@ def _session(model: onnx.ModelProto, threads: int | None):
 
 
 def _two_passes(probe: _Probe, run_window, windows: np.ndarray) -> list[ConvStats]:
-    for ranges in (True, False):
+    for ranges in (True, False) if probe.sqnr else (True,):
         for x in windows:
             run_window(x)
             probe.gather(ranges)
@@ -203,11 +213,12 @@ class _ProbeRunner:
 
 
 def calibrate_plan(plan, windows: np.ndarray, threads: int | None = None,
-                   qmax: int = WEIGHT_QMAX) -> list[ConvStats]:
+                   qmax: int = WEIGHT_QMAX, sqnr: bool = True) -> list[ConvStats]:
     """:func:`calibrate` over the segments of the fp32 ``plan`` (a :class:`vsr.plan.plan.SubgraphPlan` whose
-    segment files exist), run with vsr's bridge kernels (a per-frame front on the windows' frames first)."""
+    segment files exist), run with vsr's bridge kernels (a per-frame front on the windows' frames first);
+    ``sqnr=False``: the ranges alone (see the module docstring)."""
     from vsr.plan.executor import plan_executor
 
-    probe = _Probe(qmax)
+    probe = _Probe(qmax, sqnr)
     runner = plan_executor(plan, _ProbeSegments(probe, threads))
     return _two_passes(probe, lambda x: runner.run({plan.inputs[0]: x}), windows)

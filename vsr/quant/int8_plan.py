@@ -65,7 +65,9 @@ def int8_plan_transform(cfg: QuantConfig, threads: int | None = None):
 
     def transform(part: Partition, model: onnx.ModelProto, out: Path) -> dict:
         t, h, w = input_hw(model)
-        stats = calibrate_plan(_fp32_plan(part, out), calibration_windows(cfg, t, h, w), threads, cfg.weight_qmax)
+        # each conv's sensitivity only where it chooses the convs kept in fp32 (none by default)
+        stats = calibrate_plan(_fp32_plan(part, out), calibration_windows(cfg, t, h, w), threads, cfg.weight_qmax,
+                               sqnr=cfg.keep_fp32 > 0)
         fp32 = choose_fp32(stats, cfg.keep_fp32)
         int8 = {s.node for s in stats} - fp32
         ranges = activation_ranges(model, stats)
@@ -75,9 +77,10 @@ def int8_plan_transform(cfg: QuantConfig, threads: int | None = None):
             part.segments[name] = q.model
             tensors |= q.ranges(ranges)
         sens = sorted(stats, key=lambda s: s.sqnr_db)
+        measured = ({"sensitivity_sqnr_db": {s.node: round(s.sqnr_db, 2) for s in sens}}
+                    if not any(math.isnan(s.sqnr_db) for s in sens) else {})
         (out / QUANT_FILE).write_text(json.dumps({
-            "config": cfg.fields(), "tensors": tensors,
-            "sensitivity_sqnr_db": {s.node: round(s.sqnr_db, 2) for s in sens}}, indent=1) + "\n")
+            "config": cfg.fields(), "tensors": tensors, **measured}, indent=1) + "\n")
         log.info("int8 plan for %s: %d convs int8 (weights |q| <= %d), %d fp32", cfg.isa, len(int8),
                  cfg.weight_qmax, len(fp32))
         return {"extra_files": [QUANT_FILE],

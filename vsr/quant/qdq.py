@@ -96,7 +96,7 @@ def export_int8_qdq(onnx_path, out_path, cfg=None, threads: int | None = None):
     try:
         plan = write_plan(onnx_path, tmp)
         t, h, w = input_hw(onnx.load(str(onnx_path), load_external_data=False))
-        stats = calibrate_plan(plan, calibration_windows(cfg, t, h, w), threads)
+        stats = calibrate_plan(plan, calibration_windows(cfg, t, h, w), threads, sqnr=cfg.keep_fp32 > 0)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     int8 = {s.node for s in stats} - choose_fp32(stats, cfg.keep_fp32)
