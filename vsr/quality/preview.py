@@ -12,8 +12,7 @@ encoded output will look like, and these measurements give the estimates:
   keeps a device busy it hands each result on once the next batch is queued, the last as the run ends, so the
   last spacing is short (the CPU's runs did so too until 2026-12-05: with 2 tiles a frame, a 480p preview's
   spacings were 8.9 s and then 4.7 s, their mean a quarter short of the run's).  It includes the pipeline's
-  overlap and this machine's load.  The tile the memory plan chose for the run is the
-  tile the preview ran with.
+  overlap and this machine's load.  The tile the memory plan chose for the run is the tile the preview ran with.
 - size: the preview's encoded video packets scaled to the clip, encoded as the whole run would encode them
   (:attr:`Preview.encoder`: :func:`vsr.video.encoder_choice.choose_encoder` for the run's container).  The first
   packet is a key frame and counts once; the others give the mean of the rest.  Audio and subtitles are copied,
@@ -44,7 +43,7 @@ from vsr.video.encoder_choice import EncoderChoice, OutputContainer, choose_enco
 from vsr.video.output import is_stream
 from vsr.video.source import VideoInfo
 
-DEFAULT_FRAMES = 3  # the middle one is shown; the two after the first time the run
+DEFAULT_FRAMES = 3  # the middle one is shown; the first two's spacing times the run (the last's is short)
 
 
 @dataclass(frozen=True)
@@ -128,9 +127,10 @@ def preview(src: str | Path, *, at: str | int | None = None, frames: int = DEFAU
             started: float | None = None) -> Preview:
     """Upscale ``frames`` frames around ``at`` of ``src`` as ``vsr upscale`` would (same backend, encoder and
     runner settings), into a temporary ``suffix`` file (default: the source's own suffix where vsr writes that
-    container, else ``.mkv``, as for PNG frames and Y4M), and measure it (see the module's docstring).  ``on_weights``: as :func:`vsr.pipeline.upscale`'s (the
-    weights ``--weights auto`` chose for the source); ``started``: ``time.perf_counter()`` when the command began
-    (its imports are part of a run's warm-up too; default: now)."""
+    container, else ``.mkv``, as for PNG frames and Y4M), and measure it (see the module's docstring).
+    ``on_weights``: as :func:`vsr.pipeline.upscale`'s (the weights ``--weights auto`` chose for the source);
+    ``started``: ``time.perf_counter()`` when the command began (its imports are part of a run's warm-up too;
+    default: now)."""
     started = time.perf_counter() if started is None else started
     if frames < 2:
         raise InputError(f"--frames must be 2 or more (the time per frame is their spacing), not {frames}")
@@ -190,9 +190,9 @@ def preview(src: str | Path, *, at: str | int | None = None, frames: int = DEFAU
     else:
         said.held_say()
     warmup = stamps[0] - started
-    return Preview(src, first, lr, [_bicubic(f, sr[0].shape) for f in lr], sr, total, warmup, steady_spacing(stamps[1:]),
-                   video_bytes, _other_bytes(src, info.kind), report.settings.get("memory_plan", {}),
-                   report.settings.get("config"), chosen,
+    return Preview(src, first, lr, [_bicubic(f, sr[0].shape) for f in lr], sr, total, warmup,
+                   steady_spacing(stamps[1:]), video_bytes, _other_bytes(src, info.kind),
+                   report.settings.get("memory_plan", {}), report.settings.get("config"), chosen,
                    min(sum(report.steps.get(k, 0.0) for k in CACHED_BUILDS), warmup), stamps[1] - stamps[0])
 
 
