@@ -81,6 +81,12 @@ class TensorSpec:
     dtype: str = "float32"
 
 
+# The one-off build steps (a backend's report names them "build:...") whose results the engine cache keeps: the
+# ONNX export, the plan and its int8 calibration.  A later run of the same model, size and settings finds them
+# there and does not pay them again.
+CACHED_BUILDS = ("build:export", "build:plan")
+
+
 class Pending:
     """An inference that has been queued: :meth:`result` waits for it and returns its output (the same object on
     every call).  A backend that computes on a device returns one from ``submit`` before the device is done, so

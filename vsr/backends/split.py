@@ -38,10 +38,6 @@ if TYPE_CHECKING:  # the plan machinery imports ONNX and numba: loaded when a ba
 
 log = logging.getLogger(__name__)
 
-# The one-off build steps whose results the engine cache keeps (the ONNX export, the plan and its int8
-# calibration): a later run of the same model, size and settings finds them there and does not pay them again.
-CACHED_BUILDS = ("build:export", "build:plan")
-
 SPLIT_PRECISIONS = ("fp32", "int8")
 INT8_SCALES = ("runtime", "static", "exact")
 
@@ -109,7 +105,7 @@ class SplitBackend(ModelBackend):
             self._fixed_bucket = (int(shape[-2]), int(shape[-1]))
         self._executors: dict[tuple[int, int], PlanExecutor] = {}
         self._build: dict[str, float] = {"build:export": 0.0, "build:plan": 0.0, "build:load": 0.0,
-                                         "build:warmup": 0.0}  # the first two: CACHED_BUILDS
+                                         "build:warmup": 0.0}  # the first two: base.CACHED_BUILDS
         self._warm: set[tuple] = set()
         self._io: dict[str, float] = {"pad": 0.0, "crop": 0.0}
         # one arena per bound shape: calls from several threads take turns (the pipeline calls from one)

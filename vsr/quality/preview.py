@@ -7,7 +7,7 @@ encoded output will look like, and these measurements give the estimates:
 - time: the warm-up (from ``started``, the command's start: imports, export, plan, sessions), the first frame's
   wait after it (the pipeline filling), and the clip's other frames at the steady per-frame time.  What of the
   warm-up built what the engine cache now keeps (the export and the plan:
-  :data:`vsr.backends.split.CACHED_BUILDS`) is not counted: the run after the preview finds them there.  The
+  :data:`vsr.backends.base.CACHED_BUILDS`) is not counted: the run after the preview finds them there.  The
   steady time is the spacing of the written frames after the first and before the last: where the infer stage
   keeps a device busy it hands each result on once the next batch is queued, the last as the run ends, so the
   last spacing is short (the CPU's runs did so too until 2026-12-05: with 2 tiles a frame, a 480p preview's
@@ -34,7 +34,7 @@ import cv2
 import numpy as np
 
 from vsr.backends import Backend, BackendRequest
-from vsr.backends.split import CACHED_BUILDS
+from vsr.backends.base import CACHED_BUILDS
 from vsr.errors import InputError
 from vsr.pipeline import RunnerSettings, upscale
 from vsr.pipeline.upscale import run_encoder
