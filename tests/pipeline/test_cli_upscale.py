@@ -183,6 +183,48 @@ def test_interrupt_mid_run_leaves_nothing(make_clip, tmp_path, sig):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["long.mp4"]
 
 
+SWALLOWED_STOP_RUN = """
+import ctypes, os, signal, sys, time
+import vsr.backends
+from vsr.cli import entry
+
+real_open = vsr.backends.open_backend
+
+@ctypes.CFUNCTYPE(None)
+def callback():  # as llvmlite's object cache during a numba compile: what a ctypes callback raises is dropped
+    os.kill(os.getpid(), int(os.environ["VSR_TEST_SIGNAL"]))
+    for _ in range(2000):  # the handler runs in here, between two bytecodes, and its KeyboardInterrupt is lost
+        time.sleep(0.001)
+
+def open_and_call_back(**kw):
+    backend = real_open(**kw)
+    callback()
+    return backend
+
+vsr.backends.open_backend = open_and_call_back
+sys.argv = ["vsr", *sys.argv[1:]]
+entry()
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_stop_lost_inside_a_callback_still_stops_the_run(make_clip, tmp_path, sig):
+    """A signal whose KeyboardInterrupt Python drops (raised inside a ctypes callback, a __del__): seen once in a
+    run under load, which then went on, wrote its output and exited 0.  The stop is recorded (vsr.interrupt), the
+    run ends with 130 and leaves nothing."""
+    src = make_clip("in.mp4", width=32, height=24, frames=8)
+    out = tmp_path / "out.mp4"
+    cmd = [sys.executable, "-c", SWALLOWED_STOP_RUN, "upscale", str(src), str(out), *TINY, "--backend", "torch",
+           "--threads", "1", "--quiet"]
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "VSR_TEST_SIGNAL": str(int(sig))},
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    assert "Exception ignored" in proc.stderr  # the KeyboardInterrupt really was lost in the callback
+    assert proc.returncode == 130, proc.stderr
+    assert "vsr: interrupted" in proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.mp4"]
+
+
 SLOW_BACKEND_RUN = """
 import atexit, os, sys, time
 import vsr.backends

@@ -1,7 +1,8 @@
 """Thin command-line interface: parse, call one library function, print.
 
 Each subcommand lives in its own module here with ``add_parser(subparsers)`` and ``run(args) -> int``.
-Every :class:`vsr.errors.VsrError` becomes one line on stderr and exit code 2; Ctrl-C exits 130.
+Every :class:`vsr.errors.VsrError` becomes one line on stderr and exit code 2; Ctrl-C exits 130, and so do SIGTERM
+and SIGHUP, which take its path (:mod:`vsr.interrupt`: a temporary output is removed, a claimed job given back).
 """
 
 from __future__ import annotations
@@ -108,6 +109,7 @@ def _warning_line(message, category, filename, lineno, file=None, line=None):
 
 
 def main(argv: list[str] | None = None) -> int:
+    from vsr import interrupt
     from vsr.errors import VsrError, printable
 
     _hold_closed_streams()
@@ -117,7 +119,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="vsr: %(message)s")
     warnings.showwarning = _warning_line
     try:
-        return int(args.func(args) or 0)
+        with interrupt.handled():
+            return int(args.func(args) or 0)
     except VsrError as e:
         if args.verbose:
             raise

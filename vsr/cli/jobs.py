@@ -12,7 +12,6 @@ import argparse
 import copy
 import json
 import math
-import signal
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -269,10 +268,6 @@ def _progress(row: dict) -> str:
     return f"{100 * min(done, total) // total}% ({done}/{total})"
 
 
-def _raise_interrupt(signum, frame):
-    raise KeyboardInterrupt
-
-
 def _run(args) -> int:
     workers = _bounded_int(args.workers, "--workers", 1, MAX_WORKERS)
     broker = _broker(args)
@@ -294,13 +289,8 @@ def _run(args) -> int:
                               encoder_log=args.verbose)
     if args.max_attempts is not None:
         settings = replace(settings, max_attempts=_bounded_int(args.max_attempts, "--max-attempts", 1, 10**6))
-    # SIGTERM/SIGHUP take Ctrl-C's path: the claims in progress go back to the queue
-    previous = {s: signal.signal(s, _raise_interrupt) for s in (signal.SIGTERM, signal.SIGHUP)}
-    try:
-        return run_workers(store_path(args.store), workers, settings, devices)
-    finally:
-        for s, h in previous.items():
-            signal.signal(s, h)
+    # SIGTERM/SIGHUP take Ctrl-C's path (vsr.cli.main): the claims in progress go back to the queue
+    return run_workers(store_path(args.store), workers, settings, devices)
 
 
 def _devices(text: str | None, workers: int, broker: str | None) -> list[str] | None:

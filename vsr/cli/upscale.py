@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import signal
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -35,10 +34,6 @@ def add_parser(sub) -> None:
     o.add_argument("--quiet", action="store_true", help="no progress bar, no summary table")
     o.add_argument("--overwrite", action="store_true", help="replace OUTPUT (and --report) if it exists")
     p.set_defaults(func=run)
-
-
-def _raise_interrupt(signum, frame):
-    raise KeyboardInterrupt
 
 
 def run(args) -> int:
@@ -110,8 +105,6 @@ def _run(args, status) -> int:
             bars.append(progress_bar(total=totals[-1], unit="frame", desc="upscale"))
             above.start()  # a warning during the run is a line of its own, above the bar
 
-    # SIGTERM/SIGHUP take the same path as Ctrl-C, so the temporary output is removed
-    previous = {s: signal.signal(s, _raise_interrupt) for s in (signal.SIGTERM, signal.SIGHUP)}
     try:
         report = upscale(args.input, args.output, backend=request, encoder=encoder, runner=runner,
                          overwrite=args.overwrite, progress=progress, on_start=on_start,
@@ -121,8 +114,6 @@ def _run(args, status) -> int:
         above.stop()
         for bar in bars:
             bar.close()
-        for s, h in previous.items():
-            signal.signal(s, h)
     if args.report is not None:
         _write_report(args, report_path, report)
     if not args.quiet:

@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
+from vsr import interrupt
 from vsr.errors import BackendError, VsrError, printable
 from vsr.files import environment
 from vsr.jobs.chunks import discard, is_committed, join_chunks, run_chunk
@@ -157,6 +158,7 @@ def work(path: str | Path, settings: WorkerSettings = WorkerSettings(), *, paren
     done = 0
     try:
         while parent is None or os.getppid() == parent:  # a worker whose `vsr jobs run` was killed stops
+            interrupt.check()  # a stop that a callback swallowed during the last claim: no new one
             claim = store.claim(owner, settings.lease_s, settings.max_attempts)
             if claim is None:
                 if settings.until_empty and not store.pending():
@@ -270,6 +272,7 @@ def _interrupt_once(signum, frame):
     # first one's release of the claim
     for s in (signal.SIGINT, signal.SIGTERM):
         signal.signal(s, signal.SIG_IGN)
+    interrupt.request()  # kept where the KeyboardInterrupt is lost (vsr.interrupt)
     raise KeyboardInterrupt
 
 

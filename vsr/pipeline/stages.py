@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable, Generator, Iterator, Sequence
 
+from vsr import interrupt
 from vsr.report import StageStats, StageTimer
 
 log = logging.getLogger(__name__)
@@ -158,6 +159,7 @@ class StagePipeline:
                 t.start()
             for t in self._threads:
                 while t.is_alive():
+                    interrupt.check()  # a Ctrl-C that a callback in this thread swallowed (vsr.interrupt)
                     t.join(POLL_S)
         except BaseException:
             self.stop.set()

@@ -25,6 +25,7 @@ import shutil
 import sys
 from pathlib import Path
 
+from vsr import interrupt
 from vsr.errors import InputError, OutputError
 from vsr.files import file_in_the_way
 
@@ -268,8 +269,10 @@ def commit_output(tmp: Path, dst: Path, src: Path) -> None:
     under the overwrite rules, atomically where the file system allows.
 
     A file replaces a file in one rename.  A folder: the old one is renamed aside, the new one renamed in,
-    then the old one removed; if the second rename fails the old one goes back.
+    then the old one removed; if the second rename fails the old one goes back.  Nothing is moved after a stop
+    was asked for (:func:`vsr.interrupt.check`), even where the KeyboardInterrupt itself was lost.
     """
+    interrupt.check()
     if not (dst.exists() or dst.is_symlink()):
         os.replace(tmp, dst)
         return

@@ -19,6 +19,7 @@ from typing import Callable
 import av
 import numpy as np
 
+from vsr import interrupt
 from vsr.errors import InputError
 from vsr.video.codecs import BIG_OUTPUT_X264_PARAMS, NamedBuffer
 from vsr.video.colour import SITING_NAMES, FramePlanes, bit_depth, planar444, planes_to_frame
@@ -246,6 +247,7 @@ class VideoSink:
     @writes
     def commit(self, before_rename: Callable[[], None] | None = None) -> None:
         """:meth:`end` (if not done yet), then (after ``before_rename()``, if given) move the file into place."""
+        interrupt.check()  # no flush of a stopped run (nor a stream's clean end)
         self.end()
         if before_rename is not None:
             before_rename()
