@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes
 import os
 import signal
+import threading
 import time
 
 import pytest
@@ -57,3 +58,54 @@ def test_a_signal_ignored_at_start_stays_ignored():
         assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
     finally:
         signal.signal(signal.SIGHUP, previous)
+
+
+def _signal_main_after(seconds: float) -> threading.Thread:
+    def send():
+        time.sleep(seconds)
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)  # wakes the main thread's wait
+
+    helper = threading.Thread(target=send, daemon=True)
+    helper.start()
+    return helper
+
+
+def test_a_thread_stays_running_through_an_interrupted_wait():
+    """Unlike ``threading.Thread.join`` on CPython 3.11-3.12 (python/cpython#90882), which marks it ended."""
+    release = threading.Event()
+    t = interrupt.Thread(target=release.wait, args=(10,), daemon=True)
+    saved = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        t.start()
+        helper = _signal_main_after(0.2)
+        with pytest.raises(KeyboardInterrupt):
+            t.wait()
+        helper.join()
+        assert t.running() and not t.wait(0.05)
+        release.set()
+        assert t.wait(5) and not t.running()
+    finally:
+        release.set()
+        signal.signal(signal.SIGINT, saved)
+
+
+def test_wait_through_waits_for_the_end_then_raises_the_interrupt():
+    ended = threading.Event()
+    t = interrupt.Thread(target=lambda: (time.sleep(0.6), ended.set()), daemon=True)
+    saved = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        t.start()
+        helper = _signal_main_after(0.1)
+        with pytest.raises(KeyboardInterrupt):
+            t.wait_through()
+        assert ended.is_set()
+        helper.join()
+    finally:
+        signal.signal(signal.SIGINT, saved)
+
+
+def test_a_thread_class_must_not_override_run():
+    with pytest.raises(TypeError, match="target="):
+        class Beat(interrupt.Thread):  # noqa: F841
+            def run(self):
+                pass

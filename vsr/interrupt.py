@@ -5,6 +5,10 @@ exceptions Python prints and drops (a ctypes callback such as llvmlite's object 
 ``__del__``, a weakref callback) that exception is lost, and a run would go on to publish its output and exit 0.
 :func:`handled` installs a handler that also records the stop; the pipeline's main loop and every commit of an
 output call :func:`check`, which raises it again.
+
+:class:`Thread` is a thread that a stop can wait for: on CPython 3.11 and 3.12 a ``Thread.join`` that a signal
+interrupts marks the thread it waited for as ended while it still runs (python/cpython#90882), and a stop that
+then closed the decoder under the decode thread's own close crashed the process (``free(): invalid pointer``).
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-__all__ = ["SIGNALS", "check", "handled", "request", "requested"]
+__all__ = ["SIGNALS", "Thread", "check", "handled", "request", "requested"]
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 _requested = threading.Event()
@@ -56,3 +60,59 @@ def handled(signals=SIGNALS) -> Iterator[None]:
         for s, h in previous.items():
             signal.signal(s, h)
         _requested.clear()
+
+
+class Thread(threading.Thread):
+    """A ``threading.Thread`` whose end is :attr:`finished`, an Event set as its ``run`` returns.
+
+    Wait for it with :meth:`wait` (or ``finished.wait``) and ask :meth:`running`, never ``join``/``is_alive``
+    where a signal can interrupt the wait (see the module's note).  :meth:`start` holds this module's signals
+    back until the thread is launched (an interrupted start would leave unknown whether it was), and the new
+    thread takes them unblocked, as the programs it may start must.  A subclass passes ``target``; it does not
+    override ``run``, which sets :attr:`finished`.
+    """
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "run" in vars(cls):
+            raise TypeError(f"{cls.__name__} overrides run(): pass target= instead (run sets finished)")
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.finished = threading.Event()
+        self.launched = False
+
+    def start(self) -> None:
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
+        try:
+            super().start()
+            self.launched = True
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)  # a signal that came meanwhile is handled now
+
+    def run(self) -> None:
+        try:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)
+            super().run()
+        finally:
+            self.finished.set()
+
+    def running(self) -> bool:
+        return self.launched and not self.finished.is_set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait until the thread ends (or ``timeout`` seconds); True if it has, or never launched."""
+        return not self.launched or self.finished.wait(timeout)
+
+    def wait_through(self) -> None:
+        """Wait until the thread ends, through Ctrl-C (for a thread that ends within moments once told to): an
+        interrupt that came meanwhile is raised after."""
+        interrupted = False
+        while True:
+            try:
+                if self.wait():
+                    break
+            except KeyboardInterrupt:
+                interrupted = True
+        if interrupted:
+            raise KeyboardInterrupt

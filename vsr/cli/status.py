@@ -15,6 +15,8 @@ import threading
 import time
 from typing import Callable, TextIO
 
+from vsr import interrupt
+
 CLEAR = "\r\x1b[K"  # to the line's start, erase it
 
 
@@ -39,7 +41,7 @@ class StatusLine:
         self.since = 0.0
         self._lock = threading.Lock()
         self._stop = threading.Event()
-        self._ticker: threading.Thread | None = None
+        self._ticker: interrupt.Thread | None = None
         self._shown = False  # the line is on the terminal now
         self._swapped: list[tuple[object, str, object]] = []  # (owner, attribute, the stream it had)
 
@@ -61,21 +63,23 @@ class StatusLine:
         if self._ticker is None:
             self._route_others()
             self._stop.clear()
-            self._ticker = threading.Thread(target=self._tick, name="vsr-status", daemon=True)
+            self._ticker = interrupt.Thread(target=self._tick, name="vsr-status", daemon=True)
             self._ticker.start()
 
     def close(self) -> None:
         """No status any more: the line is cleared (on a terminal) and the clock stops.  Idempotent."""
         self._stop.set()
-        if self._ticker is not None:
-            self._ticker.join()
-            self._ticker = None
-        with self._lock:
-            if self._shown:
-                self._write(CLEAR)
-                self._shown = False
-            self.name = None
-        _restore(self._swapped)
+        ticker, self._ticker = self._ticker, None
+        try:
+            if ticker is not None:
+                ticker.wait_through()  # ends within moments: the line is cleared after it, even through Ctrl-C
+        finally:
+            with self._lock:
+                if self._shown:
+                    self._write(CLEAR)
+                    self._shown = False
+                self.name = None
+            _restore(self._swapped)
 
     def __enter__(self) -> "StatusLine":
         return self

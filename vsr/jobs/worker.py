@@ -100,18 +100,18 @@ class Outlook:
         return f"{done}/{self.total} frames of job {self.job}{speed}; {left}"
 
 
-class _Heartbeat(threading.Thread):
+class _Heartbeat(interrupt.Thread):
     """Renews one claim's lease on its own connection until stopped; ends this process if its parent
     (``vsr jobs run --workers N``) was killed, so no worker outlives it unseen."""
 
     def __init__(self, path: Path, owner: str, claim: Claim, settings: WorkerSettings, parent: int | None,
                  progress: Progress):
-        super().__init__(name="vsr-heartbeat", daemon=True)
+        super().__init__(target=self._beat, name="vsr-heartbeat", daemon=True)
         self.path, self.owner, self.claim, self.settings, self.parent = path, owner, claim, settings, parent
         self.progress = progress
         self.stopped = threading.Event()
 
-    def run(self) -> None:
+    def _beat(self) -> None:
         store = None
         while not self.stopped.wait(self.settings.lease_s / 4):
             if self.parent is not None and os.getppid() != self.parent:
@@ -172,7 +172,7 @@ def work(path: str | Path, settings: WorkerSettings = WorkerSettings(), *, paren
                 ok = _process(store, owner, claim, backends, settings, progress, status)
             finally:
                 beat.stopped.set()
-                beat.join()
+                beat.wait_through()  # before the claim is given back on an interrupt
             if not ok and failed is not None:
                 failed.append(claim.job)
             done += 1

@@ -26,7 +26,7 @@ POLL_S = 0.1  # how often a waiting stage looks at the stop event
 _END = object()
 
 # threads a stop left inside a call (see StagePipeline.wind_down); the list is only ever appended to here
-_abandoned: list[threading.Thread] = []
+_abandoned: list[interrupt.Thread] = []
 _abandoned_lock = threading.Lock()
 
 
@@ -58,7 +58,7 @@ def abandoned_still_running() -> bool:
     torn down under the running call.
     """
     with _abandoned_lock:
-        _abandoned[:] = [t for t in _abandoned if t.is_alive()]
+        _abandoned[:] = [t for t in _abandoned if t.running()]
         return bool(_abandoned)
 
 
@@ -139,7 +139,7 @@ class StagePipeline:
         self.timers = [StageTimer(s.name, s.unit) for s in self.stages]
         self._queues = [queue.Queue(max(n, 1)) for n in queue_sizes]
         self._errors: list[BaseException] = []
-        self._threads: list[threading.Thread] = []
+        self._threads: list[interrupt.Thread] = []
 
     def run(self) -> None:
         """Run every stage to its end.  The first error of a stage stops the others and is raised here once
@@ -148,7 +148,7 @@ class StagePipeline:
         The objects alive when the stages start (the interpreter's modules, the backend, the model: ~250k with
         torch and numba) are left out of garbage collection until they end (``gc.freeze``): a collection runs in
         whichever stage thread allocates, and a full one walked them all, 130-160 ms inside a stage."""
-        self._threads = [threading.Thread(target=self._work, args=(i,), name=f"vsr-{s.name}", daemon=True)
+        self._threads = [interrupt.Thread(target=self._work, args=(i,), name=f"vsr-{s.name}", daemon=True)
                          for i, s in enumerate(self.stages)]
         with _old_objects_frozen():
             self._run_threads()
@@ -157,10 +157,9 @@ class StagePipeline:
         try:
             for t in self._threads:  # a Ctrl-C may come while the last ones start: the first ones already run
                 t.start()
-            for t in self._threads:
-                while t.is_alive():
-                    interrupt.check()  # a Ctrl-C that a callback in this thread swallowed (vsr.interrupt)
-                    t.join(POLL_S)
+            for t in self._threads:  # waits that a signal may interrupt: never Thread.join (vsr.interrupt)
+                while not t.wait(POLL_S):
+                    interrupt.check()  # a Ctrl-C that a callback in this thread swallowed
         except BaseException:
             self.stop.set()
             self.wind_down()
@@ -244,13 +243,13 @@ class StagePipeline:
                     _abandoned.append(t)
 
 
-def _join(t: threading.Thread, until: float | None = None) -> bool:
+def _join(t: interrupt.Thread, until: float | None = None) -> bool:
     """Wait for ``t`` (until the ``time.monotonic()`` deadline, if given) through Ctrl-C; True if it ended."""
-    while t.is_alive():
+    while True:
         if until is not None and time.monotonic() >= until:
-            return False
+            return not t.running()
         try:
-            t.join(POLL_S)
+            if t.wait(POLL_S):
+                return True
         except KeyboardInterrupt:
             pass
-    return True
