@@ -109,3 +109,17 @@ def test_a_thread_class_must_not_override_run():
         class Beat(interrupt.Thread):  # noqa: F841
             def run(self):
                 pass
+
+
+def test_handled_outside_the_main_thread_changes_nothing():
+    seen = []
+
+    def in_a_thread():
+        with interrupt.handled():
+            seen.append(signal.getsignal(signal.SIGTERM))
+
+    before = signal.getsignal(signal.SIGTERM)
+    t = threading.Thread(target=in_a_thread)
+    t.start()
+    t.join()
+    assert seen == [before]

@@ -49,9 +49,11 @@ def _raise_stop(signum, frame):
 def handled(signals=SIGNALS) -> Iterator[None]:
     """While inside: each of ``signals`` records a stop and raises KeyboardInterrupt (SIGTERM and SIGHUP take
     Ctrl-C's path, so a temporary output is removed).  A signal ignored when vsr started stays ignored (``nohup``
-    ignores SIGHUP, a shell's background job SIGINT).  On the way out the handlers and the record are restored."""
+    ignores SIGHUP, a shell's background job SIGINT).  On the way out the handlers and the record are restored.
+    Outside the main thread (a library caller's worker), where no handler can be set, it does nothing."""
     previous = {}
-    for s in signals:
+    main = threading.current_thread() is threading.main_thread()
+    for s in signals if main else ():
         if signal.getsignal(s) is not signal.SIG_IGN:
             previous[s] = signal.signal(s, _raise_stop)
     try:
