@@ -69,10 +69,11 @@ def _descendants(pid: int) -> set[int]:
 
 
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs /proc to see the worker processes")
-@pytest.mark.parametrize("how", ["ctrl-c", "kill"])
+@pytest.mark.parametrize("how", ["ctrl-c", "sigterm", "kill"])
 def test_the_batch_workers_end_with_the_run(make_clip, tmp_path, how):
     """Ctrl-C (SIGINT to the whole process group, as a terminal sends it): one line, exit 130, the workers
-    stopped; SIGKILL of the training process alone: its fork server and workers end by themselves."""
+    stopped; SIGTERM to the training process alone (``kill``, a service manager) takes Ctrl-C's path; SIGKILL of
+    it alone: its fork server and workers end by themselves."""
     import os
     import signal
     import time
@@ -91,6 +92,9 @@ def test_the_batch_workers_end_with_the_run(make_clip, tmp_path, how):
     assert len(seen) >= 2, p.communicate()
     if how == "ctrl-c":
         os.killpg(p.pid, signal.SIGINT)
+        assert p.wait(timeout=60) == 130 and p.stderr.read().strip() == "vsr: interrupted"
+    elif how == "sigterm":
+        p.send_signal(signal.SIGTERM)
         assert p.wait(timeout=60) == 130 and p.stderr.read().strip() == "vsr: interrupted"
     else:
         p.kill()
