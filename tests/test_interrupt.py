@@ -123,3 +123,59 @@ def test_handled_outside_the_main_thread_changes_nothing():
     t.start()
     t.join()
     assert seen == [before]
+
+
+def _publishers(tmp_path):
+    """Each way vsr publishes a finished output, as ``(name, publish(), the path it would publish)``."""
+    from onnx import TensorProto, helper
+
+    from vsr.export.onnx import save_atomic
+    from vsr.outfiles import write_file_output
+    from vsr.video.output import commit_output
+
+    staged = tmp_path / ".out.mp4.vsr-partial"
+    graph = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])])
+    return [
+        ("report", lambda: write_file_output(tmp_path / "run.json", "{}\n"), tmp_path / "run.json"),
+        ("export", lambda: save_atomic(helper.make_model(graph), tmp_path / "m.onnx"), tmp_path / "m.onnx"),
+        ("video", lambda: (staged.write_bytes(b"video"), commit_output(staged, tmp_path / "out.mp4",
+                                                                      tmp_path / "in.mp4")),
+         tmp_path / "out.mp4"),
+    ]
+
+
+def test_nothing_is_published_after_a_stop(tmp_path):
+    """A stop whose KeyboardInterrupt a library dropped (an import lock's weakref callback during ``vsr export``:
+    the export was written and the command exited 0) still keeps every output from being published."""
+    for name, publish, path in _publishers(tmp_path):
+        with interrupt.handled():
+            interrupt.request()
+            with pytest.raises(KeyboardInterrupt):
+                publish()
+        assert not path.exists(), name
+        publish()  # no stop: published
+        assert path.exists(), name
+    assert not [p.name for p in tmp_path.iterdir() if "part" in p.name]  # no temporary left either
+
+
+def test_a_signal_during_an_import_is_raised_after_it(tmp_path, monkeypatch):
+    """Raised inside an import, the KeyboardInterrupt aborted `vsr export` (onnx's native module initialisation
+    turned it into a C++ exception: "terminate called", SIGABRT); it comes once the import is over."""
+    (tmp_path / "vsr_test_slow_import.py").write_text(
+        "import os, signal, time\n"
+        "os.kill(os.getpid(), signal.SIGTERM)\n"
+        "for _ in range(300):\n"
+        "    time.sleep(0.001)\n"
+        "DONE = True\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with interrupt.handled():
+        with pytest.raises(KeyboardInterrupt):
+            import vsr_test_slow_import  # noqa: F401
+            for _ in range(2000):
+                time.sleep(0.001)
+        import sys
+        assert sys.modules["vsr_test_slow_import"].DONE  # imported whole: the stop came after
+        assert interrupt.requested()
+    monkeypatch.delitem(sys.modules, "vsr_test_slow_import")

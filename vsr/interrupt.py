@@ -4,7 +4,10 @@ Ctrl-C, SIGTERM and SIGHUP raise KeyboardInterrupt in the main thread, wherever 
 exceptions Python prints and drops (a ctypes callback such as llvmlite's object cache during a numba compile, a
 ``__del__``, a weakref callback) that exception is lost, and a run would go on to publish its output and exit 0.
 :func:`handled` installs a handler that also records the stop; the pipeline's main loop and every commit of an
-output call :func:`check`, which raises it again.
+output call :func:`check`, which raises it again.  A signal that comes while the main thread imports a module is
+not raised there: a native module's initialisation that runs Python code (onnx's nanobind enums) turns the
+KeyboardInterrupt into a C++ exception that nothing catches (``terminate called``, SIGABRT), and an import lock's
+callback drops it; the same signal comes again a moment later, until the import is over.
 
 :class:`Thread` is a thread that a stop can wait for: on CPython 3.11 and 3.12 a ``Thread.join`` that a signal
 interrupts marks the thread it waited for as ended while it still runs (python/cpython#90882), and a stop that
@@ -21,7 +24,9 @@ from contextlib import contextmanager
 __all__ = ["SIGNALS", "Thread", "check", "handled", "request", "requested"]
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+AGAIN_S = 0.05  # a signal that came during an import comes again this much later
 _requested = threading.Event()
+_again: list[threading.Timer] = []
 
 
 def request() -> None:
@@ -42,7 +47,22 @@ def check() -> None:
 
 def _raise_stop(signum, frame):
     _requested.set()
+    if _importing(frame):
+        timer = threading.Timer(AGAIN_S, signal.pthread_kill, (threading.main_thread().ident, signum))
+        timer.daemon = True
+        _again[:] = [timer]
+        timer.start()
+        return
     raise KeyboardInterrupt
+
+
+def _importing(frame) -> bool:
+    """Whether ``frame`` (where the main thread was when a signal came) is inside an import."""
+    while frame is not None:
+        if frame.f_code.co_filename.startswith("<frozen importlib"):
+            return True
+        frame = frame.f_back
+    return False
 
 
 @contextmanager
@@ -59,6 +79,9 @@ def handled(signals=SIGNALS) -> Iterator[None]:
     try:
         yield
     finally:
+        for timer in _again:
+            timer.cancel()  # (its signal must not reach the handler restored below)
+        _again.clear()
         for s, h in previous.items():
             signal.signal(s, h)
         _requested.clear()

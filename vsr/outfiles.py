@@ -24,6 +24,7 @@ import stat
 import sys
 from pathlib import Path
 
+from vsr import interrupt
 from vsr.errors import InputError, OutputError
 from vsr.files import file_in_the_way
 
@@ -144,6 +145,7 @@ def write_file_output(path: Path | None, data: str | bytes) -> None:
         try:
             with open(fd, "wb") as f:
                 f.write(raw)
+            interrupt.check()  # nothing published after a stop (vsr.interrupt)
             os.replace(tmp, path)
         except BaseException:
             tmp.unlink(missing_ok=True)

@@ -82,6 +82,28 @@ def test_a_bad_input_fails_its_job_and_the_others_go_on(make_clip, tmp_path):
     assert second.state == "done" and (tmp_path / "b.mkv").is_file() and not (tmp_path / "a.mkv").exists()
 
 
+def test_an_error_raised_in_place_of_a_stop_gives_the_chunk_back_and_fails_no_job(make_clip, tmp_path, monkeypatch):
+    """A library that catches the stop's KeyboardInterrupt and raises its own error (torch's exporter in a lazy
+    import): the worker reads it as the stop (vsr.interrupt records it), not as the job's failure."""
+    from vsr import interrupt
+    from vsr.jobs import worker
+
+    def stopped_chunk(*args, **kw):
+        interrupt.request()  # what the signal handler records
+        raise AttributeError("module 'torch._dynamo' has no attribute 'exc'")
+
+    src = make_clip("a.mp4", frames=4)
+    monkeypatch.setattr(worker, "run_chunk", stopped_chunk)
+    with JobStore(tmp_path / "q.db", create=True) as store:
+        (job,) = queue(store, spec_for(src, tmp_path / "a.mkv"))
+        with interrupt.handled(), pytest.raises(KeyboardInterrupt):
+            work(store.path, SETTINGS)
+        chunk = store.chunks(job)[0]
+        assert (chunk["state"], chunk["owner"], chunk["attempts"]) == ("queued", None, 0)
+        assert store.job(job).state != "failed" and not store.job(job).error
+    assert not interrupt.requested()
+
+
 @pytest.mark.parametrize("workers", [1, 2])
 def test_ctrl_c_gives_the_chunk_back_and_exits_130(make_clip, tmp_path, workers):
     """SIGINT to `vsr jobs run` (with 2 workers it passes it on to its worker processes)."""

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from vsr import interrupt
 from vsr.bench.results import BenchResult, CaseResult
 from vsr.errors import InputError
 from vsr.report import RunReport, StageStats
@@ -164,6 +165,7 @@ def _write_all(texts: dict[Path, str]) -> None:
         for p, text in texts.items():
             with open(tmps[p], "x", encoding="utf-8") as f:
                 f.write(text)
+        interrupt.check()  # nothing published after a stop (vsr.interrupt)
         for p, tmp in tmps.items():
             os.replace(tmp, p)
     finally:

@@ -120,7 +120,13 @@ def main(argv: list[str] | None = None) -> int:
     warnings.showwarning = _warning_line
     try:
         with interrupt.handled():
-            return int(args.func(args) or 0)
+            try:
+                return int(args.func(args) or 0)
+            except Exception:
+                # a library that caught the stop's KeyboardInterrupt and raised its own error instead (torch's
+                # exporter, interrupted in a lazy import, fails on the half-imported module): the stop's exit
+                interrupt.check()
+                raise
     except VsrError as e:
         if args.verbose:
             raise

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import torch
 
+from vsr import interrupt
 from vsr.errors import InputError
 from vsr.export.fold import fold_shape_values
 from vsr.model.config import ModelConfig
@@ -112,6 +113,7 @@ def save_atomic(proto, out: Path) -> None:
     os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666))
     try:
         onnx.save(proto, tmp)
+        interrupt.check()  # nothing published after a stop, also one whose KeyboardInterrupt a callback dropped
         os.replace(tmp, out)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

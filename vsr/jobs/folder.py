@@ -25,6 +25,7 @@ import os
 import stat
 from pathlib import Path
 
+from vsr import interrupt
 from vsr.errors import InputError
 
 log = logging.getLogger(__name__)
@@ -132,6 +133,7 @@ class ChunkFolder:
     def move_out(self, name: str) -> None:
         """Rename ``name`` of this folder to the job's output (a rename replaces the entry there, never writes
         through a link)."""
+        interrupt.check()  # nothing published after a stop (vsr.interrupt)
         os.replace(name, self.output.name, src_dir_fd=self.fd, dst_dir_fd=self.out_fd)
 
     def remove(self) -> None:

@@ -227,6 +227,7 @@ def _process(store: JobStore, owner: str, claim: Claim, backends: _Backends, set
     except (KeyboardInterrupt, StoreError):
         raise
     except Exception as e:
+        interrupt.check()  # an error a library raised in place of the stop: the claim goes back, the job stays
         if not disk_full(e):
             _failed(store, owner, claim, e, say)
             return False

@@ -15,6 +15,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from vsr import interrupt
 from vsr.quant.calibrate import ConvStats
 from vsr.quant.segment_graph import quantize_weights
 
@@ -72,6 +73,7 @@ def export_qdq(onnx_path, out_path, stats: list[ConvStats], int8_convs: set[str]
     os.close(fd)
     try:
         onnx.save(m, tmp)
+        interrupt.check()  # nothing published after a stop (vsr.interrupt)
         os.replace(tmp, out)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
