@@ -4,6 +4,7 @@ environment the processes vsr starts inherit (:func:`environment`)."""
 
 from __future__ import annotations
 
+import errno
 import functools
 import hashlib
 import importlib.resources
@@ -12,6 +13,8 @@ import tomllib
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterator, TypeVar
+
+from vsr import interrupt
 
 T = TypeVar("T")
 
@@ -25,6 +28,27 @@ def file_in_the_way(folder: Path) -> Path | None:
     for p in (folder, *folder.parents):
         if os.path.lexists(p):
             return None if p.is_dir() else p
+    return None
+
+
+def not_writable(folder: Path) -> str | None:
+    """Why no file can be created in ``folder`` (the system's words), or None: a file is created and removed
+    there (``access()`` says yes to root even on a read-only mount).  Never through a link planted at the probe's
+    name, and never left behind: a stop cannot land between the two."""
+    probe = folder / f".vsr-write-test-{os.getpid()}"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    with interrupt.held():
+        for attempt in (1, 2):
+            try:
+                os.close(os.open(probe, flags, 0o600))
+                os.unlink(probe)
+                return None
+            except FileExistsError:  # left by a process of the same id, killed outright: removed, tried again
+                if attempt == 2:
+                    return os.strerror(errno.EEXIST)
+                os.unlink(probe)  # the entry itself, a link included
+            except OSError as e:
+                return e.strerror or str(e)
     return None
 
 

@@ -21,7 +21,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-__all__ = ["SIGNALS", "Thread", "check", "handled", "request", "requested"]
+__all__ = ["SIGNALS", "Thread", "check", "handled", "held", "request", "requested"]
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 AGAIN_S = 0.05  # a signal that came during an import comes again this much later
@@ -66,11 +66,22 @@ def _importing(frame) -> bool:
 
 
 @contextmanager
-def handled(signals=SIGNALS) -> Iterator[None]:
+def held(signals=SIGNALS) -> Iterator[None]:
+    """Hold ``signals`` back from this thread while inside (a few system calls that must not be cut in two); one
+    that came meanwhile is handled on the way out."""
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, signals)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
+
+
+@contextmanager
+def handled(signals=SIGNALS, then=None) -> Iterator[None]:
     """While inside: each of ``signals`` records a stop and raises KeyboardInterrupt (SIGTERM and SIGHUP take
     Ctrl-C's path, so a temporary output is removed).  A signal ignored when vsr started stays ignored (``nohup``
-    ignores SIGHUP, a shell's background job SIGINT).  On the way out the handlers and the record are restored.
-    Outside the main thread (a library caller's worker), where no handler can be set, it does nothing."""
+    ignores SIGHUP, a shell's background job SIGINT).  On the way out the handlers and the record are restored,
+    or the signals set to ``then`` (``signal.SIG_IGN``: the command is over).  Outside the main thread (a library caller's worker), where no handler can be set, it does nothing."""
     previous = {}
     main = threading.current_thread() is threading.main_thread()
     for s in signals if main else ():
@@ -83,7 +94,7 @@ def handled(signals=SIGNALS) -> Iterator[None]:
             timer.cancel()  # (its signal must not reach the handler restored below)
         _again.clear()
         for s, h in previous.items():
-            signal.signal(s, h)
+            signal.signal(s, h if then is None else then)
         _requested.clear()
 
 
@@ -108,12 +119,9 @@ class Thread(threading.Thread):
         self.launched = False
 
     def start(self) -> None:
-        held = signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
-        try:
+        with held():  # a signal that comes meanwhile is handled once the thread is launched
             super().start()
             self.launched = True
-        finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, held)  # a signal that came meanwhile is handled now
 
     def run(self) -> None:
         try:

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from vsr import interrupt
 from vsr.errors import InputError, OutputError
-from vsr.files import file_in_the_way
+from vsr.files import file_in_the_way, not_writable
 
 STDOUT = "-"
 
@@ -119,13 +119,9 @@ def _temporary(path: Path) -> Path:
 
 
 def _probe(parent: Path, option: str) -> None:
-    """Create and remove a file in ``parent``: ``access()`` says yes to root even on a read-only mount."""
-    probe = parent / f".vsr-write-test-{os.getpid()}"
-    try:
-        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600))
-        os.unlink(probe)
-    except OSError as e:
-        raise InputError(f"{option} folder is not writable: {parent} ({e.strerror})") from None
+    why = not_writable(parent)
+    if why is not None:
+        raise InputError(f"{option} folder is not writable: {parent} ({why})")
 
 
 def write_file_output(path: Path | None, data: str | bytes) -> None:

@@ -121,3 +121,26 @@ def test_weights_dir_is_the_user_cache_unless_set(tmp_path, monkeypatch):
     assert weights_dir() == tmp_path / "xdg" / "vsr" / "weights"
     monkeypatch.setenv("VSR_WEIGHTS_DIR", str(tmp_path / "w"))
     assert weights_dir() == tmp_path / "w"
+
+
+def test_not_writable_probes_without_following_a_planted_link_or_leaving_anything(tmp_path):
+    import os
+
+    from vsr.files import not_writable
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("the user's file\n")
+    folder = tmp_path / "out"
+    folder.mkdir()
+    os.symlink(victim, folder / f".vsr-write-test-{os.getpid()}")  # planted at the probe's name
+    assert not_writable(folder) is None
+    assert victim.read_text() == "the user's file\n" and os.listdir(folder) == []
+    (folder / f".vsr-write-test-{os.getpid()}").write_text("")  # one left by a killed process of this id
+    assert not_writable(folder) is None and os.listdir(folder) == []
+    if os.geteuid() != 0:  # root writes anywhere
+        folder.chmod(0o500)
+        try:
+            assert not_writable(folder) == "Permission denied"
+        finally:
+            folder.chmod(0o700)
+    assert not_writable(tmp_path / "missing") == "No such file or directory"

@@ -11,8 +11,15 @@ Each case runs in a folder of its own holding its inputs and a ``victim/`` folde
 * ``data loss``: a file that was there before (an input, the victim's, a user's file in an output folder) changed
   or gone, other than the output the case names with ``--overwrite``;
 * ``outside``: a new file or folder anywhere but the outputs the case names;
+* ``crash``: the process killed by a signal (a native abort or segfault);
 * ``error lines``: a failure (exit not 0) whose stderr is not exactly one ``vsr: error:`` line (not a fault by
   itself: counted apart).
+
+Stop cases: ``upscale`` (ONNX Runtime's split plan with an empty engine cache, or torch), ``export`` and
+``preview`` as real ``python -m vsr`` processes (imports and all), sent SIGINT, SIGTERM or SIGHUP at a random
+moment.  Judged as above, and: ``stop``: an exit other than 130 (or 0, finished first), stderr not ending in
+``vsr: interrupted`` (after the status lines) or with an error line, an output published after the stop, a
+temporary left in the engine cache.
 
 The cases (deterministic for a seed): byte mutations of small real-format clips (MP4/H.264, MKV/FFV1, WebM/VP9,
 Y4M), hostile option values, hostile outputs (planted symlinks, special files, folders of the user's files,
@@ -44,6 +51,7 @@ class Case:
     name: str
     build: Callable[[Path], tuple[list, list[str], bool]]  # folder -> (argv, output paths, overwrite)
     results: dict = field(default_factory=dict)
+    stop: tuple[int, float] | None = None  # (signal, seconds after the start): a stop case
 
 
 # ---- inputs -----------------------------------------------------------------------------------------------------
@@ -262,9 +270,73 @@ def command_cases() -> list[Case]:
     return out
 
 
-def all_cases(n: int, seed: int) -> list[Case]:
+# ---- stops ------------------------------------------------------------------------------------------------------
+
+STOP_COMMANDS = {
+    "upscale split": lambda d, src: ["upscale", src, d / "out.mkv", "--weights", "random", "--config", "edvr-tiny",
+                                     "--plan", "split", "--threads", "1"],
+    "upscale torch": lambda d, src: ["upscale", src, d / "out.mp4", *TINY[:-1]],
+    "export": lambda d, src: ["export", "--weights", "random", "--config", "edvr-tiny", "--height", "48", "--width",
+                              "64", "--out", d / "m.onnx", "--split", d / "plan"],
+    "preview": lambda d, src: ["preview", src, *TINY[:-1], "--out", d / "p.png"],
+}
+STOP_SIGNALS = {"SIGINT": 2, "SIGTERM": 15, "SIGHUP": 1}
+
+
+def stop_case(command: str, sig: str, delay: float) -> Case:
+    def build(d: Path):
+        from tests.conftest import Clip, write_clip
+
+        src = write_clip(d / "in.mp4", Clip(width=64, height=48, frames=24))
+        argv = STOP_COMMANDS[command](d, src)
+        return argv, [Path(a) for a in argv if isinstance(a, Path) and a != src], False
+    return Case(f"{command}, {sig} at {delay:.1f} s", build, stop=(STOP_SIGNALS[sig], delay))
+
+
+def stop_cases(n: int, rng: random.Random) -> list[Case]:
+    return [stop_case(rng.choice(list(STOP_COMMANDS)), rng.choice(list(STOP_SIGNALS)), rng.uniform(0.2, 8.0))
+            for _ in range(n)]
+
+
+def _run_stopped(argv: list, stop: tuple[int, float], timeout: float, cwd: str, engines: Path) -> tuple[int, str]:
+    """``python -m vsr ARGV`` as a user starts it (Ctrl-C at its default), sent ``stop``'s signal after its
+    seconds; (exit code, stderr)."""
+    import signal
+    import subprocess
+
+    repo = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "VSR_ENGINE_DIR": str(engines), "PYTHONPATH": str(repo)}
+    p = subprocess.Popen([sys.executable, "-m", "vsr", *map(str, argv)], cwd=cwd, env=env, text=True,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        _, err = p.communicate(timeout=stop[1])
+    except subprocess.TimeoutExpired:
+        p.send_signal(stop[0])
+        try:
+            _, err = p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.communicate()
+            raise TimeoutError from None
+    return p.returncode, err
+
+
+def _stop_faults(rc: int, err: str, outs: list[Path], engines: Path) -> list[str]:
+    if rc == 0:
+        return []  # it finished before the signal
+    faults = []
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    if rc != 130 or lines[-1:] != ["vsr: interrupted"] or any(ln.startswith("vsr: error") for ln in lines):
+        faults.append(f"stop: exit {rc}, stderr {lines[-2:]}")
+    faults += [f"stop: {o.name} published after the stop" for o in outs if o.exists()]
+    faults += [f"stop: {p.name} left in the engine cache" for p in engines.rglob(".*")]
+    return faults
+
+
+def all_cases(n: int, seed: int, stops: int = 0) -> list[Case]:
     rng = random.Random(seed)
-    cases = command_cases()
+    cases = stop_cases(stops, random.Random(seed + 1)) + command_cases()
     cases += [output_case(k, ow) for k in OUTPUT_KINDS for ow in (False, True)]
     cases += [option_case(o, v, ow) for o, vs in OPTION_VALUES.items() for v in vs for ow in (False, True)
               if not ow or o == "--report"]
@@ -300,8 +372,8 @@ def _under(p: str, outs: list[Path]) -> bool:
     return any(p == str(o) or p.startswith(str(o) + os.sep) for o in outs)
 
 
-def run_case(runner, case: Case, root: Path, timeout: float) -> dict:
-    d = root / f"case{abs(hash(case.name)) % 10**8}"
+def run_case(runner, case: Case, root: Path, timeout: float, index: int = 0) -> dict:
+    d = root / f"case{index:04d}"  # two cases may share a name (the same stop at the same moment)
     d.mkdir(parents=True)
     (d / "victim").mkdir()
     (d / "victim" / "keep.txt").write_text("the user's file\n")
@@ -309,17 +381,25 @@ def run_case(runner, case: Case, root: Path, timeout: float) -> dict:
     before = _snapshot(d)
     t0 = time.monotonic()
     err_path = root / "stderr.txt"
+    engines = root / f"engines-{d.name}"
     try:
-        rc, err = runner(argv, err_path, timeout=timeout, cwd=str(d))
+        if case.stop is not None:
+            rc, err = _run_stopped(argv, case.stop, timeout, str(d), engines)
+        else:
+            rc, err = runner(argv, err_path, timeout=timeout, cwd=str(d))
         hang = False
     except TimeoutError:
-        rc, err, hang = None, err_path.read_text(errors="replace"), True
+        rc, err, hang = None, "" if case.stop else err_path.read_text(errors="replace"), True
     after = _snapshot(d)
     faults = []
     if "Traceback (most recent call last)" in err:
         faults.append("traceback")
     if hang:
         faults.append("hang")
+    if rc is not None and rc < 0:
+        faults.append(f"crash: signal {-rc}")
+    if case.stop is not None and not hang:
+        faults += _stop_faults(rc, err, outs, engines)
     for p, st in before.items():
         if after.get(p) != st and not (overwrite and _under(p, outs)) and not (st[0] == "dir" and p in after):
             faults.append(f"data loss: {p[len(str(d)) + 1:]}")
@@ -328,7 +408,8 @@ def run_case(runner, case: Case, root: Path, timeout: float) -> dict:
             faults.append(f"outside: {p[len(str(d)) + 1:]}")
     lines = [ln for ln in err.splitlines() if ln.strip() and "seeded random weights" not in ln]
     return {"case": case.name, "rc": rc, "seconds": round(time.monotonic() - t0, 2), "faults": faults,
-            "error_lines_ok": rc in (0, None) or (len(lines) == 1 and lines[0].startswith("vsr: error: ")),
+            "error_lines_ok": rc in (0, None) or case.stop is not None  # a stop's lines: judged above
+            or (len(lines) == 1 and lines[0].startswith("vsr: error: ")),
             "stderr": err[-600:]}
 
 
@@ -337,6 +418,7 @@ def main() -> None:
     ap.add_argument("--cases", type=int, default=300)
     ap.add_argument("--seed", type=int, default=37)
     ap.add_argument("--timeout", type=float, default=90.0)
+    ap.add_argument("--stops", type=int, default=0, help="this many stop cases first (each a real process)")
     ap.add_argument("--out", default="sweep.json")
     ap.add_argument("--keep", default=None, help="keep each case's folder under this one")
     args = ap.parse_args()
@@ -346,17 +428,17 @@ def main() -> None:
     root = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="vsr-sweep-"))
     root.mkdir(parents=True, exist_ok=True)
     results = []
-    cases = all_cases(args.cases, args.seed)
+    cases = all_cases(args.cases, args.seed, args.stops)
     try:
         for i, case in enumerate(cases, 1):
-            r = run_case(runner, case, root, args.timeout)
+            r = run_case(runner, case, root, args.timeout, i)
             results.append(r)
             mark = "FAULT " + "; ".join(r["faults"]) if r["faults"] else ("ok" if r["error_lines_ok"] else "lines")
             print(f"[{i}/{len(cases)}] {case.name!r}: rc {r['rc']} {mark}", flush=True)
     finally:
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)
-    kinds = ("traceback", "hang", "data loss", "outside")
+    kinds = ("traceback", "hang", "data loss", "outside", "crash", "stop")
     summary = {k: sum(any(f.startswith(k) for f in r["faults"]) for r in results) for k in kinds}
     summary |= {"cases": len(results), "exit 0": sum(r["rc"] == 0 for r in results),
                 "exit 2": sum(r["rc"] == 2 for r in results),

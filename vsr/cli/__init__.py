@@ -14,6 +14,7 @@ import importlib
 import logging
 import os
 import re
+import signal
 import sys
 import warnings
 
@@ -186,13 +187,21 @@ def entry() -> None:
     output's temporary file is already gone and the containers are closed.  The normal interpreter shutdown
     would tear down ONNX Runtime's or torch's global state under that call (a native crash), so such a process
     ends with ``os._exit`` once its output streams are flushed; so does any interrupted run (exit 130) with no
-    child process left, whose cleanup is done by then.
+    child process left, whose cleanup is done by then.  Once the command is over, a stop signal is ignored: the
+    interpreter's teardown after it (0.7-1.6 s with torch, ONNX Runtime and numba loaded) must not turn a
+    finished run, its output published, into a process killed by SIGTERM.
     """
+    from vsr import interrupt
+
     code = 1
     try:
-        code = main()
-        if sys.stdout is not None:
-            sys.stdout.flush()  # here, where a closed pipe is caught, not at exit
+        with interrupt.handled(then=signal.SIG_IGN):  # from the start: the imports and parsing too
+            code = main()
+            if sys.stdout is not None:
+                sys.stdout.flush()  # here, where a closed pipe is caught, not at exit
+    except KeyboardInterrupt:  # before the command started, or as it ended
+        print("vsr: interrupted", file=sys.stderr)
+        code = 130
     except BrokenPipeError:
         code = _stdout_closed()
     except SystemExit as e:  # argparse

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from vsr import interrupt
 from vsr.errors import InputError, OutputError
-from vsr.files import file_in_the_way
+from vsr.files import file_in_the_way, not_writable
 
 log = logging.getLogger(__name__)
 
@@ -216,12 +216,9 @@ def check_output(dst: Path, src: Path, overwrite: bool) -> None:
             raise InputError(f"will not replace {dst}: {why}")
     if not os.access(parent, os.W_OK | os.X_OK):
         raise InputError(f"output folder is not writable: {parent}")
-    probe = parent / f".vsr-write-test-{os.getpid()}"
-    try:  # access() says yes to root even on read-only mounts; creating a file is the real test
-        probe.touch()
-        probe.unlink()
-    except OSError as e:
-        raise InputError(f"output folder is not writable: {parent} ({e.strerror})") from None
+    why = not_writable(parent)
+    if why is not None:
+        raise InputError(f"output folder is not writable: {parent} ({why})")
     remove_stale_partials(target, frames=is_png_folder(dst))
 
 
