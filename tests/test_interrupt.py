@@ -70,11 +70,18 @@ def _signal_main_after(seconds: float) -> threading.Thread:
     return helper
 
 
-def test_a_thread_stays_running_through_an_interrupted_wait():
+@pytest.fixture
+def ctrl_c():
+    """Ctrl-C as Python handles it by default (a test session may have left SIGINT ignored)."""
+    saved = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, saved)
+
+
+def test_a_thread_stays_running_through_an_interrupted_wait(ctrl_c):
     """Unlike ``threading.Thread.join`` on CPython 3.11-3.12 (python/cpython#90882), which marks it ended."""
     release = threading.Event()
     t = interrupt.Thread(target=release.wait, args=(10,), daemon=True)
-    saved = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         t.start()
         helper = _signal_main_after(0.2)
@@ -86,22 +93,17 @@ def test_a_thread_stays_running_through_an_interrupted_wait():
         assert t.wait(5) and not t.running()
     finally:
         release.set()
-        signal.signal(signal.SIGINT, saved)
 
 
-def test_wait_through_waits_for_the_end_then_raises_the_interrupt():
+def test_wait_through_waits_for_the_end_then_raises_the_interrupt(ctrl_c):
     ended = threading.Event()
     t = interrupt.Thread(target=lambda: (time.sleep(0.6), ended.set()), daemon=True)
-    saved = signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        t.start()
-        helper = _signal_main_after(0.1)
-        with pytest.raises(KeyboardInterrupt):
-            t.wait_through()
-        assert ended.is_set()
-        helper.join()
-    finally:
-        signal.signal(signal.SIGINT, saved)
+    t.start()
+    helper = _signal_main_after(0.1)
+    with pytest.raises(KeyboardInterrupt):
+        t.wait_through()
+    assert ended.is_set()
+    helper.join()
 
 
 def test_a_thread_class_must_not_override_run():
