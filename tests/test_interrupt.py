@@ -210,3 +210,15 @@ def test_handled_can_leave_the_signals_ignored():
     finally:
         for s, h in before.items():
             signal.signal(s, h)
+
+
+def test_a_stop_inside_a_deferred_section_is_raised_as_it_ends(capsys):
+    done = []
+    with interrupt.handled():
+        with pytest.raises(KeyboardInterrupt):
+            with interrupt.deferred("the ONNX export"):
+                _deliver(signal.SIGTERM)
+                _deliver(signal.SIGINT)  # pressed again: said once
+                done.append("the section ran to its end")
+        assert done and interrupt.requested()
+    assert capsys.readouterr().err == "vsr: stopping once the ONNX export ends\n"

@@ -7,7 +7,9 @@ exceptions Python prints and drops (a ctypes callback such as llvmlite's object 
 output call :func:`check`, which raises it again.  A signal that comes while the main thread imports a module is
 not raised there: a native module's initialisation that runs Python code (onnx's nanobind enums) turns the
 KeyboardInterrupt into a C++ exception that nothing catches (``terminate called``, SIGABRT), and an import lock's
-callback drops it; the same signal comes again a moment later, until the import is over.
+callback drops it; the same signal comes again a moment later, until the import is over.  Inside
+:func:`deferred` (torch's exporter, where Python runs under C++ that cannot carry an exception through: "terminate
+called after throwing an instance of 'python_error'", SIGABRT) a stop is recorded and raised on the way out.
 
 :class:`Thread` is a thread that a stop can wait for: on CPython 3.11 and 3.12 a ``Thread.join`` that a signal
 interrupts marks the thread it waited for as ended while it still runs (python/cpython#90882), and a stop that
@@ -17,16 +19,18 @@ then closed the decoder under the decode thread's own close crashed the process 
 from __future__ import annotations
 
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-__all__ = ["SIGNALS", "Thread", "check", "handled", "held", "request", "requested"]
+__all__ = ["SIGNALS", "Thread", "check", "deferred", "handled", "held", "request", "requested"]
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 AGAIN_S = 0.05  # a signal that came during an import comes again this much later
 _requested = threading.Event()
 _again: list[threading.Timer] = []
+_deferring: list[list] = []  # the main thread's deferred() sections: [what, said]
 
 
 def request() -> None:
@@ -47,6 +51,12 @@ def check() -> None:
 
 def _raise_stop(signum, frame):
     _requested.set()
+    if _deferring:
+        section = _deferring[-1]
+        if not section[1]:  # the stop takes a while: said once (a status line clears itself for it)
+            section[1] = True
+            print(f"vsr: stopping once {section[0]} ends", file=sys.stderr, flush=True)
+        return  # raised as the deferred section ends
     if _importing(frame):
         timer = threading.Timer(AGAIN_S, signal.pthread_kill, (threading.main_thread().ident, signum))
         timer.daemon = True
@@ -63,6 +73,23 @@ def _importing(frame) -> bool:
             return True
         frame = frame.f_back
     return False
+
+
+@contextmanager
+def deferred(what: str) -> Iterator[None]:
+    """While inside, a stop signal is recorded, not raised (``vsr: stopping once WHAT ends``); it is raised on
+    the way out (:func:`check`).  For a call that runs Python code under native code that cannot carry an
+    exception through (torch's exporter).  In another thread, which no signal handler interrupts, it does
+    nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    _deferring.append([what, False])
+    try:
+        yield
+    finally:
+        _deferring.pop()
+    check()
 
 
 @contextmanager
