@@ -21,6 +21,16 @@ def _deliver(sig: int) -> None:
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
 def test_each_signal_raises_and_is_recorded(sig):
+    # as a process started from a terminal has it (CI's test session starts with SIGINT and SIGHUP ignored, which
+    # handled() leaves ignored)
+    saved = signal.signal(sig, signal.SIG_DFL)
+    try:
+        _each_signal_raises_and_is_recorded(sig)
+    finally:
+        signal.signal(sig, saved)
+
+
+def _each_signal_raises_and_is_recorded(sig):
     before = signal.getsignal(sig)
     with interrupt.handled():
         with pytest.raises(KeyboardInterrupt):
@@ -222,3 +232,16 @@ def test_a_stop_inside_a_deferred_section_is_raised_as_it_ends(capsys):
                 done.append("the section ran to its end")
         assert done and interrupt.requested()
     assert capsys.readouterr().err == "vsr: stopping once the ONNX export ends\n"
+
+
+def test_once_records_a_second_stop_without_raising_it(ctrl_c):
+    with interrupt.handled(once=True):
+        with pytest.raises(KeyboardInterrupt):
+            _deliver(signal.SIGINT)
+        _deliver(signal.SIGTERM)  # from the parent, during the first one's cleanup: not raised
+        assert interrupt.requested()
+    with interrupt.handled():
+        with pytest.raises(KeyboardInterrupt):
+            _deliver(signal.SIGINT)
+        with pytest.raises(KeyboardInterrupt):
+            _deliver(signal.SIGINT)  # without once: each one raised

@@ -31,6 +31,8 @@ AGAIN_S = 0.05  # a signal that came during an import comes again this much late
 _requested = threading.Event()
 _again: list[threading.Timer] = []
 _deferring: list[list] = []  # the main thread's deferred() sections: [what, said]
+_once = [False]  # handled(once=True): after one KeyboardInterrupt is raised, later signals are only recorded
+_raised = threading.Event()
 
 
 def request() -> None:
@@ -51,6 +53,8 @@ def check() -> None:
 
 def _raise_stop(signum, frame):
     _requested.set()
+    if _once[0] and _raised.is_set():
+        return  # a second stop must not cut the first one's cleanup short
     if _deferring:
         section = _deferring[-1]
         if not section[1]:  # the stop takes a while: said once (a status line clears itself for it)
@@ -63,6 +67,7 @@ def _raise_stop(signum, frame):
         _again[:] = [timer]
         timer.start()
         return
+    _raised.set()
     raise KeyboardInterrupt
 
 
@@ -104,13 +109,16 @@ def held(signals=SIGNALS) -> Iterator[None]:
 
 
 @contextmanager
-def handled(signals=SIGNALS, then=None) -> Iterator[None]:
+def handled(signals=SIGNALS, then=None, once: bool = False) -> Iterator[None]:
     """While inside: each of ``signals`` records a stop and raises KeyboardInterrupt (SIGTERM and SIGHUP take
     Ctrl-C's path, so a temporary output is removed).  A signal ignored when vsr started stays ignored (``nohup``
     ignores SIGHUP, a shell's background job SIGINT).  On the way out the handlers and the record are restored,
-    or the signals set to ``then`` (``signal.SIG_IGN``: the command is over).  Outside the main thread (a library caller's worker), where no handler can be set, it does nothing."""
+    or the signals set to ``then`` (``signal.SIG_IGN``: the command is over).  ``once``: after the first
+    KeyboardInterrupt, later signals are recorded only (a jobs worker gets Ctrl-C from the terminal and from its
+    parent: the second must not cut short the first one's release of its claim).  Outside the main thread (a library caller's worker), where no handler can be set, it does nothing."""
     previous = {}
     main = threading.current_thread() is threading.main_thread()
+    _once[0] = once and main
     for s in signals if main else ():
         if signal.getsignal(s) is not signal.SIG_IGN:
             previous[s] = signal.signal(s, _raise_stop)
@@ -123,6 +131,8 @@ def handled(signals=SIGNALS, then=None) -> Iterator[None]:
         for s, h in previous.items():
             signal.signal(s, h if then is None else then)
         _requested.clear()
+        _raised.clear()
+        _once[0] = False
 
 
 class Thread(threading.Thread):

@@ -242,7 +242,8 @@ def test_ctrl_c_mid_download_leaves_no_weights_file_and_the_next_run_resumes(cac
                 "from vsr.cli import entry; entry()")
         env = {**os.environ, "VSR_WEIGHTS_DIR": str(cache)}
         proc = subprocess.Popen([sys.executable, "-c", code, record, "models", "fetch", "big"], env=env,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # as from a terminal
         part = cache / (e.filename + ".part")
         deadline = time.monotonic() + 60
         while not (part.is_file() and part.stat().st_size > 0) and time.monotonic() < deadline:

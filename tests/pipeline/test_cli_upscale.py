@@ -271,7 +271,8 @@ def test_interrupt_during_a_long_inference_call_exits_at_once(make_clip, tmp_pat
            "--threads", "1", "--quiet"]
     called = tmp_path.parent / f"{tmp_path.name}-called"
     proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "VSR_TEST_CALLED": str(called)})
+                            env={**os.environ, "VSR_TEST_CALLED": str(called)},
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # as from a terminal
     wait_for_partial(tmp_path, proc)
     while not called.exists():  # model loaded (torch's import: seconds, after the output was opened), call under way
         assert proc.poll() is None, proc.communicate()

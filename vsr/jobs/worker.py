@@ -268,27 +268,23 @@ def _fail(store: JobStore, owner: str, claim: Claim, message: str, say) -> None:
     say(f"job {claim.job} failed: {message}")
 
 
-def _interrupt_once(signum, frame):
-    # Ctrl-C reaches a worker twice (from the terminal and from its parent): the second must not cut short the
-    # first one's release of the claim
-    for s in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(s, signal.SIG_IGN)
-    interrupt.request()  # kept where the KeyboardInterrupt is lost (vsr.interrupt)
-    raise KeyboardInterrupt
-
-
 def _child(path: str, settings: WorkerSettings, parent: int) -> None:
-    """A spawned worker process: :func:`work`, exit 130 on an interrupt, 1 where a job it ran failed."""
-    for s in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(s, _interrupt_once)
+    """A spawned worker process: :func:`work`, exit 130 on an interrupt, 1 where a job it ran failed.  Ctrl-C
+    reaches it twice (from the terminal and from its parent): the second is only recorded (``once``)."""
     code, failed = 0, []
     if settings.device is not None and not settings.quiet:
         alone = os.environ.get("CUDA_VISIBLE_DEVICES") if settings.device.startswith("cuda") else None
         where = f" (CUDA_VISIBLE_DEVICES={alone})" if alone else ""
         print(f"vsr: worker {os.getpid()} on {settings.device}{where}", file=sys.stderr, flush=True)
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # ignored while it started (run_workers)
     try:
-        work(path, settings, parent=parent, failed=failed)
-        code = 1 if failed else 0
+        with interrupt.handled((signal.SIGINT, signal.SIGTERM), once=True):
+            try:
+                work(path, settings, parent=parent, failed=failed)
+                code = 1 if failed else 0
+            except Exception:
+                interrupt.check()  # an error a library raised in the stop's place: the stop
+                raise
     except KeyboardInterrupt:
         code = 130
     except VsrError as e:
