@@ -1,6 +1,7 @@
 """HDR10 kept HDR10 (issue 37 item 3): a PQ source's colour tags, mastering display and content light level come
-out as they went in, in 10-bit HEVC by default (AV1 in .webm), written by the encoder itself; what cannot follow
-is one warning line."""
+out as they went in, in 10-bit HEVC by default (AV1 in .webm), written by the encoder itself and into the
+container (mp4/mov boxes, Matroska elements: tests/video/test_hdr_container.py); what cannot follow is one
+warning line."""
 
 from __future__ import annotations
 
@@ -115,6 +116,7 @@ def test_hdr10_into_mp4_is_hevc_and_into_webm_av1_each_with_its_metadata(hdr10, 
             if codec == "hevc":  # what Apple's players take
                 with av.open(str(tmp_path / name)) as c:
                     assert c.streams.video[0].codec_tag == "hvc1"
+            assert set(stream_side_data(tmp_path / name)) == set(STATIC)  # the container's copy too
             got = side_data(tmp_path / name)
             if codec == "hevc":
                 assert got == side_data(hdr10)
@@ -136,13 +138,40 @@ def test_an_explicit_libx264_keeps_the_metadata_too(hdr10, tmp_path):
     assert side_data(out) == side_data(hdr10)
 
 
-def test_a_codec_that_cannot_write_it_says_so_in_one_line(hdr10, tmp_path):
-    out = tmp_path / "out.mkv"
+def stream_side_data(path: Path) -> dict[str, dict]:
+    """The container's own copy (the video stream's side data, not a frame's), as ffprobe reads it."""
+    out = subprocess.run(["ffprobe", "-v", "error", "-select_streams", "v:0", "-show_streams", "-of", "json",
+                          str(path)], capture_output=True, text=True, check=True).stdout
+    return {d.pop("side_data_type"): d for d in json.loads(out)["streams"][0].get("side_data_list", [])}
+
+
+def exact(d: dict) -> dict:
+    """ffprobe's side data values as numbers ("17/25" and "34000/50000" alike)."""
+    return {k: Fraction(v) if isinstance(v, str) else v for k, v in d.items()}
+
+
+@pytest.mark.parametrize("codec,name", [("ffv1", "out.mkv"), ("prores_ks", "out.mov")])
+def test_a_codec_without_hdr_messages_keeps_them_in_the_container(hdr10, tmp_path, codec, name):
+    """FFV1 and ProRes carry no mastering display of their own: Matroska's Colour and QuickTime's mdcv/clli do."""
+    out = tmp_path / name
+    p = vsr("upscale", hdr10, out, *TINY, "-c", codec)
+    assert p.returncode == 0, p.stderr
+    assert "mastering display" not in p.stderr
+    assert colour(out)[2:] == colour(hdr10)[2:]
+    source = {d.pop("side_data_type"): exact(d) for d in ffprobe_side_data(hdr10)}  # from the source's SEI
+    assert {k: exact(v) for k, v in stream_side_data(out).items()} == source
+    got = side_data(out)  # what a decoder puts on each frame, from the container (PyAV's FFmpeg)
+    assert MasteringDisplay.from_side_data(got["MASTERING_DISPLAY_METADATA"]).x26x() == MASTER
+    assert got["CONTENT_LIGHT_LEVEL"] == side_data(hdr10)["CONTENT_LIGHT_LEVEL"]
+
+
+def test_a_codec_and_container_that_cannot_hold_it_say_so_in_one_line(hdr10, tmp_path):
+    out = tmp_path / "out.avi"
     p = vsr("upscale", hdr10, out, *TINY, "-c", "ffv1")
     assert p.returncode == 0, p.stderr
     said = [line for line in p.stderr.splitlines() if "mastering display" in line]
-    assert len(said) == 1 and "ffv1 cannot write" in said[0], p.stderr
-    assert colour(out)[2:] == colour(hdr10)[2:]
+    assert len(said) == 1 and "ffv1 in this avi output cannot hold" in said[0], p.stderr
+    assert stream_side_data(out) == {}
 
 
 def test_dynamic_metadata_is_named_and_the_users_own_parameters_win():
@@ -185,3 +214,24 @@ def test_an_8bit_hlg_source_gets_10bit_hevc(make_clip, tmp_path):
     finally:
         source.close()
     assert ColourSpec.of("yuv420p", 16, 12, 9, 1, 9, 18).transfer == 18
+
+
+def test_the_users_own_light_level_is_what_stream_and_container_both_say(hdr10, tmp_path):
+    out = tmp_path / "out.mp4"
+    p = vsr("upscale", hdr10, out, *TINY, "-x", "x265-params=max-cll=500,100")
+    assert p.returncode == 0, p.stderr
+    assert stream_side_data(out)["Content light level metadata"] == {"max_content": 500, "max_average": 100}
+    got = side_data(out)  # the frames' (HEVC SEI and the container's alike)
+    assert np.frombuffer(got["CONTENT_LIGHT_LEVEL"], "=u4", count=2).tolist() == [500, 100]
+    assert MasteringDisplay.from_side_data(got["MASTERING_DISPLAY_METADATA"]).x26x() == MASTER  # the source's
+
+
+def test_as_encoded_reads_each_encoders_own_units():
+    from vsr.video.hdr import as_encoded
+    src = HdrMetadata("PQ", None, (1000, 400))
+    m = as_encoded("libx265", {"x265-params": f"hdr10=1:master-display={MASTER}"}, src).mastering
+    assert m.x26x() == MASTER and m.min_luminance == Fraction(1, 10000)
+    svt = as_encoded("libsvtav1", {"svtav1-params": "mastering-display=G(0.265,0.69)B(0.15,0.06)R(0.68,0.32)"
+                                                    "WP(0.3127,0.329)L(1000,0.0001):content-light=800,200"}, src)
+    assert svt.mastering.x26x() == MASTER and svt.light_level == (800, 200)
+    assert as_encoded("ffv1", {}, src) is src and as_encoded("libx265", {"x265-params": "max-cll=x"}, src) == src

@@ -1,4 +1,5 @@
-"""HDR sources: their static metadata read from the first decoded frame, and written again by the encoder.
+"""HDR sources: their static metadata read from the first decoded frame, and written again by the encoder and
+into the container.
 
 A PQ (SMPTE ST 2084) or HLG (ARIB STD-B67) source keeps its colour tags through :class:`~vsr.video.colour.ColourSpec`
 like any other; what it carries besides them, the mastering display (SMPTE ST 2086) and the content light level
@@ -6,19 +7,26 @@ like any other; what it carries besides them, the mastering display (SMPTE ST 20
 is given it in its own parameters (:data:`PARAMS`), in its own units.  FFmpeg's decoders put a container's
 (mp4 ``mdcv``/``clli``, Matroska's ``MasteringMetadata``) on every frame too, so the first frame says all.
 
+The container's own copy is what players read before any frame and all a codec without such messages (FFV1,
+ProRes, VP9) has; FFmpeg's muxers take it only from stream side data, which PyAV cannot set, so vsr writes it
+into the closed file itself (:func:`write_container_hdr`: :mod:`vsr.video.isobmff`, :mod:`vsr.video.matroska`).
+
 Dynamic metadata (HDR10+, Dolby Vision, HDR Vivid) changes from scene to scene and no encoder here takes it
 from vsr's frames: it is named in one warning, and the output keeps the static metadata.
 """
 
 from __future__ import annotations
 
+import re
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
+from pathlib import Path
 
 import av
 import numpy as np
 
+from vsr.video import isobmff, matroska
 from vsr.video.colour import ColourSpec, bit_depth
 
 # AVColorTransferCharacteristic of HDR
@@ -32,6 +40,8 @@ DYNAMIC = {"DYNAMIC_HDR_PLUS": "HDR10+", "DOVI_RPU_BUFFER": "Dolby Vision", "DOV
            "DYNAMIC_HDR_VIVID": "HDR Vivid"}
 # x265 and x264: chromaticities in 0.00002, luminance in 0.0001 cd/m2 (as HEVC's and H.264's SEI store them).
 CHROMA_UNIT, LUMINANCE_UNIT = 50000, 10000
+# FFmpeg's names of the output containers whose files vsr writes the static metadata into
+CONTAINERS = ("mp4", "mov", "matroska", "webm")
 
 
 def is_hdr(colour: ColourSpec) -> bool:
@@ -151,16 +161,18 @@ PARAMS = {"libx265": ("x265-params", _x265), "libx264": ("x264-params", _x264),
           "libsvtav1": ("svtav1-params", _svtav1)}
 
 
-def hdr_options(codec: str, pix_fmt: str, hdr: HdrMetadata | None, opts: dict[str, str]) -> dict[str, str]:
+def hdr_options(codec: str, pix_fmt: str, hdr: HdrMetadata | None, opts: dict[str, str],
+                container: str | None = None) -> dict[str, str]:
     """:func:`hdr_params`, with each of :func:`hdr_warnings` said as a warning."""
-    for text in hdr_warnings(codec, pix_fmt, hdr):
+    for text in hdr_warnings(codec, pix_fmt, hdr, container):
         warnings.warn(text, stacklevel=3)
     return hdr_params(codec, pix_fmt, hdr, opts)
 
 
-def hdr_warnings(codec: str, pix_fmt: str, hdr: HdrMetadata | None) -> list[str]:
-    """What of an HDR source does not follow into ``codec`` in ``pix_fmt``, one line each: dynamic metadata,
-    fewer than 10 bits, static metadata that ``codec`` cannot write (none for an SDR source, ``hdr`` None)."""
+def hdr_warnings(codec: str, pix_fmt: str, hdr: HdrMetadata | None, container: str | None = None) -> list[str]:
+    """What of an HDR source does not follow into ``codec`` in ``pix_fmt`` in a file of FFmpeg's format
+    ``container`` (None: a stream, which is not rewritten), one line each: dynamic metadata, fewer than 10 bits,
+    static metadata that neither ``codec`` nor the container can hold (none for an SDR source, ``hdr`` None)."""
     if hdr is None:
         return []
     said = []
@@ -170,10 +182,11 @@ def hdr_warnings(codec: str, pix_fmt: str, hdr: HdrMetadata | None) -> list[str]
     if bit_depth(pix_fmt) < 10:
         said.append(f"{codec} writes this {hdr.transfer} source in {pix_fmt}: 8 bits band its gradients "
                     f"(libx265, the default, writes 10)")
-    if codec not in PARAMS and (hdr.mastering is not None or hdr.light_level is not None):
-        said.append(f"{codec} cannot write the source's HDR mastering display and content light level: the "
-                    f"output keeps the {hdr.transfer} colour tags only (libx265, the default, or libsvtav1 "
-                    f"write them)")
+    if codec not in PARAMS and container not in CONTAINERS and has_static(hdr):
+        where = f"this {container} output" if container else "a stream"
+        said.append(f"{codec} in {where} cannot hold the source's HDR mastering display and content light level: "
+                    f"the output keeps the {hdr.transfer} colour tags only (libx265, the default, writes them, as "
+                    f"do .mkv, .mp4, .mov and .webm files)")
     return said
 
 
@@ -189,3 +202,66 @@ def hdr_params(codec: str, pix_fmt: str, hdr: HdrMetadata | None, opts: dict[str
     if not added:
         return opts
     return {**opts, key: ":".join(([given] if given else []) + added)}
+
+
+def has_static(hdr: HdrMetadata | None) -> bool:
+    """Whether ``hdr`` holds static metadata a file can carry: a complete mastering display, or a light level."""
+    return hdr is not None and (hdr.light_level is not None or (hdr.mastering is not None and hdr.mastering.complete))
+
+
+def write_container_hdr(path: Path, container: str, hdr: HdrMetadata | None, codec: str) -> str | None:
+    """Write ``hdr``'s static metadata into the closed file at ``path`` of FFmpeg's format ``container`` (one of
+    :data:`CONTAINERS`; else nothing), whose video ``codec`` wrote: the video track's ``mdcv``/``clli`` boxes, or
+    Matroska's ``Colour`` elements.  Returns why it could not (one line), or None."""
+    if container not in CONTAINERS or not has_static(hdr):
+        return None
+    m = hdr.mastering if hdr.mastering is not None and hdr.mastering.complete else None
+    try:
+        if container in ("mp4", "mov"):
+            boxes = []
+            if m is not None:
+                boxes.append(isobmff.mdcv((m.red, m.green, m.blue), m.white, (m.max_luminance, m.min_luminance)))
+            if hdr.light_level is not None:
+                boxes.append(isobmff.clli(*hdr.light_level))
+            isobmff.add_hdr_boxes(path, boxes)
+        else:
+            extra = matroska.colour_metadata(
+                (m.red, m.green, m.blue) if m else None, m.white if m else None,
+                (m.max_luminance, m.min_luminance) if m else None, hdr.light_level)
+            matroska.add_colour_metadata(path, extra)
+    except isobmff.NotWritable as e:
+        kept = "its video stream carries them" if codec in PARAMS else f"it keeps the {hdr.transfer} colour tags only"
+        return (f"the source's HDR mastering display and content light level could not be written into the "
+                f"{container} file ({e}): {kept}")
+    return None
+
+
+_XY = r"\(\s*([\d.]+)\s*,\s*([\d.]+)\s*\)"
+_MASTER = re.compile(rf"G{_XY}B{_XY}R{_XY}WP{_XY}L{_XY}$")
+# each encoder's parameter names of the mastering display and the light level, and its chromaticity and luminance
+# units (SVT-AV1 takes decimals)
+_NAMES = {"libx265": ("master-display", "max-cll", CHROMA_UNIT, LUMINANCE_UNIT),
+          "libx264": ("mastering-display", "cll", CHROMA_UNIT, LUMINANCE_UNIT),
+          "libsvtav1": ("mastering-display", "content-light", 1, 1)}
+
+
+def as_encoded(codec: str, options: dict[str, str], hdr: HdrMetadata | None) -> HdrMetadata | None:
+    """``hdr`` as the encoder ``codec`` writes it with ``options``: a mastering display or light level the user
+    gave in its parameters (``-x x265-params=max-cll=...``) in place of the source's, so that the container's copy
+    says what the stream says."""
+    if hdr is None or codec not in _NAMES:
+        return hdr
+    master_key, light_key, chroma, luma = _NAMES[codec]
+    given = dict(kv.split("=", 1) for kv in options.get(PARAMS[codec][0], "").split(":") if "=" in kv)
+    if light_key in given:
+        try:
+            cll, fall = (int(v) for v in given[light_key].split(","))
+            hdr = replace(hdr, light_level=(cll, fall))
+        except ValueError:
+            pass  # the encoder says what it makes of it
+    m = _MASTER.match(given.get(master_key, "").replace(" ", ""))
+    if m is not None:
+        g, b, r, w, lum = [(Fraction(m[i]), Fraction(m[i + 1])) for i in range(1, 11, 2)]
+        xy = [(x / chroma, y / chroma) for x, y in (r, g, b, w)]
+        hdr = replace(hdr, mastering=MasteringDisplay(*xy, lum[1] / luma, lum[0] / luma))
+    return hdr

@@ -26,6 +26,7 @@ from vsr.video.colour import SITING_NAMES, FramePlanes, bit_depth, planar444, pl
 from vsr.video.dts import DtsRepair
 from vsr.video.encoder_choice import EncoderChoice, EncoderSettings, OutputContainer, choose_encoder
 from vsr.video.encoder_open import open_encoder
+from vsr.video.hdr import as_encoded, write_container_hdr
 from vsr.video.output import commit_output, output_path, video_partial, writes
 from vsr.video.passthrough import Passthrough, Window
 from vsr.video.planes import PlaneFormat
@@ -242,7 +243,13 @@ class VideoSink:
             self._mux_video(pkt)
         if self.passthrough is not None:
             self.passthrough.flush(float(self.pts_offset * self.info.time_base), self._window())
+        container = self.oc.format.name
         self.oc.close()
+        if self.tmp is not None:  # a file (a stream is not rewritten): the container's copy of the source's HDR
+            hdr = as_encoded(self.codec, dict(self.encoder_options), self.info.hdr)  # metadata (no muxer's)
+            said = write_container_hdr(self.tmp, container, hdr, self.codec)
+            if said is not None:
+                warnings.warn(said, stacklevel=2)
 
     @writes
     def commit(self, before_rename: Callable[[], None] | None = None) -> None:
