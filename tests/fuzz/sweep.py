@@ -22,7 +22,7 @@ moment.  Judged as above, and: ``stop``: an exit other than 130 (or 0, finished 
 temporary left in the engine cache.
 
 The cases (deterministic for a seed): byte mutations of small real-format clips (MP4/H.264, MKV/FFV1, WebM/VP9,
-Y4M), hostile option values, hostile outputs (planted symlinks, special files, folders of the user's files,
+Y4M, an HDR10 MKV/HEVC upscaled into .mkv, .mp4, .mov or .webm), hostile option values, hostile outputs (planted symlinks, special files, folders of the user's files,
 paths under a file, odd suffixes, names with control characters), and the other commands (``report``, ``jobs``,
 ``export``, ``preview``) on broken files.  Not part of the test suite (minutes of CPU): its result goes into
 docs/benchmarks.md with the command that made it.
@@ -62,9 +62,32 @@ def _clip(d: Path, kind: str) -> Path:
 
     if kind == "y4m":
         return y4m(d / "in.y4m", 16, 12, 3)
+    if kind == "hdr":
+        return _hdr_clip(d / "in.mkv")
     suffix, codec, pix = {"mp4": (".mp4", "libx264", "yuv420p"), "mkv": (".mkv", "ffv1", "yuv444p"),
                           "webm": (".webm", "libvpx-vp9", "yuv420p")}[kind]
     return write_clip(d / f"in{suffix}", Clip(width=16, height=12, frames=3, codec=codec, pix_fmt=pix))
+
+
+def _hdr_clip(path: Path) -> Path:
+    """An HDR10 clip as x265 writes one (BT.2020, PQ, mastering display and light level in its SEI), 3 frames."""
+    import av
+    import numpy as np
+
+    with av.open(str(path), "w") as oc:
+        vs = oc.add_stream("libx265", rate=25)
+        vs.width, vs.height, vs.pix_fmt = 32, 24, "yuv420p10le"
+        cc = vs.codec_context
+        cc.color_primaries, cc.color_trc, cc.colorspace, cc.color_range = 9, 16, 9, 1
+        vs.options = {"x265-params": "log-level=error:hdr10=1:max-cll=1000,400:master-display="
+                                     "G(13250,34500)B(7500,3000)R(34000,16000)WP(15635,16450)L(10000000,1)"}
+        for i in range(3):
+            f = av.VideoFrame.from_ndarray(np.full((24, 32, 3), 40 * i, np.uint8), format="rgb24")
+            for pkt in vs.encode(f.reformat(format="yuv420p10le")):
+                oc.mux(pkt)
+        for pkt in vs.encode(None):
+            oc.mux(pkt)
+    return path
 
 
 def _mutate(data: bytes, rng: random.Random) -> bytes:
@@ -94,8 +117,10 @@ def _mutate(data: bytes, rng: random.Random) -> bytes:
 def mutation_case(kind: str, seed: int) -> Case:
     def build(d: Path):
         src = _clip(d, kind)
-        src.write_bytes(_mutate(src.read_bytes(), random.Random(seed)))
-        out = d / "out" / "up.mkv"
+        rng = random.Random(seed)
+        src.write_bytes(_mutate(src.read_bytes(), rng))
+        # an HDR source goes into each container vsr writes its metadata into (a file rewritten after the muxer)
+        out = d / "out" / ("up" + (rng.choice([".mkv", ".mp4", ".mov", ".webm"]) if kind == "hdr" else ".mkv"))
         (d / "out").mkdir()
         return ["upscale", src, out, *TINY, "--frames", "0:2"], [out], False
     return Case(f"mutated {kind} #{seed}", build)
@@ -340,7 +365,7 @@ def all_cases(n: int, seed: int, stops: int = 0) -> list[Case]:
     cases += [output_case(k, ow) for k in OUTPUT_KINDS for ow in (False, True)]
     cases += [option_case(o, v, ow) for o, vs in OPTION_VALUES.items() for v in vs for ow in (False, True)
               if not ow or o == "--report"]
-    kinds = ["mp4", "mkv", "webm", "y4m"]
+    kinds = ["mp4", "mkv", "webm", "y4m", "hdr"]
     i = 0
     while len(cases) < n:
         cases.append(mutation_case(kinds[i % len(kinds)], rng.randrange(1 << 30)))
