@@ -39,6 +39,9 @@ def add_upscale_options(p, *, frames: bool = True) -> None:
     r.add_argument("--scene-cuts", default="auto", metavar="auto|off|FILE",
                    help="windows never cross a scene cut: auto = detect cuts (default), off = ignore them, FILE = "
                         "a text file of the frame indices that start a new scene")
+    r.add_argument("--deinterlace", default="auto", choices=("auto", "off"),
+                   help="auto = an interlaced source's frames are deinterlaced (bwdif) before they are upscaled, "
+                        "the same frames at the same times (default); off = upscale them as decoded")
     r.add_argument("--scene-threshold", default=None, metavar="X",
                    help="detector's ratio of a cut's frame difference to its neighbours' (default: "
                         "configs/pipeline/scenes.toml)")
@@ -149,7 +152,7 @@ def upscale_settings(args):
     runner = RunnerSettings(batch=to_int(args.batch, "--batch", 1), tile=tile, overlap=overlap,
                             memory_budget_mb=None if args.memory_budget is None else
                             to_int(args.memory_budget, "--memory-budget", 256),
-                            frames=parse_frames(getattr(args, "frames", None)),
+                            frames=parse_frames(getattr(args, "frames", None)), deinterlace=args.deinterlace,
                             **parse_scene_cuts(args.scene_cuts, args.scene_threshold))
     encoder = EncoderSettings(codec=args.codec, crf=crf, preset=args.preset, pix_fmt=args.pix_fmt,
                               options=parse_options(args.encoder_options),

@@ -48,7 +48,8 @@ def plan_job(spec: JobSpec, chunk_frames: int = DEFAULT_CHUNK_FRAMES) -> tuple[J
     if chunk_frames < 1:
         raise InputError(f"--chunk-frames must be at least 1, not {chunk_frames}")
     path = Path(spec.input)
-    source = open_source(path)  # one-line errors for a missing file, not a video, no video stream
+    # one-line errors for a missing file, not a video, no video stream
+    source = open_source(path, deinterlace=spec.runner.deinterlace)
     source.close()
     check_encoder(spec, source.info)
     if path.is_dir():
@@ -68,6 +69,8 @@ def plan_job(spec: JobSpec, chunk_frames: int = DEFAULT_CHUNK_FRAMES) -> tuple[J
     if early is not None:  # a job that ends short: said now, and its list marks it once its last chunk ran
         warnings.warn(early.message(path), stacklevel=2)
     radius, runner = window_radius(spec), spec.runner
+    # (the deinterlacer reads a frame either side of each: the range reaches 2 * radius beyond the output frames,
+    # a window only radius, so every frame a window holds is deinterlaced with the neighbours of a whole run)
     entries = EntryFinder(path, scan)
     chunks = []
     for c in _cut(*_frames(spec, scan.frames), chunk_frames):  # the frames the runner decodes, halo included

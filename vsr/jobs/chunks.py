@@ -152,7 +152,7 @@ def _chunk_source(spec: JobSpec, chunk: ChunkSpec):
     if not Path(spec.input).is_file():
         raise InputError(f"no such file: {spec.input}")
     entry = EntryPoint(chunk.decode_from, chunk.entry_pts, chunk.entry_digest) if chunk.decode_from else None
-    return VideoSource(Path(spec.input), entry, expect=dict(chunk.checks))
+    return VideoSource(Path(spec.input), entry, expect=dict(chunk.checks), deinterlace=spec.runner.deinterlace)
 
 
 def discard(spec: JobSpec) -> None:
@@ -206,7 +206,7 @@ def _check_destination(spec: JobSpec) -> None:
 
 def _write_joined(spec: JobSpec, chunks: list[ChunkSpec], folder: ChunkFolder, joined: str,
                   encoder_log: bool = False) -> None:
-    source = open_source(spec.input)
+    source = open_source(spec.input, deinterlace="off")  # its info only: no frame is decoded
     try:
         encoder = replace(spec.encoder, quiet=not encoder_log)  # its encoder opens, though it only stream-copies
         sink = VideoSink(folder.path(joined), source.info, encoder, scale=4, trim=spec.trimmed)

@@ -138,11 +138,12 @@ def job_specs(inputs: list[Path], out_dir: Path, ext: str | None, backend, encod
         return _specs(inputs, out_dir, ext, backend, encoder, runner, overwrite, taken, on_weights)
 
 
-def _weights_for(src: Path, backend, on_weights):
-    """``backend`` with the weights ``auto`` picks for ``src`` (``backend`` itself for any other weights)."""
+def _weights_for(src: Path, backend, on_weights, deinterlace: str):
+    """``backend`` with the weights ``auto`` picks for ``src`` (``backend`` itself for any other weights), from
+    its frames as the job's run decodes them (``deinterlace``)."""
     if backend.weights != AUTO:
         return backend
-    source = open_source(src)
+    source = open_source(src, deinterlace=deinterlace)
     try:
         choice = choose_for(source)
     finally:
@@ -164,6 +165,6 @@ def _specs(inputs, out_dir, ext, backend, encoder, runner, overwrite, taken, on_
                 raise InputError(f"{taken[dst]} and {src} would both be written to {dst}")
             check_output(dst, src, overwrite)
             taken[dst] = src
-            specs.append(JobSpec.from_settings(str(src), str(dst), _weights_for(src, backend, on_weights), encoder,
-                                               runner, overwrite))
+            weights = _weights_for(src, backend, on_weights, runner.deinterlace)
+            specs.append(JobSpec.from_settings(str(src), str(dst), weights, encoder, runner, overwrite))
     return specs

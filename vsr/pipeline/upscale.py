@@ -40,7 +40,7 @@ def upscale(src: str | Path, dst: str | Path, *, backend: Backend | BackendReque
     """
     src, dst = Path(src), Path(dst)
     announce(on_phase, "opening input")
-    source = open_source(src)
+    source = open_source(src, deinterlace=runner.deinterlace)
     try:
         if not is_stream(dst):  # standard output: written as it goes, nothing to check or replace
             check_output(dst, src, overwrite)
@@ -82,7 +82,8 @@ def upscale(src: str | Path, dst: str | Path, *, backend: Backend | BackendReque
                 "frames": f"{start}:{'' if stop is None else stop}", "source": {
                     "width": source.info.width, "height": source.info.height, "pix_fmt": source.info.pix_fmt,
                     "time_base": str(source.info.time_base), "colour": source.info.colour.describe(),
-                    "rotation": source.info.rotation,
+                    "rotation": source.info.rotation, "interlaced": source.info.interlaced,
+                    "deinterlaced": source.info.deinterlaced,
                     "hdr": source.info.hdr.describe() if source.info.hdr is not None else None}}
             if choice is not None:
                 settings["weights_choice"] = choice.to_dict()

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from vsr.errors import InputError
 from vsr.video.encoder_choice import EncoderSettings
+from vsr.video.interlace import MODES
 from vsr.video.output import is_png_folder, is_stream
 from vsr.video.pipe_sink import StreamSink
 from vsr.video.pipe_source import StreamSource
@@ -19,16 +20,19 @@ from vsr.video.png_source import PngFolderSource
 from vsr.video.source import VideoInfo, VideoSource
 
 
-def open_source(path: str | Path) -> VideoSource | PngFolderSource | StreamSource:
-    """The source at ``path``: a video file, a folder of PNG frames, or ``-``: a stream on standard input."""
+def open_source(path: str | Path, deinterlace: str = "auto") -> VideoSource | PngFolderSource | StreamSource:
+    """The source at ``path``: a video file, a folder of PNG frames, or ``-``: a stream on standard input;
+    ``deinterlace``: "auto" (an interlaced video's frames deinterlaced as they are decoded) or "off"."""
+    if deinterlace not in MODES:
+        raise InputError(f"--deinterlace must be one of {', '.join(MODES)}, not {deinterlace!r}")
     if is_stream(path):
-        return StreamSource()
+        return StreamSource(deinterlace=deinterlace)
     p = Path(path)
     if not p.exists():
         raise InputError(f"no such file or folder: {p}")
     if p.is_dir():
         return PngFolderSource(p)
-    return VideoSource(p)
+    return VideoSource(p, deinterlace=deinterlace)
 
 
 def open_sink(dst: str | Path, info: VideoInfo, settings: EncoderSettings, scale: int = 4,

@@ -22,8 +22,9 @@ import av
 from vsr.errors import InputError
 from vsr.video.ends import CountedReader, EarlyEnd, stream_end
 from vsr.video.output import STREAM, stream_closed
+from vsr.video.interlace import deinterlaced
 from vsr.video.source import (SourceFrame, VideoInfo, ffmpeg_log, ffmpeg_reason, one_line, size_error,
-                              timed_frames, video_info)
+                              timed_frames, video_info, with_deinterlace)
 
 SIDE_TYPES = ("audio", "subtitle")
 
@@ -75,8 +76,9 @@ class StreamSource:
     ``early_end``: once ``frames()`` has decoded the stream to its end, an :class:`~vsr.video.ends.EarlyEnd`
     where its bytes ended inside a frame (Y4M) or without the index that ends it (NUT)."""
 
-    def __init__(self, file: BinaryIO | None = None):
+    def __init__(self, file: BinaryIO | None = None, deinterlace: str = "auto"):
         self.path = Path(STREAM)
+        self._deinterlace = deinterlace  # as VideoSource's
         if file is None:
             if stream_closed(0):
                 raise InputError("standard input is closed: there is no video to read from it (pipe one into it: "
@@ -121,7 +123,8 @@ class StreamSource:
             if "mp4" in c.format.name and not self._file.seekable():  # MP4/MOV index usually at the end
                 hint = "; MP4 and MOV need a seekable input: redirect the file (< IN.mp4) or pipe NUT, MPEG-TS or Y4M"
             raise InputError(f"cannot decode the video on standard input ({one_line(e)}){hint}") from None
-        return replace(video_info(self.path, c, st, self._first), side_packets=self._side)
+        return with_deinterlace(replace(video_info(self.path, c, st, self._first), side_packets=self._side),
+                                self._deinterlace)
 
     def _decode(self, st) -> Iterator[av.VideoFrame]:
         """Every video frame of the stream, in order; the other streams' packets go to :attr:`_side`."""
@@ -144,7 +147,10 @@ class StreamSource:
     def frames(self, start: int = 0) -> Iterator[SourceFrame]:
         """Frames ``start, start + 1, ...``: those before are decoded, not converted (no seeking in a pipe)."""
         self._side.decided()
-        yield from timed_frames(chain([self._first], self._decoded), 0, start, self.info)
+        decoded = chain([self._first], self._decoded)
+        if self.info.deinterlaced:
+            decoded = deinterlaced(decoded, self._container.streams.video[0])
+        yield from timed_frames(decoded, 0, start, self.info)
         self.early_end = stream_end(self._file, self._container.format.name, self._first_packet, self._count)
 
     def close(self) -> None:

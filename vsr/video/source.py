@@ -24,6 +24,7 @@ from vsr.errors import InputError
 from vsr.video.colour import ColourSpec, bit_depth, decode_rgb
 from vsr.video.ends import EarlyEnd, file_end, y4m_frames
 from vsr.video.hdr import HdrMetadata, read_hdr
+from vsr.video.interlace import FILTER, MODES, deinterlaced, field_order
 from vsr.video.seek import EntryPoint, enter, picture_digest
 
 log = logging.getLogger(__name__)
@@ -70,6 +71,8 @@ class VideoInfo:
     container: str = ""  # FFmpeg's name of the file's format ("matroska,webm", "nut", ...)
     header_frames: int | None = None  # the count the file's header declares (None: it declares none)
     hdr: HdrMetadata | None = None  # a PQ or HLG source's mastering display and light level (vsr.video.hdr)
+    interlaced: str | None = None  # "top field first", ... (vsr.video.interlace); None: progressive
+    deinterlaced: bool = False  # its frames go through the deinterlacer (``deinterlace="auto"``)
     # a stream's audio and subtitle packets as its decoding passes them (vsr.video.passthrough.PacketFeed): a
     # pipe cannot be read a second time, as a file's are; None for a file
     side_packets: object = field(default=None, compare=False, repr=False)
@@ -158,11 +161,13 @@ class VideoSource:
     to decode exactly (:mod:`vsr.video.seek`); None: always decode from the top.  ``expect``: frame index ->
     the picture digest (:func:`vsr.video.seek.picture_digest`) that frame must decode to; a frame decoded to
     another picture means the file is not the one those digests were taken of (a batch job's input replaced
-    after it was queued): :class:`SourceChanged`.  ``early_end``: once ``frames()`` has decoded the file to its
+    after it was queued): :class:`SourceChanged`.  ``deinterlace``: "auto" (an interlaced source's frames are
+    deinterlaced, :mod:`vsr.video.interlace`) or "off".  ``early_end``: once ``frames()`` has decoded the file to its
     end, an :class:`~vsr.video.ends.EarlyEnd` where it ended before what it declared (:mod:`vsr.video.ends`).
     """
 
-    def __init__(self, path: Path, entry: EntryPoint | None = None, expect: dict[int, str] | None = None):
+    def __init__(self, path: Path, entry: EntryPoint | None = None, expect: dict[int, str] | None = None,
+                 deinterlace: str = "auto"):
         self.path = Path(path)
         self.entry = entry
         self.expect = dict(expect or {})
@@ -186,7 +191,7 @@ class VideoSource:
         except (OSError, ValueError) as e:
             raise InputError(f"not a video file: {self.path} ({one_line(e)})") from None
         try:
-            self.info = self._probe()
+            self.info = with_deinterlace(self._probe(), deinterlace)
         except BaseException:
             self._container.close()
             raise
@@ -256,8 +261,11 @@ class VideoSource:
         flagging it corrupt (``tests/video/test_source_seek.py`` checks ``start`` on that clip).
         """
         c, decoded, index = self._decoder(start)
+        decoded = self._checked(decoded, index)
+        if self.info.deinterlaced:  # from where decoding starts: each frame has the neighbours it has in a whole run
+            decoded = deinterlaced(decoded, c.streams.video[0])
         try:
-            yield from timed_frames(self._checked(decoded, index), index, start, self.info)
+            yield from timed_frames(decoded, index, start, self.info)
         finally:
             c.close()
         self.early_end = self._ended()  # decoded to its end
@@ -316,7 +324,24 @@ def video_info(path: Path, c, st, first: av.VideoFrame) -> VideoInfo:
         sample_aspect_ratio=cc.sample_aspect_ratio or st.sample_aspect_ratio, stream_index=st.index,
         metadata=dict(st.metadata), container_metadata=dict(c.metadata),
         start_pts=first.pts if first.pts is not None else 0, duration_s=duration_s, container=c.format.name,
-        header_frames=st.frames or None, hdr=read_hdr(first, colour))
+        header_frames=st.frames or None, hdr=read_hdr(first, colour), interlaced=field_order(st, first))
+
+
+_SAID_INTERLACED: set[str] = set()
+
+
+def with_deinterlace(info: VideoInfo, mode: str) -> VideoInfo:
+    """``info`` with :attr:`VideoInfo.deinterlaced` decided by ``mode`` (:data:`vsr.video.interlace.MODES`),
+    said in one line where an interlaced source is deinterlaced."""
+    if mode not in MODES:
+        raise InputError(f"--deinterlace must be one of {', '.join(MODES)}, not {mode!r}")
+    on = info.interlaced is not None and mode == "auto"
+    if on and str(info.path) not in _SAID_INTERLACED:  # once a process (a job's add opens its input twice)
+        _SAID_INTERLACED.add(str(info.path))
+        warnings.warn(f"{info.path} is interlaced ({info.interlaced}): each frame is deinterlaced ({FILTER}) "
+                      f"before it is upscaled, the same frames at the same times (--deinterlace off keeps them "
+                      f"as decoded)", stacklevel=4)
+    return replace(info, deinterlaced=on)
 
 
 def timed_frames(decoded: Iterator[av.VideoFrame], index: int, start: int, info: VideoInfo) -> Iterator[SourceFrame]:
