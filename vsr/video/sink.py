@@ -21,6 +21,7 @@ import numpy as np
 
 from vsr import interrupt
 from vsr.errors import InputError
+from vsr.video.chapters import as_written
 from vsr.video.codecs import BIG_OUTPUT_X264_PARAMS, NamedBuffer
 from vsr.video.colour import SITING_NAMES, FramePlanes, bit_depth, planar444, planes_to_frame
 from vsr.video.dts import DtsRepair
@@ -65,6 +66,7 @@ class VideoSink:
         self._window_end = 0.0
         self._dts = DtsRepair()
         self._ended = False  # end(): the encoder flushed and the file closed
+        self._chapters = ()
         self.passthrough: Passthrough | None = None
         self.oc = None
         self.oc = self._open_in_memory(Path(dst)) if probe else self._open(Path(dst), settings)
@@ -84,6 +86,11 @@ class VideoSink:
             if info.kind == "video" and passthrough:
                 self.passthrough = Passthrough(info.path if info.side_packets is None else info.side_packets, self.oc)
             self.oc.metadata.update(info.container_metadata)
+            # the source's chapters (not a batch job's chunk): as they are before the header, or once a trimmed
+            # output's span is known (end())
+            self._chapters = info.chapters if passthrough else ()
+            if self._chapters and not trim:
+                self.oc.set_chapters(as_written(self._chapters))
             open_encoder(self.oc, self.vs, choice)
         except BaseException:
             self.abort()
@@ -243,6 +250,10 @@ class VideoSink:
             self._mux_video(pkt)
         if self.passthrough is not None:
             self.passthrough.flush(float(self.pts_offset * self.info.time_base), self._window())
+        if self._chapters and self.keep_window and self.tmp is not None and self._window_start is not None:
+            offset = self.pts_offset * Fraction(self.info.time_base)  # where frame A went: the source's start
+            span = (Fraction(self._window_start), Fraction(self._window_end))
+            self.oc.set_chapters(as_written(self._chapters, offset, span))
         container = self.oc.format.name
         self.oc.close()
         if self.tmp is not None:  # a file (a stream is not rewritten): the container's copy of the source's HDR

@@ -21,6 +21,7 @@ import av.logging
 import numpy as np
 
 from vsr.errors import InputError
+from vsr.video.chapters import Chapter, read_chapters
 from vsr.video.colour import ColourSpec, bit_depth, decode_rgb
 from vsr.video.ends import EarlyEnd, file_end, y4m_frames
 from vsr.video.hdr import HdrMetadata, read_hdr
@@ -72,6 +73,7 @@ class VideoInfo:
     header_frames: int | None = None  # the count the file's header declares (None: it declares none)
     hdr: HdrMetadata | None = None  # a PQ or HLG source's mastering display and light level (vsr.video.hdr)
     interlaced: str | None = None  # "top field first", ... (vsr.video.interlace); None: progressive
+    chapters: tuple[Chapter, ...] = ()  # the container's chapters (vsr.video.chapters)
     deinterlaced: bool = False  # its frames go through the deinterlacer (``deinterlace="auto"``)
     # a stream's audio and subtitle packets as its decoding passes them (vsr.video.passthrough.PacketFeed): a
     # pipe cannot be read a second time, as a file's are; None for a file
@@ -324,7 +326,8 @@ def video_info(path: Path, c, st, first: av.VideoFrame) -> VideoInfo:
         sample_aspect_ratio=cc.sample_aspect_ratio or st.sample_aspect_ratio, stream_index=st.index,
         metadata=dict(st.metadata), container_metadata=dict(c.metadata),
         start_pts=first.pts if first.pts is not None else 0, duration_s=duration_s, container=c.format.name,
-        header_frames=st.frames or None, hdr=read_hdr(first, colour), interlaced=field_order(st, first))
+        header_frames=st.frames or None, hdr=read_hdr(first, colour), interlaced=field_order(st, first),
+        chapters=read_chapters(c))
 
 
 _SAID_INTERLACED: set[str] = set()

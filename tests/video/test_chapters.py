@@ -1,0 +1,97 @@
+"""A source's chapters come out at the times the output plays them: as they are in a whole run, moved back and cut
+to the span of a ``--frames A:B`` run, the same through a batch job's join; read back by the system's ffprobe."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+
+from vsr.jobs import JobSpec
+from vsr.pipeline.runner import RunnerSettings
+
+from tests.jobs.helpers import WindowBackend
+from tests.jobs.test_chunks import ENCODER, REQUEST, run_job, single_pass
+
+REPO = Path(__file__).resolve().parents[2]
+TINY = ["--weights", "random", "--config", "edvr-tiny", "--backend", "torch", "--threads", "1", "--quiet"]
+CHAPTERS = [(0, 2000, "Intro"), (2000, 3000, "Main part"), (3000, 4000, "Credits — ünïcode")]
+
+
+@pytest.fixture(scope="module")
+def chaptered(tmp_path_factory) -> Path:
+    """4 s of 25 fps video with AAC audio and three chapters (ffmpeg's metadata file), in Matroska."""
+    ffmpeg = shutil.which("ffmpeg")
+    if ffmpeg is None:
+        pytest.skip("needs ffmpeg")
+    d = tmp_path_factory.mktemp("chapters")
+    meta = d / "chapters.txt"
+    meta.write_text(";FFMETADATA1\n" + "".join(f"[CHAPTER]\nTIMEBASE=1/1000\nSTART={a}\nEND={b}\ntitle={t}\n"
+                                               for a, b, t in CHAPTERS), encoding="utf-8")
+    path = d / "in.mkv"
+    subprocess.run([ffmpeg, "-v", "error", "-f", "lavfi", "-i", "testsrc2=size=32x24:rate=25", "-f", "lavfi", "-i",
+                    "sine=frequency=300:sample_rate=48000", "-i", str(meta), "-map", "0", "-map", "1",
+                    "-map_chapters", "2", "-t", "4", "-c:v", "libx264", "-g", "10", "-c:a", "aac", str(path)],
+                   check=True)
+    return path
+
+
+def chapters(path: Path) -> list[tuple[Fraction, Fraction, str]]:
+    out = subprocess.run(["ffprobe", "-v", "error", "-show_chapters", "-of", "json", str(path)], capture_output=True,
+                         text=True, check=True).stdout
+    return [(Fraction(c["start_time"]), Fraction(c["end_time"]), c.get("tags", {}).get("title"))
+            for c in json.loads(out)["chapters"]]
+
+
+def first_pts_s(path: Path) -> Fraction:
+    out = subprocess.run(["ffprobe", "-v", "error", "-select_streams", "v:0", "-show_entries", "frame=pts_time",
+                          "-read_intervals", "%+#1", "-of", "csv=p=0", str(path)], capture_output=True, text=True,
+                         check=True).stdout
+    return Fraction(out.split()[0].strip(","))
+
+
+def vsr(*args) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "vsr", *map(str, args)], capture_output=True, text=True, cwd=REPO)
+
+
+@pytest.mark.parametrize("suffix", [".mkv", ".mp4"])
+def test_a_whole_run_keeps_the_chapters(chaptered, tmp_path, suffix):
+    out = tmp_path / f"out{suffix}"
+    p = vsr("upscale", chaptered, out, *TINY)
+    assert p.returncode == 0, p.stderr
+    assert chapters(out) == chapters(chaptered) == [(Fraction(a, 1000), Fraction(b, 1000), t)
+                                                    for a, b, t in CHAPTERS]
+
+
+@pytest.mark.parametrize("suffix", [".mkv", ".mp4"])
+def test_a_trimmed_run_moves_them_back_and_cuts_them_to_its_span(chaptered, tmp_path, suffix):
+    """Frames 30:80 (source 1.2 s + the first frame's time, for 2 s): Intro's last 0.8 s (from 0, as the source's
+    first chapter), Main part, Credits' first 0.2 s; the output starts where the source starts."""
+    out = tmp_path / f"out{suffix}"
+    p = vsr("upscale", chaptered, out, *TINY, "--frames", "30:80")
+    assert p.returncode == 0, p.stderr
+    t0 = first_pts_s(chaptered)  # the source's first frame (after the audio's priming)
+    assert first_pts_s(out) == t0
+    a = t0 + Fraction(30, 25)  # frame 30's time in the source: the output's t0
+    end = a + 2
+    want = [(Fraction(s, 1000) - a + t0 if Fraction(s, 1000) >= a else 0, min(Fraction(e, 1000), end) - a + t0, t)
+            for s, e, t in CHAPTERS]
+    got = chapters(out)
+    assert [c[2] for c in got] == [c[2] for c in want]
+    tick = Fraction(1, 1000)  # mp4 keeps milliseconds
+    assert all(abs(g[0] - w[0]) <= tick and abs(g[1] - w[1]) <= tick for g, w in zip(got, want)), (got, want)
+
+
+@pytest.mark.parametrize("frames", [(0, None), (30, 80)])
+def test_a_chunked_job_writes_the_chapters_of_one_pass(chaptered, tmp_path, frames):
+    runner = RunnerSettings(frames=frames, scene_cuts="off")
+    single_pass(chaptered, tmp_path / "single.mkv", WindowBackend(), runner)
+    spec = JobSpec.from_settings(chaptered, tmp_path / "job.mkv", REQUEST, ENCODER, runner)
+    run_job(spec, WindowBackend(), chunk_frames=16)
+    assert chapters(tmp_path / "job.mkv") == chapters(tmp_path / "single.mkv")
+    assert len(chapters(tmp_path / "job.mkv")) == 3
