@@ -42,6 +42,7 @@ from vsr.video import EncoderSettings, open_source
 from vsr.video.encoder_choice import EncoderChoice, OutputContainer, choose_encoder
 from vsr.video.output import is_stream
 from vsr.video.source import VideoInfo
+from vsr.video.streams import main_video
 
 DEFAULT_FRAMES = 3  # the middle one is shown; the first two's spacing times the run (the last's is short)
 
@@ -279,7 +280,7 @@ def _read_back(path: Path) -> tuple[list[np.ndarray], list[int]]:
     sizes = []
     if path.is_file():
         with av.open(str(path)) as c:
-            sizes = [p.size for p in c.demux(video=0) if p.size]
+            sizes = [p.size for p in c.demux(main_video(c)) if p.size]
     else:  # PNG frames
         sizes = [p.stat().st_size for p in sorted(path.glob("*.png"))]
     return sr, sizes

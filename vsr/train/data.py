@@ -33,6 +33,7 @@ import numpy as np
 from vsr.errors import InputError
 from vsr.quality.resize import bicubic_downscale_x4
 from vsr.train.degrade import CLEAN, Degradation, degrade_clip
+from vsr.video.streams import main_video
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +88,7 @@ def _rgb_frames(path: Path, rgb: bool = True):
         raise InputError(f"cannot decode video {path}: {e}") from None
     with container as c:
         try:
-            stream = c.streams.video[0]
+            stream = main_video(c)
             stream.thread_type = "AUTO"
             for frame in c.decode(stream):
                 yield frame.to_ndarray(format="rgb24") if rgb else None

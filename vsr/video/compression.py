@@ -15,6 +15,7 @@ import av
 import numpy as np
 
 from vsr.video.source import one_line
+from vsr.video.streams import main_video
 
 # frames decoded from the top of a file (frames 0, 4, 8, ... of them are measured): a few, so that the
 # measure costs well under a second at 1080p, yet not only the first (intra) frame, which a codec gives more bits
@@ -97,7 +98,7 @@ def measure_file(path: str | Path) -> CompressionFacts:
     (opening the source reports why the file is bad)."""
     try:
         with av.open(str(path), "r") as c:
-            st = c.streams.video[0]
+            st = main_video(c)
             cc = st.codec_context
             bpp, rate_from = _rate(st.bit_rate, st, cc.width, cc.height), "stream"
             if bpp is None and c.bit_rate:

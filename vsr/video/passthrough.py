@@ -1,4 +1,5 @@
-"""``Passthrough``: the source's audio and subtitle streams, muxed beside the new video in time order.
+"""``Passthrough``: the source's audio and subtitle streams, muxed beside the new video in time order, and its
+attachments and cover art.
 
 A file's packets are read by a demuxer of its own (:class:`FilePackets`); a stream's, which can be read only
 once, are handed over by its source as they pass (:class:`PacketFeed`).
@@ -6,6 +7,11 @@ once, are handed over by its source as they pass (:class:`PacketFeed`).
 Packets are copied as they are where the output container holds their codec; audio it cannot hold is
 re-encoded to the container's default audio codec, text subtitles are converted to ``mov_text``, anything
 else is dropped (each with a warning).
+
+A file's attachments (the fonts its ASS subtitles are styled with) go into a Matroska output as attachments;
+its cover art (a picture stream with the ``attached_pic`` disposition, or a Matroska image attachment) into
+an mp4 output as its cover (``covr``) and into Matroska as an image attachment.  What an output cannot
+hold is named in one warning.
 """
 
 from __future__ import annotations
@@ -19,6 +25,8 @@ from pathlib import Path
 from typing import Protocol
 
 import av
+
+from vsr.video.streams import is_attached_pic, main_video
 
 TEXT_SUBTITLES = ("subrip", "srt", "ass", "ssa", "webvtt", "text")
 
@@ -57,6 +65,17 @@ def subtitle_text(data: bytes, codec: str) -> str:
     return text
 
 
+def encoder_rate(codec: str, rate: int) -> int:
+    """The sample rate ``codec`` encodes ``rate`` Hz audio at: ``rate`` where it takes it, else the lowest it
+    takes above (the highest below where none is): Opus takes 48 kHz and its divisors, not 44.1 kHz (PyAV's
+    encoder resamples the frames to it)."""
+    rates = av.Codec(codec, "w").audio_rates
+    if not rates or rate in rates:
+        return rate
+    above = [r for r in rates if r > rate]
+    return min(above) if above else max(rates)
+
+
 def _route(st, oc) -> Route | None:
     """An output stream in ``oc`` for the source stream ``st`` (with a warning where it is converted), or
     None (dropped, with a warning)."""
@@ -67,7 +86,7 @@ def _route(st, oc) -> Route | None:
         target = oc.default_audio_codec
         warnings.warn(f"{oc.format.name} cannot hold {name} audio (stream {st.index}): "
                       f"re-encoding it to {target}", stacklevel=4)
-        out = oc.add_stream(target, rate=st.codec_context.sample_rate)
+        out = oc.add_stream(target, rate=encoder_rate(target, st.codec_context.sample_rate))
         out.layout = st.codec_context.layout
         return Route(out, PassMode.ENCODE, name)
     if st.type == "subtitle" and name in TEXT_SUBTITLES and "mov_text" in oc.supported_codecs:
@@ -121,12 +140,57 @@ class FilePackets:
         self._in.close()
 
 
+# FFmpeg's output formats that hold attachments, and those that hold a cover picture as a stream
+ATTACHMENTS = ("matroska",)
+COVERS = ("mp4", "ipod")  # (QuickTime's own .mov writes no cover: FFmpeg's mov muxer drops it)
+COVER_TYPES = {"png": "image/png", "mjpeg": "image/jpeg", "bmp": "image/bmp", "webp": "image/webp"}
+
+
+@dataclass(frozen=True)
+class Extra:
+    """An attachment (``cover=False``) or a cover picture of the source: its file name, MIME type and bytes,
+    and for a cover the source stream it came from."""
+
+    name: str
+    mimetype: str
+    data: bytes
+    cover: object = None
+
+
+def read_extras(c) -> list[Extra]:
+    """The attachments and cover pictures of the opened video file ``c`` (not its video, even if that is one
+    picture); a cover's stream is ``c``'s, to be used while ``c`` is open."""
+    out = []
+    main = main_video(c) if c.streams.video else None
+    for st in c.streams:
+        if st.type == "attachment":
+            out.append(Extra(st.name or f"attachment{st.index}", st.mimetype or "application/octet-stream",
+                             bytes(st.data)))
+        elif st.type == "video" and st is not main and is_attached_pic(st):
+            codec = st.codec_context.name if st.codec_context else None
+            pkt = next((p for p in c.demux(st) if p.size), None)
+            if pkt is not None:
+                ext = {"mjpeg": "jpg"}.get(codec, codec or "bin")
+                out.append(Extra(st.metadata.get("filename", f"cover.{ext}"),
+                                 st.metadata.get("mimetype", COVER_TYPES.get(codec, "application/octet-stream")),
+                                 bytes(pkt), st))
+    return out
+
+
 class Passthrough:
     """The audio and subtitle streams of the source, taken from ``feed`` (a :class:`PacketFeed`, or the path of
-    a video file), added to the output container ``oc``."""
+    a video file), added to the output container ``oc``; a file's attachments and covers (:func:`read_extras`)
+    where ``oc`` holds them."""
 
     def __init__(self, feed: PacketFeed | Path, oc):
         self.oc = oc
+        self._covers: list[tuple[object, bytes]] = []  # (output stream, picture): muxed with the first packets
+        self._extras_in = None  # the file the covers' streams are of, open until they are muxed
+        if isinstance(feed, Path):
+            self._extras_in = av.open(str(feed), "r")
+            self._add_extras(read_extras(self._extras_in))
+            if not self._covers:
+                self._close_extras()
         self.routes: dict[int, Route] = {}
         self._feed = FilePackets(feed) if isinstance(feed, Path) else feed
         self._pending = None
@@ -141,11 +205,46 @@ class Passthrough:
             self.routes[st.index] = route
         self._feed.select(set(self.routes))
         if not self.routes:
-            self.close()
+            self._close_feed()
+
+    def _add_extras(self, extras: list[Extra]) -> None:
+        fmt, dropped = self.oc.format.name, []
+        for x in extras:
+            if fmt in ATTACHMENTS:
+                self.oc.add_attachment(x.name, x.mimetype, x.data)
+            elif x.cover is not None and fmt in COVERS and x.cover.codec_context.name in self.oc.supported_codecs:
+                out = self.oc.add_stream_from_template(x.cover)
+                out.disposition = x.cover.disposition
+                self._covers.append((out, x.data))
+            else:
+                dropped.append(x)
+        if dropped:
+            what = ", ".join(f"{x.name}{' (cover)' if x.cover is not None else ''}" for x in dropped[:4])
+            more = f" and {len(dropped) - 4} more" if len(dropped) > 4 else ""
+            kinds = " and ".join(k for k, has in (("attachments", any(x.cover is None for x in dropped)),
+                                                   ("cover art", any(x.cover is not None for x in dropped))) if has)
+            warnings.warn(f"{fmt} cannot hold the source's {kinds}: dropped {what}{more} (a .mkv output keeps "
+                          "attachments and covers, .mp4 a cover)", stacklevel=5)
+
+    def _mux_covers(self) -> None:
+        """The cover pictures, once the header is written: a picture each, without a time."""
+        for out, data in self._covers:
+            pkt = av.Packet(data)
+            pkt.stream = out
+            self.oc.mux(pkt)
+        self._covers = []
+        self._close_extras()
+
+    def _close_extras(self) -> None:
+        if self._extras_in is not None:
+            self._extras_in.close()
+            self._extras_in = None
 
     def copy_until(self, t_src: float | None, shift: float, window: Window | None) -> None:
         """Mux the packets whose source time is before ``t_src`` seconds (None: all that remain), moved
         back by ``shift`` seconds, keeping only those ``window`` keeps."""
+        if self._covers:
+            self._mux_covers()
         while self._feed is not None:
             pkt = self._next()
             if pkt is None:
@@ -170,7 +269,7 @@ class Passthrough:
             pkt = self._feed.next_packet()
             if pkt is None:
                 if self._feed.ended:
-                    self.close()
+                    self._close_feed()
                 return None
             if pkt.dts is not None or pkt.pts is not None:  # else a flush marker
                 self._pending = pkt
@@ -211,6 +310,10 @@ class Passthrough:
                     self.oc.mux(p)
 
     def close(self) -> None:
+        self._close_feed()
+        self._close_extras()
+
+    def _close_feed(self) -> None:
         if self._feed is not None:
             self._feed.close()
             self._feed = None

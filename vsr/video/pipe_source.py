@@ -21,10 +21,11 @@ import av
 
 from vsr.errors import InputError
 from vsr.video.ends import CountedReader, EarlyEnd, stream_end
-from vsr.video.output import STREAM, stream_closed
 from vsr.video.interlace import deinterlaced
+from vsr.video.output import STREAM, stream_closed
 from vsr.video.source import (SourceFrame, VideoInfo, ffmpeg_log, ffmpeg_reason, one_line, size_error,
                               timed_frames, video_info, with_deinterlace)
+from vsr.video.streams import main_video
 
 SIDE_TYPES = ("audio", "subtitle")
 
@@ -110,7 +111,7 @@ class StreamSource:
         c = self._container
         if not c.streams.video:
             raise InputError("no video stream on standard input")
-        st = c.streams.video[0]
+        st = main_video(c)
         st.thread_type = "AUTO"
         self._side = StreamPackets([s for s in c.streams if s.type in SIDE_TYPES])
         self._decoded = self._decode(st)
@@ -142,14 +143,14 @@ class StreamSource:
     def probe_sample(self) -> tuple[str, av.VideoFrame]:
         """The video's codec and the frame decoded to probe the stream: what :mod:`vsr.video.compression`
         measures of a stream, which cannot be read twice."""
-        return self._container.streams.video[0].codec_context.name, self._first
+        return main_video(self._container).codec_context.name, self._first
 
     def frames(self, start: int = 0) -> Iterator[SourceFrame]:
         """Frames ``start, start + 1, ...``: those before are decoded, not converted (no seeking in a pipe)."""
         self._side.decided()
         decoded = chain([self._first], self._decoded)
         if self.info.deinterlaced:
-            decoded = deinterlaced(decoded, self._container.streams.video[0])
+            decoded = deinterlaced(decoded, main_video(self._container))
         yield from timed_frames(decoded, 0, start, self.info)
         self.early_end = stream_end(self._file, self._container.format.name, self._first_packet, self._count)
 

@@ -26,6 +26,7 @@ from typing import Iterator
 
 import av
 import numpy as np
+from vsr.video.streams import main_video
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +76,7 @@ def picture_digest(frame: av.VideoFrame) -> str:
 
 def _open(path: Path):
     c = av.open(str(path), "r")
-    st = c.streams.video[0]
+    st = main_video(c)
     st.thread_type = "AUTO"  # as VideoSource decodes
     return c, st
 

@@ -32,6 +32,7 @@ from vsr.video.output import commit_output, output_path, video_partial, writes
 from vsr.video.passthrough import Passthrough, Window
 from vsr.video.planes import PlaneFormat
 from vsr.video.source import VideoInfo
+from vsr.video.streams import main_video
 
 log = logging.getLogger(__name__)
 
@@ -302,7 +303,7 @@ def check_constant_rate(path: Path, rate: Fraction, container: str) -> None:
 def _off_grid(path: str, mtime_ns: int, size: int, rate: Fraction) -> float | None:
     """The time of the first frame of ``path`` off the grid of ``rate`` (or on a tick already taken), else None."""
     with av.open(path) as c:
-        st = c.streams.video[0]
+        st = main_video(c)
         stamps = sorted(p.pts for p in c.demux(st) if p.pts is not None and p.size)
         tb = st.time_base
     slack = float(tb * rate) + 1e-6  # one tick of the source's time base, in frames

@@ -27,6 +27,7 @@ from vsr.video.ends import EarlyEnd, file_end, y4m_frames
 from vsr.video.hdr import HdrMetadata, read_hdr
 from vsr.video.interlace import FILTER, MODES, deinterlaced, field_order
 from vsr.video.seek import EntryPoint, enter, picture_digest
+from vsr.video.streams import main_video
 
 log = logging.getLogger(__name__)
 
@@ -202,7 +203,7 @@ class VideoSource:
         c = self._container
         if not c.streams.video:
             raise InputError(f"no video stream in {self.path}")
-        st = c.streams.video[0]
+        st = main_video(c)
         cc = st.codec_context  # None where FFmpeg has no decoder for the stream's codec (a damaged header)
         if cc is None or not cc.width or not cc.height or cc.pix_fmt is None:
             raise InputError(f"no decodable video stream in {self.path}")
@@ -248,7 +249,7 @@ class VideoSource:
         that get here; reads the file once but decodes nothing)."""
         try:
             with av.open(str(self.path), "r") as c:
-                return sum(1 for packet in c.demux(c.streams.video[0]) if packet.size) or None
+                return sum(1 for packet in c.demux(main_video(c)) if packet.size) or None
         except av.FFmpegError:
             return None  # the count is for progress bars only; decoding reports a broken file
 
@@ -265,7 +266,7 @@ class VideoSource:
         c, decoded, index = self._decoder(start)
         decoded = self._checked(decoded, index)
         if self.info.deinterlaced:  # from where decoding starts: each frame has the neighbours it has in a whole run
-            decoded = deinterlaced(decoded, c.streams.video[0])
+            decoded = deinterlaced(decoded, main_video(c))
         try:
             yield from timed_frames(decoded, index, start, self.info)
         finally:
@@ -285,7 +286,7 @@ class VideoSource:
         # a fresh demuxer: seeking back after the probe is not exact in every container
         self._container.close()
         c = self._container = av.open(str(self.path), "r")
-        st = c.streams.video[0]
+        st = main_video(c)
         st.thread_type = "AUTO"
         if self.entry is not None and 0 < self.entry.index <= start:
             frames = enter(c, st, self.entry)
@@ -293,7 +294,7 @@ class VideoSource:
                 return c, frames, self.entry.index
             c.close()  # the decoder has seen the seek: a fresh one decodes from the top
             c = self._container = av.open(str(self.path), "r")
-            st = c.streams.video[0]
+            st = main_video(c)
             st.thread_type = "AUTO"
         return c, c.decode(st), 0
 

@@ -1,0 +1,122 @@
+"""What a file holds besides its video and sound: Matroska attachments (the fonts of ASS subtitles) and cover art
+come out byte for byte where the output holds them (mkv: both; mp4: the cover), named in one line where not; a
+picture track before the film's is not taken for the video; audio re-encoded for a container keeps its length."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import warnings
+import zlib
+from pathlib import Path
+
+import av
+import numpy as np
+import pytest
+
+from vsr.video import EncoderSettings, open_sink, open_source
+
+FONT = bytes(range(256)) * 12  # stands for a font: the bytes must come back as they are
+
+
+def png(width: int, height: int) -> bytes:
+    """A real PNG: a red square (written here, byte for byte the cover's data)."""
+    import struct
+    raw = b"".join(b"\x00" + b"\xff\x00\x00" * width for _ in range(height))
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+
+
+@pytest.fixture(scope="module")
+def extras(tmp_path_factory) -> dict[str, Path]:
+    ffmpeg = shutil.which("ffmpeg")
+    if ffmpeg is None:
+        pytest.skip("needs ffmpeg")
+    d = tmp_path_factory.mktemp("extras")
+    (d / "font.ttf").write_bytes(FONT)
+    (d / "cover.png").write_bytes(png(40, 30))
+    video = [ffmpeg, "-v", "error", "-f", "lavfi", "-i", "testsrc2=size=32x24:rate=25", "-f", "lavfi", "-i",
+             "sine=frequency=300:sample_rate=44100"]
+    out = {"mkv": d / "in.mkv", "first": d / "picture_first.mkv"}
+    subprocess.run([*video, "-t", "1", "-attach", str(d / "font.ttf"), "-metadata:s:t:0",
+                    "mimetype=application/x-truetype-font", "-attach", str(d / "cover.png"), "-metadata:s:t:1",
+                    "mimetype=image/png", "-map", "0", "-map", "1", "-c:v", "libx264", "-c:a", "aac",
+                    str(out["mkv"])], check=True)
+    subprocess.run([ffmpeg, "-v", "error", "-i", str(d / "cover.png"), "-f", "lavfi", "-i",
+                    "testsrc2=size=32x24:rate=25", "-t", "1", "-map", "0", "-map", "1", "-c:v:0", "copy",
+                    "-c:v:1", "libx264", str(out["first"])], check=True)
+    return out
+
+
+def write(src: Path, dst: Path) -> list[str]:
+    """``src`` into ``dst`` through a sink, flat frames at the source's size; the warnings said."""
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        source = open_source(src)
+        try:
+            sink = open_sink(dst, source.info, EncoderSettings(), scale=1)
+            flat = np.full((3, source.info.height, source.info.width), 100, sink.plane_dtype())
+            for f in source.frames():
+                sink.write(flat, f.pts, f.duration)
+            sink.commit()
+        finally:
+            source.close()
+    return [str(w.message) for w in said]
+
+
+def contents(path: Path) -> dict:
+    """Attachments (name -> (mimetype, bytes)) and cover pictures (bytes), as PyAV reads the file."""
+    out = {"attachments": {}, "covers": []}
+    with av.open(str(path)) as c:
+        for st in c.streams:
+            if st.type == "attachment":
+                out["attachments"][st.name] = (st.mimetype, bytes(st.data))
+            elif st.type == "video" and int(st.disposition) & 0x400:
+                out["covers"].append(next(bytes(p) for p in c.demux(st) if p.size))
+    return out
+
+
+def test_matroska_keeps_the_fonts_and_the_cover(extras, tmp_path):
+    said = write(extras["mkv"], tmp_path / "out.mkv")
+    assert not [s for s in said if "cannot hold" in s], said
+    got = contents(tmp_path / "out.mkv")
+    assert got["attachments"] == {"font.ttf": ("application/x-truetype-font", FONT)}
+    assert got["covers"] == [(extras["mkv"].parent / "cover.png").read_bytes()]
+
+
+def test_mp4_keeps_the_cover_and_names_the_font_it_drops(extras, tmp_path):
+    said = write(extras["mkv"], tmp_path / "out.mp4")
+    assert [s for s in said if "cannot hold" in s] == [
+        "mp4 cannot hold the source's attachments: dropped font.ttf (a .mkv output keeps attachments and covers, "
+        ".mp4 a cover)"]
+    got = contents(tmp_path / "out.mp4")
+    assert got == {"attachments": {}, "covers": [(extras["mkv"].parent / "cover.png").read_bytes()]}
+
+
+def test_webm_names_both_and_its_opus_audio_keeps_the_length(extras, tmp_path):
+    """WebM holds no attachment and no AAC: the audio becomes Opus at 48 kHz (Opus takes no 44.1 kHz)."""
+    said = write(extras["mkv"], tmp_path / "out.webm")
+    assert [s for s in said if "cannot hold the source's" in s] == [
+        "webm cannot hold the source's attachments and cover art: dropped font.ttf, cover.png (cover) (a .mkv "
+        "output keeps attachments and covers, .mp4 a cover)"]
+
+    def audio(path):
+        with av.open(str(path)) as c:
+            a = c.streams.audio[0]
+            frames = list(c.decode(a))
+            return a.codec_context.name, a.codec_context.sample_rate, sum(f.samples for f in frames)
+    name, rate, n = audio(tmp_path / "out.webm")
+    _, src_rate, src_n = audio(extras["mkv"])
+    assert (name, rate, src_rate) == ("opus", 48000, 44100)
+    assert abs(n / rate - src_n / src_rate) < 0.005  # the same length, within Opus's 2.5 ms frames
+
+
+def test_a_picture_track_before_the_film_is_not_the_video(extras):
+    source = open_source(extras["first"])
+    try:
+        assert source.info.width == 32 and sum(1 for _ in source.frames()) == 25
+    finally:
+        source.close()
