@@ -46,6 +46,7 @@ from vsr.pipeline.runner import FrameQueueRunner
 from vsr.video import VideoSink, VideoSource, check_output, open_source
 from vsr.video.output import remove_stale_partials
 from vsr.video.seek import EntryPoint
+from vsr.video.timecode import starting_at
 
 __all__ = ["CHUNKS_FOLDER", "DEFAULT_CHUNK_FRAMES", "chunk_folder", "chunk_path", "discard", "is_committed",
            "join_chunks", "plan_chunks", "plan_job", "run_chunk"]
@@ -209,7 +210,8 @@ def _write_joined(spec: JobSpec, chunks: list[ChunkSpec], folder: ChunkFolder, j
     source = open_source(spec.input, deinterlace="off")  # its info only: no frame is decoded
     try:
         encoder = replace(spec.encoder, quiet=not encoder_log)  # its encoder opens, though it only stream-copies
-        sink = VideoSink(folder.path(joined), source.info, encoder, scale=4, trim=spec.trimmed)
+        info = starting_at(source.info, spec.runner.frames[0])  # a trimmed job's timecode: its frame A's
+        sink = VideoSink(folder.path(joined), info, encoder, scale=4, trim=spec.trimmed)
         try:
             ordered = sorted(chunks, key=lambda c: c.index)
             times = [json.loads(folder.read_text(f"{c.index:05d}.packets.json")) for c in ordered]

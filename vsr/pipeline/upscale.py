@@ -15,6 +15,7 @@ from vsr.pipeline.runner import FrameQueueRunner, RunnerSettings
 from vsr.report import RunReport
 from vsr.video import EncoderSettings, check_output, open_sink, open_source
 from vsr.video.output import is_stream
+from vsr.video.timecode import starting_at
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +50,9 @@ def upscale(src: str | Path, dst: str | Path, *, backend: Backend | BackendReque
         # the sink first: a wrong codec or container is reported before minutes of model loading
         request = backend if isinstance(backend, BackendRequest) else None
         encoder = run_encoder(backend, encoder)
-        sink = open_sink(dst, source.info, encoder, scale=4 if request else backend.scale, trim=trim)
+        # (a trimmed output's timecode is its frame A's)
+        sink = open_sink(dst, starting_at(source.info, start), encoder, scale=4 if request else backend.scale,
+                         trim=trim)
         try:
             choice = None
             if request is not None:
