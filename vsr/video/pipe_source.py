@@ -24,7 +24,7 @@ from vsr.video.ends import CountedReader, EarlyEnd, stream_end
 from vsr.video.interlace import deinterlaced
 from vsr.video.output import STREAM, stream_closed
 from vsr.video.source import (SourceFrame, VideoInfo, ffmpeg_log, ffmpeg_reason, one_line, size_error,
-                              timed_frames, video_info, with_deinterlace)
+                              timed_frames, uniform, video_info, with_deinterlace)
 from vsr.video.streams import main_video
 
 SIDE_TYPES = ("audio", "subtitle")
@@ -148,7 +148,7 @@ class StreamSource:
     def frames(self, start: int = 0) -> Iterator[SourceFrame]:
         """Frames ``start, start + 1, ...``: those before are decoded, not converted (no seeking in a pipe)."""
         self._side.decided()
-        decoded = chain([self._first], self._decoded)
+        decoded = uniform(chain([self._first], self._decoded), 0, self.info)
         if self.info.deinterlaced:
             decoded = deinterlaced(decoded, main_video(self._container))
         yield from timed_frames(decoded, 0, start, self.info)

@@ -264,7 +264,7 @@ class VideoSource:
         flagging it corrupt (``tests/video/test_source_seek.py`` checks ``start`` on that clip).
         """
         c, decoded, index = self._decoder(start)
-        decoded = self._checked(decoded, index)
+        decoded = uniform(self._checked(decoded, index), index, self.info)
         if self.info.deinterlaced:  # from where decoding starts: each frame has the neighbours it has in a whole run
             decoded = deinterlaced(decoded, main_video(c))
         try:
@@ -329,6 +329,29 @@ def video_info(path: Path, c, st, first: av.VideoFrame) -> VideoInfo:
         start_pts=first.pts if first.pts is not None else 0, duration_s=duration_s, container=c.format.name,
         header_frames=st.frames or None, hdr=read_hdr(first, colour), interlaced=field_order(st, first),
         chapters=read_chapters(c))
+
+
+def uniform(decoded: Iterator[av.VideoFrame], index: int, info: VideoInfo) -> Iterator[av.VideoFrame]:
+    """``decoded`` (frames ``index, index + 1, ...``) at the first frame's size and pixel format: a stream that
+    changes them part-way (a broadcast's SD and HD programmes, files joined end to end) has its later frames
+    scaled (bicubic) and converted to the first's, as ffmpeg does, said once (the model and the encoder take
+    one size a run)."""
+    said = False
+    for frame in decoded:
+        if frame.width != info.width or frame.height != info.height or frame.format.name != info.pix_fmt:
+            if not said:
+                said = True
+                warnings.warn(f"{info.path}: frame {index} is {frame.width}x{frame.height} {frame.format.name}, "
+                              f"not {info.width}x{info.height} {info.pix_fmt} as the frames before: it and the "
+                              f"frames like it are scaled to {info.width}x{info.height} before they are upscaled "
+                              f"(cut the source at frame {index} to upscale each part at its own size)",
+                              stacklevel=2)
+            out = frame.reformat(width=info.width, height=info.height, format=info.pix_fmt,
+                                 interpolation="BICUBIC")
+            out.pts, out.time_base, out.duration = frame.pts, frame.time_base, frame.duration
+            frame = out
+        yield frame
+        index += 1
 
 
 _SAID_INTERLACED: set[str] = set()
