@@ -22,7 +22,7 @@ moment.  Judged as above, and: ``stop``: an exit other than 130 (or 0, finished 
 temporary left in the engine cache.
 
 The cases (deterministic for a seed): byte mutations of small real-format clips (MP4/H.264, MKV/FFV1, WebM/VP9,
-Y4M, an HDR10 MKV/HEVC upscaled into .mkv, .mp4, .mov or .webm), hostile option values, hostile outputs (planted symlinks, special files, folders of the user's files,
+Y4M, an HDR10 MKV/HEVC upscaled into .mkv, .mp4, .mov or .webm, two MPEG-TS files of two sizes joined), hostile option values, hostile outputs (planted symlinks, special files, folders of the user's files,
 paths under a file, odd suffixes, names with control characters), and the other commands (``report``, ``jobs``,
 ``export``, ``preview``) on broken files.  Not part of the test suite (minutes of CPU): its result goes into
 docs/benchmarks.md with the command that made it.
@@ -64,6 +64,14 @@ def _clip(d: Path, kind: str) -> Path:
         return y4m(d / "in.y4m", 16, 12, 3)
     if kind == "hdr":
         return _hdr_clip(d / "in.mkv")
+    if kind == "joined":  # two MPEG-TS files of two sizes end to end: the size changes part-way
+        a = write_clip(d / "a.ts", Clip(width=16, height=12, frames=3, codec="libx264", pix_fmt="yuv420p"))
+        b = write_clip(d / "b.ts", Clip(width=24, height=16, frames=3, codec="libx264", pix_fmt="yuv444p"))
+        out = d / "in.ts"
+        out.write_bytes(a.read_bytes() + b.read_bytes())
+        a.unlink()
+        b.unlink()
+        return out
     suffix, codec, pix = {"mp4": (".mp4", "libx264", "yuv420p"), "mkv": (".mkv", "ffv1", "yuv444p"),
                           "webm": (".webm", "libvpx-vp9", "yuv420p")}[kind]
     return write_clip(d / f"in{suffix}", Clip(width=16, height=12, frames=3, codec=codec, pix_fmt=pix))
@@ -365,7 +373,7 @@ def all_cases(n: int, seed: int, stops: int = 0) -> list[Case]:
     cases += [output_case(k, ow) for k in OUTPUT_KINDS for ow in (False, True)]
     cases += [option_case(o, v, ow) for o, vs in OPTION_VALUES.items() for v in vs for ow in (False, True)
               if not ow or o == "--report"]
-    kinds = ["mp4", "mkv", "webm", "y4m", "hdr"]
+    kinds = ["mp4", "mkv", "webm", "y4m", "hdr", "joined"]
     i = 0
     while len(cases) < n:
         cases.append(mutation_case(kinds[i % len(kinds)], rng.randrange(1 << 30)))
