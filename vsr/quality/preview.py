@@ -141,7 +141,7 @@ def preview(src: str | Path, *, at: str | int | None = None, frames: int = DEFAU
     src = Path(src)
     said = _Said()
     with said():
-        source = open_source(src)
+        source = open_source(src, deinterlace=runner.deinterlace)
     info = source.info
     source.close()
     total = info.frames_estimate
@@ -174,7 +174,7 @@ def preview(src: str | Path, *, at: str | int | None = None, frames: int = DEFAU
             sr, video_bytes = _read_back(out)
     with warnings.catch_warnings():  # the run read these frames of the source already, and said what it found
         warnings.simplefilter("ignore")
-        lr = _lr_frames(src, first, first + len(sr))
+        lr = _lr_frames(src, first, first + len(sr), runner.deinterlace)
     written = len(stamps) - 1  # on_start, then one stamp per frame written
     if written < frames:  # the source ended before the preview's last frame, short of what it declares
         declares = f" (it declares {total})" if total is not None else ""
@@ -286,8 +286,8 @@ def _read_back(path: Path) -> tuple[list[np.ndarray], list[int]]:
     return sr, sizes
 
 
-def _lr_frames(src: Path, first: int, stop: int) -> list[np.ndarray]:
-    source = open_source(src)
+def _lr_frames(src: Path, first: int, stop: int, deinterlace: str = "auto") -> list[np.ndarray]:
+    source = open_source(src, deinterlace=deinterlace)  # the frames the run upscaled, for bicubic beside them
     out = []
     try:
         for f in source.frames(first):
