@@ -120,3 +120,20 @@ def test_a_picture_track_before_the_film_is_not_the_video(extras):
         assert source.info.width == 32 and sum(1 for _ in source.frames()) == 25
     finally:
         source.close()
+
+
+def test_another_video_is_named_and_a_timecode_track_is_not(tmp_path):
+    ffmpeg = shutil.which("ffmpeg")
+    if ffmpeg is None:
+        pytest.skip("needs ffmpeg")
+    two, tc = tmp_path / "two.mkv", tmp_path / "tc.mov"
+    subprocess.run([ffmpeg, "-v", "error", "-f", "lavfi", "-i", "testsrc2=size=32x24:rate=25", "-f", "lavfi", "-i",
+                    "testsrc=size=16x12:rate=25", "-t", "0.4", "-map", "0", "-map", "1", "-c:v", "libx264", str(two)],
+                   check=True)
+    subprocess.run([ffmpeg, "-v", "error", "-f", "lavfi", "-i", "testsrc2=size=32x24:rate=25", "-t", "0.4",
+                    "-c:v", "libx264", "-timecode", "01:00:00:00", str(tc)], check=True)
+    said = write(two, tmp_path / "two_out.mkv")
+    assert [s for s in said if "cannot follow" in s] == [
+        "the source's stream 1 (another video, h264 16x12) cannot follow: vsr writes one video, with the audio, "
+        "subtitles, attachments and cover"]
+    assert not [s for s in write(tc, tmp_path / "tc_out.mov") if "cannot follow" in s]  # its tag makes it again

@@ -177,6 +177,23 @@ def read_extras(c) -> list[Extra]:
     return out
 
 
+def left_out(c) -> list[str]:
+    """The streams of the opened file ``c`` that no output holds: a video other than its video and its covers
+    (another angle, a second programme), data (telemetry, ...; not a QuickTime timecode track, which the
+    video's timecode tag makes again), each as "stream N (what)"."""
+    main = main_video(c) if c.streams.video else None
+    out = []
+    for st in c.streams:
+        tags = {k.lower(): v for k, v in st.metadata.items()}
+        if st.type == "video" and st is not main and not is_attached_pic(st):
+            cc = st.codec_context
+            out.append(f"stream {st.index} (another video, {cc.name} {cc.width}x{cc.height})")
+        elif st.type == "data" and "timecode" not in tags:
+            handler = tags.get("handler_name", "").strip()
+            out.append(f"stream {st.index} (data{', ' + repr(handler) if handler else ''})")
+    return out
+
+
 class Passthrough:
     """The audio and subtitle streams of the source, taken from ``feed`` (a :class:`PacketFeed`, or the path of
     a video file), added to the output container ``oc``; a file's attachments and covers (:func:`read_extras`)
@@ -189,6 +206,10 @@ class Passthrough:
         if isinstance(feed, Path):
             self._extras_in = av.open(str(feed), "r")
             self._add_extras(read_extras(self._extras_in))
+            left = left_out(self._extras_in)
+            if left:
+                warnings.warn(f"the source's {', '.join(left)} cannot follow: vsr writes one video, with the "
+                              "audio, subtitles, attachments and cover", stacklevel=3)
             if not self._covers:
                 self._close_extras()
         self.routes: dict[int, Route] = {}
