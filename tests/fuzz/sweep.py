@@ -77,20 +77,20 @@ def _clip(d: Path, kind: str) -> Path:
     return write_clip(d / f"in{suffix}", Clip(width=16, height=12, frames=3, codec=codec, pix_fmt=pix))
 
 
-def _hdr_clip(path: Path) -> Path:
-    """An HDR10 clip as x265 writes one (BT.2020, PQ, mastering display and light level in its SEI), 3 frames."""
+def _hdr_clip(path: Path, frames: int = 3, size: tuple[int, int] = (32, 24)) -> Path:
+    """An HDR10 clip as x265 writes one (BT.2020, PQ, mastering display and light level in its SEI)."""
     import av
     import numpy as np
 
     with av.open(str(path), "w") as oc:
         vs = oc.add_stream("libx265", rate=25)
-        vs.width, vs.height, vs.pix_fmt = 32, 24, "yuv420p10le"
+        (vs.width, vs.height), vs.pix_fmt = size, "yuv420p10le"
         cc = vs.codec_context
         cc.color_primaries, cc.color_trc, cc.colorspace, cc.color_range = 9, 16, 9, 1
         vs.options = {"x265-params": "log-level=error:hdr10=1:max-cll=1000,400:master-display="
                                      "G(13250,34500)B(7500,3000)R(34000,16000)WP(15635,16450)L(10000000,1)"}
-        for i in range(3):
-            f = av.VideoFrame.from_ndarray(np.full((24, 32, 3), 40 * i, np.uint8), format="rgb24")
+        for i in range(frames):
+            f = av.VideoFrame.from_ndarray(np.full((size[1], size[0], 3), 10 * i % 256, np.uint8), format="rgb24")
             for pkt in vs.encode(f.reformat(format="yuv420p10le")):
                 oc.mux(pkt)
         for pkt in vs.encode(None):
@@ -312,6 +312,8 @@ STOP_COMMANDS = {
     "export": lambda d, src: ["export", "--weights", "random", "--config", "edvr-tiny", "--height", "48", "--width",
                               "64", "--out", d / "m.onnx", "--split", d / "plan"],
     "preview": lambda d, src: ["preview", src, *TINY[:-1], "--out", d / "p.png"],
+    # an HDR10 source into Matroska: the file is rewritten for its container metadata after the encoder's flush
+    "upscale hdr": lambda d, src: ["upscale", src, d / "out.mkv", *TINY[:-1]],
 }
 STOP_SIGNALS = {"SIGINT": 2, "SIGTERM": 15, "SIGHUP": 1}
 
@@ -320,7 +322,10 @@ def stop_case(command: str, sig: str, delay: float) -> Case:
     def build(d: Path):
         from tests.conftest import Clip, write_clip
 
-        src = write_clip(d / "in.mp4", Clip(width=64, height=48, frames=24))
+        if command == "upscale hdr":
+            src = _hdr_clip(d / "in.mkv", 24, (64, 48))
+        else:
+            src = write_clip(d / "in.mp4", Clip(width=64, height=48, frames=24))
         argv = STOP_COMMANDS[command](d, src)
         return argv, [Path(a) for a in argv if isinstance(a, Path) and a != src], False
     return Case(f"{command}, {sig} at {delay:.1f} s", build, stop=(STOP_SIGNALS[sig], delay))
