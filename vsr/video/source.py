@@ -365,9 +365,9 @@ def with_deinterlace(info: VideoInfo, mode: str) -> VideoInfo:
     on = info.interlaced is not None and mode == "auto"
     if on and str(info.path) not in _SAID_INTERLACED:  # once a process (a job's add opens its input twice)
         _SAID_INTERLACED.add(str(info.path))
-        warnings.warn(f"{info.path} is interlaced ({info.interlaced}): each frame is deinterlaced ({FILTER}) "
-                      f"before it is upscaled, the same frames at the same times (--deinterlace off keeps them "
-                      f"as decoded)", stacklevel=4)
+        warnings.warn(f"{info.path} is interlaced ({info.interlaced}): its interlaced frames are deinterlaced "
+                      f"({FILTER}) before they are upscaled, the same frames at the same times (--deinterlace off "
+                      f"keeps them as decoded)", stacklevel=4)
     return replace(info, deinterlaced=on)
 
 
