@@ -137,3 +137,16 @@ def test_another_video_is_named_and_a_timecode_track_is_not(tmp_path):
         "the source's stream 1 (another video, h264 16x12) cannot follow: vsr writes one video, with the audio, "
         "subtitles, attachments and cover"]
     assert not [s for s in write(tc, tmp_path / "tc_out.mov") if "cannot follow" in s]  # its tag makes it again
+
+
+def test_a_dvds_navigation_packets_are_not_named(tmp_path):
+    """An MPEG-PS from a DVD holds a data stream of navigation packets, meaningless outside the disc."""
+    ffmpeg = shutil.which("ffmpeg")
+    if ffmpeg is None:
+        pytest.skip("needs ffmpeg")
+    dvd = tmp_path / "dvd.mpg"
+    subprocess.run([ffmpeg, "-v", "error", "-f", "lavfi", "-i", "testsrc2=size=720x480:rate=30000/1001", "-f",
+                    "lavfi", "-i", "sine=sample_rate=48000", "-t", "0.3", "-target", "ntsc-dvd", str(dvd)], check=True)
+    with av.open(str(dvd)) as c:
+        assert [s.name for s in c.streams if s.type == "data"] == ["dvd_nav_packet"]
+    assert not [s for s in write(dvd, tmp_path / "out.mkv") if "cannot follow" in s]

@@ -177,10 +177,14 @@ def read_extras(c) -> list[Extra]:
     return out
 
 
+# data streams that mean nothing outside their source's structure: a DVD's navigation packets
+NAVIGATION = ("dvd_nav_packet",)
+
+
 def left_out(c) -> list[str]:
     """The streams of the opened file ``c`` that no output holds: a video other than its video and its covers
-    (another angle, a second programme), data (telemetry, ...; not a QuickTime timecode track, which the
-    video's timecode tag makes again), each as "stream N (what)"."""
+    (another angle, a second programme), data (telemetry, SCTE-35 cues, ...; not a QuickTime timecode track,
+    which the video's timecode tag makes again, nor a DVD's navigation), each as "stream N (what)"."""
     main = main_video(c) if c.streams.video else None
     out = []
     for st in c.streams:
@@ -188,9 +192,9 @@ def left_out(c) -> list[str]:
         if st.type == "video" and st is not main and not is_attached_pic(st):
             cc = st.codec_context
             out.append(f"stream {st.index} (another video, {cc.name} {cc.width}x{cc.height})")
-        elif st.type == "data" and "timecode" not in tags:
-            handler = tags.get("handler_name", "").strip()
-            out.append(f"stream {st.index} (data{', ' + repr(handler) if handler else ''})")
+        elif st.type == "data" and "timecode" not in tags and st.name not in NAVIGATION:
+            what = ", ".join(repr(x) for x in (st.name, tags.get("handler_name", "").strip()) if x)
+            out.append(f"stream {st.index} (data{', ' + what if what else ''})")
     return out
 
 
