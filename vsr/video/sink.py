@@ -20,7 +20,7 @@ import av
 import numpy as np
 
 from vsr import interrupt
-from vsr.errors import InputError
+from vsr.errors import InputError, OutputError
 from vsr.video.chapters import as_written
 from vsr.video.codecs import BIG_OUTPUT_X264_PARAMS, NamedBuffer
 from vsr.video.colour import SITING_NAMES, FramePlanes, bit_depth, planar444, planes_to_frame
@@ -28,7 +28,7 @@ from vsr.video.dts import DtsRepair
 from vsr.video.encoder_choice import EncoderChoice, EncoderSettings, OutputContainer, choose_encoder
 from vsr.video.encoder_open import open_encoder
 from vsr.video.hdr import as_encoded, write_container_hdr
-from vsr.video.output import commit_output, output_path, video_partial, writes
+from vsr.video.output import WRITE_ERRNOS, commit_output, output_path, video_partial, writes
 from vsr.video.passthrough import Passthrough, Window
 from vsr.video.planes import PlaneFormat
 from vsr.video.source import VideoInfo
@@ -256,7 +256,13 @@ class VideoSink:
             span = (Fraction(self._window_start), Fraction(self._window_end))
             self.oc.set_chapters(as_written(self._chapters, offset, span))
         container = self.oc.format.name
-        self.oc.close()
+        try:
+            self.oc.close()
+        except av.FFmpegError as e:  # the muxer's end (an index, a timecode track) refused: a one-line error
+            if isinstance(e, OSError) and e.errno in WRITE_ERRNOS:
+                raise
+            raise OutputError(f"cannot finish {self.dst}: the {container} muxer refused to write its end "
+                              f"({e.strerror or e})") from e
         if self.tmp is not None:  # a file (a stream is not rewritten): the container's copy of the source's HDR
             hdr = as_encoded(self.codec, dict(self.encoder_options), self.info.hdr)  # metadata (no muxer's)
             said = write_container_hdr(self.tmp, container, hdr, self.codec)

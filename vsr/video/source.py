@@ -312,6 +312,19 @@ class VideoSource:
         self._container.close()
 
 
+def frame_rate(st, first: av.VideoFrame) -> Fraction | None:
+    """The stream's average frame rate, else FFmpeg's guess; the guess where the average is not the rate of the
+    first frame's duration and the guess is (PyAV's FFmpeg gives a DV stream an "average" of 60000 fps: its
+    time base, 1/60000, where each frame lasts 2002 ticks)."""
+    rate = st.average_rate or st.guessed_rate
+    guess = st.guessed_rate
+    if rate and guess and first.duration and st.time_base:
+        implied = 1 / (Fraction(int(first.duration)) * st.time_base)
+        if abs(rate / implied - 1) > 0.05 and abs(guess / implied - 1) <= 0.05:
+            return guess
+    return rate
+
+
 def video_info(path: Path, c, st, first: av.VideoFrame) -> VideoInfo:
     """What the container ``c``, its video stream ``st`` and their first decoded frame say about the video; the
     frame count is the header's (None where it has none)."""
@@ -322,7 +335,7 @@ def video_info(path: Path, c, st, first: av.VideoFrame) -> VideoInfo:
     duration_s = float(st.duration * st.time_base) if st.duration else (c.duration / 1e6 if c.duration else None)
     return VideoInfo(
         path=path, kind="video", width=first.width, height=first.height, pix_fmt=pix_fmt,
-        bits=bit_depth(pix_fmt), colour=colour, time_base=st.time_base, rate=st.average_rate or st.guessed_rate,
+        bits=bit_depth(pix_fmt), colour=colour, time_base=st.time_base, rate=frame_rate(st, first),
         frames=st.frames or None, rotation=int(round(first.rotation or 0)) % 360,
         sample_aspect_ratio=cc.sample_aspect_ratio or st.sample_aspect_ratio, stream_index=st.index,
         metadata=dict(st.metadata), container_metadata=dict(c.metadata),
