@@ -150,3 +150,37 @@ def test_a_dvds_navigation_packets_are_not_named(tmp_path):
     with av.open(str(dvd)) as c:
         assert [s.name for s in c.streams if s.type == "data"] == ["dvd_nav_packet"]
     assert not [s for s in write(dvd, tmp_path / "out.mkv") if "cannot follow" in s]
+
+
+def test_audio_of_no_stated_channel_order_is_re_encoded_and_an_encoder_that_refuses_is_named(tmp_path):
+    """WMA (and PCM in AVI) come with channels in no stated order ("1 channels"), which AAC and AC-3 refuse:
+    re-encoded as the default layout of as many channels (mono). Nine such channels Opus cannot map: the error
+    names the audio encoder, not the video's."""
+    from vsr.errors import InputError
+
+    ffmpeg = shutil.which("ffmpeg")
+    if ffmpeg is None:
+        pytest.skip("needs ffmpeg")
+    wmv, nine = tmp_path / "a.wmv", tmp_path / "nine.mkv"
+    subprocess.run([ffmpeg, "-v", "error", "-f", "lavfi", "-i", "testsrc2=size=32x24:rate=25", "-f", "lavfi", "-i",
+                    "sine=sample_rate=44100:duration=1", "-t", "1", "-c:v", "wmv2", "-c:a", "wmav2", str(wmv)],
+                   check=True)
+    def seconds(path: Path) -> tuple[str, str, float]:
+        with av.open(str(path)) as c:
+            a = c.streams.audio[0]
+            n = sum(f.samples for f in c.decode(a))
+            return a.codec_context.name, a.codec_context.layout.name, n / a.codec_context.sample_rate
+
+    codec, layout, source_s = seconds(wmv)
+    assert layout == "1 channels"
+    for suffix, codec in ((".mp4", "aac"), (".mkv", "ac3")):
+        write(wmv, tmp_path / f"out{suffix}")
+        name, layout, out_s = seconds(tmp_path / f"out{suffix}")
+        assert (name, layout) == (codec, "mono")
+        assert 0 <= source_s - out_s < 0.05  # (its last partial encoder frame: docs/cli.md)
+    chans = "|".join(["sin(440*2*PI*t)"] * 9)
+    subprocess.run([ffmpeg, "-v", "error", "-f", "lavfi", "-i", "testsrc2=size=32x24:rate=25", "-f", "lavfi", "-i",
+                    f"aevalsrc={chans}:s=48000:d=0.4", "-t", "0.4", "-c:v", "libx264", "-c:a", "pcm_s16le", str(nine)],
+                   check=True)
+    with pytest.raises(InputError, match=r"^the libopus encoder cannot take the source's audio: "):
+        write(nine, tmp_path / "out.webm")

@@ -86,6 +86,10 @@ def open_encoder(oc, vs, choice: EncoderChoice) -> None:
             if any("Picture size" in m for _, _, m in logs):
                 check_size(codec, vs.width, vs.height)
             why = _first_error(e, logs)
+            who = next((name for level, name, _ in logs if level <= av.logging.ERROR), None)
+            audio = {s.codec_context.name for s in oc.streams.audio if s.codec_context is not None}
+            if who in audio and who != codec:  # an audio re-encode (vsr.video.passthrough), not the video's
+                raise InputError(f"the {who} encoder cannot take the source's audio: {why}") from None
             shown = " ".join(f"{k}={v}" for k, v in choice.options) or "defaults"
             raise InputError(f"{codec} rejected its options ({shown}): {why}") from None
     unused = dict(vs.options)

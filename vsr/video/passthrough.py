@@ -76,6 +76,20 @@ def encoder_rate(codec: str, rate: int) -> int:
     return min(above) if above else max(rates)
 
 
+# FFmpeg's default layout of n channels, for audio whose channels come in no stated order (WMA, PCM in AVI:
+# "1 channels"), which encoders refuse
+DEFAULT_LAYOUTS = {1: "mono", 2: "stereo", 3: "2.1", 4: "quad", 5: "5.0", 6: "5.1", 7: "6.1", 8: "7.1"}
+
+
+def ordered_layout(layout):
+    """``layout`` where its channels are named, else the default layout of as many channels."""
+    if layout is not None and any(ch.name == "NONE" for ch in layout.channels):
+        name = DEFAULT_LAYOUTS.get(layout.nb_channels)
+        if name is not None:
+            return av.AudioLayout(name)
+    return layout
+
+
 def _route(st, oc) -> Route | None:
     """An output stream in ``oc`` for the source stream ``st`` (with a warning where it is converted), or
     None (dropped, with a warning)."""
@@ -87,7 +101,7 @@ def _route(st, oc) -> Route | None:
         warnings.warn(f"{oc.format.name} cannot hold {name} audio (stream {st.index}): "
                       f"re-encoding it to {target}", stacklevel=4)
         out = oc.add_stream(target, rate=encoder_rate(target, st.codec_context.sample_rate))
-        out.layout = st.codec_context.layout
+        out.layout = ordered_layout(st.codec_context.layout)
         return Route(out, PassMode.ENCODE, name)
     if st.type == "subtitle" and name in TEXT_SUBTITLES and "mov_text" in oc.supported_codecs:
         warnings.warn(f"{oc.format.name} cannot hold {name} subtitles (stream {st.index}): "
