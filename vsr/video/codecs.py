@@ -114,11 +114,40 @@ class NamedBuffer(io.BytesIO):
         self.name = name
 
 
+# Codecs a muxer takes that FFmpeg's query (what PyAV's ``supported_codecs`` asks) does not say: MPEG-TS has
+# no codec tag table, so the query names only its defaults (MPEG-2 video, MP2), where its muxer writes each of
+# these (libavformat/mpegtsenc.c's stream types), by FFmpeg's canonical codec name
+UNLISTED = {"mpegts": frozenset({"h264", "hevc", "mpeg1video", "mpeg2video", "mpeg4", "av1", "vc1", "dirac", "cavs",
+                                 "aac", "aac_latm", "mp2", "mp3", "ac3", "eac3", "dts", "truehd", "opus", "s302m",
+                                 "dvb_subtitle", "dvb_teletext", "hdmv_pgs_subtitle"})}
+
+
+@functools.cache
+def _names_of(canonical: frozenset[str]) -> frozenset[str]:
+    """Every codec name (decoders, encoders: libx264, h264_nvenc, ...) of the canonical codec names given."""
+    out = set(canonical)
+    for name in av.codecs_available:
+        for mode in ("r", "w"):
+            try:
+                if av.Codec(name, mode).canonical_name in canonical:
+                    out.add(name)
+            except (ValueError, av.FFmpegError):
+                pass
+    return frozenset(out)
+
+
+def held(oc) -> frozenset[str]:
+    """The codec names an opened PyAV output container ``oc`` holds: what FFmpeg's query says, and for a muxer
+    the query undersells (:data:`UNLISTED`) what it writes."""
+    extra = UNLISTED.get(oc.format.name)
+    return frozenset(oc.supported_codecs) | (_names_of(extra) if extra else frozenset())
+
+
 @functools.cache
 def codecs_held(container: str) -> frozenset[str]:
     """The codecs FFmpeg writes into ``container`` (a format name), asked of a muxer in memory, once."""
     with av.open(io.BytesIO(), "w", format=container) as oc:
-        return frozenset(oc.supported_codecs)
+        return held(oc)
 
 
 def holders(codec: str, containers: dict[str, str]) -> str:

@@ -24,8 +24,8 @@ from vsr.video.codecs import (BIG_OUTPUT_PIXELS, BIG_OUTPUT_X264_PARAMS, CODEC_T
                               CONTAINER_CODECS, CRF_RANGE, DEFAULT_CODEC, DEFAULT_QUANTISER, FALLBACK_CODECS,
                               FULL_RANGE_CODECS, IMAGE_CODECS, IMAGE_CONTAINERS, IMAGE_CONTAINERS_OF, PARAMS_OPTION,
                               PRESETS, QUANTISER_CODECS, RATE_OPTIONS, RATE_PARAMS, Y4M_CODEC, Y4M_PIX_FMTS,
-                              NamedBuffer, check_size, effective, encoder_memory_mb, encoder_params, holders, number,
-                              quality_key, video_codec)
+                              NamedBuffer, check_size, effective, encoder_memory_mb, encoder_params, held, holders,
+                              number, quality_key, video_codec)
 from vsr.video.colour import RANGE_FULL, SPC_RGB, ColourSpec, is_gray_format, is_rgb_format
 from vsr.video.formats import alpha_warning, gray_output, rgb_format, rgb_output, without_alpha
 from vsr.video.hdr import HDR_CODECS, hdr_params, hdr_warnings, is_hdr
@@ -70,7 +70,7 @@ class OutputContainer:
     @classmethod
     def of(cls, oc, stream: str | None = None) -> "OutputContainer":
         """The description of an opened PyAV output container ``oc``."""
-        return cls(oc.format.name, frozenset(oc.supported_codecs), stream)
+        return cls(oc.format.name, held(oc), stream)
 
     @classmethod
     def named(cls, name: str) -> "OutputContainer":

@@ -26,6 +26,7 @@ from typing import Protocol
 
 import av
 
+from vsr.video.codecs import held
 from vsr.video.streams import is_attached_pic, main_video
 
 TEXT_SUBTITLES = ("subrip", "srt", "ass", "ssa", "webvtt", "text")
@@ -94,7 +95,7 @@ def _route(st, oc) -> Route | None:
     """An output stream in ``oc`` for the source stream ``st`` (with a warning where it is converted), or
     None (dropped, with a warning)."""
     name = st.codec_context.name if st.codec_context else None
-    if name in oc.supported_codecs:
+    if name in held(oc):
         return Route(oc.add_stream_from_template(st), PassMode.COPY, name)
     if st.type == "audio" and oc.default_audio_codec not in (None, "none"):
         target = oc.default_audio_codec
@@ -103,7 +104,7 @@ def _route(st, oc) -> Route | None:
         out = oc.add_stream(target, rate=encoder_rate(target, st.codec_context.sample_rate))
         out.layout = ordered_layout(st.codec_context.layout)
         return Route(out, PassMode.ENCODE, name)
-    if st.type == "subtitle" and name in TEXT_SUBTITLES and "mov_text" in oc.supported_codecs:
+    if st.type == "subtitle" and name in TEXT_SUBTITLES and "mov_text" in held(oc):
         warnings.warn(f"{oc.format.name} cannot hold {name} subtitles (stream {st.index}): "
                       "converting them to mov_text (plain text, styling dropped)", stacklevel=4)
         out = oc.add_mux_stream("mov_text")
@@ -251,7 +252,7 @@ class Passthrough:
         for x in extras:
             if fmt in ATTACHMENTS:
                 self.oc.add_attachment(x.name, x.mimetype, x.data)
-            elif x.cover is not None and fmt in COVERS and x.cover.codec_context.name in self.oc.supported_codecs:
+            elif x.cover is not None and fmt in COVERS and x.cover.codec_context.name in held(self.oc):
                 out = self.oc.add_stream_from_template(x.cover)
                 out.disposition = x.cover.disposition
                 self._covers.append((out, x.data))
