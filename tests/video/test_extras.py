@@ -184,3 +184,55 @@ def test_audio_of_no_stated_channel_order_is_re_encoded_and_an_encoder_that_refu
                    check=True)
     with pytest.raises(InputError, match=r"^the libopus encoder cannot take the source's audio: "):
         write(nine, tmp_path / "out.webm")
+
+
+def _samples(path: Path) -> tuple[str, np.ndarray]:
+    """The audio's codec and its samples as interleaved 32-bit integers (any depth, planar or not)."""
+    with av.open(str(path)) as c:
+        a = c.streams.audio[0]
+        to32 = av.AudioResampler(format="s32", layout="stereo", rate=a.codec_context.sample_rate)
+        frames = [g for f in c.decode(a) for g in to32.resample(f)] + to32.resample(None)
+        return a.codec_context.name, np.concatenate([f.to_ndarray().reshape(-1) for f in frames])
+
+
+@pytest.mark.parametrize("codec,suffix", [("flac", ".mov"), ("pcm_s24le", ".mp4")])
+def test_lossless_audio_a_muxer_refuses_goes_in_as_alac_sample_for_sample(tmp_path, codec, suffix):
+    """FFmpeg's codec query says .mov holds FLAC and .mp4 24-bit stereo PCM; their muxers then refuse them (at
+    the header, at the end). A muxer in memory tries each copy first; a lossless track that cannot go in as
+    it is goes in as ALAC, every sample as it was."""
+    from vsr.video.passthrough import copy_works
+
+    ffmpeg = shutil.which("ffmpeg")
+    if ffmpeg is None:
+        pytest.skip("needs ffmpeg")
+    src = tmp_path / "in.mkv"
+    subprocess.run([ffmpeg, "-v", "error", "-f", "lavfi", "-i", "testsrc2=size=32x24:rate=25", "-f", "lavfi", "-i",
+                    "sine=sample_rate=48000:duration=1", "-t", "1", "-ac", "2", "-c:v", "libx264", "-c:a", codec,
+                    str(src)], check=True)
+    with av.open(str(src)) as c, av.open(str(tmp_path / f"probe{suffix}"), "w") as oc:
+        a = c.streams.audio[0]
+        sample = next(p for p in c.demux(a) if p.size)
+        assert a.codec_context.name in oc.supported_codecs and not copy_works(a, oc, sample)
+    said = write(src, tmp_path / f"out{suffix}")
+    assert any(f"re-encoding it to alac" in s for s in said), said
+    name, got = _samples(tmp_path / f"out{suffix}")
+    _, want = _samples(src)
+    assert name == "alac" and len(got) == len(want) and np.array_equal(got, want)
+
+
+def test_mp4_text_subtitles_go_into_matroska_as_subrip(tmp_path):
+    ffmpeg = shutil.which("ffmpeg")
+    if ffmpeg is None:
+        pytest.skip("needs ffmpeg")
+    srt = tmp_path / "s.srt"
+    srt.write_text("1\n00:00:00,000 --> 00:00:00,400\nHello world\n\n2\n00:00:00,400 --> 00:00:00,800\nSecond\n")
+    src = tmp_path / "in.mp4"
+    subprocess.run([ffmpeg, "-v", "error", "-f", "lavfi", "-i", "testsrc2=size=32x24:rate=25", "-i", str(srt),
+                    "-t", "1", "-c:v", "libx264", "-c:s", "mov_text", str(src)], check=True)
+    said = write(src, tmp_path / "out.mkv")
+    assert [s for s in said if "subtitles" in s] == [
+        "matroska cannot hold mov_text subtitles (stream 1): converting them to subrip (plain text, styling "
+        "dropped)"]
+    out = subprocess.run([ffmpeg, "-v", "error", "-i", str(tmp_path / "out.mkv"), "-map", "0:s", "-f", "srt", "-"],
+                         capture_output=True, text=True, check=True).stdout
+    assert out.split() == srt.read_text().split()

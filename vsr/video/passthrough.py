@@ -26,16 +26,16 @@ from typing import Protocol
 
 import av
 
-from vsr.video.codecs import held
+from vsr.video.codecs import NamedBuffer, held
 from vsr.video.streams import is_attached_pic, main_video
 
-TEXT_SUBTITLES = ("subrip", "srt", "ass", "ssa", "webvtt", "text")
+TEXT_SUBTITLES = ("subrip", "srt", "ass", "ssa", "webvtt", "text", "mov_text")
 
 
 class PassMode(Enum):
     COPY = "copy"  # packets muxed as they are
     ENCODE = "encode"  # audio decoded and re-encoded to the container's default audio codec
-    TEXT = "text"  # text subtitles converted to mov_text packets
+    TEXT = "text"  # text subtitles converted to mov_text or SubRip packets
 
 
 @dataclass(frozen=True)
@@ -45,6 +45,7 @@ class Route:
     out: object
     mode: PassMode
     codec: str | None
+    target: str | None = None  # a TEXT route's output codec: mov_text or subrip
 
 
 @dataclass(frozen=True)
@@ -58,7 +59,11 @@ class Window:
 
 
 def subtitle_text(data: bytes, codec: str) -> str:
-    """The plain text of one subtitle packet (ASS events lose their fields and override tags)."""
+    """The plain text of one subtitle packet (ASS events lose their fields and override tags; mov_text its
+    length and style boxes)."""
+    if codec == "mov_text":
+        n = struct.unpack(">H", data[:2])[0] if len(data) >= 2 else 0
+        data = data[2:2 + n]
     text = data.decode("utf-8", errors="replace")
     if codec in ("ass", "ssa"):
         text = text.split(",", 8)[-1]
@@ -82,6 +87,16 @@ def encoder_rate(codec: str, rate: int) -> int:
 DEFAULT_LAYOUTS = {1: "mono", 2: "stereo", 3: "2.1", 4: "quad", 5: "5.0", 6: "5.1", 7: "6.1", 8: "7.1"}
 
 
+def encoder_format(codec: str, fmt) -> str | None:
+    """The sample format of ``codec``'s that is as deep as ``fmt`` (16-bit FLAC into ALAC as 16 bits, not 32),
+    or None (the encoder's own choice)."""
+    formats = av.Codec(codec, "w").audio_formats or []
+    if fmt is None:
+        return None
+    same = [f.name for f in formats if f.bytes == fmt.bytes and f.name.rstrip("p") == fmt.name.rstrip("p")]
+    return same[0] if same else None
+
+
 def ordered_layout(layout):
     """``layout`` where its channels are named, else the default layout of as many channels."""
     if layout is not None and any(ch.name == "NONE" for ch in layout.channels):
@@ -91,25 +106,77 @@ def ordered_layout(layout):
     return layout
 
 
-def _route(st, oc) -> Route | None:
+# lossless codecs, and what a lossless track is re-encoded to where its own codec cannot go (first held)
+LOSSLESS_AUDIO = ("flac", "alac", "truehd", "mlp", "wavpack", "tta") + tuple(
+    f"pcm_{k}" for k in ("s16le", "s16be", "s24le", "s24be", "s32le", "s32be", "f32le", "f32be", "f64le", "u8"))
+LOSSLESS_TARGETS = ("alac", "flac", "pcm_s24le", "pcm_s16le")
+# text subtitle codecs a container may hold, the first held taking the others' text
+TEXT_TARGETS = ("mov_text", "subrip")
+
+
+def copy_works(st, oc, sample=None) -> bool:
+    """Whether ``oc``'s muxer takes ``st``'s packets as they are: a muxer in memory of its format is opened
+    with a copy of ``st`` and ``sample`` (its first packet, where known) and closed.  FFmpeg's codec query
+    says yes to some it then refuses, at the header (FLAC, Opus or TrueHD in .mov) or at the end (24-bit PCM in
+    .mp4)."""
+    try:
+        with av.open(NamedBuffer(f"probe.{oc.format.name}"), "w", format=oc.format.name) as probe:
+            out = probe.add_stream_from_template(st)
+            probe.start_encoding()
+            if sample is not None:
+                pkt = av.Packet(bytes(sample))
+                pkt.pts = pkt.dts = 0
+                pkt.time_base = sample.time_base
+                pkt.stream = out
+                probe.mux(pkt)
+        return True
+    except (av.FFmpegError, ValueError):
+        return False
+
+
+def first_packets(path: Path, indices: list[int], look: int = 2000) -> dict[int, object]:
+    """The first packet with data of each of the streams ``indices`` of the file at ``path`` (from its first
+    ``look`` packets; a stream with none there is left out)."""
+    out: dict[int, object] = {}
+    if not indices:
+        return out
+    try:
+        with av.open(str(path), "r") as c:
+            for n, pkt in enumerate(c.demux([c.streams[i] for i in indices])):
+                if pkt.size and pkt.stream.index not in out:
+                    out[pkt.stream.index] = av.Packet(bytes(pkt))
+                    out[pkt.stream.index].time_base = pkt.time_base
+                if len(out) == len(indices) or n >= look:
+                    break
+    except (av.FFmpegError, OSError):
+        pass  # the demuxer proper says what is wrong with the file
+    return out
+
+
+def _route(st, oc, sample=None) -> Route | None:
     """An output stream in ``oc`` for the source stream ``st`` (with a warning where it is converted), or
-    None (dropped, with a warning)."""
+    None (dropped, with a warning); ``sample``: its first packet, where known (:func:`copy_works`)."""
     name = st.codec_context.name if st.codec_context else None
-    if name in held(oc):
+    if name in held(oc) and copy_works(st, oc, sample):
         return Route(oc.add_stream_from_template(st), PassMode.COPY, name)
     if st.type == "audio" and oc.default_audio_codec not in (None, "none"):
-        target = oc.default_audio_codec
+        lossless = [c for c in LOSSLESS_TARGETS if c in held(oc) and c in av.codecs_available]
+        target = lossless[0] if name in LOSSLESS_AUDIO and lossless else oc.default_audio_codec
         warnings.warn(f"{oc.format.name} cannot hold {name} audio (stream {st.index}): "
                       f"re-encoding it to {target}", stacklevel=4)
         out = oc.add_stream(target, rate=encoder_rate(target, st.codec_context.sample_rate))
         out.layout = ordered_layout(st.codec_context.layout)
+        fmt = encoder_format(target, st.codec_context.format)
+        if fmt is not None:
+            out.format = fmt
         return Route(out, PassMode.ENCODE, name)
-    if st.type == "subtitle" and name in TEXT_SUBTITLES and "mov_text" in held(oc):
+    text = next((c for c in TEXT_TARGETS if c in held(oc)), None)
+    if st.type == "subtitle" and name in TEXT_SUBTITLES and text is not None:
         warnings.warn(f"{oc.format.name} cannot hold {name} subtitles (stream {st.index}): "
-                      "converting them to mov_text (plain text, styling dropped)", stacklevel=4)
-        out = oc.add_mux_stream("mov_text")
+                      f"converting them to {text} (plain text, styling dropped)", stacklevel=4)
+        out = oc.add_mux_stream(text)
         out.time_base = st.time_base
-        return Route(out, PassMode.TEXT, name)
+        return Route(out, PassMode.TEXT, name, text)
     warnings.warn(f"{oc.format.name} cannot hold {name} {st.type} (stream {st.index}): dropped", stacklevel=4)
     return None
 
@@ -234,8 +301,9 @@ class Passthrough:
         self.routes: dict[int, Route] = {}
         self._feed = FilePackets(feed) if isinstance(feed, Path) else feed
         self._pending = None
+        samples = first_packets(feed, [st.index for st in self._feed.streams]) if isinstance(feed, Path) else {}
         for st in self._feed.streams:
-            route = _route(st, oc)
+            route = _route(st, oc, samples.get(st.index))
             if route is None:
                 continue
             for k, v in st.metadata.items():
@@ -327,7 +395,8 @@ class Passthrough:
             self.oc.mux(pkt)
         elif route.mode is PassMode.TEXT:
             text = subtitle_text(bytes(pkt), route.codec).encode("utf-8")
-            conv = av.Packet(struct.pack(">H", len(text)) + text)
+            # mov_text: a 16-bit length before the text; SubRip: the text alone
+            conv = av.Packet(struct.pack(">H", len(text)) + text if route.target == "mov_text" else text)
             conv.pts = None if pkt.pts is None else pkt.pts - off
             conv.dts = None if pkt.dts is None else pkt.dts - off
             conv.duration = pkt.duration
