@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes
 import os
 import signal
+import sys
 import threading
 import time
 
@@ -43,17 +44,29 @@ def _each_signal_raises_and_is_recorded(sig):
     interrupt.check()
 
 
-@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # the drop this test shows
-def test_a_stop_raised_inside_a_ctypes_callback_is_kept():
+def test_a_stop_raised_inside_a_ctypes_callback_is_kept_and_not_printed():
     @ctypes.CFUNCTYPE(None)
     def callback():
         _deliver(signal.SIGTERM)
 
-    with interrupt.handled():
-        callback()  # Python prints "Exception ignored ..." and goes on: the KeyboardInterrupt is gone
-        assert interrupt.requested()
-        with pytest.raises(KeyboardInterrupt):
-            interrupt.check()
+    @ctypes.CFUNCTYPE(None)
+    def failing():
+        raise ValueError("a callback's own error")
+
+    seen = []
+    before, hook = sys.unraisablehook, seen.append
+    sys.unraisablehook = hook  # (what pytest's own hook would turn into a warning)
+    try:
+        with interrupt.handled():
+            callback()  # Python drops the KeyboardInterrupt ("Exception ignored ..."): the stop is kept, unprinted
+            assert interrupt.requested() and seen == []
+            with pytest.raises(KeyboardInterrupt):
+                interrupt.check()
+            failing()  # any other error a callback drops is said as Python says it
+            assert [u.exc_type for u in seen] == [ValueError]
+        assert sys.unraisablehook is hook  # restored
+    finally:
+        sys.unraisablehook = before
 
 
 def test_a_signal_ignored_at_start_stays_ignored():

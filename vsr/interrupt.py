@@ -122,6 +122,9 @@ def handled(signals=SIGNALS, then=None, once: bool = False) -> Iterator[None]:
     for s in signals if main else ():
         if signal.getsignal(s) is not signal.SIG_IGN:
             previous[s] = signal.signal(s, _raise_stop)
+    hook = sys.unraisablehook
+    if main:
+        sys.unraisablehook = _quiet_stops(hook)
     try:
         yield
     finally:
@@ -130,9 +133,22 @@ def handled(signals=SIGNALS, then=None, once: bool = False) -> Iterator[None]:
         _again.clear()
         for s, h in previous.items():
             signal.signal(s, h if then is None else then)
+        sys.unraisablehook = hook
         _requested.clear()
         _raised.clear()
         _once[0] = False
+
+
+def _quiet_stops(hook):
+    """``hook`` (``sys.unraisablehook``), silent for the KeyboardInterrupt of a recorded stop that Python drops
+    in a callback ("Exception ignored on calling ctypes callback function", a traceback on the user's
+    terminal): the stop itself is kept (:func:`check`), and the run says ``vsr: interrupted`` once."""
+    def quiet(unraisable):
+        if unraisable.exc_type is not None and issubclass(unraisable.exc_type, KeyboardInterrupt) and \
+                _requested.is_set():
+            return
+        hook(unraisable)
+    return quiet
 
 
 class Thread(threading.Thread):
