@@ -289,6 +289,14 @@ class Passthrough:
         self.oc = oc
         self._covers: list[tuple[object, bytes]] = []  # (output stream, picture): muxed with the first packets
         self._extras_in = None  # the file the covers' streams are of, open until they are muxed
+        self._feed = None
+        try:
+            self._open(feed, oc)
+        except BaseException:
+            self.close()  # (the sink never gets this object to close)
+            raise
+
+    def _open(self, feed: PacketFeed | Path, oc) -> None:
         if isinstance(feed, Path):
             self._extras_in = av.open(str(feed), "r")
             self._add_extras(read_extras(self._extras_in))
