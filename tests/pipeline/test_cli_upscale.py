@@ -200,6 +200,7 @@ def open_and_call_back(**kw):
     backend = real_open(**kw)
     if os.environ["VSR_TEST_HOW"] == "callback":
         callback()
+        print("the callback returned", flush=True)  # its KeyboardInterrupt was dropped, not raised here
     else:
         try:
             os.kill(os.getpid(), int(os.environ["VSR_TEST_SIGNAL"]))
@@ -221,7 +222,8 @@ def test_a_stop_lost_inside_a_library_still_stops_the_run(make_clip, tmp_path, s
     """A signal whose KeyboardInterrupt Python drops (raised inside a ctypes callback, a __del__): seen once in a
     run under load, which then went on, wrote its output and exited 0; or one that a library turns into its own
     error (seen: torch's exporter, a traceback and exit 1).  The stop is recorded (vsr.interrupt), the run ends
-    with 130 and one line, and leaves nothing."""
+    with 130 and one line (Python's "Exception ignored" report of the dropped one is not printed either: stop
+    sweep seed 103), and leaves nothing."""
     src = make_clip("in.mp4", width=32, height=24, frames=8)
     out = tmp_path / "out.mp4"
     cmd = [sys.executable, "-c", SWALLOWED_STOP_RUN, "upscale", str(src), str(out), *TINY, "--backend", "torch",
@@ -230,10 +232,10 @@ def test_a_stop_lost_inside_a_library_still_stops_the_run(make_clip, tmp_path, s
                           env={**os.environ, "VSR_TEST_SIGNAL": str(int(sig)), "VSR_TEST_HOW": how},
                           preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     if how == "callback":
-        assert "Exception ignored" in proc.stderr  # the KeyboardInterrupt really was lost in the callback
+        assert "the callback returned" in proc.stdout  # the KeyboardInterrupt really was lost in the callback
     assert proc.returncode == 130, proc.stderr
     assert "vsr: interrupted" in proc.stderr
-    assert proc.stderr.count("Traceback (most recent call last)") == (how == "callback")  # the dropped one's alone
+    assert "Traceback" not in proc.stderr and "Exception ignored" not in proc.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.mp4"]
 
 

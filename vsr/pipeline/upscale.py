@@ -82,12 +82,7 @@ def upscale(src: str | Path, dst: str | Path, *, backend: Backend | BackendReque
                 "crf": getattr(sink, "crf", encoder.crf), "q": getattr(sink, "quantiser", None),
                 "preset": getattr(sink, "preset", encoder.preset),
                 "pix_fmt": getattr(sink, "pix_fmt", None), "encoder_options": dict(encoder.options),
-                "frames": f"{start}:{'' if stop is None else stop}", "source": {
-                    "width": source.info.width, "height": source.info.height, "pix_fmt": source.info.pix_fmt,
-                    "time_base": str(source.info.time_base), "colour": source.info.colour.describe(),
-                    "rotation": source.info.rotation, "interlaced": source.info.interlaced,
-                    "deinterlaced": source.info.deinterlaced,
-                    "hdr": source.info.hdr.describe() if source.info.hdr is not None else None}}
+                "frames": f"{start}:{'' if stop is None else stop}", "source": _source_settings(source.info)}
             if choice is not None:
                 settings["weights_choice"] = choice.to_dict()
             if request is not None and request.precision is not None:  # what --precision decided, and why
@@ -123,3 +118,10 @@ def run_encoder(backend: Backend | BackendRequest, encoder: EncoderSettings) -> 
 def _on_gpu(backend: Backend | BackendRequest) -> bool:
     """Whether the run's model runs on an NVIDIA GPU, as its options declare (``on_gpu``)."""
     return bool(getattr(getattr(backend, "options", None), "on_gpu", False))
+
+
+def _source_settings(info) -> dict:
+    """What a run's report says of its source (``settings.source``)."""
+    return {"width": info.width, "height": info.height, "pix_fmt": info.pix_fmt, "time_base": str(info.time_base),
+            "colour": info.colour.describe(), "rotation": info.rotation, "interlaced": info.interlaced,
+            "deinterlaced": info.deinterlaced, "hdr": info.hdr.describe() if info.hdr is not None else None}

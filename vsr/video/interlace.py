@@ -12,10 +12,14 @@ decoded (a source flagged interlaced whose frames are progressive: PsF, film tra
 
 from __future__ import annotations
 
+import warnings
 from collections import deque
+from dataclasses import replace
 from typing import Iterator
 
 import av
+
+from vsr.errors import InputError
 
 MODES = ("auto", "off")
 FILTER = "bwdif"
@@ -64,3 +68,20 @@ def deinterlaced(frames: Iterator[av.VideoFrame], template: av.video.stream.Vide
         yield from out()
     graph.push(None)
     yield from out()
+
+
+_SAID_INTERLACED: set[str] = set()
+
+
+def with_deinterlace(info, mode: str):
+    """``info`` with :attr:`VideoInfo.deinterlaced` decided by ``mode`` (:data:`vsr.video.interlace.MODES`),
+    said in one line where an interlaced source is deinterlaced."""
+    if mode not in MODES:
+        raise InputError(f"--deinterlace must be one of {', '.join(MODES)}, not {mode!r}")
+    on = info.interlaced is not None and mode == "auto"
+    if on and str(info.path) not in _SAID_INTERLACED:  # once a process (a job's add opens its input twice)
+        _SAID_INTERLACED.add(str(info.path))
+        warnings.warn(f"{info.path} is interlaced ({info.interlaced}): its interlaced frames are deinterlaced "
+                      f"({FILTER}) before they are upscaled, the same frames at the same times (--deinterlace off "
+                      f"keeps them as decoded)", stacklevel=4)
+    return replace(info, deinterlaced=on)

@@ -21,11 +21,11 @@ import av
 
 from vsr.errors import InputError
 from vsr.video.ends import CountedReader, EarlyEnd, stream_end
-from vsr.video.interlace import deinterlaced
+from vsr.video.interlace import deinterlaced, with_deinterlace
 from vsr.video.output import STREAM, stream_closed
 from vsr.video.source import (SourceFrame, VideoInfo, ffmpeg_log, ffmpeg_reason, one_line, size_error,
-                              timed_frames, uniform, video_info, with_deinterlace)
-from vsr.video.streams import main_video
+                              timed_frames, video_info)
+from vsr.video.streams import main_video, uniform
 
 SIDE_TYPES = ("audio", "subtitle")
 

@@ -25,9 +25,9 @@ from vsr.video.chapters import Chapter, read_chapters
 from vsr.video.colour import ColourSpec, bit_depth, decode_rgb
 from vsr.video.ends import EarlyEnd, file_end, y4m_frames
 from vsr.video.hdr import HdrMetadata, read_hdr
-from vsr.video.interlace import FILTER, MODES, deinterlaced, field_order
+from vsr.video.interlace import deinterlaced, field_order, with_deinterlace
 from vsr.video.seek import EntryPoint, enter, picture_digest
-from vsr.video.streams import main_video
+from vsr.video.streams import frame_rate, main_video, uniform
 
 log = logging.getLogger(__name__)
 
@@ -312,19 +312,6 @@ class VideoSource:
         self._container.close()
 
 
-def frame_rate(st, first: av.VideoFrame) -> Fraction | None:
-    """The stream's average frame rate, else FFmpeg's guess; the guess where the average is not the rate of the
-    first frame's duration and the guess is (PyAV's FFmpeg gives a DV stream an "average" of 60000 fps: its
-    time base, 1/60000, where each frame lasts 2002 ticks)."""
-    rate = st.average_rate or st.guessed_rate
-    guess = st.guessed_rate
-    if rate and guess and first.duration and st.time_base:
-        implied = 1 / (Fraction(int(first.duration)) * st.time_base)
-        if abs(rate / implied - 1) > 0.05 and abs(guess / implied - 1) <= 0.05:
-            return guess
-    return rate
-
-
 def video_info(path: Path, c, st, first: av.VideoFrame) -> VideoInfo:
     """What the container ``c``, its video stream ``st`` and their first decoded frame say about the video; the
     frame count is the header's (None where it has none)."""
@@ -342,46 +329,6 @@ def video_info(path: Path, c, st, first: av.VideoFrame) -> VideoInfo:
         start_pts=first.pts if first.pts is not None else 0, duration_s=duration_s, container=c.format.name,
         header_frames=st.frames or None, hdr=read_hdr(first, colour), interlaced=field_order(st, first),
         chapters=read_chapters(c))
-
-
-def uniform(decoded: Iterator[av.VideoFrame], index: int, info: VideoInfo) -> Iterator[av.VideoFrame]:
-    """``decoded`` (frames ``index, index + 1, ...``) at the first frame's size and pixel format: a stream that
-    changes them part-way (a broadcast's SD and HD programmes, files joined end to end) has its later frames
-    scaled (bicubic) and converted to the first's, as ffmpeg does, said once (the model and the encoder take
-    one size a run)."""
-    said = False
-    for frame in decoded:
-        if frame.width != info.width or frame.height != info.height or frame.format.name != info.pix_fmt:
-            if not said:
-                said = True
-                warnings.warn(f"{info.path}: frame {index} is {frame.width}x{frame.height} {frame.format.name}, "
-                              f"not {info.width}x{info.height} {info.pix_fmt} as the frames before: it and the "
-                              f"frames like it are scaled to {info.width}x{info.height} before they are upscaled "
-                              f"(cut the source at frame {index} to upscale each part at its own size)",
-                              stacklevel=2)
-            out = frame.reformat(width=info.width, height=info.height, format=info.pix_fmt,
-                                 interpolation="BICUBIC")
-            out.pts, out.time_base, out.duration = frame.pts, frame.time_base, frame.duration
-            frame = out
-        yield frame
-        index += 1
-
-
-_SAID_INTERLACED: set[str] = set()
-
-
-def with_deinterlace(info: VideoInfo, mode: str) -> VideoInfo:
-    """``info`` with :attr:`VideoInfo.deinterlaced` decided by ``mode`` (:data:`vsr.video.interlace.MODES`),
-    said in one line where an interlaced source is deinterlaced."""
-    if mode not in MODES:
-        raise InputError(f"--deinterlace must be one of {', '.join(MODES)}, not {mode!r}")
-    on = info.interlaced is not None and mode == "auto"
-    if on and str(info.path) not in _SAID_INTERLACED:  # once a process (a job's add opens its input twice)
-        _SAID_INTERLACED.add(str(info.path))
-        warnings.warn(f"{info.path} is interlaced ({info.interlaced}): its interlaced frames are deinterlaced "
-                      f"({FILTER}) before they are upscaled, the same frames at the same times (--deinterlace off "
-                      f"keeps them as decoded)", stacklevel=4)
-    return replace(info, deinterlaced=on)
 
 
 def timed_frames(decoded: Iterator[av.VideoFrame], index: int, start: int, info: VideoInfo) -> Iterator[SourceFrame]:

@@ -1,4 +1,5 @@
-"""Which of a file's streams is its video: the first video stream that is not a still picture.
+"""Which of a file's streams is its video (the first video stream that is not a still picture), its frame
+rate, and its frames at one size.
 
 FFmpeg shows a file's cover art (mp4 ``covr``, a Matroska image attachment) as a video stream of one picture
 with the ``attached_pic`` disposition; a Matroska or NUT file may also hold a picture as a track of its own,
@@ -9,6 +10,9 @@ frame is the video (read from the first packets only); the first of them where n
 from __future__ import annotations
 
 import os
+import warnings
+from fractions import Fraction
+from typing import Iterator
 
 import av
 
@@ -50,3 +54,39 @@ def _moving(container, candidates) -> int | None:
     except (av.FFmpegError, OSError):
         return None
     return next((i for i in counts if counts[i] >= 2), None)
+
+
+def frame_rate(st, first: av.VideoFrame) -> Fraction | None:
+    """The stream's average frame rate, else FFmpeg's guess; the guess where the average is not the rate of the
+    first frame's duration and the guess is (PyAV's FFmpeg gives a DV stream an "average" of 60000 fps: its
+    time base, 1/60000, where each frame lasts 2002 ticks)."""
+    rate = st.average_rate or st.guessed_rate
+    guess = st.guessed_rate
+    if rate and guess and first.duration and st.time_base:
+        implied = 1 / (Fraction(int(first.duration)) * st.time_base)
+        if abs(rate / implied - 1) > 0.05 and abs(guess / implied - 1) <= 0.05:
+            return guess
+    return rate
+
+
+def uniform(decoded: Iterator[av.VideoFrame], index: int, info) -> Iterator[av.VideoFrame]:
+    """``decoded`` (frames ``index, index + 1, ...``) at the first frame's size and pixel format: a stream that
+    changes them part-way (a broadcast's SD and HD programmes, files joined end to end) has its later frames
+    scaled (bicubic) and converted to the first's, as ffmpeg does, said once (the model and the encoder take
+    one size a run)."""
+    said = False
+    for frame in decoded:
+        if frame.width != info.width or frame.height != info.height or frame.format.name != info.pix_fmt:
+            if not said:
+                said = True
+                warnings.warn(f"{info.path}: frame {index} is {frame.width}x{frame.height} {frame.format.name}, "
+                              f"not {info.width}x{info.height} {info.pix_fmt} as the frames before: it and the "
+                              f"frames like it are scaled to {info.width}x{info.height} before they are upscaled "
+                              f"(cut the source at frame {index} to upscale each part at its own size)",
+                              stacklevel=2)
+            out = frame.reformat(width=info.width, height=info.height, format=info.pix_fmt,
+                                 interpolation="BICUBIC")
+            out.pts, out.time_base, out.duration = frame.pts, frame.time_base, frame.duration
+            frame = out
+        yield frame
+        index += 1
