@@ -214,7 +214,7 @@ def test_lossless_audio_a_muxer_refuses_goes_in_as_alac_sample_for_sample(tmp_pa
         sample = next(p for p in c.demux(a) if p.size)
         assert a.codec_context.name in oc.supported_codecs and not copy_works(a, oc, sample)
     said = write(src, tmp_path / f"out{suffix}")
-    assert any(f"re-encoding it to alac" in s for s in said), said
+    assert any("re-encoding it to alac" in s for s in said), said
     name, got = _samples(tmp_path / f"out{suffix}")
     _, want = _samples(src)
     assert name == "alac" and len(got) == len(want) and np.array_equal(got, want)

@@ -143,14 +143,14 @@ class StreamSource:
     def probe_sample(self) -> tuple[str, av.VideoFrame]:
         """The video's codec and the frame decoded to probe the stream: what :mod:`vsr.video.compression`
         measures of a stream, which cannot be read twice."""
-        return main_video(self._container).codec_context.name, self._first
+        return self._container.streams[self.info.stream_index].codec_context.name, self._first
 
     def frames(self, start: int = 0) -> Iterator[SourceFrame]:
         """Frames ``start, start + 1, ...``: those before are decoded, not converted (no seeking in a pipe)."""
         self._side.decided()
         decoded = uniform(chain([self._first], self._decoded), 0, self.info)
         if self.info.deinterlaced:
-            decoded = deinterlaced(decoded, main_video(self._container))
+            decoded = deinterlaced(decoded, self._container.streams[self.info.stream_index])
         yield from timed_frames(decoded, 0, start, self.info)
         self.early_end = stream_end(self._file, self._container.format.name, self._first_packet, self._count)
 

@@ -218,7 +218,7 @@ class VideoSource:
             warnings.warn(f"{self.path} is a still image ({cc.name}), not a video: it is upscaled as one frame",
                           stacklevel=4)
         elif frames is None and info.duration_s is None:
-            frames = self._count_packets()  # WebM written live, raw streams: no count or duration in the header
+            frames = self._count_packets(st.index)  # WebM written live, raw streams: no count or duration in the header
         return replace(info, frames=frames)
 
     def _first_frame(self, st) -> av.VideoFrame:
@@ -244,12 +244,12 @@ class VideoSource:
             self._y4m_cut = (whole, rest)
         return whole
 
-    def _count_packets(self) -> int | None:
+    def _count_packets(self, index: int) -> int | None:
         """Video packets in the file, by demuxing without decoding (one packet is one frame in the containers
         that get here; reads the file once but decodes nothing)."""
         try:
             with av.open(str(self.path), "r") as c:
-                return sum(1 for packet in c.demux(main_video(c)) if packet.size) or None
+                return sum(1 for packet in c.demux(c.streams[index]) if packet.size) or None
         except av.FFmpegError:
             return None  # the count is for progress bars only; decoding reports a broken file
 
@@ -266,7 +266,7 @@ class VideoSource:
         c, decoded, index = self._decoder(start)
         decoded = uniform(self._checked(decoded, index), index, self.info)
         if self.info.deinterlaced:  # from where decoding starts: each frame has the neighbours it has in a whole run
-            decoded = deinterlaced(decoded, main_video(c))
+            decoded = deinterlaced(decoded, c.streams[self.info.stream_index])
         try:
             yield from timed_frames(decoded, index, start, self.info)
         finally:
@@ -286,7 +286,7 @@ class VideoSource:
         # a fresh demuxer: seeking back after the probe is not exact in every container
         self._container.close()
         c = self._container = av.open(str(self.path), "r")
-        st = main_video(c)
+        st = c.streams[self.info.stream_index]  # the probe's choice (main_video)
         st.thread_type = "AUTO"
         if self.entry is not None and 0 < self.entry.index <= start:
             frames = enter(c, st, self.entry)
@@ -294,7 +294,7 @@ class VideoSource:
                 return c, frames, self.entry.index
             c.close()  # the decoder has seen the seek: a fresh one decodes from the top
             c = self._container = av.open(str(self.path), "r")
-            st = main_video(c)
+            st = c.streams[self.info.stream_index]  # the probe's choice (main_video)
             st.thread_type = "AUTO"
         return c, c.decode(st), 0
 
