@@ -46,6 +46,7 @@ class Route:
     mode: PassMode
     codec: str | None
     target: str | None = None  # a TEXT route's output codec: mov_text or subrip
+    source: object = None  # an ENCODE route's source stream (its decoder is flushed at the end)
 
 
 @dataclass(frozen=True)
@@ -110,6 +111,9 @@ def ordered_layout(layout):
 LOSSLESS_AUDIO = ("flac", "alac", "truehd", "mlp", "wavpack", "tta") + tuple(
     f"pcm_{k}" for k in ("s16le", "s16be", "s24le", "s24be", "s32le", "s32be", "f32le", "f32be", "f64le", "u8"))
 LOSSLESS_TARGETS = ("alac", "flac", "pcm_s24le", "pcm_s16le")
+# codecs (name prefixes) a container's muxer writes in a form few players read, re-encoded instead: PCM in .mp4
+# is ISO 'ipcm' (ISO/IEC 23003-5), which QuickTime and FFmpeg before 6 do not read
+UNREAD_IN = {"mp4": ("pcm_",)}
 # text subtitle codecs a container may hold, the first held taking the others' text
 TEXT_TARGETS = ("mov_text", "subrip")
 
@@ -157,19 +161,21 @@ def _route(st, oc, sample=None) -> Route | None:
     """An output stream in ``oc`` for the source stream ``st`` (with a warning where it is converted), or
     None (dropped, with a warning); ``sample``: its first packet, where known (:func:`copy_works`)."""
     name = st.codec_context.name if st.codec_context else None
-    if name in held(oc) and copy_works(st, oc, sample):
+    unread = str(name).startswith(UNREAD_IN.get(oc.format.name, ()))
+    if name in held(oc) and not unread and copy_works(st, oc, sample):
         return Route(oc.add_stream_from_template(st), PassMode.COPY, name)
     if st.type == "audio" and oc.default_audio_codec not in (None, "none"):
         lossless = [c for c in LOSSLESS_TARGETS if c in held(oc) and c in av.codecs_available]
         target = lossless[0] if name in LOSSLESS_AUDIO and lossless else oc.default_audio_codec
-        warnings.warn(f"{oc.format.name} cannot hold {name} audio (stream {st.index}): "
-                      f"re-encoding it to {target}", stacklevel=4)
+        why = (f"{oc.format.name} holds {name} audio only as ISO 'ipcm', which QuickTime and FFmpeg before 6 do not "
+               "read" if unread else f"{oc.format.name} cannot hold {name} audio")
+        warnings.warn(f"{why} (stream {st.index}): re-encoding it to {target}", stacklevel=4)
         out = oc.add_stream(target, rate=encoder_rate(target, st.codec_context.sample_rate))
         out.layout = ordered_layout(st.codec_context.layout)
         fmt = encoder_format(target, st.codec_context.format)
         if fmt is not None:
             out.format = fmt
-        return Route(out, PassMode.ENCODE, name)
+        return Route(out, PassMode.ENCODE, name, source=st)
     text = next((c for c in TEXT_TARGETS if c in held(oc)), None)
     if st.type == "subtitle" and name in TEXT_SUBTITLES and text is not None:
         warnings.warn(f"{oc.format.name} cannot hold {name} subtitles (stream {st.index}): "
@@ -251,6 +257,8 @@ class Passthrough:
         self.routes: dict[int, Route] = {}
         self._feed = FilePackets(feed) if isinstance(feed, Path) else feed
         self._pending = None
+        self._next_pts: dict[int, tuple[int, object]] = {}  # an ENCODE route's next frame time, in its time base
+        self._off: dict[int, int] = {}  # an ENCODE route's shift, from its first packet until its decoder drains
         samples = first_packets(feed, [st.index for st in self._feed.streams]) if isinstance(feed, Path) else {}
         for st in self._feed.streams:
             route = _route(st, oc, samples.get(st.index))
@@ -327,6 +335,7 @@ class Passthrough:
             pkt = self._feed.next_packet()
             if pkt is None:
                 if self._feed.ended:
+                    self._drain_decoders()
                     self._close_feed()
                 return None
             if pkt.dts is not None or pkt.pts is not None:  # else a flush marker
@@ -354,15 +363,37 @@ class Passthrough:
             conv.stream = route.out
             self.oc.mux(conv)
         else:
-            for fr in pkt.decode():
-                if fr.pts is not None and off:
-                    fr.pts -= off
-                for p in route.out.encode(fr):
-                    self.oc.mux(p)
+            self._off[route.source.index] = off
+            self._encode(route, pkt.decode(), off)
+
+    def _drain_decoders(self) -> None:
+        """The last frames the re-encoded streams' decoders hold until they are flushed (WMA's: 46 ms), into
+        their encoders; once, before the source closes."""
+        for route in self.routes.values():
+            if route.mode is PassMode.ENCODE and route.source.index in self._off:
+                off = self._off.pop(route.source.index)
+                self._encode(route, route.source.codec_context.decode(None), off)
+
+    def _encode(self, route: Route, frames, off: int) -> None:
+        """Decoded audio ``frames`` into the route's encoder, moved back by ``off``; a frame without a time (a
+        decoder's last, at its flush) follows the one before it."""
+        key = route.source.index
+        for fr in frames:
+            if fr.pts is None:
+                if key not in self._next_pts:
+                    continue  # (nothing before it had a time: nowhere to put it)
+                fr.pts, fr.time_base = self._next_pts[key]
+            else:
+                fr.pts -= off
+            tb = fr.time_base
+            self._next_pts[key] = (fr.pts + int(round(fr.samples / fr.sample_rate / tb)), tb)
+            for p in route.out.encode(fr):
+                self.oc.mux(p)
 
     def flush(self, shift: float, window: Window | None) -> None:
         """Mux what remains (as :meth:`copy_until` would), then what the re-encoding audio encoders hold."""
         self.copy_until(None, shift, window)
+        self._drain_decoders()
         for route in self.routes.values():
             if route.mode is PassMode.ENCODE:
                 for p in route.out.encode(None):
