@@ -1,0 +1,71 @@
+"""What an audio or subtitle stream becomes where the output container cannot hold it as it is (used by
+:mod:`vsr.video.passthrough`): the codec, sample rate, format and channel layout an audio track is re-encoded
+with, the codecs a container's muxer takes but players do not read, and the plain text of a subtitle packet."""
+
+from __future__ import annotations
+
+import re
+import struct
+
+import av
+
+TEXT_SUBTITLES = ("subrip", "srt", "ass", "ssa", "webvtt", "text", "mov_text")
+
+
+def subtitle_text(data: bytes, codec: str) -> str:
+    """The plain text of one subtitle packet (ASS events lose their fields and override tags; mov_text its
+    length and style boxes)."""
+    if codec == "mov_text":
+        n = struct.unpack(">H", data[:2])[0] if len(data) >= 2 else 0
+        data = data[2:2 + n]
+    text = data.decode("utf-8", errors="replace")
+    if codec in ("ass", "ssa"):
+        text = text.split(",", 8)[-1]
+        text = re.sub(r"\{[^}]*\}", "", text).replace("\\N", "\n").replace("\\n", "\n")
+    return text
+
+
+def encoder_rate(codec: str, rate: int) -> int:
+    """The sample rate ``codec`` encodes ``rate`` Hz audio at: ``rate`` where it takes it, else the lowest it
+    takes above (the highest below where none is): Opus takes 48 kHz and its divisors, not 44.1 kHz (PyAV's
+    encoder resamples the frames to it)."""
+    rates = av.Codec(codec, "w").audio_rates
+    if not rates or rate in rates:
+        return rate
+    above = [r for r in rates if r > rate]
+    return min(above) if above else max(rates)
+
+
+# FFmpeg's default layout of n channels, for audio whose channels come in no stated order (WMA, PCM in AVI:
+# "1 channels"), which encoders refuse
+DEFAULT_LAYOUTS = {1: "mono", 2: "stereo", 3: "2.1", 4: "quad", 5: "5.0", 6: "5.1", 7: "6.1", 8: "7.1"}
+
+
+def encoder_format(codec: str, fmt) -> str | None:
+    """The sample format of ``codec``'s that is as deep as ``fmt`` (16-bit FLAC into ALAC as 16 bits, not 32),
+    or None (the encoder's own choice)."""
+    formats = av.Codec(codec, "w").audio_formats or []
+    if fmt is None:
+        return None
+    same = [f.name for f in formats if f.bytes == fmt.bytes and f.name.rstrip("p") == fmt.name.rstrip("p")]
+    return same[0] if same else None
+
+
+def ordered_layout(layout):
+    """``layout`` where its channels are named, else the default layout of as many channels."""
+    if layout is not None and any(ch.name == "NONE" for ch in layout.channels):
+        name = DEFAULT_LAYOUTS.get(layout.nb_channels)
+        if name is not None:
+            return av.AudioLayout(name)
+    return layout
+
+
+# lossless codecs, and what a lossless track is re-encoded to where its own codec cannot go (first held)
+LOSSLESS_AUDIO = ("flac", "alac", "truehd", "mlp", "wavpack", "tta") + tuple(
+    f"pcm_{k}" for k in ("s16le", "s16be", "s24le", "s24be", "s32le", "s32be", "f32le", "f32be", "f64le", "u8"))
+LOSSLESS_TARGETS = ("alac", "flac", "pcm_s24le", "pcm_s16le")
+# codecs (name prefixes) a container's muxer writes in a form few players read, re-encoded instead: PCM in .mp4
+# is ISO 'ipcm' (ISO/IEC 23003-5), which QuickTime and FFmpeg before 6 do not read
+UNREAD_IN = {"mp4": ("pcm_",)}
+# text subtitle codecs a container may hold, the first held taking the others' text
+TEXT_TARGETS = ("mov_text", "subrip")
