@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from vsr.errors import InputError
+from vsr.video.captions import CaptionWriter
 from vsr.video.encoder_choice import EncoderSettings
 from vsr.video.formats import warn_alpha_dropped
 from vsr.video.output import commit_output, frames_partial, make_frames_folder, output_path, writes
@@ -40,6 +41,7 @@ class PngFolderSink:
         self.tmp = frames_partial(self.dst)
         self._make_folder()
         self.count = 0
+        self._captions = CaptionWriter(info.captions, "png")  # (none follow into pictures: said once)
 
     @writes
     def _make_folder(self) -> None:
@@ -70,6 +72,7 @@ class PngFolderSink:
         with open(self.tmp / f"{self.count:08d}.png", "xb") as f:
             f.write(png.data)
         self.count += 1
+        self._captions.frame(pts, pts)
 
     def end(self) -> None:
         """Nothing to flush: each frame is its own file, written whole by :meth:`write`."""

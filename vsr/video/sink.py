@@ -21,6 +21,7 @@ import numpy as np
 
 from vsr import interrupt
 from vsr.errors import InputError, OutputError
+from vsr.video.captions import CaptionWriter
 from vsr.video.chapters import as_written
 from vsr.video.codecs import BIG_OUTPUT_X264_PARAMS, NamedBuffer
 from vsr.video.colour import SITING_NAMES, FramePlanes, bit_depth, planar444, planes_to_frame
@@ -84,6 +85,7 @@ class VideoSink:
             self.encoder_options, self.low_memory_x264 = choice.encoder_options, choice.low_memory_x264
             self.planes = PlaneFormat.of(self.pix_fmt, self.colour)
             self.vs = self._add_video(choice)
+            self._captions = CaptionWriter(info.captions, av.Codec(choice.codec, "w").canonical_name)
             if info.kind == "video" and passthrough:
                 self.passthrough = Passthrough(info.path if info.side_packets is None else info.side_packets, self.oc)
             self.oc.metadata.update(info.container_metadata)
@@ -203,6 +205,7 @@ class VideoSink:
         frame = planes if isinstance(planes, av.VideoFrame) else planes_to_frame(planes, self.pix_fmt, self.colour)
         frame.pts = pts - self.pts_offset
         frame.time_base = self.info.time_base
+        self._captions.frame(pts, frame.pts)
         if duration:
             frame.duration = duration
         self._window_end = t + float((duration or 0) * self.info.time_base)
@@ -212,6 +215,7 @@ class VideoSink:
             self._mux_video(pkt)
 
     def _mux_video(self, pkt: av.Packet) -> None:
+        pkt = self._captions.packet(pkt)
         if self.packet_times is not None:
             self.packet_times.append((pkt.pts, pkt.dts, pkt.duration))
         self.oc.mux(pkt)

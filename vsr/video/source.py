@@ -21,6 +21,7 @@ import av.logging
 import numpy as np
 
 from vsr.errors import InputError
+from vsr.video.captions import Captions, a53_of
 from vsr.video.chapters import Chapter, read_chapters
 from vsr.video.colour import ColourSpec, bit_depth, decode_rgb
 from vsr.video.ends import EarlyEnd, file_end, y4m_frames
@@ -76,6 +77,8 @@ class VideoInfo:
     interlaced: str | None = None  # "top field first", ... (vsr.video.interlace); None: progressive
     chapters: tuple[Chapter, ...] = ()  # the container's chapters (vsr.video.chapters)
     deinterlaced: bool = False  # its frames go through the deinterlacer (``deinterlace="auto"``)
+    # the closed captions of the frames decoded (vsr.video.captions), taken by the sink; None: a source without
+    captions: object = field(default=None, compare=False, repr=False)
     # a stream's audio and subtitle packets as its decoding passes them (vsr.video.passthrough.PacketFeed): a
     # pipe cannot be read a second time, as a file's are; None for a file
     side_packets: object = field(default=None, compare=False, repr=False)
@@ -328,7 +331,7 @@ def video_info(path: Path, c, st, first: av.VideoFrame) -> VideoInfo:
         metadata=dict(st.metadata), container_metadata=dict(c.metadata),
         start_pts=first.pts if first.pts is not None else 0, duration_s=duration_s, container=c.format.name,
         header_frames=st.frames or None, hdr=read_hdr(first, colour), interlaced=field_order(st, first),
-        chapters=read_chapters(c))
+        chapters=read_chapters(c), captions=Captions())
 
 
 def timed_frames(decoded: Iterator[av.VideoFrame], index: int, start: int, info: VideoInfo) -> Iterator[SourceFrame]:
@@ -354,6 +357,8 @@ def timed_frames(decoded: Iterator[av.VideoFrame], index: int, start: int, info:
                     warned = True
                 pts = last_pts + (last_dur or step)
             if index >= start:
+                if info.captions is not None:
+                    info.captions.put(index, int(pts), a53_of(frame))
                 yield SourceFrame(index, int(pts), dur, decode_rgb(frame, info.colour))
             last_pts, last_dur = pts, dur
             index += 1
