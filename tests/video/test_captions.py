@@ -148,3 +148,15 @@ def test_a_chunked_job_and_a_deinterlaced_source_keep_them(tmp_path):
         assert source.info.deinterlaced  # (bwdif, which passes each frame's side data on)
     finally:
         source.close()
+
+
+def test_an_mpeg2_sources_captions_go_into_h264(tmp_path):
+    """MPEG-2 (DVB/ATSC broadcast, DVD) holds them in its pictures' user data: FFmpeg's own encoder writes them
+    there from the captioned H.264 (-a53cc), vsr's output has them again, frame for frame."""
+    mpeg2 = tmp_path / "in.mpg"
+    subprocess.run([ffmpeg(), "-v", "error", "-i", str(captioned(tmp_path / "in.ts", frames=12)), "-c:v", "mpeg2video",
+                    "-a53cc", "1", str(mpeg2)], check=True)
+    want = [cc for _, cc in captions(mpeg2)]
+    assert want == [cc_data(i) for i in range(12)]
+    run(mpeg2, tmp_path / "out.mp4")
+    assert [cc for _, cc in captions(tmp_path / "out.mp4")] == want
