@@ -43,9 +43,9 @@ def cc_data(i: int) -> bytes:
     return bytes([0xFC, parity(ord(t[0])), parity(ord(t[1])), 0xFC, parity(ord(t[2])), parity(ord(t[3]))])
 
 
-def captioned(path: Path, codec: str = "libx264", frames: int = 24, extra: tuple = ()) -> Path:
+def captioned(path: Path, codec: str = "libx264", frames: int = 24, extra: tuple = (), cc=cc_data) -> Path:
     """A test pattern encoded by FFmpeg into MPEG-TS (Annex B), each frame's access unit then given the SEI of
-    :func:`cc_data` of its index in presentation order."""
+    ``cc`` (:func:`cc_data`) of its index in presentation order."""
     plain = path.with_name("plain.ts")
     subprocess.run([ffmpeg(), "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=64x48:rate=25", "-frames:v",
                     str(frames), *extra, "-c:v", codec, "-pix_fmt", "yuv420p", str(plain)], check=True)
@@ -56,7 +56,7 @@ def captioned(path: Path, codec: str = "libx264", frames: int = 24, extra: tuple
         with av.open(str(path), "w") as oc:
             out = oc.add_stream_from_template(c.streams.video[0])
             for p in packets:
-                q = av.Packet(inject(bytes(p), sei_nal(cc_data(order[p.pts]), name), name))
+                q = av.Packet(inject(bytes(p), sei_nal(cc(order[p.pts]), name), name))
                 q.pts, q.dts, q.time_base, q.is_keyframe, q.stream = p.pts, p.dts, p.time_base, p.is_keyframe, out
                 oc.mux(q)
     return path
@@ -79,6 +79,17 @@ def test_the_sei_written_is_read_back_by_ffmpeg_for_h264_and_hevc(tmp_path):
     for codec in ("libx264", "libx265"):
         got = captions(captioned(tmp_path / f"{codec}.ts", codec, frames=12))
         assert [cc for _, cc in got] == [cc_data(i) for i in range(12)], codec
+
+
+def test_more_than_31_caption_packets_a_frame_go_in_as_several_messages_read_back_as_one(tmp_path):
+    """cc_count has 5 bits: 40 packets (a field pair's, 60i with CEA-708) go into two messages of one SEI, which
+    FFmpeg's decoder joins again."""
+    def forty(i: int) -> bytes:
+        return b"".join(cc_data(40 * i + k) for k in range(20))
+    got = captions(captioned(tmp_path / "in.ts", frames=6, cc=forty))
+    assert [cc for _, cc in got] == [forty(i) for i in range(6)]
+    with pytest.raises(ValueError):
+        sei_nal(b"\xfc\x80", "h264")
 
 
 def test_emulation_prevention_and_both_nal_framings():

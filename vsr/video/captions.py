@@ -31,6 +31,7 @@ def a53_of(frame) -> bytes | None:
     except KeyError:
         return None
     data = bytes(sd)
+    data = data[:len(data) - len(data) % 3]  # whole caption packets
     return data or None
 
 
@@ -70,16 +71,19 @@ def _escaped(rbsp: bytes) -> bytes:
 
 
 def sei_nal(cc: bytes, codec: str) -> bytes:
-    """One SEI NAL unit (without start code or length) holding ``cc`` (``cc_data``, 3 bytes a caption packet,
-    at most 31 packets): an H.264 SEI, or an HEVC prefix SEI."""
-    count = len(cc) // 3
-    if not 0 < count <= 31 or len(cc) % 3:
-        raise ValueError(f"cc_data of {len(cc)} bytes: 3 to 93, a multiple of 3")
-    payload = _T35_ATSC + bytes([0x40 | count, 0xFF]) + cc + b"\xff"  # process_cc_data_flag, em_data, marker
-    size = len(payload)
-    message = bytes([4]) + b"\xff" * (size // 255) + bytes([size % 255]) + payload  # type 4: T.35 registered
+    """One SEI NAL unit (without start code or length) holding ``cc`` (``cc_data``, 3 bytes a caption packet):
+    an H.264 SEI, or an HEVC prefix SEI; a message per 31 packets (``cc_count`` has 5 bits; a decoder joins
+    them, as it does a field pair's)."""
+    if not cc or len(cc) % 3:
+        raise ValueError(f"cc_data of {len(cc)} bytes: a positive multiple of 3")
+    messages = b""
+    for at in range(0, len(cc), 93):
+        part = cc[at:at + 93]
+        payload = _T35_ATSC + bytes([0x40 | len(part) // 3, 0xFF]) + part + b"\xff"  # process_cc_data, em_data, marker
+        size = len(payload)
+        messages += bytes([4]) + b"\xff" * (size // 255) + bytes([size % 255]) + payload  # type 4: T.35 registered
     header = bytes([0x06]) if codec == "h264" else bytes([39 << 1, 0x01])  # HEVC: PREFIX_SEI, layer 0, tid 1
-    return header + _escaped(message + b"\x80")  # rbsp_trailing_bits
+    return header + _escaped(messages + b"\x80")  # rbsp_trailing_bits
 
 
 def _is_vcl(nal: bytes, codec: str) -> bool:
@@ -141,7 +145,7 @@ class CaptionWriter:
         data = self._held.pop(pkt.pts, None) if self._held else None
         if data is None:
             return pkt
-        out = av.Packet(inject(bytes(pkt), sei_nal(data[:93], self.codec), self.codec))
+        out = av.Packet(inject(bytes(pkt), sei_nal(data, self.codec), self.codec))
         out.pts, out.dts, out.duration, out.time_base = pkt.pts, pkt.dts, pkt.duration, pkt.time_base
         out.is_keyframe = pkt.is_keyframe
         return out
