@@ -33,7 +33,8 @@ class DtsRepair:
         bound = next_dts
         for h in reversed(self.held):
             dts = h.pts if bound is None else min(h.pts, bound - 1)
-            log.warning("encoder gave packet pts %s a dts of %s; muxed with dts %s", h.pts, h.dts, dts)
+            # (mended, nothing lost: not a warning a user can act on; the log at info level says it)
+            log.info("encoder gave packet pts %s a dts of %s; muxed with dts %s", h.pts, h.dts, dts)
             h.dts = bound = dts
             self.repaired += 1
         out, self.held = self.held, []
