@@ -171,3 +171,14 @@ def test_an_mpeg2_sources_captions_go_into_h264(tmp_path):
     assert want == [cc_data(i) for i in range(12)]
     run(mpeg2, tmp_path / "out.mp4")
     assert [cc for _, cc in captions(tmp_path / "out.mp4")] == want
+
+
+def test_fields_made_frames_carry_each_frames_captions_once(tmp_path):
+    """--deinterlace double: a frame's captions go with its first field, none with its second (the deinterlacer
+    gives both its side data: every character would come twice)."""
+    src = captioned(tmp_path / "in.ts", frames=8, extra=("-flags", "+ilme+ildct", "-x264-params", "tff=1", "-vf",
+                                                          "tinterlace=mode=interleave_top,setfield=tff"))
+    want = [cc for _, cc in captions(src)]
+    run(src, tmp_path / "out.mp4", RunnerSettings(deinterlace="double"))
+    got = [cc for _, cc in captions(tmp_path / "out.mp4")]
+    assert len(got) == 2 * len(want) and got[0::2] == want and not any(got[1::2])

@@ -17,7 +17,7 @@ import pytest
 from vsr.jobs import JobSpec
 from vsr.pipeline.runner import RunnerSettings
 from vsr.video import open_source
-from vsr.video.interlace import FILTER_ARGS, deinterlaced, field_order
+from vsr.video.interlace import DOUBLE_ARGS, FILTER_ARGS, deinterlaced, field_order
 
 from tests.jobs.helpers import WindowBackend
 from tests.jobs.test_chunks import ENCODER, REQUEST, decoded, run_job, single_pass
@@ -163,3 +163,73 @@ def test_an_interlaced_stream_on_standard_input_is_deinterlaced_too(tmp_path):
     assert json.loads(report.read_text())["settings"]["source"]["deinterlaced"] is True
     with av.open(str(out)) as c:
         assert sum(1 for _ in c.decode(video=0)) == 6
+
+
+# ---- --deinterlace double: each field a frame -------------------------------------------------------------------
+
+@pytest.mark.parametrize("order,codec", [
+    ("tff", None),
+    ("bff", ["-c:v", "mpeg2video", "-flags", "+ilme+ildct", "-top", "0"]),
+])
+def test_double_makes_each_field_a_frame_as_ffmpeg_does_it(tmp_path, order, codec):
+    """Two frames out for each in: the first field's at twice its timestamp, the second's half a frame later, in
+    half the time base; the pictures FFmpeg's own bwdif=send_field gives, byte for byte but the first two and the
+    last (the system's FFmpeg 5.1 is another version of the filter: a few rows at the clip's ends differ)."""
+    src = interlaced(tmp_path / "in.mkv", order, codec, frames=10)
+    with av.open(str(src)) as c:
+        woven = [(f.pts, f.duration) for f in c.decode(video=0)]
+    with av.open(str(src)) as c:
+        st = c.streams.video[0]
+        out = [(f.pts, f.duration, f.time_base, planes(f)) for f in deinterlaced(c.decode(st), st, True, 40)]
+    assert [o[:3] for o in out] == [t for p, d in woven for t in ((2 * p, d, st.time_base / 2),
+                                                                   (2 * p + d, d, st.time_base / 2))]
+    ref = subprocess.run([ffmpeg(), "-v", "error", "-i", str(src), "-vf", f"bwdif={DOUBLE_ARGS}", "-f", "rawvideo",
+                          "-pix_fmt", "yuv420p", "-"], capture_output=True, check=True).stdout
+    size = len(out[0][3])
+    ref = [ref[i:i + size] for i in range(0, len(ref), size)]
+    assert len(ref) == len(out) == 20
+    assert [o[3] for o in out[2:-1]] == ref[2:-1]
+    for o, r in zip(out[:2] + out[-1:], ref[:2] + ref[-1:]):
+        assert (np.frombuffer(o[3], np.uint8) != np.frombuffer(r, np.uint8)).mean() < 0.1
+    assert out[2][3] != out[3][3]  # two fields, two pictures
+
+
+def test_upscale_double_keeps_the_fields_times_and_counts_frames_A_B_in_them(tmp_path):
+    src = interlaced(tmp_path / "in.mp4", frames=6)
+    whole, part, report = tmp_path / "whole.mkv", tmp_path / "part.mkv", tmp_path / "r.json"
+    p = vsr("upscale", src, whole, *TINY, "--deinterlace", "double", "-c", "ffv1", "--report", report)
+    assert p.returncode == 0, p.stderr
+    assert [line for line in p.stderr.splitlines() if "interlaced" in line] == [
+        f"vsr: warning: {src} is interlaced (top field first): each field made a frame of its own (bwdif): twice "
+        "the frames at twice the rate"]
+    assert json.loads(report.read_text())["settings"]["source"]["field_rate"] is True
+    with av.open(str(src)) as c:
+        times = [f.pts * f.time_base for f in c.decode(video=0)]
+    with av.open(str(whole)) as c:
+        got = [(f.pts * f.time_base, f.to_ndarray()) for f in c.decode(video=0)]
+    step = times[1] - times[0]
+    assert [t for t, _ in got] == [x for t in times for x in (t, t + step / 2)]
+    p = vsr("upscale", src, part, *TINY, "--deinterlace", "double", "-c", "ffv1", "--frames", "3:7")
+    assert p.returncode == 0, p.stderr
+    with av.open(str(part)) as c:
+        some = [f.to_ndarray() for f in c.decode(video=0)]
+    assert len(some) == 4 and all(np.array_equal(a, b) for a, (_, b) in zip(some, got[3:7]))
+
+
+def test_a_chunked_double_job_equals_one_pass(tmp_path):
+    """Chunks of 8 output frames are 4 frames of the file: their entries (keyframes every 5) and checks are
+    counted in the file's frames, their frames in fields; each field a window holds has both its neighbours (a
+    chunk that decoded from the frame of its first field made that frame's second field differ)."""
+    src = interlaced(tmp_path / "in.mp4", frames=20, codec=[
+        "-c:v", "libx264", "-flags", "+ilme+ildct", "-x264-params", "tff=1:keyint=5:min-keyint=5:scenecut=0",
+        "-pix_fmt", "yuv420p"])
+    runner = RunnerSettings(scene_cuts="off", deinterlace="double")
+    single_pass(src, tmp_path / "single.mkv", WindowBackend(), runner)
+    spec = JobSpec.from_settings(src, tmp_path / "job.mkv", REQUEST, ENCODER, runner)
+    chunks = run_job(spec, WindowBackend())
+    want = decoded(tmp_path / "single.mkv")
+    assert decoded(tmp_path / "job.mkv") == want
+    assert len(want[0]["items"]) == 40 and chunks[-1].stop == 40
+    # entries used, in the file's frames: the chunk 32-40 decodes output frames from 30, the file's frame 15, and
+    # its frame 14 before it (15's first field needs it), so from keyframe 10
+    assert [c.decode_from for c in chunks] == [0, 0, 5, 10, 10]

@@ -73,9 +73,12 @@ def plan_job(spec: JobSpec, chunk_frames: int = DEFAULT_CHUNK_FRAMES) -> tuple[J
     # a window only radius, so every frame a window holds is deinterlaced with the neighbours of a whole run)
     entries = EntryFinder(path, scan)
     chunks = []
-    for c in _cut(*_frames(spec, scan.frames), chunk_frames):  # the frames the runner decodes, halo included
+    per = 2 if info.field_rate else 1  # output frames a frame of the file makes (--deinterlace double: its fields)
+    for c in _cut(*_frames(spec, scan.frames * per), chunk_frames):
+        # the frames of the file the runner decodes, halo included (fields: and the frame either side, which the
+        # deinterlacer reads for the first and last field a window holds)
         first, stop = decode_range(replace(runner, frames=(c.start, c.stop)), radius)
-        stop = min(stop, scan.frames)
+        first, stop = max(first // per - (per - 1), 0), min(-(-stop // per) + (per - 1), scan.frames)
         chunks.append(replace(c, **entries.fields(first, stop), checks=_checks(scan, first, stop)))
     return bound, chunks
 

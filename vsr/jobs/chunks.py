@@ -44,6 +44,7 @@ from vsr.jobs.spec import ChunkSpec, JobSpec
 from vsr.jobs.steps import chunk_only, step_totals
 from vsr.pipeline.runner import FrameQueueRunner
 from vsr.video import VideoSink, VideoSource, check_output, open_source
+from vsr.video.interlace import as_fields
 from vsr.video.output import remove_stale_partials
 from vsr.video.seek import EntryPoint
 from vsr.video.timecode import starting_at
@@ -210,7 +211,10 @@ def _write_joined(spec: JobSpec, chunks: list[ChunkSpec], folder: ChunkFolder, j
     source = open_source(spec.input, deinterlace="off")  # its info only: no frame is decoded
     try:
         encoder = replace(spec.encoder, quiet=not encoder_log)  # its encoder opens, though it only stream-copies
-        info = starting_at(source.info, spec.runner.frames[0])  # a trimmed job's timecode: its frame A's
+        info = source.info
+        if spec.runner.deinterlace == "double" and info.interlaced is not None:  # the chunks' frames and times
+            info = as_fields(info)
+        info = starting_at(info, spec.runner.frames[0])  # a trimmed job's timecode: its frame A's
         sink = VideoSink(folder.path(joined), info, encoder, scale=4, trim=spec.trimmed)
         try:
             ordered = sorted(chunks, key=lambda c: c.index)

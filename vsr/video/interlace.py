@@ -8,6 +8,12 @@ frame out per frame in: the same frames at the same timestamps, each with its mi
 (``mode=send_frame``; only frames flagged interlaced are touched, ``deint=interlaced``, so a mixed stream keeps
 its progressive frames; the field order comes from each frame).  ``--deinterlace off`` keeps the frames as
 decoded (a source flagged interlaced whose frames are progressive: PsF, film transferred to video).
+
+``--deinterlace double`` makes each field a frame of its own (``mode=send_field``: 50 frames a second from 25
+interlaced ones, the motion of every field kept, as broadcast and camcorder video was shot): frame ``2i`` is frame
+``i``'s first field at its time, ``2i + 1`` its second half a frame later; the time base is halved so both times
+are exact, and every frame of the stream is split (``deint=all``), so frame ``i`` of the file is always output
+frames ``2i`` and ``2i + 1``: ``--frames A:B``, batch jobs and their seeks count output frames.
 """
 
 from __future__ import annotations
@@ -21,9 +27,10 @@ import av
 
 from vsr.errors import InputError
 
-MODES = ("auto", "off")
+MODES = ("auto", "off", "double")
 FILTER = "bwdif"
 FILTER_ARGS = "mode=send_frame:parity=auto:deint=interlaced"
+DOUBLE_ARGS = "mode=send_field:parity=auto:deint=all"
 # AVFieldOrder: how a stream's codec parameters say its frames are interlaced
 FIELD_ORDERS = {2: "top field first", 3: "bottom field first", 4: "top field first", 5: "bottom field first"}
 
@@ -37,29 +44,44 @@ def field_order(stream: av.video.stream.VideoStream, first: av.VideoFrame) -> st
     return said
 
 
-def deinterlaced(frames: Iterator[av.VideoFrame], template: av.video.stream.VideoStream) -> Iterator[av.VideoFrame]:
+def deinterlaced(frames: Iterator[av.VideoFrame], template: av.video.stream.VideoStream, double: bool = False,
+                 frame_step: int = 1) -> Iterator[av.VideoFrame]:
     """``frames`` through ``bwdif``: one frame out for each in, in order, with the input's timestamp, duration
     and pixel format (the filter works at twice the time base's resolution, and on planar formats: a packed
-    one, uyvy422, comes back repacked losslessly)."""
+    one, uyvy422, comes back repacked losslessly).  ``double``: two out for each in, its fields, at twice its
+    timestamp and twice it plus its duration (``frame_step`` where it has none), each a half frame long, in half
+    the time base."""
     graph = av.filter.Graph()
     source = graph.add_buffer(template=template)
-    bwdif = graph.add(FILTER, FILTER_ARGS)
+    bwdif = graph.add(FILTER, DOUBLE_ARGS if double else FILTER_ARGS)
     sink = graph.add("buffersink")
     source.link_to(bwdif)
     bwdif.link_to(sink)
     graph.configure()
-    pending: deque[av.VideoFrame] = deque()  # frames in, whose filtered frame has not come out yet
+    pending: deque[av.VideoFrame] = deque()  # frames in, whose filtered frames have not all come out yet
+    field = 0  # of the oldest pending frame, in double mode: the next to come out
 
     def out() -> Iterator[av.VideoFrame]:
+        nonlocal field
         while True:
             try:
                 f = graph.pull()
             except (av.BlockingIOError, av.EOFError):
                 return
-            inp = pending.popleft()
+            inp = pending[0]
             if f.format.name != inp.format.name:
                 f = f.reformat(format=inp.format.name)
-            f.pts, f.time_base, f.duration = inp.pts, inp.time_base, inp.duration
+            f.time_base, f.duration = inp.time_base, inp.duration
+            if not double:
+                f.pts = pending.popleft().pts
+            else:
+                half = int(inp.duration or frame_step)
+                f.time_base, f.duration = inp.time_base / 2, half
+                f.pts = None if inp.pts is None else 2 * inp.pts + field * half
+                field += 1
+                if field == 2:
+                    pending.popleft()
+                    field = 0
             yield f
 
     for frame in frames:
@@ -75,13 +97,24 @@ _SAID_INTERLACED: set[str] = set()
 
 def with_deinterlace(info, mode: str):
     """``info`` with :attr:`VideoInfo.deinterlaced` decided by ``mode`` (:data:`vsr.video.interlace.MODES`),
-    said in one line where an interlaced source is deinterlaced."""
+    said in one line where an interlaced source is deinterlaced; in ``double`` mode with twice the frames at
+    twice the rate, in half the time base (:attr:`VideoInfo.field_rate`)."""
     if mode not in MODES:
         raise InputError(f"--deinterlace must be one of {', '.join(MODES)}, not {mode!r}")
-    on = info.interlaced is not None and mode == "auto"
+    on = info.interlaced is not None and mode != "off"
+    double = on and mode == "double"
     if on and str(info.path) not in _SAID_INTERLACED:  # once a process (a job's add opens its input twice)
         _SAID_INTERLACED.add(str(info.path))
-        warnings.warn(f"{info.path} is interlaced ({info.interlaced}): its interlaced frames are deinterlaced "
-                      f"({FILTER}) before they are upscaled, the same frames at the same times (--deinterlace off "
-                      f"keeps them as decoded)", stacklevel=4)
-    return replace(info, deinterlaced=on)
+        what = (f"each field made a frame of its own ({FILTER}): twice the frames at twice the rate" if double else
+                f"its interlaced frames are deinterlaced ({FILTER}) before they are upscaled, the same frames at the "
+                f"same times (--deinterlace double makes each field a frame; off keeps them as decoded)")
+        warnings.warn(f"{info.path} is interlaced ({info.interlaced}): {what}", stacklevel=4)
+    return as_fields(info) if double else replace(info, deinterlaced=on)
+
+
+def as_fields(info):
+    """``info`` of an interlaced source as ``--deinterlace double`` decodes it: each field a frame, twice the
+    frames at twice the rate, timestamps in half the time base."""
+    return replace(info, deinterlaced=True, field_rate=True, time_base=info.time_base / 2,
+                   rate=info.rate * 2 if info.rate else None, frames=info.frames * 2 if info.frames else None,
+                   start_pts=info.start_pts * 2)

@@ -23,7 +23,7 @@ from vsr.errors import InputError
 from vsr.video.ends import CountedReader, EarlyEnd, stream_end
 from vsr.video.interlace import deinterlaced, with_deinterlace
 from vsr.video.output import STREAM, stream_closed
-from vsr.video.source import (SourceFrame, VideoInfo, ffmpeg_log, ffmpeg_reason, one_line, size_error,
+from vsr.video.source import (SourceFrame, VideoInfo, ffmpeg_log, ffmpeg_reason, field_steps, one_line, size_error,
                               timed_frames, video_info)
 from vsr.video.streams import main_video, uniform
 
@@ -150,7 +150,7 @@ class StreamSource:
         self._side.decided()
         decoded = uniform(chain([self._first], self._decoded), 0, self.info)
         if self.info.deinterlaced:
-            decoded = deinterlaced(decoded, self._container.streams[self.info.stream_index])
+            decoded = deinterlaced(decoded, self._container.streams[self.info.stream_index], *field_steps(self.info))
         yield from timed_frames(decoded, 0, start, self.info)
         self.early_end = stream_end(self._file, self._container.format.name, self._first_packet, self._count)
 

@@ -77,6 +77,9 @@ class VideoInfo:
     interlaced: str | None = None  # "top field first", ... (vsr.video.interlace); None: progressive
     chapters: tuple[Chapter, ...] = ()  # the container's chapters (vsr.video.chapters)
     deinterlaced: bool = False  # its frames go through the deinterlacer (``deinterlace="auto"``)
+    # each field a frame (``deinterlace="double"``): frame i of the file is frames 2i and 2i + 1, time_base, rate,
+    # frames and start_pts are the output's (header_frames stays the file's)
+    field_rate: bool = False
     # the closed captions of the frames decoded (vsr.video.captions), taken by the sink; None: a source without
     captions: object = field(default=None, compare=False, repr=False)
     # a stream's audio and subtitle packets as its decoding passes them (vsr.video.passthrough.PacketFeed): a
@@ -266,12 +269,14 @@ class VideoSource:
         ``shared/data/videos`` FFmpeg decodes a later IDR frame wrongly when it starts there, sometimes without
         flagging it corrupt (``tests/video/test_source_seek.py`` checks ``start`` on that clip).
         """
-        c, decoded, index = self._decoder(start)
+        per = 2 if self.info.field_rate else 1  # frames out per frame of the file
+        # (fields: from the file's frame before, so that frame start's second field has both neighbours)
+        c, decoded, index = self._decoder(max(start // per - (per - 1), 0))
         decoded = uniform(self._checked(decoded, index), index, self.info)
         if self.info.deinterlaced:  # from where decoding starts: each frame has the neighbours it has in a whole run
-            decoded = deinterlaced(decoded, c.streams[self.info.stream_index])
+            decoded = deinterlaced(decoded, c.streams[self.info.stream_index], *field_steps(self.info))
         try:
-            yield from timed_frames(decoded, index, start, self.info)
+            yield from timed_frames(decoded, index * per, start, self.info)
         finally:
             c.close()
         self.early_end = self._ended()  # decoded to its end
@@ -334,6 +339,13 @@ def video_info(path: Path, c, st, first: av.VideoFrame) -> VideoInfo:
         chapters=read_chapters(c), captions=Captions())
 
 
+def field_steps(info: VideoInfo) -> tuple[bool, int]:
+    """:func:`vsr.video.interlace.deinterlaced`'s ``double`` and ``frame_step`` for ``info``: a frame of the file
+    at the average rate, in its time base (where a frame says no duration)."""
+    rate, tb = info.rate, info.time_base
+    return info.field_rate, max(1, round(1 / (rate * tb))) if rate and tb else 1
+
+
 def timed_frames(decoded: Iterator[av.VideoFrame], index: int, start: int, info: VideoInfo) -> Iterator[SourceFrame]:
     """Decoded frames ``index, index + 1, ...`` -> the :class:`SourceFrame` of those from ``start`` on (earlier
     ones are decoded but never converted to RGB, which is most of the cost of a frame), with increasing
@@ -357,7 +369,7 @@ def timed_frames(decoded: Iterator[av.VideoFrame], index: int, start: int, info:
                     warned = True
                 pts = last_pts + (last_dur or step)
             if index >= start:
-                if info.captions is not None:
+                if info.captions is not None and not (info.field_rate and index % 2):  # (a frame's, on its first field)
                     info.captions.put(index, int(pts), a53_of(frame))
                 yield SourceFrame(index, int(pts), dur, decode_rgb(frame, info.colour))
             last_pts, last_dur = pts, dur
