@@ -23,9 +23,10 @@ temporary left in the engine cache.
 
 The cases (deterministic for a seed): byte mutations of small real-format clips (MP4/H.264, MKV/FFV1, WebM/VP9,
 Y4M, an HDR10 MKV/HEVC upscaled into .mkv, .mp4, .mov or .webm, two MPEG-TS files of two sizes joined, an
-H.264 MPEG-TS with closed captions in every frame upscaled into .mp4, .mkv, .ts or .webm), hostile option values, hostile outputs (planted symlinks, special files, folders of the user's files,
-paths under a file, odd suffixes, names with control characters), and the other commands (``report``, ``jobs``,
-``export``, ``preview``) on broken files.  Not part of the test suite (minutes of CPU): its result goes into
+H.264 MPEG-TS with closed captions in every frame upscaled into .mp4, .mkv, .ts or .webm, the same interlaced
+with ``--deinterlace auto``, ``double`` or ``off``), hostile option values, hostile outputs (planted symlinks,
+special files, folders of the user's files, paths under a file, odd suffixes, names with control characters),
+and the other commands (``report``, ``jobs``, ``export``, ``preview``) on broken files.  Not part of the test suite (minutes of CPU): its result goes into
 docs/benchmarks.md with the command that made it.
 """
 
@@ -65,8 +66,11 @@ def _clip(d: Path, kind: str) -> Path:
         return y4m(d / "in.y4m", 16, 12, 3)
     if kind == "hdr":
         return _hdr_clip(d / "in.mkv")
-    if kind == "captions":  # H.264 in MPEG-TS with closed captions (A/53 SEI) in every frame
+    if kind in ("captions", "interlaced"):  # H.264 in MPEG-TS with closed captions (A/53 SEI) in every frame
         from tests.video.test_captions import captioned
+        woven = ("-flags", "+ilme+ildct", "-x264-params", "tff=1", "-vf", "tinterlace=mode=interleave_top,setfield=tff")
+        if kind == "interlaced":
+            return captioned(d / "in.ts", frames=4, extra=woven)
         return captioned(d / "in.ts", frames=3)
     if kind == "joined":  # two MPEG-TS files of two sizes end to end: the size changes part-way
         a = write_clip(d / "a.ts", Clip(width=16, height=12, frames=3, codec="libx264", pix_fmt="yuv420p"))
@@ -133,10 +137,12 @@ def mutation_case(kind: str, seed: int) -> Case:
         src.write_bytes(_mutate(src.read_bytes(), rng))
         # an HDR source goes into each container vsr writes its metadata into (a file rewritten after the muxer),
         # captions into H.264 in each container, and into a codec that cannot hold them
-        suffixes = {"hdr": [".mkv", ".mp4", ".mov", ".webm"], "captions": [".mp4", ".mkv", ".ts", ".webm"]}
+        suffixes = {"hdr": [".mkv", ".mp4", ".mov", ".webm"], "captions": [".mp4", ".mkv", ".ts", ".webm"],
+                    "interlaced": [".mp4", ".mkv"]}
         out = d / "out" / ("up" + rng.choice(suffixes.get(kind, [".mkv"])))
         (d / "out").mkdir()
-        return ["upscale", src, out, *TINY, "--frames", "0:2"], [out], False
+        deint = ["--deinterlace", rng.choice(["auto", "double", "off"])] if kind == "interlaced" else []
+        return ["upscale", src, out, *TINY, "--frames", "0:2", *deint], [out], False
     return Case(f"mutated {kind} #{seed}", build)
 
 
@@ -384,7 +390,7 @@ def all_cases(n: int, seed: int, stops: int = 0) -> list[Case]:
     cases += [output_case(k, ow) for k in OUTPUT_KINDS for ow in (False, True)]
     cases += [option_case(o, v, ow) for o, vs in OPTION_VALUES.items() for v in vs for ow in (False, True)
               if not ow or o == "--report"]
-    kinds = ["mp4", "mkv", "webm", "y4m", "hdr", "joined", "captions"]
+    kinds = ["mp4", "mkv", "webm", "y4m", "hdr", "joined", "captions", "interlaced"]
     i = 0
     while len(cases) < n:
         cases.append(mutation_case(kinds[i % len(kinds)], rng.randrange(1 << 30)))
