@@ -138,10 +138,9 @@ def _video_entry(moov: bytes, box: Box) -> tuple[list[Box], Box] | None:
     return None
 
 
-def add_hdr_boxes(path: Path, extra: list[bytes]) -> bool:
-    """Put the boxes ``extra`` (:func:`mdcv`, :func:`clli`) into the video sample entry of the mp4/QuickTime file
-    at ``path``, after its ``colr``; those it holds already are left as they are.  False where there was nothing
-    to add; :class:`NotWritable` for a layout this does not change."""
+def _read_moov(path: Path) -> tuple[list[Box], Box, bytearray]:
+    """The file's top-level boxes, its ``moov`` box and that box's bytes; :class:`NotWritable` for a fragmented
+    file or one without a ``moov``."""
     top = top_level(path)
     if any(b.type in FRAGMENTED for b in top):
         raise NotWritable("a fragmented mp4 (its fragments' offsets would move)")
@@ -150,7 +149,22 @@ def add_hdr_boxes(path: Path, extra: list[bytes]) -> bool:
         raise NotWritable("no moov box")
     with open(path, "rb") as f:
         f.seek(moov_box.start)
-        moov = bytearray(f.read(moov_box.size))
+        return top, moov_box, bytearray(f.read(moov_box.size))
+
+
+def _write_moov(path: Path, top: list[Box], moov_box: Box, moov: bytearray, grown: int) -> None:
+    """Put ``moov`` (``grown`` bytes longer than it was) back in place of ``moov_box``."""
+    edits = [(moov_box.start, moov_box.end, bytes(moov))]
+    if moov_box.end < top[-1].end:  # media after moov (faststart): its chunk offsets move with it
+        edits[0] = (moov_box.start, moov_box.end, _moved_offsets(moov, moov_box.end, grown))
+    splice(path, edits)
+
+
+def add_hdr_boxes(path: Path, extra: list[bytes]) -> bool:
+    """Put the boxes ``extra`` (:func:`mdcv`, :func:`clli`) into the video sample entry of the mp4/QuickTime file
+    at ``path``, after its ``colr``; those it holds already are left as they are.  False where there was nothing
+    to add; :class:`NotWritable` for a layout this does not change."""
+    top, moov_box, moov = _read_moov(path)
     local = Box(b"moov", 0, moov_box.header, moov_box.size)
     found = _video_entry(moov, local)
     if found is None:
@@ -165,11 +179,36 @@ def add_hdr_boxes(path: Path, extra: list[bytes]) -> bool:
     at = colr.end if colr is not None else entry.end
     _grow(moov, chain, len(new))
     moov[at:at] = new
-    edits = [(moov_box.start, moov_box.end, bytes(moov))]
-    if moov_box.end < top[-1].end:  # media after moov (faststart): its chunk offsets move with it
-        edits[0] = (moov_box.start, moov_box.end, _moved_offsets(moov, moov_box.end, len(new)))
-    splice(path, edits)
+    _write_moov(path, top, moov_box, moov, len(new))
     return True
+
+
+def _box(kind: bytes, body: bytes) -> bytes:
+    return struct.pack(">I4s", 8 + len(body), kind) + body
+
+
+def mdta_meta(tags: list[tuple[str, str]]) -> bytes:
+    """A ``meta`` atom of QuickTime metadata keys (handler ``mdta``: a ``keys`` box naming each key, an ``ilst``
+    holding each value as UTF-8 text under the key's 1-based index), as Apple's cameras write it in ``moov``: an
+    atom without ISO's version and flags there (in mp4 files too: ExifTool reads a full box there as ending at
+    its version; FFmpeg reads both)."""
+    full = b"\0\0\0\0"  # version 0, flags 0
+    hdlr = _box(b"hdlr", full + b"\0\0\0\0" + b"mdta" + b"\0" * 12 + b"\0")
+    keys = _box(b"keys", full + struct.pack(">I", len(tags)) + b"".join(
+        _box(b"mdta", k.encode("utf-8")) for k, _ in tags))
+    items = b"".join(struct.pack(">I", 8 + 16 + len(v.encode("utf-8"))) + struct.pack(">I", i)
+                     + _box(b"data", struct.pack(">II", 1, 0) + v.encode("utf-8"))  # type 1: UTF-8; no locale
+                     for i, (_, v) in enumerate(tags, 1))
+    return _box(b"meta", hdlr + keys + _box(b"ilst", items))
+
+
+def add_moov_box(path: Path, box: bytes) -> None:
+    """Append ``box`` to the ``moov`` of the mp4/QuickTime file at ``path`` (:class:`NotWritable` for a layout
+    this does not change)."""
+    top, moov_box, moov = _read_moov(path)
+    _grow(moov, [Box(b"moov", 0, moov_box.header, moov_box.size)], len(box))
+    moov += box
+    _write_moov(path, top, moov_box, moov, len(box))
 
 
 def _moved_offsets(moov: bytearray, after: int, by: int) -> bytes:

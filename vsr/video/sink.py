@@ -34,6 +34,7 @@ from vsr.video.passthrough import Passthrough, Window
 from vsr.video.planes import PlaneFormat
 from vsr.video.source import VideoInfo
 from vsr.video.streams import main_video
+from vsr.video.tags import write_container_keys
 
 log = logging.getLogger(__name__)
 
@@ -269,9 +270,10 @@ class VideoSink:
                               f"({e.strerror or e})") from e
         if self.tmp is not None:  # a file (a stream is not rewritten): the container's copy of the source's HDR
             hdr = as_encoded(self.codec, dict(self.encoder_options), self.info.hdr)  # metadata (no muxer's)
-            said = write_container_hdr(self.tmp, container, hdr, self.codec)
-            if said is not None:
-                warnings.warn(said, stacklevel=2)
+            said = [write_container_hdr(self.tmp, container, hdr, self.codec),  # and a phone's place and time:
+                    write_container_keys(self.tmp, container, self.info.container_metadata)]
+            for line in filter(None, said):
+                warnings.warn(line, stacklevel=2)
 
     @writes
     def commit(self, before_rename: Callable[[], None] | None = None) -> None:
