@@ -264,3 +264,18 @@ def test_mp4_text_subtitles_go_into_matroska_as_subrip(tmp_path):
     out = subprocess.run([ffmpeg, "-v", "error", "-i", str(tmp_path / "out.mkv"), "-map", "0:s", "-f", "srt", "-"],
                          capture_output=True, text=True, check=True).stdout
     assert out.split() == srt.read_text().split()
+
+
+def test_audio_that_says_no_channels_is_dropped_in_one_line_not_the_run(tmp_path):
+    """A damaged MPEG-TS whose demuxer finds an MP3 stream of no sample rate and no channels: Matroska would take
+    MP3 as it is, but no encoder takes nothing; the stream is dropped, said in one line, the video written."""
+    src = Path(__file__).parents[1] / "fixtures" / "damaged" / "mp3_without_channels.ts"
+    with av.open(str(src)) as c:
+        a = c.streams.audio[0]
+        assert (a.codec_context.sample_rate, a.codec_context.layout.nb_channels) == (0, 0)
+    said = write(src, tmp_path / "out.mkv")
+    assert [s for s in said if "audio" in s] == [
+        "the source's mp3 audio (stream 1) says no sample rate or channels (damaged?) and matroska cannot take it "
+        "as it is: dropped"]
+    with av.open(str(tmp_path / "out.mkv")) as c:
+        assert [s.type for s in c.streams] == ["video"] and len(list(c.decode(video=0))) > 0

@@ -100,15 +100,20 @@ def first_packets(path: Path, indices: list[int], look: int = 2000) -> dict[int,
 def _route(st, oc, sample=None) -> Route | None:
     """An output stream in ``oc`` for the source stream ``st`` (with a warning where it is converted), or
     None (dropped, with a warning); ``sample``: its first packet, where known (:func:`copy_works`)."""
-    name = st.codec_context.name if st.codec_context else None
+    name = st.codec_context.name if st.codec_context else None  # (the decoder's: "mp3float")
+    shown = st.codec_context.codec.canonical_name if st.codec_context else name  # the codec's: "mp3"
     unread = str(name).startswith(UNREAD_IN.get(oc.format.name, ()))
     if name in held(oc) and not unread and copy_works(st, oc, sample):
         return Route(oc.add_stream_from_template(st), PassMode.COPY, name)
+    if st.type == "audio" and not (st.codec_context.sample_rate and st.codec_context.layout.nb_channels):
+        warnings.warn(f"the source's {shown} audio (stream {st.index}) says no sample rate or channels (damaged?) "
+                      f"and {oc.format.name} cannot take it as it is: dropped", stacklevel=4)
+        return None
     if st.type == "audio" and oc.default_audio_codec not in (None, "none"):
         lossless = [c for c in LOSSLESS_TARGETS if c in held(oc) and c in av.codecs_available]
         target = lossless[0] if name in LOSSLESS_AUDIO and lossless else oc.default_audio_codec
-        why = (f"{oc.format.name} holds {name} audio only as ISO 'ipcm', which QuickTime and FFmpeg before 6 do not "
-               "read" if unread else f"{oc.format.name} cannot hold {name} audio")
+        why = (f"{oc.format.name} holds {shown} audio only as ISO 'ipcm', which QuickTime and FFmpeg before 6 do not "
+               "read" if unread else f"{oc.format.name} cannot hold {shown} audio")
         warnings.warn(f"{why} (stream {st.index}): re-encoding it to {target}", stacklevel=4)
         out = oc.add_stream(target, rate=encoder_rate(target, st.codec_context.sample_rate))
         out.layout = ordered_layout(st.codec_context.layout)
@@ -118,12 +123,12 @@ def _route(st, oc, sample=None) -> Route | None:
         return Route(out, PassMode.ENCODE, name, source=st)
     text = next((c for c in TEXT_TARGETS if c in held(oc)), None)
     if st.type == "subtitle" and name in TEXT_SUBTITLES and text is not None:
-        warnings.warn(f"{oc.format.name} cannot hold {name} subtitles (stream {st.index}): "
+        warnings.warn(f"{oc.format.name} cannot hold {shown} subtitles (stream {st.index}): "
                       f"converting them to {text} (plain text, styling dropped)", stacklevel=4)
         out = oc.add_mux_stream(text)
         out.time_base = st.time_base
         return Route(out, PassMode.TEXT, name, text)
-    warnings.warn(f"{oc.format.name} cannot hold {name} {st.type} (stream {st.index}): dropped", stacklevel=4)
+    warnings.warn(f"{oc.format.name} cannot hold {shown} {st.type} (stream {st.index}): dropped", stacklevel=4)
     return None
 
 
