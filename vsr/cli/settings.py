@@ -39,10 +39,11 @@ def add_upscale_options(p, *, frames: bool = True) -> None:
     r.add_argument("--scene-cuts", default="auto", metavar="auto|off|FILE",
                    help="windows never cross a scene cut: auto = detect cuts (default), off = ignore them, FILE = "
                         "a text file of the frame indices that start a new scene")
-    r.add_argument("--deinterlace", default="auto", choices=("auto", "off", "double"),
+    r.add_argument("--deinterlace", default="auto", choices=("auto", "off", "double", "film"),
                    help="auto = an interlaced source's frames are deinterlaced (bwdif) before they are upscaled, "
                         "the same frames at the same times (default); double = each field a frame of its own: "
-                        "twice the frames at twice the rate (50p from 25i); off = upscale them as decoded")
+                        "twice the frames at twice the rate (50p from 25i); film = inverse telecine: film's own "
+                        "frames out of 3:2 pulldown (23.976 from 29.97); off = upscale them as decoded")
     r.add_argument("--scene-threshold", default=None, metavar="X",
                    help="detector's ratio of a cut's frame difference to its neighbours' (default: "
                         "configs/pipeline/scenes.toml)")

@@ -26,6 +26,7 @@ from vsr.video.ends import file_end
 from vsr.video.output import output_path
 from vsr.video.source import VideoInfo
 from vsr.video.seek import VideoScan, scan_video, verify_entry
+from vsr.video.telecine import count as film_frames
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +75,11 @@ def plan_job(spec: JobSpec, chunk_frames: int = DEFAULT_CHUNK_FRAMES) -> tuple[J
     entries = EntryFinder(path, scan)
     chunks = []
     per = 2 if info.field_rate else 1  # output frames a frame of the file makes (--deinterlace double: its fields)
+    if info.film:  # inverse telecine: which frames come out depends on the whole cadence, so one chunk
+        total = film_frames(path, info)
+        start, stop = _frames(spec, total)
+        return bound, [replace(ChunkSpec(0, start, stop), **entries.fields(0, scan.frames),
+                               checks=_checks(scan, 0, scan.frames))]
     for c in _cut(*_frames(spec, scan.frames * per), chunk_frames):
         # the frames of the file the runner decodes, halo included (fields: and the frame either side, which the
         # deinterlacer reads for the first and last field a window holds)

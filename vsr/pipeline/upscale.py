@@ -124,5 +124,5 @@ def _source_settings(info) -> dict:
     """What a run's report says of its source (``settings.source``)."""
     return {"width": info.width, "height": info.height, "pix_fmt": info.pix_fmt, "time_base": str(info.time_base),
             "colour": info.colour.describe(), "rotation": info.rotation, "interlaced": info.interlaced,
-            "deinterlaced": info.deinterlaced, "field_rate": info.field_rate,
+            "deinterlaced": info.deinterlaced, "field_rate": info.field_rate, "film": info.film,
             "hdr": info.hdr.describe() if info.hdr is not None else None}

@@ -14,6 +14,8 @@ interlaced ones, the motion of every field kept, as broadcast and camcorder vide
 ``i``'s first field at its time, ``2i + 1`` its second half a frame later; the time base is halved so both times
 are exact, and every frame of the stream is split (``deint=all``), so frame ``i`` of the file is always output
 frames ``2i`` and ``2i + 1``: ``--frames A:B``, batch jobs and their seeks count output frames.
+
+``--deinterlace film`` is inverse telecine (:mod:`vsr.video.telecine`): the 24 fps film frames of 3:2 pulldown.
 """
 
 from __future__ import annotations
@@ -26,8 +28,9 @@ from typing import Iterator
 import av
 
 from vsr.errors import InputError
+from vsr.video.telecine import as_film
 
-MODES = ("auto", "off", "double")
+MODES = ("auto", "off", "double", "film")
 FILTER = "bwdif"
 FILTER_ARGS = "mode=send_frame:parity=auto:deint=interlaced"
 DOUBLE_ARGS = "mode=send_field:parity=auto:deint=all"
@@ -101,6 +104,13 @@ def with_deinterlace(info, mode: str):
     twice the rate, in half the time base (:attr:`VideoInfo.field_rate`)."""
     if mode not in MODES:
         raise InputError(f"--deinterlace must be one of {', '.join(MODES)}, not {mode!r}")
+    if mode == "film":  # asked for: telecined video is often flagged progressive
+        film = as_film(info)
+        if str(info.path) not in _SAID_INTERLACED:
+            _SAID_INTERLACED.add(str(info.path))
+            warnings.warn(f"{info.path}: inverse telecine (fieldmatch, decimate): the film's frames, 4 of every 5, "
+                          f"at {float(film.rate):.3f} fps", stacklevel=4)
+        return film
     on = info.interlaced is not None and mode != "off"
     double = on and mode == "double"
     if on and str(info.path) not in _SAID_INTERLACED:  # once a process (a job's add opens its input twice)

@@ -26,6 +26,7 @@ from vsr.video.output import STREAM, stream_closed
 from vsr.video.source import (SourceFrame, VideoInfo, ffmpeg_log, ffmpeg_reason, field_steps, one_line, size_error,
                               timed_frames, video_info)
 from vsr.video.streams import main_video, uniform
+from vsr.video.telecine import inverse_telecined
 
 SIDE_TYPES = ("audio", "subtitle")
 
@@ -149,8 +150,11 @@ class StreamSource:
         """Frames ``start, start + 1, ...``: those before are decoded, not converted (no seeking in a pipe)."""
         self._side.decided()
         decoded = uniform(chain([self._first], self._decoded), 0, self.info)
-        if self.info.deinterlaced:
-            decoded = deinterlaced(decoded, self._container.streams[self.info.stream_index], *field_steps(self.info))
+        st = self._container.streams[self.info.stream_index]
+        if self.info.film:
+            decoded = inverse_telecined(decoded, st, self.info)
+        elif self.info.deinterlaced:
+            decoded = deinterlaced(decoded, st, *field_steps(self.info))
         yield from timed_frames(decoded, 0, start, self.info)
         self.early_end = stream_end(self._file, self._container.format.name, self._first_packet, self._count)
 

@@ -29,6 +29,7 @@ from vsr.video.hdr import HdrMetadata, read_hdr
 from vsr.video.interlace import deinterlaced, field_order, with_deinterlace
 from vsr.video.seek import EntryPoint, enter, picture_digest
 from vsr.video.streams import frame_rate, main_video, uniform
+from vsr.video.telecine import inverse_telecined
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +81,7 @@ class VideoInfo:
     # each field a frame (``deinterlace="double"``): frame i of the file is frames 2i and 2i + 1, time_base, rate,
     # frames and start_pts are the output's (header_frames stays the file's)
     field_rate: bool = False
+    film: bool = False  # inverse telecine (``deinterlace="film"``, vsr.video.telecine): frames counted out of it
     # the closed captions of the frames decoded (vsr.video.captions), taken by the sink; None: a source without
     captions: object = field(default=None, compare=False, repr=False)
     # a stream's audio and subtitle packets as its decoding passes them (vsr.video.passthrough.PacketFeed): a
@@ -270,11 +272,15 @@ class VideoSource:
         flagging it corrupt (``tests/video/test_source_seek.py`` checks ``start`` on that clip).
         """
         per = 2 if self.info.field_rate else 1  # frames out per frame of the file
-        # (fields: from the file's frame before, so that frame start's second field has both neighbours)
-        c, decoded, index = self._decoder(max(start // per - (per - 1), 0))
+        # (fields: from the file's frame before, so that frame start's second field has both neighbours; film:
+        # from the top, where the cadence starts)
+        c, decoded, index = self._decoder(0 if self.info.film else max(start // per - (per - 1), 0))
         decoded = uniform(self._checked(decoded, index), index, self.info)
-        if self.info.deinterlaced:  # from where decoding starts: each frame has the neighbours it has in a whole run
-            decoded = deinterlaced(decoded, c.streams[self.info.stream_index], *field_steps(self.info))
+        st = c.streams[self.info.stream_index]
+        if self.info.film:
+            decoded = inverse_telecined(decoded, st, self.info)
+        elif self.info.deinterlaced:  # from where decoding starts: each frame has the neighbours it has in a whole run
+            decoded = deinterlaced(decoded, st, *field_steps(self.info))
         try:
             yield from timed_frames(decoded, index * per, start, self.info)
         finally:
@@ -370,7 +376,7 @@ def timed_frames(decoded: Iterator[av.VideoFrame], index: int, start: int, info:
                 pts = last_pts + (last_dur or step)
             if index >= start:
                 if info.captions is not None and not (info.field_rate and index % 2):  # (a frame's, on its first field)
-                    info.captions.put(index, int(pts), a53_of(frame))
+                    info.captions.put(index, int(pts), frame.opaque if info.film else a53_of(frame))
                 yield SourceFrame(index, int(pts), dur, decode_rgb(frame, info.colour))
             last_pts, last_dur = pts, dur
             index += 1
