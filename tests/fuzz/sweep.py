@@ -24,7 +24,7 @@ temporary left in the engine cache.
 The cases (deterministic for a seed): byte mutations of small real-format clips (MP4/H.264, MKV/FFV1, WebM/VP9,
 Y4M, an HDR10 MKV/HEVC upscaled into .mkv, .mp4, .mov or .webm, two MPEG-TS files of two sizes joined, an
 H.264 MPEG-TS with closed captions in every frame upscaled into .mp4, .mkv, .ts or .webm, the same interlaced
-with ``--deinterlace auto``, ``double`` or ``off``), hostile option values, hostile outputs (planted symlinks,
+with ``--deinterlace auto``, ``double``, ``film`` or ``off``), hostile option values, hostile outputs (planted symlinks,
 special files, folders of the user's files, paths under a file, odd suffixes, names with control characters),
 and the other commands (``report``, ``jobs``, ``export``, ``preview``) on broken files.  Not part of the test suite (minutes of CPU): its result goes into
 docs/benchmarks.md with the command that made it.
@@ -141,7 +141,7 @@ def mutation_case(kind: str, seed: int) -> Case:
                     "interlaced": [".mp4", ".mkv"]}
         out = d / "out" / ("up" + rng.choice(suffixes.get(kind, [".mkv"])))
         (d / "out").mkdir()
-        deint = ["--deinterlace", rng.choice(["auto", "double", "off"])] if kind == "interlaced" else []
+        deint = ["--deinterlace", rng.choice(["auto", "double", "film", "off"])] if kind == "interlaced" else []
         return ["upscale", src, out, *TINY, "--frames", "0:2", *deint], [out], False
     return Case(f"mutated {kind} #{seed}", build)
 
