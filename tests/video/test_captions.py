@@ -22,13 +22,7 @@ from vsr.video.captions import a53_of, inject, sei_nal
 
 from tests.jobs.helpers import WindowBackend
 from tests.jobs.test_chunks import REQUEST, run_job
-
-
-def ffmpeg() -> str:
-    path = shutil.which("ffmpeg")
-    if path is None:
-        pytest.skip("needs ffmpeg")
-    return path
+from tests.video.tools import ffmpeg
 
 
 def parity(c: int) -> int:

@@ -5,7 +5,6 @@ one line, in the report, off with ``--deinterlace off``) and through a chunked j
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -21,16 +20,10 @@ from vsr.video.interlace import DOUBLE_ARGS, FILTER_ARGS, deinterlaced, field_or
 
 from tests.jobs.helpers import WindowBackend
 from tests.jobs.test_chunks import ENCODER, REQUEST, decoded, run_job, single_pass
+from tests.video.tools import ffmpeg
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = ["--weights", "random", "--config", "edvr-tiny", "--threads", "1"]
-
-
-def ffmpeg() -> str:
-    path = shutil.which("ffmpeg")
-    if path is None:
-        pytest.skip("needs ffmpeg")
-    return path
 
 
 def interlaced(path: Path, order: str = "tff", codec: list | None = None, frames: int = 24) -> Path:

@@ -21,17 +21,11 @@ from vsr.video.tags import quicktime_keys
 
 from tests.jobs.helpers import WindowBackend
 from tests.jobs.test_chunks import REQUEST, run_job
+from tests.video.tools import ffmpeg
 
 KEYS = {"com.apple.quicktime.location.ISO6709": "+48.8584+002.2945+035.000/",
         "com.apple.quicktime.make": "Apple", "com.apple.quicktime.model": "iPhone 15",
         "com.apple.quicktime.creationdate": "2024-05-01T10:00:00+0200", "com.android.capture.fps": "240.000000"}
-
-
-def ffmpeg() -> str:
-    path = shutil.which("ffmpeg")
-    if path is None:
-        pytest.skip("needs ffmpeg")
-    return path
 
 
 def phone_clip(path: Path) -> Path:

@@ -5,7 +5,6 @@ frame; the reference is the film before telecine.  Trimmed runs, chunked jobs, p
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from fractions import Fraction
@@ -13,7 +12,6 @@ from pathlib import Path
 
 import av
 import numpy as np
-import pytest
 
 from vsr.jobs import JobSpec
 from vsr.pipeline.runner import RunnerSettings
@@ -22,16 +20,10 @@ from vsr.video import open_source
 from tests.jobs.helpers import WindowBackend
 from tests.jobs.test_chunks import ENCODER, REQUEST, decoded, run_job, single_pass
 from tests.video.test_captions import captions, cc_data, run
+from tests.video.tools import ffmpeg
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = ["--weights", "random", "--config", "edvr-tiny", "--backend", "torch", "--threads", "1", "--quiet"]
-
-
-def ffmpeg() -> str:
-    path = shutil.which("ffmpeg")
-    if path is None:
-        pytest.skip("needs ffmpeg")
-    return path
 
 
 def film_and_telecined(d: Path, frames: int = 48, codec: tuple = ("-c:v", "ffv1"), suffix: str = ".mkv",
