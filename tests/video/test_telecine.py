@@ -121,3 +121,25 @@ def test_the_captions_of_every_source_frame_come_through_once_in_order(tmp_path)
     got = [cc for _, cc in captions(tmp_path / "out.mp4")]
     assert len(got) == 20
     assert b"".join(cc or b"" for cc in got) == b"".join(want) == b"".join(cc_data(i) for i in range(25))
+
+
+def test_film_at_another_rate_than_ntscs_is_deinterlaced_as_auto_said_in_one_line(tmp_path):
+    """25 fps (PAL carries film frame for frame) and 23.976 (film already: soft telecine decodes to it) have no
+    pulldown to undo: decimate would drop one real frame in five."""
+    import warnings
+
+    for rate, interlaced in (("25", True), ("24000/1001", False)):
+        src = tmp_path / f"r{rate.replace('/', '_')}.mkv"
+        woven = ["-flags", "+ilme+ildct", "-x264-params", "tff=1"] if interlaced else []
+        subprocess.run([ffmpeg(), "-v", "error", "-f", "lavfi", "-i", f"testsrc2=size=64x48:rate={rate}", "-frames:v",
+                        "10", "-c:v", "libx264", *woven, "-pix_fmt", "yuv420p", str(src)], check=True)
+        with warnings.catch_warnings(record=True) as said:
+            warnings.simplefilter("always")
+            source = open_source(src, deinterlace="film")
+            try:
+                info, n = source.info, len(list(source.frames()))
+            finally:
+                source.close()
+        said = [str(w.message) for w in said if "--deinterlace film" in str(w.message)]
+        assert len(said) == 1 and "no 3:2 pulldown to undo" in said[0], said
+        assert not info.film and info.deinterlaced is interlaced and n == 10

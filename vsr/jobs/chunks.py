@@ -45,7 +45,7 @@ from vsr.jobs.steps import chunk_only, step_totals
 from vsr.pipeline.runner import FrameQueueRunner
 from vsr.video import VideoSink, VideoSource, check_output, open_source
 from vsr.video.interlace import as_fields
-from vsr.video.telecine import as_film
+from vsr.video.telecine import as_film, carries_pulldown
 from vsr.video.output import remove_stale_partials
 from vsr.video.seek import EntryPoint
 from vsr.video.timecode import starting_at
@@ -215,7 +215,7 @@ def _write_joined(spec: JobSpec, chunks: list[ChunkSpec], folder: ChunkFolder, j
         info = source.info
         if spec.runner.deinterlace == "double" and info.interlaced is not None:  # the chunks' frames and times
             info = as_fields(info)
-        elif spec.runner.deinterlace == "film":
+        elif spec.runner.deinterlace == "film" and carries_pulldown(info.rate):
             info = as_film(info)
         info = starting_at(info, spec.runner.frames[0])  # a trimmed job's timecode: its frame A's
         sink = VideoSink(folder.path(joined), info, encoder, scale=4, trim=spec.trimmed)

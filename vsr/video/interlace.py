@@ -28,7 +28,7 @@ from typing import Iterator
 import av
 
 from vsr.errors import InputError
-from vsr.video.telecine import as_film
+from vsr.video.telecine import as_film, carries_pulldown
 
 MODES = ("auto", "off", "double", "film")
 FILTER = "bwdif"
@@ -104,6 +104,11 @@ def with_deinterlace(info, mode: str):
     twice the rate, in half the time base (:attr:`VideoInfo.field_rate`)."""
     if mode not in MODES:
         raise InputError(f"--deinterlace must be one of {', '.join(MODES)}, not {mode!r}")
+    if mode == "film" and not carries_pulldown(info.rate):
+        warnings.warn(f"--deinterlace film: {info.path} runs at {float(info.rate or 0):.3f} fps, not NTSC's 29.97: "
+                      f"no 3:2 pulldown to undo (23.976 is film already, 25 carries it frame for frame); "
+                      f"deinterlaced as --deinterlace auto does", stacklevel=3)
+        mode = "auto"
     if mode == "film":  # asked for: telecined video is often flagged progressive
         film = as_film(info)
         if str(info.path) not in _SAID_INTERLACED:

@@ -11,7 +11,8 @@ Timing: frame ``n`` is at the first frame's time plus ``n`` x 5/4 of a source fr
 the source's time base (decimate's own timestamps round to its frame grid, up to a frame away from the audio).
 Captions (:mod:`vsr.video.captions`) of every source frame, a dropped one's too, go with the next frame out, in
 order.  Which frames come out depends on the whole cadence, so a batch job of a film source is one chunk, and
-``--frames A:B`` counts the frames out (decoded from the top).
+``--frames A:B`` counts the frames out (decoded from the top).  Only video at 29.97 (or 30) frames a second carries
+pulldown: another rate (film already at 23.976, PAL's 25) is deinterlaced as ``auto`` does, said in one line.
 """
 
 from __future__ import annotations
@@ -27,6 +28,12 @@ from vsr.video.captions import a53_of
 
 FILTERS = (("fieldmatch", "order=auto"), ("bwdif", "mode=send_frame:parity=auto:deint=interlaced"), ("decimate", ""))
 CYCLE, KEEP = 5, 4  # decimate's cycle: one frame of every 5 dropped
+
+
+def carries_pulldown(rate: Fraction | None) -> bool:
+    """Whether video at ``rate`` frames a second can carry film in 3:2 pulldown: NTSC's 29.97 (or 30).  Film at
+    23.976 is film already (soft telecine decodes to its own frames), PAL's 25 carries it frame for frame."""
+    return rate is not None and any(abs(rate / r - 1) < 0.002 for r in (Fraction(30000, 1001), Fraction(30)))
 
 
 def as_film(info):
