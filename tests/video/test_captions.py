@@ -37,11 +37,12 @@ def cc_data(i: int) -> bytes:
     return bytes([0xFC, parity(ord(t[0])), parity(ord(t[1])), 0xFC, parity(ord(t[2])), parity(ord(t[3]))])
 
 
-def captioned(path: Path, codec: str = "libx264", frames: int = 24, extra: tuple = (), cc=cc_data) -> Path:
+def captioned(path: Path, codec: str = "libx264", frames: int = 24, extra: tuple = (), cc=cc_data,
+              rate: str = "25") -> Path:
     """A test pattern encoded by FFmpeg into MPEG-TS (Annex B), each frame's access unit then given the SEI of
     ``cc`` (:func:`cc_data`) of its index in presentation order."""
     plain = path.with_name("plain.ts")
-    subprocess.run([ffmpeg(), "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=64x48:rate=25", "-frames:v",
+    subprocess.run([ffmpeg(), "-v", "error", "-y", "-f", "lavfi", "-i", f"testsrc2=size=64x48:rate={rate}", "-frames:v",
                     str(frames), *extra, "-c:v", codec, "-pix_fmt", "yuv420p", str(plain)], check=True)
     with av.open(str(plain)) as c:
         packets = [p for p in c.demux(video=0) if p.size]

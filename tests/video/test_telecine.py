@@ -114,7 +114,8 @@ def test_a_film_stream_on_standard_input(tmp_path):
 def test_the_captions_of_every_source_frame_come_through_once_in_order(tmp_path):
     """A dropped frame's captions go with the next frame out: no character lost or doubled."""
     from tests.video.test_captions import captioned
-    src = captioned(tmp_path / "in.ts", frames=25, extra=("-vf", "telecine=first_field=top:pattern=23"))
+    src = captioned(tmp_path / "in.ts", frames=25, extra=("-vf", "telecine=first_field=top:pattern=23"),
+                    rate="24000/1001")
     want = [cc for _, cc in captions(src)]
     assert len(want) == 25 and all(want)
     run(src, tmp_path / "out.mp4", RunnerSettings(deinterlace="film"))
