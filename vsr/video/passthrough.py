@@ -317,7 +317,11 @@ class Passthrough:
         for route in self.routes.values():
             if route.mode is PassMode.ENCODE and route.source.index in self._off:
                 off = self._off.pop(route.source.index)
-                self._encode(route, route.source.codec_context.decode(None), off)
+                try:
+                    held = route.source.codec_context.decode(None)
+                except av.FFmpegError:  # a damaged stream's decoder that cannot flush: what it held is lost, as before
+                    held = []
+                self._encode(route, held, off)
 
     def _encode(self, route: Route, frames, off: int) -> None:
         """Decoded audio ``frames`` into the route's encoder, moved back by ``off``; a frame without a time (a
