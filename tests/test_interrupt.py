@@ -129,6 +129,38 @@ def test_wait_through_waits_for_the_end_then_raises_the_interrupt(ctrl_c):
     helper.join()
 
 
+def test_a_ctrl_c_that_cuts_start_short_once_the_thread_exists_leaves_it_known_running(monkeypatch):
+    """The KeyboardInterrupt of a signal another thread took comes to the main thread at any instruction: right
+    after the thread was created, before start() returned (a full test session saw a stage thread, left inside an
+    inference call, taken for never started). A start cut short before the thread exists: not launched."""
+    started = threading.Thread.start
+
+    def cut_short(self):
+        started(self)
+        raise KeyboardInterrupt
+
+    release = threading.Event()
+    t = interrupt.Thread(target=release.wait, args=(10,), daemon=True)
+    monkeypatch.setattr(threading.Thread, "start", cut_short)
+    with pytest.raises(KeyboardInterrupt):
+        t.start()
+    try:
+        assert t.launched and t.running() and not t.wait(0.05)
+    finally:
+        release.set()
+    assert t.wait(5) and not t.running()
+
+    def before(self):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(threading.Thread, "start", before)
+    never = interrupt.Thread(target=release.wait, daemon=True)
+    monkeypatch.setattr(interrupt, "START_S", 0.1)
+    with pytest.raises(KeyboardInterrupt):
+        never.start()
+    assert not never.launched and not never.running() and never.wait(0)
+
+
 def test_a_thread_class_must_not_override_run():
     with pytest.raises(TypeError, match="target="):
         class Beat(interrupt.Thread):  # noqa: F841
