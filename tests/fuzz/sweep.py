@@ -24,7 +24,8 @@ temporary left in the engine cache.
 The cases (deterministic for a seed): byte mutations of small real-format clips (MP4/H.264, MKV/FFV1, WebM/VP9,
 Y4M, an HDR10 MKV/HEVC upscaled into .mkv, .mp4, .mov or .webm, two MPEG-TS files of two sizes joined, an
 H.264 MPEG-TS with closed captions in every frame upscaled into .mp4, .mkv, .ts or .webm, the same interlaced
-with ``--deinterlace auto``, ``double``, ``film`` or ``off``), hostile option values, hostile outputs (planted symlinks,
+with ``--deinterlace auto``, ``double``, ``film`` or ``off``, HEVC in MPEG-TS and AV1 in Matroska with HDR10+ in every
+frame into HEVC and AV1; ``--kinds`` picks some of these alone), hostile option values, hostile outputs (planted symlinks,
 special files, folders of the user's files, paths under a file, odd suffixes, names with control characters),
 and the other commands (``report``, ``jobs``, ``export``, ``preview``) on broken files.  Not part of the test suite (minutes of CPU): its result goes into
 docs/benchmarks.md with the command that made it.
@@ -66,6 +67,11 @@ def _clip(d: Path, kind: str) -> Path:
         return y4m(d / "in.y4m", 16, 12, 3)
     if kind == "hdr":
         return _hdr_clip(d / "in.mkv")
+    if kind.startswith("hdr10+"):  # HEVC in MPEG-TS, AV1 in Matroska, with an HDR10+ message in every frame
+        from tests.video.test_hdr10plus import with_hdr10plus
+        if kind == "hdr10+av1":
+            return with_hdr10plus(d / "in.mkv", codec="libsvtav1", frames=3, extra=("-svtav1-params", "preset=12"))
+        return with_hdr10plus(d / "in.ts", frames=3)
     if kind in ("captions", "interlaced"):  # H.264 in MPEG-TS with closed captions (A/53 SEI) in every frame
         from tests.video.test_captions import captioned
         woven = ("-flags", "+ilme+ildct", "-x264-params", "tff=1", "-vf", "tinterlace=mode=interleave_top,setfield=tff")
@@ -136,9 +142,9 @@ def mutation_case(kind: str, seed: int) -> Case:
         rng = random.Random(seed)
         src.write_bytes(_mutate(src.read_bytes(), rng))
         # an HDR source goes into each container vsr writes its metadata into (a file rewritten after the muxer),
-        # captions into H.264 in each container, and into a codec that cannot hold them
+        # captions into H.264 in each container, and into a codec that cannot hold them, HDR10+ into HEVC and AV1
         suffixes = {"hdr": [".mkv", ".mp4", ".mov", ".webm"], "captions": [".mp4", ".mkv", ".ts", ".webm"],
-                    "interlaced": [".mp4", ".mkv"]}
+                    "interlaced": [".mp4", ".mkv"], "hdr10+": [".mp4", ".mkv", ".webm"], "hdr10+av1": [".mp4", ".mkv"]}
         out = d / "out" / ("up" + rng.choice(suffixes.get(kind, [".mkv"])))
         (d / "out").mkdir()
         deint = ["--deinterlace", rng.choice(["auto", "double", "film", "off"])] if kind == "interlaced" else []
@@ -384,13 +390,19 @@ def _stop_faults(rc: int, err: str, outs: list[Path], engines: Path) -> list[str
     return faults
 
 
-def all_cases(n: int, seed: int, stops: int = 0) -> list[Case]:
+KINDS = ("mp4", "mkv", "webm", "y4m", "hdr", "joined", "captions", "interlaced", "hdr10+", "hdr10+av1")
+
+
+def all_cases(n: int, seed: int, stops: int = 0, only: tuple[str, ...] | None = None) -> list[Case]:
+    """``n`` cases: ``stops`` stop cases, the fixed ones, then mutated inputs of each kind in turn; ``only``: the
+    mutated inputs of these kinds alone."""
     rng = random.Random(seed)
-    cases = stop_cases(stops, random.Random(seed + 1)) + command_cases()
-    cases += [output_case(k, ow) for k in OUTPUT_KINDS for ow in (False, True)]
-    cases += [option_case(o, v, ow) for o, vs in OPTION_VALUES.items() for v in vs for ow in (False, True)
-              if not ow or o == "--report"]
-    kinds = ["mp4", "mkv", "webm", "y4m", "hdr", "joined", "captions", "interlaced"]
+    cases = stop_cases(stops, random.Random(seed + 1)) + command_cases() if only is None else []
+    if only is None:
+        cases += [output_case(k, ow) for k in OUTPUT_KINDS for ow in (False, True)]
+        cases += [option_case(o, v, ow) for o, vs in OPTION_VALUES.items() for v in vs for ow in (False, True)
+                  if not ow or o == "--report"]
+    kinds = list(only or KINDS)
     i = 0
     while len(cases) < n:
         cases.append(mutation_case(kinds[i % len(kinds)], rng.randrange(1 << 30)))
@@ -471,14 +483,18 @@ def main() -> None:
     ap.add_argument("--stops", type=int, default=0, help="this many stop cases first (each a real process)")
     ap.add_argument("--out", default="sweep.json")
     ap.add_argument("--keep", default=None, help="keep each case's folder under this one")
+    ap.add_argument("--kinds", default=None, help=f"only mutated inputs of these kinds, comma-separated: {KINDS}")
     args = ap.parse_args()
+    only = tuple(args.kinds.split(",")) if args.kinds else None
+    if only and set(only) - set(KINDS):
+        ap.error(f"--kinds: one of {', '.join(KINDS)}")
     from tests.fuzz.cli_runner import CliRunner
 
     runner = CliRunner()
     root = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="vsr-sweep-"))
     root.mkdir(parents=True, exist_ok=True)
     results = []
-    cases = all_cases(args.cases, args.seed, args.stops)
+    cases = all_cases(args.cases, args.seed, args.stops, only)
     try:
         for i, case in enumerate(cases, 1):
             r = run_case(runner, case, root, args.timeout, i)

@@ -1,6 +1,6 @@
 """Closed captions in the video stream (ATSC A/53: CEA-608/708 bytes in an SEI message a frame) follow their frames
-into an H.264 or HEVC output, in any container, trimmed and chunked runs and deinterlaced sources included; any
-other output says once that they are dropped.  The reference for the bytes written is FFmpeg's own decoder, which
+into an H.264, HEVC or AV1 output (AV1: as metadata OBUs), in any container, trimmed and chunked runs and
+deinterlaced sources included; any other output says once that they are dropped.  The reference for the bytes written is FFmpeg's own decoder, which
 hands a frame's captions over as its ``A53_CC`` side data, and the system's ffprobe, which names them."""
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from vsr.jobs import JobSpec
 from vsr.pipeline.runner import RunnerSettings
 from vsr.pipeline.upscale import upscale
 from vsr.video import EncoderSettings, open_source
-from vsr.video.captions import a53_of, inject, sei_nal
+from vsr.video.bitstream import inject, sei_nal
+from vsr.video.captions import a53_of, ga94
 
 from tests.jobs.helpers import WindowBackend
 from tests.jobs.test_chunks import REQUEST, run_job
@@ -37,6 +38,11 @@ def cc_data(i: int) -> bytes:
     return bytes([0xFC, parity(ord(t[0])), parity(ord(t[1])), 0xFC, parity(ord(t[2])), parity(ord(t[3]))])
 
 
+def cc_sei(cc: bytes, codec: str) -> bytes:
+    """The SEI NAL unit of the captions ``cc``, as an encoder writes it."""
+    return sei_nal(ga94(cc), codec)
+
+
 def captioned(path: Path, codec: str = "libx264", frames: int = 24, extra: tuple = (), cc=cc_data,
               rate: str = "25") -> Path:
     """A test pattern encoded by FFmpeg into MPEG-TS (Annex B), each frame's access unit then given the SEI of
@@ -51,7 +57,7 @@ def captioned(path: Path, codec: str = "libx264", frames: int = 24, extra: tuple
         with av.open(str(path), "w") as oc:
             out = oc.add_stream_from_template(c.streams.video[0])
             for p in packets:
-                q = av.Packet(inject(bytes(p), sei_nal(cc(order[p.pts]), name), name))
+                q = av.Packet(inject(bytes(p), cc_sei(cc(order[p.pts]), name), name))
                 q.pts, q.dts, q.time_base, q.is_keyframe, q.stream = p.pts, p.dts, p.time_base, p.is_keyframe, out
                 oc.mux(q)
     return path
@@ -84,14 +90,14 @@ def test_more_than_31_caption_packets_a_frame_go_in_as_several_messages_read_bac
     got = captions(captioned(tmp_path / "in.ts", frames=6, cc=forty))
     assert [cc for _, cc in got] == [forty(i) for i in range(6)]
     with pytest.raises(ValueError):
-        sei_nal(b"\xfc\x80", "h264")
+        ga94(b"\xfc\x80")
 
 
 def test_emulation_prevention_and_both_nal_framings():
     """Caption bytes 00 00 01 / 00 00 00 in the payload get their 0x03; a NAL goes before the first slice, after
     the parameter sets, in Annex B and in length-prefixed access units."""
     cc = bytes([0xFC, 0x00, 0x00, 0x00, 0x00, 0x01])
-    nal = sei_nal(cc, "h264")
+    nal = cc_sei(cc, "h264")
     assert not re.search(b"\x00\x00[\x00-\x02]", nal)
     assert cc in nal[1:].replace(b"\x00\x00\x03", b"\x00\x00")  # (what a reader takes out again)
     sps, pps, idr = b"\x67\x64\x00\x0a", b"\x68\xee", b"\x65\x88\x84"
@@ -102,14 +108,14 @@ def test_emulation_prevention_and_both_nal_framings():
     assert inject(avcc, nal, "h264", 4) == b"".join(len(n).to_bytes(4, "big") + n for n in (sps, pps, nal, idr))
     hevc_slice = bytes([19 << 1, 1, 0xAF])  # IDR_W_RADL
     vps = bytes([32 << 1, 1, 0x0C])
-    assert inject(vps + b"", sei_nal(b"\xfc\x80\x80", "hevc"), "hevc", None).endswith(sei_nal(b"\xfc\x80\x80", "hevc"))
+    assert inject(vps + b"", cc_sei(b"\xfc\x80\x80", "hevc"), "hevc", None).endswith(cc_sei(b"\xfc\x80\x80", "hevc"))
     framed = b"".join(len(n).to_bytes(4, "big") + n for n in (vps, hevc_slice))
-    hnal = sei_nal(b"\xfc\x80\x80", "hevc")
+    hnal = cc_sei(b"\xfc\x80\x80", "hevc")
     assert hnal[:2] == bytes([39 << 1, 1])
     assert inject(framed, hnal, "hevc", 4) == b"".join(len(n).to_bytes(4, "big") + n for n in (vps, hnal, hevc_slice))
 
 
-@pytest.mark.parametrize("suffix, codec", [(".mp4", None), (".mkv", "libx265"), (".ts", None)])
+@pytest.mark.parametrize("suffix, codec", [(".mp4", None), (".mkv", "libx265"), (".ts", None), (".webm", None)])
 def test_every_frame_keeps_its_captions_at_its_time(tmp_path, suffix, codec):
     src = captioned(tmp_path / "in.ts")
     want = captions(src)
@@ -117,7 +123,7 @@ def test_every_frame_keeps_its_captions_at_its_time(tmp_path, suffix, codec):
     assert run(src, tmp_path / f"out{suffix}", codec=codec) == []
     got = captions(tmp_path / f"out{suffix}")
     assert [(round(t - got[0][0], 4), cc) for t, cc in got] == [(round(t - want[0][0], 4), cc) for t, cc in want]
-    if codec is None and shutil.which("ffprobe"):  # the system's ffprobe names them on an H.264 stream
+    if codec is None and suffix != ".webm" and shutil.which("ffprobe"):  # the system's ffprobe names them in H.264
         probe = subprocess.run(["ffprobe", "-hide_banner", "-i", str(tmp_path / f"out{suffix}")], capture_output=True,
                                text=True)
         assert "Closed Captions" in probe.stderr
@@ -132,12 +138,12 @@ def test_a_trimmed_run_keeps_its_frames_captions(tmp_path):
 def test_a_codec_that_cannot_carry_them_says_so_once_naming_the_first_frame(tmp_path):
     src = tmp_path / "in.ts"
     captioned(src, frames=12)
-    said = run(src, tmp_path / "out.webm")
-    assert said == ["the source's closed captions (ATSC A/53 in its video, from frame 0) cannot follow into av1: "
-                    "dropped (an H.264 or HEVC output keeps them)"]
+    said = run(src, tmp_path / "out.webm", codec="libvpx-vp9")
+    assert said == ["the source's closed captions (ATSC A/53 in its video, from frame 0) cannot follow into vp9: "
+                    "dropped (an H.264, HEVC or AV1 output keeps them)"]
     assert not any(cc for _, cc in captions(tmp_path / "out.webm"))
     assert len(run(src, tmp_path / "frames")) == 1  # PNG frames: said too
-    assert run(tmp_path / "plain.ts", tmp_path / "none.webm") == []  # (the source before its captions)
+    assert run(tmp_path / "plain.ts", tmp_path / "none.webm", codec="libvpx-vp9") == []  # (the source before them)
 
 
 def test_a_chunked_job_and_a_deinterlaced_source_keep_them(tmp_path):

@@ -167,7 +167,8 @@ def choose_encoder(container: OutputContainer, settings: EncoderSettings, info: 
     width, height = info.width * scale, info.height * scale
     check_size(codec.name, width, height)
     opts, low_memory = encoder_options(codec.name, settings, width, height)
-    said += hdr_warnings(codec.name, pix_fmt, info.hdr, container.format if container.played else None)
+    said += hdr_warnings(codec.name, pix_fmt, info.hdr, container.format if container.played else None,
+                         info.hdr10plus is not None)
     opts = hdr_params(codec.name, pix_fmt, info.hdr, opts)
     check_values(codec.name, opts, settings)
     used = effective(codec.name, opts)  # what a run's report names: its defaults included

@@ -11,8 +11,10 @@ The container's own copy is what players read before any frame and all a codec w
 ProRes, VP9) has; FFmpeg's muxers take it only from stream side data, which PyAV cannot set, so vsr writes it
 into the closed file itself (:func:`write_container_hdr`: :mod:`vsr.video.isobmff`, :mod:`vsr.video.matroska`).
 
-Dynamic metadata (HDR10+, Dolby Vision, HDR Vivid) changes from scene to scene and no encoder here takes it
-from vsr's frames: it is named in one warning, and the output keeps the static metadata.
+Dynamic metadata changes from scene to scene and no encoder here takes it from vsr's frames.  HDR10+ follows
+an HEVC or AV1 source into an HEVC or AV1 output all the same, as the message it came in (:mod:`vsr.video.hdr10plus`);
+the rest (Dolby Vision, HDR Vivid; HDR10+ elsewhere) is named in one warning, and the output keeps the static
+metadata.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from pathlib import Path
 import av
 import numpy as np
 
-from vsr.video import isobmff, matroska
+from vsr.video import hdr10plus, isobmff, matroska
 from vsr.video.colour import ColourSpec, bit_depth
 
 # AVColorTransferCharacteristic of HDR
@@ -169,16 +171,22 @@ def hdr_options(codec: str, pix_fmt: str, hdr: HdrMetadata | None, opts: dict[st
     return hdr_params(codec, pix_fmt, hdr, opts)
 
 
-def hdr_warnings(codec: str, pix_fmt: str, hdr: HdrMetadata | None, container: str | None = None) -> list[str]:
+def hdr_warnings(codec: str, pix_fmt: str, hdr: HdrMetadata | None, container: str | None = None,
+                 hdr10plus_read: bool = False) -> list[str]:
     """What of an HDR source does not follow into ``codec`` in ``pix_fmt`` in a file of FFmpeg's format
-    ``container`` (None: a stream, which is not rewritten), one line each: dynamic metadata, fewer than 10 bits,
-    static metadata that neither ``codec`` nor the container can hold (none for an SDR source, ``hdr`` None)."""
+    ``container`` (None: a stream, which is not rewritten), one line each: dynamic metadata (HDR10+ follows where
+    the source's is read, ``hdr10plus_read``, and ``codec`` carries it), fewer than 10 bits, static metadata that
+    neither ``codec`` nor the container can hold (none for an SDR source, ``hdr`` None)."""
     if hdr is None:
         return []
     said = []
-    if hdr.dynamic:
-        said.append(f"the source's {' and '.join(hdr.dynamic)} dynamic metadata cannot follow: the output keeps "
-                    f"its static {hdr.transfer} metadata (colour tags, mastering display, light level) only")
+    follows = hdr10plus_read and hdr10plus.carried_by(av.Codec(codec, "w").canonical_name)
+    lost = [name for name in hdr.dynamic if not (follows and name == "HDR10+")]
+    if lost:
+        hint = " (an HEVC or AV1 output keeps HDR10+)" if hdr10plus_read and "HDR10+" in lost else ""
+        said.append(f"the source's {' and '.join(lost)} dynamic metadata cannot follow: the output keeps its static "
+                    f"{hdr.transfer} metadata (colour tags, mastering display, light level)"
+                    f"{' and HDR10+' if follows and 'HDR10+' in hdr.dynamic else ''} only{hint}")
     if bit_depth(pix_fmt) < 10:
         said.append(f"{codec} writes this {hdr.transfer} source in {pix_fmt}: 8 bits band its gradients "
                     f"(libx265, the default, writes 10)")

@@ -20,6 +20,7 @@ from typing import BinaryIO, Iterator
 import av
 
 from vsr.errors import InputError
+from vsr.video import hdr10plus
 from vsr.video.ends import CountedReader, EarlyEnd, stream_end
 from vsr.video.interlace import deinterlaced, with_deinterlace
 from vsr.video.output import STREAM, stream_closed
@@ -131,9 +132,15 @@ class StreamSource:
     def _decode(self, st) -> Iterator[av.VideoFrame]:
         """Every video frame of the stream, in order; the other streams' packets go to :attr:`_side`."""
         last: dict[int, tuple[int, int]] = {}
+        tag = None
+        if st.codec_context is not None and st.codec_context.codec.canonical_name in hdr10plus.SOURCES:
+            st.codec_context.copy_opaque = True
+            tag = hdr10plus.tagger(st)
         for packet in self._container.demux():
             if packet.stream.index == st.index:
                 self._first_packet = self._first_packet or packet.size
+                if tag is not None:
+                    tag(packet)
                 for frame in packet.decode():
                     self._count += 1
                     yield frame

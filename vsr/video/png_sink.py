@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from vsr.errors import InputError
-from vsr.video.captions import CaptionWriter
+from vsr.video.captions import PictureMessages
 from vsr.video.encoder_choice import EncoderSettings
 from vsr.video.formats import warn_alpha_dropped
 from vsr.video.output import commit_output, frames_partial, make_frames_folder, output_path, writes
@@ -41,7 +41,7 @@ class PngFolderSink:
         self.tmp = frames_partial(self.dst)
         self._make_folder()
         self.count = 0
-        self._captions = CaptionWriter(info.captions, "png")  # (none follow into pictures: said once)
+        self._captions = PictureMessages(info.captions, info.hdr10plus, "png")  # (none follow into pictures: said once)
 
     @writes
     def _make_folder(self) -> None:

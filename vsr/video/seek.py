@@ -94,10 +94,10 @@ def scan_video(path: str | Path) -> VideoScan:
     return VideoScan(tuple(pts), tuple(digests), tuple(keys))
 
 
-def _seek(c, st, entry: EntryPoint) -> Iterator[av.VideoFrame] | None:
+def _seek(c, st, entry: EntryPoint, decode=None) -> Iterator[av.VideoFrame] | None:
     """Frames from ``entry`` on after a seek to it, or None where the first one is not the entry's picture."""
     c.seek(entry.pts, stream=st, backward=True, any_frame=False)
-    frames = c.decode(st)
+    frames = c.decode(st) if decode is None else decode(c, st)
     for frame in frames:
         if frame.pts is not None and frame.pts < entry.pts:
             continue  # leading pictures shown before the keyframe: they belong to earlier frames
@@ -107,11 +107,12 @@ def _seek(c, st, entry: EntryPoint) -> Iterator[av.VideoFrame] | None:
     return None
 
 
-def enter(c, st, entry: EntryPoint) -> Iterator[av.VideoFrame] | None:
+def enter(c, st, entry: EntryPoint, decode=None) -> Iterator[av.VideoFrame] | None:
     """Seek ``c`` (its video stream ``st``, not yet decoded) to ``entry``: the frames from ``entry.index`` on, or
-    None where the decoder does not give the entry's picture there (the caller decodes from the top then)."""
+    None where the decoder does not give the entry's picture there (the caller decodes from the top then).
+    ``decode(c, st)``: the frames of ``st`` (default ``c.decode(st)``)."""
     try:
-        frames = _seek(c, st, entry)
+        frames = _seek(c, st, entry, decode)
     except av.FFmpegError as e:
         log.warning("seek in %s to frame %d failed (%s): decoding from the top", c.name, entry.index, e)
         return None

@@ -21,7 +21,7 @@ import numpy as np
 
 from vsr import interrupt
 from vsr.errors import InputError, OutputError
-from vsr.video.captions import CaptionWriter
+from vsr.video.captions import PictureMessages
 from vsr.video.chapters import as_written
 from vsr.video.codecs import BIG_OUTPUT_X264_PARAMS, NamedBuffer
 from vsr.video.colour import SITING_NAMES, FramePlanes, bit_depth, planar444, planes_to_frame
@@ -86,7 +86,8 @@ class VideoSink:
             self.encoder_options, self.low_memory_x264 = choice.encoder_options, choice.low_memory_x264
             self.planes = PlaneFormat.of(self.pix_fmt, self.colour)
             self.vs = self._add_video(choice)
-            self._captions = CaptionWriter(info.captions, av.Codec(choice.codec, "w").canonical_name)
+            self._captions = PictureMessages(info.captions, info.hdr10plus, av.Codec(choice.codec, "w").canonical_name,
+                                             scale)
             if info.kind == "video" and passthrough:
                 self.passthrough = Passthrough(info.path if info.side_packets is None else info.side_packets, self.oc)
             self.oc.metadata.update(info.container_metadata)

@@ -21,11 +21,12 @@ import av.logging
 import numpy as np
 
 from vsr.errors import InputError
-from vsr.video.captions import Captions, a53_of
+from vsr.video import hdr10plus
+from vsr.video.captions import FrameStore, a53_of
 from vsr.video.chapters import Chapter, read_chapters
 from vsr.video.colour import ColourSpec, bit_depth, decode_rgb
 from vsr.video.ends import EarlyEnd, file_end, y4m_frames
-from vsr.video.hdr import HdrMetadata, read_hdr
+from vsr.video.hdr import TRC_SMPTE2084, HdrMetadata, read_hdr
 from vsr.video.interlace import deinterlaced, field_order, with_deinterlace
 from vsr.video.seek import EntryPoint, enter, picture_digest
 from vsr.video.streams import frame_rate, main_video, uniform
@@ -84,6 +85,9 @@ class VideoInfo:
     film: bool = False  # inverse telecine (``deinterlace="film"``, vsr.video.telecine): frames counted out of it
     # the closed captions of the frames decoded (vsr.video.captions), taken by the sink; None: a source without
     captions: object = field(default=None, compare=False, repr=False)
+    # the HDR10+ payloads of the frames decoded (vsr.video.hdr10plus), taken by the sink; None: not a PQ source
+    # of a codec that carries them
+    hdr10plus: object = field(default=None, compare=False, repr=False)
     # a stream's audio and subtitle packets as its decoding passes them (vsr.video.passthrough.PacketFeed): a
     # pipe cannot be read a second time, as a file's are; None for a file
     side_packets: object = field(default=None, compare=False, repr=False)
@@ -303,14 +307,14 @@ class VideoSource:
         st = c.streams[self.info.stream_index]  # the probe's choice (main_video)
         st.thread_type = "AUTO"
         if self.entry is not None and 0 < self.entry.index <= start:
-            frames = enter(c, st, self.entry)
+            frames = enter(c, st, self.entry, hdr10plus.decoded)
             if frames is not None:
                 return c, frames, self.entry.index
             c.close()  # the decoder has seen the seek: a fresh one decodes from the top
             c = self._container = av.open(str(self.path), "r")
             st = c.streams[self.info.stream_index]  # the probe's choice (main_video)
             st.thread_type = "AUTO"
-        return c, c.decode(st), 0
+        return c, hdr10plus.decoded(c, st), 0
 
     def _checked(self, decoded: Iterator[av.VideoFrame], index: int) -> Iterator[av.VideoFrame]:
         """``decoded`` (frames ``index, index + 1, ...``), each frame of :attr:`expect` checked first."""
@@ -342,7 +346,9 @@ def video_info(path: Path, c, st, first: av.VideoFrame) -> VideoInfo:
         metadata=dict(st.metadata), container_metadata=dict(c.metadata),
         start_pts=first.pts if first.pts is not None else 0, duration_s=duration_s, container=c.format.name,
         header_frames=st.frames or None, hdr=read_hdr(first, colour), interlaced=field_order(st, first),
-        chapters=read_chapters(c), captions=Captions())
+        chapters=read_chapters(c), captions=FrameStore(),
+        hdr10plus=FrameStore() if colour.transfer == TRC_SMPTE2084 and cc.codec.canonical_name in hdr10plus.SOURCES
+        else None)
 
 
 def field_steps(info: VideoInfo) -> tuple[bool, int]:
@@ -377,6 +383,8 @@ def timed_frames(decoded: Iterator[av.VideoFrame], index: int, start: int, info:
             if index >= start:
                 if info.captions is not None and not (info.field_rate and index % 2):  # (a frame's, on its first field)
                     info.captions.put(index, int(pts), frame.opaque if info.film else a53_of(frame))
+                if info.hdr10plus is not None and not info.film and isinstance(frame.opaque, bytes):
+                    info.hdr10plus.put(index, int(pts), frame.opaque)
                 yield SourceFrame(index, int(pts), dur, decode_rgb(frame, info.colour))
             last_pts, last_dur = pts, dur
             index += 1

@@ -1,0 +1,99 @@
+"""HDR10+ (SMPTE ST 2094-40 dynamic metadata, as CTA-861 registers it in ITU-T T.35): a PQ picture's tone-mapping
+hints for its scene, carried with each frame of an HEVC or AV1 stream.
+
+FFmpeg's decoders parse it into frame side data that no encoder takes back from PyAV's frames, so vsr takes the
+message's bytes from the source's packets instead (:func:`decoded`: each decoded frame's ``opaque`` is its
+packet's payload), keeps them by frame like closed captions (:mod:`vsr.video.captions`), and writes them into the
+output's packet of the same frame: an HEVC prefix SEI or an AV1 metadata OBU (:mod:`vsr.video.bitstream`).  The
+payload says nothing of the picture's size except the corners of its processing windows beyond the first (rare):
+those are scaled with the picture (:func:`scaled`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from vsr.video.bitstream import nal_length_size, t35_payloads
+
+# the codecs whose streams carry it (FFmpeg's names), read from and written to
+SOURCES = CARRIERS = ("hevc", "av1")
+# country (USA), terminal provider (Samsung, for HDR10+), provider-oriented code, application identifier 4
+HEAD = bytes([0xB5, 0x00, 0x3C, 0x00, 0x01, 0x04])
+_WINDOWS_AT = 58  # bit offset of num_windows' end: country 8, provider 16, oriented 16, application 8 + 8, 2
+# a processing window's fields after the first window (bit widths), and which hold pixel positions or lengths:
+# upper-left x, y, lower-right x, y, ellipse centre x, y, rotation, three semi-axes, overlap option
+_WINDOW = (16, 16, 16, 16, 16, 16, 8, 16, 16, 16, 1)
+_UPPER_LEFT, _LOWER_RIGHT, _CENTRE, _AXES = (0, 1), (2, 3), (4, 5), (7, 8, 9)
+
+
+def is_hdr10plus(payload: bytes) -> bool:
+    return payload[:len(HEAD)] == HEAD and len(payload) > len(HEAD) + 1 and payload[len(HEAD)] <= 1  # version 0, 1
+
+
+def found(data: bytes, codec: str, length_size: int | None) -> bytes | None:
+    """The HDR10+ payload (T.35, from its country code on) of the access unit ``data``, or None."""
+    for payload in t35_payloads(data, codec, length_size):
+        if is_hdr10plus(payload):
+            return payload
+    return None
+
+
+def scaled(payload: bytes, scale: int) -> bytes:
+    """``payload`` for a picture ``scale`` times as wide and high: each processing window after the first (whose
+    extent is the whole picture) keeps the same part of it.  A window's corners are pixels, its lengths counts of
+    them; each 16-bit field saturates."""
+    bits, total = int.from_bytes(payload, "big"), len(payload) * 8
+    windows = (bits >> (total - _WINDOWS_AT)) & 3
+    if scale == 1 or windows <= 1:
+        return payload
+    at = _WINDOWS_AT
+    for _ in range(windows - 1):
+        for i, width in enumerate(_WINDOW):
+            shift = total - at - width
+            if shift < 0:
+                return payload  # cut short: as it came
+            value = (bits >> shift) & ((1 << width) - 1)
+            if i in _UPPER_LEFT or i in _AXES:
+                new = value * scale
+            elif i in _LOWER_RIGHT:
+                new = value * scale + scale - 1
+            elif i in _CENTRE:
+                new = value * scale + scale // 2
+            else:
+                new = value
+            new = min(new, (1 << width) - 1)
+            bits = bits & ~(((1 << width) - 1) << shift) | new << shift
+            at += width
+    return bits.to_bytes(len(payload), "big")
+
+
+def carried_by(codec: str) -> bool:
+    """Whether an output of ``codec`` (FFmpeg's codec name, e.g. "hevc") keeps a source's HDR10+."""
+    return codec in CARRIERS
+
+
+def decoded(c, st) -> Iterator:
+    """``c.decode(st)``, each frame's ``opaque`` the HDR10+ payload of the packet it came from (None: it had
+    none) where ``st`` is a codec that carries it."""
+    codec = st.codec_context.codec.canonical_name if st.codec_context is not None else None
+    if codec not in SOURCES:
+        yield from c.decode(st)
+        return
+    st.codec_context.copy_opaque = True
+    tag = tagger(st)
+    for packet in c.demux(st):
+        tag(packet)
+        yield from packet.decode()
+
+
+def tagger(st):
+    """A function that gives a packet of ``st`` (not yet decoded; its codec context told to copy a packet's
+    ``opaque`` to its frames) its HDR10+ payload as its ``opaque``."""
+    cc = st.codec_context
+    codec = cc.codec.canonical_name
+    size = nal_length_size(codec, cc.extradata)
+
+    def tag(packet) -> None:
+        if packet.size:
+            packet.opaque = found(bytes(packet), codec, size)
+    return tag
