@@ -25,7 +25,8 @@ The cases (deterministic for a seed): byte mutations of small real-format clips 
 Y4M, an HDR10 MKV/HEVC upscaled into .mkv, .mp4, .mov or .webm, two MPEG-TS files of two sizes joined, an
 H.264 MPEG-TS with closed captions in every frame upscaled into .mp4, .mkv, .ts or .webm, the same interlaced
 with ``--deinterlace auto``, ``double``, ``film`` or ``off``, HEVC in MPEG-TS and AV1 in Matroska with HDR10+ in every
-frame into HEVC and AV1; ``--kinds`` picks some of these alone), hostile option values, hostile outputs (planted symlinks,
+frame into HEVC and AV1, a 360 stereo Matroska file by mkvmerge into .mp4, .mov, .mkv, .ts; ``--kinds`` picks some of
+these alone), hostile option values, hostile outputs (planted symlinks,
 special files, folders of the user's files, paths under a file, odd suffixes, names with control characters),
 and the other commands (``report``, ``jobs``, ``export``, ``preview``) on broken files.  Not part of the test suite (minutes of CPU): its result goes into
 docs/benchmarks.md with the command that made it.
@@ -72,6 +73,9 @@ def _clip(d: Path, kind: str) -> Path:
         if kind == "hdr10+av1":
             return with_hdr10plus(d / "in.mkv", codec="libsvtav1", frames=3, extra=("-svtav1-params", "preset=12"))
         return with_hdr10plus(d / "in.ts", frames=3)
+    if kind == "360":  # H.264 in Matroska, equirectangular and top-bottom stereo (by mkvmerge)
+        from tests.video.test_spherical import EQUIRECT_TB, mkvmerge
+        return mkvmerge(d / "in.mkv", *EQUIRECT_TB, frames=3)
     if kind in ("captions", "interlaced"):  # H.264 in MPEG-TS with closed captions (A/53 SEI) in every frame
         from tests.video.test_captions import captioned
         woven = ("-flags", "+ilme+ildct", "-x264-params", "tff=1", "-vf", "tinterlace=mode=interleave_top,setfield=tff")
@@ -144,7 +148,8 @@ def mutation_case(kind: str, seed: int) -> Case:
         # an HDR source goes into each container vsr writes its metadata into (a file rewritten after the muxer),
         # captions into H.264 in each container, and into a codec that cannot hold them, HDR10+ into HEVC and AV1
         suffixes = {"hdr": [".mkv", ".mp4", ".mov", ".webm"], "captions": [".mp4", ".mkv", ".ts", ".webm"],
-                    "interlaced": [".mp4", ".mkv"], "hdr10+": [".mp4", ".mkv", ".webm"], "hdr10+av1": [".mp4", ".mkv"]}
+                    "interlaced": [".mp4", ".mkv"], "hdr10+": [".mp4", ".mkv", ".webm"], "hdr10+av1": [".mp4", ".mkv"],
+                    "360": [".mp4", ".mov", ".mkv", ".ts"]}
         out = d / "out" / ("up" + rng.choice(suffixes.get(kind, [".mkv"])))
         (d / "out").mkdir()
         deint = ["--deinterlace", rng.choice(["auto", "double", "film", "off"])] if kind == "interlaced" else []
@@ -390,7 +395,7 @@ def _stop_faults(rc: int, err: str, outs: list[Path], engines: Path) -> list[str
     return faults
 
 
-KINDS = ("mp4", "mkv", "webm", "y4m", "hdr", "joined", "captions", "interlaced", "hdr10+", "hdr10+av1")
+KINDS = ("mp4", "mkv", "webm", "y4m", "hdr", "joined", "captions", "interlaced", "hdr10+", "hdr10+av1", "360")
 
 
 def all_cases(n: int, seed: int, stops: int = 0, only: tuple[str, ...] | None = None) -> list[Case]:

@@ -231,7 +231,7 @@ def write_container_hdr(path: Path, container: str, hdr: HdrMetadata | None, cod
                 boxes.append(isobmff.mdcv((m.red, m.green, m.blue), m.white, (m.max_luminance, m.min_luminance)))
             if hdr.light_level is not None:
                 boxes.append(isobmff.clli(*hdr.light_level))
-            isobmff.add_hdr_boxes(path, boxes)
+            isobmff.add_entry_boxes(path, boxes)
         else:
             extra = matroska.colour_metadata(
                 (m.red, m.green, m.blue) if m else None, m.white if m else None,

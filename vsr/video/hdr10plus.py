@@ -17,6 +17,7 @@ from vsr.video.bitstream import nal_length_size, t35_payloads
 
 # the codecs whose streams carry it (FFmpeg's names), read from and written to
 SOURCES = CARRIERS = ("hevc", "av1")
+PQ = 16  # AVColorTransferCharacteristic SMPTE ST 2084: HDR10+ is PQ's
 # country (USA), terminal provider (Samsung, for HDR10+), provider-oriented code, application identifier 4
 HEAD = bytes([0xB5, 0x00, 0x3C, 0x00, 0x01, 0x04])
 _WINDOWS_AT = 58  # bit offset of num_windows' end: country 8, provider 16, oriented 16, application 8 + 8, 2
@@ -65,6 +66,12 @@ def scaled(payload: bytes, scale: int) -> bytes:
             bits = bits & ~(((1 << width) - 1) << shift) | new << shift
             at += width
     return bits.to_bytes(len(payload), "big")
+
+
+def read_from(codec: str, transfer: int) -> bool:
+    """Whether a source of ``codec`` (FFmpeg's name) and transfer characteristic ``transfer`` can hold HDR10+:
+    HEVC or AV1, PQ."""
+    return codec in SOURCES and transfer == PQ
 
 
 def carried_by(codec: str) -> bool:

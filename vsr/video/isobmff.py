@@ -1,4 +1,5 @@
-"""HDR10's static metadata in an mp4 or QuickTime file: the ``mdcv`` and ``clli`` boxes of its video sample entry.
+"""HDR10's static metadata in an mp4 or QuickTime file: the ``mdcv`` and ``clli`` boxes of its video sample entry
+(and its ``st3d`` and ``sv3d``, :mod:`vsr.video.spherical`).
 
 FFmpeg's mov muxer writes them only from a stream's coded side data, which PyAV cannot set, so vsr adds them
 to the file the muxer closed: into the video track's sample entry (after its ``colr``), every box around it one
@@ -160,10 +161,10 @@ def _write_moov(path: Path, top: list[Box], moov_box: Box, moov: bytearray, grow
     splice(path, edits)
 
 
-def add_hdr_boxes(path: Path, extra: list[bytes]) -> bool:
-    """Put the boxes ``extra`` (:func:`mdcv`, :func:`clli`) into the video sample entry of the mp4/QuickTime file
-    at ``path``, after its ``colr``; those it holds already are left as they are.  False where there was nothing
-    to add; :class:`NotWritable` for a layout this does not change."""
+def add_entry_boxes(path: Path, extra: list[bytes]) -> bool:
+    """Put the boxes ``extra`` (:func:`mdcv`, :func:`clli`, ``st3d``, ``sv3d``) into the video sample entry of the
+    mp4/QuickTime file at ``path``, after its ``colr``; those it holds already are left as they are.  False where
+    there was nothing to add; :class:`NotWritable` for a layout this does not change."""
     top, moov_box, moov = _read_moov(path)
     local = Box(b"moov", 0, moov_box.header, moov_box.size)
     found = _video_entry(moov, local)
@@ -183,7 +184,7 @@ def add_hdr_boxes(path: Path, extra: list[bytes]) -> bool:
     return True
 
 
-def _box(kind: bytes, body: bytes) -> bytes:
+def box(kind: bytes, body: bytes) -> bytes:
     return struct.pack(">I4s", 8 + len(body), kind) + body
 
 
@@ -193,22 +194,22 @@ def mdta_meta(tags: list[tuple[str, str]]) -> bytes:
     atom without ISO's version and flags there (in mp4 files too: ExifTool reads a full box there as ending at
     its version; FFmpeg reads both)."""
     full = b"\0\0\0\0"  # version 0, flags 0
-    hdlr = _box(b"hdlr", full + b"\0\0\0\0" + b"mdta" + b"\0" * 12 + b"\0")
-    keys = _box(b"keys", full + struct.pack(">I", len(tags)) + b"".join(
-        _box(b"mdta", k.encode("utf-8")) for k, _ in tags))
+    hdlr = box(b"hdlr", full + b"\0\0\0\0" + b"mdta" + b"\0" * 12 + b"\0")
+    keys = box(b"keys", full + struct.pack(">I", len(tags)) + b"".join(
+        box(b"mdta", k.encode("utf-8")) for k, _ in tags))
     items = b"".join(struct.pack(">I", 8 + 16 + len(v.encode("utf-8"))) + struct.pack(">I", i)
-                     + _box(b"data", struct.pack(">II", 1, 0) + v.encode("utf-8"))  # type 1: UTF-8; no locale
+                     + box(b"data", struct.pack(">II", 1, 0) + v.encode("utf-8"))  # type 1: UTF-8; no locale
                      for i, (_, v) in enumerate(tags, 1))
-    return _box(b"meta", hdlr + keys + _box(b"ilst", items))
+    return box(b"meta", hdlr + keys + box(b"ilst", items))
 
 
-def add_moov_box(path: Path, box: bytes) -> None:
-    """Append ``box`` to the ``moov`` of the mp4/QuickTime file at ``path`` (:class:`NotWritable` for a layout
-    this does not change)."""
+def add_moov_box(path: Path, extra: bytes) -> None:
+    """Append the box ``extra`` to the ``moov`` of the mp4/QuickTime file at ``path`` (:class:`NotWritable` for a
+    layout this does not change)."""
     top, moov_box, moov = _read_moov(path)
-    _grow(moov, [Box(b"moov", 0, moov_box.header, moov_box.size)], len(box))
-    moov += box
-    _write_moov(path, top, moov_box, moov, len(box))
+    _grow(moov, [Box(b"moov", 0, moov_box.header, moov_box.size)], len(extra))
+    moov += extra
+    _write_moov(path, top, moov_box, moov, len(extra))
 
 
 def _moved_offsets(moov: bytearray, after: int, by: int) -> bytes:

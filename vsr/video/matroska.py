@@ -1,5 +1,5 @@
 """HDR10's static metadata in a Matroska or WebM file: ``MasteringMetadata``, ``MaxCLL`` and ``MaxFALL`` in the
-video track's ``Colour``.
+video track's ``Colour``; its ``StereoMode`` and ``Projection`` (:mod:`vsr.video.spherical`).
 
 FFmpeg's Matroska muxer writes them only from a stream's coded side data, which PyAV cannot set, so vsr adds
 them to the file the muxer closed.  ``Tracks`` grows, so everything after it moves up (in place,
@@ -148,32 +148,33 @@ def colour_metadata(primaries, white, luminance, light_level) -> bytes:
     return out
 
 
-def _with_colour(data, track: Element, extra: bytes) -> bytes | None:
-    """The video ``track`` entry with ``extra`` in its ``Colour`` (a new one where it has none); None where its
-    Colour holds HDR metadata already."""
+def _with_video(data, track: Element, colour: bytes, video_extra: bytes) -> bytes | None:
+    """The video ``track`` entry with ``colour`` in its ``Colour`` (a new one where it has none; nothing where its
+    Colour holds HDR metadata already) and those of the elements ``video_extra`` its ``Video`` lacks; None where
+    nothing changes."""
     kids, crc = _children(data, track)
-    parts = []
     video = next((k for k in kids if k.id == VIDEO), None)
     if video is None:
         raise NotWritable("the video track has no Video element")
-    for k in kids:
-        if k is not video:
-            parts.append(_raw(data, k))
-            continue
-        vkids, vcrc = _children(data, k)
-        colour = next((c for c in vkids if c.id == COLOUR), None)
-        vparts = []
-        if colour is None:
-            vparts = [_raw(data, c) for c in vkids] + [master(COLOUR, extra, False)]
-        else:
-            ckids, ccrc = _children(data, colour)
-            if any(c.id in (MAX_CLL, MAX_FALL, MASTERING) for c in ckids):
-                return None
-            body = b"".join(_raw(data, c) for c in ckids) + extra
-            vparts = [_raw(data, c) if c is not colour else master(COLOUR, body, ccrc, colour.size_width)
-                      for c in vkids]
-        parts.append(master(VIDEO, b"".join(vparts), vcrc, k.size_width))
-    return master(TRACK_ENTRY, b"".join(parts), crc, track.size_width)
+    vkids, vcrc = _children(data, video)
+    have = {c.id for c in vkids}
+    added = b"".join(_raw(video_extra, e) for e in elements(video_extra, 0, len(video_extra)) if e.id not in have)
+    box = next((c for c in vkids if c.id == COLOUR), None)
+    if box is not None and colour:
+        ckids, ccrc = _children(data, box)
+        if any(c.id in (MAX_CLL, MAX_FALL, MASTERING) for c in ckids):
+            colour = b""
+    if not colour and not added:
+        return None
+    if box is None:
+        vparts = [_raw(data, c) for c in vkids] + ([master(COLOUR, colour, False)] if colour else [])
+    else:
+        body = b"".join(_raw(data, c) for c in ckids) + colour if colour else None
+        vparts = [_raw(data, c) if c is not box or body is None else master(COLOUR, body, ccrc, box.size_width)
+                  for c in vkids]
+    new_video = master(VIDEO, b"".join(vparts) + added, vcrc, video.size_width)
+    return master(TRACK_ENTRY, b"".join(new_video if k is video else _raw(data, k) for k in kids), crc,
+                  track.size_width)
 
 
 def _uint_value(data, e: Element) -> int:
@@ -199,6 +200,13 @@ def add_colour_metadata(path: Path, extra: bytes) -> bool:
     """Put ``extra`` (:func:`colour_metadata`) into the first video track's ``Colour`` of the Matroska/WebM
     file at ``path``.  False where that Colour holds HDR metadata already; :class:`NotWritable` for a layout
     this does not change."""
+    return add_video_elements(path, extra, b"")
+
+
+def add_video_elements(path: Path, colour: bytes, video_extra: bytes) -> bool:
+    """Put ``colour`` (:func:`colour_metadata`) into the first video track's ``Colour``, and those elements of
+    ``video_extra`` (``StereoMode``, ``Projection``) its ``Video`` lacks, into the Matroska/WebM file at ``path``.
+    False where nothing was added; :class:`NotWritable` for a layout this does not change."""
     size = path.stat().st_size
     with open(path, "rb") as f:
         head = f.read(64)
@@ -235,7 +243,7 @@ def add_colour_metadata(path: Path, extra: bytes) -> bool:
         c.id == TRACK_TYPE and _uint_value(data, c) == VIDEO_TRACK for c in _children(data, k)[0])), None)
     if video is None:
         raise NotWritable("no video track")
-    entry = _with_colour(data, video, extra)
+    entry = _with_video(data, video, colour, video_extra)
     if entry is None:
         return False
     new = {tracks.start: master(TRACKS, b"".join(entry if k is video else _raw(data, k) for k in kids),

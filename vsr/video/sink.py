@@ -33,6 +33,7 @@ from vsr.video.output import WRITE_ERRNOS, commit_output, output_path, video_par
 from vsr.video.passthrough import Passthrough, Window
 from vsr.video.planes import PlaneFormat
 from vsr.video.source import VideoInfo
+from vsr.video.spherical import write_container_view
 from vsr.video.streams import main_video
 from vsr.video.tags import write_container_keys
 
@@ -70,6 +71,8 @@ class VideoSink:
         self._dts = DtsRepair()
         self._ended = False  # end(): the encoder flushed and the file closed
         self._chapters = ()
+        # a 360 video's projection, written into the closed file (not a batch job's chunk: its join does)
+        self._view, self.scale = (info.view if passthrough else None), scale
         self.passthrough: Passthrough | None = None
         self.oc = None
         self.oc = self._open_in_memory(Path(dst)) if probe else self._open(Path(dst), settings)
@@ -273,8 +276,11 @@ class VideoSink:
             hdr = as_encoded(self.codec, dict(self.encoder_options), self.info.hdr)  # metadata (no muxer's)
             said = [write_container_hdr(self.tmp, container, hdr, self.codec),  # and a phone's place and time:
                     write_container_keys(self.tmp, container, self.info.container_metadata)]
-            for line in filter(None, said):
-                warnings.warn(line, stacklevel=2)
+        else:
+            said = []
+        said.append(write_container_view(self.tmp, container, self._view, self.scale))  # a 360 video's view
+        for line in filter(None, said):
+            warnings.warn(line, stacklevel=2)
 
     @writes
     def commit(self, before_rename: Callable[[], None] | None = None) -> None:

@@ -26,9 +26,10 @@ from vsr.video.captions import FrameStore, a53_of
 from vsr.video.chapters import Chapter, read_chapters
 from vsr.video.colour import ColourSpec, bit_depth, decode_rgb
 from vsr.video.ends import EarlyEnd, file_end, y4m_frames
-from vsr.video.hdr import TRC_SMPTE2084, HdrMetadata, read_hdr
+from vsr.video.hdr import HdrMetadata, read_hdr
 from vsr.video.interlace import deinterlaced, field_order, with_deinterlace
 from vsr.video.seek import EntryPoint, enter, picture_digest
+from vsr.video.spherical import View, read_view
 from vsr.video.streams import frame_rate, main_video, uniform
 from vsr.video.telecine import inverse_telecined
 
@@ -88,6 +89,7 @@ class VideoInfo:
     # the HDR10+ payloads of the frames decoded (vsr.video.hdr10plus), taken by the sink; None: not a PQ source
     # of a codec that carries them
     hdr10plus: object = field(default=None, compare=False, repr=False)
+    view: View | None = None  # a 360 video's projection, a stereoscopic one's layout (vsr.video.spherical)
     # a stream's audio and subtitle packets as its decoding passes them (vsr.video.passthrough.PacketFeed): a
     # pipe cannot be read a second time, as a file's are; None for a file
     side_packets: object = field(default=None, compare=False, repr=False)
@@ -346,9 +348,8 @@ def video_info(path: Path, c, st, first: av.VideoFrame) -> VideoInfo:
         metadata=dict(st.metadata), container_metadata=dict(c.metadata),
         start_pts=first.pts if first.pts is not None else 0, duration_s=duration_s, container=c.format.name,
         header_frames=st.frames or None, hdr=read_hdr(first, colour), interlaced=field_order(st, first),
-        chapters=read_chapters(c), captions=FrameStore(),
-        hdr10plus=FrameStore() if colour.transfer == TRC_SMPTE2084 and cc.codec.canonical_name in hdr10plus.SOURCES
-        else None)
+        chapters=read_chapters(c), captions=FrameStore(), view=read_view(first),
+        hdr10plus=FrameStore() if hdr10plus.read_from(cc.codec.canonical_name, colour.transfer) else None)
 
 
 def field_steps(info: VideoInfo) -> tuple[bool, int]:
