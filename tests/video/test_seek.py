@@ -46,7 +46,7 @@ def assert_same(got, ref):
 
 @pytest.mark.parametrize("path, keyframes", [(SHORT, (0, 30)), (BBB, (0, 128, 256))])
 def test_keyframes_of_clean_clips_verify_and_enter_exactly(path, keyframes):
-    scan = scan_video(need(path))
+    scan, _ = scan_video(need(path))
     assert scan.keyframes == keyframes
     for k in keyframes[1:]:
         assert verify_entry(path, scan, k, min(k + 40, scan.frames))
@@ -56,7 +56,7 @@ def test_keyframes_of_clean_clips_verify_and_enter_exactly(path, keyframes):
 
 
 def test_cockatoo_idr_frames_decode_wrongly_after_a_seek_and_are_refused(caplog):
-    scan = scan_video(need(COCKATOO))
+    scan, _ = scan_video(need(COCKATOO))
     assert scan.frames == 280 and scan.keyframes == (0, 76, 145)
     assert not verify_entry(COCKATOO, scan, 76, 90)
     assert not verify_entry(COCKATOO, scan, 145, 150)
@@ -68,7 +68,7 @@ def test_cockatoo_idr_frames_decode_wrongly_after_a_seek_and_are_refused(caplog)
 
 
 def test_an_entry_whose_picture_differs_is_not_used(caplog):
-    scan = scan_video(need(SHORT))
+    scan, _ = scan_video(need(SHORT))
     wrong = EntryPoint(30, scan.pts[30], "0" * 24)  # as if another FFmpeg build decoded it differently
     with caplog.at_level(logging.WARNING, logger="vsr.video.seek"):
         got = frames_at(SHORT, wrong, 31, 2)

@@ -87,6 +87,6 @@ def test_a_clip_with_one_timestamp_upscales_to_an_increasing_timeline(tmp_path, 
 def test_a_seek_is_never_verified_in_a_clip_with_repeated_timestamps(tmp_path):
     # identical pictures at one timestamp: a seek to frame 2 lands on frame 0, which looks the same
     p = one_timestamp_mkv(tmp_path / "same.mkv", same_picture=True)
-    scan = scan_video(p)
+    scan, _ = scan_video(p)
     assert scan.keyframes == (0, 1, 2, 3) and not scan.increasing
     assert not verify_entry(p, scan, 2, 4)

@@ -26,7 +26,7 @@ from vsr.video.ends import file_end
 from vsr.video.output import output_path
 from vsr.video.source import VideoInfo
 from vsr.video.seek import VideoScan, scan_video, verify_entry
-from vsr.video.telecine import count as film_frames
+from vsr.video.telecine import counter as film_counter
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +59,7 @@ def plan_job(spec: JobSpec, chunk_frames: int = DEFAULT_CHUNK_FRAMES) -> tuple[J
         return bound, _cut(*_frames(spec, frames), chunk_frames)
     before = stat_of(path)
     try:
-        scan = scan_video(path)
+        scan, film_frames = scan_video(path, film_counter(source.info) if source.info.film else None)
     except (av.FFmpegError, OSError) as e:
         raise InputError(f"cannot decode {path}: {e}") from None
     if scan.frames == 0:
@@ -76,8 +76,7 @@ def plan_job(spec: JobSpec, chunk_frames: int = DEFAULT_CHUNK_FRAMES) -> tuple[J
     chunks = []
     per = 2 if info.field_rate else 1  # output frames a frame of the file makes (--deinterlace double: its fields)
     if info.film:  # inverse telecine: which frames come out depends on the whole cadence, so one chunk
-        total = film_frames(path, info)
-        start, stop = _frames(spec, total)
+        start, stop = _frames(spec, film_frames)
         return bound, [replace(ChunkSpec(0, start, stop), **entries.fields(0, scan.frames),
                                checks=_checks(scan, 0, scan.frames))]
     for c in _cut(*_frames(spec, scan.frames * per), chunk_frames):

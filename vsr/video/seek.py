@@ -81,17 +81,26 @@ def _open(path: Path):
     return c, st
 
 
-def scan_video(path: str | Path) -> VideoScan:
-    """Decode ``path`` from the top once: every frame's timestamp and digest, and the keyframes."""
+def scan_video(path: str | Path, count=None) -> tuple[VideoScan, int | None]:
+    """Decode ``path`` from the top once: every frame's timestamp and digest, and the keyframes; and, where
+    given, ``count(frames, stream)``'s count of what else the same decoded frames make (the frames of an inverse
+    telecine), in the same pass."""
     pts, digests, keys = [], [], []
     c, st = _open(Path(path))
-    with c:
+
+    def recorded() -> Iterator[av.VideoFrame]:
         for frame in c.decode(st):
             if frame.key_frame:
                 keys.append(len(pts))
             pts.append(frame.pts)
             digests.append(picture_digest(frame))
-    return VideoScan(tuple(pts), tuple(digests), tuple(keys))
+            yield frame
+    with c:
+        counted = count(recorded(), st) if count is not None else None
+        if count is None:
+            for _ in recorded():
+                pass
+    return VideoScan(tuple(pts), tuple(digests), tuple(keys)), counted
 
 
 def _seek(c, st, entry: EntryPoint, decode=None) -> Iterator[av.VideoFrame] | None:

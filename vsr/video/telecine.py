@@ -91,10 +91,10 @@ def inverse_telecined(frames: Iterator[av.VideoFrame], template, info) -> Iterat
     yield from out()
 
 
-def count(path, info) -> int:
-    """How many frames ``--deinterlace film`` makes of the video file at ``path`` (decoded and filtered, no
-    picture converted): what a batch job plans with."""
-    with av.open(str(path)) as c:
-        st = c.streams[info.stream_index]
-        st.thread_type = "AUTO"
-        return sum(1 for _ in inverse_telecined(c.decode(st), st, info))
+def counter(info):
+    """A function of a file's decoded frames and their stream that counts the frames ``--deinterlace film`` makes
+    of them (filtered, no picture converted): what a batch job plans with, counted in the pass that scans the
+    file (:func:`vsr.video.seek.scan_video`)."""
+    def count(decoded, st) -> int:
+        return sum(1 for _ in inverse_telecined(decoded, st, info))
+    return count
