@@ -45,6 +45,7 @@ from vsr.jobs.steps import chunk_only, step_totals
 from vsr.pipeline.runner import FrameQueueRunner
 from vsr.video import VideoSink, VideoSource, check_output, open_source
 from vsr.video.interlace import as_fields
+from vsr.video.reading import open_input
 from vsr.video.telecine import as_film, carries_pulldown
 from vsr.video.output import remove_stale_partials
 from vsr.video.seek import EntryPoint
@@ -267,7 +268,7 @@ def _copy_packets(path: Path, chunk: ChunkSpec, times: dict, sink: VideoSink, sh
     tb = Fraction(times["time_base"])
     recorded = times["packets"]
     n = 0
-    with av.open(str(path), "r") as c:
+    with open_input(str(path)) as c:
         st = c.streams.video[0]
         annexb = _annexb_filter(st)
         for pkt in c.demux(st):

@@ -24,6 +24,7 @@ from vsr.model.choice import AUTO, WeightsChoice, choose_for
 from vsr.video import check_output, open_source
 from vsr.video.codecs import IMAGE_CODECS
 from vsr.video.output import is_stream
+from vsr.video.reading import open_input
 
 # Containers vsr reads and writes as video files (a folder's other files are not jobs).
 VIDEO_SUFFIXES = frozenset(".mp4 .m4v .mkv .mov .webm .avi .ts .m2ts .mts .mpg .mpeg .mxf .flv .wmv .ogv .y4m"
@@ -90,7 +91,7 @@ def _fits_mp4(src: Path, codec: str | None) -> bool:
     if codec is not None and codec not in MP4_VIDEO:
         return False
     try:
-        with av.open(str(src)) as c:
+        with open_input(str(src)) as c:
             for st in c.streams:
                 name = st.codec_context.name if st.codec_context else None
                 if st.type == "audio" and name not in MP4_AUDIO or st.type == "subtitle" and name not in MP4_SUBTITLES:

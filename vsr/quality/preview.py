@@ -29,7 +29,6 @@ import warnings
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-import av
 import cv2
 import numpy as np
 
@@ -41,6 +40,7 @@ from vsr.pipeline.upscale import run_encoder
 from vsr.video import EncoderSettings, open_source
 from vsr.video.encoder_choice import EncoderChoice, OutputContainer, choose_encoder
 from vsr.video.output import is_stream
+from vsr.video.reading import open_input
 from vsr.video.source import VideoInfo
 from vsr.video.streams import main_video
 
@@ -279,7 +279,7 @@ def _read_back(path: Path) -> tuple[list[np.ndarray], list[int]]:
         source.close()
     sizes = []
     if path.is_file():
-        with av.open(str(path)) as c:
+        with open_input(str(path)) as c:
             sizes = [p.size for p in c.demux(main_video(c)) if p.size]
     else:  # PNG frames
         sizes = [p.stat().st_size for p in sorted(path.glob("*.png"))]
@@ -309,6 +309,6 @@ def _other_bytes(src: Path, kind: str) -> int:
     """Bytes of the source's audio and subtitle packets (copied as they are into the output)."""
     if kind != "video":
         return 0
-    with av.open(str(src)) as c:
+    with open_input(str(src)) as c:
         streams = [s for s in c.streams if s.type in ("audio", "subtitle")]
         return sum(p.size for p in c.demux(streams) if p.size) if streams else 0

@@ -33,6 +33,7 @@ import numpy as np
 from vsr.errors import InputError
 from vsr.quality.resize import bicubic_downscale_x4
 from vsr.train.degrade import CLEAN, Degradation, degrade_clip
+from vsr.video.reading import open_input
 from vsr.video.streams import main_video
 
 log = logging.getLogger(__name__)
@@ -80,7 +81,7 @@ def _rgb_frames(path: Path, rgb: bool = True):
     try:
         import av
 
-        container = av.open(str(path))
+        container = open_input(str(path))
     except ImportError:  # no PyAV, or scripts/gpu_train.py's stand-in for it (whose every call raises this)
         yield from _opencv_frames(path, rgb)
         return

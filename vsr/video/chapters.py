@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
+from vsr.video.reading import tags
+
 
 @dataclass(frozen=True)
 class Chapter:
@@ -27,7 +29,7 @@ def read_chapters(container) -> tuple[Chapter, ...]:
     out = []
     for c in container.chapters():
         tb = Fraction(c["time_base"])
-        out.append(Chapter(c["start"] * tb, c["end"] * tb, tuple(sorted(c.get("metadata", {}).items()))))
+        out.append(Chapter(c["start"] * tb, c["end"] * tb, tuple(sorted(tags(c.get("metadata", {})).items()))))
     return tuple(sorted(out, key=lambda c: c.start))
 
 

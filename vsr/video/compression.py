@@ -14,7 +14,7 @@ from pathlib import Path
 import av
 import numpy as np
 
-from vsr.video.source import one_line
+from vsr.video.reading import one_line, open_input
 from vsr.video.streams import main_video
 
 # frames decoded from the top of a file (frames 0, 4, 8, ... of them are measured): a few, so that the
@@ -97,7 +97,7 @@ def measure_file(path: str | Path) -> CompressionFacts:
     0, 4, 8 of its first :data:`SAMPLE_FRAMES`.  A file PyAV cannot read gives the facts it got so far
     (opening the source reports why the file is bad)."""
     try:
-        with av.open(str(path), "r") as c:
+        with open_input(str(path)) as c:
             st = main_video(c)
             cc = st.codec_context
             bpp, rate_from = _rate(st.bit_rate, st, cc.width, cc.height), "stream"

@@ -26,6 +26,8 @@ from pathlib import Path
 
 import av
 
+from vsr.video.reading import open_input
+
 NUT_INDEX = bytes.fromhex("4E58DD672F23E64E")  # the NUT index startcode
 TAIL_BYTES = 1 << 20  # the bytes kept from a stream's end (a NUT index of hours of video fits)
 HEAD_BYTES = 1 << 16
@@ -104,7 +106,7 @@ def file_end(path: Path, container: str, header_frames: int | None, duration_s: 
 def _streams_end(path: Path) -> float | None:
     """Seconds from the file's start to the end of its last packet of any stream (demuxed, not decoded)."""
     try:
-        with av.open(str(path), "r") as c:
+        with open_input(str(path)) as c:
             start = (c.start_time or 0) / 1e6
             end = None
             for p in c.demux():

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from vsr.video.reading import tags
 from vsr.video.streams import is_attached_pic, main_video
 
 # FFmpeg's output formats that hold attachments, and those that hold a cover picture as a stream
@@ -39,8 +40,9 @@ def read_extras(c) -> list[Extra]:
             pkt = next((p for p in c.demux(st) if p.size), None)
             if pkt is not None:
                 ext = {"mjpeg": "jpg"}.get(codec, codec or "bin")
-                out.append(Extra(st.metadata.get("filename", f"cover.{ext}"),
-                                 st.metadata.get("mimetype", COVER_TYPES.get(codec, "application/octet-stream")),
+                meta = tags(st.metadata)
+                out.append(Extra(meta.get("filename", f"cover.{ext}"),
+                                 meta.get("mimetype", COVER_TYPES.get(codec, "application/octet-stream")),
                                  bytes(pkt), st))
     return out
 
@@ -56,11 +58,11 @@ def left_out(c) -> list[str]:
     main = main_video(c) if c.streams.video else None
     out = []
     for st in c.streams:
-        tags = {k.lower(): v for k, v in st.metadata.items()}
+        named = {k.lower(): v for k, v in tags(st.metadata).items()}
         if st.type == "video" and st is not main and not is_attached_pic(st):
             cc = st.codec_context
             out.append(f"stream {st.index} (another video, {cc.name} {cc.width}x{cc.height})")
-        elif st.type == "data" and "timecode" not in tags and st.name not in NAVIGATION:
-            what = ", ".join(repr(x) for x in (st.name, tags.get("handler_name", "").strip()) if x)
+        elif st.type == "data" and "timecode" not in named and st.name not in NAVIGATION:
+            what = ", ".join(repr(x) for x in (st.name, named.get("handler_name", "").strip()) if x)
             out.append(f"stream {st.index} (data{', ' + what if what else ''})")
     return out

@@ -29,6 +29,7 @@ from vsr.video.codecs import NamedBuffer, held
 from vsr.video.conversions import (LOSSLESS_AUDIO, LOSSLESS_TARGETS, TEXT_SUBTITLES, TEXT_TARGETS, UNREAD_IN,
                                    encoder_format, encoder_rate, ordered_layout, subtitle_text)
 from vsr.video.extras import ATTACHMENTS, COVERS, Extra, left_out, read_extras
+from vsr.video.reading import open_input, tags
 
 
 class PassMode(Enum):
@@ -85,7 +86,7 @@ def first_packets(path: Path, indices: list[int], look: int = 2000) -> dict[int,
     if not indices:
         return out
     try:
-        with av.open(str(path), "r") as c:
+        with open_input(str(path)) as c:
             for n, pkt in enumerate(c.demux([c.streams[i] for i in indices])):
                 if pkt.size and pkt.stream.index not in out:
                     out[pkt.stream.index] = av.Packet(bytes(pkt))
@@ -153,7 +154,7 @@ class FilePackets:
     """The audio and subtitle packets of the video file at ``src``, from a demuxer of their own."""
 
     def __init__(self, src: Path):
-        self._in = av.open(str(src), "r")
+        self._in = open_input(str(src))
         self.streams = [st for st in self._in.streams if st.type in ("audio", "subtitle")]
         self._packets = iter(())
         self.ended = False
@@ -191,7 +192,7 @@ class Passthrough:
 
     def _open(self, feed: PacketFeed | Path, oc) -> None:
         if isinstance(feed, Path):
-            self._extras_in = av.open(str(feed), "r")
+            self._extras_in = open_input(str(feed))
             self._add_extras(read_extras(self._extras_in))
             left = left_out(self._extras_in)
             if left:
@@ -209,7 +210,7 @@ class Passthrough:
             route = _route(st, oc, samples.get(st.index))
             if route is None:
                 continue
-            for k, v in st.metadata.items():
+            for k, v in tags(st.metadata).items():
                 if k.upper() not in ("DURATION", "ENCODER"):
                     route.out.metadata[k] = v
             route.out.disposition = st.disposition

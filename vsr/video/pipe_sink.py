@@ -18,6 +18,7 @@ import av
 from vsr.errors import InputError, OutputClosed
 from vsr.video.encoder_choice import EncoderSettings, OutputContainer
 from vsr.video.output import STREAM, stream_closed
+from vsr.video.reading import open_input
 from vsr.video.sink import VideoSink
 from vsr.video.source import VideoInfo
 
@@ -121,5 +122,5 @@ def _adts_aac(info: VideoInfo) -> bool:
         return adts(info.side_packets.streams)
     if info.kind != "video":
         return False
-    with av.open(str(info.path)) as c:
+    with open_input(str(info.path)) as c:
         return adts(c.streams)

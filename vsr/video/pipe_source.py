@@ -24,8 +24,8 @@ from vsr.video import hdr10plus
 from vsr.video.ends import CountedReader, EarlyEnd, stream_end
 from vsr.video.interlace import deinterlaced, with_deinterlace
 from vsr.video.output import STREAM, stream_closed
-from vsr.video.source import (SourceFrame, VideoInfo, ffmpeg_log, ffmpeg_reason, field_steps, one_line, size_error,
-                              timed_frames, video_info)
+from vsr.video.reading import ffmpeg_log, ffmpeg_reason, one_line, open_input
+from vsr.video.source import SourceFrame, VideoInfo, field_steps, size_error, timed_frames, video_info
 from vsr.video.streams import main_video, uniform
 from vsr.video.telecine import inverse_telecined
 
@@ -97,7 +97,7 @@ class StreamSource:
         logged: list[str] = []  # a pipe cannot be opened twice, as a file's error path does: its log is kept
         try:
             with ffmpeg_log(logged):
-                self._container = av.open(self._file, "r")
+                self._container = open_input(self._file)
         except av.EOFError:
             raise InputError("zero frames: standard input ended before its first frame") from None
         except (av.FFmpegError, OSError, ValueError) as e:

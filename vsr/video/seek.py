@@ -26,6 +26,7 @@ from typing import Iterator
 
 import av
 import numpy as np
+from vsr.video.reading import open_input
 from vsr.video.streams import main_video
 
 log = logging.getLogger(__name__)
@@ -75,7 +76,7 @@ def picture_digest(frame: av.VideoFrame) -> str:
 
 
 def _open(path: Path):
-    c = av.open(str(path), "r")
+    c = open_input(str(path))
     st = main_video(c)
     st.thread_type = "AUTO"  # as VideoSource decodes
     return c, st

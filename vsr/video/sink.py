@@ -32,6 +32,7 @@ from vsr.video.hdr import as_encoded, write_container_hdr
 from vsr.video.output import WRITE_ERRNOS, commit_output, output_path, video_partial, writes
 from vsr.video.passthrough import Passthrough, Window
 from vsr.video.planes import PlaneFormat
+from vsr.video.reading import open_input
 from vsr.video.source import VideoInfo
 from vsr.video.spherical import write_container_view
 from vsr.video.streams import main_video
@@ -321,7 +322,7 @@ def check_constant_rate(path: Path, rate: Fraction, container: str) -> None:
 @functools.lru_cache(maxsize=8)
 def _off_grid(path: str, mtime_ns: int, size: int, rate: Fraction) -> float | None:
     """The time of the first frame of ``path`` off the grid of ``rate`` (or on a tick already taken), else None."""
-    with av.open(path) as c:
+    with open_input(path) as c:
         st = main_video(c)
         stamps = sorted(p.pts for p in c.demux(st) if p.pts is not None and p.size)
         tb = st.time_base

@@ -10,14 +10,12 @@ import logging
 import re
 import stat
 import warnings
-from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from pathlib import Path
 from typing import Iterator
 
 import av
-import av.logging
 import numpy as np
 
 from vsr.errors import InputError
@@ -28,6 +26,7 @@ from vsr.video.colour import ColourSpec, bit_depth, decode_rgb
 from vsr.video.ends import EarlyEnd, file_end, y4m_frames
 from vsr.video.hdr import HdrMetadata, read_hdr
 from vsr.video.interlace import deinterlaced, field_order, with_deinterlace
+from vsr.video.reading import ffmpeg_log, ffmpeg_reason, one_line, open_input, tags
 from vsr.video.seek import EntryPoint, enter, picture_digest
 from vsr.video.spherical import View, read_view
 from vsr.video.streams import frame_rate, main_video, uniform
@@ -104,43 +103,16 @@ class VideoInfo:
         return None
 
 
-def one_line(e: Exception) -> str:
-    """The reason an FFmpeg (or file) error gives, on one line."""
-    if isinstance(e, av.FFmpegError) and e.strerror:
-        return e.strerror
-    return (str(e).splitlines() or [type(e).__name__])[0][:200]
-
-
 def _open_error(path: Path, e: Exception) -> InputError:
-    """Why ``av.open(path)`` fails, in FFmpeg's own words where it logged them (the open is repeated with
+    """Why ``open_input(path)`` fails, in FFmpeg's own words where it logged them (the open is repeated with
     FFmpeg's log captured, only on this error path)."""
     lines: list[str] = []
     with ffmpeg_log(lines):
         try:
-            av.open(str(path), "r").close()
+            open_input(str(path)).close()
         except (av.FFmpegError, OSError, ValueError):
             pass
     return size_error(str(path), lines) or InputError(f"not a video file: {path} ({ffmpeg_reason(e, lines)})")
-
-
-@contextmanager
-def ffmpeg_log(lines: list[str]) -> Iterator[None]:
-    """FFmpeg's error lines logged in the block (its log is off by default) appended to ``lines``: its own
-    words for an error message, where PyAV's errno text can mislead (a picture too large for FFmpeg reads
-    "Device or resource busy")."""
-    previous = av.logging.get_level()
-    av.logging.set_level(av.logging.ERROR)
-    try:
-        with av.logging.Capture() as logs:
-            yield
-    finally:
-        av.logging.set_level(previous)
-        lines.extend(text.strip() for _level, _name, text in logs if text.strip())
-
-
-def ffmpeg_reason(e: Exception, lines: list[str]) -> str:
-    """The reason of ``e`` on one line, with the last line FFmpeg logged (:func:`ffmpeg_log`)."""
-    return f"{one_line(e)}: {lines[-1][:120]}" if lines else one_line(e)
 
 
 def special_kind(mode: int) -> str | None:
@@ -198,7 +170,7 @@ class VideoSource:
         if self.path.stat().st_size == 0:
             raise InputError(f"not a video file: {self.path} is empty")
         try:
-            self._container = av.open(str(self.path), "r")
+            self._container = open_input(str(self.path))
         except PermissionError:
             raise InputError(f"cannot read {self.path}: permission denied") from None
         except av.EOFError:
@@ -262,7 +234,7 @@ class VideoSource:
         """Video packets in the file, by demuxing without decoding (one packet is one frame in the containers
         that get here; reads the file once but decodes nothing)."""
         try:
-            with av.open(str(self.path), "r") as c:
+            with open_input(str(self.path)) as c:
                 return sum(1 for packet in c.demux(c.streams[index]) if packet.size) or None
         except av.FFmpegError:
             return None  # the count is for progress bars only; decoding reports a broken file
@@ -304,19 +276,21 @@ class VideoSource:
     def _decoder(self, start: int):
         """``(container, decoded frames, index of the first)`` for ``frames(start)``."""
         # a fresh demuxer: seeking back after the probe is not exact in every container
-        self._container.close()
-        c = self._container = av.open(str(self.path), "r")
-        st = c.streams[self.info.stream_index]  # the probe's choice (main_video)
-        st.thread_type = "AUTO"
+        c, st = self._reopen()
         if self.entry is not None and 0 < self.entry.index <= start:
             frames = enter(c, st, self.entry, hdr10plus.decoded)
             if frames is not None:
                 return c, frames, self.entry.index
-            c.close()  # the decoder has seen the seek: a fresh one decodes from the top
-            c = self._container = av.open(str(self.path), "r")
-            st = c.streams[self.info.stream_index]  # the probe's choice (main_video)
-            st.thread_type = "AUTO"
+            c, st = self._reopen()  # the decoder has seen the seek: a fresh one decodes from the top
         return c, hdr10plus.decoded(c, st), 0
+
+    def _reopen(self):
+        """The file opened again (the one open before closed) and its video stream (the probe's choice)."""
+        self._container.close()
+        c = self._container = open_input(str(self.path))
+        st = c.streams[self.info.stream_index]
+        st.thread_type = "AUTO"
+        return c, st
 
     def _checked(self, decoded: Iterator[av.VideoFrame], index: int) -> Iterator[av.VideoFrame]:
         """``decoded`` (frames ``index, index + 1, ...``), each frame of :attr:`expect` checked first."""
@@ -345,7 +319,7 @@ def video_info(path: Path, c, st, first: av.VideoFrame) -> VideoInfo:
         bits=bit_depth(pix_fmt), colour=colour, time_base=st.time_base, rate=frame_rate(st, first),
         frames=st.frames or None, rotation=int(round(first.rotation or 0)) % 360,
         sample_aspect_ratio=cc.sample_aspect_ratio or st.sample_aspect_ratio, stream_index=st.index,
-        metadata=dict(st.metadata), container_metadata=dict(c.metadata),
+        metadata=tags(st.metadata), container_metadata=tags(c.metadata),
         start_pts=first.pts if first.pts is not None else 0, duration_s=duration_s, container=c.format.name,
         header_frames=st.frames or None, hdr=read_hdr(first, colour), interlaced=field_order(st, first),
         chapters=read_chapters(c), captions=FrameStore(), view=read_view(first),

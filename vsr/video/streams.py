@@ -16,6 +16,8 @@ from typing import Iterator
 
 import av
 
+from vsr.video.reading import open_input
+
 ATTACHED_PIC = 0x0400  # AV_DISPOSITION_ATTACHED_PIC
 LOOK_PACKETS = 1000  # packets read to find a second frame in one of several video streams
 
@@ -43,7 +45,7 @@ def _moving(container, candidates) -> int | None:
         return None
     counts = {s.index: 0 for s in candidates}
     try:
-        with av.open(name, "r") as c:
+        with open_input(name) as c:
             for n, pkt in enumerate(c.demux([c.streams[i] for i in counts])):
                 if pkt.size and pkt.stream.index in counts:
                     counts[pkt.stream.index] += 1

@@ -1,0 +1,67 @@
+"""Opening a file or stream that vsr reads, and the text of its tags.
+
+FFmpeg hands a container's tags over as the bytes the file holds; PyAV decodes them as UTF-8 and by default
+refuses the whole file where one is not (an AVI's INFO chunk or an old Matroska title, written in a Windows code
+page): such a video was "not a video file".  vsr opens every input with the bytes UTF-8 cannot read kept
+(``surrogateescape``, :func:`open_input`) and reads such a tag as Windows-1252, Latin-1 where that has no
+character (:func:`tag_text`): what those files' writers used.  And what FFmpeg says when it cannot read one
+(:func:`ffmpeg_log`, :func:`one_line`).
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Iterator
+
+import av
+import av.logging
+
+
+def open_input(file, **options):
+    """``av.open(file, "r", **options)``, its tags' undecodable bytes kept for :func:`tag_text`."""
+    return av.open(file, "r", metadata_errors="surrogateescape", **options)
+
+
+def tag_text(value: str) -> str:
+    """A tag as text: itself where it was UTF-8, else its bytes as Windows-1252 (or Latin-1)."""
+    try:
+        value.encode("utf-8")
+        return value
+    except UnicodeEncodeError:
+        raw = value.encode("utf-8", "surrogateescape")
+    try:
+        return raw.decode("cp1252")
+    except UnicodeDecodeError:
+        return raw.decode("latin-1")
+
+
+def tags(metadata) -> dict[str, str]:
+    """A PyAV metadata mapping (a container's, a stream's, a chapter's) as text."""
+    return {tag_text(k): tag_text(v) for k, v in metadata.items()}
+
+
+def one_line(e: Exception) -> str:
+    """The reason an FFmpeg (or file) error gives, on one line."""
+    if isinstance(e, av.FFmpegError) and e.strerror:
+        return e.strerror
+    return (str(e).splitlines() or [type(e).__name__])[0][:200]
+
+
+@contextmanager
+def ffmpeg_log(lines: list[str]) -> Iterator[None]:
+    """FFmpeg's error lines logged in the block (its log is off by default) appended to ``lines``: its own
+    words for an error message, where PyAV's errno text can mislead (a picture too large for FFmpeg reads
+    "Device or resource busy")."""
+    previous = av.logging.get_level()
+    av.logging.set_level(av.logging.ERROR)
+    try:
+        with av.logging.Capture() as logs:
+            yield
+    finally:
+        av.logging.set_level(previous)
+        lines.extend(text.strip() for _level, _name, text in logs if text.strip())
+
+
+def ffmpeg_reason(e: Exception, lines: list[str]) -> str:
+    """The reason of ``e`` on one line, with the last line FFmpeg logged (:func:`ffmpeg_log`)."""
+    return f"{one_line(e)}: {lines[-1][:120]}" if lines else one_line(e)
