@@ -51,6 +51,9 @@ CASES = {
     "asym-pads": (1, 4, 6, 7, 3, 3, 3, dict(pads=[0, 1, 2, 1], offset_group=1)),
     "conv-groups": (1, 8, 6, 6, 6, 3, 3, dict(pads=[1, 1, 1, 1], group=2, offset_group=4)),
     "sixteen-per-group": (1, 32, 5, 7, 8, 3, 3, dict(pads=[1, 1, 1, 1], offset_group=2)),  # 8-wide + remainder
+    "edvr-s-like": (2, 32, 7, 9, 8, 3, 3, dict(pads=[1, 1, 1, 1], offset_group=8)),  # 4 a group: 4-wide
+    "twelve-per-group": (1, 24, 5, 6, 4, 3, 3, dict(pads=[1, 1, 1, 1], offset_group=2)),  # 8-wide + 4-wide
+    "six-per-group": (1, 12, 6, 5, 4, 3, 3, dict(pads=[1, 1, 1, 1], offset_group=2)),  # 4-wide + remainder
 }
 
 

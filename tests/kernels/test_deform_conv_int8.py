@@ -24,7 +24,8 @@ def rel_rms(a, ref):
     return float(np.sqrt(np.mean((a - ref) ** 2)) / np.sqrt(np.mean(ref ** 2)))
 
 
-@pytest.mark.parametrize("name", ["edvr-like", "stride2-dilation2", "sixteen-per-group"])
+@pytest.mark.parametrize("name", ["edvr-like", "stride2-dilation2", "sixteen-per-group", "edvr-s-like",
+                                  "twelve-per-group"])
 def test_int8_product_is_within_int8_rounding_of_fp32(name):
     n, c, h, w, co, kh, kw, attrs = CASES[name]
     geom, f = make_case(5, n, c, h, w, co, kh, kw, **attrs)

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
-from vsr.kernels.blend import blend8, put
+from vsr.kernels.blend import blend4, blend8, put
 from vsr.kernels.threads import KernelWorkers, shared_workers
 
 # Output pixels per gather/sgemm tile.  256 x 576 floats = 576 KiB of columns for EDVR's DCN: the tile is
@@ -128,6 +128,8 @@ def _gather_columns(xh, offset, mask, b, p0, p1, wo, kh, kw, pad_top, pad_left, 
     cpg = c // group  # channels per conv group
     cpog = c // offset_group  # channels per offset group
     vec_end = cpog - cpog % 8
+    vec4 = cpog % 8 >= 4  # 4 more channels as one 4-wide vector
+    tail = vec_end + 4 if vec4 else vec_end
     ncol = np.uint64(cols.shape[1])
     xf = xh.reshape(-1)
     cf = cols.reshape(-1)
@@ -214,7 +216,10 @@ def _gather_columns(xh, offset, mask, b, p0, p1, wo, kh, kw, pad_top, pad_left, 
                     for cb in range(0, vec_end, 8):
                         u = np.uint64(cb)
                         blend8(xf, a00 + u, a01 + u, a10 + u, a11 + u, f00, f01, f10, f11, cf, j + u, inv, zq)
-                    for ci in range(vec_end, cpog):
+                    if vec4:
+                        u = np.uint64(vec_end)
+                        blend4(xf, a00 + u, a01 + u, a10 + u, a11 + u, f00, f01, f10, f11, cf, j + u, inv, zq)
+                    for ci in range(tail, cpog):
                         e = np.uint64(ci)
                         put(cf, j + e, f00 * xf[a00 + e] + f01 * xf[a01 + e] + f10 * xf[a10 + e]
                              + f11 * xf[a11 + e], inv, zq)
