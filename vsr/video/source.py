@@ -278,11 +278,15 @@ class VideoSource:
         # a fresh demuxer: seeking back after the probe is not exact in every container
         c, st = self._reopen()
         if self.entry is not None and 0 < self.entry.index <= start:
-            frames = enter(c, st, self.entry, hdr10plus.decoded)
+            frames = enter(c, st, self.entry, self._decode)
             if frames is not None:
                 return c, frames, self.entry.index
             c, st = self._reopen()  # the decoder has seen the seek: a fresh one decodes from the top
-        return c, hdr10plus.decoded(c, st), 0
+        return c, self._decode(c, st), 0
+
+    def _decode(self, c, st) -> Iterator[av.VideoFrame]:
+        """``c.decode(st)``; each frame's HDR10+ read from its packet where the source can hold it."""
+        return hdr10plus.decoded(c, st) if self.info.hdr10plus is not None else c.decode(st)
 
     def _reopen(self):
         """The file opened again (the one open before closed) and its video stream (the probe's choice)."""
