@@ -27,7 +27,7 @@ from vsr.video.hdr10plus import scaled
 
 from tests.jobs.helpers import WindowBackend
 from tests.jobs.test_chunks import REQUEST, run_job
-from tests.video.tools import ffmpeg
+from tests.video.tools import ffmpeg, ffmpeg_with
 
 HDR10 = ["-color_primaries", "bt2020", "-color_trc", "smpte2084", "-colorspace", "bt2020nc", "-color_range", "tv"]
 
@@ -74,7 +74,7 @@ def hdr10plus_payload(i: int, windows: int = 1) -> bytes:
 
 
 def encoded(path: Path, codec: str, frames: int, extra: tuple = ()) -> Path:
-    subprocess.run([ffmpeg(), "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=64x64:rate=25", "-frames:v",
+    subprocess.run([ffmpeg_with(codec), "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=64x64:rate=25", "-frames:v",
                     str(frames), "-c:v", codec, "-pix_fmt", "yuv420p10le", *HDR10, *extra, str(path)], check=True)
     return path
 

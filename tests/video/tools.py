@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import shutil
+import subprocess
 
 import pytest
 
@@ -12,4 +14,18 @@ def ffmpeg() -> str:
     path = shutil.which("ffmpeg")
     if path is None:
         pytest.skip("needs ffmpeg")
+    return path
+
+
+@functools.cache
+def _encoders(path: str) -> str:
+    return subprocess.run([path, "-hide_banner", "-encoders"], capture_output=True, text=True).stdout
+
+
+def ffmpeg_with(*encoders: str) -> str:
+    """:func:`ffmpeg`, or the test skips where that ffmpeg was built without one of ``encoders``."""
+    path = ffmpeg()
+    missing = [e for e in encoders if f" {e} " not in _encoders(path)]
+    if missing:
+        pytest.skip(f"needs ffmpeg with {', '.join(missing)}")
     return path
