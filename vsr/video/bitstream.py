@@ -56,28 +56,25 @@ def is_prefix_sei(nal: bytes, codec: str) -> bool:
     return len(nal) > 2 and (nal[0] & 0x1F == 6 if codec == "h264" else (nal[0] >> 1) & 0x3F == 39)
 
 
-def _annexb_starts(data: bytes) -> list[tuple[int, int]]:
-    """(start of the start code, start of the NAL unit) of each NAL unit in Annex B ``data``."""
-    out = []
-    for m in _START.finditer(data):
-        begin = m.start() - 1 if m.start() > 0 and data[m.start() - 1] == 0 else m.start()
-        out.append((begin, m.end()))
-    return out
-
-
-def nal_units(data: bytes, length_size: int | None) -> Iterator[tuple[int, bytes]]:
+def nal_units(data: bytes, length_size: int | None) -> Iterator[tuple[int, memoryview]]:
     """``(offset of its start code or length, NAL unit)`` of each NAL unit in the access unit ``data``: Annex B
-    (``length_size`` None) or each after a big-endian length of ``length_size`` bytes (mp4, Matroska)."""
+    (``length_size`` None) or each after a big-endian length of ``length_size`` bytes (mp4, Matroska).  Read as
+    far as the caller asks, each unit a view (a reader that stops at the first slice reads nothing of it)."""
+    view = memoryview(data)
     if length_size is None:
-        starts = _annexb_starts(data)
-        for i, (begin, at) in enumerate(starts):
-            end = starts[i + 1][0] if i + 1 < len(starts) else len(data)
-            yield begin, data[at:end]
+        unit = None  # (start of its start code, start of the unit) of the unit before the next start code
+        for m in _START.finditer(data):
+            begin = m.start() - 1 if m.start() > 0 and data[m.start() - 1] == 0 else m.start()
+            if unit is not None:
+                yield unit[0], view[unit[1]:begin]
+            unit = (begin, m.end())
+        if unit is not None:
+            yield unit[0], view[unit[1]:]
         return
     pos = 0
     while pos + length_size < len(data):
-        n = int.from_bytes(data[pos:pos + length_size], "big")
-        yield pos, data[pos + length_size:pos + length_size + n]
+        n = int.from_bytes(view[pos:pos + length_size], "big")
+        yield pos, view[pos + length_size:pos + length_size + n]
         pos += length_size + n
 
 
@@ -114,7 +111,7 @@ def sei_nal(payloads: list[bytes], codec: str) -> bytes:
 def sei_t35(nal: bytes, codec: str) -> list[bytes]:
     """The T.35 payloads of the SEI NAL unit ``nal`` (an H.264 SEI or HEVC prefix SEI); a damaged one's that
     end early are left out."""
-    rbsp, out, pos = unescaped(nal[_header_size(codec):]), [], 0
+    rbsp, out, pos = unescaped(bytes(nal[_header_size(codec):])), [], 0
     while pos < len(rbsp) and rbsp[pos:] != b"\x80":
         kind = size = 0
         for which in (0, 1):
@@ -155,8 +152,8 @@ def _read_leb128(data: bytes, pos: int) -> tuple[int, int]:
 
 def obus(data: bytes) -> Iterator[tuple[int, int, bytes]]:
     """``(offset, obu_type, payload)`` of each OBU in the low-overhead bitstream ``data`` (an AV1 packet, as every
-    container holds it); stops at one it cannot read."""
-    pos = 0
+    container holds it); stops at one it cannot read.  Each payload a view."""
+    view, pos = memoryview(data), 0
     while pos < len(data):
         head = data[pos]
         kind, extension, has_size = (head >> 3) & 0xF, head & 0x4, head & 0x2
@@ -167,7 +164,7 @@ def obus(data: bytes) -> Iterator[tuple[int, int, bytes]]:
             return
         if at + size > len(data):
             return
-        yield pos, kind, data[at:at + size]
+        yield pos, kind, view[at:at + size]
         pos = at + size
 
 
@@ -185,7 +182,7 @@ def obu_t35(payload: bytes) -> bytes | None:
         return None
     if kind != METADATA_T35:
         return None
-    body = payload[at:].rstrip(b"\x00")
+    body = bytes(payload[at:]).rstrip(b"\x00")
     return body[:-1] if body.endswith(b"\x80") else None  # trailing bits: one 1 bit, byte-aligned here
 
 

@@ -82,22 +82,23 @@ def carried_by(codec: str) -> bool:
 def decoded(c, st) -> Iterator:
     """``c.decode(st)``, each frame's ``opaque`` the HDR10+ payload of the packet it came from (None: it had
     none) where ``st`` is a codec that carries it."""
-    codec = st.codec_context.codec.canonical_name if st.codec_context is not None else None
-    if codec not in SOURCES:
+    tag = tagger(st)
+    if tag is None:
         yield from c.decode(st)
         return
-    st.codec_context.copy_opaque = True
-    tag = tagger(st)
     for packet in c.demux(st):
         tag(packet)
         yield from packet.decode()
 
 
 def tagger(st):
-    """A function that gives a packet of ``st`` (not yet decoded; its codec context told to copy a packet's
-    ``opaque`` to its frames) its HDR10+ payload as its ``opaque``."""
+    """A function that gives a packet of ``st`` (not yet decoded) its HDR10+ payload as its ``opaque``, which the
+    stream's decoder, told so here, copies to the packet's frames; None where ``st``'s codec carries none."""
     cc = st.codec_context
-    codec = cc.codec.canonical_name
+    codec = cc.codec.canonical_name if cc is not None else None
+    if codec not in SOURCES:
+        return None
+    cc.copy_opaque = True
     size = nal_length_size(codec, cc.extradata)
 
     def tag(packet) -> None:

@@ -132,10 +132,7 @@ class StreamSource:
     def _decode(self, st) -> Iterator[av.VideoFrame]:
         """Every video frame of the stream, in order; the other streams' packets go to :attr:`_side`."""
         last: dict[int, tuple[int, int]] = {}
-        tag = None
-        if st.codec_context is not None and st.codec_context.codec.canonical_name in hdr10plus.SOURCES:
-            st.codec_context.copy_opaque = True
-            tag = hdr10plus.tagger(st)
+        tag = hdr10plus.tagger(st)  # (an HEVC or AV1 stream's HDR10+, each frame's)
         for packet in self._container.demux():
             if packet.stream.index == st.index:
                 self._first_packet = self._first_packet or packet.size
