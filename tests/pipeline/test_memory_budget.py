@@ -141,6 +141,8 @@ def test_the_runner_plans_with_its_backends_config():
             self.num_frame = self.config.num_frame
 
     class Sink:
+        pix_fmt = "yuv420p"
+
         def memory_estimate_mb(self):
             return 600.0
 

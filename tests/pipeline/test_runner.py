@@ -127,7 +127,7 @@ class NullSink:
     def new_planes(self, height, width):
         return np.empty((3, height, width), np.uint8)
 
-    def finish(self, planes):
+    def finish(self, planes, pts=None):
         return planes
 
     def write(self, planes, pts, duration):

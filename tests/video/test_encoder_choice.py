@@ -110,11 +110,14 @@ def test_what_each_source_gets_by_default(infos):
     got = {name: (c.codec, c.pix_fmt) for name, c in
            ((n, choose_encoder(mkv, EncoderSettings(), info)) for n, info in infos.items())}
     assert got == {"sdr.mp4": ("libx264", "yuv420p"), "deep.mkv": ("libx264", "yuv422p10le"),
-                   "rgb": ("libx264", "yuv444p"), "alpha.mkv": ("libx264", "yuv420p"),
+                   "rgb": ("libx264", "yuv444p"), "alpha.mkv": ("libvpx-vp9", "yuva420p"),
                    "hlg.mkv": ("libx265", "yuv420p10le")}
-    alpha = choose_encoder(mkv, EncoderSettings(), infos["alpha.mkv"])
-    assert alpha.warnings == ("the source's alpha channel (yuva420p) is dropped: vsr upscales colour only, the "
-                              "output is opaque",)
+    assert choose_encoder(mkv, EncoderSettings(), infos["alpha.mkv"]).warnings == ()
+    alpha = choose_encoder(OutputContainer.named("out.mp4"), EncoderSettings(), infos["alpha.mkv"])
+    assert (alpha.codec, alpha.pix_fmt) == ("libx264", "yuv420p")
+    assert alpha.warnings == ("the source's alpha channel (yuva420p) is dropped: libx264 has no format with alpha "
+                              "(VP9 in .webm or .mkv, ProRes 4444 in .mov, FFV1 or PNG frames keep it: the default "
+                              "codec of .webm, .mkv and .mov does)",)
     y4m = OutputContainer("yuv4mpegpipe", codecs_held("yuv4mpegpipe"), stream="y4m")
     assert (choose_encoder(y4m, EncoderSettings(), infos["rgb"]).codec,
             choose_encoder(y4m, EncoderSettings(), infos["rgb"]).pix_fmt) == ("wrapped_avframe", "yuv444p")

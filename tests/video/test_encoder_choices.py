@@ -53,7 +53,7 @@ def test_the_defaults_a_run_reports_are_the_encoders_own(codec):
     assert encoded(codec, {**quiet, **defaults}) == encoded(codec, quiet)
     other = {**defaults, "crf": str(int(defaults["crf"]) + 8)}
     assert encoded(codec, {**quiet, **other}) != encoded(codec, quiet)  # the comparison can tell
-    assert effective(codec, {}) == {"crf": int(defaults["crf"]), "preset": defaults["preset"], "q": None}
+    assert effective(codec, {}) == {"crf": int(defaults["crf"]), "preset": defaults.get("preset"), "q": None}
     assert effective(codec, {"crf": "18.5", "preset": "slow"}) == {"crf": 18.5, "preset": "slow", "q": None}
     assert effective("ffv1", {}) == {"crf": None, "preset": None, "q": None}
 

@@ -67,7 +67,7 @@ def hr_frames(results: Iterator[Result], sink, height: int, width: int, scale: i
                     check_model_output(res.y[n, :, core[0]:core[1], core[2]:core[3]], slot.index, weights)
             current.tiles_left -= 1
             if current.tiles_left == 0:
-                current.planes = sink.finish(current.planes)
+                current.planes = sink.finish(current.planes, current.pts)
                 done, current = current, None
                 yield done
                 done = None

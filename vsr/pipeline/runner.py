@@ -42,9 +42,15 @@ from vsr.pipeline.tiles import Tile, tile_grid
 from vsr.pipeline.windows import FrameWindow, windows
 from vsr.pipeline.post import HrFrame, hr_frames, post_threads, prepare_post
 from vsr.report import RunReport
+from vsr.video.formats import has_alpha
 from vsr.video.planes import conversion_threads
 
 _STREAMS = count(1)  # one stream of frame keys per run
+
+def hr_bytes_per_pixel(sink) -> int:
+    """Bytes of one output pixel's integer planes: three 4:4:4 ones, and the alpha's where the output has it."""
+    return (4 if has_alpha(sink.pix_fmt) else 3) * np.dtype(sink.plane_dtype()).itemsize
+
 
 __all__ = ["FrameQueueRunner", "FrameWindow", "RunnerSettings", "infer_still_running"]
 
@@ -215,7 +221,7 @@ class FrameQueueRunner:
                            num_frame=self.num_frame, batch=s.batch, queue=s.queue, hr_queue=s.encode_queue,
                            overlap=s.overlap,
                            encoder_mb=sink.memory_estimate_mb(),
-                           hr_bytes_per_pixel=3 * np.dtype(sink.plane_dtype()).itemsize, tile=s.tile,
+                           hr_bytes_per_pixel=hr_bytes_per_pixel(sink), tile=s.tile,
                            device=self.device_memory(), extra_lr_frames=extra,
                            model=ModelMemory.of(getattr(self.backend, "config", None)))
 

@@ -32,8 +32,9 @@ class Sink(Protocol):
         """Room for one output frame's planes, filled region by region: an array ``(3, height, width)``, or an
         object whose ``views`` are its three planes (chroma subsampled where the format's is)."""
 
-    def finish(self, planes):
-        """A complete frame from :meth:`new_planes` -> what :meth:`write` takes."""
+    def finish(self, planes, pts: int | None = None):
+        """A complete frame from :meth:`new_planes` (of the source's frame at ``pts``, whose alpha the sink takes)
+        -> what :meth:`write` takes."""
 
     def write(self, planes, pts: int, duration: int) -> None:
         """Write one frame (``pts``/``duration`` in the source's time base) to the temporary output."""

@@ -39,16 +39,17 @@ def a53_of(frame) -> bytes | None:
 
 
 class FrameStore:
-    """What the frames decoded so far carry (caption bytes, an HDR10+ payload), by timestamp (in the source's time
-    base), until the sink takes it; ``first`` is the index of the first frame that had any (None: none yet).
+    """What the frames decoded so far carry (caption bytes, an HDR10+ payload, an alpha plane), by timestamp (in the
+    source's time base), until the sink takes it; ``first`` is the index of the first frame that had any (None:
+    none yet).
     Filled by the decoding thread, read by the encoding one."""
 
     def __init__(self) -> None:
-        self._by_pts: dict[int, bytes] = {}
+        self._by_pts: dict[int, object] = {}
         self._lock = threading.Lock()
         self.first: int | None = None
 
-    def put(self, index: int, pts: int, data: bytes | None) -> None:
+    def put(self, index: int, pts: int, data) -> None:
         if data is None:
             return
         with self._lock:
@@ -56,7 +57,7 @@ class FrameStore:
             if self.first is None:
                 self.first = index
 
-    def take(self, pts: int) -> bytes | None:
+    def take(self, pts: int):
         with self._lock:
             return self._by_pts.pop(pts, None)
 

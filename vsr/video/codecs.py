@@ -48,7 +48,8 @@ FFMPEG_MAX_PLANE = 2**31 - 1
 # reports as the effective ones.  tests/video/test_encoder_choices.py checks each against the encoder installed
 # (an output with these given explicitly is the same bytes).
 ENCODER_DEFAULTS = {"libx264": {"crf": "23", "preset": "medium"}, "libx265": {"crf": "28", "preset": "medium"},
-                    "libsvtav1": {"crf": "35", "preset": "8"}}
+                    "libsvtav1": {"crf": "35", "preset": "8"},
+                    "libvpx-vp9": {"crf": "32"}}  # (FFmpeg's: constant quality 32 where no rate is given)
 # Picture codecs: each frame a still image.  FFmpeg puts them into MP4 (object types for PNG, JPEG, JPEG 2000)
 # and AVI, but players do not play them there; QuickTime is their video container, and Matroska holds those it
 # has a codec ID for (Motion JPEG, JPEG 2000).  Matroska has none for PNG: ffmpeg's own tool stores it as a
@@ -66,6 +67,12 @@ IMAGE_CONTAINERS_OF = {"mjpeg": {**IMAGE_CONTAINERS, "avi": ".avi"}}
 # QuickTime is tagged hvc1 (parameter sets in the header, as FFmpeg has x265 write them there), not FFmpeg's
 # default hev1, which Apple's players refuse.
 CONTAINER_CODECS = {"avi": "mpeg4"}
+# The default codec of a container for a source with alpha, where libx264 would drop it: VP9 (libvpx writes the
+# alpha as Matroska's BlockAdditional, what browsers play in WebM), ProRes 4444 in QuickTime (what editors
+# exchange mattes in).  MP4 holds no codec FFmpeg writes alpha into.
+ALPHA_CODECS = {"matroska": "libvpx-vp9", "webm": "libvpx-vp9", "mov": "prores_ks"}
+# which of --crf and --preset each of those takes (ProRes has neither; VP9 no preset)
+ALPHA_CODEC_SETTINGS = {"libvpx-vp9": ("--crf",), "prores_ks": ()}
 CODEC_TAGS = {("avi", "mpeg4"): "XVID", ("mp4", "libx265"): "hvc1", ("mov", "libx265"): "hvc1"}
 # Encoders with no CRF whose FFmpeg default is a bit rate of 200 kb/s (a blur at x4 sizes): vsr runs them at a
 # fixed quantiser (qmin = qmax, what ffmpeg's -q:v does), --crf's value where given.  3 is near-transparent for

@@ -208,14 +208,21 @@ class FramePlanes:
     """The three planes of a new planar ``av.VideoFrame`` (chroma subsampled or not), writable in place through
     numpy views (``views``): the post-processing stage writes an output frame's tiles straight into the frame
     the encoder gets (:func:`vsr.video.planes.place`), instead of into an array copied into a frame afterwards.
+    ``alpha``: a view of its fourth plane, where it has one (yuva420p, gbrap, ...), else None.
     """
 
     def __init__(self, width: int, height: int, pix_fmt: str):
         self.frame = av.VideoFrame(width, height, pix_fmt)
         self.dtype = np.uint8 if bit_depth(pix_fmt) <= 8 else np.uint16
         self.shape = (3, height, width)
-        self.views = [np.frombuffer(p, self.dtype).reshape(p.height, p.line_size // self.dtype().itemsize)[:, :p.width]
-                      for p in self.frame.planes[:3]]
+        views = [plane_view(p, self.dtype) for p in self.frame.planes]
+        self.views = views[:3]
+        self.alpha = views[3] if len(views) > 3 else None
+
+
+def plane_view(p, dtype) -> np.ndarray:
+    """A writable 2-D numpy view of a frame's plane ``p`` of samples of ``dtype`` (line padding left out)."""
+    return np.frombuffer(p, dtype).reshape(p.height, p.line_size // np.dtype(dtype).itemsize)[:, :p.width]
 
 
 def decode_rgb(frame: av.VideoFrame, spec: ColourSpec) -> np.ndarray:

@@ -20,14 +20,15 @@ from dataclasses import dataclass, field
 import av
 
 from vsr.errors import InputError
-from vsr.video.codecs import (BIG_OUTPUT_PIXELS, BIG_OUTPUT_X264_PARAMS, CODEC_TAGS, COMMON_CONTAINERS,
-                              CONTAINER_CODECS, CRF_RANGE, DEFAULT_CODEC, DEFAULT_QUANTISER, FALLBACK_CODECS,
-                              FULL_RANGE_CODECS, IMAGE_CODECS, IMAGE_CONTAINERS, IMAGE_CONTAINERS_OF, PARAMS_OPTION,
-                              PRESETS, QUANTISER_CODECS, RATE_OPTIONS, RATE_PARAMS, Y4M_CODEC, Y4M_PIX_FMTS,
-                              NamedBuffer, check_size, effective, encoder_memory_mb, encoder_params, held, holders,
-                              number, quality_key, video_codec)
+from vsr.video.codecs import (ALPHA_CODEC_SETTINGS, ALPHA_CODECS, BIG_OUTPUT_PIXELS, BIG_OUTPUT_X264_PARAMS,
+                              CODEC_TAGS, COMMON_CONTAINERS, CONTAINER_CODECS, CRF_RANGE, DEFAULT_CODEC,
+                              DEFAULT_QUANTISER, FALLBACK_CODECS, FULL_RANGE_CODECS, IMAGE_CODECS, IMAGE_CONTAINERS,
+                              IMAGE_CONTAINERS_OF, PARAMS_OPTION, PRESETS, QUANTISER_CODECS, RATE_OPTIONS,
+                              RATE_PARAMS, Y4M_CODEC, Y4M_PIX_FMTS, NamedBuffer, check_size, effective,
+                              encoder_memory_mb, encoder_params, held, holders, number, quality_key, video_codec)
 from vsr.video.colour import RANGE_FULL, SPC_RGB, ColourSpec, is_gray_format, is_rgb_format
-from vsr.video.formats import alpha_warning, gray_output, rgb_format, rgb_output, without_alpha
+from vsr.video.formats import (alpha_formats, alpha_pix_fmt, alpha_warning, gray_output, has_alpha, rgb_format,
+                               rgb_output, without_alpha)
 from vsr.video.hdr import HDR_CODECS, hdr_params, hdr_warnings, is_hdr
 from vsr.video.nvenc import is_nvenc, nvenc_options, nvenc_problem
 from vsr.video.source import VideoInfo
@@ -149,7 +150,10 @@ def choose_encoder(container: OutputContainer, settings: EncoderSettings, info: 
     if settings.codec is None and container.stream == "y4m":
         codec = video_codec(Y4M_CODEC)
     else:
-        codec = video_codec(settings.codec or default_codec(container, settings.hardware, info.hdr is not None))
+        codec = video_codec(settings.codec or default_codec(container, settings.hardware, info.hdr is not None,
+                                                            has_alpha(info.pix_fmt)))
+    if settings.codec is None and has_alpha(info.pix_fmt):
+        check_alpha_default(codec.name, container, settings)
     if codec.name in PASS_THROUGH:  # Y4M and raw video carry the frames uncompressed: nothing to set
         given = [name for name, v in (("--crf", settings.crf), ("--preset", settings.preset),
                                       ("-x", settings.options)) if v]
@@ -162,7 +166,8 @@ def choose_encoder(container: OutputContainer, settings: EncoderSettings, info: 
         pix_fmt = y4m_pix_fmt(info, settings.pix_fmt)
     else:
         pix_fmt = choose_pix_fmt(codec, info, settings.pix_fmt)
-    said = [w for w in (alpha_warning(info.pix_fmt),) if w is not None]
+    shown = "Y4M" if container.stream == "y4m" else codec.name
+    said = [w for w in (alpha_warning(info.pix_fmt, pix_fmt, shown, settings.pix_fmt),) if w is not None]
     check_playable(codec.name, container)
     width, height = info.width * scale, info.height * scale
     check_size(codec.name, width, height)
@@ -188,6 +193,15 @@ def choose_pix_fmt(codec: av.Codec, info: VideoInfo, requested: str | None) -> s
             raise InputError(f"{codec.name} cannot encode --pix-fmt {requested} "
                              f"(it takes: {', '.join(formats)})")
         return requested
+    colour = colour_pix_fmt(codec, formats, info)
+    if has_alpha(info.pix_fmt) and formats:  # alpha kept where the codec has a format for it
+        return alpha_pix_fmt(colour, alpha_formats(codec.name, formats)) or colour
+    return colour
+
+
+def colour_pix_fmt(codec: av.Codec, formats: list[str], info: VideoInfo) -> str:
+    """The output format for the source's colour (alpha aside): the source's own where the codec takes it, RGB and
+    grey kept where a lossless codec takes them, else YUV of the source's subsampling and depth, or the nearest."""
     src = without_alpha(info.pix_fmt)
     if not formats:
         return src
@@ -231,16 +245,20 @@ def y4m_pix_fmt(info: VideoInfo, requested: str | None) -> str:
     return "yuv444p10le" if info.bits > 8 else "yuv444p"
 
 
-def default_codec(container: OutputContainer, hardware: bool = False, hdr: bool = False) -> str:
+def default_codec(container: OutputContainer, hardware: bool = False, hdr: bool = False, alpha: bool = False) -> str:
     """The container's own (:data:`CONTAINER_CODECS`), else for an ``hdr`` source (PQ, HLG) the first of
     :data:`vsr.video.hdr.HDR_CODECS` it holds (10-bit HEVC, else AV1: what HDR players decode, and encoders that
-    write the static metadata; no NVENC), else libx264 where the container holds H.264 (mp4, mkv, mov;
+    write the static metadata; no NVENC), else for a source with ``alpha`` the container's codec that keeps it
+    (:data:`ALPHA_CODECS`: VP9 in Matroska and WebM, ProRes 4444 in QuickTime), else libx264 where the container
+    holds H.264 (mp4, mkv, mov;
     ``hardware``: h264_nvenc there, where it opens here, :func:`vsr.video.nvenc.nvenc_problem`), else the first
     of FALLBACK_CODECS it holds."""
     own = CONTAINER_CODECS.get(container.format)
     for name in () if own or not hdr else HDR_CODECS:
         if name in container.codecs and name in av.codecs_available:
             return name
+    if not own and alpha and ALPHA_CODECS.get(container.format) in av.codecs_available:
+        return ALPHA_CODECS[container.format]
     if not own and hardware and "h264_nvenc" in container.codecs and nvenc_problem("h264_nvenc") is None:
         return "h264_nvenc"
     for name in ((own,) if own else ()) + (DEFAULT_CODEC,) + FALLBACK_CODECS:
@@ -249,6 +267,19 @@ def default_codec(container: OutputContainer, hardware: bool = False, hdr: bool 
     raise InputError(f"{container.format} holds none of the video codecs vsr writes; "
                      f"use an .mp4 or .mkv output")
 
+
+
+def check_alpha_default(codec: str, container: OutputContainer, settings: EncoderSettings) -> None:
+    """InputError where ``codec``, the container's default for a source with alpha, has no ``--crf`` or
+    ``--preset`` the user gave (meant for libx264, which would drop the alpha)."""
+    if codec != ALPHA_CODECS.get(container.format):
+        return
+    given = [name for name, v in (("--crf", settings.crf), ("--preset", settings.preset))
+             if v is not None and name not in ALPHA_CODEC_SETTINGS.get(codec, ())]
+    if given:
+        raise InputError(f"{' and '.join(given)}: {codec}, the {container.format} codec that keeps the source's alpha, "
+                         f"has no such setting (leave {'them' if len(given) > 1 else 'it'} out, or give -c libx264, "
+                         "which drops the alpha)")
 
 
 def check_playable(codec: str, container: OutputContainer) -> None:

@@ -1,5 +1,6 @@
 """Which pixel format an output keeps of its source's: RGB stays RGB and grey stays grey where a lossless codec
-holds them, alpha is dropped (with a word), at the source's bit depth where the codec has it.
+holds them, alpha kept where the codec has a format for it (else dropped, with a word), at the source's bit
+depth where the codec has it.
 
 The encoder's choice itself is :func:`vsr.video.encoder_choice.choose_pix_fmt`; these are its rules about kinds of
 format, kept apart from the codec options there.
@@ -12,6 +13,7 @@ import warnings
 import av
 
 from vsr.video.colour import bit_depth, is_gray_format, is_rgb_format
+from vsr.video.planes import chroma_shifts
 
 # Lossless codecs, in which an RGB or grey source keeps its kind by default (a lossless RGB workflow stays
 # lossless).  x265's and VP9's GBR, and H.264's and HEVC's 4:0:0, are lossy and fewer players decode them: those
@@ -40,18 +42,13 @@ def without_alpha(pix_fmt: str) -> str:
     return name if name in av.video.format.names else pix_fmt
 
 
-def alpha_warning(pix_fmt: str) -> str | None:
-    """One line where the source has alpha: the model upscales colour, and the output is opaque."""
-    if has_alpha(pix_fmt):
-        return f"the source's alpha channel ({pix_fmt}) is dropped: vsr upscales colour only, the output is opaque"
-    return None
-
-
-def warn_alpha_dropped(pix_fmt: str) -> None:
-    """:func:`alpha_warning` said as a warning, where there is one."""
-    said = alpha_warning(pix_fmt)
-    if said is not None:
-        warnings.warn(said, stacklevel=3)
+def alpha_warning(src: str, out: str, codec: str, requested: str | None = None) -> str | None:
+    """One line where the source (``src``) has alpha and the output (``out``, of ``codec``) has none."""
+    if not has_alpha(src) or has_alpha(out):
+        return None
+    why = f"--pix-fmt {requested} has none" if requested else f"{codec} has no format with alpha"
+    return (f"the source's alpha channel ({src}) is dropped: {why} (VP9 in .webm or .mkv, ProRes 4444 in .mov, "
+            "FFV1 or PNG frames keep it: the default codec of .webm, .mkv and .mov does)")
 
 
 def _plain_rgb(pix_fmt: str) -> bool:
@@ -90,5 +87,50 @@ def rgb_output(codec: str, formats: list[str], src: str) -> bool:
             or not any(not (is_rgb_format(f) or is_gray_format(f)) for f in formats))
 
 
-__all__ = ["LOSSLESS_CODECS", "alpha_warning", "gray_output", "has_alpha", "rgb_format", "rgb_output",
-           "warn_alpha_dropped", "without_alpha"]
+def with_alpha(pix_fmt: str) -> str | None:
+    """The planar format of ``pix_fmt``'s layout and depth with an alpha plane (yuv420p -> yuva420p, gbrp10le ->
+    gbrap10le), or None where FFmpeg has none."""
+    if pix_fmt.startswith("yuv") and not pix_fmt.startswith("yuvj"):
+        name = "yuva" + pix_fmt[3:]
+    elif pix_fmt.startswith("gbrp"):
+        name = "gbrap" + pix_fmt[4:]
+    else:
+        return None
+    return name if name in av.video.format.names else None
+
+
+def _kind(pix_fmt: str) -> int:
+    return 0 if is_rgb_format(pix_fmt) else 1 if is_gray_format(pix_fmt) else 2
+
+
+# Formats with alpha an encoder lists but refuses at normal strictness ("not widely supported"): those it takes.
+ALPHA_ONLY = {"libvpx-vp9": ("yuva420p",)}
+
+
+def alpha_formats(codec: str, formats: list[str]) -> list[str]:
+    """The formats with alpha (integer samples) that ``codec``, taking ``formats``, encodes."""
+    return [f for f in formats if has_alpha(f) and not ("f16" in f or "f32" in f) and f in ALPHA_ONLY.get(codec, (f,))]
+
+
+def alpha_pix_fmt(colour_fmt: str, formats: list[str]) -> str | None:
+    """The format of ``formats`` (a codec's :func:`alpha_formats`) that holds alpha beside colour in
+    ``colour_fmt`` (the format the output's colour would have without it): its alpha twin where the codec takes
+    that, else the one nearest it (the same kind, RGB or grey or YUV; not shallower; not more subsampled); None
+    where the codec takes no format with alpha."""
+    twin = with_alpha(colour_fmt) or {"gray": "ya8", "gray16le": "ya16le", "gray16be": "ya16be", "rgb24": "rgba",
+                                      "rgb48le": "rgba64le", "rgb48be": "rgba64be", "bgr0": "bgra"}.get(colour_fmt)
+    if twin in formats:
+        return twin
+    if not formats:
+        return None
+    bits, kind, sub = bit_depth(colour_fmt), _kind(colour_fmt), sum(chroma_shifts(colour_fmt))
+
+    def key(f: str) -> tuple:
+        d = bit_depth(f)
+        return (_kind(f) != kind, sum(chroma_shifts(f)) > sub, d < bits, abs(d - bits), formats.index(f))
+
+    return min(formats, key=key)
+
+
+__all__ = ["ALPHA_ONLY", "LOSSLESS_CODECS", "alpha_formats", "alpha_pix_fmt", "alpha_warning", "gray_output",
+           "has_alpha", "rgb_format", "rgb_output", "with_alpha", "without_alpha"]

@@ -20,7 +20,7 @@ from typing import BinaryIO, Iterator
 import av
 
 from vsr.errors import InputError
-from vsr.video import hdr10plus
+from vsr.video import alpha, hdr10plus
 from vsr.video.ends import CountedReader, EarlyEnd, stream_end
 from vsr.video.interlace import deinterlaced, with_deinterlace
 from vsr.video.output import STREAM, stream_closed
@@ -133,16 +133,20 @@ class StreamSource:
         """Every video frame of the stream, in order; the other streams' packets go to :attr:`_side`."""
         last: dict[int, tuple[int, int]] = {}
         tag = hdr10plus.tagger(st)  # (an HEVC or AV1 stream's HDR10+, each frame's)
+        ctx = alpha.alpha_decoder(st)  # (a VP8/VP9 stream's alpha)
         for packet in self._container.demux():
             if packet.stream.index == st.index:
                 self._first_packet = self._first_packet or packet.size
                 if tag is not None:
                     tag(packet)
-                for frame in packet.decode():
+                for frame in alpha.packet_frames(ctx, packet):
                     self._count += 1
                     yield frame
             elif packet.stream.type in SIDE_TYPES and packet.size and _timed(packet, last):
                 self._side.put(packet)
+        for frame in alpha.drained(ctx):
+            self._count += 1
+            yield frame
         self._side.finish()
 
     def probe_sample(self) -> tuple[str, av.VideoFrame]:

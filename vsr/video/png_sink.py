@@ -10,22 +10,24 @@ import numpy as np
 from vsr.errors import InputError
 from vsr.video.captions import PictureMessages
 from vsr.video.encoder_choice import EncoderSettings
-from vsr.video.formats import warn_alpha_dropped
+from vsr.video.alpha import upscale_into
+from vsr.video.formats import has_alpha
 from vsr.video.output import commit_output, frames_partial, make_frames_folder, output_path, writes
 from vsr.video.planes import PlaneFormat
 from vsr.video.source import VideoInfo
 
-PNG_PIX_FMTS = (None, "rgb24", "rgb48be", "rgb48le", "rgb48")
+PNG_PIX_FMTS = (None, "rgb24", "rgb48be", "rgb48le", "rgb48", "rgba", "rgba64be", "rgba64le", "rgba64")
 
 
 class PngFolderSink:
-    """``%08d.png`` frames (8-bit RGB, or 16-bit where the source or ``pix_fmt`` is deeper than 8 bits),
-    written into a hidden temporary folder (with vsr's marker, :data:`vsr.video.output.MARKER`) that replaces
+    """``%08d.png`` frames (8-bit RGB, or 16-bit where the source or ``pix_fmt`` is deeper than 8 bits; RGBA
+    where the source has alpha, :mod:`vsr.video.alpha`, or ``pix_fmt`` asks for it), written into a hidden
+    temporary folder (with vsr's marker, :data:`vsr.video.output.MARKER`) that replaces
     the output folder on :meth:`commit`."""
 
     def __init__(self, dst: Path, info: VideoInfo, settings: EncoderSettings):
         if settings.pix_fmt not in PNG_PIX_FMTS:
-            raise InputError(f"PNG frames are rgb24 or rgb48be, not --pix-fmt {settings.pix_fmt}")
+            raise InputError(f"PNG frames are rgb24, rgb48be, rgba or rgba64be, not --pix-fmt {settings.pix_fmt}")
         given = [name for name, v in (("--codec", settings.codec), ("--crf", settings.crf),
                                       ("--preset", settings.preset), ("-x", settings.options)) if v]
         if given:
@@ -34,10 +36,11 @@ class PngFolderSink:
         self.dst = output_path(Path(dst))
         self.src = info.path
         deep = (settings.pix_fmt or "").startswith(("rgb48", "rgba64")) or (settings.pix_fmt is None and info.bits > 8)
-        self.pix_fmt = "rgb48be" if deep else "rgb24"
-        warn_alpha_dropped(info.pix_fmt)
+        alpha = (settings.pix_fmt or "").startswith("rgba") or (settings.pix_fmt is None and has_alpha(info.pix_fmt))
+        self.pix_fmt = ("rgba64be" if deep else "rgba") if alpha else ("rgb48be" if deep else "rgb24")
+        self._alpha = info.alpha  # (taken frame by frame, also where the output has none)
         self.colour = info.colour.for_output(self.pix_fmt)
-        self.planes = PlaneFormat.of(self.pix_fmt, self.colour)  # what the post stage fills
+        self.planes = PlaneFormat.of("rgb48le" if deep else "rgb24", self.colour)  # what the post stage fills
         self.tmp = frames_partial(self.dst)
         self._make_folder()
         self.count = 0
@@ -48,7 +51,7 @@ class PngFolderSink:
         make_frames_folder(self.tmp)
 
     def plane_dtype(self) -> np.dtype:
-        return np.dtype(np.uint16 if self.pix_fmt == "rgb48be" else np.uint8)
+        return self.planes.dtype
 
     def memory_estimate_mb(self) -> float:
         return 0.0  # one frame at a time, written and gone
@@ -56,14 +59,21 @@ class PngFolderSink:
     def new_planes(self, height: int, width: int) -> np.ndarray:
         return np.empty((3, height, width), self.plane_dtype())
 
-    def finish(self, planes: np.ndarray) -> np.ndarray:
-        return planes
+    def finish(self, planes: np.ndarray, pts: int | None = None) -> np.ndarray:
+        """R, G, B planes -> those and, where the output has alpha, the source's frame at ``pts``'s upscaled."""
+        alpha = self._alpha.take(pts) if self._alpha is not None and pts is not None else None
+        if not has_alpha(self.pix_fmt):
+            return planes
+        out = np.empty((4,) + planes.shape[1:], planes.dtype)
+        out[:3] = planes
+        upscale_into(alpha, out[3], int(np.iinfo(planes.dtype).max))
+        return out
 
     @writes
     def write(self, planes: np.ndarray, pts: int, duration: int) -> None:
         import cv2
 
-        bgr = np.ascontiguousarray(planes[::-1].transpose(1, 2, 0))
+        bgr = np.ascontiguousarray(planes[[2, 1, 0, 3][:len(planes)]].transpose(1, 2, 0))  # (BGR or BGRA)
         # encoded here and written by Python: a full disk is an OSError with its reason (libpng's own write
         # would print "libpng error: Write Error" and only say it failed)
         ok, png = cv2.imencode(".png", bgr, [cv2.IMWRITE_PNG_COMPRESSION, 1])

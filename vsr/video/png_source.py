@@ -10,6 +10,8 @@ from typing import Iterator
 import numpy as np
 
 from vsr.errors import InputError
+from vsr.video.alpha import Alpha
+from vsr.video.captions import FrameStore
 from vsr.video.colour import ColourSpec
 from vsr.video.png_frames import frame_files
 from vsr.video.source import SourceFrame, VideoInfo
@@ -33,20 +35,26 @@ class PngFolderSource:
             raise InputError(f"not a PNG image: {self.files[0]}")
         h, w = first.shape[:2]
         bits = 16 if first.dtype == np.uint16 else 8
-        self.info = VideoInfo(path=self.path, kind="png", width=w, height=h,
-                              pix_fmt="rgb48le" if bits == 16 else "rgb24", bits=bits, colour=ColourSpec.srgb(),
-                              time_base=PNG_TIME_BASE, rate=1 / PNG_TIME_BASE, frames=len(self.files))
+        alpha = first.ndim == 3 and first.shape[2] == 4  # (the first frame decides, as a video's does)
+        pix_fmt = ("rgba64le" if alpha else "rgb48le") if bits == 16 else ("rgba" if alpha else "rgb24")
+        self.info = VideoInfo(path=self.path, kind="png", width=w, height=h, pix_fmt=pix_fmt, bits=bits,
+                              colour=ColourSpec.srgb(), time_base=PNG_TIME_BASE, rate=1 / PNG_TIME_BASE,
+                              frames=len(self.files), alpha=FrameStore() if alpha else None)
 
     def frames(self, start: int = 0) -> Iterator[SourceFrame]:
         for i in range(start, len(self.files)):
-            yield SourceFrame(i, i, 1, read_png(self.files[i], (self.info.height, self.info.width)))
+            rgb, alpha = read_png(self.files[i], (self.info.height, self.info.width), with_alpha=True)
+            if self.info.alpha is not None:
+                self.info.alpha.put(i, i, alpha)
+            yield SourceFrame(i, i, 1, rgb)
 
     def close(self) -> None:
         pass
 
 
-def read_png(path: Path, size: tuple[int, int] | None = None) -> np.ndarray:
-    """A PNG file -> float32 RGB ``(3, H, W)`` in [0, 1] (grey and alpha handled; 8 or 16 bit)."""
+def read_png(path: Path, size: tuple[int, int] | None = None, with_alpha: bool = False):
+    """A PNG file -> float32 RGB ``(3, H, W)`` in [0, 1] (grey handled; 8 or 16 bit); ``with_alpha``: and its
+    :class:`~vsr.video.alpha.Alpha` (None where it has none)."""
     import cv2
 
     img = cv2.imread(str(path), cv2.IMREAD_UNCHANGED)
@@ -54,9 +62,12 @@ def read_png(path: Path, size: tuple[int, int] | None = None) -> np.ndarray:
         raise InputError(f"not a PNG image: {path}")
     if img.ndim == 2:
         img = np.repeat(img[:, :, None], 3, axis=2)
-    elif img.shape[2] == 4:
-        img = img[:, :, :3]  # alpha dropped: the model has no alpha channel
+    alpha = None
+    if img.ndim == 3 and img.shape[2] == 4:  # (OpenCV reads grey with alpha as BGRA too)
+        alpha = Alpha(np.ascontiguousarray(img[:, :, 3]), 65535 if img.dtype == np.uint16 else 255)
+        img = img[:, :, :3]
     if size is not None and img.shape[:2] != size:
         raise InputError(f"{path} is {img.shape[1]}x{img.shape[0]}, the other frames are {size[1]}x{size[0]}")
     top = np.float32(65535.0 if img.dtype == np.uint16 else 255.0)
-    return np.ascontiguousarray(img[:, :, ::-1].transpose(2, 0, 1), dtype=np.float32) / top
+    rgb = np.ascontiguousarray(img[:, :, ::-1].transpose(2, 0, 1), dtype=np.float32) / top
+    return (rgb, alpha) if with_alpha else rgb

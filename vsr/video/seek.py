@@ -26,6 +26,7 @@ from typing import Iterator
 
 import av
 import numpy as np
+from vsr.video.alpha import decoded
 from vsr.video.reading import open_input
 from vsr.video.streams import main_video
 
@@ -90,7 +91,7 @@ def scan_video(path: str | Path, count=None) -> tuple[VideoScan, int | None]:
     c, st = _open(Path(path))
 
     def recorded() -> Iterator[av.VideoFrame]:
-        for frame in c.decode(st):
+        for frame in decoded(c, st):
             if frame.key_frame:
                 keys.append(len(pts))
             pts.append(frame.pts)
@@ -107,7 +108,7 @@ def scan_video(path: str | Path, count=None) -> tuple[VideoScan, int | None]:
 def _seek(c, st, entry: EntryPoint, decode=None) -> Iterator[av.VideoFrame] | None:
     """Frames from ``entry`` on after a seek to it, or None where the first one is not the entry's picture."""
     c.seek(entry.pts, stream=st, backward=True, any_frame=False)
-    frames = c.decode(st) if decode is None else decode(c, st)
+    frames = decoded(c, st) if decode is None else decode(c, st)
     for frame in frames:
         if frame.pts is not None and frame.pts < entry.pts:
             continue  # leading pictures shown before the keyframe: they belong to earlier frames
@@ -120,7 +121,7 @@ def _seek(c, st, entry: EntryPoint, decode=None) -> Iterator[av.VideoFrame] | No
 def enter(c, st, entry: EntryPoint, decode=None) -> Iterator[av.VideoFrame] | None:
     """Seek ``c`` (its video stream ``st``, not yet decoded) to ``entry``: the frames from ``entry.index`` on, or
     None where the decoder does not give the entry's picture there (the caller decodes from the top then).
-    ``decode(c, st)``: the frames of ``st`` (default ``c.decode(st)``)."""
+    ``decode(c, st)``: the frames of ``st`` (default :func:`vsr.video.alpha.decoded`)."""
     try:
         frames = _seek(c, st, entry, decode)
     except av.FFmpegError as e:

@@ -21,6 +21,7 @@ import numpy as np
 
 from vsr import interrupt
 from vsr.errors import InputError, OutputError
+from vsr.video.alpha import output_planes, upscale_into
 from vsr.video.captions import PictureMessages
 from vsr.video.chapters import as_written
 from vsr.video.codecs import BIG_OUTPUT_X264_PARAMS, NamedBuffer
@@ -31,7 +32,6 @@ from vsr.video.encoder_open import open_encoder
 from vsr.video.hdr import as_encoded, write_container_hdr
 from vsr.video.output import WRITE_ERRNOS, commit_output, output_path, video_partial, writes
 from vsr.video.passthrough import Passthrough, Window
-from vsr.video.planes import PlaneFormat
 from vsr.video.reading import open_input
 from vsr.video.source import VideoInfo
 from vsr.video.spherical import write_container_view
@@ -42,8 +42,9 @@ log = logging.getLogger(__name__)
 
 VARIABLE_FPS = 0x0400  # AVFMT_VARIABLE_FPS: the container keeps each frame's timestamp (not AVI)
 
-# video stream tags that describe the source's encoding, not the content
-DROPPED_TAGS = ("DURATION", "ENCODER", "HANDLER_NAME", "VENDOR_ID")
+# video stream tags that describe the source's encoding, not the content (Matroska's VP8/VP9 alpha, as FFmpeg reads
+# it: its muxer writes it again where libvpx encodes alpha)
+DROPPED_TAGS = ("DURATION", "ENCODER", "HANDLER_NAME", "VENDOR_ID", "ALPHA_MODE")
 
 
 class VideoSink:
@@ -88,7 +89,10 @@ class VideoSink:
             self.codec, self.pix_fmt, self.colour = choice.codec, choice.pix_fmt, choice.colour
             self.crf, self.preset, self.quantiser = choice.crf, choice.preset, choice.quantiser
             self.encoder_options, self.low_memory_x264 = choice.encoder_options, choice.low_memory_x264
-            self.planes = PlaneFormat.of(self.pix_fmt, self.colour)
+            # (an output with alpha: the planes of a frame with an alpha plane, which finish() fills from the
+            # source's, taken frame by frame also where the output has none)
+            self.planes, self._frame_fmt = output_planes(self.pix_fmt, self.colour)
+            self._alpha = info.alpha
             self.vs = self._add_video(choice)
             self._captions = PictureMessages(info.captions, info.hdr10plus, av.Codec(choice.codec, "w").canonical_name,
                                              scale)
@@ -138,17 +142,24 @@ class VideoSink:
 
     def new_planes(self, height: int, width: int) -> np.ndarray | FramePlanes:
         """Where one output frame's integer planes (of :attr:`planes`) are assembled, region by region: for
-        Y/Cb/Cr and G/B/R the planes of the frame the encoder will get."""
+        Y/Cb/Cr and G/B/R the planes of the frame the encoder will get (with its alpha plane, filled by
+        :meth:`finish`)."""
+        if self._frame_fmt is not None:
+            return FramePlanes(width, height, self._frame_fmt)
         if self.planes.packed:
             return np.empty((3, height, width), self.plane_dtype())
         return FramePlanes(width, height, self.planes.pix_fmt)
 
-    def finish(self, planes: np.ndarray | FramePlanes) -> av.VideoFrame:
-        """A complete frame from :meth:`new_planes` -> the frame to encode (output pixel format, colour tags).
+    def finish(self, planes: np.ndarray | FramePlanes, pts: int | None = None) -> av.VideoFrame:
+        """A complete frame from :meth:`new_planes` (of the source's frame at ``pts``) -> the frame to encode
+        (output pixel format, colour tags, the source's alpha upscaled where the output has alpha).
 
         Called in the post-processing stage, so the encoder thread only encodes (RGB and formats other than planar
         YUV are repacked by swscale here).
         """
+        alpha = self._alpha.take(pts) if self._alpha is not None and pts is not None else None
+        if getattr(planes, "alpha", None) is not None:
+            upscale_into(alpha, planes.alpha, (1 << bit_depth(self._frame_fmt)) - 1)
         return planes_to_frame(planes, self.pix_fmt, self.colour)
 
     def _add_video(self, choice: EncoderChoice):

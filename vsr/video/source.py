@@ -19,11 +19,12 @@ import av
 import numpy as np
 
 from vsr.errors import InputError
-from vsr.video import hdr10plus
+from vsr.video import alpha, hdr10plus
 from vsr.video.captions import FrameStore, a53_of
 from vsr.video.chapters import Chapter, read_chapters
 from vsr.video.colour import ColourSpec, bit_depth, decode_rgb
 from vsr.video.ends import EarlyEnd, file_end, y4m_frames
+from vsr.video.formats import has_alpha
 from vsr.video.hdr import HdrMetadata, read_hdr
 from vsr.video.interlace import deinterlaced, field_order, with_deinterlace
 from vsr.video.reading import ffmpeg_log, ffmpeg_reason, one_line, open_input, tags
@@ -89,6 +90,8 @@ class VideoInfo:
     # of a codec that carries them
     hdr10plus: object = field(default=None, compare=False, repr=False)
     view: View | None = None  # a 360 video's projection, a stereoscopic one's layout (vsr.video.spherical)
+    # each decoded frame's alpha plane (vsr.video.alpha), taken by the sink; None: a source without alpha
+    alpha: object = field(default=None, compare=False, repr=False)
     # a stream's audio and subtitle packets as its decoding passes them (vsr.video.passthrough.PacketFeed): a
     # pipe cannot be read a second time, as a file's are; None for a file
     side_packets: object = field(default=None, compare=False, repr=False)
@@ -209,11 +212,14 @@ class VideoSource:
 
     def _first_frame(self, st) -> av.VideoFrame:
         self._first_packet_size = 0
+        ctx = alpha.alpha_decoder(st)  # (a VP8/VP9 stream's alpha, which FFmpeg's own decoders drop)
         try:
             for packet in self._container.demux(st):
                 self._first_packet_size = self._first_packet_size or packet.size
-                for frame in packet.decode():
+                for frame in alpha.packet_frames(ctx, packet):
                     return frame
+            for frame in alpha.drained(ctx):
+                return frame
         except (av.FFmpegError, ValueError) as e:
             raise InputError(f"cannot decode the video of {self.path} ({one_line(e)})") from None
         raise InputError(f"zero frames: the video stream of {self.path} holds no decodable frame")
@@ -285,8 +291,9 @@ class VideoSource:
         return c, self._decode(c, st), 0
 
     def _decode(self, c, st) -> Iterator[av.VideoFrame]:
-        """``c.decode(st)``; each frame's HDR10+ read from its packet where the source can hold it."""
-        return hdr10plus.decoded(c, st) if self.info.hdr10plus is not None else c.decode(st)
+        """``c.decode(st)``; each frame's HDR10+ read from its packet where the source can hold it, a VP8/VP9
+        frame's alpha decoded where the stream carries it (:func:`vsr.video.alpha.decoded`)."""
+        return hdr10plus.decoded(c, st) if self.info.hdr10plus is not None else alpha.decoded(c, st)
 
     def _reopen(self):
         """The file opened again (the one open before closed) and its video stream (the probe's choice)."""
@@ -327,6 +334,7 @@ def video_info(path: Path, c, st, first: av.VideoFrame) -> VideoInfo:
         start_pts=first.pts if first.pts is not None else 0, duration_s=duration_s, container=c.format.name,
         header_frames=st.frames or None, hdr=read_hdr(first, colour), interlaced=field_order(st, first),
         chapters=read_chapters(c), captions=FrameStore(), view=read_view(first),
+        alpha=FrameStore() if has_alpha(pix_fmt) else None,
         hdr10plus=FrameStore() if hdr10plus.read_from(cc.codec.canonical_name, colour.transfer) else None)
 
 
@@ -364,6 +372,8 @@ def timed_frames(decoded: Iterator[av.VideoFrame], index: int, start: int, info:
                     info.captions.put(index, int(pts), frame.opaque if info.film else a53_of(frame))
                 if info.hdr10plus is not None and not info.film and isinstance(frame.opaque, bytes):
                     info.hdr10plus.put(index, int(pts), frame.opaque)
+                if info.alpha is not None:
+                    info.alpha.put(index, int(pts), alpha.alpha_of(frame))
                 yield SourceFrame(index, int(pts), dur, decode_rgb(frame, info.colour))
             last_pts, last_dur = pts, dur
             index += 1
