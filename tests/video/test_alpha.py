@@ -91,7 +91,7 @@ def alphas(path: Path) -> tuple[np.ndarray, int]:
             frames = [f for p in c.demux(st) if p.size for f in ctx.decode(p)]
         else:
             frames = list(c.decode(st))
-    bits = next(x.bits for x in frames[0].format.components if x.is_alpha)
+    bits = next((x.bits for x in frames[0].format.components if x.is_alpha), 8)  # (8: a palette's)
     planes = [f.to_ndarray(format="rgba64le")[..., 3].astype(np.int64) >> (16 - bits) for f in frames]
     return np.stack(planes), (1 << bits) - 1  # (swscale widens a sample by repeating its bits)
 
@@ -240,3 +240,17 @@ def test_the_output_format_keeps_alpha_nearest_the_colours():
     assert best("rgb24", "png") == "rgba" and best("rgb48be", "png") == "rgba64be" and best("gray", "png") == "ya8"
     assert best("rgb24", "qtrle") == "argb"
     assert best("yuv420p", "libx264") is None
+
+
+@pytest.mark.parametrize("name", ["t.gif", "p8.png"])
+def test_a_palettes_transparency_is_alpha(tmp_path, name):
+    """A GIF with a transparent colour (FFmpeg decodes it as bgra) and a palette PNG with transparent entries
+    (pal8, its palette's alpha: a still image)."""
+    src = encoded(tmp_path, name, "-filter_complex",
+                  "split[a][b];[a]palettegen=reserve_transparent=1[p];[b][p]paletteuse=alpha_threshold=128",
+                  *(["-frames:v", "1", "-update", "1"] if name.endswith(".png") else []))
+    with av.open(str(src)) as c:
+        assert next(c.decode(video=0)).format.name == ("pal8" if name.endswith(".png") else "bgra")
+    run(src, tmp_path / "out.mkv", codec="ffv1")
+    assert pix_fmt(tmp_path / "out.mkv") == "bgra"
+    check_upscaled(src, tmp_path / "out.mkv", 0.5)

@@ -85,12 +85,28 @@ def drained(ctx: av.CodecContext | None) -> list[av.VideoFrame]:
         return []
 
 
+def transparent_palette(frame: av.VideoFrame) -> bool:
+    """Whether ``frame`` is a palette picture (pal8: a PNG, an old QuickTime codec) whose palette has an entry
+    that is not opaque."""
+    if not frame.format.has_palette or len(frame.planes) < 2:
+        return False
+    palette = np.frombuffer(frame.planes[1], np.uint32)[:256]  # (native-endian ARGB)
+    return bool(((palette >> 24) < 255).any())
+
+
+def has_alpha_frame(frame: av.VideoFrame) -> bool:
+    """Whether a decoded frame has alpha: a format with an alpha component, or a palette that is not opaque."""
+    return has_alpha(frame.format.name) or transparent_palette(frame)
+
+
 def alpha_of(frame: av.VideoFrame) -> Alpha | None:
     """The alpha plane of a decoded frame, or None where its format has none.  A planar format's alpha plane is
-    copied as it is; a packed one's (rgba, ya8, ...) comes out of swscale's RGBA of its depth."""
+    copied as it is; a packed one's (rgba, ya8, ...) and a palette's come out of swscale's RGBA of its depth."""
     fmt = frame.format
+    if fmt.has_palette:
+        return Alpha(np.ascontiguousarray(frame.to_ndarray(format="rgba")[:, :, 3]), 255)
     comp = next((c for c in fmt.components if c.is_alpha), None)
-    if comp is None or fmt.has_palette:
+    if comp is None:
         return None
     if sum(c.plane == comp.plane for c in fmt.components) == 1:
         p = frame.planes[comp.plane]
@@ -132,5 +148,5 @@ def output_planes(pix_fmt: str, colour: ColourSpec) -> tuple[PlaneFormat, str | 
     return fmt, frame_fmt
 
 
-__all__ = ["ALPHA_DECODERS", "Alpha", "alpha_decoder", "alpha_of", "decoded", "drained", "has_alpha_stream",
-           "output_planes", "packet_frames", "upscale_into"]
+__all__ = ["ALPHA_DECODERS", "Alpha", "alpha_decoder", "alpha_of", "decoded", "drained", "has_alpha_frame", "has_alpha_stream",
+           "output_planes", "packet_frames", "transparent_palette", "upscale_into"]

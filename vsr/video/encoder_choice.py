@@ -27,7 +27,7 @@ from vsr.video.codecs import (ALPHA_CODEC_SETTINGS, ALPHA_CODECS, BIG_OUTPUT_PIX
                               RATE_PARAMS, Y4M_CODEC, Y4M_PIX_FMTS, NamedBuffer, check_size, effective,
                               encoder_memory_mb, encoder_params, held, holders, number, quality_key, video_codec)
 from vsr.video.colour import RANGE_FULL, SPC_RGB, ColourSpec, is_gray_format, is_rgb_format
-from vsr.video.formats import (alpha_formats, alpha_pix_fmt, alpha_warning, gray_output, has_alpha, rgb_format,
+from vsr.video.formats import (alpha_formats, alpha_pix_fmt, alpha_warning, gray_output, rgb_format,
                                rgb_output, without_alpha)
 from vsr.video.hdr import HDR_CODECS, hdr_params, hdr_warnings, is_hdr
 from vsr.video.nvenc import is_nvenc, nvenc_options, nvenc_problem
@@ -151,8 +151,8 @@ def choose_encoder(container: OutputContainer, settings: EncoderSettings, info: 
         codec = video_codec(Y4M_CODEC)
     else:
         codec = video_codec(settings.codec or default_codec(container, settings.hardware, info.hdr is not None,
-                                                            has_alpha(info.pix_fmt)))
-    if settings.codec is None and has_alpha(info.pix_fmt):
+                                                            info.has_alpha))
+    if settings.codec is None and info.has_alpha:
         check_alpha_default(codec.name, container, settings)
     if codec.name in PASS_THROUGH:  # Y4M and raw video carry the frames uncompressed: nothing to set
         given = [name for name, v in (("--crf", settings.crf), ("--preset", settings.preset),
@@ -167,7 +167,7 @@ def choose_encoder(container: OutputContainer, settings: EncoderSettings, info: 
     else:
         pix_fmt = choose_pix_fmt(codec, info, settings.pix_fmt)
     shown = "Y4M" if container.stream == "y4m" else codec.name
-    said = [w for w in (alpha_warning(info.pix_fmt, pix_fmt, shown, settings.pix_fmt),) if w is not None]
+    said = [w for w in (alpha_warning(info, pix_fmt, shown, settings.pix_fmt),) if w is not None]
     check_playable(codec.name, container)
     width, height = info.width * scale, info.height * scale
     check_size(codec.name, width, height)
@@ -194,7 +194,7 @@ def choose_pix_fmt(codec: av.Codec, info: VideoInfo, requested: str | None) -> s
                              f"(it takes: {', '.join(formats)})")
         return requested
     colour = colour_pix_fmt(codec, formats, info)
-    if has_alpha(info.pix_fmt) and formats:  # alpha kept where the codec has a format for it
+    if info.has_alpha and formats:  # alpha kept where the codec has a format for it
         return alpha_pix_fmt(colour, alpha_formats(codec.name, formats)) or colour
     return colour
 

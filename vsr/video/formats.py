@@ -42,10 +42,12 @@ def without_alpha(pix_fmt: str) -> str:
     return name if name in av.video.format.names else pix_fmt
 
 
-def alpha_warning(src: str, out: str, codec: str, requested: str | None = None) -> str | None:
-    """One line where the source (``src``) has alpha and the output (``out``, of ``codec``) has none."""
-    if not has_alpha(src) or has_alpha(out):
+def alpha_warning(info, out: str, codec: str, requested: str | None = None) -> str | None:
+    """One line where the source (its :class:`~vsr.video.source.VideoInfo`) has alpha and the output (``out``, of
+    ``codec``) has none."""
+    if not info.has_alpha or has_alpha(out):
         return None
+    src = info.pix_fmt
     why = f"--pix-fmt {requested} has none" if requested else f"{codec} has no format with alpha"
     return (f"the source's alpha channel ({src}) is dropped: {why} (VP9 in .webm or .mkv, ProRes 4444 in .mov, "
             "FFV1 or PNG frames keep it: the default codec of .webm, .mkv and .mov does)")

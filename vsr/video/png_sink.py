@@ -36,7 +36,7 @@ class PngFolderSink:
         self.dst = output_path(Path(dst))
         self.src = info.path
         deep = (settings.pix_fmt or "").startswith(("rgb48", "rgba64")) or (settings.pix_fmt is None and info.bits > 8)
-        alpha = (settings.pix_fmt or "").startswith("rgba") or (settings.pix_fmt is None and has_alpha(info.pix_fmt))
+        alpha = (settings.pix_fmt or "").startswith("rgba") or (settings.pix_fmt is None and info.has_alpha)
         self.pix_fmt = ("rgba64be" if deep else "rgba") if alpha else ("rgb48be" if deep else "rgb24")
         self._alpha = info.alpha  # (taken frame by frame, also where the output has none)
         self.colour = info.colour.for_output(self.pix_fmt)

@@ -97,6 +97,12 @@ class VideoInfo:
     side_packets: object = field(default=None, compare=False, repr=False)
 
     @property
+    def has_alpha(self) -> bool:
+        """Whether the source has alpha: its pixel format's, or a palette's that is not opaque (:attr:`alpha` then
+        holds each decoded frame's)."""
+        return self.alpha is not None or has_alpha(self.pix_fmt)
+
+    @property
     def frames_estimate(self) -> int | None:
         """The frame count from the header, else duration x average rate (for progress bars only)."""
         if self.frames:
@@ -334,7 +340,7 @@ def video_info(path: Path, c, st, first: av.VideoFrame) -> VideoInfo:
         start_pts=first.pts if first.pts is not None else 0, duration_s=duration_s, container=c.format.name,
         header_frames=st.frames or None, hdr=read_hdr(first, colour), interlaced=field_order(st, first),
         chapters=read_chapters(c), captions=FrameStore(), view=read_view(first),
-        alpha=FrameStore() if has_alpha(pix_fmt) else None,
+        alpha=FrameStore() if alpha.has_alpha_frame(first) else None,
         hdr10plus=FrameStore() if hdr10plus.read_from(cc.codec.canonical_name, colour.transfer) else None)
 
 
