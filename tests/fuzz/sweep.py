@@ -25,7 +25,8 @@ The cases (deterministic for a seed): byte mutations of small real-format clips 
 Y4M, an HDR10 MKV/HEVC upscaled into .mkv, .mp4, .mov or .webm, two MPEG-TS files of two sizes joined, an
 H.264 MPEG-TS with closed captions in every frame upscaled into .mp4, .mkv, .ts or .webm, the same interlaced
 with ``--deinterlace auto``, ``double``, ``film`` or ``off``, HEVC in MPEG-TS and AV1 in Matroska with HDR10+ in every
-frame into HEVC and AV1, a 360 stereo Matroska file by mkvmerge into .mp4, .mov, .mkv, .ts; ``--kinds`` picks some of
+frame into HEVC and AV1, a 360 stereo Matroska file by mkvmerge into .mp4, .mov, .mkv, .ts, VP9 with alpha in WebM
+into .webm, .mkv, .mov, .mp4 or PNG frames, ProRes 4444 into .mov, .webm or PNG frames; ``--kinds`` picks some of
 these alone), hostile option values, hostile outputs (planted symlinks,
 special files, folders of the user's files, paths under a file, odd suffixes, names with control characters),
 and the other commands (``report``, ``jobs``, ``export``, ``preview``) on broken files.  Not part of the test suite (minutes of CPU): its result goes into
@@ -91,7 +92,10 @@ def _clip(d: Path, kind: str) -> Path:
         b.unlink()
         return out
     suffix, codec, pix = {"mp4": (".mp4", "libx264", "yuv420p"), "mkv": (".mkv", "ffv1", "yuv444p"),
-                          "webm": (".webm", "libvpx-vp9", "yuv420p")}[kind]
+                          "webm": (".webm", "libvpx-vp9", "yuv420p"),
+                          # alpha: VP9's beside each frame (decoded by libvpx), ProRes 4444's in its frames
+                          "alpha": (".webm", "libvpx-vp9", "yuva420p"),
+                          "prores4444": (".mov", "prores_ks", "yuva444p10le")}[kind]
     return write_clip(d / f"in{suffix}", Clip(width=16, height=12, frames=3, codec=codec, pix_fmt=pix))
 
 
@@ -149,7 +153,8 @@ def mutation_case(kind: str, seed: int) -> Case:
         # captions into H.264 in each container, and into a codec that cannot hold them, HDR10+ into HEVC and AV1
         suffixes = {"hdr": [".mkv", ".mp4", ".mov", ".webm"], "captions": [".mp4", ".mkv", ".ts", ".webm"],
                     "interlaced": [".mp4", ".mkv"], "hdr10+": [".mp4", ".mkv", ".webm"], "hdr10+av1": [".mp4", ".mkv"],
-                    "360": [".mp4", ".mov", ".mkv", ".ts"]}
+                    "360": [".mp4", ".mov", ".mkv", ".ts"], "alpha": [".webm", ".mkv", ".mov", ".mp4", ""],
+                    "prores4444": [".mov", ".webm", ""]}
         out = d / "out" / ("up" + rng.choice(suffixes.get(kind, [".mkv"])))
         (d / "out").mkdir()
         deint = ["--deinterlace", rng.choice(["auto", "double", "film", "off"])] if kind == "interlaced" else []
@@ -395,7 +400,8 @@ def _stop_faults(rc: int, err: str, outs: list[Path], engines: Path) -> list[str
     return faults
 
 
-KINDS = ("mp4", "mkv", "webm", "y4m", "hdr", "joined", "captions", "interlaced", "hdr10+", "hdr10+av1", "360")
+KINDS = ("mp4", "mkv", "webm", "y4m", "hdr", "joined", "captions", "interlaced", "hdr10+", "hdr10+av1", "360",
+         "alpha", "prores4444")
 
 
 def all_cases(n: int, seed: int, stops: int = 0, only: tuple[str, ...] | None = None) -> list[Case]:
