@@ -15,7 +15,7 @@ channels-last segments and its half-precision models.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F

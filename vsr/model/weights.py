@@ -24,7 +24,7 @@ import torch
 from vsr.errors import InputError, WeightsError, did_you_mean
 from vsr.files import sha256_file, sha256_once
 from vsr.model.config import ModelConfig, list_configs, load_config
-from vsr.model.official import OFFICIAL, fetched_path, find_official, official_names
+from vsr.model.official import OFFICIAL, OfficialCheckpoint, fetched_path, find_official, official_names
 
 
 WEIGHTS_DIR = Path(__file__).resolve().parents[1] / "weights"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from html import escape
-from pathlib import Path
 
 from vsr.report import render
 from vsr.report.load import Run

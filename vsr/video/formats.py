@@ -8,7 +8,6 @@ format, kept apart from the codec options there.
 
 from __future__ import annotations
 
-import warnings
 
 import av
 
