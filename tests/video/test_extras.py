@@ -185,8 +185,12 @@ def test_audio_of_no_stated_channel_order_is_re_encoded_and_an_encoder_that_refu
     subprocess.run([ffmpeg, "-v", "error", "-f", "lavfi", "-i", "testsrc2=size=32x24:rate=25", "-f", "lavfi", "-i",
                     f"aevalsrc={chans}:s=48000:d=0.4", "-t", "0.4", "-c:v", "libx264", "-c:a", "pcm_s16le", str(nine)],
                    check=True)
-    with pytest.raises(InputError, match=r"^the libopus encoder cannot take the source's audio: "):
+    with pytest.raises(InputError, match=r"^the libopus encoder cannot take the source's audio: .* \(an \.mkv "
+                                         r"output keeps the source's audio as it is\)$"):
         write(nine, tmp_path / "out.webm")
+    write(nine, tmp_path / "out.mkv")  # (as the hint says: its 9 channels copied)
+    with av.open(str(tmp_path / "out.mkv")) as c:
+        assert (c.streams.audio[0].codec_context.name, c.streams.audio[0].codec_context.channels) == ("pcm_s16le", 9)
 
 
 def _samples(path: Path) -> tuple[str, np.ndarray]:

@@ -89,7 +89,8 @@ def open_encoder(oc, vs, choice: EncoderChoice) -> None:
             who = next((name for level, name, _ in logs if level <= av.logging.ERROR), None)
             audio = {s.codec_context.name for s in oc.streams.audio if s.codec_context is not None}
             if who in audio and who != codec:  # an audio re-encode (vsr.video.passthrough), not the video's
-                raise InputError(f"the {who} encoder cannot take the source's audio: {why}") from None
+                hint = "" if oc.format.name == "matroska" else " (an .mkv output keeps the source's audio as it is)"
+                raise InputError(f"the {who} encoder cannot take the source's audio: {why}{hint}") from None
             shown = " ".join(f"{k}={v}" for k, v in choice.options) or "defaults"
             raise InputError(f"{codec} rejected its options ({shown}): {why}") from None
     unused = dict(vs.options)
