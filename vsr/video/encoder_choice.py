@@ -248,12 +248,16 @@ def y4m_pix_fmt(info: VideoInfo, requested: str | None) -> str:
 def default_codec(container: OutputContainer, hardware: bool = False, hdr: bool = False, alpha: bool = False) -> str:
     """The container's own (:data:`CONTAINER_CODECS`), else for an ``hdr`` source (PQ, HLG) the first of
     :data:`vsr.video.hdr.HDR_CODECS` it holds (10-bit HEVC, else AV1: what HDR players decode, and encoders that
-    write the static metadata; no NVENC), else for a source with ``alpha`` the container's codec that keeps it
-    (:data:`ALPHA_CODECS`: VP9 in Matroska and WebM, ProRes 4444 in QuickTime), else libx264 where the container
+    write the static metadata; no NVENC; but ProRes 4444 for one with ``alpha`` too in QuickTime, which keeps both),
+    else for a source with ``alpha`` the container's codec that keeps it (:data:`ALPHA_CODECS`: VP9 in Matroska and
+    WebM, ProRes 4444 in QuickTime), else libx264 where the container
     holds H.264 (mp4, mkv, mov;
     ``hardware``: h264_nvenc there, where it opens here, :func:`vsr.video.nvenc.nvenc_problem`), else the first
     of FALLBACK_CODECS it holds."""
     own = CONTAINER_CODECS.get(container.format)
+    if not own and alpha and hdr and ALPHA_CODECS.get(container.format) == "prores_ks" \
+            and "prores_ks" in av.codecs_available:  # (ProRes 4444 keeps both: 10-bit alpha; VP9's is 8-bit)
+        return "prores_ks"
     for name in () if own or not hdr else HDR_CODECS:
         if name in container.codecs and name in av.codecs_available:
             return name

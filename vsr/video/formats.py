@@ -104,8 +104,9 @@ def _kind(pix_fmt: str) -> int:
     return 0 if is_rgb_format(pix_fmt) else 1 if is_gray_format(pix_fmt) else 2
 
 
-# Formats with alpha an encoder lists but refuses at normal strictness ("not widely supported"): those it takes.
-ALPHA_ONLY = {"libvpx-vp9": ("yuva420p",)}
+# Formats with alpha an encoder lists but refuses: libvpx's others at normal strictness ("not widely supported");
+# x265's alpha layer (MV-HEVC) where x265 was built without it, as distributions build it, and few players read.
+ALPHA_ONLY = {"libvpx-vp9": ("yuva420p",), "libx265": ()}
 
 
 def alpha_formats(codec: str, formats: list[str]) -> list[str]:
