@@ -13,6 +13,7 @@ import json
 import shutil
 import subprocess
 import warnings
+from fractions import Fraction
 from pathlib import Path
 
 import av
@@ -179,3 +180,30 @@ def test_googles_v1_xml_comes_out_as_v2(tmp_path):
     assert run(src, tmp_path / "out.mp4", preset="ultrafast") == []
     assert view(tmp_path / "out.mp4") == got
     assert b"sv3d" in (tmp_path / "out.mp4").read_bytes()
+
+
+@pytest.mark.parametrize("suffix", [".mkv", ".mp4"])
+def test_an_hdr_360_video_keeps_both_written_in_one_rewrite(tmp_path, monkeypatch, suffix):
+    """HDR10's container copy and the view go into the file together: a Matroska file's clusters move once."""
+    from vsr.video import track_metadata
+    from tests.video.tools import ffmpeg_with
+
+    if shutil.which("mkvmerge") is None:
+        pytest.skip("needs MKVToolNix's mkvmerge (Debian's mkvtoolnix) to write the 360 sources")
+    hevc = tmp_path / "hdr.mkv"
+    subprocess.run([ffmpeg_with("libx265"), "-v", "error", "-f", "lavfi", "-i", "testsrc2=size=64x32:rate=25",
+                    "-frames:v", "3", "-c:v", "libx265", "-pix_fmt", "yuv420p10le", "-color_primaries", "bt2020",
+                    "-color_trc", "smpte2084", "-colorspace", "bt2020nc", "-x265-params",
+                    "log-level=error:hdr10=1:max-cll=1000,400:master-display=G(13250,34500)B(7500,3000)"
+                    "R(34000,16000)WP(15635,16450)L(10000000,50)", str(hevc)], check=True)
+    src = tmp_path / "in.mkv"
+    subprocess.run(["mkvmerge", "-q", "-o", str(src), *EQUIRECT_TB, str(hevc)], check=True)
+    calls = []
+    real = track_metadata.add_track_metadata
+    monkeypatch.setattr("vsr.video.sink.add_track_metadata", lambda *a: (calls.append(a[2]), real(*a))[1])
+    assert run(src, tmp_path / f"out{suffix}", preset="ultrafast") == []
+    assert len(calls) == 1 and (calls[0].colour and calls[0].video if suffix == ".mkv" else len(calls[0].boxes) == 4)
+    assert view(tmp_path / f"out{suffix}") == view(src)
+    got = {d["side_data_type"]: d for d in ffprobe_view(tmp_path / f"out{suffix}")}
+    assert got["Content light level metadata"]["max_content"] == 1000
+    assert Fraction(got["Mastering display metadata"]["max_luminance"]) == 1000

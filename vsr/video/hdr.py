@@ -30,6 +30,7 @@ import numpy as np
 
 from vsr.video import hdr10plus, isobmff, matroska
 from vsr.video.colour import ColourSpec, bit_depth
+from vsr.video.track_metadata import CONTAINERS, TrackMetadata, add_track_metadata
 
 # AVColorTransferCharacteristic of HDR
 TRC_SMPTE2084, TRC_ARIB_STD_B67 = 16, 18
@@ -42,8 +43,6 @@ DYNAMIC = {"DYNAMIC_HDR_PLUS": "HDR10+", "DOVI_RPU_BUFFER": "Dolby Vision", "DOV
            "DYNAMIC_HDR_VIVID": "HDR Vivid"}
 # x265 and x264: chromaticities in 0.00002, luminance in 0.0001 cd/m2 (as HEVC's and H.264's SEI store them).
 CHROMA_UNIT, LUMINANCE_UNIT = 50000, 10000
-# FFmpeg's names of the output containers whose files vsr writes the static metadata into
-CONTAINERS = ("mp4", "mov", "matroska", "webm")
 
 
 def is_hdr(colour: ColourSpec) -> bool:
@@ -221,27 +220,37 @@ def write_container_hdr(path: Path, container: str, hdr: HdrMetadata | None, cod
     """Write ``hdr``'s static metadata into the closed file at ``path`` of FFmpeg's format ``container`` (one of
     :data:`CONTAINERS`; else nothing), whose video ``codec`` wrote: the video track's ``mdcv``/``clli`` boxes, or
     Matroska's ``Colour`` elements.  Returns why it could not (one line), or None."""
-    if container not in CONTAINERS or not has_static(hdr):
-        return None
-    m = hdr.mastering if hdr.mastering is not None and hdr.mastering.complete else None
+    meta = hdr_metadata(container, hdr)
     try:
-        if container in ("mp4", "mov"):
-            boxes = []
-            if m is not None:
-                boxes.append(isobmff.mdcv((m.red, m.green, m.blue), m.white, (m.max_luminance, m.min_luminance)))
-            if hdr.light_level is not None:
-                boxes.append(isobmff.clli(*hdr.light_level))
-            isobmff.add_entry_boxes(path, boxes)
-        else:
-            extra = matroska.colour_metadata(
-                (m.red, m.green, m.blue) if m else None, m.white if m else None,
-                (m.max_luminance, m.min_luminance) if m else None, hdr.light_level)
-            matroska.add_colour_metadata(path, extra)
+        add_track_metadata(path, container, meta)
     except isobmff.NotWritable as e:
-        kept = "its video stream carries them" if codec in PARAMS else f"it keeps the {hdr.transfer} colour tags only"
-        return (f"the source's HDR mastering display and content light level could not be written into the "
-                f"{container} file ({e}): {kept}")
+        return hdr_not_written(container, hdr, codec, e)
     return None
+
+
+def hdr_metadata(container: str, hdr: HdrMetadata | None) -> TrackMetadata:
+    """``hdr``'s static metadata as ``container`` holds it beside the video track (nothing where it holds none
+    or there is none): ``mdcv``/``clli`` boxes, or Matroska's ``Colour`` elements."""
+    if container not in CONTAINERS or not has_static(hdr):
+        return TrackMetadata()
+    m = hdr.mastering if hdr.mastering is not None and hdr.mastering.complete else None
+    if container in ("mp4", "mov"):
+        boxes = []
+        if m is not None:
+            boxes.append(isobmff.mdcv((m.red, m.green, m.blue), m.white, (m.max_luminance, m.min_luminance)))
+        if hdr.light_level is not None:
+            boxes.append(isobmff.clli(*hdr.light_level))
+        return TrackMetadata(boxes=boxes)
+    return TrackMetadata(colour=matroska.colour_metadata(
+        (m.red, m.green, m.blue) if m else None, m.white if m else None,
+        (m.max_luminance, m.min_luminance) if m else None, hdr.light_level))
+
+
+def hdr_not_written(container: str, hdr: HdrMetadata, codec: str, e: Exception) -> str:
+    """The line that says :func:`hdr_metadata` could not be written into a ``container`` file (``e``: why)."""
+    kept = "its video stream carries them" if codec in PARAMS else f"it keeps the {hdr.transfer} colour tags only"
+    return (f"the source's HDR mastering display and content light level could not be written into the "
+            f"{container} file ({e}): {kept}")
 
 
 _XY = r"\(\s*([\d.]+)\s*,\s*([\d.]+)\s*\)"

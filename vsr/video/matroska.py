@@ -196,13 +196,6 @@ def _repositioned(data, e: Element, ids: tuple[int, ...], moved) -> bytes:
     return master(e.id, b"".join(parts), crc, e.size_width)
 
 
-def add_colour_metadata(path: Path, extra: bytes) -> bool:
-    """Put ``extra`` (:func:`colour_metadata`) into the first video track's ``Colour`` of the Matroska/WebM
-    file at ``path``.  False where that Colour holds HDR metadata already; :class:`NotWritable` for a layout
-    this does not change."""
-    return add_video_elements(path, extra, b"")
-
-
 def add_video_elements(path: Path, colour: bytes, video_extra: bytes) -> bool:
     """Put ``colour`` (:func:`colour_metadata`) into the first video track's ``Colour``, and those elements of
     ``video_extra`` (``StereoMode``, ``Projection``) its ``Video`` lacks, into the Matroska/WebM file at ``path``.

@@ -29,14 +29,16 @@ from vsr.video.colour import SITING_NAMES, FramePlanes, bit_depth, planar444, pl
 from vsr.video.dts import DtsRepair
 from vsr.video.encoder_choice import EncoderChoice, EncoderSettings, OutputContainer, choose_encoder
 from vsr.video.encoder_open import open_encoder
-from vsr.video.hdr import as_encoded, write_container_hdr
+from vsr.video.hdr import as_encoded, hdr_metadata, hdr_not_written
+from vsr.video.isobmff import NotWritable
 from vsr.video.output import WRITE_ERRNOS, commit_output, output_path, video_partial, writes
 from vsr.video.passthrough import Passthrough, Window
 from vsr.video.reading import open_input
 from vsr.video.source import VideoInfo
-from vsr.video.spherical import write_container_view
+from vsr.video.spherical import view_metadata, view_not_written
 from vsr.video.streams import main_video
 from vsr.video.tags import write_container_keys
+from vsr.video.track_metadata import add_track_metadata
 
 log = logging.getLogger(__name__)
 
@@ -284,15 +286,25 @@ class VideoSink:
                 raise
             raise OutputError(f"cannot finish {self.dst}: the {container} muxer refused to write its end "
                               f"({e.strerror or e})") from e
-        if self.tmp is not None:  # a file (a stream is not rewritten): the container's copy of the source's HDR
-            hdr = as_encoded(self.codec, dict(self.encoder_options), self.info.hdr)  # metadata (no muxer's)
-            said = [write_container_hdr(self.tmp, container, hdr, self.codec),  # and a phone's place and time:
-                    write_container_keys(self.tmp, container, self.info.container_metadata)]
-        else:
-            said = []
-        said.append(write_container_view(self.tmp, container, self._view, self.scale))  # a 360 video's view
-        for line in filter(None, said):
+        for line in filter(None, self._write_container_metadata(container)):
             warnings.warn(line, stacklevel=2)
+
+    def _write_container_metadata(self, container: str) -> list[str | None]:
+        """Into the closed file (a stream is not rewritten), what no muxer writes from PyAV: the container's copy
+        of the source's HDR metadata and a 360 video's view, in one rewrite (:mod:`vsr.video.track_metadata`),
+        and a phone's place and time; what could not be written, said in a line each."""
+        hdr = as_encoded(self.codec, dict(self.encoder_options), self.info.hdr) if self.tmp is not None else None
+        colour = hdr_metadata(container, hdr)
+        view, lost = view_metadata(self.tmp is not None, container, self._view, self.scale)
+        try:
+            add_track_metadata(self.tmp, container, colour + view)
+            said = [lost]
+        except NotWritable as e:
+            said = [hdr_not_written(container, hdr, self.codec, e) if colour else None,
+                    view_not_written(container, self._view, e) if view else None]
+        if self.tmp is not None:
+            said.append(write_container_keys(self.tmp, container, self.info.container_metadata))
+        return said
 
     @writes
     def commit(self, before_rename: Callable[[], None] | None = None) -> None:

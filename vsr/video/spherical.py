@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from vsr.video import isobmff, matroska
+from vsr.video.track_metadata import CONTAINERS, TrackMetadata, add_track_metadata
 
 # AVSphericalProjection
 EQUIRECT, CUBEMAP, EQUIRECT_TILE = 0, 1, 2
@@ -33,7 +34,6 @@ INVERT = 1
 # Matroska's IDs (RFC 9559)
 STEREO_MODE, PROJECTION = 0x53B8, 0x7670
 PROJECTION_TYPE, PROJECTION_PRIVATE, POSE_YAW, POSE_PITCH, POSE_ROLL = 0x7671, 0x7672, 0x7673, 0x7674, 0x7675
-CONTAINERS = ("mp4", "mov", "matroska", "webm")
 
 
 @dataclass(frozen=True)
@@ -167,27 +167,43 @@ def matroska_elements(view: View) -> tuple[bytes, list[str]]:
 def write_container_view(path, container: str, view: View | None, scale: int) -> str | None:
     """Write ``view`` (its cubemap padding ``scale`` times) into the closed file at ``path`` of FFmpeg's format
     ``container`` (None: a stream, not rewritten).  Returns what could not follow (one line), or None."""
-    if view is None:
-        return None
-    if view.spherical is not None:
-        view = replace(view, spherical=view.spherical.scaled(scale))
-    what = " and ".join(x for x in (view.spherical and f"{view.spherical.name} projection",
-                                    view.stereo and f"{view.stereo.name} stereo layout") if x)
-    if path is None or container not in CONTAINERS:
-        where = f"this {container} output" if path is not None else "a stream"
-        return (f"the source's {what} cannot be written into {where}: players will show the pictures flat (.mp4, "
-                f".mov, .mkv and .webm keep it)")
+    meta, said = view_metadata(path is not None, container, view, scale)
     try:
-        if container in ("mp4", "mov"):
-            boxes, lost = mp4_boxes(view)
-            if boxes:
-                isobmff.add_entry_boxes(path, boxes)
-        else:
-            elements, lost = matroska_elements(view)
-            if elements:
-                matroska.add_video_elements(path, b"", elements)
+        add_track_metadata(path, container, meta)
     except isobmff.NotWritable as e:
-        return f"the source's {what} could not be written into the {container} file ({e})"
-    if lost:
-        return f"the source's {' and '.join(lost)} cannot be written into this {container} output: dropped"
-    return None
+        return view_not_written(container, view, e)
+    return said
+
+
+def view_metadata(file: bool, container: str, view: View | None, scale: int) -> tuple[TrackMetadata, str | None]:
+    """``view`` (its cubemap padding ``scale`` times) as a ``container`` file (``file``; else a stream, which
+    holds none) holds it beside the video track, and the line that says what it cannot hold, or None."""
+    if view is None:
+        return TrackMetadata(), None
+    view = _scaled(view, scale)
+    if not file or container not in CONTAINERS:
+        where = f"this {container} output" if file else "a stream"
+        return TrackMetadata(), (f"the source's {_what(view)} cannot be written into {where}: players will show the "
+                                 "pictures flat (.mp4, .mov, .mkv and .webm keep it)")
+    if container in ("mp4", "mov"):
+        boxes, lost = mp4_boxes(view)
+        meta = TrackMetadata(boxes=boxes)
+    else:
+        elements, lost = matroska_elements(view)
+        meta = TrackMetadata(video=elements)
+    said = f"the source's {' and '.join(lost)} cannot be written into this {container} output: dropped" if lost else None
+    return meta, said
+
+
+def view_not_written(container: str, view: View, e: Exception) -> str:
+    """The line that says :func:`view_metadata` could not be written into a ``container`` file (``e``: why)."""
+    return f"the source's {_what(view)} could not be written into the {container} file ({e})"
+
+
+def _scaled(view: View, scale: int) -> View:
+    return replace(view, spherical=view.spherical.scaled(scale)) if view.spherical is not None else view
+
+
+def _what(view: View) -> str:
+    return " and ".join(x for x in (view.spherical and f"{view.spherical.name} projection",
+                                    view.stereo and f"{view.stereo.name} stereo layout") if x)

@@ -1,0 +1,46 @@
+"""Metadata of the video track written into a closed output file, all of it in one rewrite: what FFmpeg's muxers
+write only from a stream's side data, which PyAV cannot set (the HDR static metadata, :mod:`vsr.video.hdr`; a
+360 video's view, :mod:`vsr.video.spherical`).  In mp4/mov: boxes of the video sample entry (the ``moov`` is
+rewritten, nothing else moves: :mod:`vsr.video.isobmff`); in Matroska/WebM: children of the track's ``Colour``
+and ``Video`` (the clusters after ``Tracks`` move up once: :mod:`vsr.video.matroska`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from vsr.video import isobmff, matroska
+
+CONTAINERS = ("mp4", "mov", "matroska", "webm")
+
+
+@dataclass(frozen=True)
+class TrackMetadata:
+    """What to add to a video track: sample entry ``boxes`` (mp4, mov), or Matroska ``colour`` (children of
+    ``Colour``) and ``video`` (children of ``Video``: ``StereoMode``, ``Projection``)."""
+
+    boxes: list[bytes] = field(default_factory=list)
+    colour: bytes = b""
+    video: bytes = b""
+
+    def __bool__(self) -> bool:
+        return bool(self.boxes or self.colour or self.video)
+
+    def __add__(self, other: "TrackMetadata") -> "TrackMetadata":
+        return TrackMetadata(self.boxes + other.boxes, self.colour + other.colour, self.video + other.video)
+
+
+def add_track_metadata(path: Path, container: str, meta: TrackMetadata) -> None:
+    """Write ``meta`` into the closed file at ``path`` of FFmpeg's format ``container`` (one of
+    :data:`CONTAINERS`); :class:`~vsr.video.isobmff.NotWritable` for a layout this does not change."""
+    if not meta:
+        return
+    if container in ("mp4", "mov"):
+        if meta.boxes:
+            isobmff.add_entry_boxes(path, meta.boxes)
+    elif meta.colour or meta.video:
+        matroska.add_video_elements(path, meta.colour, meta.video)
+
+
+__all__ = ["CONTAINERS", "TrackMetadata", "add_track_metadata"]
