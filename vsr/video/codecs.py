@@ -59,14 +59,22 @@ IMAGE_CODECS = frozenset("png apng mjpeg jpeg2000 libopenjpeg bmp tiff gif qoi l
                          "targa sgi dpx ppm pgm pam pbm".split())
 # (Motion JPEG also in AVI: cameras write it so, and players read it there.)
 IMAGE_CONTAINERS = {"mov": ".mov", "matroska": ".mkv"}
-IMAGE_CONTAINERS_OF = {"mjpeg": {**IMAGE_CONTAINERS, "avi": ".avi"}}
+# Animated pictures, in their own files: APNG (lossless, alpha), animated WebP (alpha), GIF (256 colours a frame).
+ANIMATION_CONTAINERS = {"apng": ("apng", ".apng"), "webp": ("libwebp_anim", ".webp"), "gif": ("gif", ".gif")}
+IMAGE_CONTAINERS_OF = {"mjpeg": {**IMAGE_CONTAINERS, "avi": ".avi"},
+                       **{codec: {**IMAGE_CONTAINERS, fmt: suffix} for fmt, (codec, suffix) in ANIMATION_CONTAINERS.items()}}
 # The default codec of a container where libx264 is wrong for it.  AVI stores no presentation timestamps: H.264
 # in it (B-frames or not) reads back with none (ffprobe shows N/A), while MPEG-4 Part 2 without B-frames (FFmpeg's
 # mpeg4 encoder has none by default) reads back with every frame's time; it is AVI's own codec (Xvid, DivX), which
 # every player that opens AVI plays.  Tagged XVID, the FourCC hardware players look for.  HEVC in MP4 and
 # QuickTime is tagged hvc1 (parameter sets in the header, as FFmpeg has x265 write them there), not FFmpeg's
 # default hev1, which Apple's players refuse.
-CONTAINER_CODECS = {"avi": "mpeg4"}
+CONTAINER_CODECS = {"avi": "mpeg4", **{fmt: codec for fmt, (codec, _) in ANIMATION_CONTAINERS.items()}}
+# Muxer options of vsr's: an animation loops for ever, as the GIFs such files are made from do (APNG's and WebP's
+# muxers play once by default; GIF's loops).
+MUXER_OPTIONS = {"apng": {"plays": "0"}, "webp": {"loop": "0"}}
+# Codecs that take palette frames only: vsr gives each frame a palette of its own (vsr.video.palette).
+PALETTE_CODECS = ("gif",)
 # The default codec of a container for a source with alpha, where libx264 would drop it: VP9 (libvpx writes the
 # alpha as Matroska's BlockAdditional, what browsers play in WebM), ProRes 4444 in QuickTime (what editors
 # exchange mattes in).  MP4 holds no codec FFmpeg writes alpha into.

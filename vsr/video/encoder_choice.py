@@ -23,7 +23,7 @@ from vsr.errors import InputError
 from vsr.video.codecs import (ALPHA_CODEC_SETTINGS, ALPHA_CODECS, BIG_OUTPUT_PIXELS, BIG_OUTPUT_X264_PARAMS,
                               CODEC_TAGS, COMMON_CONTAINERS, CONTAINER_CODECS, CRF_RANGE, DEFAULT_CODEC,
                               DEFAULT_QUANTISER, FALLBACK_CODECS, FULL_RANGE_CODECS, IMAGE_CODECS, IMAGE_CONTAINERS,
-                              IMAGE_CONTAINERS_OF, PARAMS_OPTION, PRESETS, QUANTISER_CODECS, RATE_OPTIONS,
+                              IMAGE_CONTAINERS_OF, PARAMS_OPTION, PRESETS, PALETTE_CODECS, QUANTISER_CODECS, RATE_OPTIONS,
                               RATE_PARAMS, Y4M_CODEC, Y4M_PIX_FMTS, NamedBuffer, check_size, effective,
                               encoder_memory_mb, encoder_params, held, holders, number, quality_key, video_codec)
 from vsr.video.colour import RANGE_FULL, SPC_RGB, ColourSpec, is_gray_format, is_rgb_format
@@ -193,6 +193,8 @@ def choose_pix_fmt(codec: av.Codec, info: VideoInfo, requested: str | None) -> s
             raise InputError(f"{codec.name} cannot encode --pix-fmt {requested} "
                              f"(it takes: {', '.join(formats)})")
         return requested
+    if codec.name in PALETTE_CODECS:
+        return "pal8"  # (made by vsr.video.palette: a palette a frame, its transparency the alpha's)
     colour = colour_pix_fmt(codec, formats, info)
     if info.has_alpha and formats:  # alpha kept where the codec has a format for it
         return alpha_pix_fmt(colour, alpha_formats(codec.name, formats)) or colour

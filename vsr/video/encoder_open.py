@@ -93,7 +93,7 @@ def open_encoder(oc, vs, choice: EncoderChoice) -> None:
                 raise InputError(f"the {who} encoder cannot take the source's audio: {why}{hint}") from None
             shown = " ".join(f"{k}={v}" for k, v in choice.options) or "defaults"
             raise InputError(f"{codec} rejected its options ({shown}): {why}") from None
-    unused = dict(vs.options)
+    unused = {k: v for k, v in vs.options.items() if k not in oc.options}  # (PyAV offers the muxer's to the codec)
     if unused:
         key, value = next(iter(unused.items()))
         raise InputError(f"{codec} has no option {key!r} ({choice.option_name(key, value)})")

@@ -44,7 +44,7 @@ def without_alpha(pix_fmt: str) -> str:
 def alpha_warning(info, out: str, codec: str, requested: str | None = None) -> str | None:
     """One line where the source (its :class:`~vsr.video.source.VideoInfo`) has alpha and the output (``out``, of
     ``codec``) has none."""
-    if not info.has_alpha or has_alpha(out):
+    if not info.has_alpha or has_alpha(out) or out == "pal8":  # (a GIF's palette: transparent or not)
         return None
     src = info.pix_fmt
     why = f"--pix-fmt {requested} has none" if requested else f"{codec} has no format with alpha"

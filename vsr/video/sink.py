@@ -24,7 +24,7 @@ from vsr.errors import InputError, OutputError
 from vsr.video.alpha import output_planes, upscale_into
 from vsr.video.captions import PictureMessages
 from vsr.video.chapters import as_written
-from vsr.video.codecs import BIG_OUTPUT_X264_PARAMS, NamedBuffer
+from vsr.video.codecs import BIG_OUTPUT_X264_PARAMS, MUXER_OPTIONS, NamedBuffer
 from vsr.video.colour import SITING_NAMES, FramePlanes, bit_depth, planar444, planes_to_frame
 from vsr.video.dts import DtsRepair
 from vsr.video.encoder_choice import EncoderChoice, EncoderSettings, OutputContainer, choose_encoder
@@ -32,6 +32,7 @@ from vsr.video.encoder_open import open_encoder
 from vsr.video.hdr import as_encoded, hdr_metadata, hdr_not_written
 from vsr.video.isobmff import NotWritable
 from vsr.video.output import WRITE_ERRNOS, commit_output, output_path, video_partial, writes
+from vsr.video.palette import Palettes
 from vsr.video.passthrough import Passthrough, Window
 from vsr.video.reading import open_input
 from vsr.video.source import VideoInfo
@@ -93,7 +94,10 @@ class VideoSink:
             self.encoder_options, self.low_memory_x264 = choice.encoder_options, choice.low_memory_x264
             # (an output with alpha: the planes of a frame with an alpha plane, which finish() fills from the
             # source's, taken frame by frame also where the output has none)
-            self.planes, self._frame_fmt = output_planes(self.pix_fmt, self.colour)
+            # (a palette codec's frames: RGB(A) made, then a palette each, vsr.video.palette)
+            self._made = ("rgba" if info.has_alpha else "rgb24") if self.pix_fmt == "pal8" else self.pix_fmt
+            self._palettes = Palettes() if self.pix_fmt == "pal8" else None
+            self.planes, self._frame_fmt = output_planes(self._made, self.colour)
             self._alpha = info.alpha
             self.vs = self._add_video(choice)
             self._captions = PictureMessages(info.captions, info.hdr10plus, av.Codec(choice.codec, "w").canonical_name,
@@ -116,7 +120,9 @@ class VideoSink:
         self.dst = output_path(dst)
         self.tmp = video_partial(self.dst)
         try:
-            return av.open(str(self.tmp), "w")
+            oc = av.open(str(self.tmp), "w")
+            oc.options.update(MUXER_OPTIONS.get(oc.format.name, {}))
+            return oc
         except ValueError:
             raise InputError(f"unknown output container for {self.dst.name!r} (use .mp4, .mkv, .mov, ...)") from None
         except (av.FFmpegError, OSError) as e:
@@ -162,7 +168,8 @@ class VideoSink:
         alpha = self._alpha.take(pts) if self._alpha is not None and pts is not None else None
         if getattr(planes, "alpha", None) is not None:
             upscale_into(alpha, planes.alpha, (1 << bit_depth(self._frame_fmt)) - 1)
-        return planes_to_frame(planes, self.pix_fmt, self.colour)
+        frame = planes_to_frame(planes, self._made, self.colour)
+        return frame if self._palettes is None else self._palettes(frame)
 
     def _add_video(self, choice: EncoderChoice):
         """The output video stream as ``choice`` says (codec, size, pixel format, options, colour tags), at the

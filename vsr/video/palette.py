@@ -1,0 +1,48 @@
+"""Frames in 256 colours each, as GIF holds them: FFmpeg's ``palettegen`` makes each frame a palette of its own
+(``stats_mode=single``) and ``paletteuse`` maps the frame onto it (its default error diffusion, ``sierra2_4a``),
+a pixel less than half opaque becoming the palette's transparent entry.  swscale's own RGB to ``pal8`` is a fixed
+3-3-2 palette: 8 levels of red and green, 4 of blue."""
+
+from __future__ import annotations
+
+import av
+import av.filter
+
+
+class Palettes:
+    """``palettes(frame)``: an RGB or RGBA ``frame`` -> the same picture in ``pal8``, its own palette, at its time."""
+
+    def __init__(self) -> None:
+        self._graph: av.filter.Graph | None = None
+        self._shape: tuple | None = None
+
+    def __call__(self, frame: av.VideoFrame) -> av.VideoFrame:
+        shape = (frame.width, frame.height, frame.format.name)
+        if self._graph is None or shape != self._shape:
+            self._graph, self._shape = _graph(frame), shape
+        self._graph.push(frame)
+        out = self._graph.pull()  # (one palette a frame: nothing is held back)
+        out.pts = frame.pts
+        if frame.time_base is not None:
+            out.time_base = frame.time_base
+        return out
+
+
+def _graph(frame: av.VideoFrame) -> av.filter.Graph:
+    g = av.filter.Graph()
+    src = g.add_buffer(width=frame.width, height=frame.height, format=frame.format.name,
+                       time_base=frame.time_base or 1)
+    split = g.add("split")
+    gen = g.add("palettegen", "stats_mode=single:reserve_transparent=1")
+    use = g.add("paletteuse", "new=1:alpha_threshold=128")
+    sink = g.add("buffersink")
+    src.link_to(split)
+    split.link_to(gen, 0, 0)
+    split.link_to(use, 1, 0)
+    gen.link_to(use, 0, 1)
+    use.link_to(sink)
+    g.configure()
+    return g
+
+
+__all__ = ["Palettes"]
