@@ -81,3 +81,21 @@ def test_an_animated_webp_keeps_alpha_and_loops(tmp_path, gif):
     assert "Number of frames: 4" in info
     rows = [line.split() for line in info.splitlines() if line.strip()[:2].rstrip(":").isdigit()]
     assert [r[6] for r in rows] == ["40"] * 4  # each frame's duration, ms (the source's 25 fps)
+
+
+@pytest.mark.parametrize("suffix", [".gif", ".apng", ".webp"])
+def test_a_batch_job_into_an_animation_is_refused_when_added(tmp_path, gif, suffix):
+    """Its chunks would be joined by copying their packets: a GIF's first frame of a chunk is then drawn over the
+    last of the one before, APNG's muxer crashed on them, an animated WebP is one packet."""
+    from vsr.errors import InputError
+    from vsr.jobs import JobSpec
+    from vsr.jobs.chunking import check_encoder
+    from vsr.pipeline.runner import RunnerSettings
+    from vsr.video import EncoderSettings, open_source
+    from tests.jobs.test_chunks import REQUEST
+
+    spec = JobSpec.from_settings(gif, tmp_path / f"job{suffix}", REQUEST, EncoderSettings(), RunnerSettings())
+    source = open_source(gif)
+    source.close()
+    with pytest.raises(InputError, match="a job joins its chunks' packets as they are, which an animation's cannot"):
+        check_encoder(spec, source.info)

@@ -21,6 +21,7 @@ from vsr.jobs.spec import ChunkSpec, JobSpec
 from vsr.model.weights import resolve_config
 from vsr.pipeline.runner import decode_range
 from vsr.video import VideoSink, open_source
+from vsr.video.codecs import ANIMATION_CONTAINERS
 from vsr.video.encoder_choice import EncoderChoice, OutputContainer, choose_encoder
 from vsr.video.ends import file_end
 from vsr.video.output import output_path
@@ -95,6 +96,10 @@ def check_encoder(spec: JobSpec, info: VideoInfo) -> EncoderChoice:
     so every ``-x`` option the encoder itself refuses is found now too, hours before the job's first chunk."""
     quiet = replace(spec.encoder, quiet=True)  # what an encoder prints of itself is for the run, not the check
     container = OutputContainer.named(output_path(Path(spec.output)).name)  # (a link's target's suffix, as a sink's)
+    if container.format in ANIMATION_CONTAINERS:
+        raise InputError(f"{spec.output}: a job joins its chunks' packets as they are, which an animation's cannot be "
+                         "(a GIF frame is drawn over the one before, an animated WebP is one packet): upscale it with "
+                         "vsr upscale, or give the job another --ext")
     choice = choose_encoder(container, quiet, info, scale=4)
     VideoSink(Path(spec.output), info, quiet, scale=4, passthrough=False, probe=True).abort()
     log.info("%s: %s", spec.output, choice.describe())
