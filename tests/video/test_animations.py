@@ -99,3 +99,18 @@ def test_a_batch_job_into_an_animation_is_refused_when_added(tmp_path, gif, suff
     source.close()
     with pytest.raises(InputError, match="a job joins its chunks' packets as they are, which an animation's cannot"):
         check_encoder(spec, source.info)
+
+
+@pytest.mark.parametrize("loop,gif_repeats,plays", [("0", b"\0\0", 0), ("-1", None, 1), ("3", b"\x03\0", 4)])
+def test_how_often_it_plays_is_kept(tmp_path, loop, gif_repeats, plays):
+    """A GIF's loop count (repeats after the first play; none: played once), as the system's ffmpeg writes it,
+    comes out the same in a GIF and as the same number of plays in an APNG (``acTL``)."""
+    src = encoded(tmp_path, "in.gif", "-filter_complex", PALETTE, "-loop", loop)
+    run(src, tmp_path / "out.gif")
+    run(src, tmp_path / "out.apng")
+    data = (tmp_path / "out.gif").read_bytes()
+    at = data.find(b"NETSCAPE2.0")
+    assert (data[at + 14:at + 16] if at >= 0 else None) == gif_repeats
+    data = (tmp_path / "out.apng").read_bytes()
+    at = data.index(b"acTL")
+    assert struct.unpack(">I", data[at + 8:at + 12])[0] == plays

@@ -70,9 +70,6 @@ IMAGE_CONTAINERS_OF = {"mjpeg": {**IMAGE_CONTAINERS, "avi": ".avi"},
 # QuickTime is tagged hvc1 (parameter sets in the header, as FFmpeg has x265 write them there), not FFmpeg's
 # default hev1, which Apple's players refuse.
 CONTAINER_CODECS = {"avi": "mpeg4", **{fmt: codec for fmt, (codec, _) in ANIMATION_CONTAINERS.items()}}
-# Muxer options of vsr's: an animation loops for ever, as the GIFs such files are made from do (APNG's and WebP's
-# muxers play once by default; GIF's loops).
-MUXER_OPTIONS = {"apng": {"plays": "0"}, "webp": {"loop": "0"}}
 # Codecs that take palette frames only: vsr gives each frame a palette of its own (vsr.video.palette).
 PALETTE_CODECS = ("gif",)
 # The default codec of a container for a source with alpha, where libx264 would drop it: VP9 (libvpx writes the

@@ -22,9 +22,10 @@ import numpy as np
 from vsr import interrupt
 from vsr.errors import InputError, OutputError
 from vsr.video.alpha import output_planes, upscale_into
+from vsr.video.animation import muxer_options
 from vsr.video.captions import PictureMessages
 from vsr.video.chapters import as_written
-from vsr.video.codecs import BIG_OUTPUT_X264_PARAMS, MUXER_OPTIONS, NamedBuffer
+from vsr.video.codecs import BIG_OUTPUT_X264_PARAMS, NamedBuffer
 from vsr.video.colour import SITING_NAMES, FramePlanes, bit_depth, planar444, planes_to_frame
 from vsr.video.dts import DtsRepair
 from vsr.video.encoder_choice import EncoderChoice, EncoderSettings, OutputContainer, choose_encoder
@@ -121,7 +122,7 @@ class VideoSink:
         self.tmp = video_partial(self.dst)
         try:
             oc = av.open(str(self.tmp), "w")
-            oc.options.update(MUXER_OPTIONS.get(oc.format.name, {}))
+            oc.options.update(muxer_options(oc.format.name, self.info.plays))  # (an animation's loop count)
             return oc
         except ValueError:
             raise InputError(f"unknown output container for {self.dst.name!r} (use .mp4, .mkv, .mov, ...)") from None

@@ -20,6 +20,7 @@ import numpy as np
 
 from vsr.errors import InputError
 from vsr.video import alpha, hdr10plus
+from vsr.video.animation import plays_of
 from vsr.video.captions import FrameStore, a53_of
 from vsr.video.chapters import Chapter, read_chapters
 from vsr.video.colour import ColourSpec, bit_depth, decode_rgb
@@ -90,6 +91,7 @@ class VideoInfo:
     # of a codec that carries them
     hdr10plus: object = field(default=None, compare=False, repr=False)
     view: View | None = None  # a 360 video's projection, a stereoscopic one's layout (vsr.video.spherical)
+    plays: int | None = None  # how many times an animation (GIF, APNG) plays, 0 for ever (vsr.video.animation)
     # each decoded frame's alpha plane (vsr.video.alpha), taken by the sink; None: a source without alpha
     alpha: object = field(default=None, compare=False, repr=False)
     # a stream's audio and subtitle packets as its decoding passes them (vsr.video.passthrough.PacketFeed): a
@@ -340,7 +342,7 @@ def video_info(path: Path, c, st, first: av.VideoFrame) -> VideoInfo:
         start_pts=first.pts if first.pts is not None else 0, duration_s=duration_s, container=c.format.name,
         header_frames=st.frames or None, hdr=read_hdr(first, colour), interlaced=field_order(st, first),
         chapters=read_chapters(c), captions=FrameStore(), view=read_view(first),
-        alpha=FrameStore() if alpha.has_alpha_frame(first) else None,
+        alpha=FrameStore() if alpha.has_alpha_frame(first) else None, plays=plays_of(path, c.format.name),
         hdr10plus=FrameStore() if hdr10plus.read_from(cc.codec.canonical_name, colour.transfer) else None)
 
 

@@ -1,0 +1,52 @@
+"""How many times an animation plays: a GIF's loop count (the Netscape application extension; none: once), an
+APNG's ``num_plays`` (``acTL``), kept from a source of the same kind and written by the output's muxer; an
+animation made of anything else loops for ever, as GIFs almost all do (APNG's and WebP's muxers would play once).
+
+Counted here as plays (0: for ever).  A GIF's count is of repeats after the first play (0: for ever): ``N``
+repeats are ``N + 1`` plays, which is how FFmpeg's GIF muxer writes ``loop=N`` back.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+from pathlib import Path
+
+_NETSCAPE = re.compile(rb"\x21\xff\x0bNETSCAPE2\.0\x03\x01(..)", re.S)
+_HEAD = 1 << 16  # (a GIF's extension comes before its first image, after at most 768 bytes of palette)
+
+
+def plays_of(path: Path, container: str) -> int | None:
+    """How many times the animation in the file at ``path`` (FFmpeg's format ``container``) plays, 0 for ever;
+    None where it is not a GIF or APNG file (or cannot be read)."""
+    if container not in ("gif", "apng"):
+        return None
+    try:
+        with open(path, "rb") as f:
+            head = f.read(_HEAD)
+    except OSError:
+        return None
+    if container == "gif":
+        m = _NETSCAPE.search(head)
+        if m is None:
+            return 1
+        repeats = struct.unpack("<H", m[1])[0]
+        return 0 if repeats == 0 else repeats + 1
+    at = head.find(b"acTL")
+    return struct.unpack(">I", head[at + 8:at + 12])[0] if 0 <= at <= len(head) - 12 else None
+
+
+def muxer_options(container: str, plays: int | None) -> dict[str, str]:
+    """The muxer options of an animation output (FFmpeg's format ``container``) that plays ``plays`` times (0 or
+    None: for ever)."""
+    plays = plays or 0
+    if container == "gif":  # (-1: no extension, played once)
+        return {"loop": "0" if plays == 0 else str(plays - 1) if plays > 1 else "-1"}
+    if container == "apng":
+        return {"plays": str(plays)}
+    if container == "webp":
+        return {"loop": str(plays)}
+    return {}
+
+
+__all__ = ["muxer_options", "plays_of"]
