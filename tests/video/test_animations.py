@@ -68,7 +68,7 @@ def test_a_gif_gets_a_palette_a_frame_and_its_transparency(tmp_path, gif):
         assert len(np.unique(have[..., :3].reshape(-1, 3), axis=0)) > 100
     data = (tmp_path / "out.gif").read_bytes()
     at = data.index(b"NETSCAPE2.0")
-    assert data[at + 14:at + 16] == b"\0\0"  # loops for ever
+    assert data[at + 13:at + 15] == b"\0\0"  # loops for ever
 
 
 def test_an_animated_webp_keeps_alpha_and_loops(tmp_path, gif):
@@ -110,7 +110,7 @@ def test_how_often_it_plays_is_kept(tmp_path, loop, gif_repeats, plays):
     run(src, tmp_path / "out.apng")
     data = (tmp_path / "out.gif").read_bytes()
     at = data.find(b"NETSCAPE2.0")
-    assert (data[at + 14:at + 16] if at >= 0 else None) == gif_repeats
+    assert (data[at + 13:at + 15] if at >= 0 else None) == gif_repeats
     data = (tmp_path / "out.apng").read_bytes()
     at = data.index(b"acTL")
     assert struct.unpack(">I", data[at + 8:at + 12])[0] == plays
