@@ -64,7 +64,7 @@ def test_a_gif_gets_a_palette_a_frame_and_its_transparency(tmp_path, gif):
         assert ((want[..., 3] >= 160) <= (have[..., 3] == 255)).all()
         err = want[opaque][:, :3] - have[opaque][:, :3]
         psnr = 10 * np.log10(255 ** 2 / np.mean(err.astype(np.float64) ** 2))
-        assert psnr > 33, psnr  # (36-38 dB; swscale's fixed 3-3-2 palette, rgb8: 20.6-20.8 dB on these frames)
+        assert psnr > 32, psnr  # (33.9-34.8 dB; swscale's fixed 3-3-2 palette, rgb8: 20.6-20.8 dB on these frames)
         assert len(np.unique(have[..., :3].reshape(-1, 3), axis=0)) > 100
     data = (tmp_path / "out.gif").read_bytes()
     at = data.index(b"NETSCAPE2.0")
