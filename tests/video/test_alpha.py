@@ -25,7 +25,7 @@ from vsr.jobs import JobSpec
 from vsr.pipeline.runner import RunnerSettings
 from vsr.pipeline.upscale import upscale
 from vsr.video import EncoderSettings
-from vsr.video.alpha import alpha_of
+from vsr.video.alpha import ALPHA_DECODERS, alpha_of
 from vsr.video.formats import alpha_formats, alpha_pix_fmt
 
 from tests.jobs.helpers import WindowBackend
@@ -271,3 +271,12 @@ def test_hdr_with_alpha_keeps_both_in_quicktime(tmp_path):
     check_upscaled(src, tmp_path / "out.mov", 4095)
     said = run(src, tmp_path / "out.mkv", preset="ultrafast")
     assert len(said) == 1 and said[0].startswith("the source's alpha channel (yuva444p12le) is dropped: libx265")
+
+
+def test_without_libvpx_the_alpha_is_said_lost(tmp_path, monkeypatch):
+    src = source(tmp_path, "vp9.webm")
+    monkeypatch.setitem(ALPHA_DECODERS, "vp9", "libvpx-vp9-not-built")
+    said = run(src, tmp_path / "out.mkv", codec="ffv1")
+    assert said == ["the video's alpha (beside each VP9 frame) needs libvpx's decoder (libvpx-vp9-not-built), which "
+                    "this FFmpeg lacks: dropped"]
+    assert pix_fmt(tmp_path / "out.mkv") == "yuv420p"

@@ -15,6 +15,7 @@ which FFmpeg's own decoders ignore and libvpx's decode (:func:`decoded`).  Where
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -44,12 +45,18 @@ def has_alpha_stream(st) -> bool:
     return any(k.lower() == "alpha_mode" and str(v).strip() == "1" for k, v in st.metadata.items())
 
 
-def alpha_decoder(st) -> av.CodecContext | None:
+def alpha_decoder(st, said: bool = False) -> av.CodecContext | None:
     """A decoder for ``st`` that gives its alpha where FFmpeg's own drops it (VP8/VP9 with ``AlphaMode`` 1 and
-    libvpx in this FFmpeg), else None: decode as usual."""
+    libvpx in this FFmpeg), else None: decode as usual.  ``said``: where libvpx is missing, say once that the
+    alpha is lost."""
     cc = st.codec_context
     name = ALPHA_DECODERS.get(cc.codec.canonical_name if cc is not None else "")
-    if name is None or name not in av.codecs_available or not has_alpha_stream(st):
+    if name is None or not has_alpha_stream(st):
+        return None
+    if name not in av.codecs_available:
+        if said:
+            warnings.warn(f"the video's alpha (beside each {cc.codec.canonical_name.upper()} frame) needs libvpx's "
+                          f"decoder ({name}), which this FFmpeg lacks: dropped", stacklevel=3)
         return None
     ctx = av.CodecContext.create(name, "r")
     ctx.thread_type = "AUTO"

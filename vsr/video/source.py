@@ -220,7 +220,7 @@ class VideoSource:
 
     def _first_frame(self, st) -> av.VideoFrame:
         self._first_packet_size = 0
-        ctx = alpha.alpha_decoder(st)  # (a VP8/VP9 stream's alpha, which FFmpeg's own decoders drop)
+        ctx = alpha.alpha_decoder(st, said=True)  # (a VP8/VP9 stream's alpha, which FFmpeg's own decoders drop)
         try:
             for packet in self._container.demux(st):
                 self._first_packet_size = self._first_packet_size or packet.size
