@@ -8,7 +8,7 @@ output's, clipped to [0, 1], rounded half up.  Colour and alpha stay straight (n
 format FFmpeg decodes stores them.
 
 Where alpha comes from: any pixel format with an alpha component (yuva*, gbrap*, rgba and its packings, ya8,
-ya16); VP8 and VP9 in Matroska/WebM keep it beside each frame (``BlockAdditional``, the track's ``AlphaMode`` 1),
+ya16), a palette with entries that are not opaque (:func:`transparent_palette`); VP8 and VP9 in Matroska/WebM keep it beside each frame (``BlockAdditional``, the track's ``AlphaMode`` 1),
 which FFmpeg's own decoders ignore and libvpx's decode (:func:`decoded`).  Where it goes:
 :func:`vsr.video.formats.alpha_pix_fmt` picks the output format.
 """
