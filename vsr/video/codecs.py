@@ -62,7 +62,8 @@ IMAGE_CONTAINERS = {"mov": ".mov", "matroska": ".mkv"}
 # Animated pictures, in their own files: APNG (lossless, alpha), animated WebP (alpha), GIF (256 colours a frame).
 ANIMATION_CONTAINERS = {"apng": ("apng", ".apng"), "webp": ("libwebp_anim", ".webp"), "gif": ("gif", ".gif")}
 IMAGE_CONTAINERS_OF = {"mjpeg": {**IMAGE_CONTAINERS, "avi": ".avi"},
-                       **{codec: {**IMAGE_CONTAINERS, fmt: suffix} for fmt, (codec, suffix) in ANIMATION_CONTAINERS.items()}}
+                       **{codec: {**IMAGE_CONTAINERS, fmt: suffix}
+                          for fmt, (codec, suffix) in ANIMATION_CONTAINERS.items()}}
 # The default codec of a container where libx264 is wrong for it.  AVI stores no presentation timestamps: H.264
 # in it (B-frames or not) reads back with none (ffprobe shows N/A), while MPEG-4 Part 2 without B-frames (FFmpeg's
 # mpeg4 encoder has none by default) reads back with every frame's time; it is AVI's own codec (Xvid, DivX), which
@@ -76,6 +77,9 @@ PALETTE_CODECS = ("gif",)
 # alpha as Matroska's BlockAdditional, what browsers play in WebM), ProRes 4444 in QuickTime (what editors
 # exchange mattes in).  MP4 holds no codec FFmpeg writes alpha into.
 ALPHA_CODECS = {"matroska": "libvpx-vp9", "webm": "libvpx-vp9", "mov": "prores_ks"}
+# those of them whose alpha is 10-bit: for an HDR source too, which keeps both (VP9's alpha is 8-bit: HDR's HEVC
+# goes there, the alpha said dropped)
+DEEP_ALPHA_CODECS = ("prores_ks",)
 # which of --crf and --preset each of those takes (ProRes has neither; VP9 no preset)
 ALPHA_CODEC_SETTINGS = {"libvpx-vp9": ("--crf",), "prores_ks": ()}
 CODEC_TAGS = {("avi", "mpeg4"): "XVID", ("mp4", "libx265"): "hvc1", ("mov", "libx265"): "hvc1"}

@@ -199,8 +199,7 @@ def planes_frame(planes: np.ndarray, pix_fmt: str) -> av.VideoFrame:
     _, h, w = planes.shape
     f = av.VideoFrame(w, h, pix_fmt)
     for i, p in enumerate(f.planes[:3]):
-        a = np.frombuffer(p, planes.dtype).reshape(p.height, p.line_size // planes.itemsize)
-        a[:, :w] = planes[i]
+        plane_view(p, planes.dtype)[...] = planes[i]
     return f
 
 

@@ -20,12 +20,13 @@ from dataclasses import dataclass, field
 import av
 
 from vsr.errors import InputError
-from vsr.video.codecs import (ALPHA_CODEC_SETTINGS, ALPHA_CODECS, BIG_OUTPUT_PIXELS, BIG_OUTPUT_X264_PARAMS,
-                              CODEC_TAGS, COMMON_CONTAINERS, CONTAINER_CODECS, CRF_RANGE, DEFAULT_CODEC,
-                              DEFAULT_QUANTISER, FALLBACK_CODECS, FULL_RANGE_CODECS, IMAGE_CODECS, IMAGE_CONTAINERS,
-                              IMAGE_CONTAINERS_OF, PARAMS_OPTION, PRESETS, PALETTE_CODECS, QUANTISER_CODECS, RATE_OPTIONS,
-                              RATE_PARAMS, Y4M_CODEC, Y4M_PIX_FMTS, NamedBuffer, check_size, effective,
-                              encoder_memory_mb, encoder_params, held, holders, number, quality_key, video_codec)
+from vsr.video.codecs import (ALPHA_CODECS, ALPHA_CODEC_SETTINGS, BIG_OUTPUT_PIXELS, BIG_OUTPUT_X264_PARAMS,
+                              CODEC_TAGS, COMMON_CONTAINERS, CONTAINER_CODECS, CRF_RANGE, DEEP_ALPHA_CODECS,
+                              DEFAULT_CODEC, DEFAULT_QUANTISER, FALLBACK_CODECS, FULL_RANGE_CODECS, IMAGE_CODECS,
+                              IMAGE_CONTAINERS, IMAGE_CONTAINERS_OF, PALETTE_CODECS, PARAMS_OPTION, PRESETS,
+                              QUANTISER_CODECS, RATE_OPTIONS, RATE_PARAMS, Y4M_CODEC, Y4M_PIX_FMTS, NamedBuffer,
+                              check_size, effective, encoder_memory_mb, encoder_params, held, holders, number,
+                              quality_key, video_codec)
 from vsr.video.colour import RANGE_FULL, SPC_RGB, ColourSpec, is_gray_format, is_rgb_format
 from vsr.video.formats import (alpha_formats, alpha_pix_fmt, alpha_warning, gray_output, rgb_format,
                                rgb_output, without_alpha)
@@ -257,14 +258,12 @@ def default_codec(container: OutputContainer, hardware: bool = False, hdr: bool 
     ``hardware``: h264_nvenc there, where it opens here, :func:`vsr.video.nvenc.nvenc_problem`), else the first
     of FALLBACK_CODECS it holds."""
     own = CONTAINER_CODECS.get(container.format)
-    if not own and alpha and hdr and ALPHA_CODECS.get(container.format) == "prores_ks" \
-            and "prores_ks" in av.codecs_available:  # (ProRes 4444 keeps both: 10-bit alpha; VP9's is 8-bit)
-        return "prores_ks"
+    keeps_alpha = ALPHA_CODECS.get(container.format) if alpha and not own else None
+    if keeps_alpha in av.codecs_available and (not hdr or keeps_alpha in DEEP_ALPHA_CODECS):
+        return keeps_alpha
     for name in () if own or not hdr else HDR_CODECS:
         if name in container.codecs and name in av.codecs_available:
             return name
-    if not own and alpha and ALPHA_CODECS.get(container.format) in av.codecs_available:
-        return ALPHA_CODECS[container.format]
     if not own and hardware and "h264_nvenc" in container.codecs and nvenc_problem("h264_nvenc") is None:
         return "h264_nvenc"
     for name in ((own,) if own else ()) + (DEFAULT_CODEC,) + FALLBACK_CODECS:

@@ -100,6 +100,7 @@ class VideoSink:
             self._palettes = Palettes() if self.pix_fmt == "pal8" else None
             self.planes, self._frame_fmt = output_planes(self._made, self.colour)
             self._alpha = info.alpha
+            self._alpha_top = (1 << bit_depth(self._frame_fmt)) - 1 if self._frame_fmt else 0
             self.vs = self._add_video(choice)
             self._captions = PictureMessages(info.captions, info.hdr10plus, av.Codec(choice.codec, "w").canonical_name,
                                              scale)
@@ -168,7 +169,7 @@ class VideoSink:
         """
         alpha = self._alpha.take(pts) if self._alpha is not None and pts is not None else None
         if getattr(planes, "alpha", None) is not None:
-            upscale_into(alpha, planes.alpha, (1 << bit_depth(self._frame_fmt)) - 1)
+            upscale_into(alpha, planes.alpha, self._alpha_top)
         frame = planes_to_frame(planes, self._made, self.colour)
         return frame if self._palettes is None else self._palettes(frame)
 
