@@ -48,6 +48,9 @@ def add_upscale_options(p, *, frames: bool = True) -> None:
                    help="detector's ratio of a cut's frame difference to its neighbours' (default: "
                         "configs/pipeline/scenes.toml)")
     e = p.add_argument_group("encoder")
+    e.add_argument("--scale", default=None, metavar="S",
+                   help="output size: S times the source's each way, 1 to 4 (2: 1080p -> 2160p; 1.5: 720p -> "
+                        "1080p; default 4): EDVR upscales x4, then each frame is downscaled (Lanczos)")
     e.add_argument("-c", "--codec", default=None, help="video encoder: libx264 (default where the container holds "
                                                  "H.264; HDR: libx265; alpha: libvpx-vp9 in .webm/.mkv, prores_ks in "
                                                  ".mov), libx265, libsvtav1, ffv1, prores_ks, ...")
@@ -158,9 +161,16 @@ def upscale_settings(args):
                             frames=parse_frames(getattr(args, "frames", None)), deinterlace=args.deinterlace,
                             **parse_scene_cuts(args.scene_cuts, args.scene_threshold))
     encoder = EncoderSettings(codec=args.codec, crf=crf, preset=args.preset, pix_fmt=args.pix_fmt,
-                              options=parse_options(args.encoder_options),
+                              options=parse_options(args.encoder_options), scale=parse_output_scale(args.scale),
                               quiet=not getattr(args, "verbose", False))  # the encoder's own banner: under -v
     return request, encoder, runner
+
+
+def parse_output_scale(value):
+    """``--scale`` -> a Fraction in [1, 4], or None (not given: the model's x4)."""
+    from vsr.video.resize import parse_scale
+
+    return None if value is None else parse_scale(value)
 
 
 def parse_scene_cuts(mode: str, threshold: str | None) -> dict:

@@ -17,6 +17,7 @@ import stat
 import types
 import typing
 from dataclasses import dataclass, field
+from fractions import Fraction
 from pathlib import Path
 
 from vsr.backends import BackendRequest
@@ -49,6 +50,8 @@ def to_data(value):
         return {str(k): to_data(v) for k, v in value.items()}
     if isinstance(value, os.PathLike):
         return os.fspath(value)
+    if isinstance(value, Fraction):  # (--scale: "3/2")
+        return str(value)
     return value
 
 
@@ -74,6 +77,11 @@ def from_data(hint, data):
         return tuple(from_data(a, v) for a, v in zip(args, data)) if args else tuple(data)
     if hint is float and isinstance(data, int) and not isinstance(data, bool):
         return float(data)
+    if hint is Fraction:
+        try:
+            return Fraction(data)
+        except (TypeError, ValueError, ZeroDivisionError):
+            raise InputError(f"job file: {data!r} is not a number") from None
     return data
 
 
@@ -164,6 +172,8 @@ class JobSpec:
         data["backend"]["weights"] = weights_identity(self.backend.weights)
         data["backend"]["config"] = config_identity(self.backend.config)
         data["backend"].pop("precision", None)  # why the options' precision was chosen: the options count
+        if data["encoder"].get("scale") is None:  # (no --scale: the key of a job added before there was one)
+            data["encoder"].pop("scale", None)
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 

@@ -82,6 +82,7 @@ def upscale(src: str | Path, dst: str | Path, *, backend: Backend | BackendReque
                 "crf": getattr(sink, "crf", encoder.crf), "q": getattr(sink, "quantiser", None),
                 "preset": getattr(sink, "preset", encoder.preset),
                 "pix_fmt": getattr(sink, "pix_fmt", None), "encoder_options": dict(encoder.options),
+                "size": f"{sink.width}x{sink.height}", "scale": str(encoder.scale or 4),
                 "frames": f"{start}:{'' if stop is None else stop}", "source": _source_settings(source.info)}
             if choice is not None:
                 settings["weights_choice"] = choice.to_dict()

@@ -13,6 +13,7 @@ every container: the muxers rewrite Annex B as they need); any other codec canno
 from __future__ import annotations
 
 import threading
+from fractions import Fraction
 import warnings
 
 import av
@@ -78,7 +79,7 @@ class PictureMessages:
     (FFmpeg's name, e.g. "h264") holds it.  Captions that ``codec`` cannot carry are said once (HDR10+ is said by
     the encoder's choice, :func:`vsr.video.hdr.hdr_warnings`); an HDR10+ window is scaled with the picture."""
 
-    def __init__(self, captions: FrameStore | None, hdr10plus: FrameStore | None, codec: str, scale: int = 1,
+    def __init__(self, captions: FrameStore | None, hdr10plus: FrameStore | None, codec: str, scale: int | Fraction = 1,
                  length_size: int | None = None) -> None:
         self.captions, self.hdr10plus, self.codec, self.scale = captions, hdr10plus, codec, scale
         self.length_size = length_size

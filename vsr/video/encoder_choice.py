@@ -16,6 +16,7 @@ have) is :mod:`vsr.video.encoder_open`'s.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 import av
 
@@ -32,6 +33,7 @@ from vsr.video.formats import (alpha_formats, alpha_pix_fmt, alpha_warning, gray
                                rgb_output, without_alpha)
 from vsr.video.hdr import HDR_CODECS, hdr_params, hdr_warnings, is_hdr
 from vsr.video.nvenc import is_nvenc, nvenc_options, nvenc_problem
+from vsr.video.resize import scaled_size
 from vsr.video.source import VideoInfo
 
 
@@ -51,6 +53,7 @@ class EncoderSettings:
     quiet: bool = True
     container: str | None = None  # output "-" only: y4m, nut or matroska (a file's follows its suffix)
     hardware: bool = False
+    scale: Fraction | None = None  # --scale: the output S times the source's (1 to 4); None: the model's x4
 
 
 
@@ -170,7 +173,7 @@ def choose_encoder(container: OutputContainer, settings: EncoderSettings, info: 
     shown = "Y4M" if container.stream == "y4m" else codec.name
     said = [w for w in (alpha_warning(info, pix_fmt, shown, settings.pix_fmt),) if w is not None]
     check_playable(codec.name, container)
-    width, height = info.width * scale, info.height * scale
+    width, height = scaled_size(info.width, info.height, settings.scale, scale, pix_fmt)
     check_size(codec.name, width, height)
     opts, low_memory = encoder_options(codec.name, settings, width, height)
     said += hdr_warnings(codec.name, pix_fmt, info.hdr, container.format if container.played else None,

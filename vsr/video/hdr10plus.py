@@ -11,7 +11,9 @@ those are scaled with the picture (:func:`scaled`).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
+from fractions import Fraction
 
 from vsr.video.bitstream import nal_length_size, t35_payloads
 
@@ -39,10 +41,11 @@ def found(data: bytes, codec: str, length_size: int | None) -> bytes | None:
     return None
 
 
-def scaled(payload: bytes, scale: int) -> bytes:
-    """``payload`` for a picture ``scale`` times as wide and high: each processing window after the first (whose
-    extent is the whole picture) keeps the same part of it.  A window's corners are pixels, its lengths counts of
-    them; each 16-bit field saturates."""
+def scaled(payload: bytes, scale: int | Fraction) -> bytes:
+    """``payload`` for a picture ``scale`` times as wide and high (a whole or a fractional number: ``--scale``):
+    each processing window after the first (whose extent is the whole picture) keeps the same part of it.  A
+    window's corners are pixels (an upper-left one the first pixel its pixel grew into, a lower-right one the last,
+    a centre the one at its middle), its lengths counts of them; each 16-bit field saturates."""
     bits, total = int.from_bytes(payload, "big"), len(payload) * 8
     windows = (bits >> (total - _WINDOWS_AT)) & 3
     if scale == 1 or windows <= 1:
@@ -54,12 +57,14 @@ def scaled(payload: bytes, scale: int) -> bytes:
             if shift < 0:
                 return payload  # cut short: as it came
             value = (bits >> shift) & ((1 << width) - 1)
-            if i in _UPPER_LEFT or i in _AXES:
-                new = value * scale
+            if i in _UPPER_LEFT:
+                new = math.floor(value * scale)
+            elif i in _AXES:
+                new = round(value * scale)
             elif i in _LOWER_RIGHT:
-                new = value * scale + scale - 1
+                new = math.ceil((value + 1) * scale) - 1
             elif i in _CENTRE:
-                new = value * scale + scale // 2
+                new = math.floor((value + Fraction(1, 2)) * scale)
             else:
                 new = value
             new = min(new, (1 << width) - 1)

@@ -14,6 +14,7 @@ from vsr.video.alpha import upscale_into
 from vsr.video.formats import has_alpha
 from vsr.video.output import commit_output, frames_partial, make_frames_folder, output_path, writes
 from vsr.video.planes import PlaneFormat
+from vsr.video.resize import MODEL_SCALE, resized_planes, scaled_size
 from vsr.video.source import VideoInfo
 
 PNG_PIX_FMTS = (None, "rgb24", "rgb48be", "rgb48le", "rgb48", "rgba", "rgba64be", "rgba64le", "rgba64")
@@ -41,6 +42,7 @@ class PngFolderSink:
         self._alpha = info.alpha  # (taken frame by frame, also where the output has none)
         self.colour = info.colour.for_output(self.pix_fmt)
         self.planes = PlaneFormat.of("rgb48le" if deep else "rgb24", self.colour)  # what the post stage fills
+        self.width, self.height = scaled_size(info.width, info.height, settings.scale, MODEL_SCALE, None)
         self.tmp = frames_partial(self.dst)
         self._make_folder()
         self.count = 0
@@ -60,8 +62,10 @@ class PngFolderSink:
         return np.empty((3, height, width), self.plane_dtype())
 
     def finish(self, planes: np.ndarray, pts: int | None = None) -> np.ndarray:
-        """R, G, B planes -> those and, where the output has alpha, the source's frame at ``pts``'s upscaled."""
+        """R, G, B planes -> those (at ``--scale``'s size) and, where the output has alpha, the source's frame at
+        ``pts``'s upscaled."""
         alpha = self._alpha.take(pts) if self._alpha is not None and pts is not None else None
+        planes = resized_planes(planes, self.width, self.height)  # (--scale)
         if not has_alpha(self.pix_fmt):
             return planes
         out = np.empty((4,) + planes.shape[1:], planes.dtype)

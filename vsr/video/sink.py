@@ -36,6 +36,7 @@ from vsr.video.output import WRITE_ERRNOS, commit_output, output_path, video_par
 from vsr.video.palette import Palettes
 from vsr.video.passthrough import Passthrough, Window
 from vsr.video.reading import open_input
+from vsr.video.resize import factor, resized, sample_aspect
 from vsr.video.source import VideoInfo
 from vsr.video.spherical import view_metadata, view_not_written
 from vsr.video.streams import main_video
@@ -91,6 +92,7 @@ class VideoSink:
                          BIG_OUTPUT_X264_PARAMS)
             # what the run's report names: the settings the encoder really runs with, its defaults included
             self.codec, self.pix_fmt, self.colour = choice.codec, choice.pix_fmt, choice.colour
+            self.width, self.height = choice.width, choice.height  # (x4, or --scale's)
             self.crf, self.preset, self.quantiser = choice.crf, choice.preset, choice.quantiser
             self.encoder_options, self.low_memory_x264 = choice.encoder_options, choice.low_memory_x264
             # (an output with alpha: the planes of a frame with an alpha plane, which finish() fills from the
@@ -102,8 +104,10 @@ class VideoSink:
             self._alpha = info.alpha
             self._alpha_top = (1 << bit_depth(self._frame_fmt)) - 1 if self._frame_fmt else 0
             self.vs = self._add_video(choice)
+            # (what is in pixels beside the picture grows with it: x4, or --scale's)
+            self.scale = factor(info.width, choice.width)
             self._captions = PictureMessages(info.captions, info.hdr10plus, av.Codec(choice.codec, "w").canonical_name,
-                                             scale)
+                                             self.scale)
             if info.kind == "video" and passthrough:
                 self.passthrough = Passthrough(info.path if info.side_packets is None else info.side_packets, self.oc)
             self.oc.metadata.update(info.container_metadata)
@@ -170,7 +174,7 @@ class VideoSink:
         alpha = self._alpha.take(pts) if self._alpha is not None and pts is not None else None
         if getattr(planes, "alpha", None) is not None:
             upscale_into(alpha, planes.alpha, self._alpha_top)
-        frame = planes_to_frame(planes, self._made, self.colour)
+        frame = resized(planes_to_frame(planes, self._made, self.colour), self.width, self.height)  # (--scale)
         return frame if self._palettes is None else self._palettes(frame)
 
     def _add_video(self, choice: EncoderChoice):
@@ -186,8 +190,9 @@ class VideoSink:
         vs.time_base = self._stream_time_base()
         cc = vs.codec_context
         cc.time_base = info.time_base
-        if info.sample_aspect_ratio:
-            cc.sample_aspect_ratio = info.sample_aspect_ratio
+        sar = sample_aspect(info.sample_aspect_ratio, info.width, info.height, choice.width, choice.height)
+        if sar:
+            cc.sample_aspect_ratio = sar
         for name, value in choice.colour_tags().items():
             setattr(cc, name, value)
         siting = {"chroma_sample_location": SITING_NAMES[self.planes.siting]} if self.planes.siting else {}

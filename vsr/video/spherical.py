@@ -14,6 +14,7 @@ padding is pixels and is scaled with it.
 from __future__ import annotations
 
 import struct
+from fractions import Fraction
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -60,8 +61,8 @@ class Spherical:
     def name(self) -> str:
         return PROJECTIONS.get(self.projection, f"projection {self.projection}")
 
-    def scaled(self, scale: int) -> "Spherical":
-        return replace(self, padding=min(self.padding * scale, 0xFFFFFFFF))
+    def scaled(self, scale: int | Fraction) -> "Spherical":
+        return replace(self, padding=min(round(self.padding * scale), 0xFFFFFFFF))
 
     def describe(self) -> dict:
         return {"projection": self.name, "yaw": self.yaw / 65536, "pitch": self.pitch / 65536,
@@ -164,7 +165,7 @@ def matroska_elements(view: View) -> tuple[bytes, list[str]]:
     return out, lost
 
 
-def write_container_view(path, container: str, view: View | None, scale: int) -> str | None:
+def write_container_view(path, container: str, view: View | None, scale: int | Fraction) -> str | None:
     """Write ``view`` (its cubemap padding ``scale`` times) into the closed file at ``path`` of FFmpeg's format
     ``container`` (None: a stream, not rewritten).  Returns what could not follow (one line), or None."""
     meta, said = view_metadata(path is not None, container, view, scale)
@@ -175,7 +176,7 @@ def write_container_view(path, container: str, view: View | None, scale: int) ->
     return said
 
 
-def view_metadata(file: bool, container: str, view: View | None, scale: int) -> tuple[TrackMetadata, str | None]:
+def view_metadata(file: bool, container: str, view: View | None, scale: int | Fraction) -> tuple[TrackMetadata, str | None]:
     """``view`` (its cubemap padding ``scale`` times) as a ``container`` file (``file``; else a stream, which
     holds none) holds it beside the video track, and the line that says what it cannot hold, or None."""
     if view is None:
@@ -200,7 +201,7 @@ def view_not_written(container: str, view: View, e: Exception) -> str:
     return f"the source's {_what(view)} could not be written into the {container} file ({e})"
 
 
-def _scaled(view: View, scale: int) -> View:
+def _scaled(view: View, scale: int | Fraction) -> View:
     return replace(view, spherical=view.spherical.scaled(scale)) if view.spherical is not None else view
 
 

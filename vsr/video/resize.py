@@ -1,0 +1,118 @@
+"""Outputs between the source's size and the model's x4: ``--scale S`` (1 to 4; 2 makes a 1080p source 2160p).
+
+The model still upscales x4; each finished output frame is then downscaled to S times the source (swscale's
+Lanczos, which widens its kernel with the ratio, so the downscale does not alias; in the output's own pixel format,
+as FFmpeg's ``scale`` filter does).  Each side is rounded to a whole number of chroma samples (at least even);
+where that rounding changes the picture's shape, the sample aspect ratio says so (the display shape stays the
+source's, as FFmpeg's ``scale`` filter keeps it).  What is in pixels beside the picture (an HDR10+ window, a
+cubemap's padding) is scaled by the same factor (:func:`factor`).
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import av
+import numpy as np
+from av.video.reformatter import Interpolation
+
+from vsr.errors import InputError
+from vsr.video.codecs import FFMPEG_MAX_PLANE
+from vsr.video.colour import plane_view
+from vsr.video.planes import chroma_shifts
+
+MODEL_SCALE = 4
+MIN_SCALE = 1
+# swscale's Lanczos (3 lobes), rounded accurately (a 10- or 16-bit frame keeps its low bits)
+DOWNSCALE = Interpolation.LANCZOS | Interpolation.ACCURATE_RND
+
+
+def parse_scale(text: str | int | float) -> Fraction:
+    """``--scale`` (``2``, ``1.5``, ``3/2``) -> a Fraction in [1, 4]; anything else is one InputError line."""
+    try:
+        value = Fraction(str(text).strip())
+    except (ValueError, ZeroDivisionError):
+        raise InputError(f"--scale must be a number from {MIN_SCALE} to {MODEL_SCALE} (e.g. 2 or 1.5), "
+                         f"not {text!r}") from None
+    if not MIN_SCALE <= value <= MODEL_SCALE:
+        why = ("EDVR upscales x4; vsr does not upscale further" if value > MODEL_SCALE else
+               "a smaller picture than the source's needs no model")
+        raise InputError(f"--scale {text}: from {MIN_SCALE} to {MODEL_SCALE} ({why})")
+    return value
+
+
+def output_size(width: int, height: int, scale: Fraction | int, pix_fmt: str | None = None) -> tuple[int, int]:
+    """The output frame of a ``width`` x ``height`` source at ``scale``: each side exact where that is a whole
+    number of ``pix_fmt``'s chroma samples (x4 always is), else the nearest even one that is."""
+    scale = Fraction(scale)
+    sub_x, sub_y = chroma_shifts(pix_fmt) if pix_fmt else (0, 0)
+
+    def side(n: int, shift: int) -> int:
+        exact = n * scale
+        if exact.denominator == 1 and exact % (1 << shift) == 0:
+            return int(exact)
+        step = max(2, 1 << shift)
+        return max(step, int((exact / step + Fraction(1, 2)) // 1) * step)
+
+    return side(width, sub_x), side(height, sub_y)
+
+
+def scaled_size(width: int, height: int, scale: Fraction | None, model_scale: int,
+                pix_fmt: str | None) -> tuple[int, int]:
+    """The output frame of a ``width`` x ``height`` source made ``model_scale`` times larger by the model, then
+    ``scale`` times the source (None: not downscaled); an InputError where the model's frame, held before its
+    downscale, is larger than FFmpeg's frames can be."""
+    if scale is None or scale == model_scale:
+        return width * model_scale, height * model_scale
+    if scale > model_scale:
+        raise InputError(f"--scale {scale}: the model upscales x{model_scale}; vsr does not upscale further")
+    big_w, big_h = width * model_scale, height * model_scale
+    if (8 * big_w + 1024) * (big_h + 128) >= FFMPEG_MAX_PLANE:
+        raise InputError(f"the model's x{model_scale} frame, {big_w}x{big_h}, is larger than FFmpeg's frames can "
+                         "be (about 268 megapixels), also where --scale makes the output smaller; use a smaller "
+                         "source")
+    return output_size(width, height, scale, pix_fmt)
+
+
+def sample_aspect(sar: Fraction | None, width: int, height: int, out_width: int, out_height: int) -> Fraction | None:
+    """The sample aspect ratio that shows an ``out_width`` x ``out_height`` frame made from a ``width`` x
+    ``height`` one of ``sar`` (None: square samples) at the source's display shape: ``sar`` itself where the sides
+    grew alike."""
+    stretch = Fraction(width * out_height, height * out_width)
+    if stretch == 1:
+        return sar
+    return (sar or Fraction(1)) * stretch
+
+
+def factor(width: int, out_width: int) -> Fraction:
+    """How many times the output is as wide as the source: what pixel positions beside the picture are scaled
+    by."""
+    return Fraction(out_width, width)
+
+
+def resized(frame: av.VideoFrame, width: int, height: int) -> av.VideoFrame:
+    """``frame`` at ``width`` x ``height`` in its own pixel format and colour tags (itself where it is that
+    size already)."""
+    if (frame.width, frame.height) == (width, height):
+        return frame
+    out = frame.reformat(width=width, height=height, interpolation=DOWNSCALE,
+                         src_color_range=frame.color_range, dst_color_range=frame.color_range)
+    out.colorspace, out.color_range = frame.colorspace, frame.color_range
+    out.color_primaries, out.color_trc = frame.color_primaries, frame.color_trc
+    return out
+
+
+def resized_planes(planes: np.ndarray, width: int, height: int) -> np.ndarray:
+    """R, G, B planes ``(3, H, W)`` (8 or 16 bit) at ``width`` x ``height`` (as :func:`resized`)."""
+    if planes.shape[1:] == (height, width):
+        return planes
+    deep = planes.dtype == np.uint16
+    src = av.VideoFrame(planes.shape[2], planes.shape[1], "gbrp16le" if deep else "gbrp")
+    for view, c in zip((plane_view(p, planes.dtype) for p in src.planes), (1, 2, 0)):
+        view[...] = planes[c]
+    src.color_range = 2  # (RGB: full range, nothing to convert)
+    small = resized(src, width, height)
+    out = np.empty((3, height, width), planes.dtype)
+    for p, c in zip(small.planes, (1, 2, 0)):
+        out[c] = plane_view(p, planes.dtype)
+    return out
