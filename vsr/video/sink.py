@@ -45,6 +45,8 @@ from vsr.video.track_metadata import add_track_metadata
 
 log = logging.getLogger(__name__)
 
+# frames whose packets the encoder still holds, at most (x264's lookahead and frame threads hold ~60)
+MAX_HELD_DURATIONS = 1024
 VARIABLE_FPS = 0x0400  # AVFMT_VARIABLE_FPS: the container keeps each frame's timestamp (not AVI)
 
 # video stream tags that describe the source's encoding, not the content (Matroska's VP8/VP9 alpha, as FFmpeg reads
@@ -76,6 +78,7 @@ class VideoSink:
         self._window_start: float | None = None
         self._window_end = 0.0
         self._dts = DtsRepair()
+        self._durations: dict[int, int] = {}  # each frame's duration by its output timestamp, until its packet
         self._ended = False  # end(): the encoder flushed and the file closed
         self._chapters = ()
         # a 360 video's projection, written into the closed file (not a batch job's chunk: its join does)
@@ -241,6 +244,7 @@ class VideoSink:
         self._captions.frame(pts, frame.pts)
         if duration:
             frame.duration = duration
+            self._durations[frame.pts] = duration
         self._window_end = t + float((duration or 0) * self.info.time_base)
         for pkt in self._dts.repair(self.vs.encode(frame)):
             self._copy_until(float(pkt.dts * pkt.time_base) + float(self.pts_offset * self.info.time_base)
@@ -249,6 +253,15 @@ class VideoSink:
 
     def _mux_video(self, pkt: av.Packet) -> None:
         pkt = self._captions.packet(pkt)
+        # its frame's duration, where the packets come in the frames' order (FFmpeg's encoders leave it 0, and a
+        # muxer then guesses the last frame's: a GIF's last delay, an MP4's last sample; reordered packets, as
+        # B-frames come, are left to the muxer: an MP4 sample lasts until the next one's decode time, not its
+        # frame's time)
+        duration = self._durations.pop(pkt.pts, 0) if pkt.pts is not None else 0
+        if duration and not pkt.duration and pkt.pts == pkt.dts:
+            pkt.duration = duration
+        while len(self._durations) > MAX_HELD_DURATIONS:  # (an encoder that gave other timestamps)
+            self._durations.pop(next(iter(self._durations)))
         if self.packet_times is not None:
             self.packet_times.append((pkt.pts, pkt.dts, pkt.duration))
         self.oc.mux(pkt)
