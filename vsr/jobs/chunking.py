@@ -53,6 +53,9 @@ def plan_job(spec: JobSpec, chunk_frames: int = DEFAULT_CHUNK_FRAMES) -> tuple[J
     # one-line errors for a missing file, not a video, no video stream
     source = open_source(path, deinterlace=spec.runner.deinterlace)
     source.close()
+    if source.info.kind == "webp":
+        raise InputError(f"{path} is an animated WebP, which libwebp reads from its first frame on, not FFmpeg: a "
+                         "job's chunks cannot seek into it (upscale it with vsr upscale)")
     check_encoder(spec, source.info)
     if path.is_dir():
         frames = source.info.frames

@@ -152,11 +152,36 @@ def measure_png_folder(files: list[Path]) -> CompressionFacts:
     return CompressionFacts("png", None, None, value, n)
 
 
+def measure_webp(source) -> CompressionFacts:
+    """An animated WebP (:mod:`vsr.video.webp_source`): ``vp8l`` where every frame is lossless, else ``vp8`` (its
+    lossy frames' codec) at the file's bits per pixel per frame; blockiness of its first frames."""
+    from vsr.video.webp_source import AnimatedWebpSource, lossless_frames
+
+    info = source.info
+    codec = "vp8l" if lossless_frames(source.path) else "vp8"
+    bpp = 8 * source.path.stat().st_size / (max(1, info.frames) * info.width * info.height)
+    weights = np.array([0.299, 0.587, 0.114], np.float32)[:, None, None]  # (BT.601's luma, as libwebp's)
+    lumas = []
+    sample = AnimatedWebpSource(source.path)  # (its own reader: the run's keeps each frame's alpha for the sink)
+    try:
+        for f in sample.frames():
+            if f.index >= SAMPLE_FRAMES:
+                break
+            if f.index % SAMPLE_EVERY == 0:
+                lumas.append(np.clip((f.rgb * weights).sum(axis=0) * 255 + 0.5, 0, 255).astype(np.uint8))
+    finally:
+        sample.close()
+    value, n = _mean_blockiness(lumas)
+    return CompressionFacts(codec, bpp, "file", value, n)
+
+
 def measure(source) -> CompressionFacts:
     """The :class:`CompressionFacts` of an open source (:func:`vsr.video.open_source`): a PNG folder, a stream
     on standard input (measured from what it holds) or a video file (opened again, read from the top)."""
     if source.info.kind == "png":
         return measure_png_folder(source.files)
+    if source.info.kind == "webp":
+        return measure_webp(source)
     stream_sample = getattr(source, "probe_sample", None)
     if stream_sample is not None:
         return measure_stream(*stream_sample())

@@ -18,10 +18,13 @@ from vsr.video.png_sink import PngFolderSink
 from vsr.video.sink import VideoSink
 from vsr.video.png_source import PngFolderSource
 from vsr.video.source import VideoInfo, VideoSource
+from vsr.video.webp_source import AnimatedWebpSource, is_animated_webp
 
 
-def open_source(path: str | Path, deinterlace: str = "auto") -> VideoSource | PngFolderSource | StreamSource:
-    """The source at ``path``: a video file, a folder of PNG frames, or ``-``: a stream on standard input;
+def open_source(path: str | Path, deinterlace: str = "auto") -> (VideoSource | PngFolderSource | StreamSource
+                                                                  | AnimatedWebpSource):
+    """The source at ``path``: a video file, a folder of PNG frames, an animated WebP, or ``-``: a stream on
+    standard input;
     ``deinterlace``: "auto" (an interlaced video's frames deinterlaced as they are decoded) or "off"."""
     if deinterlace not in MODES:
         raise InputError(f"--deinterlace must be one of {', '.join(MODES)}, not {deinterlace!r}")
@@ -32,6 +35,8 @@ def open_source(path: str | Path, deinterlace: str = "auto") -> VideoSource | Pn
         raise InputError(f"no such file or folder: {p}")
     if p.is_dir():
         return PngFolderSource(p)
+    if is_animated_webp(p):  # (FFmpeg reads one picture of it)
+        return AnimatedWebpSource(p)
     return VideoSource(p, deinterlace=deinterlace)
 
 

@@ -1,0 +1,127 @@
+"""An animated WebP file as a source, read by libwebp (through Pillow).
+
+FFmpeg's WebP demuxer reads a file as one picture and its decoder has no animation (ANMF frames): an animated
+WebP, what phones and chat applications make of short clips, was "not a video file".  libwebp's own animation
+decoder (Pillow's WebP plugin) gives each frame whole, composed onto the canvas as the file says (blending,
+disposal), with its time in milliseconds; its alpha follows it as a PNG frame's does, its loop count as a GIF's.
+A still WebP stays FFmpeg's (one frame).
+"""
+
+from __future__ import annotations
+
+import struct
+from fractions import Fraction
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+
+from vsr.errors import InputError
+from vsr.video.alpha import Alpha
+from vsr.video.captions import FrameStore
+from vsr.video.colour import ColourSpec
+from vsr.video.source import SourceFrame, VideoInfo
+
+WEBP_TIME_BASE = Fraction(1, 1000)  # (libwebp's timestamps and durations are milliseconds)
+_ANIMATION = 0x02  # VP8X flags: the file holds an animation
+
+
+def is_animated_webp(path: Path) -> bool:
+    """Whether the file at ``path`` is a WebP file whose VP8X header says it holds an animation."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(21)
+    except OSError:
+        return False
+    return len(head) == 21 and head[:4] == b"RIFF" and head[8:16] == b"WEBPVP8X" and bool(head[20] & _ANIMATION)
+
+
+def anmf_frames(path: Path) -> list[tuple[int, bytes]]:
+    """Each frame of the animated WebP at ``path`` as its ANMF chunk says: ``(duration in ms, image chunk)``,
+    the chunk ``b"VP8 "`` (lossy) or ``b"VP8L"`` (lossless); [] where the file cannot be read.  What libwebp's
+    demuxer reads of it, decoding nothing."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError:
+        return []
+    frames, at = [], 12
+    while at + 8 <= len(data):
+        fourcc, size = data[at:at + 4], struct.unpack("<I", data[at + 4:at + 8])[0]
+        if fourcc == b"ANMF" and at + 24 <= len(data):  # x, y, width, height (24 bits each), duration, flags
+            duration = int.from_bytes(data[at + 20:at + 23], "little")
+            kind, sub = b"", at + 24
+            while sub + 8 <= min(at + 8 + size, len(data)):  # then the frame's image chunks (ALPH, VP8/VP8L)
+                inner, n = data[sub:sub + 4], struct.unpack("<I", data[sub + 4:sub + 8])[0]
+                kind = inner if inner in (b"VP8 ", b"VP8L") else kind
+                sub += 8 + n + (n & 1)
+            frames.append((duration, kind))
+        at += 8 + size + (size & 1)
+    return frames
+
+
+def lossless_frames(path: Path) -> bool | None:
+    """Whether every frame of the animated WebP at ``path`` is lossless (VP8L), not VP8 (lossy); None where its
+    chunks cannot be read."""
+    kinds = {kind for _, kind in anmf_frames(path) if kind}
+    return None if not kinds else kinds == {b"VP8L"}
+
+
+class AnimatedWebpSource:
+    """The frames of an animated WebP file at their times (a 1/1000 s time base), RGB, and the alpha where the
+    file has it; played as many times as its loop count says (0: for ever)."""
+
+    def __init__(self, path: Path):
+        try:
+            from PIL import Image, UnidentifiedImageError
+        except ImportError:
+            raise InputError(f"{path} is an animated WebP, which vsr reads with Pillow: pip install pillow") from None
+        self.path = Path(path)
+        try:
+            self._image = Image.open(self.path)
+            self._image.load()
+        except (OSError, UnidentifiedImageError, SyntaxError, ValueError) as e:
+            raise InputError(f"not a video file: {self.path} (an animated WebP libwebp cannot read: {e})") from None
+        im = self._image
+        count = getattr(im, "n_frames", 1)
+        times = self._times(count)
+        alpha = "A" in im.mode
+        total = times[-1][0] + times[-1][1] - times[0][0] if times else 0
+        rate = Fraction(1000 * count, total) if total > 0 else None
+        self._times_of = times
+        self.info = VideoInfo(path=self.path, kind="webp", width=im.width, height=im.height,
+                              pix_fmt="rgba" if alpha else "rgb24", bits=8, colour=ColourSpec.srgb(),
+                              time_base=WEBP_TIME_BASE, rate=rate, frames=count, header_frames=count,
+                              start_pts=times[0][0] if times else 0, duration_s=total / 1000 if total else None,
+                              container="webp", plays=int(im.info.get("loop", 0)),
+                              alpha=FrameStore() if alpha else None)
+
+    def _times(self, count: int) -> list[tuple[int, int]]:
+        """``(timestamp, duration)`` of every frame in milliseconds: each starts where the one before ends, as
+        libwebp's decoder times them (from the ANMF chunks: nothing decoded)."""
+        durations = [d for d, _ in anmf_frames(self.path)]
+        if len(durations) != count:
+            raise InputError(f"not a video file: {self.path} (its {len(durations)} animation frames are not the "
+                             f"{count} libwebp decodes)")
+        starts = np.concatenate([[0], np.cumsum(durations)[:-1]]).astype(int).tolist() if durations else []
+        return list(zip(starts, durations))
+
+    @property
+    def files(self) -> list[Path]:
+        return [self.path]
+
+    def frames(self, start: int = 0) -> Iterator[SourceFrame]:
+        im, mode = self._image, "RGBA" if self.info.alpha is not None else "RGB"
+        for i in range(start, len(self._times_of)):
+            try:
+                im.seek(i)
+                pixels = np.asarray(im.convert(mode))
+            except (OSError, EOFError, ValueError) as e:
+                raise InputError(f"cannot decode frame {i} of {self.path}: {e}") from None
+            pts, duration = self._times_of[i]
+            if self.info.alpha is not None:
+                self.info.alpha.put(i, pts, Alpha(np.ascontiguousarray(pixels[:, :, 3]), 255))
+            rgb = np.ascontiguousarray(pixels[:, :, :3].transpose(2, 0, 1), dtype=np.float32) / np.float32(255)
+            yield SourceFrame(i, pts, duration, rgb)
+
+    def close(self) -> None:
+        self._image.close()
