@@ -26,7 +26,8 @@ Y4M, an HDR10 MKV/HEVC upscaled into .mkv, .mp4, .mov or .webm, two MPEG-TS file
 H.264 MPEG-TS with closed captions in every frame upscaled into .mp4, .mkv, .ts or .webm, the same interlaced
 with ``--deinterlace auto``, ``double``, ``film`` or ``off``, HEVC in MPEG-TS and AV1 in Matroska with HDR10+ in every
 frame into HEVC and AV1, a 360 stereo Matroska file by mkvmerge into .mp4, .mov, .mkv, .ts, VP9 with alpha in WebM
-into .webm, .mkv, .mov, .mp4 or PNG frames, ProRes 4444 into .mov, .webm or PNG frames; ``--kinds`` picks some of
+into .webm, .mkv, .mov, .mp4 or PNG frames, ProRes 4444 into .mov, .webm or PNG frames, an animated WebP by
+img2webp into .webp, .gif, .mkv, .mp4 or PNG frames; ``--kinds`` picks some of
 these alone), hostile option values, hostile outputs (planted symlinks,
 special files, folders of the user's files, paths under a file, odd suffixes, names with control characters),
 and the other commands (``report``, ``jobs``, ``export``, ``preview``) on broken files.  Not part of the test suite (minutes of CPU): its result goes into
@@ -83,6 +84,9 @@ def _clip(d: Path, kind: str) -> Path:
         if kind == "interlaced":
             return captioned(d / "in.ts", frames=4, extra=woven)
         return captioned(d / "in.ts", frames=3)
+    if kind == "webp":  # an animated WebP by libwebp's img2webp, read by libwebp through Pillow
+        from tests.video.test_webp_source import animated
+        return animated(d, "-lossy")
     if kind == "joined":  # two MPEG-TS files of two sizes end to end: the size changes part-way
         a = write_clip(d / "a.ts", Clip(width=16, height=12, frames=3, codec="libx264", pix_fmt="yuv420p"))
         b = write_clip(d / "b.ts", Clip(width=24, height=16, frames=3, codec="libx264", pix_fmt="yuv444p"))
@@ -154,7 +158,7 @@ def mutation_case(kind: str, seed: int) -> Case:
         suffixes = {"hdr": [".mkv", ".mp4", ".mov", ".webm"], "captions": [".mp4", ".mkv", ".ts", ".webm"],
                     "interlaced": [".mp4", ".mkv"], "hdr10+": [".mp4", ".mkv", ".webm"], "hdr10+av1": [".mp4", ".mkv"],
                     "360": [".mp4", ".mov", ".mkv", ".ts"], "alpha": [".webm", ".mkv", ".mov", ".mp4", ""],
-                    "prores4444": [".mov", ".webm", ""]}
+                    "prores4444": [".mov", ".webm", ""], "webp": [".webp", ".gif", ".mkv", ".mp4", ""]}
         out = d / "out" / ("up" + rng.choice(suffixes.get(kind, [".mkv"])))
         (d / "out").mkdir()
         deint = ["--deinterlace", rng.choice(["auto", "double", "film", "off"])] if kind == "interlaced" else []
@@ -401,7 +405,7 @@ def _stop_faults(rc: int, err: str, outs: list[Path], engines: Path) -> list[str
 
 
 KINDS = ("mp4", "mkv", "webm", "y4m", "hdr", "joined", "captions", "interlaced", "hdr10+", "hdr10+av1", "360",
-         "alpha", "prores4444")
+         "alpha", "prores4444", "webp")
 
 
 def all_cases(n: int, seed: int, stops: int = 0, only: tuple[str, ...] | None = None) -> list[Case]:

@@ -79,7 +79,9 @@ class AnimatedWebpSource:
         try:
             self._image = Image.open(self.path)
             self._image.load()
-        except (OSError, UnidentifiedImageError, SyntaxError, ValueError) as e:
+        except Image.DecompressionBombError:  # (Pillow's own limit, 179 megapixels: x4, far beyond FFmpeg's frames)
+            raise InputError(f"cannot read {self.path}: its picture size is larger than vsr upscales") from None
+        except (OSError, UnidentifiedImageError, SyntaxError, ValueError, EOFError) as e:
             raise InputError(f"not a video file: {self.path} (an animated WebP libwebp cannot read: {e})") from None
         im = self._image
         count = getattr(im, "n_frames", 1)
