@@ -114,3 +114,28 @@ def test_how_often_it_plays_is_kept(tmp_path, loop, gif_repeats, plays):
     data = (tmp_path / "out.apng").read_bytes()
     at = data.index(b"acTL")
     assert struct.unpack(">I", data[at + 8:at + 12])[0] == plays
+
+
+def test_a_large_frames_palette_from_a_sample_of_its_pixels_maps_it_as_closely(monkeypatch):
+    """A 720p frame of a real clip: its palette counted from every second pixel of every second row
+    (:func:`vsr.video.palette.sample_step`) against one counted from all of them."""
+    from tests.data import VIDEOS, need
+    from vsr.video import palette
+
+    clip = VIDEOS / "h264yuv444_mp3_1280x720_20fps_14s_cockatoo.mp4"
+    need(clip)
+    assert (palette.sample_step(1280, 720), palette.sample_step(1920, 1080), palette.sample_step(3840, 2160),
+            palette.sample_step(128, 96)) == (2, 3, 7, 1)
+    with av.open(str(clip)) as c:
+        frame = next(c.decode(video=0)).reformat(format="rgb24")
+    want = frame.to_ndarray().astype(np.float64)
+
+    def psnr() -> float:
+        got = palette.Palettes()(frame).reformat(format="rgb24").to_ndarray().astype(np.float64)
+        return 10 * np.log10(255 ** 2 / np.mean((got - want) ** 2))
+
+    sampled = psnr()
+    monkeypatch.setattr(palette, "SAMPLE_PIXELS", 1 << 40)  # every pixel counted
+    assert palette.sample_step(1280, 720) == 1
+    full = psnr()
+    assert sampled > 30 and abs(sampled - full) < 0.2
