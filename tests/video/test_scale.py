@@ -83,7 +83,9 @@ def test_scale_values(text, value):
 
 
 @pytest.mark.parametrize("text, said", [("0.5", "needs no model"), ("4.01", "does not upscale further"),
-                                        ("two", "must be a number"), ("1/0", "must be a number"), ("", "number")])
+                                        ("two", "must be a number"), ("1/0", "must be a number"), ("", "number"),
+                                        ("nan", "number"), ("inf", "number"), ("1e400", "further"),
+                                        ("9" * 5000, r"not '9{21}\.\.\.'$")])
 def test_a_scale_out_of_range_is_one_line(text, said):
     with pytest.raises(InputError, match=said):
         parse_scale(text)

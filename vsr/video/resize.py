@@ -29,15 +29,16 @@ DOWNSCALE = Interpolation.LANCZOS | Interpolation.ACCURATE_RND
 
 def parse_scale(text: str | int | float) -> Fraction:
     """``--scale`` (``2``, ``1.5``, ``3/2``) -> a Fraction in [1, 4]; anything else is one InputError line."""
+    shown = str(text) if len(str(text)) <= 24 else f"{str(text)[:21]}..."
     try:
         value = Fraction(str(text).strip())
     except (ValueError, ZeroDivisionError):
         raise InputError(f"--scale must be a number from {MIN_SCALE} to {MODEL_SCALE} (e.g. 2 or 1.5), "
-                         f"not {text!r}") from None
+                         f"not {shown!r}") from None
     if not MIN_SCALE <= value <= MODEL_SCALE:
         why = ("EDVR upscales x4; vsr does not upscale further" if value > MODEL_SCALE else
                "a smaller picture than the source's needs no model")
-        raise InputError(f"--scale {text}: from {MIN_SCALE} to {MODEL_SCALE} ({why})")
+        raise InputError(f"--scale {shown}: from {MIN_SCALE} to {MODEL_SCALE} ({why})")
     return value
 
 
