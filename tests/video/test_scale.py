@@ -188,6 +188,7 @@ def test_a_scaled_video_keeps_everything_else(tmp_path):
         cc = c.streams.video[0].codec_context
         assert cc.sample_aspect_ratio in (None, Fraction(1))  # 416x312 is 4:3 exactly
     assert report.settings["size"] == "416x312" and report.settings["scale"] == "13/10"
+    assert report.encoder_line() == "encoder: ffv1, yuv420p, 416x312 (--scale 13/10)"
 
 
 def test_a_rounded_size_keeps_the_display_shape(tmp_path):
@@ -250,3 +251,19 @@ def test_the_command_line_and_a_job_file_take_it(tmp_path):
     rows = subprocess.run([sys.executable, "-m", "vsr", "jobs", "list", "--json", "--store", str(tmp_path / "s.db")],
                           cwd=REPO, capture_output=True, text=True, timeout=300)
     assert rows.returncode == 0 and len(json.loads(rows.stdout)) == 1
+
+
+@pytest.mark.parametrize("name, out", [("ffv1.mkv", "out.mkv"), ("qtrle.mov", "pngs")])
+def test_the_alpha_is_downscaled_with_the_picture(tmp_path, name, out):
+    """A source's alpha at --scale 2: the x4 bicubic alpha downscaled, within a few levels of its bicubic x2 (PNG frames:
+    that bicubic itself, upscaled from the source)."""
+    from tests.video.test_alpha import alphas, source
+
+    src = source(tmp_path, name)
+    run(src, tmp_path / out, RunnerSettings(scene_cuts="off"), scale=Fraction(2), codec="ffv1" if "." in out else None)
+    a, top = alphas(src)
+    b, b_top = alphas(tmp_path / out)
+    assert b.shape == (a.shape[0], 2 * a.shape[1], 2 * a.shape[2])
+    want = torch.nn.functional.interpolate(torch.from_numpy(a / top)[:, None], scale_factor=2, mode="bicubic",
+                                           align_corners=False)[:, 0].clamp(0, 1).numpy()
+    assert np.abs(b / b_top - want).mean() < 0.005 and np.abs(b / b_top - want).max() < 0.05  # (0.002, 0.016 measured)
