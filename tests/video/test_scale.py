@@ -27,7 +27,7 @@ from vsr.jobs.spec import JobSpec
 from vsr.pipeline import RunnerSettings, upscale
 from vsr.video import EncoderSettings
 from vsr.video.hdr10plus import scaled
-from vsr.video.resize import output_size, parse_scale, sample_aspect, scaled_size
+from vsr.video.resize import factor_of, output_size, parse_scale, sample_aspect, scaled_size
 
 REPO = Path(__file__).resolve().parents[2]
 CLIP = VIDEOS / "h264_aac_320x240_29.97fps_1.2s_realshort.mp4"
@@ -76,8 +76,9 @@ def antialiased(frames: np.ndarray, height: int, width: int) -> np.ndarray:
     return y.clamp(0, 255).round().permute(0, 2, 3, 1).numpy()
 
 
-@pytest.mark.parametrize("text, value", [("2", Fraction(2)), ("1.5", Fraction(3, 2)), ("3/2", Fraction(3, 2)),
-                                         (" 4 ", Fraction(4)), ("1", Fraction(1)), (2.5, Fraction(5, 2))])
+@pytest.mark.parametrize("text, value", [("2", "2"), ("1.5", "3/2"), ("3/2", "3/2"), (" 4 ", "4"), ("1", "1"),
+                                         (2.5, "5/2"), (1.1, "11/10"), ("2160p", "2160p"), ("0720P", "720p"),
+                                         (" 1080 p ", "1080p")])
 def test_scale_values(text, value):
     assert parse_scale(text) == value
 
@@ -152,8 +153,8 @@ def test_hdr10plus_windows_follow_a_fractional_scale():
 def test_a_scaled_output_is_the_x4_output_downscaled(tmp_path):
     need(REDS)
     run(REDS, tmp_path / "x4")
-    run(REDS, tmp_path / "x2", scale=Fraction(2))
-    run(REDS, tmp_path / "x13", scale=Fraction(13, 10))
+    run(REDS, tmp_path / "x2", scale="2")
+    run(REDS, tmp_path / "x13", scale="13/10")
     x4 = png_frames(tmp_path / "x4")
     lr = cv2.imread(str(sorted(REDS.glob("*.png"))[0]))
     h, w = lr.shape[:2]
@@ -175,7 +176,7 @@ def test_a_scaled_video_keeps_everything_else(tmp_path):
     need(CLIP)
     runner = RunnerSettings(scene_cuts="off", frames=(0, 6))
     run(CLIP, tmp_path / "x4.mkv", runner, codec="ffv1")
-    report = run(CLIP, tmp_path / "x13.mkv", runner, codec="ffv1", scale=Fraction(13, 10))
+    report = run(CLIP, tmp_path / "x13.mkv", runner, codec="ffv1", scale="13/10")
     a, b = decoded(tmp_path / "x4.mkv"), decoded(tmp_path / "x13.mkv")
     assert [s["type"] for s in a.values()] == [s["type"] for s in b.values()]
     for i, s in a.items():
@@ -193,7 +194,7 @@ def test_a_scaled_video_keeps_everything_else(tmp_path):
 
 def test_a_rounded_size_keeps_the_display_shape(tmp_path):
     need(REDS)
-    run(REDS, tmp_path / "out.mp4", scale=Fraction(5, 4), pix_fmt="yuv420p")  # 180x320 -> 226x400, 104x196 -> 130x246
+    run(REDS, tmp_path / "out.mp4", scale="5/4", pix_fmt="yuv420p")  # 180x320 -> 226x400, 104x196 -> 130x246
     lr = cv2.imread(str(sorted(REDS.glob("*.png"))[0]))
     h, w = lr.shape[:2]
     with av.open(str(tmp_path / "out.mp4")) as c:
@@ -205,16 +206,16 @@ def test_a_rounded_size_keeps_the_display_shape(tmp_path):
 
 def test_a_chunked_job_at_a_scale_equals_the_single_run(tmp_path):
     need(CLIP)
-    encoder = EncoderSettings(codec="ffv1", scale=Fraction(3, 2))
+    encoder = EncoderSettings(codec="ffv1", scale="3/2")
     runner = RunnerSettings(scene_cuts="off", frames=(0, 6))
     spec = JobSpec.from_settings(CLIP, tmp_path / "job.mkv", REQUEST, encoder, runner)
     again = JobSpec.from_json(spec.to_json())
-    assert again == spec and again.encoder.scale == Fraction(3, 2)
+    assert again == spec and again.encoder.scale == "3/2"
     assert spec.key != JobSpec.from_settings(CLIP, tmp_path / "job.mkv", REQUEST, EncoderSettings(codec="ffv1"),
                                              runner).key
     backend = BicubicBackend()
     assert len(run_job(spec, backend, chunk_frames=3)) == 2
-    run(CLIP, tmp_path / "single.mkv", runner, codec="ffv1", scale=Fraction(3, 2))
+    run(CLIP, tmp_path / "single.mkv", runner, codec="ffv1", scale="3/2")
     job, single = decoded(tmp_path / "job.mkv"), decoded(tmp_path / "single.mkv")
     assert [s["items"] for s in job.values()] == [s["items"] for s in single.values()]
     assert {f[3:5] for f in job[0]["items"]} == {(480, 360)}
@@ -260,10 +261,39 @@ def test_the_alpha_is_downscaled_with_the_picture(tmp_path, name, out):
     from tests.video.test_alpha import alphas, source
 
     src = source(tmp_path, name)
-    run(src, tmp_path / out, RunnerSettings(scene_cuts="off"), scale=Fraction(2), codec="ffv1" if "." in out else None)
+    run(src, tmp_path / out, RunnerSettings(scene_cuts="off"), scale="2", codec="ffv1" if "." in out else None)
     a, top = alphas(src)
     b, b_top = alphas(tmp_path / out)
     assert b.shape == (a.shape[0], 2 * a.shape[1], 2 * a.shape[2])
     want = torch.nn.functional.interpolate(torch.from_numpy(a / top)[:, None], scale_factor=2, mode="bicubic",
                                            align_corners=False)[:, 0].clamp(0, 1).numpy()
     assert np.abs(b / b_top - want).mean() < 0.005 and np.abs(b / b_top - want).max() < 0.05  # (0.002, 0.016 measured)
+
+
+@pytest.mark.parametrize("size, scale, factor, said", [
+    ((1920, 1080), "2160p", Fraction(2), None), ((1280, 720), "2160p", Fraction(3), None),
+    ((1280, 720), "1080p", Fraction(3, 2), None), ((1080, 1920), "2160p", Fraction(2), None),  # upright: its width
+    ((640, 360), "2160p", Fraction(4), "a 360p source becomes 1440p (EDVR upscales x4 at most)"),
+    ((3840, 2160), "1080p", Fraction(1), "the source is 2160p already; kept at its size"),
+    ((720, 480), "1080p", Fraction(9, 4), None), ((720, 480), "2", Fraction(2), None), ((720, 480), None, 4, None)])
+def test_a_height_makes_a_factor_of_each_source(size, scale, factor, said):
+    got, line = factor_of(scale, *size)
+    assert got == factor and (line is None if said is None else said in line)
+
+
+def test_a_batch_of_sizes_into_one_height(tmp_path):
+    """Two sources, 320x240 and 256x240, at --scale 480p: both 480 lines; a 1440p target beyond x4 said once."""
+    need(CLIP)
+    other = VIDEOS / "h264_256x240_35fps_1s_noaudio.mp4"
+    need(other)
+    run(CLIP, tmp_path / "a.mkv", codec="ffv1", scale="480p")
+    run(other, tmp_path / "b.mkv", codec="ffv1", scale="480p")
+    for name, size in (("a.mkv", (640, 480)), ("b.mkv", (512, 480))):
+        with av.open(str(tmp_path / name)) as c:
+            assert (c.streams.video[0].width, c.streams.video[0].height) == size
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        upscale(CLIP, tmp_path / "c.mkv", backend=BicubicBackend(), encoder=EncoderSettings(codec="ffv1", scale="1440p"),
+                runner=RUNNER)
+    lines = [str(w.message) for w in said if "--scale" in str(w.message)]
+    assert lines == ["--scale 1440p: a 240p source becomes 960p (EDVR upscales x4 at most)"]

@@ -50,7 +50,8 @@ def add_upscale_options(p, *, frames: bool = True) -> None:
     e = p.add_argument_group("encoder")
     e.add_argument("--scale", default=None, metavar="S",
                    help="output size: S times the source's each way, 1 to 4 (2: 1080p -> 2160p; 1.5: 720p -> "
-                        "1080p; default 4): EDVR upscales x4, then each frame is downscaled (Lanczos)")
+                        "1080p; default 4), or a height: 2160p = the shorter side 2160 whatever the source's "
+                        "(within x1..x4); EDVR upscales x4, then each frame is downscaled (Lanczos)")
     e.add_argument("-c", "--codec", default=None, help="video encoder: libx264 (default where the container holds "
                                                  "H.264; HDR: libx265; alpha: libvpx-vp9 in .webm/.mkv, prores_ks in "
                                                  ".mov), libx265, libsvtav1, ffv1, prores_ks, ...")
@@ -167,7 +168,7 @@ def upscale_settings(args):
 
 
 def parse_output_scale(value):
-    """``--scale`` -> a Fraction in [1, 4], or None (not given: the model's x4)."""
+    """``--scale`` -> its canonical text (``"2"``, ``"3/2"``, ``"2160p"``), or None (not given: the model's x4)."""
     from vsr.video.resize import parse_scale
 
     return None if value is None else parse_scale(value)

@@ -17,7 +17,6 @@ import stat
 import types
 import typing
 from dataclasses import dataclass, field
-from fractions import Fraction
 from pathlib import Path
 
 from vsr.backends import BackendRequest
@@ -50,8 +49,6 @@ def to_data(value):
         return {str(k): to_data(v) for k, v in value.items()}
     if isinstance(value, os.PathLike):
         return os.fspath(value)
-    if isinstance(value, Fraction):  # (--scale: "3/2")
-        return str(value)
     return value
 
 
@@ -77,11 +74,6 @@ def from_data(hint, data):
         return tuple(from_data(a, v) for a, v in zip(args, data)) if args else tuple(data)
     if hint is float and isinstance(data, int) and not isinstance(data, bool):
         return float(data)
-    if hint is Fraction:
-        try:
-            return Fraction(data)
-        except (TypeError, ValueError, ZeroDivisionError):
-            raise InputError(f"job file: {data!r} is not a number") from None
     return data
 
 

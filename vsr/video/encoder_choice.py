@@ -16,7 +16,6 @@ have) is :mod:`vsr.video.encoder_open`'s.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from fractions import Fraction
 
 import av
 
@@ -33,7 +32,7 @@ from vsr.video.formats import (alpha_formats, alpha_pix_fmt, alpha_warning, gray
                                rgb_output, without_alpha)
 from vsr.video.hdr import HDR_CODECS, hdr_params, hdr_warnings, is_hdr
 from vsr.video.nvenc import is_nvenc, nvenc_options, nvenc_problem
-from vsr.video.resize import scaled_size
+from vsr.video.resize import factor_of, scaled_size
 from vsr.video.source import VideoInfo
 
 
@@ -53,7 +52,7 @@ class EncoderSettings:
     quiet: bool = True
     container: str | None = None  # output "-" only: y4m, nut or matroska (a file's follows its suffix)
     hardware: bool = False
-    scale: Fraction | None = None  # --scale: the output S times the source's (1 to 4); None: the model's x4
+    scale: str | None = None  # --scale (vsr.video.resize.parse_scale: "2", "3/2", "2160p"); None: the model's x4
 
 
 
@@ -174,6 +173,7 @@ def choose_encoder(container: OutputContainer, settings: EncoderSettings, info: 
     said = [w for w in (alpha_warning(info, pix_fmt, shown, settings.pix_fmt),) if w is not None]
     check_playable(codec.name, container)
     width, height = scaled_size(info.width, info.height, settings.scale, scale, pix_fmt)
+    said += [w for w in (factor_of(settings.scale, info.width, info.height, scale)[1],) if w]
     check_size(codec.name, width, height)
     opts, low_memory = encoder_options(codec.name, settings, width, height)
     said += hdr_warnings(codec.name, pix_fmt, info.hdr, container.format if container.played else None,

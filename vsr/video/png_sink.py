@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +15,7 @@ from vsr.video.alpha import upscale_into
 from vsr.video.formats import has_alpha
 from vsr.video.output import commit_output, frames_partial, make_frames_folder, output_path, writes
 from vsr.video.planes import PlaneFormat
-from vsr.video.resize import MODEL_SCALE, resized_planes, scaled_size
+from vsr.video.resize import MODEL_SCALE, factor_of, resized_planes, scaled_size
 from vsr.video.source import VideoInfo
 
 PNG_PIX_FMTS = (None, "rgb24", "rgb48be", "rgb48le", "rgb48", "rgba", "rgba64be", "rgba64le", "rgba64")
@@ -43,6 +44,9 @@ class PngFolderSink:
         self.colour = info.colour.for_output(self.pix_fmt)
         self.planes = PlaneFormat.of("rgb48le" if deep else "rgb24", self.colour)  # what the post stage fills
         self.width, self.height = scaled_size(info.width, info.height, settings.scale, MODEL_SCALE, None)
+        said = factor_of(settings.scale, info.width, info.height)[1]
+        if said:
+            warnings.warn(said, stacklevel=2)
         self.tmp = frames_partial(self.dst)
         self._make_folder()
         self.count = 0

@@ -1,4 +1,5 @@
-"""Outputs between the source's size and the model's x4: ``--scale S`` (1 to 4; 2 makes a 1080p source 2160p).
+"""Outputs between the source's size and the model's x4: ``--scale S`` (1 to 4; 2 makes a 1080p source 2160p) or
+``--scale 2160p`` (the output's shorter side, whatever the source's: a batch of mixed sizes made one).
 
 The model still upscales x4; each finished output frame is then downscaled to S times the source (swscale's
 Lanczos, which widens its kernel with the ratio, so the downscale does not alias; in the output's own pixel format,
@@ -10,6 +11,7 @@ cubemap's padding) is scaled by the same factor (:func:`factor`).
 
 from __future__ import annotations
 
+import re
 from fractions import Fraction
 
 import av
@@ -27,19 +29,46 @@ MIN_SCALE = 1
 DOWNSCALE = Interpolation.LANCZOS | Interpolation.ACCURATE_RND
 
 
-def parse_scale(text: str | int | float) -> Fraction:
-    """``--scale`` (``2``, ``1.5``, ``3/2``) -> a Fraction in [1, 4]; anything else is one InputError line."""
+def parse_scale(text: str | int | float | Fraction) -> str:
+    """``--scale``: a factor from 1 to 4 (``2``, ``1.5``, ``3/2``) or a height (``2160p``: the output's shorter side,
+    as "1080p" names a video, upright or not) -> its canonical text (``"2"``, ``"3/2"``, ``"2160p"``), what a job
+    keeps; anything else is one InputError line."""
     shown = str(text) if len(str(text)) <= 24 else f"{str(text)[:21]}..."
+    lines = re.fullmatch(r"\s*([0-9]{1,6})\s*[pP]\s*", str(text))
+    if lines:
+        if int(lines[1]) < 1:
+            raise InputError(f"--scale {shown}: a height of at least 1 line")
+        return f"{int(lines[1])}p"
     try:
         value = Fraction(str(text).strip())
     except (ValueError, ZeroDivisionError):
-        raise InputError(f"--scale must be a number from {MIN_SCALE} to {MODEL_SCALE} (e.g. 2 or 1.5), "
-                         f"not {shown!r}") from None
+        raise InputError(f"--scale must be a number from {MIN_SCALE} to {MODEL_SCALE} (e.g. 2 or 1.5) or a height "
+                         f"(e.g. 2160p), not {shown!r}") from None
     if not MIN_SCALE <= value <= MODEL_SCALE:
         why = ("EDVR upscales x4; vsr does not upscale further" if value > MODEL_SCALE else
                "a smaller picture than the source's needs no model")
         raise InputError(f"--scale {shown}: from {MIN_SCALE} to {MODEL_SCALE} ({why})")
-    return value
+    return str(value)
+
+
+def factor_of(scale: str | Fraction | None, width: int, height: int,
+              model_scale: int = MODEL_SCALE) -> tuple[Fraction, str | None]:
+    """The factor ``--scale`` (:func:`parse_scale`'s text; None: not given) makes a ``width`` x ``height`` source,
+    and for a height it cannot reach within 1 to ``model_scale``, the line that says so (else None)."""
+    if scale is None:
+        return Fraction(model_scale), None
+    text = parse_scale(scale)
+    if not text.endswith("p"):
+        return Fraction(text), None
+    want, short = int(text[:-1]), min(width, height)
+    factor = Fraction(want, short)
+    if factor > model_scale:
+        return Fraction(model_scale), (f"--scale {text}: a {short}p source becomes {short * model_scale}p (EDVR "
+                                       f"upscales x{model_scale} at most)")
+    if factor < MIN_SCALE:
+        return Fraction(MIN_SCALE), (f"--scale {text}: the source is {short}p already; kept at its size (the "
+                                     "model's restoration alone)")
+    return factor, None
 
 
 def output_size(width: int, height: int, scale: Fraction | int, pix_fmt: str | None = None) -> tuple[int, int]:
@@ -58,21 +87,22 @@ def output_size(width: int, height: int, scale: Fraction | int, pix_fmt: str | N
     return side(width, sub_x), side(height, sub_y)
 
 
-def scaled_size(width: int, height: int, scale: Fraction | None, model_scale: int,
+def scaled_size(width: int, height: int, scale: str | Fraction | None, model_scale: int,
                 pix_fmt: str | None) -> tuple[int, int]:
     """The output frame of a ``width`` x ``height`` source made ``model_scale`` times larger by the model, then
-    ``scale`` times the source (None: not downscaled); an InputError where the model's frame, held before its
-    downscale, is larger than FFmpeg's frames can be."""
-    if scale is None or scale == model_scale:
+    downscaled as ``--scale`` says (:func:`factor_of`; None: not downscaled); an InputError where the model's frame,
+    held before its downscale, is larger than FFmpeg's frames can be."""
+    factor, _ = factor_of(scale, width, height, model_scale)
+    if factor == model_scale:
         return width * model_scale, height * model_scale
-    if scale > model_scale:
+    if factor > model_scale:
         raise InputError(f"--scale {scale}: the model upscales x{model_scale}; vsr does not upscale further")
     big_w, big_h = width * model_scale, height * model_scale
     if (8 * big_w + 1024) * (big_h + 128) >= FFMPEG_MAX_PLANE:
         raise InputError(f"the model's x{model_scale} frame, {big_w}x{big_h}, is larger than FFmpeg's frames can "
                          "be (about 268 megapixels), also where --scale makes the output smaller; use a smaller "
                          "source")
-    return output_size(width, height, scale, pix_fmt)
+    return output_size(width, height, factor, pix_fmt)
 
 
 def sample_aspect(sar: Fraction | None, width: int, height: int, out_width: int, out_height: int) -> Fraction | None:
