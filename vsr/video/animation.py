@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import struct
+from collections.abc import Iterator
 from pathlib import Path
 
 _NETSCAPE = re.compile(rb"\x21\xff\x0bNETSCAPE2\.0\x03\x01(..)", re.S)
@@ -49,4 +50,28 @@ def muxer_options(container: str, plays: int | None) -> dict[str, str]:
     return {}
 
 
-__all__ = ["muxer_options", "plays_of"]
+def webp_chunks(data: bytes, at: int = 12, end: int | None = None) -> Iterator[tuple[bytes, int, int]]:
+    """``(fourcc, where its payload starts, its size)`` of each RIFF chunk of a WebP file's ``data`` from ``at``
+    (12: after the file's header) to ``end``; a chunk cut short ends the walk."""
+    end = len(data) if end is None else min(end, len(data))
+    while at + 8 <= end:
+        size = struct.unpack("<I", data[at + 4:at + 8])[0]
+        yield data[at:at + 4], at + 8, size
+        at += 8 + size + (size & 1)
+
+
+def set_last_duration(path: Path, container: str, ms: int) -> None:
+    """The last frame of the animated WebP file at ``path`` (FFmpeg's format ``container``) held ``ms``
+    milliseconds: FFmpeg's ``libwebp_anim`` gives it the mean of the frames before (its frames' durations do not
+    reach it); its ANMF chunk's 24-bit duration rewritten in place.  Nothing for any other container."""
+    if container != "webp" or ms <= 0:
+        return
+    with open(path, "r+b") as f:
+        data = f.read()
+        frames = [start for fourcc, start, size in webp_chunks(data) if fourcc == b"ANMF" and size >= 16]
+        if frames:
+            f.seek(frames[-1] + 12)  # (x, y, width - 1, height - 1: 3 bytes each, then the duration)
+            f.write(min(ms, 0xFFFFFF).to_bytes(3, "little"))
+
+
+__all__ = ["muxer_options", "plays_of", "set_last_duration", "webp_chunks"]

@@ -22,7 +22,7 @@ import numpy as np
 from vsr import interrupt
 from vsr.errors import InputError, OutputError
 from vsr.video.alpha import output_planes, upscale_into
-from vsr.video.animation import muxer_options
+from vsr.video.animation import muxer_options, set_last_duration
 from vsr.video.captions import PictureMessages
 from vsr.video.chapters import as_written
 from vsr.video.codecs import BIG_OUTPUT_X264_PARAMS, NamedBuffer
@@ -79,6 +79,7 @@ class VideoSink:
         self._window_end = 0.0
         self._dts = DtsRepair()
         self._durations: dict[int, int] = {}  # each frame's duration by its output timestamp, until its packet
+        self._last_duration = 0  # the last frame's (an animated WebP's is written into the closed file)
         self._ended = False  # end(): the encoder flushed and the file closed
         self._chapters = ()
         # a 360 video's projection, written into the closed file (not a batch job's chunk: its join does)
@@ -245,6 +246,7 @@ class VideoSink:
         if duration:
             frame.duration = duration
             self._durations[frame.pts] = duration
+            self._last_duration = duration
         self._window_end = t + float((duration or 0) * self.info.time_base)
         for pkt in self._dts.repair(self.vs.encode(frame)):
             self._copy_until(float(pkt.dts * pkt.time_base) + float(self.pts_offset * self.info.time_base)
@@ -331,6 +333,7 @@ class VideoSink:
                     view_not_written(container, self._view, e) if view else None]
         if self.tmp is not None:
             said.append(write_container_keys(self.tmp, container, self.info.container_metadata))
+            set_last_duration(self.tmp, container, round(self._last_duration * self.info.time_base * 1000))
         return said
 
     @writes

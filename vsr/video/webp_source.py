@@ -9,7 +9,6 @@ A still WebP stays FFmpeg's (one frame).
 
 from __future__ import annotations
 
-import struct
 from fractions import Fraction
 from pathlib import Path
 from typing import Iterator
@@ -18,6 +17,7 @@ import numpy as np
 
 from vsr.errors import InputError
 from vsr.video.alpha import Alpha
+from vsr.video.animation import webp_chunks
 from vsr.video.captions import FrameStore
 from vsr.video.colour import ColourSpec
 from vsr.video.source import SourceFrame, VideoInfo
@@ -44,18 +44,12 @@ def anmf_frames(path: Path) -> list[tuple[int, bytes]]:
         data = Path(path).read_bytes()
     except OSError:
         return []
-    frames, at = [], 12
-    while at + 8 <= len(data):
-        fourcc, size = data[at:at + 4], struct.unpack("<I", data[at + 4:at + 8])[0]
-        if fourcc == b"ANMF" and at + 24 <= len(data):  # x, y, width, height (24 bits each), duration, flags
-            duration = int.from_bytes(data[at + 20:at + 23], "little")
-            kind, sub = b"", at + 24
-            while sub + 8 <= min(at + 8 + size, len(data)):  # then the frame's image chunks (ALPH, VP8/VP8L)
-                inner, n = data[sub:sub + 4], struct.unpack("<I", data[sub + 4:sub + 8])[0]
-                kind = inner if inner in (b"VP8 ", b"VP8L") else kind
-                sub += 8 + n + (n & 1)
-            frames.append((duration, kind))
-        at += 8 + size + (size & 1)
+    frames = []
+    for fourcc, start, size in webp_chunks(data):
+        if fourcc == b"ANMF" and size >= 16:  # x, y, width - 1, height - 1, duration (24 bits each), flags
+            duration = int.from_bytes(data[start + 12:start + 15], "little")
+            kinds = [inner for inner, _, _ in webp_chunks(data, start + 16, start + size) if inner in (b"VP8 ", b"VP8L")]
+            frames.append((duration, kinds[0] if kinds else b""))
     return frames
 
 
