@@ -297,3 +297,15 @@ def test_a_batch_of_sizes_into_one_height(tmp_path):
                 runner=RUNNER)
     lines = [str(w.message) for w in said if "--scale" in str(w.message)]
     assert lines == ["--scale 1440p: a 240p source becomes 960p (EDVR upscales x4 at most)"]
+
+
+def test_the_encoder_line_names_the_size_scale_set():
+    from vsr.video import open_source
+    from vsr.video.encoder_choice import OutputContainer, choose_encoder
+
+    need(CLIP)
+    source = open_source(CLIP)
+    source.close()
+    mp4 = OutputContainer.named("out.mp4")
+    assert choose_encoder(mp4, EncoderSettings(scale="720p"), source.info).describe().endswith("yuv420p, 960x720")
+    assert choose_encoder(mp4, EncoderSettings(), source.info).describe().endswith("preset medium, yuv420p")

@@ -136,10 +136,12 @@ class EncoderChoice:
         return option_name(key, value, self.settings)
 
     def describe(self) -> str:
-        """``libx264 crf 23 preset medium, yuv420p``: what a person is told the output is encoded with."""
+        """``libx264 crf 23 preset medium, yuv420p``: what a person is told the output is encoded with (and its
+        size, where ``--scale`` set it)."""
         said = [self.codec] + [f"{k} {v}" for k, v in (("crf", self.crf), ("q", self.quantiser),
                                                        ("preset", self.preset)) if v is not None]
-        return f"{' '.join(said)}, {self.pix_fmt}"
+        size = f", {self.width}x{self.height}" if self.settings.scale is not None else ""
+        return f"{' '.join(said)}, {self.pix_fmt}{size}"
 
 
 PASS_THROUGH = ("wrapped_avframe", "rawvideo")  # codecs that take no rate, preset or encoder options
