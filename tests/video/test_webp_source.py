@@ -160,3 +160,11 @@ def test_a_still_webp_stays_ffmpegs(tmp_path):
         assert not isinstance(source, AnimatedWebpSource) and source.info.kind == "video"
     finally:
         source.close()
+
+
+def test_its_variable_rate_into_a_fixed_rate_container_is_one_line(tmp_path):
+    src = animated(tmp_path, "-lossless")
+    with pytest.raises(InputError, match=r"has a variable frame rate \(a frame at 0\.250 s is off its 10 fps grid\), "
+                                         "which avi cannot keep"):
+        run(src, tmp_path / "out.avi")
+    assert not (tmp_path / "out.avi").exists()

@@ -215,8 +215,8 @@ class VideoSink:
         info = self.info
         if self.oc.format.flags & VARIABLE_FPS or not info.rate:
             return info.time_base
-        if info.kind == "video" and Path(info.path).is_file():
-            check_constant_rate(Path(info.path), info.rate, self.oc.format.name)
+        if info.kind in ("video", "webp") and Path(info.path).is_file():
+            check_constant_rate(Path(info.path), info.rate, self.oc.format.name, info.kind)
         return 1 / Fraction(info.rate)
 
     # ---- writing -------------------------------------------------------------------------------
@@ -361,24 +361,30 @@ class VideoSink:
                 pass
 
 
-def check_constant_rate(path: Path, rate: Fraction, container: str) -> None:
-    """InputError where the video of ``path`` is not on its ``rate``'s grid (a variable frame rate), which
-    ``container`` (one frame rate for the whole stream) cannot keep.  Reads the packets' timestamps only, once per
-    version of the file in a process (a batch job opens a sink per chunk)."""
+def check_constant_rate(path: Path, rate: Fraction, container: str, kind: str = "video") -> None:
+    """InputError where the video of ``path`` (an animated WebP's frames: ``kind`` "webp") is not on its
+    ``rate``'s grid (a variable frame rate), which ``container`` (one frame rate for the whole stream) cannot keep.
+    Reads the packets' timestamps only, once per version of the file in a process (a batch job opens a sink per
+    chunk)."""
     st = path.stat()
-    off = _off_grid(str(path), st.st_mtime_ns, st.st_size, rate)
+    off = _off_grid(str(path), st.st_mtime_ns, st.st_size, rate, kind)
     if off is not None:
         raise InputError(f"{path} has a variable frame rate (a frame at {off:.3f} s is off its {float(rate):.6g} fps "
                          f"grid), which {container} cannot keep: use a .mkv or .mp4 output")
 
 
 @functools.lru_cache(maxsize=8)
-def _off_grid(path: str, mtime_ns: int, size: int, rate: Fraction) -> float | None:
+def _off_grid(path: str, mtime_ns: int, size: int, rate: Fraction, kind: str = "video") -> float | None:
     """The time of the first frame of ``path`` off the grid of ``rate`` (or on a tick already taken), else None."""
-    with open_input(path) as c:
-        st = main_video(c)
-        stamps = sorted(p.pts for p in c.demux(st) if p.pts is not None and p.size)
-        tb = st.time_base
+    if kind == "webp":
+        from vsr.video.webp_source import WEBP_TIME_BASE, frame_starts
+
+        stamps, tb = frame_starts(Path(path)), WEBP_TIME_BASE
+    else:
+        with open_input(path) as c:
+            st = main_video(c)
+            stamps = sorted(p.pts for p in c.demux(st) if p.pts is not None and p.size)
+            tb = st.time_base
     slack = float(tb * rate) + 1e-6  # one tick of the source's time base, in frames
     last = None
     for pts in stamps:

@@ -53,6 +53,16 @@ def anmf_frames(path: Path) -> list[tuple[int, bytes]]:
     return frames
 
 
+def frame_starts(path: Path) -> list[int]:
+    """When each frame of the animated WebP at ``path`` starts, in ms: where the one before ends (libwebp's
+    timing of them)."""
+    starts, at = [], 0
+    for duration, _ in anmf_frames(path):
+        starts.append(at)
+        at += duration
+    return starts
+
+
 def lossless_frames(path: Path) -> bool | None:
     """Whether every frame of the animated WebP at ``path`` is lossless (VP8L), not VP8 (lossy); None where its
     chunks cannot be read."""
@@ -98,8 +108,7 @@ class AnimatedWebpSource:
         if len(durations) != count:
             raise InputError(f"not a video file: {self.path} (its {len(durations)} animation frames are not the "
                              f"{count} libwebp decodes)")
-        starts = np.concatenate([[0], np.cumsum(durations)[:-1]]).astype(int).tolist() if durations else []
-        return list(zip(starts, durations))
+        return list(zip(frame_starts(self.path), durations))
 
     @property
     def files(self) -> list[Path]:
