@@ -168,3 +168,20 @@ def test_its_variable_rate_into_a_fixed_rate_container_is_one_line(tmp_path):
                                          "which avi cannot keep"):
         run(src, tmp_path / "out.avi")
     assert not (tmp_path / "out.avi").exists()
+
+
+def test_a_frame_of_no_duration_is_shown_as_players_show_it(tmp_path):
+    """A frame that says 0 ms (ads make frames flash so; img2webp refuses to write one, so its ANMF duration is
+    zeroed here) is shown 100 ms, as browsers and FFmpeg's GIF demuxer show one: not two frames at one time."""
+    from vsr.video.animation import webp_chunks
+
+    src = animated(tmp_path, "-lossless")
+    data = bytearray(src.read_bytes())
+    second = [start for fourcc, start, _ in webp_chunks(bytes(data)) if fourcc == b"ANMF"][1]
+    data[second + 12:second + 15] = bytes(3)
+    src.write_bytes(bytes(data))
+    assert [d for d, _ in anmf_frames(src)] == [100, 0, 50, 50, 200]
+    run(src, tmp_path / "out.gif")
+    with av.open(str(tmp_path / "out.gif")) as c:
+        st = c.streams.video[0]
+        assert [p.duration * st.time_base * 1000 for p in c.demux(st) if p.size] == DURATIONS  # (100, 100, ...)

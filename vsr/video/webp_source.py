@@ -24,6 +24,7 @@ from vsr.video.source import SourceFrame, VideoInfo
 
 WEBP_TIME_BASE = Fraction(1, 1000)  # (libwebp's timestamps and durations are milliseconds)
 _ANIMATION = 0x02  # VP8X flags: the file holds an animation
+SHORTEST_MS, PLAYED_MS = 10, 100  # a frame said to last 10 ms or less is shown 100 (:func:`played`)
 
 
 def is_animated_webp(path: Path) -> bool:
@@ -53,14 +54,26 @@ def anmf_frames(path: Path) -> list[tuple[int, bytes]]:
     return frames
 
 
-def frame_starts(path: Path) -> list[int]:
-    """When each frame of the animated WebP at ``path`` starts, in ms: where the one before ends (libwebp's
-    timing of them)."""
-    starts, at = [], 0
+def played(duration: int) -> int:
+    """How long a frame of ``duration`` ms is shown: as browsers show it (Chromium and Firefox, for every animated
+    format) and FFmpeg's GIF demuxer times it, 100 ms where it says 10 or less (a 0 would put two frames at one
+    time)."""
+    return duration if duration > SHORTEST_MS else PLAYED_MS
+
+
+def frame_times(path: Path) -> list[tuple[int, int]]:
+    """``(start, duration)`` of each frame of the animated WebP at ``path`` as it is played (:func:`played`), in ms:
+    each starts where the one before ends."""
+    out, at = [], 0
     for duration, _ in anmf_frames(path):
-        starts.append(at)
-        at += duration
-    return starts
+        out.append((at, played(duration)))
+        at += played(duration)
+    return out
+
+
+def frame_starts(path: Path) -> list[int]:
+    """When each frame of the animated WebP at ``path`` starts, in ms (:func:`frame_times`)."""
+    return [start for start, _ in frame_times(path)]
 
 
 def lossless_frames(path: Path) -> bool | None:
@@ -103,12 +116,13 @@ class AnimatedWebpSource:
 
     def _times(self, count: int) -> list[tuple[int, int]]:
         """``(timestamp, duration)`` of every frame in milliseconds: each starts where the one before ends, as
-        libwebp's decoder times them (from the ANMF chunks: nothing decoded)."""
-        durations = [d for d, _ in anmf_frames(self.path)]
-        if len(durations) != count:
-            raise InputError(f"not a video file: {self.path} (its {len(durations)} animation frames are not the "
+        libwebp's decoder times them (from the ANMF chunks: nothing decoded), a 10 ms or shorter one shown for 100
+        as players show it (:func:`played`)."""
+        times = frame_times(self.path)
+        if len(times) != count:
+            raise InputError(f"not a video file: {self.path} (its {len(times)} animation frames are not the "
                              f"{count} libwebp decodes)")
-        return list(zip(frame_starts(self.path), durations))
+        return times
 
     @property
     def files(self) -> list[Path]:
