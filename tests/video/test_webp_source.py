@@ -94,7 +94,7 @@ def test_the_upscale_keeps_every_frames_time_and_alpha(tmp_path):
     assert np.abs(have - np.floor(reference(alpha) * 255 + 0.5)).max() <= 1  # (bicubic x4, rounding)
 
 
-def test_an_animated_webp_or_gif_output_plays_as_often(tmp_path):
+def test_an_animated_webp_gif_or_apng_output_plays_as_often_and_as_long(tmp_path):
     src = animated(tmp_path, "-lossy", "-q", "90")
     run(src, tmp_path / "out.webp")
     run(src, tmp_path / "out.gif")
@@ -110,6 +110,13 @@ def test_an_animated_webp_or_gif_output_plays_as_often(tmp_path):
         st = c.streams.video[0]
         # each frame's delay, the last one's too (FFmpeg's GIF muxer guessed it from the one before)
         assert [p.duration * st.time_base * 1000 for p in c.demux(st) if p.size] == DURATIONS
+    run(src, tmp_path / "out.apng")
+    with Image.open(tmp_path / "out.apng") as im:  # (Pillow's APNG reader checks each chunk's CRC)
+        got = []
+        for i in range(im.n_frames):
+            im.seek(i)
+            got.append(im.info["duration"])
+        assert got == DURATIONS and im.info["loop"] == 3
     data = (tmp_path / "out.gif").read_bytes()
     at = data.index(b"NETSCAPE2.0")
     assert data[at + 13:at + 15] == b"\x02\0"  # 3 plays: repeated twice

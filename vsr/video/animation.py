@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import re
 import struct
+import zlib
 from collections.abc import Iterator
+from fractions import Fraction
 from pathlib import Path
 
 _NETSCAPE = re.compile(rb"\x21\xff\x0bNETSCAPE2\.0\x03\x01(..)", re.S)
@@ -60,18 +62,37 @@ def webp_chunks(data: bytes, at: int = 12, end: int | None = None) -> Iterator[t
         at += 8 + size + (size & 1)
 
 
-def set_last_duration(path: Path, container: str, ms: int) -> None:
-    """The last frame of the animated WebP file at ``path`` (FFmpeg's format ``container``) held ``ms``
-    milliseconds: FFmpeg's ``libwebp_anim`` gives it the mean of the frames before (its frames' durations do not
-    reach it); its ANMF chunk's 24-bit duration rewritten in place.  Nothing for any other container."""
-    if container != "webp" or ms <= 0:
+def set_last_duration(path: Path, container: str, seconds: Fraction) -> None:
+    """The last frame of the animation file at ``path`` (FFmpeg's format ``container``) held ``seconds``: FFmpeg's
+    muxers take no duration for it (``libwebp_anim`` gives it the mean of the frames before, the APNG muxer the
+    delay of the one before); rewritten in place, an animated WebP's last ANMF duration (ms), an APNG's last
+    ``fcTL`` delay (and its CRC).  Nothing for any other container, or no duration."""
+    if seconds <= 0 or container not in ("webp", "apng"):
         return
     with open(path, "r+b") as f:
         data = f.read()
-        frames = [start for fourcc, start, size in webp_chunks(data) if fourcc == b"ANMF" and size >= 16]
-        if frames:
-            f.seek(frames[-1] + 12)  # (x, y, width - 1, height - 1: 3 bytes each, then the duration)
-            f.write(min(ms, 0xFFFFFF).to_bytes(3, "little"))
+        if container == "webp":
+            frames = [start for fourcc, start, size in webp_chunks(data) if fourcc == b"ANMF" and size >= 16]
+            if frames:
+                f.seek(frames[-1] + 12)  # (x, y, width - 1, height - 1: 3 bytes each, then the duration)
+                f.write(min(round(seconds * 1000), 0xFFFFFF).to_bytes(3, "little"))
+            return
+        controls = [start for fourcc, start, size in png_chunks(data) if fourcc == b"fcTL" and size == 26]
+        if controls:
+            delay = seconds.limit_denominator(0xFFFF) if seconds < 0xFFFF else Fraction(0xFFFF)
+            at = controls[-1]
+            body = data[at:at + 20] + struct.pack(">HH", delay.numerator, delay.denominator) + data[at + 24:at + 26]
+            f.seek(at)
+            f.write(body + struct.pack(">I", zlib.crc32(b"fcTL" + body)))
 
 
-__all__ = ["muxer_options", "plays_of", "set_last_duration", "webp_chunks"]
+def png_chunks(data: bytes) -> Iterator[tuple[bytes, int, int]]:
+    """``(type, where its data starts, its length)`` of each chunk of a PNG (APNG) file's ``data``."""
+    at = 8
+    while at + 12 <= len(data):
+        size = struct.unpack(">I", data[at:at + 4])[0]
+        yield data[at + 4:at + 8], at + 8, size
+        at += 12 + size
+
+
+__all__ = ["muxer_options", "plays_of", "png_chunks", "set_last_duration", "webp_chunks"]

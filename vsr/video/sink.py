@@ -333,7 +333,7 @@ class VideoSink:
                     view_not_written(container, self._view, e) if view else None]
         if self.tmp is not None:
             said.append(write_container_keys(self.tmp, container, self.info.container_metadata))
-            set_last_duration(self.tmp, container, round(self._last_duration * self.info.time_base * 1000))
+            set_last_duration(self.tmp, container, self._last_duration * Fraction(self.info.time_base))
         return said
 
     @writes
