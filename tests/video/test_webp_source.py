@@ -192,3 +192,22 @@ def test_a_frame_of_no_duration_is_shown_as_players_show_it(tmp_path):
     with av.open(str(tmp_path / "out.gif")) as c:
         st = c.streams.video[0]
         assert [p.duration * st.time_base * 1000 for p in c.demux(st) if p.size] == DURATIONS  # (100, 100, ...)
+
+
+@pytest.mark.parametrize("suffix", [".mp4", ".mkv", ".mov"])
+def test_a_variable_rate_output_with_b_frames_ends_where_its_last_frame_does(tmp_path, suffix):
+    """x264's B-frames reorder the packets: the last in decode order is not the last frame's, whose 200 ms the muxer
+    used to replace by the delta before (an MP4 of this source lasted 0.4 s, not 0.5)."""
+    src = animated(tmp_path, "-lossless")
+    out = tmp_path / f"out{suffix}"
+    run(src, out, codec="libx264")
+    with av.open(str(out)) as c:
+        st = c.streams.video[0]
+        packets = [p for p in c.demux(st) if p.size]
+        assert any(p.pts != p.dts for p in packets)  # (reordered)
+        assert c.duration == 500_000  # microseconds: where the last frame ends
+    if suffix == ".mkv":  # (Matroska: each frame's own duration, in any packet order)
+        with av.open(str(out)) as c:
+            st = c.streams.video[0]
+            got = sorted((f.pts, f.duration) for f in c.decode(st))
+            assert [round(float(d * st.time_base) * 1000) for _, d in got] == DURATIONS

@@ -28,6 +28,7 @@ from vsr.video.chapters import as_written
 from vsr.video.codecs import BIG_OUTPUT_X264_PARAMS, NamedBuffer
 from vsr.video.colour import SITING_NAMES, FramePlanes, bit_depth, planar444, planes_to_frame
 from vsr.video.dts import DtsRepair
+from vsr.video.durations import PacketDurations
 from vsr.video.encoder_choice import EncoderChoice, EncoderSettings, OutputContainer, choose_encoder
 from vsr.video.encoder_open import open_encoder
 from vsr.video.hdr import as_encoded, hdr_metadata, hdr_not_written
@@ -45,8 +46,6 @@ from vsr.video.track_metadata import add_track_metadata
 
 log = logging.getLogger(__name__)
 
-# frames whose packets the encoder still holds, at most (x264's lookahead and frame threads hold ~60)
-MAX_HELD_DURATIONS = 1024
 VARIABLE_FPS = 0x0400  # AVFMT_VARIABLE_FPS: the container keeps each frame's timestamp (not AVI)
 
 # video stream tags that describe the source's encoding, not the content (Matroska's VP8/VP9 alpha, as FFmpeg reads
@@ -78,8 +77,6 @@ class VideoSink:
         self._window_start: float | None = None
         self._window_end = 0.0
         self._dts = DtsRepair()
-        self._durations: dict[int, int] = {}  # each frame's duration by its output timestamp, until its packet
-        self._last_duration = 0  # the last frame's (an animated WebP's is written into the closed file)
         self._ended = False  # end(): the encoder flushed and the file closed
         self._chapters = ()
         # a 360 video's projection, written into the closed file (not a batch job's chunk: its join does)
@@ -108,6 +105,7 @@ class VideoSink:
             self._alpha = info.alpha
             self._alpha_top = (1 << bit_depth(self._frame_fmt)) - 1 if self._frame_fmt else 0
             self.vs = self._add_video(choice)
+            self._durations = PacketDurations(self.oc.format.name)
             # (what is in pixels beside the picture grows with it: x4, or --scale's)
             self.scale = factor(info.width, choice.width)
             self._captions = PictureMessages(info.captions, info.hdr10plus, av.Codec(choice.codec, "w").canonical_name,
@@ -245,8 +243,7 @@ class VideoSink:
         self._captions.frame(pts, frame.pts)
         if duration:
             frame.duration = duration
-            self._durations[frame.pts] = duration
-            self._last_duration = duration
+        self._durations.frame(frame.pts, duration)
         self._window_end = t + float((duration or 0) * self.info.time_base)
         for pkt in self._dts.repair(self.vs.encode(frame)):
             self._copy_until(float(pkt.dts * pkt.time_base) + float(self.pts_offset * self.info.time_base)
@@ -254,16 +251,7 @@ class VideoSink:
             self._mux_video(pkt)
 
     def _mux_video(self, pkt: av.Packet) -> None:
-        pkt = self._captions.packet(pkt)
-        # its frame's duration, where the packets come in the frames' order (FFmpeg's encoders leave it 0, and a
-        # muxer then guesses the last frame's: a GIF's last delay, an MP4's last sample; reordered packets, as
-        # B-frames come, are left to the muxer: an MP4 sample lasts until the next one's decode time, not its
-        # frame's time)
-        duration = self._durations.pop(pkt.pts, 0) if pkt.pts is not None else 0
-        if duration and not pkt.duration and pkt.pts == pkt.dts:
-            pkt.duration = duration
-        while len(self._durations) > MAX_HELD_DURATIONS:  # (an encoder that gave other timestamps)
-            self._durations.pop(next(iter(self._durations)))
+        pkt = self._durations.packet(self._captions.packet(pkt))
         if self.packet_times is not None:
             self.packet_times.append((pkt.pts, pkt.dts, pkt.duration))
         self.oc.mux(pkt)
@@ -299,7 +287,7 @@ class VideoSink:
         if self._ended:
             return
         self._ended = True
-        for pkt in self._dts.repair(self.vs.encode(None), last=True):
+        for pkt in self._durations.flushed(list(self._dts.repair(self.vs.encode(None), last=True))):
             self._mux_video(pkt)
         if self.passthrough is not None:
             self.passthrough.flush(float(self.pts_offset * self.info.time_base), self._window())
@@ -333,7 +321,7 @@ class VideoSink:
                     view_not_written(container, self._view, e) if view else None]
         if self.tmp is not None:
             said.append(write_container_keys(self.tmp, container, self.info.container_metadata))
-            set_last_duration(self.tmp, container, self._last_duration * Fraction(self.info.time_base))
+            set_last_duration(self.tmp, container, self._durations.last * Fraction(self.info.time_base))
         return said
 
     @writes
