@@ -12,6 +12,8 @@ the frames' order.
 
 from __future__ import annotations
 
+from collections import deque
+
 import av
 
 # containers whose packet duration is its own frame's, in any order; those whose samples last until the next one
@@ -19,6 +21,7 @@ PER_FRAME = ("matroska", "webm")
 DECODE_ORDER = ("mp4", "mov")
 # frames whose packets the encoder still holds, at most (x264's lookahead and frame threads hold ~60)
 MAX_HELD = 1024
+RECENT = 64  # packets looked back at for the frame shown last (B-frames reorder a few: x264 at most 16)
 
 
 class PacketDurations:
@@ -29,6 +32,7 @@ class PacketDurations:
     def __init__(self, container: str) -> None:
         self.container = container
         self._held: dict[int, int] = {}  # each frame's duration by its timestamp, until its packet
+        self._recent: deque[tuple[int | None, int | None]] = deque(maxlen=RECENT)  # (pts, dts) of the last packets
         self.end = 0  # where the frames given so far end
         self.last = 0  # the last frame's duration (an animation's is written into the closed file)
 
@@ -41,16 +45,27 @@ class PacketDurations:
 
     def packet(self, pkt: av.Packet) -> av.Packet:
         """``pkt`` with its frame's duration, where the container takes it (the module's docstring)."""
+        self._recent.append((pkt.pts, pkt.dts))
         duration = self._held.pop(pkt.pts, 0) if pkt.pts is not None else 0
         if duration and not pkt.duration and (pkt.pts == pkt.dts or self.container in PER_FRAME):
             pkt.duration = duration
         return pkt
 
     def flushed(self, packets: list[av.Packet]) -> list[av.Packet]:
-        """The encoder's last ``packets``: in MP4 and QuickTime, the last in decode order (a B-frame's, shown before
-        the last frame) reaching to where the last frame ends."""
-        if packets and self.container in DECODE_ORDER:
-            last = packets[-1]
-            if last.pts is not None and last.pts != last.dts and not last.duration and self.end > last.pts:
-                last.duration = self.end - last.pts
+        """The encoder's last ``packets``: in MP4 and QuickTime, where the frame shown last would end before its
+        time is over (its sample lasts until the next decode time, which the frames before it set: a last frame
+        longer than those), the last packet in decode order (a B-frame's, shown before it) reaching to where the
+        last frame ends.  (The samples then last longer than the frames shown, which the edit list cuts: left
+        alone where not needed, as a constant rate's last frame is not, whose average rate they would change.)"""
+        last = packets[-1] if packets else None
+        if last is None or self.container not in DECODE_ORDER or last.duration or last.pts is None:
+            return packets
+        order = list(self._recent) + [(p.pts, p.dts) for p in packets]  # (decode order)
+        if any(pts is None or dts is None for pts, dts in order) or len(order) < 2:
+            return packets
+        shown = max(range(len(order)), key=lambda i: order[i][0])  # the frame shown last
+        after = shown + 1 if shown + 1 < len(order) else shown  # (the last sample: the muxer repeats the one before)
+        ends = order[shown][0] + order[after][1] - order[after - 1][1]
+        if ends < self.end and last.pts != last.dts:
+            last.duration = self.end - last.pts
         return packets

@@ -9,6 +9,8 @@ A still WebP stays FFmpeg's (one frame).
 
 from __future__ import annotations
 
+import os
+import stat
 from fractions import Fraction
 from pathlib import Path
 from typing import Iterator
@@ -28,8 +30,11 @@ SHORTEST_MS, PLAYED_MS = 10, 100  # a frame said to last 10 ms or less is shown 
 
 
 def is_animated_webp(path: Path) -> bool:
-    """Whether the file at ``path`` is a WebP file whose VP8X header says it holds an animation."""
+    """Whether the file at ``path`` is a WebP file whose VP8X header says it holds an animation (a regular file:
+    opening a named pipe would wait for its writer; what the path is, the video source says)."""
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return False
         with open(path, "rb") as f:
             head = f.read(21)
     except OSError:
