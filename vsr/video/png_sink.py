@@ -7,6 +7,7 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+from av.video.reformatter import VideoReformatter
 
 from vsr.errors import InputError
 from vsr.video.captions import PictureMessages
@@ -44,6 +45,7 @@ class PngFolderSink:
         self.colour = info.colour.for_output(self.pix_fmt)
         self.planes = PlaneFormat.of("rgb48le" if deep else "rgb24", self.colour)  # what the post stage fills
         self.width, self.height = scaled_size(info.width, info.height, settings.scale, MODEL_SCALE, None)
+        self._reformatter = VideoReformatter()  # (--scale's downscale, set up once)
         said = factor_of(settings.scale, info.width, info.height)[1]
         if said:
             warnings.warn(said, stacklevel=2)
@@ -69,7 +71,7 @@ class PngFolderSink:
         """R, G, B planes -> those (at ``--scale``'s size) and, where the output has alpha, the source's frame at
         ``pts``'s upscaled."""
         alpha = self._alpha.take(pts) if self._alpha is not None and pts is not None else None
-        planes = resized_planes(planes, self.width, self.height)  # (--scale)
+        planes = resized_planes(planes, self.width, self.height, self._reformatter)  # (--scale)
         if not has_alpha(self.pix_fmt):
             return planes
         out = np.empty((4,) + planes.shape[1:], planes.dtype)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Callable
 
 import av
+from av.video.reformatter import VideoReformatter
 import numpy as np
 
 from vsr import interrupt
@@ -94,6 +95,7 @@ class VideoSink:
             # what the run's report names: the settings the encoder really runs with, its defaults included
             self.codec, self.pix_fmt, self.colour = choice.codec, choice.pix_fmt, choice.colour
             self.width, self.height = choice.width, choice.height  # (x4, or --scale's)
+            self._reformatter = VideoReformatter()  # (--scale's downscale, set up once)
             self.crf, self.preset, self.quantiser = choice.crf, choice.preset, choice.quantiser
             self.encoder_options, self.low_memory_x264 = choice.encoder_options, choice.low_memory_x264
             # (an output with alpha: the planes of a frame with an alpha plane, which finish() fills from the
@@ -176,7 +178,8 @@ class VideoSink:
         alpha = self._alpha.take(pts) if self._alpha is not None and pts is not None else None
         if getattr(planes, "alpha", None) is not None:
             upscale_into(alpha, planes.alpha, self._alpha_top)
-        frame = resized(planes_to_frame(planes, self._made, self.colour), self.width, self.height)  # (--scale)
+        frame = resized(planes_to_frame(planes, self._made, self.colour), self.width, self.height,  # (--scale)
+                        self._reformatter)
         return frame if self._palettes is None else self._palettes(frame)
 
     def _add_video(self, choice: EncoderChoice):
