@@ -8,12 +8,14 @@ repeats are ``N + 1`` plays, which is how FFmpeg's GIF muxer writes ``loop=N`` b
 
 from __future__ import annotations
 
+import os
 import re
 import struct
 import zlib
 from collections.abc import Iterator
 from fractions import Fraction
 from pathlib import Path
+from typing import BinaryIO
 
 _NETSCAPE = re.compile(rb"\x21\xff\x0bNETSCAPE2\.0\x03\x01(..)", re.S)
 _HEAD = 1 << 16  # (a GIF's extension comes before its first image, after at most 768 bytes of palette)
@@ -52,47 +54,57 @@ def muxer_options(container: str, plays: int | None) -> dict[str, str]:
     return {}
 
 
-def webp_chunks(data: bytes, at: int = 12, end: int | None = None) -> Iterator[tuple[bytes, int, int]]:
-    """``(fourcc, where its payload starts, its size)`` of each RIFF chunk of a WebP file's ``data`` from ``at``
-    (12: after the file's header) to ``end``; a chunk cut short ends the walk."""
-    end = len(data) if end is None else min(end, len(data))
+def webp_chunks(f: BinaryIO, at: int = 12, end: int | None = None) -> Iterator[tuple[bytes, int, int]]:
+    """``(fourcc, where its payload starts, its size)`` of each RIFF chunk of the WebP file open as ``f`` from
+    ``at`` (12: after the file's header) to ``end`` (the file's end): their headers read alone, each after a seek
+    of its own (walks of chunks inside a chunk may run within this one); a chunk cut short ends the walk."""
+    end = os.fstat(f.fileno()).st_size if end is None else end
     while at + 8 <= end:
-        size = struct.unpack("<I", data[at + 4:at + 8])[0]
-        yield data[at:at + 4], at + 8, size
+        f.seek(at)
+        head = f.read(8)
+        if len(head) < 8:
+            return
+        size = struct.unpack("<I", head[4:])[0]
+        yield head[:4], at + 8, size
         at += 8 + size + (size & 1)
+
+
+def png_chunks(f: BinaryIO) -> Iterator[tuple[bytes, int, int]]:
+    """``(type, where its data starts, its length)`` of each chunk of the PNG (APNG) file open as ``f``."""
+    at, end = 8, os.fstat(f.fileno()).st_size
+    while at + 12 <= end:
+        f.seek(at)
+        head = f.read(8)
+        if len(head) < 8:
+            return
+        size = struct.unpack(">I", head[:4])[0]
+        yield head[4:], at + 8, size
+        at += 12 + size
 
 
 def set_last_duration(path: Path, container: str, seconds: Fraction) -> None:
     """The last frame of the animation file at ``path`` (FFmpeg's format ``container``) held ``seconds``: FFmpeg's
     muxers take no duration for it (``libwebp_anim`` gives it the mean of the frames before, the APNG muxer the
     delay of the one before); rewritten in place, an animated WebP's last ANMF duration (ms), an APNG's last
-    ``fcTL`` delay (and its CRC).  Nothing for any other container, or no duration."""
+    ``fcTL`` delay (and its CRC).  Nothing for any other container, or no duration.  Only the chunks' headers are
+    read (an APNG at 4K is gigabytes)."""
     if seconds <= 0 or container not in ("webp", "apng"):
         return
     with open(path, "r+b") as f:
-        data = f.read()
         if container == "webp":
-            frames = [start for fourcc, start, size in webp_chunks(data) if fourcc == b"ANMF" and size >= 16]
+            frames = [start for fourcc, start, size in webp_chunks(f) if fourcc == b"ANMF" and size >= 16]
             if frames:
                 f.seek(frames[-1] + 12)  # (x, y, width - 1, height - 1: 3 bytes each, then the duration)
                 f.write(min(round(seconds * 1000), 0xFFFFFF).to_bytes(3, "little"))
             return
-        controls = [start for fourcc, start, size in png_chunks(data) if fourcc == b"fcTL" and size == 26]
+        controls = [start for fourcc, start, size in png_chunks(f) if fourcc == b"fcTL" and size == 26]
         if controls:
             delay = seconds.limit_denominator(0xFFFF) if seconds < 0xFFFF else Fraction(0xFFFF)
-            at = controls[-1]
-            body = data[at:at + 20] + struct.pack(">HH", delay.numerator, delay.denominator) + data[at + 24:at + 26]
-            f.seek(at)
+            f.seek(controls[-1])
+            old = f.read(26)
+            body = old[:20] + struct.pack(">HH", delay.numerator, delay.denominator) + old[24:]
+            f.seek(controls[-1])
             f.write(body + struct.pack(">I", zlib.crc32(b"fcTL" + body)))
-
-
-def png_chunks(data: bytes) -> Iterator[tuple[bytes, int, int]]:
-    """``(type, where its data starts, its length)`` of each chunk of a PNG (APNG) file's ``data``."""
-    at = 8
-    while at + 12 <= len(data):
-        size = struct.unpack(">I", data[at:at + 4])[0]
-        yield data[at + 4:at + 8], at + 8, size
-        at += 12 + size
 
 
 __all__ = ["muxer_options", "plays_of", "png_chunks", "set_last_duration", "webp_chunks"]

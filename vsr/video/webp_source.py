@@ -45,17 +45,20 @@ def is_animated_webp(path: Path) -> bool:
 def anmf_frames(path: Path) -> list[tuple[int, bytes]]:
     """Each frame of the animated WebP at ``path`` as its ANMF chunk says: ``(duration in ms, image chunk)``,
     the chunk ``b"VP8 "`` (lossy) or ``b"VP8L"`` (lossless); [] where the file cannot be read.  What libwebp's
-    demuxer reads of it, decoding nothing."""
+    demuxer reads of it: the chunks' headers, decoding nothing."""
+    frames = []
     try:
-        data = Path(path).read_bytes()
+        with open(path, "rb") as f:
+            for fourcc, start, size in webp_chunks(f):
+                if fourcc != b"ANMF" or size < 16:
+                    continue
+                f.seek(start + 12)  # (x, y, width - 1, height - 1, then the duration: 24 bits each; flags)
+                duration = int.from_bytes(f.read(3).ljust(3, b"\0"), "little")
+                inner = webp_chunks(f, start + 16, start + size)
+                kinds = [k for k, _, _ in inner if k in (b"VP8 ", b"VP8L")]
+                frames.append((duration, kinds[0] if kinds else b""))
     except OSError:
         return []
-    frames = []
-    for fourcc, start, size in webp_chunks(data):
-        if fourcc == b"ANMF" and size >= 16:  # x, y, width - 1, height - 1, duration (24 bits each), flags
-            duration = int.from_bytes(data[start + 12:start + 15], "little")
-            kinds = [inner for inner, _, _ in webp_chunks(data, start + 16, start + size) if inner in (b"VP8 ", b"VP8L")]
-            frames.append((duration, kinds[0] if kinds else b""))
     return frames
 
 
