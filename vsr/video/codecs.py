@@ -217,9 +217,14 @@ def quality_key(codec: str) -> str:
     return "cq" if is_nvenc(codec) else "crf"
 
 
+def ffmpeg_holds(width: int, height: int) -> bool:
+    """Whether FFmpeg makes frames of ``width`` x ``height`` (:data:`FFMPEG_MAX_PLANE`)."""
+    return (8 * width + 1024) * (height + 128) < FFMPEG_MAX_PLANE
+
+
 def check_size(codec: str, width: int, height: int) -> None:
     """An output frame larger than ``codec`` (or FFmpeg) can encode -> InputError saying so."""
-    if (8 * width + 1024) * (height + 128) >= FFMPEG_MAX_PLANE:
+    if not ffmpeg_holds(width, height):
         raise InputError(f"the output, {width}x{height}, is too large for {codec}: FFmpeg encodes frames of "
                          f"at most about 268 megapixels (e.g. 16000x16000); use a smaller source")
     mw, mh = MAX_SIZE.get(codec, (None, None))
