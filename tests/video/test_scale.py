@@ -256,8 +256,8 @@ def test_the_command_line_and_a_job_file_take_it(tmp_path):
 
 @pytest.mark.parametrize("name, out", [("ffv1.mkv", "out.mkv"), ("qtrle.mov", "pngs")])
 def test_the_alpha_is_downscaled_with_the_picture(tmp_path, name, out):
-    """A source's alpha at --scale 2: the x4 bicubic alpha downscaled, within a few levels of its bicubic x2 (PNG frames:
-    that bicubic itself, upscaled from the source)."""
+    """A source's alpha at --scale 2: the x4 bicubic alpha downscaled, within a few levels of its bicubic x2 (PNG
+    frames: that bicubic itself, upscaled from the source)."""
     from tests.video.test_alpha import alphas, source
 
     src = source(tmp_path, name)
@@ -293,8 +293,8 @@ def test_a_batch_of_sizes_into_one_height(tmp_path):
             assert (c.streams.video[0].width, c.streams.video[0].height) == size
     with warnings.catch_warnings(record=True) as said:
         warnings.simplefilter("always")
-        upscale(CLIP, tmp_path / "c.mkv", backend=BicubicBackend(), encoder=EncoderSettings(codec="ffv1", scale="1440p"),
-                runner=RUNNER)
+        upscale(CLIP, tmp_path / "c.mkv", backend=BicubicBackend(),
+                encoder=EncoderSettings(codec="ffv1", scale="1440p"), runner=RUNNER)
     lines = [str(w.message) for w in said if "--scale" in str(w.message)]
     assert lines == ["--scale 1440p: a 240p source becomes 960p (EDVR upscales x4 at most)"]
 

@@ -176,7 +176,8 @@ def write_container_view(path, container: str, view: View | None, scale: int | F
     return said
 
 
-def view_metadata(file: bool, container: str, view: View | None, scale: int | Fraction) -> tuple[TrackMetadata, str | None]:
+def view_metadata(file: bool, container: str, view: View | None,
+                  scale: int | Fraction) -> tuple[TrackMetadata, str | None]:
     """``view`` (its cubemap padding ``scale`` times) as a ``container`` file (``file``; else a stream, which
     holds none) holds it beside the video track, and the line that says what it cannot hold, or None."""
     if view is None:
