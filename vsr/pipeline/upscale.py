@@ -83,6 +83,7 @@ def upscale(src: str | Path, dst: str | Path, *, backend: Backend | BackendReque
                 "preset": getattr(sink, "preset", encoder.preset),
                 "pix_fmt": getattr(sink, "pix_fmt", None), "encoder_options": dict(encoder.options),
                 "size": f"{sink.width}x{sink.height}", "scale": str(encoder.scale or 4),
+                "dolby_vision": _dolby_vision(sink),
                 "frames": f"{start}:{'' if stop is None else stop}", "source": _source_settings(source.info)}
             if choice is not None:
                 settings["weights_choice"] = choice.to_dict()
@@ -98,6 +99,12 @@ def upscale(src: str | Path, dst: str | Path, *, backend: Backend | BackendReque
         return report
     finally:
         source.close()
+
+
+def _dolby_vision(sink) -> str | None:
+    """The Dolby Vision profile the output is ("8.1", "5": its source's RPUs followed), or None."""
+    out = getattr(getattr(sink, "choice", None), "dolby_vision", None)
+    return None if out is None else out.describe()
 
 
 def _plan_name(request: BackendRequest | None) -> str:

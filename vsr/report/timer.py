@@ -271,7 +271,8 @@ class RunReport:
         """``encoder: libx264, crf 23, preset medium, yuv420p``: what the output was written with, the encoder's
         own defaults included (settings ``codec``, ``crf``, ``q`` (a fixed quantiser), ``preset``, ``pix_fmt``);
         an NVENC encoder's ``crf`` named ``cq``, the option it ran with (``encoder: h264_nvenc, cq 23, preset p4``:
-        its scale is not x264's); the output's size where ``--scale`` set it; None without a codec."""
+        its scale is not x264's); the output's size where ``--scale`` set it, the Dolby Vision profile it carries;
+        None without a codec."""
         s = self.settings
         if not s.get("codec"):
             return None
@@ -279,6 +280,7 @@ class RunReport:
         parts = [str(s["codec"])] + [f"{label.get(k, k)} {s[k]:g}" if isinstance(s[k], float) else
                                      f"{label.get(k, k)} {s[k]}" for k in ("crf", "q", "preset") if s.get(k) is not None]
         scaled = [f"{s.get('size')} (--scale {s['scale']})"] if s.get("scale") not in (None, "4") else []
+        scaled += [f"Dolby Vision {s['dolby_vision']}"] if s.get("dolby_vision") else []
         return "encoder: " + ", ".join(parts + ([str(s["pix_fmt"])] if s.get("pix_fmt") else []) + scaled)
 
 

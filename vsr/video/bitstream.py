@@ -89,8 +89,13 @@ def inject(data: bytes, nal: bytes, codec: str, length_size: int | None = None) 
             break
     else:
         at = len(data)
-    framed = b"\x00\x00\x00\x01" + nal if length_size is None else len(nal).to_bytes(length_size, "big") + nal
-    return data[:at] + framed + data[at:]
+    return data[:at] + append(b"", nal, length_size) + data[at:]
+
+
+def append(data: bytes, nal: bytes, length_size: int | None = None) -> bytes:
+    """The access unit ``data`` with ``nal`` after its last NAL unit (where a Dolby Vision RPU goes): Annex B
+    (``length_size`` None) or after a big-endian length of ``length_size`` bytes."""
+    return data + (b"\x00\x00\x00\x01" + nal if length_size is None else len(nal).to_bytes(length_size, "big") + nal)
 
 
 def _ff_coded(value: int) -> bytes:

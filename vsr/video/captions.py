@@ -1,6 +1,6 @@
 """Closed captions carried in the video stream: ATSC A/53 Part 4 ``cc_data`` (CEA-608 and CEA-708), as broadcast
 H.264, HEVC and MPEG-2 streams hold them, one packet of caption bytes a frame; and the sink's side of all a
-frame carries in its bitstream (captions, HDR10+: :class:`PictureMessages`).
+frame carries in its bitstream (captions, HDR10+, Dolby Vision's RPUs: :class:`PictureMessages`).
 
 FFmpeg's decoders hand captions over as a frame's ``A53_CC`` side data; a frame vsr encodes is a new one, which
 PyAV cannot give side data to, so libx264's own ``a53cc`` never sees them.  Instead the caption bytes follow
@@ -18,8 +18,8 @@ import warnings
 
 import av
 
-from vsr.video import hdr10plus
-from vsr.video.bitstream import inject, inject_obus, metadata_obu, sei_nal
+from vsr.video import hdr10plus, rpu
+from vsr.video.bitstream import append, inject, inject_obus, metadata_obu, sei_nal
 
 # output codecs whose pictures carry A/53 captions (FFmpeg's codec names, any encoder): in an SEI message, or
 # in AV1 a metadata OBU (A/53's T.35 payload, as FFmpeg's AV1 decoders read it)
@@ -74,16 +74,20 @@ def ga94(cc: bytes) -> list[bytes]:
 
 class PictureMessages:
     """A sink's side of the source's :class:`FrameStore` s (``captions``; ``hdr10plus``, None where the source's
-    is not read): what each written frame carries, taken by its source timestamp and held by its output one until
-    the encoder hands over that frame's packet, which then gets it (:meth:`packet`) as the output ``codec``
-    (FFmpeg's name, e.g. "h264") holds it.  Captions that ``codec`` cannot carry are said once (HDR10+ is said by
-    the encoder's choice, :func:`vsr.video.hdr.hdr_warnings`); an HDR10+ window is scaled with the picture."""
+    is not read; ``dovi``, a Dolby Vision source's RPUs, which follow where ``rpus``): what each written frame
+    carries, taken by its source timestamp and held by its output one until the encoder hands over that frame's
+    packet, which then gets it (:meth:`packet`) as the output ``codec`` (FFmpeg's name, e.g. "h264") holds it.
+    Captions that ``codec`` cannot carry are said once (HDR10+ and Dolby Vision by the encoder's choice,
+    :func:`vsr.video.hdr.hdr_warnings`, :func:`vsr.video.dovi.carried`); an HDR10+ window and an RPU's active
+    area are scaled with the picture."""
 
     def __init__(self, captions: FrameStore | None, hdr10plus: FrameStore | None, codec: str, scale: int | Fraction = 1,
-                 length_size: int | None = None) -> None:
+                 length_size: int | None = None, dovi: FrameStore | None = None, rpus: bool = False) -> None:
         self.captions, self.hdr10plus, self.codec, self.scale = captions, hdr10plus, codec, scale
         self.length_size = length_size
+        self.dovi, self.rpus = dovi, rpus
         self._held: dict[int, list[bytes]] = {}
+        self._rpus: dict[int, bytes] = {}
         self.dropped = False
 
     def frame(self, pts_src: int, pts_out: int) -> None:
@@ -93,6 +97,9 @@ class PictureMessages:
             payloads.append(hdr10plus.scaled(dynamic, self.scale))
         if payloads:
             self._held[pts_out] = payloads
+        data = None if self.dovi is None else self.dovi.take(pts_src)
+        if data is not None and self.rpus:
+            self._rpus[pts_out] = rpu.rescaled(data, self.scale)
 
     def _captions(self, pts_src: int) -> list[bytes]:
         data = None if self.captions is None else self.captions.take(pts_src)
@@ -108,14 +115,18 @@ class PictureMessages:
         return []
 
     def packet(self, pkt):
-        """``pkt``, or a copy of it with its frame's messages before its picture."""
+        """``pkt``, or a copy of it with its frame's messages before its picture (its RPU after it)."""
         payloads = self._held.pop(pkt.pts, None) if self._held else None
-        if payloads is None:
+        unit = self._rpus.pop(pkt.pts, None) if self._rpus else None
+        if payloads is None and unit is None:
             return pkt
-        if self.codec == "av1":
-            data = inject_obus(bytes(pkt), b"".join(metadata_obu(p) for p in payloads))
-        else:
-            data = inject(bytes(pkt), sei_nal(payloads, self.codec), self.codec, self.length_size)
+        data = bytes(pkt)
+        if payloads is not None and self.codec == "av1":
+            data = inject_obus(data, b"".join(metadata_obu(p) for p in payloads))
+        elif payloads is not None:
+            data = inject(data, sei_nal(payloads, self.codec), self.codec, self.length_size)
+        if unit is not None:
+            data = append(data, rpu.nal(unit), self.length_size)
         out = av.Packet(data)
         out.pts, out.dts, out.duration, out.time_base = pkt.pts, pkt.dts, pkt.duration, pkt.time_base
         out.is_keyframe = pkt.is_keyframe

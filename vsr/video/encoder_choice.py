@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import av
 
 from vsr.errors import InputError
+from vsr.video import dovi
 from vsr.video.codecs import (ALPHA_CODECS, ALPHA_CODEC_SETTINGS, BIG_OUTPUT_PIXELS, BIG_OUTPUT_X264_PARAMS,
                               CODEC_TAGS, COMMON_CONTAINERS, CONTAINER_CODECS, CRF_RANGE, DEEP_ALPHA_CODECS,
                               DEFAULT_CODEC, DEFAULT_QUANTISER, FALLBACK_CODECS, FULL_RANGE_CODECS, IMAGE_CODECS,
@@ -53,8 +54,6 @@ class EncoderSettings:
     container: str | None = None  # output "-" only: y4m, nut or matroska (a file's follows its suffix)
     hardware: bool = False
     scale: str | None = None  # --scale (vsr.video.resize.parse_scale: "2", "3/2", "2160p"); None: the model's x4
-
-
 
 
 @dataclass(frozen=True)
@@ -95,7 +94,8 @@ class EncoderChoice:
     ``crf``, ``preset`` and fixed quantiser it really runs with (its own defaults included; None where it has no
     such setting), the ``colour`` of the pixels it is given and tags, the container's ``codec_tag`` (None:
     FFmpeg's), ``low_memory_x264`` (libx264 beyond 4K with vsr's bounded-memory parameters), the ``warnings``
-    to say about the output, and the ``settings`` it was chosen from (how the user named each option)."""
+    to say about the output, the ``settings`` it was chosen from (how the user named each option) and the
+    ``dolby_vision`` stream it is (a Dolby Vision source's RPUs follow: :mod:`vsr.video.dovi`; None: not)."""
 
     codec: str
     pix_fmt: str
@@ -110,6 +110,7 @@ class EncoderChoice:
     low_memory_x264: bool = False
     warnings: tuple[str, ...] = ()
     settings: EncoderSettings = field(default_factory=EncoderSettings)
+    dolby_vision: dovi.Output | None = None
 
     @property
     def encoder_options(self) -> dict[str, str]:
@@ -124,7 +125,7 @@ class EncoderChoice:
             tags.update(colorspace=SPC_RGB, color_range=RANGE_FULL)
         elif not is_gray_format(self.pix_fmt):
             tags.update(colorspace=spec.matrix, color_range=spec.range)
-        return tags
+        return dovi.tagged(self.dolby_vision, spec, tags)
 
     @property
     def memory_mb(self) -> float:
@@ -155,8 +156,8 @@ def choose_encoder(container: OutputContainer, settings: EncoderSettings, info: 
     if settings.codec is None and container.stream == "y4m":
         codec = video_codec(Y4M_CODEC)
     else:
-        codec = video_codec(settings.codec or default_codec(container, settings.hardware, info.hdr is not None,
-                                                            info.has_alpha))
+        codec = video_codec(settings.codec or default_codec(container, settings.hardware, info.hdr is not None or
+                                                            info.dolby_vision is not None, info.has_alpha))
     if settings.codec is None and info.has_alpha:
         check_alpha_default(codec.name, container, settings)
     if codec.name in PASS_THROUGH:  # Y4M and raw video carry the frames uncompressed: nothing to set
@@ -180,12 +181,13 @@ def choose_encoder(container: OutputContainer, settings: EncoderSettings, info: 
     opts, low_memory = encoder_options(codec.name, settings, width, height)
     said += hdr_warnings(codec.name, pix_fmt, info.hdr, container.format if container.played else None,
                          info.hdr10plus is not None)
+    dv, dv_said = dovi.carried_into(info, codec.name, pix_fmt, (width, height))
     opts = hdr_params(codec.name, pix_fmt, info.hdr, opts)
     check_values(codec.name, opts, settings)
     used = effective(codec.name, opts)  # what a run's report names: its defaults included
     return EncoderChoice(codec.name, pix_fmt, width, height, tuple(opts.items()), used["crf"], used["preset"],
                          used["q"], info.colour.for_output(pix_fmt), CODEC_TAGS.get((container.format, codec.name)),
-                         low_memory, tuple(said), settings)
+                         low_memory, tuple(said + [dv_said] * bool(dv_said)), settings, dv)
 
 
 def choose_pix_fmt(codec: av.Codec, info: VideoInfo, requested: str | None) -> str:
@@ -239,7 +241,6 @@ def colour_pix_fmt(codec: av.Codec, formats: list[str], info: VideoInfo) -> str:
     return formats[0]
 
 
-
 def y4m_pix_fmt(info: VideoInfo, requested: str | None) -> str:
     """The pixel format of a Y4M stream's raw frames (:data:`vsr.video.codecs.Y4M_PIX_FMTS`): ``requested``,
     else the source's, else 4:4:4 of its depth (RGB from PNG frames, and other layouts)."""
@@ -254,14 +255,13 @@ def y4m_pix_fmt(info: VideoInfo, requested: str | None) -> str:
 
 
 def default_codec(container: OutputContainer, hardware: bool = False, hdr: bool = False, alpha: bool = False) -> str:
-    """The container's own (:data:`CONTAINER_CODECS`), else for an ``hdr`` source (PQ, HLG) the first of
-    :data:`vsr.video.hdr.HDR_CODECS` it holds (10-bit HEVC, else AV1: what HDR players decode, and encoders that
+    """The container's own (:data:`CONTAINER_CODECS`), else for an ``hdr`` source (PQ, HLG, Dolby Vision) the first
+    of :data:`vsr.video.hdr.HDR_CODECS` it holds (10-bit HEVC, else AV1: what HDR players decode, and encoders that
     write the static metadata; no NVENC; but ProRes 4444 for one with ``alpha`` too in QuickTime, which keeps both),
     else for a source with ``alpha`` the container's codec that keeps it (:data:`ALPHA_CODECS`: VP9 in Matroska and
-    WebM, ProRes 4444 in QuickTime), else libx264 where the container
-    holds H.264 (mp4, mkv, mov;
-    ``hardware``: h264_nvenc there, where it opens here, :func:`vsr.video.nvenc.nvenc_problem`), else the first
-    of FALLBACK_CODECS it holds."""
+    WebM, ProRes 4444 in QuickTime), else libx264 where the container holds H.264 (mp4, mkv, mov; ``hardware``:
+    h264_nvenc there, where it opens here, :func:`vsr.video.nvenc.nvenc_problem`), else the first of
+    FALLBACK_CODECS it holds."""
     own = CONTAINER_CODECS.get(container.format)
     keeps_alpha = ALPHA_CODECS.get(container.format) if alpha and not own else None
     if keeps_alpha in av.codecs_available and (not hdr or keeps_alpha in DEEP_ALPHA_CODECS):

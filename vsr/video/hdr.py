@@ -12,9 +12,9 @@ ProRes, VP9) has; FFmpeg's muxers take it only from stream side data, which PyAV
 into the closed file itself (:func:`write_container_hdr`: :mod:`vsr.video.isobmff`, :mod:`vsr.video.matroska`).
 
 Dynamic metadata changes from scene to scene and no encoder here takes it from vsr's frames.  HDR10+ follows
-an HEVC or AV1 source into an HEVC or AV1 output all the same, as the message it came in (:mod:`vsr.video.hdr10plus`);
-the rest (Dolby Vision, HDR Vivid; HDR10+ elsewhere) is named in one warning, and the output keeps the static
-metadata.
+an HEVC or AV1 source into an HEVC or AV1 output all the same, as the message it came in (:mod:`vsr.video.hdr10plus`),
+and Dolby Vision's RPUs follow an HEVC source into an HEVC output (:mod:`vsr.video.dovi`); the rest (HDR Vivid;
+HDR10+ and Dolby Vision elsewhere) is named in one warning, and the output keeps the static metadata.
 """
 
 from __future__ import annotations
@@ -180,7 +180,8 @@ def hdr_warnings(codec: str, pix_fmt: str, hdr: HdrMetadata | None, container: s
         return []
     said = []
     follows = hdr10plus_read and hdr10plus.carried_by(av.Codec(codec, "w").canonical_name)
-    lost = [name for name in hdr.dynamic if not (follows and name == "HDR10+")]
+    # (Dolby Vision says its own: vsr.video.dovi.carried)
+    lost = [name for name in hdr.dynamic if not (follows and name == "HDR10+") and name != "Dolby Vision"]
     if lost:
         hint = " (an HEVC or AV1 output keeps HDR10+)" if hdr10plus_read and "HDR10+" in lost else ""
         said.append(f"the source's {' and '.join(lost)} dynamic metadata cannot follow: the output keeps its static "

@@ -161,10 +161,11 @@ def _write_moov(path: Path, top: list[Box], moov_box: Box, moov: bytearray, grow
     splice(path, edits)
 
 
-def add_entry_boxes(path: Path, extra: list[bytes]) -> bool:
-    """Put the boxes ``extra`` (:func:`mdcv`, :func:`clli`, ``st3d``, ``sv3d``) into the video sample entry of the
-    mp4/QuickTime file at ``path``, after its ``colr``; those it holds already are left as they are.  False where
-    there was nothing to add; :class:`NotWritable` for a layout this does not change."""
+def add_entry_boxes(path: Path, extra: list[bytes], rename: dict[bytes, bytes] | None = None) -> bool:
+    """Put the boxes ``extra`` (:func:`mdcv`, :func:`clli`, ``st3d``, ``sv3d``, ``dvvC``) into the video sample entry
+    of the mp4/QuickTime file at ``path``, after its ``colr``; those it holds already are left as they are.  The
+    entry's type becomes ``rename``'s for it, where that has one (``hvc1`` -> ``dvh1``).  False where nothing
+    changed; :class:`NotWritable` for a layout this does not change."""
     top, moov_box, moov = _read_moov(path)
     local = Box(b"moov", 0, moov_box.header, moov_box.size)
     found = _video_entry(moov, local)
@@ -174,8 +175,13 @@ def add_entry_boxes(path: Path, extra: list[bytes]) -> bool:
     children = boxes(moov, entry.body + VISUAL_ENTRY_FIELDS, entry.end)
     have = {b.type for b in children}
     new = b"".join(x for x in extra if x[4:8] not in have)
+    kind = (rename or {}).get(entry.type)
+    if kind is not None:
+        moov[entry.start + 4:entry.start + 8] = kind
     if not new:
-        return False
+        if kind is not None:
+            _write_moov(path, top, moov_box, moov, 0)
+        return kind is not None
     colr = next((b for b in children if b.type == b"colr"), None)
     at = colr.end if colr is not None else entry.end
     _grow(moov, chain, len(new))

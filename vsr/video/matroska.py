@@ -26,6 +26,8 @@ MAX_CLL, MAX_FALL, MASTERING = 0x55BC, 0x55BD, 0x55D0
 R_X, R_Y, G_X, G_Y, B_X, B_Y, WHITE_X, WHITE_Y, LUMINANCE_MAX, LUMINANCE_MIN = range(0x55D1, 0x55DB)
 CUES, CUE_POINT, CUE_TRACK_POSITIONS, CUE_CLUSTER_POSITION, CUE_CODEC_STATE = 0x1C53BB6B, 0xBB, 0xB7, 0xF1, 0xEA
 CRC32, VOID = 0xBF, 0xEC
+# a track's BlockAdditionMapping (Dolby Vision's configuration) and its children
+BLOCK_ADDITION_MAPPING, ADD_ID_NAME, ADD_ID_TYPE, ADD_ID_EXTRA = 0x41E4, 0x41A4, 0x41E7, 0x41ED
 VIDEO_TRACK = 1
 
 
@@ -148,23 +150,29 @@ def colour_metadata(primaries, white, luminance, light_level) -> bytes:
     return out
 
 
-def _with_video(data, track: Element, colour: bytes, video_extra: bytes) -> bytes | None:
+def _lacking(kids: list[Element], extra: bytes) -> bytes:
+    """The elements of ``extra`` of IDs none of ``kids`` has."""
+    have = {c.id for c in kids}
+    return b"".join(_raw(extra, e) for e in elements(extra, 0, len(extra)) if e.id not in have)
+
+
+def _with_video(data, track: Element, colour: bytes, video_extra: bytes, track_extra: bytes = b"") -> bytes | None:
     """The video ``track`` entry with ``colour`` in its ``Colour`` (a new one where it has none; nothing where its
-    Colour holds HDR metadata already) and those of the elements ``video_extra`` its ``Video`` lacks; None where
-    nothing changes."""
+    Colour holds HDR metadata already), those of the elements ``video_extra`` its ``Video`` lacks and those of
+    ``track_extra`` it lacks itself; None where nothing changes."""
     kids, crc = _children(data, track)
+    track_added = _lacking(kids, track_extra)
     video = next((k for k in kids if k.id == VIDEO), None)
     if video is None:
         raise NotWritable("the video track has no Video element")
     vkids, vcrc = _children(data, video)
-    have = {c.id for c in vkids}
-    added = b"".join(_raw(video_extra, e) for e in elements(video_extra, 0, len(video_extra)) if e.id not in have)
+    added = _lacking(vkids, video_extra)
     box = next((c for c in vkids if c.id == COLOUR), None)
     if box is not None and colour:
         ckids, ccrc = _children(data, box)
         if any(c.id in (MAX_CLL, MAX_FALL, MASTERING) for c in ckids):
             colour = b""
-    if not colour and not added:
+    if not colour and not added and not track_added:
         return None
     if box is None:
         vparts = [_raw(data, c) for c in vkids] + ([master(COLOUR, colour, False)] if colour else [])
@@ -173,7 +181,7 @@ def _with_video(data, track: Element, colour: bytes, video_extra: bytes) -> byte
         vparts = [_raw(data, c) if c is not box or body is None else master(COLOUR, body, ccrc, box.size_width)
                   for c in vkids]
     new_video = master(VIDEO, b"".join(vparts) + added, vcrc, video.size_width)
-    return master(TRACK_ENTRY, b"".join(new_video if k is video else _raw(data, k) for k in kids), crc,
+    return master(TRACK_ENTRY, b"".join(new_video if k is video else _raw(data, k) for k in kids) + track_added, crc,
                   track.size_width)
 
 
@@ -196,9 +204,10 @@ def _repositioned(data, e: Element, ids: tuple[int, ...], moved) -> bytes:
     return master(e.id, b"".join(parts), crc, e.size_width)
 
 
-def add_video_elements(path: Path, colour: bytes, video_extra: bytes) -> bool:
-    """Put ``colour`` (:func:`colour_metadata`) into the first video track's ``Colour``, and those elements of
-    ``video_extra`` (``StereoMode``, ``Projection``) its ``Video`` lacks, into the Matroska/WebM file at ``path``.
+def add_video_elements(path: Path, colour: bytes, video_extra: bytes, track_extra: bytes = b"") -> bool:
+    """Put ``colour`` (:func:`colour_metadata`) into the first video track's ``Colour``, those elements of
+    ``video_extra`` (``StereoMode``, ``Projection``) its ``Video`` lacks and those of ``track_extra``
+    (``BlockAdditionMapping``) the track entry lacks, into the Matroska/WebM file at ``path``.
     False where nothing was added; :class:`NotWritable` for a layout this does not change."""
     size = path.stat().st_size
     with open(path, "rb") as f:
@@ -236,7 +245,7 @@ def add_video_elements(path: Path, colour: bytes, video_extra: bytes) -> bool:
         c.id == TRACK_TYPE and _uint_value(data, c) == VIDEO_TRACK for c in _children(data, k)[0])), None)
     if video is None:
         raise NotWritable("no video track")
-    entry = _with_video(data, video, colour, video_extra)
+    entry = _with_video(data, video, colour, video_extra, track_extra)
     if entry is None:
         return False
     new = {tracks.start: master(TRACKS, b"".join(entry if k is video else _raw(data, k) for k in kids),

@@ -24,8 +24,8 @@ from vsr.video import alpha, hdr10plus
 from vsr.video.ends import CountedReader, EarlyEnd, stream_end
 from vsr.video.interlace import deinterlaced, with_deinterlace
 from vsr.video.output import STREAM, stream_closed
-from vsr.video.reading import ffmpeg_log, ffmpeg_reason, one_line, open_input
-from vsr.video.source import SourceFrame, VideoInfo, field_steps, size_error, timed_frames, video_info
+from vsr.video.reading import ffmpeg_log, ffmpeg_reason, one_line, open_input, size_error
+from vsr.video.source import SourceFrame, VideoInfo, field_steps, timed_frames, video_info
 from vsr.video.streams import main_video, uniform
 from vsr.video.telecine import inverse_telecined
 

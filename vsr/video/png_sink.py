@@ -11,6 +11,7 @@ from av.video.reformatter import VideoReformatter
 
 from vsr.errors import InputError
 from vsr.video.captions import PictureMessages
+from vsr.video.dovi import carried_into
 from vsr.video.encoder_choice import EncoderSettings
 from vsr.video.alpha import upscale_into
 from vsr.video.formats import has_alpha
@@ -46,13 +47,15 @@ class PngFolderSink:
         self.planes = PlaneFormat.of("rgb48le" if deep else "rgb24", self.colour)  # what the post stage fills
         self.width, self.height = scaled_size(info.width, info.height, settings.scale, MODEL_SCALE, None)
         self._reformatter = VideoReformatter()  # (--scale's downscale, set up once)
-        said = factor_of(settings.scale, info.width, info.height)[1]
-        if said:
-            warnings.warn(said, stacklevel=2)
+        said = (factor_of(settings.scale, info.width, info.height)[1],
+                carried_into(info, "png", self.pix_fmt, (self.width, self.height))[1])  # (Dolby Vision's RPUs)
+        for line in filter(None, said):
+            warnings.warn(line, stacklevel=2)
         self.tmp = frames_partial(self.dst)
         self._make_folder()
         self.count = 0
-        self._captions = PictureMessages(info.captions, info.hdr10plus, "png")  # (none follow into pictures: said once)
+        # (none follow into pictures: said once)
+        self._captions = PictureMessages(info.captions, info.hdr10plus, "png", dovi=info.dovi)
 
     @writes
     def _make_folder(self) -> None:

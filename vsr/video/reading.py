@@ -10,11 +10,14 @@ character (:func:`tag_text`): what those files' writers used.  And what FFmpeg s
 
 from __future__ import annotations
 
+import re
 from contextlib import contextmanager
 from typing import Iterator
 
 import av
 import av.logging
+
+from vsr.errors import InputError
 
 
 def open_input(file, **options):
@@ -65,3 +68,19 @@ def ffmpeg_log(lines: list[str]) -> Iterator[None]:
 def ffmpeg_reason(e: Exception, lines: list[str]) -> str:
     """The reason of ``e`` on one line, with the last line FFmpeg logged (:func:`ffmpeg_log`)."""
     return f"{one_line(e)}: {lines[-1][:120]}" if lines else one_line(e)
+
+
+def size_error(what: str, lines: list[str]) -> InputError | None:
+    """The error of a picture size FFmpeg refused to decode (its log ``lines``), or None."""
+    size = next((m for m in map(_INVALID_SIZE.search, lines) if m), None)
+    if size is None:
+        return None
+    # FFmpeg prints the sizes unsigned: a header's W-64 is 4294967232
+    width, height = (v - (1 << 32) if v >= 1 << 31 else v for v in (int(size[1]), int(size[2])))
+    if width > 0 and height > 0:
+        return InputError(f"cannot read {what}: its picture size {width}x{height} is larger than FFmpeg decodes "
+                          "(about 268 million pixels at most, e.g. 16000x16000)")
+    return InputError(f"cannot read {what}: its picture size {width}x{height} is invalid")
+
+
+_INVALID_SIZE = re.compile(r"Picture size (\d+)x(\d+) is invalid")

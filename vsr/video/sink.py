@@ -25,6 +25,7 @@ from vsr.errors import InputError, OutputError
 from vsr.video.alpha import output_planes, upscale_into
 from vsr.video.animation import muxer_options, set_last_duration
 from vsr.video.captions import PictureMessages
+from vsr.video.dovi import track_metadata
 from vsr.video.chapters import as_written
 from vsr.video.codecs import BIG_OUTPUT_X264_PARAMS, NamedBuffer
 from vsr.video.colour import SITING_NAMES, FramePlanes, bit_depth, planar444, planes_to_frame
@@ -111,7 +112,7 @@ class VideoSink:
             # (what is in pixels beside the picture grows with it: x4, or --scale's)
             self.scale = factor(info.width, choice.width)
             self._captions = PictureMessages(info.captions, info.hdr10plus, av.Codec(choice.codec, "w").canonical_name,
-                                             self.scale)
+                                             self.scale, dovi=info.dovi, rpus=choice.dolby_vision is not None)
             if info.kind == "video" and passthrough:
                 self.passthrough = Passthrough(info.path if info.side_packets is None else info.side_packets, self.oc)
             self.oc.metadata.update(info.container_metadata)
@@ -311,17 +312,21 @@ class VideoSink:
 
     def _write_container_metadata(self, container: str) -> list[str | None]:
         """Into the closed file (a stream is not rewritten), what no muxer writes from PyAV: the container's copy
-        of the source's HDR metadata and a 360 video's view, in one rewrite (:mod:`vsr.video.track_metadata`),
-        and a phone's place and time; what could not be written, said in a line each."""
+        of the source's HDR metadata, Dolby Vision's configuration and a 360 video's view, in one rewrite
+        (:mod:`vsr.video.track_metadata`), and a phone's place and time; what could not be written, said in a line
+        each."""
         hdr = as_encoded(self.codec, dict(self.encoder_options), self.info.hdr) if self.tmp is not None else None
         colour = hdr_metadata(container, hdr)
         view, lost = view_metadata(self.tmp is not None, container, self._view, self.scale)
+        dv = track_metadata(container, self.choice.dolby_vision if self.tmp is not None else None)
         try:
-            add_track_metadata(self.tmp, container, colour + view)
+            add_track_metadata(self.tmp, container, colour + view + dv)
             said = [lost]
         except NotWritable as e:
             said = [hdr_not_written(container, hdr, self.codec, e) if colour else None,
-                    view_not_written(container, self._view, e) if view else None]
+                    view_not_written(container, self._view, e) if view else None,
+                    f"Dolby Vision's configuration could not be written into the {container} file ({e})"
+                    if dv else None]
         if self.tmp is not None:
             said.append(write_container_keys(self.tmp, container, self.info.container_metadata))
             set_last_duration(self.tmp, container, self._durations.last * Fraction(self.info.time_base))

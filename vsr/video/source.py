@@ -19,7 +19,7 @@ import av
 import numpy as np
 
 from vsr.errors import InputError
-from vsr.video import alpha, hdr10plus
+from vsr.video import alpha, dovi, hdr10plus, rpu
 from vsr.video.animation import plays_of
 from vsr.video.captions import FrameStore, a53_of
 from vsr.video.chapters import Chapter, read_chapters
@@ -28,7 +28,7 @@ from vsr.video.ends import EarlyEnd, file_end, y4m_frames
 from vsr.video.formats import has_alpha
 from vsr.video.hdr import HdrMetadata, read_hdr
 from vsr.video.interlace import deinterlaced, field_order, with_deinterlace
-from vsr.video.reading import ffmpeg_log, ffmpeg_reason, one_line, open_input, tags
+from vsr.video.reading import ffmpeg_log, ffmpeg_reason, one_line, open_input, size_error, tags
 from vsr.video.seek import EntryPoint, enter, picture_digest
 from vsr.video.spherical import View, read_view
 from vsr.video.streams import frame_rate, main_video, uniform
@@ -90,6 +90,10 @@ class VideoInfo:
     # the HDR10+ payloads of the frames decoded (vsr.video.hdr10plus), taken by the sink; None: not a PQ source
     # of a codec that carries them
     hdr10plus: object = field(default=None, compare=False, repr=False)
+    # Dolby Vision: the profile its first RPU says (0: one vsr does not read; None: not Dolby Vision), and each
+    # decoded frame's RPU, taken by the sink (vsr.video.dovi)
+    dolby_vision: int | None = None
+    dovi: object = field(default=None, compare=False, repr=False)
     view: View | None = None  # a 360 video's projection, a stereoscopic one's layout (vsr.video.spherical)
     plays: int | None = None  # how many times an animation (GIF, APNG) plays, 0 for ever (vsr.video.animation)
     # each decoded frame's alpha plane (vsr.video.alpha), taken by the sink; None: a source without alpha
@@ -136,20 +140,6 @@ def special_kind(mode: int) -> str | None:
     return None
 
 
-def size_error(what: str, lines: list[str]) -> InputError | None:
-    """The error of a picture size FFmpeg refused to decode (its log ``lines``), or None."""
-    size = next((m for m in map(_INVALID_SIZE.search, lines) if m), None)
-    if size is None:
-        return None
-    # FFmpeg prints the sizes unsigned: a header's W-64 is 4294967232
-    width, height = (v - (1 << 32) if v >= 1 << 31 else v for v in (int(size[1]), int(size[2])))
-    if width > 0 and height > 0:
-        return InputError(f"cannot read {what}: its picture size {width}x{height} is larger than FFmpeg decodes "
-                          "(about 268 million pixels at most, e.g. 16000x16000)")
-    return InputError(f"cannot read {what}: its picture size {width}x{height} is invalid")
-
-
-_INVALID_SIZE = re.compile(r"Picture size (\d+)x(\d+) is invalid")
 # container formats that hold one still image (FFmpeg's image demuxers), not a video
 _STILL_FORMATS = re.compile(r"^(image2|image2pipe|\w+_pipe)$")
 
@@ -333,6 +323,7 @@ def video_info(path: Path, c, st, first: av.VideoFrame) -> VideoInfo:
     colour = ColourSpec.of(pix_fmt, first.width, first.height, int(first.colorspace), int(first.color_range),
                            int(first.color_primaries), int(first.color_trc))
     duration_s = float(st.duration * st.time_base) if st.duration else (c.duration / 1e6 if c.duration else None)
+    dolby_vision = dovi.profile_of(first)
     return VideoInfo(
         path=path, kind="video", width=first.width, height=first.height, pix_fmt=pix_fmt,
         bits=bit_depth(pix_fmt), colour=colour, time_base=st.time_base, rate=frame_rate(st, first),
@@ -343,7 +334,8 @@ def video_info(path: Path, c, st, first: av.VideoFrame) -> VideoInfo:
         header_frames=st.frames or None, hdr=read_hdr(first, colour), interlaced=field_order(st, first),
         chapters=read_chapters(c), captions=FrameStore(), view=read_view(first),
         alpha=FrameStore() if alpha.has_alpha_frame(first) else None, plays=plays_of(path, c.format.name),
-        hdr10plus=FrameStore() if hdr10plus.read_from(cc.codec.canonical_name, colour.transfer) else None)
+        hdr10plus=FrameStore() if hdr10plus.read_from(cc.codec.canonical_name, colour.transfer) else None,
+        dolby_vision=dolby_vision, dovi=None if dolby_vision is None else FrameStore())
 
 
 def field_steps(info: VideoInfo) -> tuple[bool, int]:
@@ -380,6 +372,8 @@ def timed_frames(decoded: Iterator[av.VideoFrame], index: int, start: int, info:
                     info.captions.put(index, int(pts), frame.opaque if info.film else a53_of(frame))
                 if info.hdr10plus is not None and not info.film and isinstance(frame.opaque, bytes):
                     info.hdr10plus.put(index, int(pts), frame.opaque)
+                if info.dovi is not None and not info.film:
+                    info.dovi.put(index, int(pts), rpu.buffer_of(frame))
                 if info.alpha is not None:
                     info.alpha.put(index, int(pts), alpha.alpha_of(frame))
                 yield SourceFrame(index, int(pts), dur, decode_rgb(frame, info.colour))

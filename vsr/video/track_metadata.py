@@ -1,8 +1,9 @@
 """Metadata of the video track written into a closed output file, all of it in one rewrite: what FFmpeg's muxers
 write only from a stream's side data, which PyAV cannot set (the HDR static metadata, :mod:`vsr.video.hdr`; a
-360 video's view, :mod:`vsr.video.spherical`).  In mp4/mov: boxes of the video sample entry (the ``moov`` is
-rewritten, nothing else moves: :mod:`vsr.video.isobmff`); in Matroska/WebM: children of the track's ``Colour``
-and ``Video`` (the clusters after ``Tracks`` move up once: :mod:`vsr.video.matroska`).
+360 video's view, :mod:`vsr.video.spherical`; Dolby Vision's configuration, :mod:`vsr.video.dovi`).  In mp4/mov:
+boxes of the video sample entry, whose type may change too (the ``moov`` is rewritten, nothing else moves:
+:mod:`vsr.video.isobmff`); in Matroska/WebM: children of the track's ``Colour``, ``Video`` and the track entry
+itself (the clusters after ``Tracks`` move up once: :mod:`vsr.video.matroska`).
 """
 
 from __future__ import annotations
@@ -17,18 +18,23 @@ CONTAINERS = ("mp4", "mov", "matroska", "webm")
 
 @dataclass(frozen=True)
 class TrackMetadata:
-    """What to add to a video track: sample entry ``boxes`` (mp4, mov), or Matroska ``colour`` (children of
-    ``Colour``) and ``video`` (children of ``Video``: ``StereoMode``, ``Projection``)."""
+    """What to add to a video track: sample entry ``boxes`` (mp4, mov) and the entry's new type by its old one
+    (``rename``: ``((b"hvc1", b"dvh1"), ...)``), or Matroska ``colour`` (children of ``Colour``), ``video``
+    (children of ``Video``: ``StereoMode``, ``Projection``) and ``track`` (of the track entry:
+    ``BlockAdditionMapping``)."""
 
     boxes: list[bytes] = field(default_factory=list)
     colour: bytes = b""
     video: bytes = b""
+    track: bytes = b""
+    rename: tuple[tuple[bytes, bytes], ...] = ()
 
     def __bool__(self) -> bool:
-        return bool(self.boxes or self.colour or self.video)
+        return bool(self.boxes or self.colour or self.video or self.track or self.rename)
 
     def __add__(self, other: "TrackMetadata") -> "TrackMetadata":
-        return TrackMetadata(self.boxes + other.boxes, self.colour + other.colour, self.video + other.video)
+        return TrackMetadata(self.boxes + other.boxes, self.colour + other.colour, self.video + other.video,
+                             self.track + other.track, self.rename + other.rename)
 
 
 def add_track_metadata(path: Path, container: str, meta: TrackMetadata) -> None:
@@ -37,10 +43,10 @@ def add_track_metadata(path: Path, container: str, meta: TrackMetadata) -> None:
     if not meta:
         return
     if container in ("mp4", "mov"):
-        if meta.boxes:
-            isobmff.add_entry_boxes(path, meta.boxes)
-    elif meta.colour or meta.video:
-        matroska.add_video_elements(path, meta.colour, meta.video)
+        if meta.boxes or meta.rename:
+            isobmff.add_entry_boxes(path, meta.boxes, dict(meta.rename))
+    elif meta.colour or meta.video or meta.track:
+        matroska.add_video_elements(path, meta.colour, meta.video, meta.track)
 
 
 __all__ = ["CONTAINERS", "TrackMetadata", "add_track_metadata"]
