@@ -278,6 +278,7 @@ def test_hlg_is_profile_8_4_and_a_half_size_halves_the_area(tmp_path):
     assert configuration(tmp_path / "out.mkv").endswith("compatibility id: 4")
     assert metadata(tmp_path / "out.mkv") == scaled_l5(metadata(src), 2)
     report = upscale(src, tmp_path / "r.mp4", backend=WindowBackend(), encoder=EncoderSettings(preset="ultrafast"))
+    assert report.settings["source"]["dolby_vision"] == 8
     assert report.settings["dolby_vision"] == "8.4" and report.encoder_line().endswith(", Dolby Vision 8.4")
 
 

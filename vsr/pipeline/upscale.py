@@ -133,5 +133,5 @@ def _source_settings(info) -> dict:
     return {"width": info.width, "height": info.height, "pix_fmt": info.pix_fmt, "time_base": str(info.time_base),
             "colour": info.colour.describe(), "rotation": info.rotation, "interlaced": info.interlaced,
             "deinterlaced": info.deinterlaced, "field_rate": info.field_rate, "film": info.film,
-            "hdr": info.hdr.describe() if info.hdr is not None else None,
+            "hdr": info.hdr.describe() if info.hdr is not None else None, "dolby_vision": info.dolby_vision,
             "view": info.view.describe() if info.view is not None else None}
