@@ -75,6 +75,10 @@ def _clip(d: Path, kind: str) -> Path:
         if kind == "hdr10+av1":
             return with_hdr10plus(d / "in.mkv", codec="libsvtav1", frames=3, extra=("-svtav1-params", "preset=12"))
         return with_hdr10plus(d / "in.ts", frames=3)
+    if kind.startswith("dovi"):  # HEVC in mp4 with a Dolby Vision RPU in every frame: profile 8.1, or 5
+        from tests.video.test_dovi import IPT, PQ, with_dovi
+        five = kind == "dovi5"
+        return with_dovi(d / "in.mp4", profile=5 if five else 8, frames=3, tags=IPT if five else PQ)
     if kind == "360":  # H.264 in Matroska, equirectangular and top-bottom stereo (by mkvmerge)
         from tests.video.test_spherical import EQUIRECT_TB, mkvmerge
         return mkvmerge(d / "in.mkv", *EQUIRECT_TB, frames=3)
@@ -158,7 +162,8 @@ def mutation_case(kind: str, seed: int) -> Case:
         suffixes = {"hdr": [".mkv", ".mp4", ".mov", ".webm"], "captions": [".mp4", ".mkv", ".ts", ".webm"],
                     "interlaced": [".mp4", ".mkv"], "hdr10+": [".mp4", ".mkv", ".webm"], "hdr10+av1": [".mp4", ".mkv"],
                     "360": [".mp4", ".mov", ".mkv", ".ts"], "alpha": [".webm", ".mkv", ".mov", ".mp4", ""],
-                    "prores4444": [".mov", ".webm", ""], "webp": [".webp", ".gif", ".mkv", ".mp4", ""]}
+                    "prores4444": [".mov", ".webm", ""], "webp": [".webp", ".gif", ".mkv", ".mp4", ""],
+                    "dovi": [".mp4", ".mkv", ".mov", ".ts", ""], "dovi5": [".mp4", ".mkv", ".webm"]}
         out = d / "out" / ("up" + rng.choice(suffixes.get(kind, [".mkv"])))
         (d / "out").mkdir()
         deint = ["--deinterlace", rng.choice(["auto", "double", "film", "off"])] if kind == "interlaced" else []
@@ -406,7 +411,7 @@ def _stop_faults(rc: int, err: str, outs: list[Path], engines: Path) -> list[str
 
 
 KINDS = ("mp4", "mkv", "webm", "y4m", "hdr", "joined", "captions", "interlaced", "hdr10+", "hdr10+av1", "360",
-         "alpha", "prores4444", "webp")
+         "alpha", "prores4444", "webp", "dovi", "dovi5")
 
 
 def all_cases(n: int, seed: int, stops: int = 0, only: tuple[str, ...] | None = None) -> list[Case]:

@@ -1,6 +1,6 @@
 """Closed captions carried in the video stream: ATSC A/53 Part 4 ``cc_data`` (CEA-608 and CEA-708), as broadcast
 H.264, HEVC and MPEG-2 streams hold them, one packet of caption bytes a frame; and the sink's side of all a
-frame carries in its bitstream (captions, HDR10+, Dolby Vision's RPUs: :class:`PictureMessages`).
+frame carries in its bitstream (captions, HDR10+, HDR Vivid, Dolby Vision's RPUs: :class:`PictureMessages`).
 
 FFmpeg's decoders hand captions over as a frame's ``A53_CC`` side data; a frame vsr encodes is a new one, which
 PyAV cannot give side data to, so libx264's own ``a53cc`` never sees them.  Instead the caption bytes follow
@@ -93,8 +93,8 @@ class PictureMessages:
     def frame(self, pts_src: int, pts_out: int) -> None:
         payloads = self._captions(pts_src)
         dynamic = None if self.hdr10plus is None else self.hdr10plus.take(pts_src)
-        if dynamic is not None and hdr10plus.carried_by(self.codec):
-            payloads.append(hdr10plus.scaled(dynamic, self.scale))
+        if dynamic is not None:
+            payloads += hdr10plus.carried(dynamic, self.codec, self.scale)
         if payloads:
             self._held[pts_out] = payloads
         data = None if self.dovi is None else self.dovi.take(pts_src)

@@ -13,8 +13,8 @@ into the closed file itself (:func:`write_container_hdr`: :mod:`vsr.video.isobmf
 
 Dynamic metadata changes from scene to scene and no encoder here takes it from vsr's frames.  HDR10+ follows
 an HEVC or AV1 source into an HEVC or AV1 output all the same, as the message it came in (:mod:`vsr.video.hdr10plus`),
-and Dolby Vision's RPUs follow an HEVC source into an HEVC output (:mod:`vsr.video.dovi`); the rest (HDR Vivid;
-HDR10+ and Dolby Vision elsewhere) is named in one warning, and the output keeps the static metadata.
+HDR Vivid an HEVC source into an HEVC output, and Dolby Vision's RPUs too (:mod:`vsr.video.dovi`); elsewhere each
+is named in one warning, and the output keeps the static metadata.
 """
 
 from __future__ import annotations
@@ -170,23 +170,28 @@ def hdr_options(codec: str, pix_fmt: str, hdr: HdrMetadata | None, opts: dict[st
     return hdr_params(codec, pix_fmt, hdr, opts)
 
 
+# the dynamic metadata vsr reads from a source's packets (vsr.video.hdr10plus), and the outputs that keep each
+_READ = {"HDR10+": "HEVC or AV1", "HDR Vivid": "HEVC"}
+
+
 def hdr_warnings(codec: str, pix_fmt: str, hdr: HdrMetadata | None, container: str | None = None,
                  hdr10plus_read: bool = False) -> list[str]:
     """What of an HDR source does not follow into ``codec`` in ``pix_fmt`` in a file of FFmpeg's format
-    ``container`` (None: a stream, which is not rewritten), one line each: dynamic metadata (HDR10+ follows where
-    the source's is read, ``hdr10plus_read``, and ``codec`` carries it), fewer than 10 bits, static metadata that
-    neither ``codec`` nor the container can hold (none for an SDR source, ``hdr`` None)."""
+    ``container`` (None: a stream, which is not rewritten), one line each: dynamic metadata (HDR10+ and HDR Vivid
+    follow where the source's are read, ``hdr10plus_read``, and ``codec`` carries them), fewer than 10 bits,
+    static metadata that neither ``codec`` nor the container can hold (none for an SDR source, ``hdr`` None)."""
     if hdr is None:
         return []
     said = []
-    follows = hdr10plus_read and hdr10plus.carried_by(av.Codec(codec, "w").canonical_name)
+    kept = [n for n in hdr.dynamic if n in _READ and hdr10plus_read
+            and hdr10plus.carried_by(av.Codec(codec, "w").canonical_name, n)]
     # (Dolby Vision says its own: vsr.video.dovi.carried)
-    lost = [name for name in hdr.dynamic if not (follows and name == "HDR10+") and name != "Dolby Vision"]
+    lost = [name for name in hdr.dynamic if name not in kept and name != "Dolby Vision"]
     if lost:
-        hint = " (an HEVC or AV1 output keeps HDR10+)" if hdr10plus_read and "HDR10+" in lost else ""
+        hint = "".join(f" (an {_READ[n]} output keeps {n})" for n in lost if n in _READ and hdr10plus_read)
         said.append(f"the source's {' and '.join(lost)} dynamic metadata cannot follow: the output keeps its static "
                     f"{hdr.transfer} metadata (colour tags, mastering display, light level)"
-                    f"{' and HDR10+' if follows and 'HDR10+' in hdr.dynamic else ''} only{hint}")
+                    f"{''.join(' and ' + n for n in kept)} only{hint}")
     if bit_depth(pix_fmt) < 10:
         said.append(f"{codec} writes this {hdr.transfer} source in {pix_fmt}: 8 bits band its gradients "
                     f"(libx265, the default, writes 10)")

@@ -1,12 +1,13 @@
 """HDR10+ (SMPTE ST 2094-40 dynamic metadata, as CTA-861 registers it in ITU-T T.35): a PQ picture's tone-mapping
-hints for its scene, carried with each frame of an HEVC or AV1 stream.
+hints for its scene, carried with each frame of an HEVC or AV1 stream; and HDR Vivid (CUVA 005, China's, in
+T.35 too): a PQ or HLG picture's, in HEVC.
 
-FFmpeg's decoders parse it into frame side data that no encoder takes back from PyAV's frames, so vsr takes the
-message's bytes from the source's packets instead (:func:`decoded`: each decoded frame's ``opaque`` is its
-packet's payload), keeps them by frame like closed captions (:mod:`vsr.video.captions`), and writes them into the
-output's packet of the same frame: an HEVC prefix SEI or an AV1 metadata OBU (:mod:`vsr.video.bitstream`).  The
-payload says nothing of the picture's size except the corners of its processing windows beyond the first (rare):
-those are scaled with the picture (:func:`scaled`).
+FFmpeg's decoders parse them into frame side data that no encoder takes back from PyAV's frames, so vsr takes the
+messages' bytes from the source's packets instead (:func:`decoded`: each decoded frame's ``opaque`` is its
+packet's payloads), keeps them by frame like closed captions (:mod:`vsr.video.captions`), and writes them into the
+output's packet of the same frame: an HEVC prefix SEI or an AV1 metadata OBU (:mod:`vsr.video.bitstream`).  An
+HDR10+ payload says nothing of the picture's size except the corners of its processing windows beyond the first
+(rare): those are scaled with the picture (:func:`scaled`); an HDR Vivid one nothing at all.
 """
 
 from __future__ import annotations
@@ -19,9 +20,12 @@ from vsr.video.bitstream import nal_length_size, t35_payloads
 
 # the codecs whose streams carry it (FFmpeg's names), read from and written to
 SOURCES = CARRIERS = ("hevc", "av1")
-PQ = 16  # AVColorTransferCharacteristic SMPTE ST 2084: HDR10+ is PQ's
+VIVID_CARRIERS = ("hevc",)  # (FFmpeg's AV1 decoders read no HDR Vivid)
+HDR_TRANSFERS = (16, 18)  # AVColorTransferCharacteristic SMPTE ST 2084 (PQ), ARIB STD-B67 (HLG)
 # country (USA), terminal provider (Samsung, for HDR10+), provider-oriented code, application identifier 4
 HEAD = bytes([0xB5, 0x00, 0x3C, 0x00, 0x01, 0x04])
+# country (China), terminal provider (CUVA), provider-oriented code 5, system start code 1
+VIVID_HEAD = bytes([0x26, 0x00, 0x04, 0x00, 0x05, 0x01])
 _WINDOWS_AT = 58  # bit offset of num_windows' end: country 8, provider 16, oriented 16, application 8 + 8, 2
 # a processing window's fields after the first window (bit widths), and which hold pixel positions or lengths:
 # upper-left x, y, lower-right x, y, ellipse centre x, y, rotation, three semi-axes, overlap option
@@ -33,12 +37,25 @@ def is_hdr10plus(payload: bytes) -> bool:
     return payload[:len(HEAD)] == HEAD and len(payload) > len(HEAD) + 1 and payload[len(HEAD)] <= 1  # version 0, 1
 
 
-def found(data: bytes, codec: str, length_size: int | None) -> bytes | None:
-    """The HDR10+ payload (T.35, from its country code on) of the access unit ``data``, or None."""
+def is_vivid(payload: bytes) -> bool:
+    return payload[:len(VIVID_HEAD)] == VIVID_HEAD
+
+
+def found(data: bytes, codec: str, length_size: int | None) -> tuple[bytes, ...] | None:
+    """The HDR10+ and HDR Vivid payloads (T.35, from the country code on; the first of each kind) of the access
+    unit ``data``, or None."""
+    out: dict[bool, bytes] = {}
     for payload in t35_payloads(data, codec, length_size):
-        if is_hdr10plus(payload):
-            return payload
-    return None
+        if is_hdr10plus(payload) or is_vivid(payload):
+            out.setdefault(is_vivid(payload), payload)
+    return tuple(out.values()) or None
+
+
+def carried(payloads: tuple[bytes, ...], codec: str, scale: int | Fraction) -> list[bytes]:
+    """Of one frame's ``payloads``, those an output of ``codec`` (FFmpeg's name) keeps, an HDR10+ one's windows
+    scaled for a picture ``scale`` times larger."""
+    return [scaled(p, scale) if not is_vivid(p) else p for p in payloads
+            if codec in (VIVID_CARRIERS if is_vivid(p) else CARRIERS)]
 
 
 def scaled(payload: bytes, scale: int | Fraction) -> bytes:
@@ -74,19 +91,20 @@ def scaled(payload: bytes, scale: int | Fraction) -> bytes:
 
 
 def read_from(codec: str, transfer: int) -> bool:
-    """Whether a source of ``codec`` (FFmpeg's name) and transfer characteristic ``transfer`` can hold HDR10+:
-    HEVC or AV1, PQ."""
-    return codec in SOURCES and transfer == PQ
+    """Whether a source of ``codec`` (FFmpeg's name) and transfer characteristic ``transfer`` can hold HDR10+ or
+    HDR Vivid: HEVC or AV1, PQ or HLG."""
+    return codec in SOURCES and transfer in HDR_TRANSFERS
 
 
-def carried_by(codec: str) -> bool:
-    """Whether an output of ``codec`` (FFmpeg's codec name, e.g. "hevc") keeps a source's HDR10+."""
-    return codec in CARRIERS
+def carried_by(codec: str, name: str = "HDR10+") -> bool:
+    """Whether an output of ``codec`` (FFmpeg's codec name, e.g. "hevc") keeps a source's ``name`` ("HDR10+",
+    "HDR Vivid")."""
+    return codec in (VIVID_CARRIERS if name == "HDR Vivid" else CARRIERS)
 
 
 def decoded(c, st) -> Iterator:
-    """``c.decode(st)``, each frame's ``opaque`` the HDR10+ payload of the packet it came from (None: it had
-    none) where ``st`` is a codec that carries it."""
+    """``c.decode(st)``, each frame's ``opaque`` the HDR10+ and HDR Vivid payloads of the packet it came from
+    (None: it had none) where ``st`` is a codec that carries them."""
     tag = tagger(st)
     if tag is None:
         yield from c.decode(st)
@@ -97,8 +115,9 @@ def decoded(c, st) -> Iterator:
 
 
 def tagger(st):
-    """A function that gives a packet of ``st`` (not yet decoded) its HDR10+ payload as its ``opaque``, which the
-    stream's decoder, told so here, copies to the packet's frames; None where ``st``'s codec carries none."""
+    """A function that gives a packet of ``st`` (not yet decoded) its HDR10+ and HDR Vivid payloads as its
+    ``opaque``, which the stream's decoder, told so here, copies to the packet's frames; None where ``st``'s codec
+    carries none."""
     cc = st.codec_context
     codec = cc.codec.canonical_name if cc is not None else None
     if codec not in SOURCES:

@@ -87,8 +87,8 @@ class VideoInfo:
     film: bool = False  # inverse telecine (``deinterlace="film"``, vsr.video.telecine): frames counted out of it
     # the closed captions of the frames decoded (vsr.video.captions), taken by the sink; None: a source without
     captions: object = field(default=None, compare=False, repr=False)
-    # the HDR10+ payloads of the frames decoded (vsr.video.hdr10plus), taken by the sink; None: not a PQ source
-    # of a codec that carries them
+    # the HDR10+ and HDR Vivid payloads of the frames decoded (vsr.video.hdr10plus), taken by the sink; None: not
+    # an HDR source of a codec that carries them
     hdr10plus: object = field(default=None, compare=False, repr=False)
     # Dolby Vision: the profile its first RPU says (0: one vsr does not read; None: not Dolby Vision), and each
     # decoded frame's RPU, taken by the sink (vsr.video.dovi)
@@ -289,8 +289,8 @@ class VideoSource:
         return c, self._decode(c, st), 0
 
     def _decode(self, c, st) -> Iterator[av.VideoFrame]:
-        """``c.decode(st)``; each frame's HDR10+ read from its packet where the source can hold it, a VP8/VP9
-        frame's alpha decoded where the stream carries it (:func:`vsr.video.alpha.decoded`)."""
+        """``c.decode(st)``; each frame's HDR10+ and HDR Vivid read from its packet where the source can hold them,
+        a VP8/VP9 frame's alpha decoded where the stream carries it (:func:`vsr.video.alpha.decoded`)."""
         return hdr10plus.decoded(c, st) if self.info.hdr10plus is not None else alpha.decoded(c, st)
 
     def _reopen(self):
@@ -370,7 +370,7 @@ def timed_frames(decoded: Iterator[av.VideoFrame], index: int, start: int, info:
             if index >= start:
                 if info.captions is not None and not (info.field_rate and index % 2):  # (a frame's, on its first field)
                     info.captions.put(index, int(pts), frame.opaque if info.film else a53_of(frame))
-                if info.hdr10plus is not None and not info.film and isinstance(frame.opaque, bytes):
+                if info.hdr10plus is not None and not info.film and isinstance(frame.opaque, tuple):
                     info.hdr10plus.put(index, int(pts), frame.opaque)
                 if info.dovi is not None and not info.film:
                     info.dovi.put(index, int(pts), rpu.buffer_of(frame))
