@@ -18,6 +18,7 @@ import numpy as np
 from vsr.errors import InputError
 from vsr.outfiles import check_file_output, write_file_output
 from vsr.quality.preview import Preview
+from vsr.video.png_colour import colour_chunks, with_chunks
 
 PNG_WIDTH = 1920  # the side-by-side image's width at most
 ZOOM = 2
@@ -81,11 +82,14 @@ def _pad(img: np.ndarray, width: int) -> np.ndarray:
     return np.concatenate([img, np.zeros((img.shape[0], width - img.shape[1], 3), np.uint8)], 1)
 
 
-def _png_bytes(rgb: np.ndarray) -> bytes:
+def _png_bytes(rgb: np.ndarray, p: Preview | None = None) -> bytes:
+    """``rgb`` as a PNG file, tagged with the colour of ``p``'s source where it is HDR or wide gamut (``cICP``:
+    a viewer that reads it shows PQ and HLG as they are, not as sRGB)."""
     ok, buf = cv2.imencode(".png", np.ascontiguousarray(rgb[:, :, ::-1]))
     if not ok:
         raise OSError("could not encode a PNG")
-    return buf.tobytes()
+    colour = p.encoder.colour if p is not None and p.encoder is not None else None
+    return with_chunks(buf.tobytes(), colour_chunks(colour, None) if colour is not None else b"")
 
 
 _PAGE = """<!doctype html>
@@ -106,7 +110,7 @@ document.getElementById("sr").style.clipPath="inset(0 0 0 "+this.value+"%)";}};<
 def page(p: Preview, estimate: str = "") -> str:
     """The HTML page (images inline as base64 PNG)."""
     k = len(p.sr) // 2
-    b64 = [base64.b64encode(_png_bytes(img)).decode("ascii") for img in (p.bicubic[k], p.sr[k])]
+    b64 = [base64.b64encode(_png_bytes(img, p)).decode("ascii") for img in (p.bicubic[k], p.sr[k])]
     return _PAGE.format(title=html.escape(p.src.name), frame=p.first + k, estimate=html.escape(estimate),
                         bicubic=b64[0], sr=b64[1])
 
@@ -125,5 +129,5 @@ def write_preview(p: Preview, out: str | Path, estimate: str = "", overwrite: bo
     renamed; an existing file is replaced only with ``overwrite``, never the input."""
     out = check_out(out, overwrite, inputs=(p.src,))
     kind = out.suffix.lower()
-    write_file_output(out, _png_bytes(side_by_side(p)) if kind == ".png" else page(p, estimate).encode("utf-8"))
+    write_file_output(out, _png_bytes(side_by_side(p), p) if kind == ".png" else page(p, estimate).encode("utf-8"))
     return out

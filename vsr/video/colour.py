@@ -32,7 +32,7 @@ SPC_BT2020_NCL = 9
 # AVColorRange
 RANGE_UNSPECIFIED, RANGE_LIMITED, RANGE_FULL = 0, 1, 2
 # AVColorPrimaries / AVColorTransferCharacteristic (only those we set ourselves)
-PRI_BT709, PRI_UNSPECIFIED, PRI_BT470BG, PRI_SMPTE170M = 1, 2, 5, 6
+PRI_BT709, PRI_UNSPECIFIED, PRI_BT470BG, PRI_SMPTE170M, PRI_BT2020 = 1, 2, 5, 6, 9
 TRC_BT709, TRC_UNSPECIFIED, TRC_SMPTE170M, TRC_SRGB = 1, 2, 6, 13
 
 # (Kr, Kb) of each YUV matrix
@@ -127,13 +127,14 @@ class ColourSpec:
         """The spec of pixels in ``pix_fmt`` written from RGB that was read with this spec.
 
         RGB read from an RGB source and written as YUV gets BT.709 limited range (what players assume
-        for HD); YUV written as RGB keeps primaries and transfer.
+        for HD; BT.2020's matrix with BT.2020's primaries); YUV written as RGB keeps primaries and transfer.
         """
         if is_rgb_format(pix_fmt) or is_gray_format(pix_fmt):
             return ColourSpec(SPC_RGB, RANGE_FULL, self.primaries, self.transfer, self.guessed)
-        if self.matrix == SPC_RGB:
+        if self.matrix == SPC_RGB:  # (BT.2020's primaries: its own matrix, as HDR10 has it)
             rng = RANGE_FULL if pix_fmt.startswith("yuvj") else RANGE_LIMITED
-            return ColourSpec(SPC_BT709, rng, self.primaries, self.transfer, self.guessed)
+            matrix = SPC_BT2020_NCL if self.primaries == PRI_BT2020 else SPC_BT709
+            return ColourSpec(matrix, rng, self.primaries, self.transfer, self.guessed)
         if pix_fmt.startswith("yuvj"):
             return ColourSpec(self.matrix, RANGE_FULL, self.primaries, self.transfer, self.guessed)
         return self

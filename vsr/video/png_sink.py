@@ -12,6 +12,7 @@ from av.video.reformatter import VideoReformatter
 from vsr.errors import InputError
 from vsr.video.captions import PictureMessages
 from vsr.video.dovi import carried_into
+from vsr.video.png_colour import colour_chunks, with_chunks
 from vsr.video.encoder_choice import EncoderSettings
 from vsr.video.alpha import upscale_into
 from vsr.video.formats import has_alpha
@@ -44,6 +45,7 @@ class PngFolderSink:
         self.pix_fmt = ("rgba64be" if deep else "rgba") if alpha else ("rgb48be" if deep else "rgb24")
         self._alpha = info.alpha  # (taken frame by frame, also where the output has none)
         self.colour = info.colour.for_output(self.pix_fmt)
+        self._chunks = colour_chunks(self.colour, info.hdr)  # (an HDR or wide-gamut picture's: vsr.video.png_colour)
         self.planes = PlaneFormat.of("rgb48le" if deep else "rgb24", self.colour)  # what the post stage fills
         self.width, self.height = scaled_size(info.width, info.height, settings.scale, MODEL_SCALE, None)
         self._reformatter = VideoReformatter()  # (--scale's downscale, set up once)
@@ -93,7 +95,7 @@ class PngFolderSink:
         if not ok:
             raise InputError(f"could not encode frame {self.count} of {self.dst} as PNG")
         with open(self.tmp / f"{self.count:08d}.png", "xb") as f:
-            f.write(png.data)
+            f.write(with_chunks(png.tobytes(), self._chunks))
         self.count += 1
         self._captions.frame(pts, pts)
 

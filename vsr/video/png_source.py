@@ -12,7 +12,7 @@ import numpy as np
 from vsr.errors import InputError
 from vsr.video.alpha import Alpha
 from vsr.video.captions import FrameStore
-from vsr.video.colour import ColourSpec
+from vsr.video.png_colour import read_colour
 from vsr.video.png_frames import frame_files
 from vsr.video.source import SourceFrame, VideoInfo
 
@@ -37,9 +37,10 @@ class PngFolderSource:
         bits = 16 if first.dtype == np.uint16 else 8
         alpha = first.ndim == 3 and first.shape[2] == 4  # (the first frame decides, as a video's does)
         pix_fmt = ("rgba64le" if alpha else "rgb48le") if bits == 16 else ("rgba" if alpha else "rgb24")
+        colour, hdr = read_colour(self.files[0])  # (sRGB, or what its cICP says: vsr.video.png_colour)
         self.info = VideoInfo(path=self.path, kind="png", width=w, height=h, pix_fmt=pix_fmt, bits=bits,
-                              colour=ColourSpec.srgb(), time_base=PNG_TIME_BASE, rate=1 / PNG_TIME_BASE,
-                              frames=len(self.files), alpha=FrameStore() if alpha else None)
+                              colour=colour, time_base=PNG_TIME_BASE, rate=1 / PNG_TIME_BASE,
+                              frames=len(self.files), alpha=FrameStore() if alpha else None, hdr=hdr)
 
     def frames(self, start: int = 0) -> Iterator[SourceFrame]:
         for i in range(start, len(self.files)):
