@@ -73,6 +73,7 @@ def test_hdr10_frames_keep_their_colour_and_metadata_and_come_back(tmp_path):
     with av.open(str(tmp_path / "back.mkv")) as c:
         f = next(c.decode(video=0))
         assert (int(f.colorspace), int(f.color_primaries), int(f.color_trc)) == (9, 9, 16)  # BT.2020's matrix
+        assert f.format.name == "yuv420p10le"  # (HDR10's: not the 4:4:4 of an SDR RGB source)
         back = {s.type.name: bytes(s) for s in f.side_data}
     assert back["MASTERING_DISPLAY_METADATA"] == side["MASTERING_DISPLAY_METADATA"]
     assert back["CONTENT_LIGHT_LEVEL"] == side["CONTENT_LIGHT_LEVEL"]

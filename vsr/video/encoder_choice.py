@@ -221,8 +221,9 @@ def colour_pix_fmt(codec: av.Codec, formats: list[str], info: VideoInfo) -> str:
         return src  # grey kept grey, at its depth
     if rgb_output(codec.name, formats, src):
         return rgb_format(formats, info.bits) or formats[0]  # RGB kept RGB (full range), at its depth
-    if rgb or is_gray_format(src):  # YUV 4:4:4 of the source's depth
-        src = {8: "yuv444p", 9: "yuv444p10le", 10: "yuv444p10le", 12: "yuv444p12le"}.get(info.bits, "yuv444p16le")
+    if rgb or is_gray_format(src):  # YUV 4:4:4 of the source's depth; HDR: HDR10's 4:2:0, what its players decode
+        src = "yuv420p10le" if is_hdr(info.colour) else {8: "yuv444p", 9: "yuv444p10le", 10: "yuv444p10le",
+                                                        12: "yuv444p12le"}.get(info.bits, "yuv444p16le")
     src = src.replace("yuvj", "yuv")
     if is_hdr(info.colour) and not deep:  # PQ and HLG in 8 bits band: an HDR output has 10 bits at least
         deep = True
