@@ -16,7 +16,6 @@ from __future__ import annotations
 import shutil
 import struct
 import subprocess
-import sys
 import warnings
 from fractions import Fraction
 from pathlib import Path
@@ -34,7 +33,7 @@ from vsr.video.colour import ColourSpec
 
 from tests.jobs.helpers import WindowBackend
 from tests.jobs.test_chunks import REQUEST, run_job
-from tests.video.tools import ffmpeg_with
+from tests.video.tools import ffmpeg_with, upscale_piped
 
 PQ = ["-color_primaries", "bt2020", "-color_trc", "smpte2084", "-colorspace", "bt2020nc", "-color_range", "tv"]
 HLG = ["-color_primaries", "bt2020", "-color_trc", "arib-std-b67", "-colorspace", "bt2020nc", "-color_range", "tv"]
@@ -309,12 +308,7 @@ def test_a_chunked_job_and_a_trimmed_run_keep_each_frames(tmp_path):
 
 
 def test_a_piped_source_keeps_them(tmp_path):
-    src = with_dovi(tmp_path / "in.ts", frames=5)
-    with open(src, "rb") as f:
-        done = subprocess.run([sys.executable, "-m", "vsr", "upscale", "-", str(tmp_path / "out.mkv"), "--weights",
-                               "random", "--config", "edvr-tiny", "--backend", "torch", "--threads", "1", "--preset",
-                               "ultrafast", "--quiet"], stdin=f, capture_output=True, text=True,
-                              cwd=Path(__file__).resolve().parents[2])
+    done = upscale_piped(with_dovi(tmp_path / "in.ts", frames=5), tmp_path / "out.mkv")
     assert done.returncode == 0, done.stderr
     assert "Dolby" not in done.stderr
-    assert metadata(tmp_path / "out.mkv") == scaled_l5(metadata(src))
+    assert metadata(tmp_path / "out.mkv") == scaled_l5(metadata(tmp_path / "in.ts"))

@@ -27,7 +27,7 @@ from vsr.video.hdr10plus import scaled
 
 from tests.jobs.helpers import WindowBackend
 from tests.jobs.test_chunks import REQUEST, run_job
-from tests.video.tools import ffmpeg, ffmpeg_with
+from tests.video.tools import ffmpeg, ffmpeg_with, upscale_piped
 
 HDR10 = ["-color_primaries", "bt2020", "-color_trc", "smpte2084", "-colorspace", "bt2020nc", "-color_range", "tv"]
 
@@ -213,14 +213,8 @@ def test_a_chunked_job_keeps_each_frames(tmp_path):
 
 def test_a_piped_source_keeps_them(tmp_path):
     """Standard input decodes in one pass of its own (vsr.video.pipe_source): its packets are read there."""
-    import sys
-
     src = with_hdr10plus(tmp_path / "in.ts", frames=5)
-    with open(src, "rb") as f:
-        done = subprocess.run([sys.executable, "-m", "vsr", "upscale", "-", str(tmp_path / "out.mkv"), "--weights",
-                               "random", "--config", "edvr-tiny", "--backend", "torch", "--threads", "1", "--preset",
-                               "ultrafast", "--quiet"], stdin=f, capture_output=True, text=True,
-                              cwd=Path(__file__).resolve().parents[2])
+    done = upscale_piped(src, tmp_path / "out.mkv")
     assert done.returncode == 0, done.stderr
     assert "HDR10+" not in done.stderr
     assert dynamic(tmp_path / "out.mkv") == dynamic(src)

@@ -29,3 +29,15 @@ def ffmpeg_with(*encoders: str) -> str:
     if missing:
         pytest.skip(f"needs ffmpeg with {', '.join(missing)}")
     return path
+
+
+def upscale_piped(src, out) -> subprocess.CompletedProcess:
+    """``vsr upscale - OUT`` (a tiny random model, the fastest x264/x265 preset) with the file ``src`` on standard
+    input: a stream is decoded in a pass of its own (vsr.video.pipe_source)."""
+    import sys
+    from pathlib import Path
+
+    with open(src, "rb") as f:
+        return subprocess.run([sys.executable, "-m", "vsr", "upscale", "-", str(out), "--weights", "random", "--config",
+                               "edvr-tiny", "--backend", "torch", "--threads", "1", "--preset", "ultrafast", "--quiet"],
+                              stdin=f, capture_output=True, text=True, cwd=Path(__file__).resolve().parents[2])
