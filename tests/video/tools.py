@@ -31,13 +31,16 @@ def ffmpeg_with(*encoders: str) -> str:
     return path
 
 
-def upscale_piped(src, out) -> subprocess.CompletedProcess:
-    """``vsr upscale - OUT`` (a tiny random model, the fastest x264/x265 preset) with the file ``src`` on standard
-    input: a stream is decoded in a pass of its own (vsr.video.pipe_source)."""
+def upscale_piped(src, out, *extra: str) -> subprocess.CompletedProcess:
+    """``vsr upscale - OUT`` (a tiny random model, the fastest x264/x265 preset, ``extra`` options) with the file
+    ``src`` on standard input: a stream is decoded in a pass of its own (vsr.video.pipe_source).  Its standard
+    output as bytes (``OUT`` may be ``-``), its standard error as text."""
     import sys
     from pathlib import Path
 
     with open(src, "rb") as f:
-        return subprocess.run([sys.executable, "-m", "vsr", "upscale", "-", str(out), "--weights", "random", "--config",
-                               "edvr-tiny", "--backend", "torch", "--threads", "1", "--preset", "ultrafast", "--quiet"],
-                              stdin=f, capture_output=True, text=True, cwd=Path(__file__).resolve().parents[2])
+        done = subprocess.run([sys.executable, "-m", "vsr", "upscale", "-", str(out), "--weights", "random", "--config",
+                               "edvr-tiny", "--backend", "torch", "--threads", "1", "--preset", "ultrafast", "--quiet",
+                               *extra], stdin=f, capture_output=True, cwd=Path(__file__).resolve().parents[2])
+    done.stderr = done.stderr.decode("utf-8", "replace")
+    return done

@@ -125,10 +125,22 @@ def carried(profile: int | None, codec: str, pix_fmt: str, colour, size: tuple[i
     return None, f"the source's Dolby Vision (profile {profile}) cannot follow into {why}: {base}"
 
 
-def carried_into(info, codec: str, pix_fmt: str, size: tuple[int, int]) -> tuple[Output | None, str | None]:
-    """:func:`carried` of the source ``info`` (:class:`~vsr.video.source.VideoInfo`) into the encoder ``codec``."""
-    return carried(info.dolby_vision, av.Codec(codec, "w").canonical_name, pix_fmt, info.colour.for_output(pix_fmt),
-                   size, info.rate, info.deinterlaced or info.film)
+# the containers (FFmpeg's names) whose file vsr gives the configuration record (track_metadata)
+RECORDED = ("mp4", "mov", "matroska")
+
+
+def carried_into(info, codec: str, pix_fmt: str, size: tuple[int, int],
+                 container=None) -> tuple[Output | None, str | None]:
+    """:func:`carried` of the source ``info`` (:class:`~vsr.video.source.VideoInfo`) into the encoder ``codec`` in
+    ``container`` (:class:`~vsr.video.encoder_choice.OutputContainer`): one that gets no record is said too."""
+    out, said = carried(info.dolby_vision, av.Codec(codec, "w").canonical_name, pix_fmt,
+                        info.colour.for_output(pix_fmt), size, info.rate, info.deinterlaced or info.film)
+    if out is not None and container is not None and not (container.played and container.format in RECORDED):
+        where = f"this {container.format} output" if container.played else "a stream"
+        note = (f"Dolby Vision {out.describe()} follows into {where} as its RPUs alone, without the configuration "
+                "record players look for first (an .mkv, .mp4 or .mov file holds it)")
+        said = f"{said}; {note}" if said else note
+    return out, said
 
 
 _TAGS = {"matrix": "colorspace", "primaries": "color_primaries", "transfer": "color_trc"}

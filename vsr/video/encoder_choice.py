@@ -181,7 +181,7 @@ def choose_encoder(container: OutputContainer, settings: EncoderSettings, info: 
     opts, low_memory = encoder_options(codec.name, settings, width, height)
     said += hdr_warnings(codec.name, pix_fmt, info.hdr, container.format if container.played else None,
                          info.hdr10plus is not None)
-    dv, dv_said = dovi.carried_into(info, codec.name, pix_fmt, (width, height))
+    dv, dv_said = dovi.carried_into(info, codec.name, pix_fmt, (width, height), container)
     opts = hdr_params(codec.name, pix_fmt, info.hdr, opts)
     check_values(codec.name, opts, settings)
     used = effective(codec.name, opts)  # what a run's report names: its defaults included
