@@ -105,8 +105,8 @@ def carried(profile: int | None, codec: str, pix_fmt: str, colour, size: tuple[i
     base = ("its colours are Dolby's IPTPQc2, which no player shows right without them" if profile == 5 else
             "the output is its base layer alone")
     if profile not in CARRIED:
-        why = ({4: "an enhancement layer, which is not decoded", 7: "an enhancement layer, which is not decoded"}
-               .get(profile, "RPUs of a kind vsr does not read (damaged, or AV1's)"))
+        why = ("an enhancement layer, which is not decoded" if profile in (4, 7) else
+               "RPUs of a kind vsr does not read (damaged, or AV1's)")
         return None, f"the source's Dolby Vision (profile {profile or 'unknown'}) has {why}: {base}"
     compatibility_id = compatibility(profile, colour)
     if deinterlaced:

@@ -18,6 +18,7 @@ import zlib
 from fractions import Fraction
 from pathlib import Path
 
+from vsr.video.animation import png_chunks
 from vsr.video.colour import RANGE_FULL, SPC_RGB, ColourSpec
 from vsr.video.hdr import HDR_TRANSFERS, HdrMetadata, MasteringDisplay
 
@@ -66,16 +67,12 @@ def _chunks_before_data(path: Path) -> dict[bytes, bytes]:
     with open(path, "rb") as f:
         if f.read(8) != b"\x89PNG\r\n\x1a\n":
             return out
-        while True:
-            head = f.read(8)
-            if len(head) < 8:
-                return out
-            size, kind = struct.unpack(">I4s", head)
+        for kind, start, size in png_chunks(f):
             if kind == b"IDAT" or size > 1 << 20:
-                return out
-            data = f.read(size)
-            f.seek(4, 1)  # (its CRC)
-            out.setdefault(kind, data)
+                break
+            f.seek(start)
+            out.setdefault(kind, f.read(size))
+    return out
 
 
 def read_colour(path: Path) -> tuple[ColourSpec, HdrMetadata | None]:
