@@ -223,7 +223,7 @@ def _kernel_args(h, w):
     return args, consts
 
 
-def test_each_tile_is_compiled_once_per_variant_whatever_the_frame_size(tmp_path, monkeypatch):
+def test_each_tile_is_compiled_once_per_variant_whatever_the_frame_size(tmp_path, monkeypatch, caplog):
     """On a GPU the autotuner's tiles are compiled side by side before it times them, and once per dtype and
     channel layout: a frame of another size (rows a multiple of 16 or not, an odd width) compiles nothing more --
     Triton would otherwise specialise on the integer arguments and compile every tile again. Compiled here for
@@ -241,7 +241,9 @@ def test_each_tile_is_compiled_once_per_variant_whatever_the_frame_size(tmp_path
     driver.set_active(_hopper_driver())
     try:
         args, consts = _kernel_args(540, 960)
-        fused._compile_tiles(args, consts)
+        with caplog.at_level("INFO", logger=fused.__name__):
+            fused._compile_tiles(args, consts)
+        assert "not compiled side by side" not in caplog.text  # where it was, the reason
         kernels = fused._compiled().device_caches[0][0]
         assert len(kernels) == 2 and len(fused.compile_seconds) == 1
         assert all("wgmma" in k.asm["ptx"] for k in kernels.values())
@@ -275,3 +277,30 @@ def test_a_failed_side_by_side_compilation_leaves_the_tiles_to_the_autotuner(mon
         fused._compile_tiles(args, consts)  # logged, not raised: the autotuner compiles what is missing
     assert "not compiled side by side (RuntimeError: no compiler here)" in caplog.text
     assert len(fused.compile_seconds) == 1
+
+
+def test_a_tile_that_fails_to_compile_leaves_the_next_variant_free_to_compile_side_by_side(monkeypatch, caplog):
+    """Triton's ``AsyncCompileMode`` stays marked active where a compilation in its pool raises (its exit re-raises
+    before it clears the mark): the first failure refused every later side-by-side compilation in the process."""
+    import types
+
+    import vsr.kernels.cuda.fused_dcn as fused
+    from triton.runtime._async_compile import active_mode
+
+    def failing_tile():
+        raise RuntimeError("ptxas died")
+
+    def warmup(*args, **kwargs):
+        active_mode.get().submit(("tile", len(warmups)), failing_tile, lambda kernel: None)
+        warmups.append(kwargs["LEAKY"])
+
+    warmups = []
+    monkeypatch.setattr(fused, "compile_seconds", {})
+    monkeypatch.setattr(fused, "_tuned", lambda: types.SimpleNamespace(warmup=warmup))
+    args, consts = _kernel_args(8, 8)
+    with caplog.at_level("INFO", logger=fused.__name__):
+        fused._compile_tiles(args, consts)
+        fused._compile_tiles(args, {**consts, "LEAKY": True})
+    assert warmups == [False, True]  # the second variant got as far as its own compilation
+    assert caplog.text.count("(RuntimeError: ptxas died)") == 2 and "already active" not in caplog.text
+    assert active_mode.get() is None

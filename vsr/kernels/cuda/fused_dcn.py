@@ -25,6 +25,7 @@ interpreter runs the same kernel code with numpy.  Triton is imported on first u
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import logging
 import time
@@ -190,15 +191,21 @@ def _compile_tiles(args: tuple, consts: dict) -> None:
         return
     t0 = time.perf_counter()
     try:
-        from concurrent.futures import ThreadPoolExecutor
-
-        from triton import AsyncCompileMode
-
-        with ThreadPoolExecutor(len(GPU_TILES)) as pool, AsyncCompileMode(pool):
-            _tuned().warmup(*args, grid=(1,), **consts)
+        # in a context of its own: Triton marks the mode active in a context variable and, where a tile's
+        # compilation raises, leaves it so -- every later side-by-side compilation in the thread would be refused
+        contextvars.copy_context().run(_compile_side_by_side, args, consts)
     except Exception as e:  # noqa: BLE001 - the autotuner compiles what is missing
         log.info("fused DCN: the tiles were not compiled side by side (%s: %s)", type(e).__name__, str(e)[:200])
     compile_seconds[variant] = time.perf_counter() - t0
+
+
+def _compile_side_by_side(args: tuple, consts: dict) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from triton import AsyncCompileMode
+
+    with ThreadPoolExecutor(len(GPU_TILES)) as pool, AsyncCompileMode(pool):
+        _tuned().warmup(*args, grid=(1,), **consts)
 
 
 @functools.cache
