@@ -89,6 +89,8 @@ def test_a_full_disk_makes_the_job_wait_not_fail(make_clip, tmp_path):
     assert result["final"]["state"] == "done" and result["final"]["error"] is None
     assert result["outputs"] == ["a.mkv"]  # and no chunk folder, no partial file left
     assert "No space left on device" in waiting["error"] and any(p.endswith("/.vsr-job") for p in result["log"])
+    # the file it could not write, named where the user finds it (not through the worker's open folder)
+    assert f"cannot write {out}/.vsr-chunks/" in waiting["error"] and "/proc/self/fd" not in waiting["error"]
 
 
 def test_a_store_on_a_read_only_file_system_can_be_listed(make_clip, tmp_path, capsys):

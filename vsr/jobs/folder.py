@@ -26,7 +26,7 @@ import stat
 from pathlib import Path
 
 from vsr import interrupt
-from vsr.errors import InputError
+from vsr.errors import InputError, VsrError
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +92,10 @@ class ChunkFolder:
         return self
 
     def __exit__(self, kind, error, trace) -> None:
+        if isinstance(error, VsrError) and error.args and isinstance(error.args[0], str) and self.fd >= 0:
+            # a message that names a file through the open folder (FFmpeg's name for it, :meth:`path`) names
+            # it where the user sees it: <output dir>/.vsr-chunks/<key>/NAME, not /proc/self/fd/N/NAME
+            error.args = (error.args[0].replace(f"{_PROC_FD / str(self.fd)}/", f"{self.where}/"), *error.args[1:])
         # the folder deleted while open (and a link or another folder maybe put in its place, never followed):
         # creating or renaming in it fails with a bare ENOENT, which says it
         removed = isinstance(error, FileNotFoundError) and self.fd >= 0 and os.fstat(self.fd).st_nlink == 0
