@@ -260,6 +260,39 @@ def test_cancel_and_retry_without_workers(broker, make_clip, tmp_path):
         cancel(broker, "nope")
 
 
+def test_a_chunk_delivered_again_after_its_job_was_joined_is_dropped(broker, make_clip, tmp_path):
+    """Late acknowledgement hands a chunk out again where its worker died between the commit and the ack; after
+    the join its folder is gone, and the chunk was computed anew into a folder no one removed."""
+    import types
+
+    from vsr.jobs.distributed import _chunk_task
+
+    spec = job(make_clip("d.mp4", frames=4), tmp_path / "out" / "d.mp4")
+    [job_id] = submit([spec], broker, chunk_frames=2)
+    db = redis.Redis.from_url(broker, decode_responses=True)
+    db.hset(f"vsr:job:{job_id}", "state", "done")  # as the join leaves it
+    chunk = json.loads(db.hget(f"vsr:job:{job_id}", "chunks"))[1]
+    task = types.SimpleNamespace(app=types.SimpleNamespace(conf=types.SimpleNamespace(broker_url=broker)),
+                                 request=types.SimpleNamespace(hostname="w@test", id="t1"))
+    assert _chunk_task(task, job_id, spec.to_json(), chunk, 0) is None
+    assert not (tmp_path / "out").exists() and db.hget(f"vsr:job:{job_id}", "state") == "done"
+    assert not db.exists(f"vsr:job:{job_id}:attempts")  # not counted either
+
+
+def test_cancel_and_retry_on_the_command_line(broker, make_clip, tmp_path, capsys):
+    from vsr.cli import main
+
+    [job_id] = submit([job(make_clip("c.mp4", frames=5), tmp_path / "c.mp4")], broker, chunk_frames=2)
+    assert main(["jobs", "cancel", job_id, "--broker", broker]) == 0
+    assert [r["state"] for r in status(broker)] == ["cancelled"]
+    assert main(["jobs", "retry", job_id, "--broker", broker]) == 0
+    assert [r["state"] for r in status(broker)] == ["queued"]
+    out = capsys.readouterr().out
+    assert f"cancelled job {job_id}" in out and f"job {job_id} queued again: 3 chunks sent" in out
+    assert main(["jobs", "retry", job_id, "--broker", broker]) == 2
+    assert "only a failed or cancelled job is retried" in capsys.readouterr().err
+
+
 def test_a_broker_that_is_not_running_is_one_line_within_seconds(tmp_path, make_clip):
     url = f"redis://127.0.0.1:{free_port()}/0"  # nothing listens there
     spec = job(make_clip("d.mp4"), tmp_path / "out.mp4")

@@ -335,3 +335,74 @@ def test_a_chunk_report_that_is_not_json_is_read_as_none(store):
     row = store.job(a)
     assert row.chunks_done == 1 and row.fps is None
     assert store.chunks(a)[0]["report"] is None and store.chunks(a)[0]["report_error"].startswith("not JSON")
+
+
+def test_retry_leaves_a_chunk_in_progress_with_its_worker(store):
+    """A cancelled job's chunk in progress finishes; retried meanwhile, the chunk stays its worker's -- queued
+    again, a second worker computed it beside the first (seen: computed = 2)."""
+    (a,) = store.add_jobs([job("a", 2)])
+    first, second = owner_id(), owner_id()  # this process: alive
+    running = store.claim(first, 30)
+    store.cancel(a)
+    store.retry(a, committed=lambda chunk: True)
+    assert [c["state"] for c in store.chunks(a)] == ["running", "queued"]
+    assert store.claim(second, 30).index == 1 and store.claim(second, 30) is None
+    assert store.heartbeat(first, running, 30)  # its lease is still its own
+    store.commit_chunk(first, running, report(4, 1.0), computed=True)
+    assert [c["computed"] for c in store.chunks(a)] == [1, 0]
+
+
+def test_retry_queues_a_chunk_whose_worker_is_gone(store):
+    (a,) = store.add_jobs([job("a", 1)])
+    store.claim("elsewhere:1:x", 0.01)
+    store.cancel(a)
+    time.sleep(0.02)
+    store.retry(a)
+    assert store.claim(owner_id(), 30).index == 0
+
+
+def test_a_job_being_joined_cannot_be_cancelled(store):
+    """Cancelled mid-join, the join went on and wrote the output of a job then shown as cancelled, whose retry
+    computed every chunk again."""
+    (a,) = store.add_jobs([job("a", 1)])
+    me = owner_id()
+    store.commit_chunk(me, store.claim(me, 30), report(4, 1.0), computed=True)
+    join = store.claim(me, 30)
+    assert join.is_join
+    with pytest.raises(InputError, match="is being joined into /out/a.mp4 .every chunk is done.: it can no longer"):
+        store.cancel(a)
+    store.finish_job(me, join)
+    assert store.job(a).state == "done"
+
+
+def test_a_join_that_outlived_its_lease_finishes_a_cancelled_job(store):
+    """A worker stopped past its join lease (SIGSTOP, a suspended laptop) and the job cancelled meanwhile: the
+    join that goes on writes the output, and the job is done (its output is there, complete)."""
+    (a,) = store.add_jobs([job("a", 1)])
+    far = "elsewhere:1:x"
+    store.commit_chunk(far, store.claim(far, 30), report(4, 1.0), computed=True)
+    join = store.claim(far, 0.01)
+    time.sleep(0.02)
+    store.cancel(a)  # the lease ran out: allowed
+    assert store.job(a).state == "cancelled"
+    store.finish_job(far, join)
+    assert store.job(a).state == "done" and store.job(a).error is None
+
+
+def test_a_chunks_done_line_counts_the_chunks_other_workers_committed_meanwhile(store):
+    """`job 1 chunk 1 ... done; 4/8 frames of job 1` was said with both chunks done (the job as it was at the
+    chunk's claim)."""
+    from vsr.jobs.worker import Outlook, Progress
+
+    (a,) = store.add_jobs([job("a", 2)])
+    me, other = owner_id(), owner_id()
+    mine, theirs = store.claim(me, 30), store.claim(other, 30)
+    progress = Progress()
+    outlook = Outlook(a, *store.outlook(a), progress)
+    store.commit_chunk(other, theirs, report(4, 1.0), computed=True)
+    progress.start()
+    progress.add(4)
+    store.commit_chunk(me, mine, report(4, 1.0), computed=True)
+    assert outlook.text(4).startswith("4/8 frames of job 1")
+    outlook.update(*store.outlook(a), 4)
+    assert outlook.text(4).startswith("8/8 frames of job 1") and outlook.text(4).endswith("; no other job left")

@@ -127,3 +127,40 @@ def test_ctrl_c_gives_the_chunk_back_and_exits_130(make_clip, tmp_path, workers)
         assert (chunk["state"], chunk["owner"], chunk["attempts"]) == ("queued", None, 0)
         assert store.job(job).state == "interrupted"  # issue 25: not "running" with no worker alive
     assert not (tmp_path / "a.mkv").exists() and "Traceback" not in err
+
+
+def test_a_job_that_fails_before_any_chunk_is_committed_leaves_no_chunk_folder(make_clip, tmp_path, monkeypatch):
+    """The folder held only its marker, beside the user's files, until a retry; a failed job with a committed
+    chunk keeps it (its retry uses the chunk)."""
+    import vsr.jobs.chunks as chunks
+    from vsr.errors import InputError
+
+    real = chunks._compute
+
+    def failing(spec, chunk, *args, **kwargs):
+        if chunk.index == (0 if "a" in Path(spec.output).stem else 1):
+            raise InputError(f"frame {chunk.start} cannot be decoded")
+        return real(spec, chunk, *args, **kwargs)
+
+    monkeypatch.setattr(chunks, "_compute", failing)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    with JobStore(tmp_path / "q.db", create=True) as store:
+        queue(store, spec_for(make_clip("a.mp4", frames=6), tmp_path / "a" / "a.mkv"),
+              spec_for(make_clip("b.mp4", frames=6), tmp_path / "b" / "b.mkv"))
+        work(store.path, SETTINGS)
+        rows = store.jobs()
+    assert [(r.state, r.chunks_done) for r in rows] == [("failed", 0), ("failed", 1)]
+    assert not (tmp_path / "a" / ".vsr-chunks").exists() and list((tmp_path / "a").iterdir()) == []
+    assert len(list((tmp_path / "b" / ".vsr-chunks").glob("*/00000.mkv"))) == 1
+
+
+def test_a_failed_job_keeps_the_file_name_in_its_message(make_clip, tmp_path):
+    """A name with a newline or two spaces was shown with one space in their place: another file's name."""
+    src = make_clip("a  b\nc.mp4", frames=4)
+    with JobStore(tmp_path / "q.db", create=True) as store:
+        queue(store, spec_for(src, tmp_path / "a.mkv"))
+        src.unlink()
+        work(store.path, SETTINGS)
+        (row,) = store.jobs()
+    assert row.state == "failed" and str(src) in row.error

@@ -109,6 +109,13 @@ def _warning_line(message, category, filename, lineno, file=None, line=None):
     print(f"vsr: warning: {printable(message)}", file=sys.stderr)
 
 
+def speak_as_vsr(verbose: bool = False) -> None:
+    """This process's log and warning lines as ``vsr: ...`` (:func:`main` sets it up; a worker process that the
+    CLI spawns calls it too)."""
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="vsr: %(message)s")
+    warnings.showwarning = _warning_line
+
+
 def main(argv: list[str] | None = None) -> int:
     from vsr import interrupt
     from vsr.errors import VsrError, printable
@@ -117,8 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser(argv)
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="vsr: %(message)s")
-    warnings.showwarning = _warning_line
+    speak_as_vsr(args.verbose)
     try:
         with interrupt.handled():
             try:

@@ -48,7 +48,9 @@ def add_parser(sub) -> None:
     r.add_argument("--broker", default=None, metavar="URL", help="run a Celery worker on this broker instead")
     for name, text in (("cancel", "stop a queued, running or waiting job"),
                        ("retry", "queue a failed or cancelled job again (its done chunks are kept)")):
-        _sub(jobs, name, text).add_argument("id", help="job id (see vsr jobs list)")
+        c = _sub(jobs, name, text)
+        c.add_argument("id", help="job id (see vsr jobs list)")
+        c.add_argument("--broker", default=None, metavar="URL", help="a job of a Celery broker")
     rep = _sub(jobs, "report", "the per-stage timing of a job, summed over its chunks")
     rep.add_argument("id", help="job id (see vsr jobs list)")
     rep.add_argument("--json", action="store_true", help="print the tables as JSON")
@@ -280,13 +282,14 @@ def _run(args) -> int:
 
     from functools import partial
 
+    from vsr.cli import speak_as_vsr
     from vsr.cli.status import StatusLine
 
     # several workers share the terminal: each phase on a line of its own rather than one line rewritten by all
     status = partial(StatusLine, tty=False) if workers * len(devices or [0]) > 1 else StatusLine
     settings = WorkerSettings(lease_s=_seconds(args.lease, "--lease", 1, MAX_LEASE_S), until_empty=args.until_empty,
-                              quiet=args.quiet, status=status,
-                              encoder_log=args.verbose)
+                              quiet=args.quiet, status=status, encoder_log=args.verbose,
+                              setup=partial(speak_as_vsr, args.verbose))
     if args.max_attempts is not None:
         settings = replace(settings, max_attempts=_bounded_int(args.max_attempts, "--max-attempts", 1, 10**6))
     # SIGTERM/SIGHUP take Ctrl-C's path (vsr.cli.main): the claims in progress go back to the queue
@@ -310,6 +313,11 @@ def _devices(text: str | None, workers: int, broker: str | None) -> list[str] | 
 def _cancel(args) -> int:
     from vsr.jobs.store import JobStore
 
+    broker = _broker(args)
+    if broker:
+        _distributed().cancel(broker, args.id)
+        print(printable(f"cancelled job {args.id} (a chunk in progress finishes, none starts)"))
+        return 0
     job = _job_id(args.id)
     with JobStore(args.store) as store:
         store.cancel(job)
@@ -325,6 +333,11 @@ def _retry(args) -> int:
     from vsr.jobs.spec import ChunkSpec, JobSpec
     from vsr.jobs.store import JobStore
 
+    broker = _broker(args)
+    if broker:
+        sent = _distributed().retry(broker, args.id)
+        print(printable(f"job {args.id} queued again: {sent} chunk{'s' * (sent != 1)} sent"))
+        return 0
     job = _job_id(args.id)
     with JobStore(args.store) as store:
         spec = JobSpec.from_json(store.spec_json(job))

@@ -52,7 +52,7 @@ from vsr.video.seek import EntryPoint
 from vsr.video.timecode import starting_at
 
 __all__ = ["CHUNKS_FOLDER", "DEFAULT_CHUNK_FRAMES", "chunk_folder", "chunk_path", "discard", "is_committed",
-           "join_chunks", "plan_chunks", "plan_job", "run_chunk"]
+           "join_chunks", "plan_chunks", "plan_job", "run_chunk", "tidy"]
 
 log = logging.getLogger(__name__)
 
@@ -165,6 +165,16 @@ def discard(spec: JobSpec) -> None:
     if folder is not None:
         with folder:
             folder.remove()
+
+
+def tidy(spec: JobSpec) -> None:
+    """Remove the chunk folder of ``spec`` if it holds no chunk (a job that failed before any was committed: a
+    retry would compute every chunk anyway, and the folder would stay beside the user's files)."""
+    folder = ChunkFolder.open(spec.output, spec.key, create=False)
+    if folder is not None:
+        with folder:
+            if folder.holds_nothing():
+                folder.remove()
 
 
 def join_chunks(spec: JobSpec, chunks: list[ChunkSpec], *, encoder_log: bool = False) -> None:

@@ -45,7 +45,7 @@ from urllib.parse import urlsplit
 
 from vsr.backends import Backend
 from vsr.errors import BrokerError, VsrError
-from vsr.jobs.chunks import discard, is_committed, join_chunks, run_chunk
+from vsr.jobs.chunks import discard, is_committed, join_chunks, run_chunk, tidy
 from vsr.jobs.chunking import plan_job
 from vsr.jobs.records import give_output, key as _key, safe_url, scrub, take_output
 from vsr.jobs.rows import ended_early
@@ -148,9 +148,9 @@ def cancel(broker: str, job_id: str) -> None:
     db.hset(_key(job_id), mapping={"state": "cancelled", "finished": time.time()})
 
 
-def retry(broker: str, job_id: str) -> None:
-    """Queue a failed or cancelled ``job_id`` again: the chunks not done are sent anew (the join, if all are).
-    Refused while another unfinished job owns its output."""
+def retry(broker: str, job_id: str) -> int:
+    """Queue a failed or cancelled ``job_id`` again: the chunks not done are sent anew (the join, if all are);
+    how many messages were sent.  Refused while another unfinished job owns its output."""
     db = _connect(broker)
     state = _state(db, broker, job_id)
     if state not in ("failed", "cancelled"):
@@ -165,10 +165,12 @@ def retry(broker: str, job_id: str) -> None:
     generation = db.hincrby(_key(job_id), "generation")
     db.delete(_key(job_id, "attempts"), _key(job_id, "running"))
     app = make_app(broker)
+    again = [c for c in chunks if c.index not in done] or chunks[-1:]
     try:
-        _send(app, job_id, spec, [c for c in chunks if c.index not in done] or chunks[-1:], generation)
+        _send(app, job_id, spec, again, generation)
     finally:
         app.close()
+    return len(again)
 
 
 def _send(app: Celery, job_id: str, spec: JobSpec, chunks: list[ChunkSpec], generation: int) -> None:
@@ -264,8 +266,11 @@ def _chunk_task(task, job_id: str, spec_json: str, chunk_dict: dict, generation:
     db = _records(task.app.conf.broker_url)
     job = _key(job_id)
     state, current = db.hmget(job, "state", "generation")
-    if state in ("failed", "cancelled", None) or int(current or 0) != generation:
-        return None  # a failed or cancelled job, a message from before a retry, a job whose records were cleared
+    if state in ("done", "failed", "cancelled", None) or int(current or 0) != generation:
+        # a job joined already (a message delivered again after its chunk's commit: the chunk folder is gone,
+        # the chunk would be computed anew and left there), a failed or cancelled job, a message from before a
+        # retry, a job whose records were cleared
+        return None
     spec, chunk = JobSpec.from_json(spec_json), ChunkSpec.from_dict(chunk_dict)
     worker = task.request.hostname or socket.gethostname()
     if db.hincrby(_key(job_id, "attempts"), str(chunk.index)) > MAX_ATTEMPTS and not is_committed(spec, chunk):
@@ -291,9 +296,8 @@ def _chunk_task(task, job_id: str, spec_json: str, chunk_dict: dict, generation:
             db.hincrby(_key(job_id, "attempts"), str(chunk.index), -1)
             raise task.retry(countdown=DISK_WAIT_S, max_retries=None) from None
         _fail(db, job_id, str(err) if isinstance(err, VsrError) else f"{type(err).__name__}: {err}")
-        if isinstance(err, SourceChanged):  # its chunks are of a file that is gone
-            with contextlib.suppress(VsrError):
-                discard(spec)
+        with contextlib.suppress(VsrError):  # its chunks are of a file that is gone; or there are none
+            (discard if isinstance(err, SourceChanged) else tidy)(spec)
         if isinstance(err, VsrError):
             return None
         raise  # recorded for `vsr jobs list`; Celery logs the traceback in the worker's log

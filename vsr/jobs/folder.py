@@ -140,6 +140,10 @@ class ChunkFolder:
         interrupt.check()  # nothing published after a stop (vsr.interrupt)
         os.replace(name, self.output.name, src_dir_fd=self.fd, dst_dir_fd=self.out_fd)
 
+    def holds_nothing(self) -> bool:
+        """Whether the folder holds nothing but its marker (no chunk, note or partial file)."""
+        return set(os.listdir(self.fd)) <= {MARKER}
+
     def remove(self) -> None:
         """Remove the folder and everything in it, then ``.vsr-chunks`` if no other job uses it."""
         for name in os.listdir(self.fd):

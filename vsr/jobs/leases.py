@@ -130,10 +130,12 @@ class Leases:
             db.execute("UPDATE jobs SET updated = ? WHERE id = ?", (now, claim.job))
 
     def finish_job(self, owner: str, claim: Claim) -> None:
-        """The join wrote the output: the job is done."""
+        """The join wrote the output: the job is done -- a job cancelled meanwhile too (a worker whose join lease
+        ran out while it went on: the output is there, complete)."""
         with self.transaction() as db:
-            db.execute("UPDATE jobs SET state = 'done', join_owner = NULL, join_expiry = NULL, updated = ? "
-                       "WHERE id = ? AND state IN ('queued', 'running', 'waiting')", (time.time(), claim.job))
+            db.execute("UPDATE jobs SET state = 'done', error = NULL, join_owner = NULL, join_expiry = NULL, "
+                       "updated = ? WHERE id = ? AND state IN ('queued', 'running', 'waiting', 'cancelled')",
+                       (time.time(), claim.job))
 
     def fail(self, owner: str, claim: Claim, message: str) -> None:
         """The claimed work failed for good (bad input): its job fails with ``message`` (one line)."""

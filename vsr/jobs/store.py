@@ -27,7 +27,7 @@ from urllib.parse import quote
 from vsr.errors import InputError
 from vsr.files import user_data_dir
 from vsr.jobs import schema
-from vsr.jobs.leases import Leases
+from vsr.jobs.leases import Leases, lost
 from vsr.jobs.rows import JobRow, decode_report, job_row
 from vsr.jobs.schema import JOB_STATES, ONE_OWNER_INDEX, SCHEMA_VERSION, UNFINISHED
 
@@ -214,12 +214,17 @@ class JobStore(Leases):
         return row
 
     def cancel(self, job: int) -> None:
-        """Unfinished jobs stop being worked on (a chunk in progress finishes; nothing more starts)."""
+        """Unfinished jobs stop being worked on (a chunk in progress finishes; nothing more starts).  Refused
+        while a worker joins the job's chunks into its output: every frame is computed, and the join ends with
+        the output in place (a cancelled job would then hold a finished output that its retry computes again)."""
         with self.transaction() as db:
             row = self._job(db, job)
             if row["state"] not in UNFINISHED:
                 raise InputError(f"job {job} is {row['state']}; only a queued, running or waiting job can be "
                                  "cancelled")
+            if row["join_owner"] is not None and not lost(row["join_owner"], row["join_expiry"], time.time()):
+                raise InputError(f"job {job} is being joined into {row['output']} (every chunk is done): it can "
+                                 "no longer be cancelled; remove the output once it is written if it is not wanted")
             db.execute("UPDATE jobs SET state = 'cancelled', updated = ? WHERE id = ?", (time.time(), job))
 
     def retry(self, job: int, committed=None) -> None:
@@ -233,16 +238,24 @@ class JobStore(Leases):
             row = self._job(db, job)
             if row["state"] not in ("failed", "cancelled"):
                 raise InputError(f"job {job} is {row['state']}; only a failed or cancelled job can be retried")
-            db.execute("UPDATE chunks SET state = 'queued', owner = NULL, expiry = NULL, attempts = 0, progress = 0, "
-                       "progress_s = 0 WHERE job = ? AND state != 'done'", (job,))
+            now = time.time()
+            # a chunk a live worker still computes (a cancelled job's chunk in progress) stays its own: queued
+            # again, a second worker would compute it beside the first
+            for c in db.execute("SELECT idx, state, owner, expiry FROM chunks WHERE job = ? AND state != 'done'",
+                                (job,)).fetchall():
+                if c["state"] != "running" or lost(c["owner"], c["expiry"], now):
+                    db.execute("UPDATE chunks SET state = 'queued', owner = NULL, expiry = NULL, attempts = 0, "
+                               "progress = 0, progress_s = 0 WHERE job = ? AND idx = ?", (job, c["idx"]))
             if committed is not None:
                 for c in db.execute("SELECT idx, chunk FROM chunks WHERE job = ? AND state = 'done'", (job,)):
                     if not committed(json.loads(c["chunk"])):
                         db.execute("UPDATE chunks SET state = 'queued', report = NULL WHERE job = ? AND idx = ?",
                                    (job, c["idx"]))
             try:
-                db.execute("UPDATE jobs SET state = 'queued', error = NULL, join_owner = NULL, join_expiry = NULL, "
-                           "not_before = NULL, updated = ? WHERE id = ?", (time.time(), job))
+                db.execute("UPDATE jobs SET state = 'queued', error = NULL, not_before = NULL, updated = ? WHERE "
+                           "id = ?", (now, job))
+                if row["join_owner"] is not None and lost(row["join_owner"], row["join_expiry"], now):
+                    db.execute("UPDATE jobs SET join_owner = NULL, join_expiry = NULL WHERE id = ?", (job,))
             except sqlite3.IntegrityError as e:
                 raise self._owned(db, e, row["output"], f"job {job} cannot be retried: its output "
                                                         f"{row['output']} is now the output of") from None

@@ -26,7 +26,7 @@ from typing import Any, Callable
 from vsr import interrupt
 from vsr.errors import BackendError, VsrError, printable
 from vsr.files import environment
-from vsr.jobs.chunks import discard, is_committed, join_chunks, run_chunk
+from vsr.jobs.chunks import discard, is_committed, join_chunks, run_chunk, tidy
 from vsr.jobs.leases import MAX_ATTEMPTS, Claim, owner_id
 from vsr.jobs.rows import JobRow, clock
 from vsr.jobs.spec import ChunkSpec, JobSpec
@@ -47,7 +47,8 @@ class WorkerSettings:
     with ``phase(text, detail=None)`` (``detail()``: the line's text after ``text``, asked at each redraw) and
     ``close()`` (the CLI's status line); None, or ``quiet``: nothing shown; encoder_log: encoders that print to
     the terminal themselves (SVT-AV1, x265) print more than errors; device: the device this worker's backends run
-    on (``cuda:1``; :meth:`vsr.backends.BackendRequest.on_device`), None: each job's own."""
+    on (``cuda:1``; :meth:`vsr.backends.BackendRequest.on_device`), None: each job's own; setup: called first in
+    each spawned worker process (picklable: the CLI's log and warning lines there as in its own process)."""
 
     lease_s: float = 60.0
     poll_s: float = 1.0
@@ -58,6 +59,7 @@ class WorkerSettings:
     status: Callable[[], Any] | None = None
     encoder_log: bool = False
     device: str | None = None
+    setup: Callable[[], None] | None = None
 
 
 class Progress:
@@ -87,6 +89,12 @@ class Outlook:
         self.job, self.others, self.progress = job, others, progress
         self.before = row.frames_done + row.frames_running
         self.total = row.frames_total
+
+    def update(self, row: JobRow, others: int, chunk_frames: int) -> None:
+        """The job as the store has it now, this chunk (``chunk_frames``) committed: the other workers' chunks
+        done meanwhile count too."""
+        self.before = max(0, row.frames_done + row.frames_running - chunk_frames)
+        self.total, self.others = row.frames_total, others
 
     def text(self, chunk_done: int = 0) -> str:
         """The line; ``chunk_done``: the chunk's frames once it is committed (found on disk, it counted none)."""
@@ -221,6 +229,7 @@ def _process(store: JobStore, owner: str, claim: Claim, backends: _Backends, set
         report = run_chunk(spec, chunk, backend=backend, progress=progress.add, on_start=started, on_phase=phase,
                            encoder_log=settings.encoder_log)
         store.commit_chunk(owner, claim, report, computed)
+        outlook.update(*store.outlook(claim.job), chunk.stop - chunk.start)
         say(f"job {claim.job} chunk {chunk.index} (frames {chunk.start}:{chunk.stop}) done in "
             f"{time.perf_counter() - t0:.1f} s; {outlook.text(chunk.stop - chunk.start)}")
         return True
@@ -231,7 +240,7 @@ def _process(store: JobStore, owner: str, claim: Claim, backends: _Backends, set
         if not disk_full(e):
             _failed(store, owner, claim, e, say)
             return False
-        message = (f"no space left on the output's disk ({' '.join(str(e).split())}); the job waits and is tried "
+        message = (f"no space left on the output's disk ({str(e).strip()}); the job waits and is tried "
                    f"again every {settings.disk_wait_s:g} s (its committed chunks are kept)")
         store.wait(owner, claim, message, settings.disk_wait_s)
         say(f"job {claim.job} waits: {message}")
@@ -250,20 +259,20 @@ def disk_full(error: BaseException) -> bool:
 
 
 def _failed(store: JobStore, owner: str, claim: Claim, e: Exception, say) -> None:
-    if isinstance(e, SourceChanged):  # its chunks are of a file that is gone: no retry can use them
-        try:
-            discard(JobSpec.from_json(claim.spec))
-        except VsrError as why:
-            log.warning("job %s: its chunks stay: %s", claim.job, why)
     if isinstance(e, VsrError):
         _fail(store, owner, claim, str(e), say)
     else:  # anything else a chunk raises fails its job, not the worker
         log.debug("job %s failed", claim.job, exc_info=e)
         _fail(store, owner, claim, f"{type(e).__name__}: {e}", say)
+    # its chunks are of a file that is gone (no retry can use them), or there are none: the folder goes
+    try:
+        (discard if isinstance(e, SourceChanged) else tidy)(JobSpec.from_json(claim.spec))
+    except VsrError as why:
+        log.warning("job %s: its chunk folder stays: %s", claim.job, why)
 
 
 def _fail(store: JobStore, owner: str, claim: Claim, message: str, say) -> None:
-    message = " ".join(message.split())  # one line in `vsr jobs list`
+    message = message.strip()  # kept as it is (a file name may hold a newline); shown escaped, on one line
     store.fail(owner, claim, message)
     say(f"job {claim.job} failed: {message}")
 
@@ -272,6 +281,8 @@ def _child(path: str, settings: WorkerSettings, parent: int) -> None:
     """A spawned worker process: :func:`work`, exit 130 on an interrupt, 1 where a job it ran failed.  Ctrl-C
     reaches it twice (from the terminal and from its parent): the second is only recorded (``once``)."""
     code, failed = 0, []
+    if settings.setup is not None:
+        settings.setup()
     if settings.device is not None and not settings.quiet:
         alone = os.environ.get("CUDA_VISIBLE_DEVICES") if settings.device.startswith("cuda") else None
         where = f" (CUDA_VISIBLE_DEVICES={alone})" if alone else ""
