@@ -58,6 +58,7 @@ class Clip:
     primaries: int | None = None
     transfer: int | None = None
     rotation: int = 0
+    display_matrix: tuple | None = None  # FFmpeg's 9 int32 (a mirror, a transpose), in place of a rotation
     sar: Fraction | None = None
     title: str | None = None
     language: str | None = None
@@ -102,6 +103,8 @@ def write_clip(path: Path, clip: Clip) -> Path:
         cc.sample_aspect_ratio = clip.sar
     if clip.rotation:
         vs.set_display_rotation(clip.rotation)
+    if clip.display_matrix:
+        vs.set_display_matrix(clip.display_matrix)
     if clip.title:
         vs.metadata["title"] = clip.title
     if clip.language:

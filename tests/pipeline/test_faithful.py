@@ -5,6 +5,7 @@ from __future__ import annotations
 import warnings
 from fractions import Fraction
 
+import av
 import pytest
 
 from tests.conftest import Audio, Subtitles, ffprobe_frames, probe
@@ -51,6 +52,29 @@ def test_vfr_10bit_full_range_rotation_audio_and_subtitles_survive_into_mkv(make
         assert b["packets"][i] == a["packets"][i]
     n = ffprobe_frames(out)
     assert n is None or n == 8
+
+
+MIRRORED = (-65536, 0, 0, 0, 65536, 0, 0, 0, 1 << 30)  # a front camera's, or `ffmpeg -display_hflip`
+TRANSPOSED = (0, 65536, 0, 65536, 0, 0, 0, 0, 1 << 30)  # a rotation by 90 degrees and a mirror
+ROTATED_ABOUT = (0, 65536, 0, -65536, 0, 0, 14 << 16, 0, 1 << 30)  # 90 degrees, moved back into view (MP4)
+
+
+@pytest.mark.parametrize("ext, matrix, written", [
+    ("mp4", MIRRORED, MIRRORED), ("mkv", MIRRORED, MIRRORED), ("mov", TRANSPOSED, TRANSPOSED),
+    ("mp4", ROTATED_ABOUT, ROTATED_ABOUT[:6] + (56 << 16,) + ROTATED_ABOUT[7:]),  # the move is in pixels: x4
+    ("mkv", ROTATED_ABOUT, ROTATED_ABOUT[:6] + (0,) + ROTATED_ABOUT[7:])])  # Matroska keeps no move
+def test_a_mirrored_or_transposed_picture_is_shown_as_the_source_is(make_clip, tmp_path, tiny_backend, ext, matrix,
+                                                                    written):
+    """The display matrix whole, not its angle: a mirrored clip (angle 180 to FFmpeg) came out upside down."""
+    from vsr.video.orientation import read_matrix
+
+    src = make_clip(f"m.{ext}", width=22, height=14, frames=3, display_matrix=matrix)
+    out = tmp_path / f"out.{ext}"
+    run(src, out, tiny_backend)
+    with av.open(str(src)) as a, av.open(str(out)) as b:
+        fa, fb = next(a.decode(video=0)), next(b.decode(video=0))
+        assert read_matrix(fb) == written and read_matrix(fa)[:6] == written[:6]
+        assert (fb.width, fb.height) == (88, 56) and fb.rotation == fa.rotation
 
 
 def test_mp4_output_converts_srt_to_mov_text_and_keeps_exact_timestamps(make_clip, tmp_path, tiny_backend):

@@ -36,6 +36,7 @@ from vsr.video.encoder_open import open_encoder
 from vsr.video.hdr import as_encoded, hdr_metadata, hdr_not_written
 from vsr.video.isobmff import NotWritable
 from vsr.video.output import WRITE_ERRNOS, commit_output, output_path, video_partial, writes
+from vsr.video.orientation import output_matrix
 from vsr.video.palette import Palettes
 from vsr.video.passthrough import Passthrough, Window
 from vsr.video.reading import open_input
@@ -52,7 +53,7 @@ VARIABLE_FPS = 0x0400  # AVFMT_VARIABLE_FPS: the container keeps each frame's ti
 
 # video stream tags that describe the source's encoding, not the content (Matroska's VP8/VP9 alpha, as FFmpeg reads
 # it: its muxer writes it again where libvpx encodes alpha)
-DROPPED_TAGS = ("DURATION", "ENCODER", "HANDLER_NAME", "VENDOR_ID", "ALPHA_MODE")
+DROPPED_TAGS = ("DURATION", "ENCODER", "VENDOR_ID", "ALPHA_MODE")
 
 
 class VideoSink:
@@ -204,7 +205,10 @@ class VideoSink:
         siting = {"chroma_sample_location": SITING_NAMES[self.planes.siting]} if self.planes.siting else {}
         vs.options = {**self.encoder_options, **siting}  # where vsr.video.planes sited the chroma, for players
         vs.thread_type = "AUTO"
-        if info.rotation:
+        if info.display_matrix is not None:  # a mirror too, not only the angle
+            vs.set_display_matrix(output_matrix(info.display_matrix, (info.width, info.height),
+                                                (choice.width, choice.height)))
+        elif info.rotation:
             vs.set_display_rotation(info.rotation)
         for k, v in info.metadata.items():
             if k.upper() not in DROPPED_TAGS:

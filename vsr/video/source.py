@@ -28,6 +28,7 @@ from vsr.video.ends import EarlyEnd, file_end, y4m_frames
 from vsr.video.formats import has_alpha
 from vsr.video.hdr import HdrMetadata, read_hdr
 from vsr.video.interlace import deinterlaced, field_order, with_deinterlace
+from vsr.video.orientation import read_matrix
 from vsr.video.reading import ffmpeg_log, ffmpeg_reason, one_line, open_input, size_error, tags
 from vsr.video.seek import EntryPoint, enter, picture_digest
 from vsr.video.spherical import View, read_view
@@ -69,6 +70,7 @@ class VideoInfo:
     rate: Fraction | None  # average frame rate (timestamps are copied; it only fills in those a source lacks)
     frames: int | None  # from the header or a count; None when unknown
     rotation: int = 0  # display rotation in degrees (counter-clockwise), kept as metadata
+    display_matrix: tuple[int, ...] | None = None  # the whole matrix (a mirror too): vsr.video.orientation
     sample_aspect_ratio: Fraction | None = None
     stream_index: int = 0
     metadata: dict = field(default_factory=dict)  # the video stream's tags (language, title, ...)
@@ -327,7 +329,7 @@ def video_info(path: Path, c, st, first: av.VideoFrame) -> VideoInfo:
     return VideoInfo(
         path=path, kind="video", width=first.width, height=first.height, pix_fmt=pix_fmt,
         bits=bit_depth(pix_fmt), colour=colour, time_base=st.time_base, rate=frame_rate(st, first),
-        frames=st.frames or None, rotation=int(round(first.rotation or 0)) % 360,
+        frames=st.frames or None, rotation=int(round(first.rotation or 0)) % 360, display_matrix=read_matrix(first),
         sample_aspect_ratio=cc.sample_aspect_ratio or st.sample_aspect_ratio, stream_index=st.index,
         metadata=tags(st.metadata), container_metadata=tags(c.metadata),
         start_pts=first.pts if first.pts is not None else 0, duration_s=duration_s, container=c.format.name,
