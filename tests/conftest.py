@@ -53,6 +53,7 @@ class Clip:
     rate: Fraction = Fraction(25)
     time_base: Fraction | None = None
     pts: list[int] | None = None
+    durations: list[int] | None = None  # each frame's (in time_base), set on its packet (Matroska keeps them)
     matrix: int | None = None  # AVColorSpace; None: untagged
     range: int | None = None  # AVColorRange
     primaries: int | None = None
@@ -128,6 +129,12 @@ def write_clip(path: Path, clip: Clip) -> Path:
             s.metadata["language"] = sub.language
         sstreams.append((s, sub))
     pts = clip.pts or list(range(clip.frames))
+    lasting = dict(zip(pts, clip.durations or []))
+
+    def timed(pkt):
+        pkt.duration = lasting.get(pkt.pts, pkt.duration)
+        return pkt
+
     for i, p in enumerate(pts):
         rgb = pattern(i, clip.width, clip.height, clip.seed)
         planes = encode_planes(rgb.transpose(2, 0, 1).astype(np.float32) / 255, clip.pix_fmt, spec)
@@ -135,9 +142,9 @@ def write_clip(path: Path, clip: Clip) -> Path:
         frame.pts = p
         frame.time_base = tb
         for pkt in vs.encode(frame):
-            oc.mux(pkt)
+            oc.mux(timed(pkt))
     for pkt in vs.encode(None):
-        oc.mux(pkt)
+        oc.mux(timed(pkt))
     seconds = float((pts[-1] + 1) * tb)
     for s in astreams:
         n = s.codec_context.frame_size or 1024

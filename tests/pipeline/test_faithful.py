@@ -54,6 +54,42 @@ def test_vfr_10bit_full_range_rotation_audio_and_subtitles_survive_into_mkv(make
     assert n is None or n == 8
 
 
+@pytest.mark.parametrize("ext", ["mp4", "mov", "mkv"])
+def test_a_variable_rate_clip_ends_where_its_last_frame_does_whatever_the_b_frames(make_clip, tmp_path,
+                                                                                   tiny_backend, ext):
+    """The last frame lasts 200 ms; x264's B-frames put the packet of the frame shown last three before the end,
+    and the MP4 muxer ended the edit list at that frame's time plus the 40 ms it guessed (1.04 s, not 1.2)."""
+    pts = [0, 40, 80, 200, 240, 400, 440, 480, 700, 740, 900, 1000]
+    src = make_clip("vfr.mkv", width=64, height=48, pts=pts, durations=[b - a for a, b in zip(pts, pts[1:])] + [200],
+                    time_base=Fraction(1, 1000), rate=Fraction(12))
+    out = tmp_path / f"out.{ext}"
+    run(src, out, tiny_backend)
+    with av.open(str(src)) as a, av.open(str(out)) as b:
+        assert a.duration == 1_200_000  # microseconds: where the last frame ends
+        st = b.streams.video[0]
+        packets = [p for p in b.demux(st) if p.size]
+        assert max(p.pts for p in packets) != packets[-1].pts  # (B-frames: the last frame's packet not last)
+        if ext == "mkv":
+            assert b.duration == 1_200_000
+    if ext != "mkv":  # what a player shows: the movie's and the edit list's durations, read from the boxes
+        # (FFmpeg 8's reader gives the track's decode span, 1.02 s here, which B-frames keep short of the end)
+        assert presentation_s(out) == (1.2, 1.2)
+    assert probe(out)["video_times"] == probe(src)["video_times"]
+
+
+def presentation_s(path) -> tuple[float, float]:
+    """An MP4/MOV's movie header duration and its one video edit's duration, in seconds (version 0 boxes)."""
+    import struct
+
+    data = path.read_bytes()
+    i = data.index(b"mvhd")
+    scale, movie = struct.unpack(">II", data[i + 16:i + 24])
+    j = data.index(b"elst")
+    count, edit = struct.unpack(">II", data[j + 8:j + 16])
+    assert count == 1
+    return movie / scale, edit / scale
+
+
 MIRRORED = (-65536, 0, 0, 0, 65536, 0, 0, 0, 1 << 30)  # a front camera's, or `ffmpeg -display_hflip`
 TRANSPOSED = (0, 65536, 0, 65536, 0, 0, 0, 0, 1 << 30)  # a rotation by 90 degrees and a mirror
 ROTATED_ABOUT = (0, 65536, 0, -65536, 0, 0, 14 << 16, 0, 1 << 30)  # 90 degrees, moved back into view (MP4)

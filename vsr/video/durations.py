@@ -3,11 +3,12 @@ the last frame's from the one before (a GIF's last delay, a Matroska or MP4 file
 rate source's last frame comes out as long as the frame before it.
 
 What a packet's duration means depends on the container: in Matroska it is its own frame's time on screen, in
-whatever order the packets come (B-frames reorder them); in MP4 and QuickTime every sample lasts until the next
-one's decode time, and only the last sample's duration is the muxer's to take, so the last packet in decode
-order reaches to where the last frame ends (the muxer's edit list ends at the latest packet time plus
-duration); elsewhere a packet gets its frame's duration only where packets come in
-the frames' order.
+whatever order the packets come (B-frames reorder them); elsewhere a packet gets its frame's duration only where
+packets come in the frames' order.  In MP4 and QuickTime every sample lasts until the next one's decode time
+(only the last sample's duration is the muxer's to take), while the edit list, what a player shows, ends at the
+latest packet time plus duration (FFmpeg's ``end_pts``; a packet without one gets a guess from the frame rate):
+so at the end of the stream the packet of the frame shown last carries that frame's duration, and the last
+packet in decode order one that ends the samples there too (:meth:`PacketDurations.flushed`).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ class PacketDurations:
         self._held: dict[int, int] = {}  # each frame's duration by its timestamp, until its packet
         self._recent: deque[tuple[int | None, int | None]] = deque(maxlen=RECENT)  # (pts, dts) of the last packets
         self.end = 0  # where the frames given so far end
+        self.first: tuple[int, int] | None = None  # the first packet's (pts, dts): the decode delay
         self.last = 0  # the last frame's duration (an animation's is written into the closed file)
 
     def frame(self, pts: int, duration: int) -> None:
@@ -46,26 +48,33 @@ class PacketDurations:
     def packet(self, pkt: av.Packet) -> av.Packet:
         """``pkt`` with its frame's duration, where the container takes it (the module's docstring)."""
         self._recent.append((pkt.pts, pkt.dts))
+        if self.first is None and pkt.pts is not None and pkt.dts is not None:
+            self.first = (pkt.pts, pkt.dts)
         duration = self._held.pop(pkt.pts, 0) if pkt.pts is not None else 0
         if duration and not pkt.duration and (pkt.pts == pkt.dts or self.container in PER_FRAME):
             pkt.duration = duration
         return pkt
 
     def flushed(self, packets: list[av.Packet]) -> list[av.Packet]:
-        """The encoder's last ``packets``: in MP4 and QuickTime, where the frame shown last would end before its
-        time is over (its sample lasts until the next decode time, which the frames before it set: a last frame
-        longer than those), the last packet in decode order (a B-frame's, shown before it) reaching to where the
-        last frame ends.  (The samples then last longer than the frames shown, which the edit list cuts: left
-        alone where not needed, as a constant rate's last frame is not, whose average rate they would change.)"""
-        last = packets[-1] if packets else None
-        if last is None or self.container not in DECODE_ORDER or last.duration or last.pts is None:
+        """The encoder's last ``packets``; in MP4 and QuickTime (the module's docstring): the packet of the frame
+        shown last, where it is among them, lasting to where that frame ends (the edit list ends there: with
+        B-frames, a variable-rate source's last frame of 200 ms was shown for the 40 ms the muxer guessed), and
+        the last in decode order lasting to where the samples end (the track's duration, its average rate; not
+        past where the last frame ends).  A constant rate's come out as the muxer would have made them."""
+        if not packets or self.container not in DECODE_ORDER or not self.end:
             return packets
-        order = list(self._recent) + [(p.pts, p.dts) for p in packets]  # (decode order)
-        if any(pts is None or dts is None for pts, dts in order) or len(order) < 2:
+        if any(p.pts is None or p.dts is None for p in packets):
             return packets
-        shown = max(range(len(order)), key=lambda i: order[i][0])  # the frame shown last
-        after = shown + 1 if shown + 1 < len(order) else shown  # (the last sample: the muxer repeats the one before)
-        ends = order[shown][0] + order[after][1] - order[after - 1][1]
-        if ends < self.end and last.pts != last.dts:
-            last.duration = self.end - last.pts
+        first = self.first or (packets[0].pts, packets[0].dts)  # (a short clip: every packet comes at the end)
+        latest = max([pts for pts, _ in self._recent if pts is not None], default=None)
+        shown = max(packets, key=lambda p: p.pts)
+        if latest is None or shown.pts >= latest:
+            if shown.pts + (shown.duration or 0) < self.end:
+                shown.duration = self.end - shown.pts
+        last = packets[-1]
+        if last is not shown and not last.duration:
+            delay = first[0] - first[1]
+            duration = min(self.end - last.dts - delay, self.end - last.pts)
+            if duration > 0:
+                last.duration = duration
         return packets
