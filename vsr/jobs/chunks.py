@@ -233,7 +233,9 @@ def _write_joined(spec: JobSpec, chunks: list[ChunkSpec], folder: ChunkFolder, j
         try:
             ordered = sorted(chunks, key=lambda c: c.index)
             times = [json.loads(folder.read_text(f"{c.index:05d}.packets.json")) for c in ordered]
-            shift = _trim(sink, times) if spec.trimmed else 0
+            # the chunks are at the source's timestamps: moved as the sink moves what it writes (a trimmed job's
+            # frame A to the start, a transport stream's clock out: vsr.video.origin)
+            shift = _trim(sink, times) if spec.trimmed else _shift(sink, Fraction(times[0]["time_base"]))
             for c, t in zip(ordered, times):
                 _copy_packets(folder.path(_name(spec, c)), c, t, sink, shift, Path(spec.output).name)
             sink.commit(before_rename=lambda: check_unchanged(spec.input, spec.source))
@@ -253,7 +255,15 @@ def _trim(sink: VideoSink, times: list[dict]) -> int:
     if first_src.denominator != 1:
         raise InputError(f"cannot trim the job's output: the chunks' time base {tb} is not the source's {info_tb}")
     sink.trim_span(int(first_src), float(times[-1]["span_s"][1]))
-    shift = sink.pts_offset * info_tb / tb
+    return _shift(sink, tb)
+
+
+def _shift(sink: VideoSink, tb: Fraction) -> int:
+    """The sink's move of the timestamps (:attr:`~vsr.video.VideoSink.pts_offset`) in the chunks' ``tb``."""
+    shift = sink.pts_offset * sink.info.time_base / tb
+    if shift.denominator != 1:
+        raise InputError(f"cannot join the chunks: the chunks' time base {tb} is not the source's "
+                         f"{sink.info.time_base}")
     return int(shift)
 
 

@@ -1,8 +1,8 @@
 """``VideoSink``: output frames encoded into a video file (PyAV), with the source's other streams.
 
-The video sink copies the source's timestamps frame by frame (variable frame rate stays variable), its
-audio and subtitle packets (:mod:`vsr.video.passthrough`), stream metadata, display rotation and sample
-aspect ratio, and tags the colour it really wrote.  It writes under a temporary name and renames on
+The video sink copies the source's timestamps frame by frame (variable frame rate stays variable; a transport
+stream's clock moved out, :mod:`vsr.video.origin`), its audio and subtitle packets (:mod:`vsr.video.passthrough`),
+stream metadata, display matrix and sample aspect ratio, and tags the colour it really wrote.  It writes under a temporary name and renames on
 :meth:`VideoSink.commit` (:mod:`vsr.video.output`); :meth:`VideoSink.abort` (any failure, Ctrl-C) removes the
 temporary, so an interrupted run never leaves a file at the output path.
 """
@@ -37,6 +37,7 @@ from vsr.video.hdr import as_encoded, hdr_metadata, hdr_not_written
 from vsr.video.isobmff import NotWritable
 from vsr.video.output import WRITE_ERRNOS, commit_output, output_path, video_partial, writes
 from vsr.video.orientation import output_matrix
+from vsr.video.origin import origin
 from vsr.video.palette import Palettes
 from vsr.video.passthrough import Passthrough, Window
 from vsr.video.reading import open_input
@@ -72,7 +73,7 @@ class VideoSink:
     def __init__(self, dst: Path, info: VideoInfo, settings: EncoderSettings, scale: int = 4,
                  trim: bool = False, passthrough: bool = True, probe: bool = False):
         self.info = info
-        self.pts_offset = 0
+        self.pts_offset = self.origin = 0
         # (pts, dts, duration) of each video packet as the encoder gave it, in the source's time base, when a
         # caller asks for them (a chunk of a batch job: containers do not all give them back exactly)
         self.packet_times: list[tuple[int | None, int | None, int]] | None = None
@@ -114,6 +115,7 @@ class VideoSink:
             self.scale = factor(info.width, choice.width)
             self._captions = PictureMessages(info.captions, info.hdr10plus, av.Codec(choice.codec, "w").canonical_name,
                                              self.scale, dovi=info.dovi, rpus=choice.dolby_vision is not None)
+            self.origin = self.pts_offset = origin(info, self.oc.format.name) if passthrough else 0  # (a clock)
             if info.kind == "video" and passthrough:
                 self.passthrough = Passthrough(info.path if info.side_packets is None else info.side_packets, self.oc)
             self.oc.metadata.update(info.container_metadata)
@@ -121,7 +123,7 @@ class VideoSink:
             # output's span is known (end())
             self._chapters = info.chapters if passthrough else ()
             if self._chapters and not trim:
-                self.oc.set_chapters(as_written(self._chapters))
+                self.oc.set_chapters(as_written(self._chapters, self.origin * Fraction(info.time_base)))
             open_encoder(self.oc, self.vs, choice)
         except BaseException:
             self.abort()
@@ -231,7 +233,7 @@ class VideoSink:
         """What passthrough packets a trimmed output keeps (None: untrimmed, all of them)."""
         if not self.keep_window:
             return None
-        return Window(self._window_start if self.pts_offset else None, self._window_end)
+        return Window(self._window_start if self.pts_offset != self.origin else None, self._window_end)
 
     def _copy_until(self, t_src: float | None) -> None:
         if self.passthrough is not None:
@@ -244,7 +246,7 @@ class VideoSink:
         if self._window_start is None:
             self._window_start = t
             if self.keep_window:
-                self.pts_offset = pts - self.info.start_pts
+                self.pts_offset = pts - self.info.start_pts + self.origin
         frame = planes if isinstance(planes, av.VideoFrame) else planes_to_frame(planes, self.pix_fmt, self.colour)
         frame.pts = pts - self.pts_offset
         frame.time_base = self.info.time_base
@@ -276,7 +278,7 @@ class VideoSink:
         back by :attr:`pts_offset`, as :meth:`write` moves frames."""
         self._window_start = float(first_pts * self.info.time_base)
         self._window_end = end_s
-        self.pts_offset = first_pts - self.info.start_pts
+        self.pts_offset = first_pts - self.info.start_pts + self.origin
 
     @writes
     def mux(self, packet: av.Packet) -> None:

@@ -76,6 +76,7 @@ class VideoInfo:
     metadata: dict = field(default_factory=dict)  # the video stream's tags (language, title, ...)
     container_metadata: dict = field(default_factory=dict)
     start_pts: int = 0
+    start_s: float | None = None  # the container's start (its earliest stream's): vsr.video.origin
     duration_s: float | None = None
     container: str = ""  # FFmpeg's name of the file's format ("matroska,webm", "nut", ...)
     header_frames: int | None = None  # the count the file's header declares (None: it declares none)
@@ -333,6 +334,7 @@ def video_info(path: Path, c, st, first: av.VideoFrame) -> VideoInfo:
         sample_aspect_ratio=cc.sample_aspect_ratio or st.sample_aspect_ratio, stream_index=st.index,
         metadata=tags(st.metadata), container_metadata=tags(c.metadata),
         start_pts=first.pts if first.pts is not None else 0, duration_s=duration_s, container=c.format.name,
+        start_s=c.start_time / 1e6 if c.start_time is not None else None,
         header_frames=st.frames or None, hdr=read_hdr(first, colour), interlaced=field_order(st, first),
         chapters=read_chapters(c), captions=FrameStore(), view=read_view(first),
         alpha=FrameStore() if alpha.has_alpha_frame(first) else None, plays=plays_of(path, c.format.name),
