@@ -195,3 +195,20 @@ def test_other_encoders(make_clip, tmp_path, tiny_backend, codec, suffix, pix_fm
     run(src, out, tiny_backend, encoder=EncoderSettings(codec=codec, options=opts))
     b = probe(out)
     assert b["frames"] == 2 and video(b)["pix_fmt"] == pix_fmt and video(b)["width"] == 64
+
+
+@pytest.mark.parametrize("codec", ["aac", "libmp3lame"])
+def test_an_avi_keeps_every_frames_time_beside_audio_with_priming(make_clip, tmp_path, tiny_backend, codec):
+    """AAC's and MP3's priming start the audio before 0; FFmpeg moved every stream later to make up for it, and
+    in AVI's one-frame time base every video frame after the first landed a frame late (an empty index entry at
+    frame 1, 11 entries for 10 frames)."""
+    src = make_clip("a.mp4", width=24, height=16, frames=10, audio=[Audio(codec, "stereo", rate=44100)])
+    out = tmp_path / "o.avi"
+    run(src, out, tiny_backend)
+    a, b = probe(src), probe(out)
+    assert b["frames"] == 10 and b["video_times"] == a["video_times"]
+    with av.open(str(out)) as c:
+        assert c.streams.video[0].frames == 10  # the index: one entry a frame
+        assert [s.type for s in c.streams] == ["video", "audio"]
+    n = ffprobe_frames(out)
+    assert n is None or n == 10

@@ -47,6 +47,19 @@ def test_an_avi_with_a_latin1_title_upscales_and_keeps_it(tmp_path):
     assert probe_tags(tmp_path / "out.mkv")["format"]["tags"]["title"] == "Café"
 
 
+def test_an_avi_whose_index_repeats_a_frame_is_not_said_to_end_early(tmp_path):
+    """FFmpeg's own AVI of video and AAC: an empty index entry (a frame shown again) makes its header count 11
+    entries for 10 pictures, and vsr warned the file ended early."""
+    src = tmp_path / "in.avi"
+    subprocess.run([ffmpeg(), "-v", "error", "-f", "lavfi", "-i", "testsrc2=size=32x24:rate=25:duration=0.4", "-f",
+                    "lavfi", "-i", "sine=duration=0.4", "-c:v", "mpeg4", "-c:a", "aac", str(src)], check=True)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        report = upscale(src, tmp_path / "out.mkv", backend=WindowBackend(),
+                         encoder=EncoderSettings(preset="ultrafast"))
+    assert report.frames == 10 and not [w for w in caught if "ended early" in str(w.message)]
+
+
 def test_matroska_stream_and_chapter_titles_in_a_code_page(tmp_path):
     """Tags of the video stream, an audio stream (copied) and a chapter, each in Windows-1252."""
     meta = tmp_path / "chapters.txt"

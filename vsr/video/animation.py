@@ -42,8 +42,8 @@ def plays_of(path: Path, container: str) -> int | None:
 
 
 def muxer_options(container: str, plays: int | None) -> dict[str, str]:
-    """The muxer options of an animation output (FFmpeg's format ``container``) that plays ``plays`` times (0 or
-    None: for ever)."""
+    """The muxer options of an output in FFmpeg's format ``container``: an animation's that plays ``plays`` times
+    (0 or None: for ever), an AVI's timestamps."""
     plays = plays or 0
     if container == "gif":  # (-1: no extension, played once)
         return {"loop": "0" if plays == 0 else str(plays - 1) if plays > 1 else "-1"}
@@ -51,6 +51,10 @@ def muxer_options(container: str, plays: int | None) -> dict[str, str]:
         return {"plays": str(plays)}
     if container == "webp":
         return {"loop": str(plays)}
+    if container == "avi":
+        # its audio has no timestamps to shift (AAC's or MP3's priming, negative in the source, plays first
+        # anyway): FFmpeg's shift of every stream moved each video frame after the first one frame late
+        return {"avoid_negative_ts": "disabled"}
     return {}
 
 

@@ -6,7 +6,8 @@ decodes to its first frames, a NUT stream cut inside a packet gives that packet 
 frame drops it.  So once a source is decoded to its end it is held against what it declared
 (:class:`EarlyEnd`, None where it is whole):
 
-- a file's header: its frame count (MP4, MOV: exact); else the duration it declares (Matroska, WebM), when 2 or
+- a file's header: its frame count (MP4, MOV: exact); else the duration it declares (Matroska, WebM, AVI, whose
+  index counts entries without a picture: a frame shown again, FFmpeg's dropped or repeated frame), when 2 or
   more of the frames that duration holds are missing and none of the file's streams reaches it (a file whose
   audio outlasts its video is whole);
 - Y4M: everything after the header is whole frames (a file: its size; a stream: the bytes read);
@@ -87,7 +88,7 @@ def file_end(path: Path, container: str, header_frames: int | None, duration_s: 
             if not nut_whole(f.read(), size):
                 return EarlyEnd(decoded, None, NUT_CUT)
         return None
-    if header_frames:
+    if header_frames and container != "avi":  # an AVI's index counts its empty entries: frames shown again
         if decoded < header_frames:
             return EarlyEnd(decoded, header_frames, f"its header declares {header_frames} frames")
         return None

@@ -135,7 +135,7 @@ class VideoSink:
         self.tmp = video_partial(self.dst)
         try:
             oc = av.open(str(self.tmp), "w")
-            oc.options.update(muxer_options(oc.format.name, self.info.plays))  # (an animation's loop count)
+            oc.options.update(muxer_options(oc.format.name, self.info.plays))  # (an animation's loops, AVI's shift)
             return oc
         except ValueError:
             raise InputError(f"unknown output container for {self.dst.name!r} (use .mp4, .mkv, .mov, ...)") from None
