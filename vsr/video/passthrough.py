@@ -16,10 +16,12 @@ hold is named in one warning.
 
 from __future__ import annotations
 
+import math
 import struct
 import warnings
 from dataclasses import dataclass
 from enum import Enum
+from fractions import Fraction
 from pathlib import Path
 from typing import Protocol
 
@@ -57,6 +59,22 @@ class Window:
 
     start: float | None
     end: float | None
+
+
+def _on_at(pkt, start: float) -> bool:
+    """Whether ``pkt``, which starts before a trimmed output's ``start`` (source seconds), is a subtitle still on
+    screen then: it is kept, from ``start`` for the time it had left (as a chapter running there is)."""
+    if pkt.stream.type != "subtitle" or not pkt.duration or pkt.pts is None:
+        return False
+    tb = pkt.time_base
+    begin = int(math.ceil(Fraction(start).limit_denominator(10**9) / tb))
+    end = pkt.pts + pkt.duration
+    if end <= begin:
+        return False
+    if pkt.dts is not None:
+        pkt.dts += begin - pkt.pts
+    pkt.pts, pkt.duration = begin, end - begin
+    return True
 
 
 def copy_works(st, oc, sample=None) -> bool:
@@ -268,7 +286,7 @@ class Passthrough:
             self._pending = None
             if window is not None:
                 start_t = float((pkt.pts if pkt.pts is not None else ts) * pkt.time_base)
-                if window.start is not None and start_t < window.start - 1e-9:
+                if window.start is not None and start_t < window.start - 1e-9 and not _on_at(pkt, window.start):
                     continue
                 if window.end is not None and t >= window.end and t_src is None:
                     continue
