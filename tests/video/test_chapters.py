@@ -66,6 +66,10 @@ def test_a_whole_run_keeps_the_chapters(chaptered, tmp_path, suffix):
     assert p.returncode == 0, p.stderr
     assert chapters(out) == chapters(chaptered) == [(Fraction(a, 1000), Fraction(b, 1000), t)
                                                     for a, b, t in CHAPTERS]
+    if suffix == ".mp4":  # an MP4's chapters are also a text track, hidden by FFmpeg's reader: not "left out"
+        again = vsr("upscale", out, tmp_path / "again.mp4", *TINY[:-1])
+        assert again.returncode == 0 and "cannot follow" not in again.stderr, again.stderr
+        assert chapters(tmp_path / "again.mp4") == chapters(out)
 
 
 @pytest.mark.parametrize("suffix", [".mkv", ".mp4"])

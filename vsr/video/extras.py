@@ -51,6 +51,9 @@ def read_extras(c) -> list[Extra]:
 NAVIGATION = ("dvd_nav_packet",)
 
 
+AVDISCARD_ALL = 48  # what FFmpeg's MP4/MOV reader marks a chapter track with (read as the file's chapters)
+
+
 def left_out(c) -> list[str]:
     """The streams of the opened file ``c`` that no output holds: a video other than its video and its covers
     (another angle, a second programme), data (telemetry, SCTE-35 cues, ...; not a QuickTime timecode track,
@@ -62,7 +65,8 @@ def left_out(c) -> list[str]:
         if st.type == "video" and st is not main and not is_attached_pic(st):
             cc = st.codec_context
             out.append(f"stream {st.index} (another video, {cc.name} {cc.width}x{cc.height})")
-        elif st.type == "data" and "timecode" not in named and st.name not in NAVIGATION:
+        elif (st.type == "data" and "timecode" not in named and st.name not in NAVIGATION
+              and getattr(st, "discard", 0) != AVDISCARD_ALL):  # (an MP4's chapter track: its chapters follow)
             what = ", ".join(repr(x) for x in (st.name, named.get("handler_name", "").strip()) if x)
             out.append(f"stream {st.index} (data{', ' + what if what else ''})")
     return out
