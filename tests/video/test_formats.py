@@ -16,6 +16,7 @@ the first's rows).  Two checks:
 from __future__ import annotations
 
 import subprocess
+import warnings
 from fractions import Fraction
 from pathlib import Path
 
@@ -184,7 +185,7 @@ def test_each_format_each_encoder_takes_is_ffmpegs_conversion(tmp_path, codec, n
     ("gbrp", "libx264rgb", "o.mkv", "bgr0"),
     ("gbrp", "libx264", "o.mkv", "yuv444p"), ("gbrp12le", "libx265", "o.mkv", "yuv444p12le"),  # lossy: YUV 4:4:4
     ("gbrp", "prores_ks", "o.mov", "yuv444p10le"),  # ProRes 4444, not 422
-    ("gray10le", "ffv1", "o.mkv", "gray10le"), ("gray", "libx264", "o.mkv", "yuv444p"),
+    ("gray10le", "ffv1", "o.mkv", "gray10le"), ("gray", "libx264", "o.mkv", "yuv420p"),
     ("yuva420p", "ffv1", "o.mkv", "yuva420p"), ("gbrap10le", "ffv1", "o.mkv", "gbrap10le"),  # alpha kept
     ("yuva420p", "libx264", "o.mkv", "yuv420p"), ("gbrap", "libx264rgb", "o.mkv", "bgr0"),  # (or dropped)
     ("yuv420p", "mjpeg", "o.mov", "yuvj420p"),  # JPEG's full range: limited is refused at normal compliance
@@ -215,3 +216,21 @@ def test_the_output_keeps_its_sources_kind_and_depth_where_the_codec_holds_them(
             np.testing.assert_array_equal(got.reshape(H, W, 4)[..., :3], np.stack([b, g, r], -1))
         else:
             np.testing.assert_array_equal(got[:3 * H * W], np.concatenate([g.ravel(), b.ravel(), r.ravel()]))
+
+
+@pytest.mark.parametrize("source,codec,name,requested,said", [
+    ("yuv422p12le", "libx264", "o.mkv", None, "the source's 12-bit samples (yuv422p12le) are written in 10 bits: "
+                                              "libx264 takes no more (FFV1 in .mkv keeps them: -c ffv1)"),
+    ("gray16le", "libx264", "o.mp4", None, "the source's 16-bit samples (gray16le) are written in 10 bits: libx264 "
+                                           "takes no more (FFV1 in .mkv keeps them: -c ffv1)"),
+    ("yuv422p12le", "libx265", "o.mkv", None, None), ("yuv422p12le", "ffv1", "o.mkv", None, None),
+    ("yuv422p12le", "libx264", "o.mkv", "yuv420p", None)])  # asked for: said by the encoder line alone
+def test_a_source_deeper_than_its_output_is_said(tmp_path, source, codec, name, requested, said):
+    """A 12-bit master into H.264 became 10-bit without a word."""
+    spec = ColourSpec.of(source, W // 4, H // 4, 2, 0, 2, 2)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        sink = VideoSink(tmp_path / name, source_info(tmp_path / "src", source, spec),
+                         EncoderSettings(codec=codec, pix_fmt=requested))
+        sink.abort()
+    assert [str(w.message) for w in caught if "-bit samples" in str(w.message)] == ([said] if said else [])

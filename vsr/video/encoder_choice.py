@@ -29,7 +29,7 @@ from vsr.video.codecs import (ALPHA_CODECS, ALPHA_CODEC_SETTINGS, BIG_OUTPUT_PIX
                               check_size, effective, encoder_memory_mb, encoder_params, held, holders, number,
                               quality_key, video_codec)
 from vsr.video.colour import RANGE_FULL, SPC_RGB, ColourSpec, is_gray_format, is_rgb_format
-from vsr.video.formats import (alpha_formats, alpha_pix_fmt, alpha_warning, gray_output, rgb_format,
+from vsr.video.formats import (alpha_formats, alpha_pix_fmt, format_warnings, gray_output, rgb_format,
                                rgb_output, without_alpha)
 from vsr.video.hdr import HDR_CODECS, hdr_params, hdr_warnings, is_hdr
 from vsr.video.nvenc import is_nvenc, nvenc_options, nvenc_problem
@@ -173,7 +173,7 @@ def choose_encoder(container: OutputContainer, settings: EncoderSettings, info: 
     else:
         pix_fmt = choose_pix_fmt(codec, info, settings.pix_fmt)
     shown = "Y4M" if container.stream == "y4m" else codec.name
-    said = [w for w in (alpha_warning(info, pix_fmt, shown, settings.pix_fmt),) if w is not None]
+    said = format_warnings(info, pix_fmt, shown, settings.pix_fmt)
     check_playable(codec.name, container)
     width, height = scaled_size(info.width, info.height, settings.scale, scale, pix_fmt)
     said += [w for w in (factor_of(settings.scale, info.width, info.height, scale)[1],) if w]
@@ -221,9 +221,9 @@ def colour_pix_fmt(codec: av.Codec, formats: list[str], info: VideoInfo) -> str:
         return src  # grey kept grey, at its depth
     if rgb_output(codec.name, formats, src):
         return rgb_format(formats, info.bits) or formats[0]  # RGB kept RGB (full range), at its depth
-    if rgb or is_gray_format(src):  # YUV 4:4:4 of the source's depth; HDR: HDR10's 4:2:0, what its players decode
-        src = "yuv420p10le" if is_hdr(info.colour) else {8: "yuv444p", 9: "yuv444p10le", 10: "yuv444p10le",
-                                                        12: "yuv444p12le"}.get(info.bits, "yuv444p16le")
+    if rgb or is_gray_format(src):  # YUV 4:4:4 (grey: 4:2:0, no chroma to keep) at its depth; HDR: HDR10's 4:2:0
+        depth = {8: "p", 9: "p10le", 10: "p10le", 12: "p12le"}.get(info.bits, "p16le")
+        src = "yuv420p10le" if is_hdr(info.colour) else ("yuv444" if rgb else "yuv420") + depth
     src = src.replace("yuvj", "yuv")
     if is_hdr(info.colour) and not deep:  # PQ and HLG in 8 bits band: an HDR output has 10 bits at least
         deep = True

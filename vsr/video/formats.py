@@ -52,6 +52,21 @@ def alpha_warning(info, out: str, codec: str, requested: str | None = None) -> s
             "FFV1 or PNG frames keep it: the default codec of .webm, .mkv and .mov does)")
 
 
+def depth_warning(info, out: str, codec: str, requested: str | None = None) -> str | None:
+    """One line where the output (``out``, of ``codec``, not asked for with ``--pix-fmt``) has fewer bits a sample
+    than the source (a 12-bit ProRes or FFV1 master into H.264, which takes 10 at most)."""
+    src_bits, out_bits = info.bits, bit_depth(out)
+    if requested or out == "pal8" or not src_bits or not out_bits or out_bits >= src_bits:
+        return None
+    return (f"the source's {src_bits}-bit samples ({info.pix_fmt}) are written in {out_bits} bits: {codec} takes no "
+            "more (FFV1 in .mkv keeps them: -c ffv1)")
+
+
+def format_warnings(info, out: str, codec: str, requested: str | None = None) -> list[str]:
+    """What the output format ``out`` loses of the source's, in a line each: its alpha, its depth."""
+    return [w for w in (alpha_warning(info, out, codec, requested), depth_warning(info, out, codec, requested)) if w]
+
+
 def _plain_rgb(pix_fmt: str) -> bool:
     """An RGB format of three integer components of 8 bits or more, no alpha or padding bits inside one."""
     f = av.VideoFormat(pix_fmt)
@@ -134,5 +149,5 @@ def alpha_pix_fmt(colour_fmt: str, formats: list[str]) -> str | None:
     return min(formats, key=key)
 
 
-__all__ = ["ALPHA_ONLY", "LOSSLESS_CODECS", "alpha_formats", "alpha_pix_fmt", "alpha_warning", "gray_output",
-           "has_alpha", "rgb_format", "rgb_output", "with_alpha", "without_alpha"]
+__all__ = ["ALPHA_ONLY", "LOSSLESS_CODECS", "alpha_formats", "alpha_pix_fmt", "alpha_warning", "depth_warning",
+           "format_warnings", "gray_output", "has_alpha", "rgb_format", "rgb_output", "with_alpha", "without_alpha"]
