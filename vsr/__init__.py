@@ -13,3 +13,8 @@ __version__ = "0.1.0"
 # in and unmapped 50 pages at a time, not 25,000 (12 ms, not 50, to fill; 0.5 ms, not 10, to free: in the post
 # stage, where the last reference goes; docs/benchmarks.md, "The post stage per 4K frame")
 os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
+
+# ONNX Runtime's Linux builds (1.32) start Microsoft's 1DS telemetry when imported: a device id and an event
+# database in ~/.cache/Microsoft/DeveloperTools, outside every path the user gave vsr, and events sent where
+# the machine reaches the network.  Off unless the user sets ORT_DISABLE_TELEMETRY=0 (read at its import).
+os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")

@@ -9,12 +9,14 @@ import functools
 import hashlib
 import importlib.resources
 import os
+import stat
 import tomllib
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterator, TypeVar
 
 from vsr import interrupt
+from vsr.errors import InputError
 
 T = TypeVar("T")
 
@@ -129,6 +131,93 @@ def user_cache_dir() -> Path:
     """``$XDG_CACHE_HOME/vsr``, else ``~/.cache/vsr``."""
     xdg = os.environ.get("XDG_CACHE_HOME")
     return (Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".cache") / "vsr"
+
+
+def special_kind(mode: int) -> str | None:
+    """``a character device`` (``/dev/zero``), ``a named pipe``, ...: what a file that is not a regular one is
+    (its size says nothing: 0), or None for a regular file."""
+    for test, kind in ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISFIFO, "a named pipe"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return kind
+    return None
+
+
+def read_small_text(path: str | os.PathLike, limit: int, what: str) -> str:
+    """The UTF-8 text of the regular file ``path`` (``what`` it holds: "run report"), at most ``limit`` bytes.
+    A file that is not a regular one (``/dev/zero`` reads for ever, a named pipe waits for a writer) or is
+    larger, or cannot be read, is one :class:`~vsr.errors.InputError` naming it."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)  # (a named pipe: no wait to open)
+        with os.fdopen(fd, "rb") as f:
+            mode = os.fstat(fd).st_mode
+            if stat.S_ISDIR(mode):
+                raise InputError(f"{path} is a folder, not a {what}")
+            kind = special_kind(mode)
+            if kind is not None:
+                raise InputError(f"{path} is {kind}, not a {what} file")
+            data = f.read(limit + 1)
+        if len(data) > limit:
+            raise InputError(f"{path} is larger than any {what} ({limit >> 20} MiB at most)" if limit >= 1 << 20
+                             else f"{path} is larger than any {what} ({limit} bytes at most)")
+        return data.decode("utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError(f"cannot read {what} {path}: {getattr(e, 'strerror', None) or e}") from None
+
+
+def total_memory_mb() -> float | None:
+    """The machine's memory in MB: Linux's MemTotal, or a cgroup's limit where it is lower (containers); else the
+    physical pages; None where the system says neither."""
+    found = []
+    try:
+        with open("/proc/meminfo") as f:
+            found += [int(line.split()[1]) / 1024 for line in f if line.startswith("MemTotal:")]
+    except (OSError, ValueError, IndexError):
+        pass
+    if not found:
+        try:
+            found.append(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") / (1 << 20))
+        except (OSError, ValueError, AttributeError):
+            pass
+    limit = _cgroup_limit_mb()
+    if limit is not None:
+        found.append(limit)
+    return min(found) if found else None
+
+
+def _cgroup_limit_mb() -> float | None:
+    """This process's cgroup memory limit (v2 ``memory.max``, v1 ``memory.limit_in_bytes``); None: none."""
+    for limit in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            with open(limit) as f:
+                cap = f.read().strip()
+        except OSError:
+            continue
+        if cap.isdigit() and int(cap) < 1 << 60:  # "max", or v1's "no limit" (a number near 2**63)
+            return int(cap) / (1 << 20)
+    return None
+
+
+def private_folder(path: Path, what: str) -> Path:
+    """``path`` made (mode 0700) where missing, and checked to be a folder of this user's that no other user can
+    write (not a link): where vsr keeps code it loads (compiled kernels), or another user's library planted
+    there would run as this one.  A folder that is not is a :class:`~vsr.errors.InputError` naming it."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    st = os.lstat(path)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o022:
+        why = ("not a folder" if not stat.S_ISDIR(st.st_mode) else f"it belongs to user {st.st_uid}"
+               if st.st_uid != os.geteuid() else f"other users can write to it (mode {stat.S_IMODE(st.st_mode):o})")
+        raise InputError(f"will not keep {what} in {path}: {why}; what is loaded from there would run as you")
+    return path
+
+
+def private_file(path: Path) -> bool:
+    """Whether ``path`` is a regular file of this user's that no other user can write (not a link)."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return False
+    return stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid() and not st.st_mode & 0o022
 
 
 def user_data_dir() -> Path:

@@ -95,6 +95,10 @@ def test_existing_reports_are_kept_without_overwrite(bench):
     (["--cases", "ort-split-fp32", "--baseline", "torch-eager-fp32"], "torch-eager-fp32"),
     (["--html"], "--html"),
     (["--out", "/no/such/folder/x.json"], "/no/such/folder"),
+    # the frames are held in memory: these ran into the kernel's OOM killer (24 GB), or a MemoryError's line
+    (["--frames", "99999999999"], "--frames 99999999999: at most 1000000"),
+    (["--size", "99999x99999"], "a side is at most 4096"),
+    (["--size", "4000x4000", "--frames", "999999"], "more than half of this machine's"),
 ])
 def test_bad_input_is_one_line(args, words):
     res = vsr("bench", "--config", "edvr-tiny", "--size", "16x24", "--frames", "1", "--quiet", *args)

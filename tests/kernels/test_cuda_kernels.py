@@ -326,3 +326,25 @@ def test_the_gemm_launch_shapes_are_those_the_kernel_is_written_for():
     assert ops._GEMM_BLOCK == (defines["VSR_GEMM_BX"], defines["VSR_GEMM_BY"], 1)
     assert ops._GEMM_TILE == (defines["VSR_GEMM_BX"] * defines["VSR_GEMM_TN"],
                               defines["VSR_GEMM_BY"] * defines["VSR_GEMM_TM"])
+
+
+def test_a_kernel_folder_other_users_can_write_is_refused_and_a_planted_library_never_loaded(tmp_path,
+                                                                                            monkeypatch):
+    """The folder was a predictable /tmp name made with mkdir(exist_ok=True), and a library found there under
+    the harness's name was loaded as it was: another user's planted `.so` ran as the one who ran vsr."""
+    from vsr.errors import InputError
+
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    monkeypatch.setenv("VSR_KERNEL_CACHE", str(shared))
+    with pytest.raises(InputError, match=r"will not keep vsr's compiled CPU kernels in .*shared: other users can "
+                                         r"write to it \(mode 777\)"):
+        build_harness()
+    mine = tmp_path / "mine"
+    monkeypatch.setenv("VSR_KERNEL_CACHE", str(mine))
+    built = build_harness()
+    assert (mine.stat().st_mode & 0o777) == 0o700
+    built.chmod(0o666)  # as a file another user could have replaced: built again, not loaded
+    stamp = built.stat().st_mtime_ns
+    assert build_harness() == built and built.stat().st_mtime_ns != stamp and not built.stat().st_mode & 0o022

@@ -116,6 +116,12 @@ def test_names_in_a_report_reach_the_terminal_escaped(tmp_path, capsys):
     data = dict(OLD, settings={**OLD["settings"], "input": "clip\x1b[2J\nname.mp4"})
     rc, out, err = report(capsys, write(tmp_path, data))
     assert rc == 0 and "\x1b" not in out and "clip\\x1b[2J\\nname.mp4" in out
+    name = tmp_path / "r\x1b[33m.json"  # the report's own name, shown in its page's title and headline
+    write(tmp_path, data, name.name)
+    for page in ("-", str(tmp_path / "p.html")):  # the page on standard output (a terminal's), and in a file
+        rc, out, _ = report(capsys, name, "--html", page)
+        text = out if page == "-" else (tmp_path / "p.html").read_text()
+        assert rc == 0 and "\x1b" not in text and "clip\\x1b[2J\\nname.mp4" in text and "r\\x1b[33m.json" in text
 
 
 @pytest.mark.parametrize("data, words", [

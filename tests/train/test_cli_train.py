@@ -31,6 +31,18 @@ def test_a_bad_name_is_one_line_and_exit_2(make_clip, tmp_path, flag, value, cho
     assert not out.exists()
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a machine without a GPU says so")
+@pytest.mark.parametrize("device", ["cuda", "cuda:5"])
+def test_a_gpu_that_is_not_here_is_one_line_and_exit_2(make_clip, tmp_path, device):
+    """torch's "Torch not compiled with CUDA enabled" traceback, at the trainer's first tensor."""
+    clip = make_clip("c.mp4", width=48, height=40, frames=6)
+    out = tmp_path / "run"
+    r = vsr_train("--config", "edvr-tiny", "--data", clip, "--iters", 2, "--out", out, "--device", device)
+    assert r.returncode == 2, r.stderr
+    (line,) = r.stderr.strip().splitlines()
+    assert line.startswith(f"vsr: error: --device {device}: torch sees no GPU here") and not out.exists()
+
+
 def test_a_short_run_takes_the_flags(make_clip, tmp_path):
     clip = make_clip("c.mp4", width=48, height=40, frames=6)
     out = tmp_path / "run"

@@ -291,3 +291,19 @@ def test_stale_partials_only_vsrs_own(tmp_path):
     removed = {k for k in before if k == gone[0].name or k.split("/")[0] == gone_folder.name}
     assert {k: v for k, v in before.items() if k not in removed} == after
     assert len(removed) == 1 + 5  # the video partial; the folder, its 3 frames and marker
+
+
+def test_a_link_planted_at_the_temporary_name_is_never_written_through(tmp_path, make_clip, capsys):
+    """The temporary name is predictable (the process id): FFmpeg opened it following a link planted there and
+    overwrote the link's target with the video (a file of the user's, anywhere they may write)."""
+    src = make_clip("clip.mp4", frames=2)
+    victim = tmp_path / "elsewhere" / "notes.txt"
+    victim.parent.mkdir()
+    victim.write_text("the user's own notes")
+    out = tmp_path / "out" / "o.mp4"
+    out.parent.mkdir()
+    (out.parent / f".o.vsr-partial-{os.getpid()}.mp4").symlink_to(victim)
+    assert upscale(capsys, src, out) == (0, [])
+    assert victim.read_text() == "the user's own notes"
+    assert not out.is_symlink() and open_source(out).info.frames == 2
+    assert [p.name for p in out.parent.iterdir()] == ["o.mp4"]  # the planted link removed, not followed

@@ -40,6 +40,7 @@ def bench_input(source: str | Path | None, size: tuple[int, int], windows: int, 
     clip shorter than needed is played forwards and back.
     """
     count = windows + num_frame - 1
+    _check_fits(count, size)
     if source is None:
         source = DEFAULT_CLIP if DEFAULT_CLIP.is_file() else "random"
     if str(source) == "random":
@@ -52,6 +53,19 @@ def bench_input(source: str | Path | None, size: tuple[int, int], windows: int, 
     frames = np.stack([_fit(f, size) for f in frames[:count]])
     return BenchInput(np.ascontiguousarray(frames), f"{source} frames 0-{min(got, count) - 1}"
                       + (f" (played back and forth to {count})" if got < count else ""))
+
+
+def _check_fits(count: int, size: tuple[int, int]) -> None:
+    """The frames are held in memory (float32): more than half the machine's memory is one line, not a run that
+    the kernel's OOM killer stops with the rest of the machine's work (``--frames 99999999999`` did)."""
+    from vsr.files import total_memory_mb
+
+    need = count * 3 * size[0] * size[1] * 4
+    machine = total_memory_mb()
+    if machine is not None and need > machine * (1 << 20) / 2:
+        raise InputError(f"{count} frames of {size[0]}x{size[1]} are {need / (1 << 30):.1f} GiB of input frames in "
+                         f"memory, more than half of this machine's {machine / 1024:.1f} GiB: give fewer --frames or "
+                         "a smaller --size")
 
 
 def _read_frames(path: Path, count: int) -> list[np.ndarray]:

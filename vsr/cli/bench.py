@@ -45,17 +45,25 @@ def add_parser(sub) -> None:
     p.set_defaults(func=run)
 
 
+MAX_SIDE = 4096  # as vsr export's
+
+
 def parse_size(text: str) -> tuple[int, int]:
     """``"180x320"`` -> (180, 320)."""
     h, sep, w = text.lower().partition("x")
     if not sep or not h.isdigit() or not w.isdigit() or int(h) < 1 or int(w) < 1:
         raise InputError(f"--size must be HxW with positive integers (e.g. 180x320), not {text!r}")
+    if max(int(h), int(w)) > MAX_SIDE:
+        raise InputError(f"--size {text}: a side is at most {MAX_SIDE} (an LR frame; vsr upscale runs larger ones "
+                         "in tiles)")
     return int(h), int(w)
 
 
-def _positive(text: str, option: str) -> int:
+def _positive(text: str, option: str, most: int = 10**6) -> int:
     if not text.isdigit() or int(text) < 1:
         raise InputError(f"{option} must be a positive integer, not {text!r}")
+    if int(text) > most:
+        raise InputError(f"{option} {text}: at most {most}")
     return int(text)
 
 

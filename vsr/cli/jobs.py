@@ -370,7 +370,7 @@ def _report(args) -> int:
         parse_run(r, f"{label}: the report of chunk {i}")  # checked and bounded before they are combined
     run = parse_run(combine_reports(reports, settings), label)
     if args.html:
-        write_file_output(out, html.render_html(run))
+        write_file_output(out, html.render_html(escaped(run)))  # (a page on a terminal too)
     if not (args.html and out is None):  # else the page is what standard output holds
         print(json.dumps(render.to_json(run), indent=2) if args.json else render.render_text(escaped(run)))
     if total is not None and len(reports) < total:

@@ -34,10 +34,10 @@ def run(args) -> int:
     shown = [escaped(r) for r in runs]  # the terminal's copy: a report's settings hold file names
     if len(runs) == 1:
         data, text = render.to_json(runs[0]), render.render_text(shown[0])
-        page = html.render_html(runs[0]) if args.html else None
+        page = html.render_html(shown[0]) if args.html else None  # (a page on a terminal too: escaped)
     else:
         data, text = render.compare(*runs), render.render_compare_text(*shown)
-        page = html.render_compare_html(*runs) if args.html else None
+        page = html.render_compare_html(*shown) if args.html else None
     if page is not None:
         write_file_output(out, page)
         if out is None:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from vsr.errors import InputError
-from vsr.files import loads_toml
+from vsr.files import loads_toml, read_small_text
 from vsr.jobs.inputs import check_ext
 
 _TOP = {"inputs": "a path or a list of paths", "out_dir": "a path", "ext": "a container suffix (mkv, mp4...)",
@@ -62,13 +62,14 @@ def _typed(where: str, key: str, value, types: tuple[type, ...], what: str):
     return value
 
 
+MAX_JOB_FILE_BYTES = 64 << 20  # a line an input: a million videos
+
+
 def read_job_file(path: str | Path) -> JobFile:
     """``path`` -> :class:`JobFile`; a missing or malformed file, or an unknown key, is one :class:`InputError`."""
     path = Path(path)
     try:
-        data = loads_toml(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as e:
-        raise InputError(f"cannot read job file {path}: {getattr(e, 'strerror', None) or e}") from None
+        data = loads_toml(read_small_text(path, MAX_JOB_FILE_BYTES, "job file"))
     except tomllib.TOMLDecodeError as e:
         raise InputError(f"job file {path} is not valid TOML: {e}") from None
     where = f"job file {path}"

@@ -22,10 +22,10 @@ memory is planned against the GPU's free memory and only the arrays around the m
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import asdict, dataclass, replace
 
 from vsr.errors import MemoryBudgetError
+from vsr.files import total_memory_mb
 from vsr.pipeline.tiles import best_tile, tile_grid
 
 MB = 1 << 20
@@ -171,39 +171,6 @@ def machine_budget(total_mb: float | None = None) -> Budget:
     mb = min(max(share, AUTO_FLOOR_MB), AUTO_CAP_MB)
     bound = " (the most by default)" if mb == AUTO_CAP_MB else " (the least by default)" if mb == AUTO_FLOOR_MB else ""
     return Budget(mb, f"default: half of this machine's {total:.0f} MB{bound}")
-
-
-def total_memory_mb() -> float | None:
-    """The machine's memory in MB: Linux's MemTotal, or a cgroup's limit where it is lower (containers); else the
-    physical pages; None where the system says neither."""
-    found = []
-    try:
-        with open("/proc/meminfo") as f:
-            found += [int(line.split()[1]) / 1024 for line in f if line.startswith("MemTotal:")]
-    except (OSError, ValueError, IndexError):
-        pass
-    if not found:
-        try:
-            found.append(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") / MB)
-        except (OSError, ValueError, AttributeError):
-            pass
-    limit = _cgroup_limit_mb()
-    if limit is not None:
-        found.append(limit)
-    return min(found) if found else None
-
-
-def _cgroup_limit_mb() -> float | None:
-    """This process's cgroup memory limit (v2 ``memory.max``, v1 ``memory.limit_in_bytes``); None: none."""
-    for limit in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
-        try:
-            with open(limit) as f:
-                cap = f.read().strip()
-        except OSError:
-            continue
-        if cap.isdigit() and int(cap) < 1 << 60:  # "max", or v1's "no limit" (a number near 2**63)
-            return int(cap) / MB
-    return None
 
 
 def tiles_cost(height: int, width: int, tile: tuple[int, int] | None, overlap: int) -> float:

@@ -27,6 +27,7 @@ import cv2
 import numpy as np
 
 from vsr.errors import ConfigError, InputError
+from vsr.files import read_small_text
 
 if TYPE_CHECKING:
     from vsr.video.source import SourceFrame
@@ -139,13 +140,13 @@ def mark_listed(frames: Iterable[SourceFrame], cuts: Iterable[int]) -> Iterator[
         f = None
 
 
+MAX_CUT_FILE_BYTES = 64 << 20  # a frame index a line: millions of cuts
+
+
 def read_cut_file(path: str | Path) -> tuple[int, ...]:
     """A text file of frame indices (each starts a new scene; whitespace or commas between, ``#`` comments)."""
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise InputError(f"cannot read --scene-cuts file {p}: {getattr(e, 'strerror', None) or e}") from None
+    text = read_small_text(p, MAX_CUT_FILE_BYTES, "--scene-cuts")
     out = []
     for n, line in enumerate(text.splitlines(), 1):
         for word in line.split("#", 1)[0].replace(",", " ").split():

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from vsr.errors import InputError, printable
+from vsr.files import read_small_text
 from vsr.report.sample import step_kind
 from vsr.report.timer import REPORT_FORMAT, StageStats
 
@@ -92,15 +93,7 @@ def escaped(run: Run) -> Run:
 def load_run(path: str | Path) -> Run:
     """``path`` -> :class:`Run`; a missing, unreadable, broken or foreign file is an :class:`InputError`."""
     path = Path(path)
-    try:
-        if path.is_dir():
-            raise InputError(f"{path} is a folder, not a run report")
-        if path.stat().st_size > MAX_REPORT_BYTES:
-            raise InputError(f"{path} is {path.stat().st_size >> 20} MiB: larger than any run report "
-                             f"({MAX_REPORT_BYTES >> 20} MiB at most)")
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise InputError(f"cannot read run report {path}: {getattr(e, 'strerror', None) or e}") from None
+    text = read_small_text(path, MAX_REPORT_BYTES, "run report")  # (not /dev/zero: it read for ever)
     try:
         data = json.loads(text, parse_int=_parse_int, parse_constant=_parse_constant)
     except json.JSONDecodeError as e:

@@ -52,9 +52,19 @@ def lr_at(it: int, o: TrainOptions) -> float:
 
 
 def _device(name: str) -> torch.device:
+    """``--device``: auto (a GPU where torch sees one), or a torch device that is here (one line where not: a CUDA
+    device on a CPU build of torch raised its own traceback at the first tensor)."""
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
+    device = torch.device(name)
+    if device.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0:
+            raise InputError(f"--device {name}: torch sees no GPU here (torch {torch.__version__}); --device cpu "
+                             "trains on the CPU")
+        if device.index is not None and device.index >= count:
+            raise InputError(f"--device {name}: no GPU {device.index} (torch sees {count})")
+    return device
 
 
 def _amp_dtype(amp: str, device: torch.device) -> torch.dtype | None:

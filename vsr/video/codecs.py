@@ -130,6 +130,13 @@ class NamedBuffer(io.BytesIO):
         self.name = name
 
 
+def muxer_for(name: str) -> str:
+    """The FFmpeg muxer a file called ``name`` gets (from its suffix), as ``av.open(name, "w")`` picks it;
+    ValueError where none does."""
+    with av.open(NamedBuffer(name), "w") as oc:
+        return oc.format.name
+
+
 # Codecs a muxer takes that FFmpeg's query (what PyAV's ``supported_codecs`` asks) does not say: MPEG-TS has
 # no codec tag table, so the query names only its defaults (MPEG-2 video, MP2), where its muxer writes each of
 # these (libavformat/mpegtsenc.c's stream types), by FFmpeg's canonical codec name

@@ -84,6 +84,30 @@ def video_partial(dst: Path) -> Path:
     return dst.with_name(f".{dst.stem}.vsr-partial-{os.getpid()}{dst.suffix}")
 
 
+class Partial:
+    """A video output's temporary file, created by vsr itself (``O_CREAT | O_EXCL | O_NOFOLLOW``: never through
+    a link planted at its name, whose target FFmpeg's own open would have overwritten) and held open; :attr:`io`
+    opens that very file again (``/proc/self/fd/N``), for FFmpeg and for the rewrites after it, whatever is put
+    at the name meanwhile."""
+
+    _FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+
+    def __init__(self, path: Path):
+        self.path = path
+        try:
+            self.fd = os.open(path, self._FLAGS, 0o666)
+        except FileExistsError:  # a name of vsr's own (this process id's): a planted link, a dead run's file
+            os.unlink(path)  # (the name itself: a link is removed, never followed)
+            self.fd = os.open(path, self._FLAGS, 0o666)
+        proc = Path("/proc/self/fd")
+        self.io = proc / str(self.fd) if proc.is_dir() else path
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
 def frames_partial(dst: Path) -> Path:
     """The hidden temporary folder beside a PNG-frame output ``dst``."""
     return dst.with_name(f".{dst.name}.vsr-partial-{os.getpid()}")

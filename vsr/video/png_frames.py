@@ -13,6 +13,7 @@ import re
 from pathlib import Path
 
 from vsr.errors import InputError
+from vsr.files import special_kind
 
 _NUMBERED = re.compile(r"^(.*?)(\d+)(\D*)$")  # a stem's text, its last run of digits, what follows
 
@@ -26,6 +27,10 @@ def frame_files(folder: Path, gaps: bool = False) -> list[Path]:
     """The ``*.png`` of ``folder`` in frame order (see the module's docstring); [] where there is none.  ``gaps``:
     numbers may be missing (a folder read as a set of frames paired by name, not as a video)."""
     files = list(Path(folder).glob("*.png"))
+    for p in files:  # (a named pipe waited for ever for a writer, and no Ctrl-C reached the read)
+        kind = special_kind(p.stat().st_mode) if p.exists() else None
+        if kind is not None:
+            raise InputError(f"{p} is {kind}, not a PNG frame")
     matches = [(_NUMBERED.match(p.stem), p) for p in files]
     if not files or not all(m for m, _ in matches) or len({(m[1], m[3]) for m, _ in matches}) != 1:
         return sorted(files, key=lambda p: natural_key(p.name))

@@ -9,7 +9,6 @@ temporary, so an interrupted run never leaves a file at the output path.
 
 from __future__ import annotations
 
-import functools
 import logging
 import warnings
 from fractions import Fraction
@@ -27,24 +26,23 @@ from vsr.video.animation import muxer_options, set_last_duration
 from vsr.video.captions import PictureMessages
 from vsr.video.dovi import track_metadata
 from vsr.video.chapters import as_written
-from vsr.video.codecs import BIG_OUTPUT_X264_PARAMS, NamedBuffer
+from vsr.video.codecs import BIG_OUTPUT_X264_PARAMS, NamedBuffer, muxer_for
 from vsr.video.colour import SITING_NAMES, FramePlanes, bit_depth, planar444, planes_to_frame
 from vsr.video.dts import DtsRepair
 from vsr.video.durations import PacketDurations
 from vsr.video.encoder_choice import EncoderChoice, EncoderSettings, OutputContainer, choose_encoder
 from vsr.video.encoder_open import open_encoder
+from vsr.video.grid import check_constant_rate
 from vsr.video.hdr import as_encoded, hdr_metadata, hdr_not_written
 from vsr.video.isobmff import NotWritable
-from vsr.video.output import WRITE_ERRNOS, commit_output, output_path, video_partial, writes
+from vsr.video.output import WRITE_ERRNOS, Partial, commit_output, output_path, video_partial, writes
 from vsr.video.orientation import output_matrix
 from vsr.video.origin import origin
 from vsr.video.palette import Palettes
 from vsr.video.passthrough import Passthrough, Window
-from vsr.video.reading import open_input
 from vsr.video.resize import factor, resized, sample_aspect
 from vsr.video.source import VideoInfo
 from vsr.video.spherical import view_metadata, view_not_written
-from vsr.video.streams import main_video
 from vsr.video.tags import write_container_keys
 from vsr.video.track_metadata import add_track_metadata
 
@@ -74,6 +72,7 @@ class VideoSink:
                  trim: bool = False, passthrough: bool = True, probe: bool = False):
         self.info = info
         self.pts_offset = self.origin = 0
+        self._partial: Partial | None = None  # the temporary file, held open (a file's, not a stream's)
         # (pts, dts, duration) of each video packet as the encoder gave it, in the source's time base, when a
         # caller asks for them (a chunk of a batch job: containers do not all give them back exactly)
         self.packet_times: list[tuple[int | None, int | None, int]] | None = None
@@ -134,7 +133,9 @@ class VideoSink:
         self.dst = output_path(dst)
         self.tmp = video_partial(self.dst)
         try:
-            oc = av.open(str(self.tmp), "w")
+            muxer = muxer_for(self.dst.name)
+            self._partial = Partial(self.tmp)  # (its io: what FFmpeg and the rewrites open, never the name)
+            oc = av.open(str(self._partial.io), "w", format=muxer)
             oc.options.update(muxer_options(oc.format.name, self.info.plays))  # (an animation's loops, AVI's shift)
             return oc
         except ValueError:
@@ -326,7 +327,7 @@ class VideoSink:
         view, lost = view_metadata(self.tmp is not None, container, self._view, self.scale)
         dv = track_metadata(container, self.choice.dolby_vision if self.tmp is not None else None)
         try:
-            add_track_metadata(self.tmp, container, colour + view + dv)
+            add_track_metadata(self._partial.io if self._partial else None, container, colour + view + dv)
             said = [lost]
         except NotWritable as e:
             said = [hdr_not_written(container, hdr, self.codec, e) if colour else None,
@@ -334,8 +335,8 @@ class VideoSink:
                     f"Dolby Vision's configuration could not be written into the {container} file ({e})"
                     if dv else None]
         if self.tmp is not None:
-            said.append(write_container_keys(self.tmp, container, self.info.container_metadata))
-            set_last_duration(self.tmp, container, self._durations.last * Fraction(self.info.time_base))
+            said.append(write_container_keys(self._partial.io, container, self.info.container_metadata))
+            set_last_duration(self._partial.io, container, self._durations.last * Fraction(self.info.time_base))
         return said
 
     @writes
@@ -349,52 +350,19 @@ class VideoSink:
 
     def _move_into_place(self) -> None:
         commit_output(self.tmp, self.dst, self.info.path)
+        self._partial.close()
 
     def abort(self) -> None:
         self._close_quietly()
         self.tmp.unlink(missing_ok=True)
 
     def _close_quietly(self) -> None:
-        for c in (getattr(self, "oc", None), self.passthrough):
+        for c in (getattr(self, "oc", None), self.passthrough, self._partial):
             try:
                 if c is not None:
                     c.close()
             except Exception:  # closing a half-written container may fail; the file goes anyway
                 pass
-
-
-def check_constant_rate(path: Path, rate: Fraction, container: str, kind: str = "video") -> None:
-    """InputError where the video of ``path`` (an animated WebP's frames: ``kind`` "webp") is not on its
-    ``rate``'s grid (a variable frame rate), which ``container`` (one frame rate for the whole stream) cannot keep.
-    Reads the packets' timestamps only, once per version of the file in a process (a batch job opens a sink per
-    chunk)."""
-    st = path.stat()
-    off = _off_grid(str(path), st.st_mtime_ns, st.st_size, rate, kind)
-    if off is not None:
-        raise InputError(f"{path} has a variable frame rate (a frame at {off:.3f} s is off its {float(rate):.6g} fps "
-                         f"grid), which {container} cannot keep: use a .mkv or .mp4 output")
-
-
-@functools.lru_cache(maxsize=8)
-def _off_grid(path: str, mtime_ns: int, size: int, rate: Fraction, kind: str = "video") -> float | None:
-    """The time of the first frame of ``path`` off the grid of ``rate`` (or on a tick already taken), else None."""
-    if kind == "webp":
-        from vsr.video.webp_source import WEBP_TIME_BASE, frame_starts
-
-        stamps, tb = frame_starts(Path(path)), WEBP_TIME_BASE
-    else:
-        with open_input(path) as c:
-            st = main_video(c)
-            stamps = sorted(p.pts for p in c.demux(st) if p.pts is not None and p.size)
-            tb = st.time_base
-    slack = float(tb * rate) + 1e-6  # one tick of the source's time base, in frames
-    last = None
-    for pts in stamps:
-        slot = float((pts - stamps[0]) * tb * rate)
-        if abs(slot - round(slot)) > slack or (last is not None and round(slot) <= last):
-            return float(pts * tb)
-        last = round(slot)
-    return None
 
 
 __all__ = ["EncoderSettings", "VideoSink"]

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 import re
-import stat
 import warnings
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
@@ -19,6 +18,7 @@ import av
 import numpy as np
 
 from vsr.errors import InputError
+from vsr.files import special_kind
 from vsr.video import alpha, dovi, hdr10plus, rpu
 from vsr.video.animation import plays_of
 from vsr.video.captions import FrameStore, a53_of
@@ -131,16 +131,6 @@ def _open_error(path: Path, e: Exception) -> InputError:
         except (av.FFmpegError, OSError, ValueError):
             pass
     return size_error(str(path), lines) or InputError(f"not a video file: {path} ({ffmpeg_reason(e, lines)})")
-
-
-def special_kind(mode: int) -> str | None:
-    """``a character device`` (``/dev/zero``), ``a named pipe``, ...: what a file that is not a regular one is
-    (its size says nothing: 0), or None for a regular file."""
-    for test, kind in ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-                       (stat.S_ISFIFO, "a named pipe"), (stat.S_ISSOCK, "a socket")):
-        if test(mode):
-            return kind
-    return None
 
 
 # container formats that hold one still image (FFmpeg's image demuxers), not a video

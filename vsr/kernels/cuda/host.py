@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from vsr.errors import BackendError
+from vsr.files import private_file, private_folder, user_cache_dir
 from vsr.kernels.cuda.sources import KERNELS, SHIM_HEADER, SOURCE_DIR, source_files, sources_digest
 
 CXX_FLAGS = ("-O2", "-std=c++17", "-shared", "-fPIC", "-fno-fast-math", "-ffp-contract=off")
@@ -44,8 +45,11 @@ def harness_source() -> str:
 
 
 def cache_dir() -> Path:
+    """``$VSR_KERNEL_CACHE``, else ``kernels/`` in the user's cache folder: a folder of this user's alone, made
+    mode 0700 and checked (:func:`vsr.files.private_folder`).  (It was a predictable name in /tmp, where another
+    user could make the folder first and plant a library that the CPU emulation would load.)"""
     root = os.environ.get("VSR_KERNEL_CACHE")
-    return Path(root) if root else Path(tempfile.gettempdir()) / f"vsr-kernels-{os.getuid()}"
+    return Path(root) if root else user_cache_dir() / "kernels"
 
 
 def build_harness(compiler: str | None = None) -> Path:
@@ -56,10 +60,9 @@ def build_harness(compiler: str | None = None) -> Path:
     source = harness_source()
     version = subprocess.run([cxx, "--version"], capture_output=True, text=True).stdout.splitlines()[:1]
     digest = sources_digest(source, cxx, *version, *CXX_FLAGS)[:20]
-    folder = cache_dir()
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = private_folder(cache_dir(), "vsr's compiled CPU kernels")
     target = folder / f"vsr_cuda_host_{digest}.so"
-    if target.exists():
+    if private_file(target):
         return target
     fd, tmp = tempfile.mkstemp(prefix=target.stem + ".", suffix=".so.tmp", dir=folder)
     os.close(fd)
