@@ -88,6 +88,8 @@ def config_dir() -> Path:
     file starts here."""
     env = os.environ.get("VSR_CONFIG_DIR")
     if env:
+        if not Path(env).is_dir():  # (every config was "unknown", the folder unnamed)
+            raise InputError(f"VSR_CONFIG_DIR={env} is not a folder: it names a copy of vsr's configs/ folder")
         return Path(env)
     try:
         root = importlib.resources.files("vsr.configs")
@@ -234,6 +236,8 @@ def engine_dir(root: Path = PACKAGE_PARENT) -> Path:
     """
     env = os.environ.get("VSR_ENGINE_DIR")
     if env:
+        if os.path.lexists(env) and not Path(env).is_dir():  # (FileNotFoundError/NotADirectoryError's lines)
+            raise InputError(f"VSR_ENGINE_DIR={env} is not a folder: it names where vsr keeps its built models")
         return Path(env)
     if source_checkout(root):
         return root / "engines"

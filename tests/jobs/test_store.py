@@ -406,3 +406,13 @@ def test_a_chunks_done_line_counts_the_chunks_other_workers_committed_meanwhile(
     assert outlook.text(4).startswith("4/8 frames of job 1")
     outlook.update(*store.outlook(a), 4)
     assert outlook.text(4).startswith("8/8 frames of job 1") and outlook.text(4).endswith("; no other job left")
+
+
+def test_a_store_is_not_created_through_a_broken_link(tmp_path):
+    """SQLite followed a dangling `--store` link and made the store wherever it pointed."""
+    link = tmp_path / "q.db"
+    link.symlink_to(tmp_path / "elsewhere" / "planted.db")
+    (tmp_path / "elsewhere").mkdir()
+    with pytest.raises(StoreError, match="is a broken symbolic link .to .*planted.db.: vsr does not create"):
+        JobStore(link, create=True)
+    assert list((tmp_path / "elsewhere").iterdir()) == []

@@ -302,3 +302,18 @@ def test_sigkill_never_leaves_an_output_file_and_the_next_run_cleans_up(make_cli
     rc, err = cli(capsys, src, out, *TINY, "--backend", "torch", "--frames", "0:2", "--quiet")
     assert rc == 0, err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["long.mp4", "out.mp4"]
+
+
+@pytest.mark.parametrize("env, option, said", [
+    ({"VSR_CONFIG_DIR": "{tmp}/none"}, [], "VSR_CONFIG_DIR={tmp}/none is not a folder"),  # was: unknown config
+    ({"VSR_ENGINE_DIR": "{tmp}/a-file"}, [], "VSR_ENGINE_DIR={tmp}/a-file is not a folder"),  # NotADirectoryError
+    ({}, ["--memory-budget", "99999999999999999999"], "--memory-budget must be between 256 and 1073741824"),
+])
+def test_a_setting_that_cannot_be_used_is_one_line(make_clip, tmp_path, capsys, monkeypatch, env, option, said):
+    src = make_clip("in.mp4", width=16, height=12, frames=2)
+    (tmp_path / "a-file").write_text("not a folder")
+    for k, v in env.items():
+        monkeypatch.setenv(k, v.format(tmp=tmp_path))
+    rc, err = cli(capsys, src, tmp_path / "o.mp4", *TINY, "--backend", "ort", *option)
+    assert rc == 2 and len(errors(err)) == 1 and not (tmp_path / "o.mp4").exists()
+    assert errors(err)[0].startswith(f"vsr: error: {said.format(tmp=tmp_path)}")

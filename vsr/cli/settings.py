@@ -158,7 +158,7 @@ def upscale_settings(args):
     check_tile_grid(tile, overlap)
     runner = RunnerSettings(batch=to_int(args.batch, "--batch", 1), tile=tile, overlap=overlap,
                             memory_budget_mb=None if args.memory_budget is None else
-                            to_int(args.memory_budget, "--memory-budget", 256),
+                            to_int(args.memory_budget, "--memory-budget", 256, 1 << 30),  # (1 PB)
                             frames=parse_frames(getattr(args, "frames", None)), deinterlace=args.deinterlace,
                             **parse_scene_cuts(args.scene_cuts, args.scene_threshold))
     encoder = EncoderSettings(codec=args.codec, crf=crf, preset=args.preset, pix_fmt=args.pix_fmt,

@@ -83,6 +83,9 @@ class JobStore(Leases):
             hint = f"; an older vsr kept it in {OLD_DEFAULT}: pass --store {OLD_DEFAULT}" \
                 if path is None and OLD_DEFAULT.is_file() else ""
             raise StoreError(f"no job store at {self.path} (vsr jobs add creates it{hint})")
+        if create and self.path.is_symlink() and not self.path.exists():  # (SQLite created it at the target)
+            raise StoreError(f"{self.path} is a broken symbolic link (to {os.readlink(self.path)}): vsr does not "
+                             "create a job store through a link; name the file itself")
         if create:
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
