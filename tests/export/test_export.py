@@ -64,3 +64,14 @@ def test_export_rejects_sizes_not_multiple_of_4(tmp_path):
     assert r.returncode == 2
     assert "Traceback" not in r.stderr and "multiples of 4" in r.stderr
     assert not list(tmp_path.iterdir())
+
+
+def test_a_split_folder_whose_parent_is_missing_is_one_line(tmp_path):
+    """`--split /nonexist/a/b` made every missing folder above it, where an output file's missing folder is
+    refused."""
+    r = subprocess.run([sys.executable, "-m", "vsr", "export", "--weights", "random", "--config", "edvr-tiny",
+                        "--height", "8", "--width", "8", "--out", str(tmp_path / "x.onnx"), "--split",
+                        str(tmp_path / "no" / "a" / "b")], capture_output=True, text=True)
+    assert r.returncode == 2 and r.stderr.strip() == (f"vsr: error: --split {tmp_path / 'no' / 'a' / 'b'}: no folder "
+                                                      f"{tmp_path / 'no' / 'a'} to make it in"), r.stderr
+    assert list(tmp_path.iterdir()) == []

@@ -83,6 +83,8 @@ def _check_split(folder, overwrite: bool) -> None:
     from vsr.plan.plan import MANIFEST
 
     if not folder.exists():
+        if not folder.absolute().parent.is_dir():  # (as an output file's: its folder must exist; it made them all)
+            raise InputError(f"--split {folder}: no folder {folder.absolute().parent} to make it in")
         return
     if not folder.is_dir():
         raise InputError(f"--split {folder} is not a folder")
