@@ -10,6 +10,7 @@ import sqlite3
 import subprocess
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -187,8 +188,10 @@ def test_processes_claiming_at_once_never_share_a_chunk(tmp_path):
 def test_a_missing_store_is_one_line(tmp_path):
     with pytest.raises(StoreError, match="no job store at .*vsr jobs add creates it"):
         JobStore(tmp_path / "nope.db")
-    with pytest.raises(StoreError, match="no job store"):
-        JobStore(tmp_path)  # a folder
+    for odd, kind in ((tmp_path, "a folder"), (Path("/dev/null"), "a character device")):
+        for create in (False, True):  # (`vsr jobs add --store /dev/null` said "no job store: add creates it")
+            with pytest.raises(StoreError, match=f"^{odd} is {kind}: a job store is a file"):
+                JobStore(odd, create=create)
 
 
 def test_a_file_that_is_not_a_database(tmp_path):

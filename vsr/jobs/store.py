@@ -25,7 +25,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from vsr.errors import InputError
-from vsr.files import user_data_dir
+from vsr.files import special_kind, user_data_dir
 from vsr.jobs import schema
 from vsr.jobs.leases import Leases, lost
 from vsr.jobs.rows import JobRow, decode_report, job_row
@@ -79,6 +79,9 @@ class JobStore(Leases):
         if busy_timeout_s is None:
             busy_timeout_s = float(os.environ.get("VSR_JOBS_BUSY_TIMEOUT", DEFAULT_BUSY_TIMEOUT_S))
         self.busy_timeout_s = busy_timeout_s
+        if self.path.exists() and not self.path.is_file():  # (it said "no job store at /dev/null: add creates it")
+            kind = "a folder" if self.path.is_dir() else special_kind(self.path.stat().st_mode) or "not a file"
+            raise StoreError(f"{self.path} is {kind}: a job store is a file (--store names it)")
         if not create and not self.path.is_file():
             hint = f"; an older vsr kept it in {OLD_DEFAULT}: pass --store {OLD_DEFAULT}" \
                 if path is None and OLD_DEFAULT.is_file() else ""
