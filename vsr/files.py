@@ -151,13 +151,15 @@ def read_small_text(path: str | os.PathLike, limit: int, what: str) -> str:
     larger, or cannot be read, is one :class:`~vsr.errors.InputError` naming it."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)  # (a named pipe: no wait to open)
-        with os.fdopen(fd, "rb") as f:
+        try:
             mode = os.fstat(fd).st_mode
-            if stat.S_ISDIR(mode):
-                raise InputError(f"{path} is a folder, not a {what}")
-            kind = special_kind(mode)
+            kind = "a folder" if stat.S_ISDIR(mode) else special_kind(mode)
             if kind is not None:
-                raise InputError(f"{path} is {kind}, not a {what} file")
+                raise InputError(f"{path} is {kind}, not a {what}")
+        except BaseException:
+            os.close(fd)
+            raise
+        with os.fdopen(fd, "rb") as f:
             data = f.read(limit + 1)
         if len(data) > limit:
             raise InputError(f"{path} is larger than any {what} ({limit >> 20} MiB at most)" if limit >= 1 << 20

@@ -146,7 +146,7 @@ MAX_CUT_FILE_BYTES = 64 << 20  # a frame index a line: millions of cuts
 def read_cut_file(path: str | Path) -> tuple[int, ...]:
     """A text file of frame indices (each starts a new scene; whitespace or commas between, ``#`` comments)."""
     p = Path(path)
-    text = read_small_text(p, MAX_CUT_FILE_BYTES, "--scene-cuts")
+    text = read_small_text(p, MAX_CUT_FILE_BYTES, "--scene-cuts file")
     out = []
     for n, line in enumerate(text.splitlines(), 1):
         for word in line.split("#", 1)[0].replace(",", " ").split():
