@@ -1,7 +1,7 @@
 """Where an output's timeline starts: a transport stream's clock is not carried into a file's timeline.
 
 An MPEG transport or program stream (``.ts``, ``.m2ts``, AVCHD's ``.mts``, ``.mpg``, ``.vob``) times its
-packets on a running clock: 1.4 s at the start of any file FFmpeg writes, hours into a broadcast for a DVB
+packets on a running clock: 1.4 s at the start of any file the ffmpeg command writes, hours into a broadcast for a DVB
 capture.  Copied as they are into MP4 or Matroska, those timestamps become a lead-in that players show as a
 black or frozen picture (an empty edit of 11.4 s).  So, as ``ffmpeg`` does, every stream of such a source moves
 back by the source's start (the earliest of its streams), their spacing and A/V sync unchanged; into a transport
