@@ -254,8 +254,10 @@ def test_each_tile_is_compiled_once_per_variant_whatever_the_frame_size(tmp_path
             fused._tuned().warmup(*args, grid=(1,), **consts)
         assert len(kernels) == 2 and len(fused.compile_seconds) == 1
         args, consts = _kernel_args(64, 64)
-        fused._compile_tiles(args, {**consts, "LEAKY": True})  # another variant: its tiles compiled
-        assert len(kernels) == 4 and len(fused.compile_seconds) == 2
+        with caplog.at_level("INFO", logger=fused.__name__):
+            fused._compile_tiles(args, {**consts, "LEAKY": True})  # another variant: its tiles compiled
+        # (2 of 4 once in a clone-alone full run, not reproduced since: where it fails, the log says why)
+        assert len(kernels) == 4 and len(fused.compile_seconds) == 2, caplog.text
     finally:
         driver._active = previous
         fused._compiled.cache_clear()
