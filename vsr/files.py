@@ -33,24 +33,32 @@ def file_in_the_way(folder: Path) -> Path | None:
     return None
 
 
+def create_new(path: Path, mode: int = 0o666) -> int:
+    """A new file of vsr's own at ``path``, open for writing (its descriptor): created by vsr (``O_CREAT |
+    O_EXCL | O_NOFOLLOW``), never through a link planted at the name, whose target would be overwritten. ``path`` is
+    a name only this process uses (its id in it): an entry already there is a planted link or a file a killed run
+    of the same id left, removed (the entry itself, never what a link points at) and the file created again."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        return os.open(path, flags, mode)
+    except FileExistsError:
+        os.unlink(path)
+        return os.open(path, flags, mode)
+
+
 def not_writable(folder: Path) -> str | None:
     """Why no file can be created in ``folder`` (the system's words), or None: a file is created and removed
     there (``access()`` says yes to root even on a read-only mount).  Never through a link planted at the probe's
     name, and never left behind: a stop cannot land between the two."""
     probe = folder / f".vsr-write-test-{os.getpid()}"
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     with interrupt.held():
-        for attempt in (1, 2):
-            try:
-                os.close(os.open(probe, flags, 0o600))
-                os.unlink(probe)
-                return None
-            except FileExistsError:  # left by a process of the same id, killed outright: removed, tried again
-                if attempt == 2:
-                    return os.strerror(errno.EEXIST)
-                os.unlink(probe)  # the entry itself, a link included
-            except OSError as e:
-                return e.strerror or str(e)
+        try:
+            os.close(create_new(probe, 0o600))
+            os.unlink(probe)
+        except FileExistsError:  # the entry came back between its removal and the second try
+            return os.strerror(errno.EEXIST)
+        except OSError as e:
+            return e.strerror or str(e)
     return None
 
 

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from vsr import interrupt
 from vsr.errors import InputError, OutputError
-from vsr.files import file_in_the_way, not_writable
+from vsr.files import create_new, file_in_the_way, not_writable
 
 STDOUT = "-"
 
@@ -135,9 +135,7 @@ def write_file_output(path: Path | None, data: str | bytes) -> None:
         return
     tmp = _temporary(path)
     try:
-        tmp.unlink(missing_ok=True)  # one a run of the same process id left (killed outright)
-        # the user's usual permissions (umask), not mkstemp's 0600; never through a link planted at the name
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+        fd = create_new(tmp)  # the user's usual permissions (umask), not mkstemp's 0600
         try:
             with open(fd, "wb") as f:
                 f.write(raw)

@@ -144,3 +144,28 @@ def test_not_writable_probes_without_following_a_planted_link_or_leaving_anythin
         finally:
             folder.chmod(0o700)
     assert not_writable(tmp_path / "missing") == "No such file or directory"
+
+
+def test_create_new_makes_its_own_file_whatever_is_planted_at_the_name(tmp_path):
+    """The one creator of vsr's temporaries (the probe, report and page files, a video's partial output): a link
+    at the name is removed, never followed (a dangling one included: O_CREAT alone would create its target)."""
+    import os
+
+    import pytest
+
+    from vsr.files import create_new
+
+    victim, name = tmp_path / "victim.txt", tmp_path / f".x-{os.getpid()}"
+    victim.write_text("the user's file\n")
+    for target in (victim, tmp_path / "nowhere.txt"):
+        os.symlink(target, name)
+        fd = create_new(name)
+        os.write(fd, b"vsr's")
+        os.close(fd)
+        assert not name.is_symlink() and name.read_bytes() == b"vsr's"
+        name.unlink()
+    assert victim.read_text() == "the user's file\n" and not (tmp_path / "nowhere.txt").exists()
+    name.mkdir()  # not an entry it may remove: the system's error, the folder kept
+    with pytest.raises(OSError):
+        create_new(name)
+    assert name.is_dir()

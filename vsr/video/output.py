@@ -27,7 +27,7 @@ from pathlib import Path
 
 from vsr import interrupt
 from vsr.errors import InputError, OutputError
-from vsr.files import file_in_the_way, not_writable
+from vsr.files import create_new, file_in_the_way, not_writable
 
 log = logging.getLogger(__name__)
 
@@ -90,15 +90,9 @@ class Partial:
     opens that very file again (``/proc/self/fd/N``), for FFmpeg and for the rewrites after it, whatever is put
     at the name meanwhile."""
 
-    _FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-
     def __init__(self, path: Path):
         self.path = path
-        try:
-            self.fd = os.open(path, self._FLAGS, 0o666)
-        except FileExistsError:  # a name of vsr's own (this process id's): a planted link, a dead run's file
-            os.unlink(path)  # (the name itself: a link is removed, never followed)
-            self.fd = os.open(path, self._FLAGS, 0o666)
+        self.fd = create_new(path)  # a name of vsr's own (this process id's): what is there is removed
         proc = Path("/proc/self/fd")
         self.io = proc / str(self.fd) if proc.is_dir() else path
 
