@@ -74,3 +74,17 @@ def test_did_you_mean_says_nothing_when_nothing_is_close():
     assert did_you_mean("reel", ["default", "real", "random"]) == " (did you mean 'real'?)"
     assert did_you_mean("edvr-mm", ["edvr-l", "edvr-m", "edvr-s"]) == " (did you mean 'edvr-m'?)"
     assert did_you_mean("zzzz", ["default", "real", "random"]) == ""
+
+
+def test_a_misspelt_official_checkpoint_gets_the_closest_one():
+    rc, lines = vsr("models", "fetch", "edvr-m-red")
+    assert rc == 2 and len(lines) == 1, lines
+    assert lines[0].startswith("vsr: error: unknown official checkpoint 'edvr-m-red' (did you mean 'edvr-m-reds'?) "
+                               "(known: edvr-m-reds, ")
+
+
+def test_eval_seed_without_degrade_is_refused_in_one_line(tmp_path):
+    """--seed draws --degrade's random choices; alone it would be taken and do nothing."""
+    rc, lines = vsr("eval", "--gt", tmp_path, "--seed", "3")
+    assert rc == 2 and lines == ["vsr: error: --seed draws --degrade's random choices: give --degrade too (without "
+                                 "it the LR frames are a fixed bicubic reduction of the GT or --lr's)"]

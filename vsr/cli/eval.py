@@ -30,7 +30,7 @@ def add_parser(sub) -> None:
     add_precision_args(p)
     p.add_argument("--degrade", metavar="D", help="make the LR from the whole GT clip with this degradation: "
                    "eval-x264-crf28 (BI then x264 CRF 28), real, mix, clean, or a TOML path (configs/degrade/)")
-    p.add_argument("--seed", type=int, default=0, metavar="S", help="seed of --degrade's random draws (default 0)")
+    p.add_argument("--seed", type=int, default=None, metavar="S", help="seed of --degrade's random draws (default 0)")
     p.add_argument("--json", action="store_true", help="print a JSON object (with per-frame values) instead of a table")
     p.set_defaults(func=run)
 
@@ -58,11 +58,15 @@ def parse_frames(text: str | None) -> slice | None:
 def run(args) -> int:
     from tqdm import tqdm
 
+    from vsr.errors import InputError
     from vsr.quality.evaluate import evaluate
     from vsr.train.degrade import clip_degradation
 
     frames = parse_frames(args.frames)
-    degrade = None if args.degrade is None else clip_degradation(args.degrade, args.seed)
+    if args.seed is not None and args.degrade is None:
+        raise InputError("--seed draws --degrade's random choices: give --degrade too (without it the LR frames "
+                         "are a fixed bicubic reduction of the GT or --lr's)")
+    degrade = None if args.degrade is None else clip_degradation(args.degrade, args.seed or 0)
     weights = None if args.no_model or args.weights == NO_MODEL else args.weights
     with tqdm(desc="vsr eval", unit="frame", file=sys.stderr, disable=None, leave=False) as bar:
         def progress(done: int, total: int) -> None:

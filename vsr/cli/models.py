@@ -27,14 +27,14 @@ def add_parser(sub) -> None:
 
 
 def run_fetch(args) -> int:
-    from vsr.errors import InputError
+    from vsr.errors import InputError, did_you_mean
     from vsr.model.official import fetch, find_official, official_names
 
     names = list(official_names()) if "all" in args.names else list(dict.fromkeys(args.names))
     unknown = [n for n in names if find_official(n) is None]
     if unknown:
-        raise InputError(f"unknown official checkpoint {unknown[0]!r} (known: {', '.join(official_names())}, "
-                         "or all)")
+        raise InputError(f"unknown official checkpoint {unknown[0]!r}{did_you_mean(unknown[0], official_names())} "
+                         f"(known: {', '.join(official_names())}, or all)")
     try:
         timeout = float(args.timeout)
     except ValueError:
