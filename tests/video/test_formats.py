@@ -189,7 +189,13 @@ def test_each_format_each_encoder_takes_is_ffmpegs_conversion(tmp_path, codec, n
     ("yuva420p", "ffv1", "o.mkv", "yuva420p"), ("gbrap10le", "ffv1", "o.mkv", "gbrap10le"),  # alpha kept
     ("yuva420p", "libx264", "o.mkv", "yuv420p"), ("gbrap", "libx264rgb", "o.mkv", "bgr0"),  # (or dropped)
     ("yuv420p", "mjpeg", "o.mov", "yuvj420p"),  # JPEG's full range: limited is refused at normal compliance
-    ("yuv410p", "ffv1", "o.mkv", "yuv410p"), ("yuv411p", "libx264", "o.mkv", "yuv420p")])
+    ("yuv410p", "ffv1", "o.mkv", "yuv410p"), ("yuv411p", "libx264", "o.mkv", "yuv420p"),
+    # packed and semi-planar YUV keep their subsampling and depth (uyvy422 became 4:2:0); 1-bit grey stays grey
+    # (it became yuv420p16le in FFV1); XYZ and Bayer are RGB of their depth (XYZ became 10-bit 4:2:0 in FFV1)
+    ("uyvy422", "ffv1", "o.mkv", "yuv422p"), ("yuyv422", "libx264", "o.mkv", "yuv422p"),
+    ("p010le", "libx264", "o.mkv", "yuv420p10le"), ("nv24", "ffv1", "o.mkv", "yuv444p"),
+    ("monob", "ffv1", "o.mkv", "gray"), ("xyz12le", "ffv1", "o.mkv", "gbrp12le"),
+    ("xyz12le", "libx265", "o.mkv", "yuv444p12le"), ("bayer_rggb16le", "ffv1", "o.mkv", "gbrp16le")])
 def test_the_output_keeps_its_sources_kind_and_depth_where_the_codec_holds_them(tmp_path, recwarn, source, codec,
                                                                                name, want):
     """RGB in, RGB out (full range, the source's depth) where the codec is lossless or RGB only; grey likewise;
@@ -224,6 +230,7 @@ def test_the_output_keeps_its_sources_kind_and_depth_where_the_codec_holds_them(
     ("gray16le", "libx264", "o.mp4", None, "the source's 16-bit samples (gray16le) are written in 10 bits: libx264 "
                                            "takes no more (FFV1 in .mkv keeps them: -c ffv1)"),
     ("yuv422p12le", "libx265", "o.mkv", None, None), ("yuv422p12le", "ffv1", "o.mkv", None, None),
+    ("xyz12le", "ffv1", "o.mkv", None, None),  # (was "... in 10 bits: ffv1 takes no more (... -c ffv1)")
     ("yuv422p12le", "libx264", "o.mkv", "yuv420p", None)])  # asked for: said by the encoder line alone
 def test_a_source_deeper_than_its_output_is_said(tmp_path, source, codec, name, requested, said):
     """A 12-bit master into H.264 became 10-bit without a word."""
@@ -234,3 +241,27 @@ def test_a_source_deeper_than_its_output_is_said(tmp_path, source, codec, name, 
                          EncoderSettings(codec=codec, pix_fmt=requested))
         sink.abort()
     assert [str(w.message) for w in caught if "-bit samples" in str(w.message)] == ([said] if said else [])
+
+
+def test_every_format_ffmpeg_has_has_a_planar_twin_of_its_layout_and_depth():
+    """What an encoder that does not take a source's own format is offered instead: a format FFmpeg has, YUV of
+    the same subsampling and at least the same depth, grey as grey, RGB (Bayer, XYZ included) as RGB."""
+    from vsr.video.formats import planar_twin
+    from vsr.video.planes import chroma_shifts
+
+    twins = {}
+    for name in sorted(av.video.format.names):
+        if "f16" in name or "f32" in name or not av.VideoFormat(name).components:  # (float; hardware surfaces)
+            continue
+        twin = twins[name] = planar_twin(name)
+        assert twin in av.video.format.names, name
+        if twin == name:
+            continue
+        assert bit_depth(twin) >= min(bit_depth(name), 8) or name.startswith(("monob", "monow")), (name, twin)
+        if twin.startswith("yuv"):
+            assert chroma_shifts(twin) == chroma_shifts(name) and bit_depth(twin) >= bit_depth(name), (name, twin)
+    assert {k: twins[k] for k in ("uyvy422", "nv12", "p010le", "nv16", "y210le", "xv30le", "monow", "xyz12le",
+                                  "bayer_gbrg8", "yuv420p", "gbrp10le", "gray12le")} == {
+        "uyvy422": "yuv422p", "nv12": "yuv420p", "p010le": "yuv420p10le", "nv16": "yuv422p", "y210le": "yuv422p10le",
+        "xv30le": "yuv444p10le", "monow": "gray", "xyz12le": "gbrp12le", "bayer_gbrg8": "gbrp", "yuv420p": "yuv420p",
+        "gbrp10le": "gbrp10le", "gray12le": "gray12le"}

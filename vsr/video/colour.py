@@ -64,7 +64,10 @@ def is_gray_format(pix_fmt: str) -> bool:
 
 
 def bit_depth(pix_fmt: str) -> int:
-    """Bits of the deepest component (8 for yuv420p, 10 for yuv420p10le, 16 for rgb48le)."""
+    """Bits of the deepest component (8 for yuv420p, 10 for yuv420p10le, 16 for rgb48le; a Bayer mosaic's
+    samples, 8 or 16, whose descriptor counts bits per colour of a 2x2 cell)."""
+    if pix_fmt.startswith("bayer_"):
+        return 16 if pix_fmt.endswith(("16le", "16be")) else 8
     return max(c.bits for c in av.VideoFormat(pix_fmt).components)
 
 

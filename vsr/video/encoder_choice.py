@@ -29,8 +29,8 @@ from vsr.video.codecs import (ALPHA_CODECS, ALPHA_CODEC_SETTINGS, BIG_OUTPUT_PIX
                               check_size, effective, encoder_memory_mb, encoder_params, held, holders, number,
                               quality_key, video_codec)
 from vsr.video.colour import RANGE_FULL, SPC_RGB, ColourSpec, is_gray_format, is_rgb_format
-from vsr.video.formats import (alpha_formats, alpha_pix_fmt, format_warnings, gray_output, rgb_format,
-                               rgb_output, without_alpha)
+from vsr.video.formats import (alpha_formats, alpha_pix_fmt, depth_suffix, format_warnings, gray_output,
+                               planar_twin, rgb_format, rgb_output, without_alpha)
 from vsr.video.hdr import HDR_CODECS, hdr_params, hdr_warnings, is_hdr
 from vsr.video.nvenc import is_nvenc, nvenc_options, nvenc_problem
 from vsr.video.resize import factor_of, scaled_size
@@ -215,6 +215,7 @@ def colour_pix_fmt(codec: av.Codec, formats: list[str], info: VideoInfo) -> str:
     src = without_alpha(info.pix_fmt)
     if not formats:
         return src
+    src = src if src in formats else planar_twin(src)  # (uyvy422 as yuv422p, monob as gray, XYZ as RGB)
     deep = info.bits > 8
     rgb = is_rgb_format(src)
     if gray_output(codec.name, formats, src):
@@ -222,8 +223,7 @@ def colour_pix_fmt(codec: av.Codec, formats: list[str], info: VideoInfo) -> str:
     if rgb_output(codec.name, formats, src):
         return rgb_format(formats, info.bits) or formats[0]  # RGB kept RGB (full range), at its depth
     if rgb or is_gray_format(src):  # YUV 4:4:4 (grey: 4:2:0, no chroma to keep) at its depth; HDR: HDR10's 4:2:0
-        depth = {8: "p", 9: "p10le", 10: "p10le", 12: "p12le"}.get(info.bits, "p16le")
-        src = "yuv420p10le" if is_hdr(info.colour) else ("yuv444" if rgb else "yuv420") + depth
+        src = "yuv420p10le" if is_hdr(info.colour) else ("yuv444" if rgb else "yuv420") + depth_suffix(info.bits)
     src = src.replace("yuvj", "yuv")
     if is_hdr(info.colour) and not deep:  # PQ and HLG in 8 bits band: an HDR output has 10 bits at least
         deep = True

@@ -58,8 +58,9 @@ def depth_warning(info, out: str, codec: str, requested: str | None = None) -> s
     src_bits, out_bits = info.bits, bit_depth(out)
     if requested or out == "pal8" or not src_bits or not out_bits or out_bits >= src_bits:
         return None
+    hint = "" if codec in LOSSLESS_CODECS else " (FFV1 in .mkv keeps them: -c ffv1)"
     return (f"the source's {src_bits}-bit samples ({info.pix_fmt}) are written in {out_bits} bits: {codec} takes no "
-            "more (FFV1 in .mkv keeps them: -c ffv1)")
+            f"more{hint}")
 
 
 def format_warnings(info, out: str, codec: str, requested: str | None = None) -> list[str]:
@@ -115,6 +116,30 @@ def with_alpha(pix_fmt: str) -> str | None:
     return name if name in av.video.format.names else None
 
 
+def depth_suffix(bits: int) -> str:
+    """The suffix of FFmpeg's planar formats for ``bits`` a sample: ``p`` (8 bits or fewer: 1-bit grey, 4-bit
+    palettes), ``p10le``, ``p12le``, ``p16le`` (9 bits in 10; 14 in 16)."""
+    return "p" if bits <= 8 else {9: "p10le", 10: "p10le", 12: "p12le"}.get(bits, "p16le")
+
+
+def planar_twin(pix_fmt: str) -> str:
+    """The planar format of a source's colour in ``pix_fmt``, for an encoder that does not take ``pix_fmt``
+    itself: packed and semi-planar YUV as planar YUV of its subsampling and depth (uyvy422 -> yuv422p, p010le ->
+    yuv420p10le, nv24 -> yuv444p, y210le -> yuv422p10le), 1-bit grey as 8-bit grey, a Bayer mosaic and DCI's XYZ as
+    planar RGB of their depth (what they are read as: colour, every sample); ``pix_fmt`` itself otherwise."""
+    bits = bit_depth(pix_fmt)
+    if pix_fmt.startswith(("monob", "monow")):
+        return "gray"
+    if pix_fmt.startswith(("bayer_", "xyz")):
+        return "gbrp" if bits <= 8 else "gbrp12le" if bits == 12 else "gbrp16le"
+    if is_rgb_format(pix_fmt) or is_gray_format(pix_fmt) or pix_fmt.startswith("yuvj"):
+        return pix_fmt
+    sub = {(0, 0): "444", (1, 0): "422", (1, 1): "420", (2, 0): "411", (2, 2): "410", (0, 1): "440"}
+    layout = sub.get(chroma_shifts(pix_fmt))
+    twin = f"yuv{layout}{depth_suffix(bits)}" if layout else pix_fmt
+    return twin if twin in av.video.format.names else pix_fmt
+
+
 def _kind(pix_fmt: str) -> int:
     return 0 if is_rgb_format(pix_fmt) else 1 if is_gray_format(pix_fmt) else 2
 
@@ -149,5 +174,6 @@ def alpha_pix_fmt(colour_fmt: str, formats: list[str]) -> str | None:
     return min(formats, key=key)
 
 
-__all__ = ["ALPHA_ONLY", "LOSSLESS_CODECS", "alpha_formats", "alpha_pix_fmt", "alpha_warning", "depth_warning",
-           "format_warnings", "gray_output", "has_alpha", "rgb_format", "rgb_output", "with_alpha", "without_alpha"]
+__all__ = ["ALPHA_ONLY", "LOSSLESS_CODECS", "alpha_formats", "alpha_pix_fmt", "alpha_warning", "depth_suffix",
+           "depth_warning", "format_warnings", "gray_output", "has_alpha", "planar_twin", "rgb_format", "rgb_output",
+           "with_alpha", "without_alpha"]
