@@ -132,3 +132,20 @@ def test_names_of_no_one_pattern_are_in_natural_order(tmp_path):
 
     folder = _png_folder(tmp_path / "f", ["b10.png", "a2.png", "b9.png", "a10.png"])
     assert [p.name for p in frame_files(folder)] == ["a2.png", "a10.png", "b9.png", "b10.png"]
+
+
+@pytest.mark.parametrize("name", ["song.mp3", "song.m4a"])
+def test_a_song_with_only_cover_art_has_no_video(tmp_path, name):
+    """Its picture is a one-frame "video" of a few microseconds beside the sound: it was upscaled as that, without a
+    word; the film's own cover art (beside a real video) is kept, tests/video/test_extras.py."""
+    import subprocess
+
+    from tests.video.tools import ffmpeg
+
+    cv2.imwrite(str(tmp_path / "cover.png"), np.full((24, 32, 3), 90, np.uint8))
+    song = tmp_path / name
+    subprocess.run([ffmpeg(), "-v", "error", "-f", "lavfi", "-i", "sine=d=0.5", "-i", str(tmp_path / "cover.png"),
+                    "-map", "0", "-map", "1", "-c:v", "png", "-disposition:v", "attached_pic", str(song)], check=True)
+    with pytest.raises(InputError, match=r"^no video stream in .*song\.m(p3|4a), only cover art \(an attached "
+                                         r"picture\)$"):
+        open_source(song)

@@ -26,7 +26,7 @@ from vsr.video.interlace import deinterlaced, with_deinterlace
 from vsr.video.output import STREAM, stream_closed
 from vsr.video.reading import ffmpeg_log, ffmpeg_reason, one_line, open_input, size_error
 from vsr.video.source import SourceFrame, VideoInfo, field_steps, timed_frames, video_info
-from vsr.video.streams import main_video, uniform
+from vsr.video.streams import main_video, no_video, uniform
 from vsr.video.telecine import inverse_telecined
 
 SIDE_TYPES = ("audio", "subtitle")
@@ -111,8 +111,9 @@ class StreamSource:
 
     def _probe(self) -> VideoInfo:
         c = self._container
-        if not c.streams.video:
-            raise InputError("no video stream on standard input")
+        why = no_video(c, "standard input")
+        if why is not None:
+            raise InputError(why.replace("in standard input", "on standard input"))
         st = main_video(c)
         st.thread_type = "AUTO"
         self._side = StreamPackets([s for s in c.streams if s.type in SIDE_TYPES])

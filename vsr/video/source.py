@@ -32,7 +32,7 @@ from vsr.video.orientation import read_matrix
 from vsr.video.reading import ffmpeg_log, ffmpeg_reason, one_line, open_input, size_error, tags
 from vsr.video.seek import EntryPoint, enter, picture_digest
 from vsr.video.spherical import View, read_view
-from vsr.video.streams import frame_rate, main_video, uniform
+from vsr.video.streams import frame_rate, main_video, no_video, uniform
 from vsr.video.telecine import inverse_telecined
 
 log = logging.getLogger(__name__)
@@ -181,8 +181,9 @@ class VideoSource:
 
     def _probe(self) -> VideoInfo:
         c = self._container
-        if not c.streams.video:
-            raise InputError(f"no video stream in {self.path}")
+        why = no_video(c, str(self.path))
+        if why is not None:
+            raise InputError(why)
         st = main_video(c)
         cc = st.codec_context  # None where FFmpeg has no decoder for the stream's codec (a damaged header)
         if cc is None or not cc.width or not cc.height or cc.pix_fmt is None:

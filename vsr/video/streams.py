@@ -26,6 +26,17 @@ def is_attached_pic(stream) -> bool:
     return bool(int(stream.disposition) & ATTACHED_PIC)
 
 
+def no_video(container, name: str) -> str | None:
+    """Why ``container`` (named ``name`` in the message) has no video to upscale, or None: no video stream, or
+    only cover art (a song's picture: a one-frame "video" of a few microseconds beside its sound)."""
+    videos = container.streams.video
+    if not videos:
+        return f"no video stream in {name}"
+    if all(is_attached_pic(s) for s in videos):
+        return f"no video stream in {name}, only cover art (an attached picture)"
+    return None
+
+
 def main_video(container):
     """The video stream of an opened PyAV input container (an IndexError where it has none, as
     ``streams.video[0]``).  A file with several video streams is read from its first packets, with a demuxer
