@@ -50,6 +50,7 @@ class Clip:
     frames: int = 6
     pix_fmt: str = "yuv420p"
     codec: str = "libx264"
+    options: dict | None = None  # the encoder's; None: libx264's preset ultrafast, which makes no B-frames
     rate: Fraction = Fraction(25)
     time_base: Fraction | None = None
     pts: list[int] | None = None
@@ -110,7 +111,9 @@ def write_clip(path: Path, clip: Clip) -> Path:
         vs.metadata["title"] = clip.title
     if clip.language:
         vs.metadata["language"] = clip.language
-    if clip.codec == "libx264":
+    if clip.options is not None:
+        vs.options = clip.options
+    elif clip.codec == "libx264":
         vs.options = {"preset": "ultrafast"}
     astreams = []
     for a in clip.audio:

@@ -77,6 +77,45 @@ def test_a_variable_rate_clip_ends_where_its_last_frame_does_whatever_the_b_fram
     assert probe(out)["video_times"] == probe(src)["video_times"]
 
 
+@pytest.mark.parametrize("ext, gap_ms, b_frames", [("mp4", 5000, True), ("mp4", 100_000_000, True),
+                                                    ("mp4", 5000, False), ("mkv", 5000, True)])
+def test_a_gap_in_the_timestamps_is_no_frame_s_duration(make_clip, tmp_path, tiny_backend, ext, gap_ms, b_frames):
+    """Frames at 0, 0.1, 0.2 s, then a gap, then three more 0.1 s apart.  In an MP4 with B-frames a decoded frame
+    lasts as long as its sample, until the next sample in decode order: the frame decoded before the gap, shown
+    after it, said it lasted the gap, and a 5 s gap made the clip 10.4 s long (its last sample 4.9 s)."""
+    pts = [0, 100, 200] + [gap_ms + t for t in (300, 400, 500)]
+    src = make_clip("gap.mp4", width=32, height=24, pts=pts, time_base=Fraction(1, 1000), rate=Fraction(10),
+                    options={"preset": "medium"} if b_frames else None)
+    with av.open(str(src)) as a:
+        said = [(f.pts * f.time_base, f.duration * f.time_base) for f in a.decode(video=0)]
+    assert any(t + d > u for (t, d), (u, _) in zip(said, said[1:])) == b_frames  # (what the source's frames say)
+    out = tmp_path / f"out.{ext}"
+    run(src, out, tiny_backend)
+    end = (gap_ms + 600) / 1000
+    assert probe(out)["video_times"] == probe(src)["video_times"]
+    if ext == "mkv":  # each frame's own duration, none past the next frame
+        with av.open(str(out)) as b:
+            assert b.duration == round(end * 1e6)
+            times = sorted((p.pts, p.duration) for p in b.demux(video=0) if p.size)
+        assert all(t + d <= u for (t, d), (u, _) in zip(times, times[1:])) and times[-1][1] == 100
+    else:  # the last sample lasts its 0.1 s; the movie and the edit list end with it
+        assert last_sample_s(out) == 0.1
+        assert presentation_s(out) == (end, end)
+
+
+def last_sample_s(path) -> float:
+    """The duration of an MP4/MOV's last video sample, in seconds: its ``stts`` box's last entry (one track)."""
+    import struct
+
+    data = path.read_bytes()
+    i = data.index(b"mdhd")
+    scale, = struct.unpack(">I", data[i + 24:i + 28] if data[i + 4] == 1 else data[i + 16:i + 20])
+    j = data.index(b"stts")
+    count, = struct.unpack(">I", data[j + 8:j + 12])
+    _, delta = struct.unpack(">II", data[j + 4 + 8 * count:j + 12 + 8 * count])
+    return delta / scale
+
+
 def presentation_s(path) -> tuple[float, float]:
     """An MP4/MOV's movie header duration and its one video edit's duration, in seconds (version 0 boxes)."""
     import struct
