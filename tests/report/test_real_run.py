@@ -129,6 +129,12 @@ def test_a_comparison_puts_a_step_above_the_steps_it_holds(tmp_path):
     b = saved("split", {"segment_0": 0.7, "bridge:dcn": 0.2})
     rows = render.compare(a, b)["steps"]
     assert [(r["step"], r["part_of"]) for r in rows][:3] == [("run", None), ("features", "run"), ("windows", "run")]
+    # each share of its run's per-call time counted once: the parent 100 %, its parts within it (they were 50 %,
+    # 17 % and 30 %: the parent's time counted twice)
+    assert {r["step"]: r["a_share"] for r in rows if r["a_share"] is not None} == pytest.approx({
+        "run": 1.0, "features": 0.5 / 1.5, "windows": 0.9 / 1.5}, rel=1e-12)
+    assert {r["step"]: r["b_share"] for r in rows if r["b_share"] is not None} == pytest.approx({
+        "segment_0": 0.7 / 0.9, "bridge:dcn": 0.2 / 0.9}, rel=1e-12)
     text = render.render_compare_text(a, b)
     lines = [line for line in text.splitlines()  # the step table's rows (kind "other"), not the summary's
              if line.lstrip().startswith(("run ", "features", "windows")) and " other " in line]

@@ -179,10 +179,11 @@ def kind_rows(a: Run, b: Run) -> list[dict]:
 
 
 def _share(step, run: Run) -> float | None:
-    """A per-call step's share of its run's per-call steps (None for a build, or a step the run lacks)."""
+    """A per-call step's share of its run's per-call steps, each counted once (:func:`counted_s`: a parent's
+    time, not again its parts'); None for a build, or a step the run lacks."""
     if step is None or step.kind == "build":
         return None
-    whole = sum(s.total_s for s in run.call_steps)
+    whole = counted_s(run)
     return step.total_s / whole if whole else None
 
 
