@@ -88,3 +88,13 @@ def test_eval_seed_without_degrade_is_refused_in_one_line(tmp_path):
     rc, lines = vsr("eval", "--gt", tmp_path, "--seed", "3")
     assert rc == 2 and lines == ["vsr: error: --seed draws --degrade's random choices: give --degrade too (without "
                                  "it the LR frames are a fixed bicubic reduction of the GT or --lr's)"]
+
+
+def test_models_prints_a_weights_folder_escaped(tmp_path):
+    import os
+
+    folder = str(tmp_path / "w\x1b[31m\nx")
+    p = subprocess.run([sys.executable, "-m", "vsr", "models"], cwd=REPO, capture_output=True, text=True,
+                       timeout=300, env=dict(os.environ, VSR_WEIGHTS_DIR=folder))
+    assert p.returncode == 0, p.stderr
+    assert "\x1b" not in p.stdout and f"put it in {tmp_path}/w\\x1b[31m\\nx under" in p.stdout

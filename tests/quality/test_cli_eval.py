@@ -126,3 +126,17 @@ def test_bad_input_exits_2_with_one_line(tmp_path, case):
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("vsr: error:"), proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_a_folder_name_reaches_the_terminal_escaped_and_an_unused_weights_is_refused(tmp_path):
+    gt = tmp_path / "g\x1b[31m\nt"
+    gt.mkdir()
+    for i in range(2):
+        cv2.imwrite(str(gt / f"{i:08d}.png"), np.full((32, 32, 3), 40 * i, np.uint8))
+    proc = vsr_eval("--gt", gt, "--no-model")
+    assert proc.returncode == 0, proc.stderr
+    assert "\x1b" not in proc.stdout and proc.stdout.splitlines()[0].startswith(f"{tmp_path}/g\\x1b[31m\\nt: ")
+    proc = vsr_eval("--gt", gt, "--no-model", "--weights", "random")  # scored bicubic alone, without a word
+    assert proc.returncode == 2 and proc.stderr.splitlines() == [
+        "vsr: error: --no-model scores the bicubic baseline alone: --weights random would not be used (give one of "
+        "them)"]

@@ -58,11 +58,14 @@ def parse_frames(text: str | None) -> slice | None:
 def run(args) -> int:
     from tqdm import tqdm
 
-    from vsr.errors import InputError
+    from vsr.errors import InputError, printable
     from vsr.quality.evaluate import evaluate
     from vsr.train.degrade import clip_degradation
 
     frames = parse_frames(args.frames)
+    if args.no_model and args.weights not in ("default", NO_MODEL):
+        raise InputError(f"--no-model scores the bicubic baseline alone: --weights {printable(args.weights)} would not "
+                         "be used (give one of them)")
     if args.seed is not None and args.degrade is None:
         raise InputError("--seed draws --degrade's random choices: give --degrade too (without it the LR frames "
                          "are a fixed bicubic reduction of the GT or --lr's)")
@@ -84,18 +87,19 @@ def run(args) -> int:
 
 
 def format_table(result) -> str:
+    from vsr.errors import printable
     from vsr.quality.evaluate import LR_FROM_GT
 
     rows = []
     if result.model is not None:
-        rows.append((f"model ({result.model_name})", result.mean("model")))
+        rows.append((f"model ({printable(result.model_name)})", result.mean("model")))
     rows.append(("bicubic", result.mean("bicubic")))
     width = max(len(name) for name, _ in rows)
     made = "" if result.lr_source == LR_FROM_GT else f" by {result.lr_source}"
     lr = "LR given" if result.lr_dir else f"LR made from GT{made}"
     crop = f", crop border {result.crop_border}" if result.crop_border else ""
     frames = "1 frame" if result.count == 1 else f"mean over {result.count} frames"
-    lines = [f"{result.gt_dir}: {frames} ({lr}{crop})",
+    lines = [f"{printable(result.gt_dir)}: {frames} ({lr}{crop})",
              f"{'':{width}}  {'PSNR-Y':>7}  {'SSIM-Y':>7}  {'PSNR-RGB':>8}  {'SSIM-RGB':>8}"]
     for name, s in rows:
         lines.append(f"{name:{width}}  {s.psnr_y:7.2f}  {s.ssim_y:7.4f}  {s.psnr_rgb:8.2f}  {s.ssim_rgb:8.4f}")

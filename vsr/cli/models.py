@@ -27,7 +27,7 @@ def add_parser(sub) -> None:
 
 
 def run_fetch(args) -> int:
-    from vsr.errors import InputError, did_you_mean
+    from vsr.errors import InputError, did_you_mean, printable
     from vsr.model.official import fetch, find_official, official_names
 
     names = list(official_names()) if "all" in args.names else list(dict.fromkeys(args.names))
@@ -45,7 +45,7 @@ def run_fetch(args) -> int:
     folder = Path(args.dir) if args.dir is not None else None
     for name in names:
         path, downloaded = fetch(name, folder, timeout=timeout, quiet=args.quiet)
-        print(f"{name}: {path}{'' if downloaded else ' (already there, sha256 verified)'}")
+        print(f"{name}: {printable(path)}{'' if downloaded else ' (already there, sha256 verified)'}")
     return 0
 
 
@@ -53,6 +53,7 @@ def run(args) -> int:
     import json
 
     from vsr.model import list_configs, load_config, official
+    from vsr.errors import printable
     from vsr.files import weights_dir
     from vsr.model.official import DOWNLOADED, fetched_path, fetched_state
     from vsr.model.weights import BUNDLED_NAMES, DEFAULT_WEIGHTS, WEIGHTS_DIR
@@ -84,13 +85,14 @@ def run(args) -> int:
     for o in catalogue:
         print(f"  {o.name:<25} config {o.config:<13} published {o.psnr}\n"
               f"  {'':<25} {o.filename}; {_where(o, state[o.name])}")
-    print(f"  A copy downloaded elsewhere (a browser, another machine) works as well: put it in {weights_dir()} "
-          "under the file name above (or pass --weights FILE).")
-    print(f"\nBundled default weights: {DEFAULT_WEIGHTS if DEFAULT_WEIGHTS.is_file() else 'none in this build'}")
+    print("  A copy downloaded elsewhere (a browser, another machine) works as well: put it in "
+          f"{printable(weights_dir())} under the file name above (or pass --weights FILE).")
+    bundled_at = printable(DEFAULT_WEIGHTS) if DEFAULT_WEIGHTS.is_file() else "none in this build"
+    print(f"\nBundled default weights: {bundled_at}")
     for n, f in bundled.items():
         record = f.with_suffix(".json")
         use = json.loads(record.read_text()).get("use", "") if record.is_file() else ""
-        print(f"  --weights {n:<8} {use}: {f}")
+        print(f"  --weights {n:<8} {use}: {printable(f)}")
     return 0
 
 

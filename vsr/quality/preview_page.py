@@ -15,7 +15,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from vsr.errors import InputError
+from vsr.errors import InputError, printable
 from vsr.outfiles import check_file_output, write_file_output
 from vsr.quality.preview import Preview
 from vsr.video.png_colour import colour_chunks, with_chunks
@@ -111,7 +111,7 @@ def page(p: Preview, estimate: str = "") -> str:
     """The HTML page (images inline as base64 PNG)."""
     k = len(p.sr) // 2
     b64 = [base64.b64encode(_png_bytes(img, p)).decode("ascii") for img in (p.bicubic[k], p.sr[k])]
-    return _PAGE.format(title=html.escape(p.src.name), frame=p.first + k, estimate=html.escape(estimate),
+    return _PAGE.format(title=html.escape(printable(p.src.name)), frame=p.first + k, estimate=html.escape(estimate),
                         bicubic=b64[0], sr=b64[1])
 
 
