@@ -84,6 +84,10 @@ def test_missing_report_and_existing_page_are_one_error_line(tmp_path, capsys):
     assert sorted(f.name for f in tmp_path.iterdir()) == ["mine.html", "run.json"]  # no temporary left over
     rc, _, err = report(capsys, p, p, p)
     assert rc == 2 and "one report, or two" in err
+    rc, out, err = report(capsys, p, "--json", "--html", "-")  # the page was printed, --json dropped silently
+    assert rc == 2 and out == "" and err.splitlines() == [
+        "vsr: error: --html - puts the page on standard output, where --json would print the tables: give one of "
+        "them (or --html FILE)"]
 
 
 def test_a_page_in_a_missing_folder_is_refused(tmp_path):

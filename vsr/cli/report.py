@@ -28,6 +28,9 @@ def run(args) -> int:
 
     if len(args.reports) > 2:
         raise InputError(f"vsr report takes one report, or two to compare, not {len(args.reports)}")
+    if args.json and args.html == "-":
+        raise InputError("--html - puts the page on standard output, where --json would print the tables: give "
+                         "one of them (or --html FILE)")
     if args.html is not None:
         out = check_file_output(args.html, "--html", "page", overwrite=args.overwrite, inputs=tuple(args.reports))
     runs = [load_run(p) for p in args.reports]
