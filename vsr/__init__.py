@@ -18,3 +18,10 @@ os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
 # database in ~/.cache/Microsoft/DeveloperTools, outside every path the user gave vsr, and events sent where
 # the machine reaches the network.  Off unless the user sets ORT_DISABLE_TELEMETRY=0 (read at its import).
 os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
+
+# torch's dynamo (the ONNX export's tracer; training's torch.compile) makes its inductor cache folder as it is
+# imported, by default a predictable one in the shared temporary folder (/tmp/torchinductor_USER, which another
+# user can make first): vsr's own cache folder instead, where the rest of what vsr keeps lives (vsr.files).
+os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(
+    os.environ["XDG_CACHE_HOME"] if os.path.isabs(os.environ.get("XDG_CACHE_HOME", "")) else
+    os.path.join(os.path.expanduser("~"), ".cache"), "vsr", "torchinductor"))

@@ -169,3 +169,21 @@ def test_create_new_makes_its_own_file_whatever_is_planted_at_the_name(tmp_path)
     with pytest.raises(OSError):
         create_new(name)
     assert name.is_dir()
+
+
+def test_the_export_leaves_nothing_in_the_temporary_folder(tmp_path):
+    """torch's dynamo made /tmp/torchinductor_USER (a predictable shared name) as the exporter imported it: its
+    cache goes to vsr's cache folder."""
+    import os
+    import subprocess
+    import sys
+
+    tmp, cache = tmp_path / "tmp", tmp_path / "cache"
+    tmp.mkdir()
+    env = dict(os.environ, TMPDIR=str(tmp), XDG_CACHE_HOME=str(cache))
+    env.pop("TORCHINDUCTOR_CACHE_DIR", None)
+    p = subprocess.run([sys.executable, "-m", "vsr", "export", "--weights", "random", "--config", "edvr-tiny",
+                        "--height", "16", "--width", "16", "--out", str(tmp_path / "m.onnx")], capture_output=True,
+                       text=True, env=env, timeout=600)
+    assert p.returncode == 0, p.stderr
+    assert list(tmp.iterdir()) == [] and (cache / "vsr" / "torchinductor").is_dir()
