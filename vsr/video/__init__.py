@@ -6,8 +6,9 @@ planes in one parallel pass), ``base`` (the ``Sink`` protocol), ``output`` (outp
 commit), ``codecs`` (what vsr knows of each encoder and container: the tables), ``encoder_choice`` (the encoder of
 one output, decided once: ``choose_encoder``), ``encoder_open`` (opening the encoder chosen), ``nvenc`` (NVIDIA's
 hardware encoders), ``hdr`` (HDR metadata), ``formats`` (which pixel formats an output keeps), ``dts`` (packet
-timestamp repair), ``passthrough`` (audio/subtitle copy), ``png_sink`` and ``sink`` (the file sinks),
-``pipe_source`` and ``pipe_sink`` (``-``: standard input and output), ``endpoints`` (which of them a name opens).
+timestamp repair), ``passthrough`` (audio/subtitle copy; ``joins``: across a joined MPEG-TS's clock),
+``png_sink`` and ``sink`` (the file sinks), ``pipe_source`` and ``pipe_sink`` (``-``: standard input and output),
+``endpoints`` (which of them a name opens).
 """
 
 from vsr.video.base import Sink

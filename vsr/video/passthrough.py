@@ -31,6 +31,7 @@ from vsr.video.codecs import NamedBuffer, held
 from vsr.video.conversions import (LOSSLESS_AUDIO, LOSSLESS_TARGETS, TEXT_SUBTITLES, TEXT_TARGETS, UNREAD_IN,
                                    encoder_format, encoder_rate, ordered_layout, subtitle_text)
 from vsr.video.extras import ATTACHMENTS, COVERS, Extra, left_out, read_extras
+from vsr.video.joins import JoinedPackets
 from vsr.video.reading import open_input, tags
 
 
@@ -169,17 +170,20 @@ class PacketFeed(Protocol):
 
 
 class FilePackets:
-    """The audio and subtitle packets of the video file at ``src``, from a demuxer of their own."""
+    """The audio and subtitle packets of the video file at ``src``, from a demuxer of their own; with those of
+    its video stream ``video`` (its index) where given, whose clock :class:`JoinedPackets` follows."""
 
-    def __init__(self, src: Path):
+    def __init__(self, src: Path, video: int | None = None):
         self._in = open_input(str(src))
+        self._video = video
         self.streams = [st for st in self._in.streams if st.type in ("audio", "subtitle")]
         self._packets = iter(())
         self.ended = False
 
     def select(self, indices: set[int]) -> None:
         if indices:
-            self._packets = self._in.demux([self._in.streams[i] for i in sorted(indices)])
+            clock = {self._video} if self._video is not None else set()
+            self._packets = self._in.demux([self._in.streams[i] for i in sorted(set(indices) | clock)])
 
     def next_packet(self):
         try:
@@ -195,20 +199,21 @@ class FilePackets:
 class Passthrough:
     """The audio and subtitle streams of the source, taken from ``feed`` (a :class:`PacketFeed`, or the path of
     a video file), added to the output container ``oc``; a file's attachments and covers (:func:`read_extras`)
-    where ``oc`` holds them."""
+    where ``oc`` holds them.  ``video``: the index of the video stream of a source whose timestamps may go back
+    where files were joined (MPEG-TS): the packets follow its joins as the video does (:class:`JoinedPackets`)."""
 
-    def __init__(self, feed: PacketFeed | Path, oc):
+    def __init__(self, feed: PacketFeed | Path, oc, video: int | None = None):
         self.oc = oc
         self._covers: list[tuple[object, bytes]] = []  # (output stream, picture): muxed with the first packets
         self._extras_in = None  # the file the covers' streams are of, open until they are muxed
         self._feed = None
         try:
-            self._open(feed, oc)
+            self._open(feed, oc, video)
         except BaseException:
             self.close()  # (the sink never gets this object to close)
             raise
 
-    def _open(self, feed: PacketFeed | Path, oc) -> None:
+    def _open(self, feed: PacketFeed | Path, oc, video: int | None) -> None:
         if isinstance(feed, Path):
             self._extras_in = open_input(str(feed))
             self._add_extras(read_extras(self._extras_in))
@@ -219,7 +224,10 @@ class Passthrough:
             if not self._covers:
                 self._close_extras()
         self.routes: dict[int, Route] = {}
-        self._feed = FilePackets(feed) if isinstance(feed, Path) else feed
+        self._feed = FilePackets(feed, video) if isinstance(feed, Path) else feed
+        if video is not None:  # (a stream's packets: no video beside them)
+            self._feed = JoinedPackets(self._feed, *((video, str(feed)) if isinstance(feed, Path) else ()))
+        self._refused: set[int] = set()  # the streams whose packets a muxer refused (said once each)
         self._pending = None
         self._next_pts: dict[int, tuple[int, object]] = {}  # an ENCODE route's next frame time, in its time base
         self._off: dict[int, int] = {}  # an ENCODE route's shift, from its first packet until its decoder drains
@@ -315,7 +323,7 @@ class Passthrough:
                 if pkt.dts is not None:
                     pkt.dts -= off
             pkt.stream = route.out
-            self.oc.mux(pkt)
+            self._put(pkt, route)
         elif route.mode is PassMode.TEXT:
             text = subtitle_text(bytes(pkt), route.codec).encode("utf-8")
             # mov_text: a 16-bit length before the text; SubRip: the text alone
@@ -325,10 +333,22 @@ class Passthrough:
             conv.duration = pkt.duration
             conv.time_base = pkt.time_base
             conv.stream = route.out
-            self.oc.mux(conv)
+            self._put(conv, route)
         else:
             self._off[route.source.index] = off
             self._encode(route, pkt.decode(), off)
+
+    def _put(self, pkt, route: Route) -> None:
+        """Mux ``pkt``; one the muxer refuses (timestamps not after its stream's last, where a source's go back
+        other than at a join) is dropped, said once per stream: the rest of the output is good."""
+        try:
+            self.oc.mux(pkt)
+        except av.error.ArgumentError as e:
+            if route.out.index not in self._refused:
+                self._refused.add(route.out.index)
+                warnings.warn(f"the {self.oc.format.name} muxer refused a packet of the source's {route.codec} "
+                              f"{route.out.type} (output stream {route.out.index}: {e.strerror or e}): dropped, and "
+                              "any more it refuses", stacklevel=2)
 
     def _drain_decoders(self) -> None:
         """The last frames the re-encoded streams' decoders hold until they are flushed (WMA's: 46 ms), into
@@ -356,7 +376,7 @@ class Passthrough:
             tb = fr.time_base
             self._next_pts[key] = (fr.pts + int(round(fr.samples / fr.sample_rate / tb)), tb)
             for p in route.out.encode(fr):
-                self.oc.mux(p)
+                self._put(p, route)
 
     def flush(self, shift: float, window: Window | None) -> None:
         """Mux what remains (as :meth:`copy_until` would), then what the re-encoding audio encoders hold."""
@@ -365,7 +385,7 @@ class Passthrough:
         for route in self.routes.values():
             if route.mode is PassMode.ENCODE:
                 for p in route.out.encode(None):
-                    self.oc.mux(p)
+                    self._put(p, route)
 
     def close(self) -> None:
         self._close_feed()

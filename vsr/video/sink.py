@@ -37,7 +37,7 @@ from vsr.video.hdr import as_encoded, hdr_metadata, hdr_not_written
 from vsr.video.isobmff import NotWritable
 from vsr.video.output import WRITE_ERRNOS, Partial, commit_output, output_path, video_partial, writes
 from vsr.video.orientation import output_matrix
-from vsr.video.origin import origin
+from vsr.video.origin import CLOCKED, origin
 from vsr.video.palette import Palettes
 from vsr.video.passthrough import Passthrough, Window
 from vsr.video.resize import factor, resized, sample_aspect
@@ -116,7 +116,9 @@ class VideoSink:
                                              self.scale, dovi=info.dovi, rpus=choice.dolby_vision is not None)
             self.origin = self.pts_offset = origin(info, self.oc.format.name) if passthrough else 0  # (a clock)
             if info.kind == "video" and passthrough:
-                self.passthrough = Passthrough(info.path if info.side_packets is None else info.side_packets, self.oc)
+                joins = info.stream_index if info.container in CLOCKED else None  # (where clocks restart)
+                self.passthrough = Passthrough(info.path if info.side_packets is None else info.side_packets, self.oc,
+                                               joins)
             self.oc.metadata.update(info.container_metadata)
             # the source's chapters (not a batch job's chunk): as they are before the header, or once a trimmed
             # output's span is known (end())
