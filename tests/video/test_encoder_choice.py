@@ -124,3 +124,20 @@ def test_what_each_source_gets_by_default(infos):
     assert choose_encoder(OutputContainer.named("out.avi"), EncoderSettings(), infos["sdr.mp4"]).codec_tag == "XVID"
     assert isinstance(choose_encoder(mkv, EncoderSettings(), infos["sdr.mp4"]), EncoderChoice)
 
+
+
+@pytest.mark.parametrize("codec, output, width, height, beyond", [
+    ("libx264", "o.mp4", 4000, 3000, True),  # 16000x12000: x264 encodes it, warning only in its own log
+    ("libx265", "o.mkv", 3840, 2160, True), ("libx264", "o.mp4", 1920, 1080, False),  # 8K: the highest level's
+    ("ffv1", "o.mkv", 4000, 3000, False)])  # no levels
+def test_an_output_beyond_its_formats_highest_level_is_said(infos, codec, output, width, height, beyond):
+    """A 4000x3000 source into H.264 came out 16000x12000 without a word: few players and no hardware decoder
+    play frames beyond the format's highest level."""
+    if codec not in av.codecs_available:
+        pytest.skip(f"needs {codec}")
+    info = dataclasses.replace(next(iter(infos.values())), width=width, height=height)
+    choice = choose_encoder(OutputContainer.named(output), EncoderSettings(codec=codec), info, scale=4)
+    said = [w for w in choice.warnings if "highest level" in w]
+    assert said == ([f"the output's {4 * width}x{4 * height} frames ({16 * width * height / 1e6:.0f} megapixels) "
+                     f"are beyond the highest level of {'H.264' if codec == 'libx264' else 'HEVC'} (35.7 megapixels, "
+                     "8K): few players and no hardware decoder play them (--scale 4320p keeps 8K)"] if beyond else [])

@@ -229,8 +229,15 @@ def ffmpeg_holds(width: int, height: int) -> bool:
     return (8 * width + 1024) * (height + 128) < FFMPEG_MAX_PLANE
 
 
-def check_size(codec: str, width: int, height: int) -> None:
-    """An output frame larger than ``codec`` (or FFmpeg) can encode -> InputError saying so."""
+# The largest picture of the highest level of H.264 (6.2: 139,264 macroblocks), HEVC and VP9 (6.2) and AV1 (6.3):
+# 8192x4352, 35.7 megapixels.  An encoder makes larger frames (x264 with a warning in its log), few decoders take them.
+LEVEL_MAX_PIXELS = 35_651_584
+LEVELLED = {"h264": "H.264", "hevc": "HEVC", "vp9": "VP9", "av1": "AV1"}
+
+
+def check_size(codec: str, width: int, height: int) -> list[str]:
+    """An output frame larger than ``codec`` (or FFmpeg) can encode -> InputError saying so; one larger than its
+    format's highest level allows (:data:`LEVEL_MAX_PIXELS`): a warning line, returned."""
     if not ffmpeg_holds(width, height):
         raise InputError(f"the output, {width}x{height}, is too large for {codec}: FFmpeg encodes frames of "
                          f"at most about 268 megapixels (e.g. 16000x16000); use a smaller source")
@@ -238,6 +245,12 @@ def check_size(codec: str, width: int, height: int) -> None:
     if mw is not None and (width > mw or height > mh):
         raise InputError(f"the output, {width}x{height}, is too large for {codec}: it encodes frames of at most "
                          f"{mw}x{mh} (use a smaller source or --codec ffv1)")
+    family = av.Codec(codec, "w").canonical_name
+    if family in LEVELLED and width * height > LEVEL_MAX_PIXELS:
+        return [f"the output's {width}x{height} frames ({width * height / 1e6:.0f} megapixels) are beyond the "
+                f"highest level of {LEVELLED[family]} ({LEVEL_MAX_PIXELS / 1e6:.1f} megapixels, 8K): few players and "
+                f"no hardware decoder play them (--scale 4320p keeps 8K)"]
+    return []
 
 
 def encoder_memory_mb(codec: str, opts: dict[str, str], low_memory_x264: bool, width: int, height: int) -> float:

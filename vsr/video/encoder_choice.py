@@ -177,7 +177,7 @@ def choose_encoder(container: OutputContainer, settings: EncoderSettings, info: 
     check_playable(codec.name, container)
     width, height = scaled_size(info.width, info.height, settings.scale, scale, pix_fmt)
     said += [w for w in (factor_of(settings.scale, info.width, info.height, scale)[1],) if w]
-    check_size(codec.name, width, height)
+    said += check_size(codec.name, width, height)
     opts, low_memory = encoder_options(codec.name, settings, width, height)
     said += hdr_warnings(codec.name, pix_fmt, info.hdr, container.format if container.played else None,
                          info.hdr10plus is not None)
