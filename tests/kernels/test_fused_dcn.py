@@ -8,6 +8,7 @@ Tolerances, relative to the output's largest magnitude: fp32 1e-5 (float32 arith
 from __future__ import annotations
 
 import importlib.util
+import time
 
 import pytest
 import torch
@@ -235,6 +236,7 @@ def test_each_tile_is_compiled_once_per_variant_whatever_the_frame_size(tmp_path
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton"))
     monkeypatch.setattr(fused, "GPU_TILES", fused.GPU_TILES[:2])
     monkeypatch.setattr(fused, "compile_seconds", {})
+    parsing = _parses_side_by_side(monkeypatch)
     fused._compiled.cache_clear()
     fused._tuned.cache_clear()
     previous = driver._active
@@ -244,6 +246,9 @@ def test_each_tile_is_compiled_once_per_variant_whatever_the_frame_size(tmp_path
         with caplog.at_level("INFO", logger=fused.__name__):
             fused._compile_tiles(args, consts)
         assert "not compiled side by side" not in caplog.text  # where it was, the reason
+        # each tile's thread parses the kernel's source, one at a time: two at once failed now and then in a full run
+        # ("SystemError: AST constructor recursion depth mismatch", CPython's AST state is not per thread)
+        assert parsing["calls"] >= 2 and parsing["most"] == 1, parsing
         kernels = fused._compiled().device_caches[0][0]
         assert len(kernels) == 2 and len(fused.compile_seconds) == 1
         assert all("wgmma" in k.asm["ptx"] for k in kernels.values())
@@ -256,12 +261,37 @@ def test_each_tile_is_compiled_once_per_variant_whatever_the_frame_size(tmp_path
         args, consts = _kernel_args(64, 64)
         with caplog.at_level("INFO", logger=fused.__name__):
             fused._compile_tiles(args, {**consts, "LEAKY": True})  # another variant: its tiles compiled
-        # (2 of 4 once in a clone-alone full run, not reproduced since: where it fails, the log says why)
+        # (2 of 4 in two clone-alone full runs: the parsing race above, which the log named)
         assert len(kernels) == 4 and len(fused.compile_seconds) == 2, caplog.text
+        assert parsing["most"] == 1, parsing
     finally:
         driver._active = previous
         fused._compiled.cache_clear()
         fused._tuned.cache_clear()
+
+
+def _parses_side_by_side(monkeypatch) -> dict:
+    """How many ``ast.parse`` calls ran, and the most at once (each held a moment, so that two threads parsing
+    together meet)."""
+    import ast
+    import threading
+
+    seen, lock, parse = {"calls": 0, "now": 0, "most": 0}, threading.Lock(), ast.parse
+
+    def watched(*args, **kwargs):
+        with lock:
+            seen["calls"] += 1
+            seen["now"] += 1
+            seen["most"] = max(seen["most"], seen["now"])
+        try:
+            time.sleep(0.2)
+            return parse(*args, **kwargs)
+        finally:
+            with lock:
+                seen["now"] -= 1
+
+    monkeypatch.setattr(ast, "parse", watched)
+    return seen
 
 
 def test_a_failed_side_by_side_compilation_leaves_the_tiles_to_the_autotuner(monkeypatch, caplog):

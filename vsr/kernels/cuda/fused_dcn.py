@@ -25,9 +25,11 @@ interpreter runs the same kernel code with numpy.  Triton is imported on first u
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import functools
 import logging
+import threading
 import time
 
 import torch
@@ -204,8 +206,29 @@ def _compile_side_by_side(args: tuple, consts: dict) -> None:
 
     from triton import AsyncCompileMode
 
-    with ThreadPoolExecutor(len(GPU_TILES)) as pool, AsyncCompileMode(pool):
+    with _one_parse_at_a_time(), ThreadPoolExecutor(len(GPU_TILES)) as pool, AsyncCompileMode(pool):
         _tuned().warmup(*args, grid=(1,), **consts)
+
+
+@contextlib.contextmanager
+def _one_parse_at_a_time():
+    """``ast.parse`` held to one thread at a time while the tiles compile side by side: CPython (3.11, 3.12)
+    keeps the AST constructor's recursion depth per interpreter, not per thread, and two threads parsing at once
+    can fail (``SystemError: AST constructor recursion depth mismatch``, CPython gh-106905); Triton parses the
+    kernel's source in each tile's thread.  The compilation proper (MLIR, ptxas) stays side by side."""
+    import ast
+
+    parse, lock = ast.parse, threading.Lock()
+
+    def one_at_a_time(*args, **kwargs):
+        with lock:
+            return parse(*args, **kwargs)
+
+    ast.parse = one_at_a_time
+    try:
+        yield
+    finally:
+        ast.parse = parse
 
 
 @functools.cache
