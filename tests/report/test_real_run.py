@@ -35,7 +35,9 @@ def test_split_run_lists_each_segment_and_bridge_kernel_adding_up_to_inference(r
     assert f"bottleneck: {data['bottleneck']}" in lines[0]
     summary = render.summary(load_run(runs["split"]))
     infer = next(s["busy_s"] for s in data["stages"] if s["name"] == "infer")
-    assert summary["infer_busy_s"] == infer and 0.95 <= summary["accounted_share_of_infer"] <= 1.05
+    # (the steps' time is most of the stage's: on this 0.1 s run the Python between them is a few ms, more on a
+    # loaded machine -- 94.9 % once, at a load average of 5 on 2 cores)
+    assert summary["infer_busy_s"] == infer and 0.90 <= summary["accounted_share_of_infer"] <= 1.05
     as_json = json.loads(vsr("report", runs["split"], "--json").stdout)
     assert [r["busy_s"] for r in as_json["stages"]] == [s["busy_s"] for s in data["stages"]]
     assert [r["step"] for r in as_json["steps"]] == names
