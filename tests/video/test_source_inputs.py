@@ -149,3 +149,31 @@ def test_a_song_with_only_cover_art_has_no_video(tmp_path, name):
     with pytest.raises(InputError, match=r"^no video stream in .*song\.m(p3|4a), only cover art \(an attached "
                                          r"picture\)$"):
         open_source(song)
+
+
+def test_a_damaged_frame_is_said_once(tmp_path):
+    """FFmpeg's decoder conceals a damaged frame and flags it ("corrupt decoded frame" in ffmpeg's log): it was
+    upscaled without a word."""
+    import subprocess
+
+    from tests.video.tools import ffmpeg
+
+    clean = tmp_path / "clean.mkv"
+    subprocess.run([ffmpeg(), "-v", "error", "-f", "lavfi", "-i", "testsrc2=s=64x48:r=10:d=2", "-c:v", "libx264",
+                    "-g", "100", str(clean)], check=True)
+    data = bytearray(clean.read_bytes())
+    middle = len(data) // 2  # inside the first (the largest) frame
+    data[middle:middle + 29] = bytes(b ^ 0xFF for b in data[middle:middle + 29])
+    damaged = tmp_path / "damaged.mkv"
+    damaged.write_bytes(bytes(data))
+    for path, said in ((clean, []), (damaged, [f"{damaged}: frame 0 was decoded with errors (the source is damaged "
+                                               "there, or starts without its reference frames): upscaled as the "
+                                               "decoder concealed them"])):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            source = open_source(path)
+            try:
+                assert len(list(source.frames())) == 20
+            finally:
+                source.close()
+        assert [str(w.message) for w in caught if "decoded with errors" in str(w.message)] == said

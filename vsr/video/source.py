@@ -345,12 +345,13 @@ def timed_frames(decoded: Iterator[av.VideoFrame], index: int, start: int, info:
     ones are decoded but never converted to RGB, which is most of the cost of a frame), with increasing
     timestamps: a frame without one, or with one not after the previous frame's (raw streams have none, some
     muxers write one value for all), follows the previous frame by its duration, else by one frame at the
-    average rate (encoders and muxers need increasing timestamps; warned once)."""
+    average rate (encoders and muxers need increasing timestamps; warned once).  A frame the decoder flags as
+    damaged (decoded with errors, concealed) is said once, the first of them named."""
     rate, tb = info.rate, info.time_base
     step = max(1, round(1 / (rate * tb))) if rate and tb else 1
     last_pts = None
     last_dur = 0
-    warned = False
+    warned = damaged = False
     try:
         for frame in decoded:
             pts = frame.pts
@@ -363,6 +364,11 @@ def timed_frames(decoded: Iterator[av.VideoFrame], index: int, start: int, info:
                     warned = True
                 pts = last_pts + (last_dur or step)
             if index >= start:
+                if frame.is_corrupt and not damaged:
+                    damaged = True
+                    warnings.warn(f"{info.path}: frame {index} was decoded with errors (the source is damaged there, "
+                                  "or starts without its reference frames): upscaled as the decoder concealed them",
+                                  stacklevel=3)
                 if info.captions is not None and not (info.field_rate and index % 2):  # (a frame's, on its first field)
                     info.captions.put(index, int(pts), frame.opaque if info.film else a53_of(frame))
                 if info.hdr10plus is not None and not info.film and isinstance(frame.opaque, tuple):
