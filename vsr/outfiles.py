@@ -64,13 +64,14 @@ def _inside(path: Path, folder: Path) -> bool:
 
 def check_file_output(name: str | os.PathLike, option: str, what: str, *, overwrite: bool,
                       inputs: tuple = (), outputs: tuple = (), folders: tuple = (),
-                      reads: tuple = ()) -> Path | None:
+                      reads: tuple = (), stdout: bool = True) -> Path | None:
     """The checked path of a small output (None: ``-``, standard output), or a one-line :class:`InputError`.
 
     ``option``: the option that named it (``--report``), ``what``: what it holds (``report``), for the messages;
     ``inputs``/``outputs``: the command's other files (an input that is ``-`` is skipped); ``folders``: PNG-frame
     output folders it must not be written into; ``reads``: ``(option, path)`` of the other files the command reads
-    (``("--weights", "w.pth")``).
+    (``("--weights", "w.pth")``); ``stdout=False``: the command has no standard output for it (``vsr bench``'s
+    files), so the messages do not offer ``-``.
     """
     if os.fspath(name) == STDOUT:
         return None
@@ -95,33 +96,47 @@ def check_file_output(name: str | os.PathLike, option: str, what: str, *, overwr
         raise InputError(f"{option} folder does not exist: {parent}")
     if os.path.islink(path):
         raise InputError(f"will not replace {path}: it is a symbolic link, which the {what} would replace rather "
-                         f"than write through (give the file's own name, or {option} - for standard output)")
+                         f"than write through (give the file's own name{_or_stdout(option, stdout)})")
     if os.path.lexists(path):
         try:
             regular = stat.S_ISREG(os.stat(path).st_mode)
         except OSError:
             regular = False
         if not regular:
-            raise InputError(f"will not replace {path}: it is not a regular file (give {option} - for "
-                             "standard output)")
+            raise InputError(f"will not replace {path}: it is not a regular file (give another name"
+                             f"{_or_stdout(option, stdout)})")
         if not overwrite:
             raise InputError(f"{path} exists (pass --overwrite to replace it)")
-    _probe(parent, option)
+    check_writable(parent, option)
     return path
 
 
+def _or_stdout(option: str, stdout: bool) -> str:
+    return f", or {option} - for standard output" if stdout else ""
+
+
 def _example(what: str) -> str:
-    return {"report": "run.json", "page": "report.html"}.get(what, "preview.png")
+    return {"report": "run.json", "page": "report.html", "account": "account.json",
+            "summary": "summary.json"}.get(what, "preview.png")
 
 
 def _temporary(path: Path) -> Path:
     return path.with_name(f".{path.name}.vsr-partial-{os.getpid()}")
 
 
-def _probe(parent: Path, option: str) -> None:
-    why = not_writable(parent)
+def check_writable(folder: Path, option: str) -> None:
+    """A one-line :class:`InputError` where no file can be created in ``folder`` (:func:`vsr.files.not_writable`'s
+    probe), or in a ``folder`` not there yet, in the nearest folder above it that is (where it would be made)."""
+    here = folder
+    while not os.path.lexists(here) and here != here.parent:
+        here = here.parent
+    if not here.is_dir():
+        raise InputError(f"{option} {folder} cannot be made: {here} is a file, not a folder")
+    why = not_writable(here)
     if why is not None:
-        raise InputError(f"{option} folder is not writable: {parent} ({why})")
+        if here == folder:
+            raise InputError(f"{option} folder is not writable: {folder} ({why})")
+        raise InputError(f"{option} {folder} cannot be made: no folder can be created in {here} ({why})")
 
 
 def write_file_output(path: Path | None, data: str | bytes) -> None:

@@ -62,3 +62,20 @@ def test_it_takes_no_cases():
     res = subprocess.run([sys.executable, "-m", "vsr", "bench", "--int8-account", "--cases", "ort-split-fp32"],
                          capture_output=True, text=True, timeout=600)
     assert res.returncode == 2 and "takes no --cases" in res.stderr and res.stderr.count("\n") == 1
+
+
+def test_a_folder_as_out_is_refused_with_the_accounts_own_example_name(tmp_path):
+    """Before the plans are built; the example was a preview's (``u/preview.png``)."""
+    res = subprocess.run([sys.executable, "-m", "vsr", "bench", "--int8-account", "--config", "edvr-tiny", "--size",
+                          "16x24", "--out", str(tmp_path)], capture_output=True, text=True, timeout=600)
+    assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
+    assert f"give the account's file name (e.g. {tmp_path / 'account.json'})" in res.stderr
+
+
+def test_out_dash_prints_the_json():
+    """--out - (standard output, as check_file_output reads it): the account's JSON there, not the table."""
+    res = subprocess.run([sys.executable, "-m", "vsr", "bench", "--int8-account", "--config", "edvr-tiny", "--size",
+                          "16x24", "--frames", "1", "--runs", "1", "--threads", "1", "--quiet", "--out", "-"],
+                         capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["steps"]

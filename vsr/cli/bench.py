@@ -126,5 +126,6 @@ def _int8_account(args) -> int:
         from vsr.outfiles import write_file_output
 
         write_file_output(out, json.dumps(data, indent=2) + "\n")
-    print(json.dumps(data, indent=2) if args.json else render_account(data))
+    # --out -: the account's JSON is what standard output holds (it was the table, the JSON written nowhere)
+    print(json.dumps(data, indent=2) if args.json or args.out == "-" else render_account(data))
     return 0
