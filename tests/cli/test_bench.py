@@ -84,6 +84,72 @@ def test_existing_reports_are_kept_without_overwrite(bench):
     assert (out / "summary.json").read_text() == before
 
 
+@pytest.mark.parametrize("out, overwrite, words", [
+    ("/sys/b", False, "--out /sys/b cannot be made: no folder can be created in /sys"),
+    ("/sys/b.json", False, "--out folder is not writable: /sys"),
+    ("{d}/d.json", True, "d.json is a folder: give the summary's file name"),  # a folder named like a summary
+    ("", False, "--out is empty"),  # (it wrote into the current folder)
+])
+def test_an_out_that_cannot_be_written_is_refused_before_the_bench(tmp_path, out, overwrite, words):
+    """Checked before any model loads, by vsr.outfiles' rules and write probe (as report --html, preview --out):
+    one line, exit 2, nothing written; it ran the whole bench, then FileNotFoundError or IsADirectoryError, exit 1."""
+    if out.startswith("/sys") and not Path("/sys").is_dir():
+        pytest.skip("needs /sys, a folder no file can be created in")
+    (tmp_path / "d.json").mkdir()
+    before = sorted(tmp_path.rglob("*"))
+    res = vsr("bench", "--config", "edvr-tiny", "--size", "16x16", "--frames", "1", "--cases", "ort-whole-fp32",
+              "--out", out.format(d=tmp_path), *(["--overwrite"] if overwrite else []))
+    assert res.returncode == 2, res.stderr
+    (line,) = res.stderr.splitlines()  # no progress line: nothing ran
+    assert line.startswith("vsr: error:") and words in line
+    assert sorted(tmp_path.rglob("*")) == before and not Path("summary.json").exists()
+
+
+def test_a_symbolic_link_among_the_files_is_not_replaced_even_with_overwrite(tmp_path):
+    """As report --html and preview --out: the rename would replace the link, not write through it."""
+    out, target = tmp_path / "out", tmp_path / "elsewhere.json"
+    out.mkdir()
+    target.write_text("{}\n")
+    (out / "summary.json").symlink_to(target)
+    res = vsr("bench", *TINY, "--input", "random", "--cases", "ort-whole-fp32", "--out", out, "--overwrite")
+    assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
+    assert "summary.json: it is a symbolic link" in res.stderr and "standard output" not in res.stderr
+    assert (out / "summary.json").is_symlink() and target.read_text() == "{}\n"
+    assert sorted(p.name for p in out.iterdir()) == ["summary.json"]
+
+
+def test_overwrite_removes_the_earlier_benchs_files_the_new_summary_does_not_list(bench, tmp_path):
+    """The earlier bench's reports and pages of cases not run again (and its page of a case run again without
+    --html) would sit beside a summary that does not list them; the user's own files stay, also those named
+    like a case's report that the earlier summary does not list."""
+    import shutil
+
+    out = tmp_path / "out"
+    shutil.copytree(bench[0], out)
+    mine = {"notes.txt": "mine", "upscale-ort-whole-fp32.json": "{}", "ort-whole-fp32.txt": "mine"}
+    for name, text in mine.items():
+        (out / name).write_text(text)
+    res = vsr("bench", *TINY, "--input", "random", "--cases", "ort-whole-fp32", "--out", out, "--overwrite")
+    assert res.returncode == 0, res.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert [c["report"] for c in summary["cases"]] == ["ort-whole-fp32.json"]
+    assert sorted(p.name for p in out.iterdir()) == sorted(["summary.json", "ort-whole-fp32.json", *mine])
+    assert all((out / name).read_text() == text for name, text in mine.items())
+
+
+def test_the_table_shows_a_name_with_control_characters_escaped(bench):
+    """--input (and a config file's name) are printed as vsr.errors.printable shows them: an escape sequence or a
+    newline in a file name is not sent to the terminal."""
+    from vsr.bench import render_table
+
+    data = json.loads((bench[0] / "summary.json").read_text())
+    data["settings"]["input"] = "v\x1b[31m\nx.mp4"
+    data["config"] = "c\x1b]0;t\x07.toml"
+    text = render_table(data)
+    assert "\x1b" not in text and "\x07" not in text
+    assert "input: v\\x1b[31m\\nx.mp4" in text and "c\\x1b]0;t\\x07.toml" in text
+
+
 @pytest.mark.parametrize("args, words", [
     (["--config", "no-such-model"], "no-such-model"),
     (["--size", "16"], "--size"),

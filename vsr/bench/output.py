@@ -14,13 +14,17 @@ from pathlib import Path
 import numpy as np
 
 from vsr import interrupt
+from vsr.bench.cases import bench_cases
 from vsr.bench.results import BenchResult, CaseResult
-from vsr.errors import InputError
+from vsr.errors import InputError, printable
+from vsr.files import read_small_text
+from vsr.outfiles import check_file_output, check_writable
 from vsr.report import RunReport, StageStats
 from vsr.report.render import fmt, table
 from vsr.report.sample import percentile
 
 SUMMARY_FORMAT = "vsr-bench/1"
+SUMMARY_LIMIT = 64 << 20  # bytes: a summary of every case and a million timed frames is well under this
 
 
 def case_report(result: BenchResult, r: CaseResult) -> RunReport:
@@ -83,9 +87,10 @@ def render_table(data: dict) -> str:
     """The terminal table of a :func:`summary`: one row per case, the baseline marked with ``*``."""
     st, m = data["settings"], data["machine"]
     h, w = st["size"]
-    head = [f"vsr bench: {data['config']} ({st['weights']} weights), LR {h}x{w} -> {4 * h}x{4 * w}, "
-            f"{st['frames']} timed frames per case, cases interleaved; threads: {st['threads'] or 'all'}",
-            f"input: {st['input']}",
+    # the config and the input are names the user gave (a file name may hold a newline or an escape sequence)
+    head = [f"vsr bench: {printable(data['config'])} ({printable(st['weights'])} weights), LR {h}x{w} -> "
+            f"{4 * h}x{4 * w}, {st['frames']} timed frames per case, cases interleaved; threads: "
+            f"{st['threads'] or 'all'}", f"input: {printable(st['input'])}",
             f"machine: {m['cpu']}, {m['cores']} cores" + (f", {m['gpu']}" if m.get("gpu") else "")
             + f"; onnxruntime {m['onnxruntime']}, torch {m['torch']}", ""]
     rows = [[r["case"] + (" *" if r["case"] == data["baseline"] else ""), fmt(r["median_s"]), fmt(r["p95_s"]),
@@ -124,22 +129,57 @@ def bench_paths(out: str | Path, cases: list[str], html: bool) -> tuple[Path, di
 
 
 def check_out(out: str | Path, cases: list[str], html: bool, overwrite: bool):
-    """:func:`bench_paths`, and an InputError where one of them exists and ``overwrite`` is not given."""
+    """:func:`bench_paths`, checked before the bench runs by the rules of :mod:`vsr.outfiles` (the folder can be
+    written; no file to replace without ``overwrite``; never a symbolic link, a folder or a device), and the
+    earlier bench's files there that this one does not write: removed by :func:`write_bench` (``overwrite``)."""
+    if not os.fspath(out):
+        raise InputError("--out is empty: give a folder, or a summary file name ending in .json")
     summary_path, reports, pages = bench_paths(out, cases, html)
-    if not overwrite:
-        for p in [summary_path, *reports.values(), *pages.values()]:
-            if p.exists():
-                raise InputError(f"{p} exists; give --overwrite to replace it")
-    return summary_path, reports, pages
+    folder = summary_path.parent
+    if not folder.is_dir():  # made by write_bench: nothing there yet
+        check_writable(folder, "--out")
+        return summary_path, reports, pages, ()
+    files = [(summary_path, "summary"), *((p, "report") for p in reports.values()),
+             *((p, "page") for p in pages.values())]
+    for p, what in files:
+        check_file_output(p, "--out", what, overwrite=overwrite, stdout=False)
+    stem = f"{Path(out).stem}." if Path(out).suffix == ".json" else ""
+    return summary_path, reports, pages, _earlier_files(summary_path, stem, {p for p, _ in files})
+
+
+def _earlier_files(summary_path: Path, stem: str, writing: set[Path]) -> tuple[Path, ...]:
+    """The reports and pages of the bench whose summary ``summary_path`` is, which this one does not replace:
+    left, they would sit beside a summary that does not list them.  Only what that summary lists (a case of
+    :func:`~vsr.bench.cases.bench_cases` and the report name bench gives it, and that case's page), and only
+    regular files: never a file of the user's."""
+    if not os.path.lexists(summary_path):
+        return ()
+    try:
+        data = json.loads(read_small_text(summary_path, SUMMARY_LIMIT, "bench summary"))
+    except (InputError, ValueError, RecursionError):
+        return ()  # not a summary bench wrote: nothing is known to be its
+    if not isinstance(data, dict) or data.get("format") != SUMMARY_FORMAT or not isinstance(data.get("cases"), list):
+        return ()
+    known = {c.name for c in bench_cases()}
+    found = []
+    for row in data["cases"]:
+        case = row.get("case") if isinstance(row, dict) else None
+        if not isinstance(case, str) or case not in known or row.get("report") != f"{stem}{case}.json":
+            continue
+        for p in (summary_path.with_name(f"{stem}{case}.json"), summary_path.with_name(f"{stem}{case}.html")):
+            if p not in writing and not os.path.islink(p) and p.is_file():
+                found.append(p)
+    return tuple(found)
 
 
 def write_bench(result: BenchResult, out: str | Path, html: bool = False, overwrite: bool = False) -> dict:
     """Writes the summary, one report per case (and with ``html`` its page) under ``out`` (see
-    :func:`bench_paths`), all or none; returns the summary.  Existing files are replaced only with ``overwrite``."""
+    :func:`bench_paths`), all or none; returns the summary.  Existing files are replaced only with ``overwrite``,
+    and then an earlier bench's reports and pages of cases this one did not run are removed (:func:`check_out`)."""
     from vsr.report.html import render_html
     from vsr.report.load import parse_run
 
-    summary_path, reports, pages = check_out(out, [r.case.name for r in result.cases], html, overwrite)
+    summary_path, reports, pages, earlier = check_out(out, [r.case.name for r in result.cases], html, overwrite)
     made = not summary_path.parent.exists()
     data = summary(result, {n: p.name for n, p in reports.items()})
     texts = {summary_path: json.dumps(data, indent=2) + "\n"}
@@ -155,6 +195,8 @@ def write_bench(result: BenchResult, out: str | Path, html: bool = False, overwr
         if made:
             summary_path.parent.rmdir()
         raise
+    for p in earlier:
+        p.unlink(missing_ok=True)
     return data
 
 

@@ -34,7 +34,9 @@ def add_parser(sub) -> None:
     p.add_argument("--out", default=None, metavar="DIR|SUMMARY.json", help="write the summary and one run "
                                                                           "report per case")
     p.add_argument("--html", action="store_true", help="with --out: also an HTML page per case")
-    p.add_argument("--overwrite", action="store_true", help="replace files of an earlier bench in --out")
+    p.add_argument("--overwrite", action="store_true", help="replace files of an earlier bench in --out (and "
+                                                            "remove its reports and pages of cases this bench "
+                                                            "does not run, which the new summary would not list)")
     p.add_argument("--int8-account", action="store_true",
                    help="instead of the cases: where an int8 frame's time goes, step by step beside fp32 (each "
                         "segment, bridge and re-run in the plan; each segment alone in fp32, vsr's int8 and ONNX "
