@@ -159,3 +159,76 @@ def test_help_says_where_the_run_folder_goes():
     out = next(a for a in build_parser(["train"])._subparsers._group_actions[0].choices["train"]._actions
                if "--out" in a.option_strings)
     assert "runs/default for --init default" in out.help
+
+
+def test_a_run_folder_that_cannot_be_written_is_one_line_and_exit_2(make_clip, tmp_path):
+    """The write probe of vsr.outfiles (report --html, preview --out, bench --out), before the model or the data
+    are touched: it was a PermissionError at the folder's making, exit 1."""
+    if not Path("/sys").is_dir():
+        pytest.skip("needs /sys, a folder no file can be created in")
+    clip = make_clip("c.mp4", width=48, height=40, frames=6)
+    r = vsr_train("--config", "edvr-tiny", "--data", clip, "--iters", 2, "--out", "/sys/x", "--val", "none",
+                  "--batch-size", 1, "--patch", 8, "--threads", 1, "--workers", 0, "--no-progress")
+    assert r.returncode == 2, r.stderr
+    (line,) = r.stderr.strip().splitlines()
+    assert line.startswith("vsr: error: --out /sys/x cannot be made: no folder can be created in /sys")
+
+
+def test_the_run_folder_is_printed_escaped(make_clip, tmp_path):
+    """A newline or an escape sequence in --out is shown (vsr.errors.printable), never sent to the terminal."""
+    clip = make_clip("c.mp4", width=48, height=40, frames=6)
+    out = tmp_path / "r\x1b[31m\nx"
+    r = vsr_train("--config", "edvr-tiny", "--data", clip, "--iters", 1, "--out", out, "--batch-size", 1,
+                  "--patch", 8, "--val", "none", "--threads", 1, "--workers", 0, "--no-progress")
+    assert r.returncode == 0, r.stderr
+    assert "\x1b" not in r.stdout and (out / "latest.pth").is_file()
+    lines = r.stdout.splitlines()
+    assert len(lines) == 2 and all("r\\x1b[31m\\nx" in line for line in lines)
+    assert "run folder" in lines[0] and "checkpoints in" in lines[1]
+
+
+def test_an_unknown_validation_set_is_refused_with_the_sets_there(make_clip, tmp_path, monkeypatch):
+    from vsr.errors import InputError
+    from vsr.train import TrainOptions, Trainer
+
+    for name in ("calendar", "city"):
+        (tmp_path / "data" / "sequences" / "vid4" / name / "gt").mkdir(parents=True)
+    monkeypatch.setenv("VSR_DATA", str(tmp_path / "data"))
+    clip = make_clip("c.mp4", width=48, height=40, frames=6)
+    with pytest.raises(InputError) as e:
+        Trainer(TrainOptions(config="edvr-tiny", data=(str(clip),), out=str(tmp_path / "run"), iters=1,
+                             val=("calender",)))
+    assert "validation set 'calender' not found" in str(e.value)
+    assert "the sets are calendar, city, city-x264 (Vid4) and holdout" in str(e.value)
+    assert "did you mean 'calendar'?" in str(e.value) and not (tmp_path / "run").exists()
+
+
+def test_training_data_that_is_all_excluded_says_so(tmp_path):
+    """Vid4's frames (the validation set) given as --data: they were left out without a word, then "no images or
+    videos found" of a folder of PNGs."""
+    import cv2
+    import numpy as np
+
+    from vsr.errors import InputError
+    from vsr.train import TrainOptions
+    from vsr.train.data import find_sources
+
+    gt = tmp_path / "vid4" / "calendar" / "gt"
+    gt.mkdir(parents=True)
+    for i in range(3):
+        cv2.imwrite(str(gt / f"{i:08d}.png"), np.zeros((16, 16, 3), np.uint8))
+    with pytest.raises(InputError, match=r"the images and videos found there \(3\) are excluded, as their paths "
+                                         r"hold 'vid4' \(Vid4 is the validation set, never trained on\)"):
+        find_sources([gt], exclude=TrainOptions.exclude)
+    with pytest.raises(InputError, match=r"\(--exclude\)"):
+        find_sources([gt], exclude=("calendar",))
+
+
+def test_an_empty_video_is_refused_in_the_words_of_the_other_commands(tmp_path):
+    """As vsr bench and vsr preview open it (vsr.video.reading.check_video_file); it was FFmpeg's "[Errno
+    1094995529] Invalid data found when processing input"."""
+    empty = tmp_path / "empty.mp4"
+    empty.touch()
+    r = vsr_train("--config", "edvr-tiny", "--data", empty, "--iters", 2, "--out", tmp_path / "run")
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.strip() == f"vsr: error: not a video file: {empty} is empty" and not (tmp_path / "run").exists()

@@ -83,15 +83,18 @@ def train_options(args):
 
 
 def run(args) -> int:
+    from vsr.errors import printable
     from vsr.train import Trainer
 
     trainer = Trainer(train_options(args))
     where = f"resuming at iteration {trainer.state.iteration}" if trainer.resumed else "starting"
-    print(f"vsr train: {trainer.cfg.name}, {trainer.sources.describe()}; {where}; run folder {trainer.dir}")
+    # names the user gave (a file name may hold a newline or an escape sequence): shown, never sent
+    print(f"vsr train: {printable(trainer.cfg.name)}, {trainer.sources.describe()}; {where}; "
+          f"run folder {printable(trainer.dir)}")
     if trainer.val_note:
-        print(f"vsr train: {trainer.val_note}")
+        print(f"vsr train: {printable(trainer.val_note)}")
     state = trainer.run(progress=not args.no_progress)
     best = (f"best validation gain over bicubic {state.best_psnr:+.2f} dB at iteration {state.best_iteration}"
             if state.best_iteration >= 0 else "no validation")
-    print(f"vsr train: stopped at iteration {state.iteration}; {best}; checkpoints in {trainer.dir}")
+    print(f"vsr train: stopped at iteration {state.iteration}; {best}; checkpoints in {printable(trainer.dir)}")
     return 0

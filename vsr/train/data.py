@@ -33,7 +33,7 @@ import numpy as np
 from vsr.errors import InputError
 from vsr.quality.resize import bicubic_downscale_x4
 from vsr.train.degrade import CLEAN, Degradation, degrade_clip
-from vsr.video.reading import open_input
+from vsr.video.reading import check_video_file, open_error, open_input
 from vsr.video.streams import main_video
 
 log = logging.getLogger(__name__)
@@ -78,6 +78,7 @@ def _rgb_frames(path: Path, rgb: bool = True):
     installed, else OpenCV's FFmpeg reader (the GPU image has OpenCV and no PyAV, and PyAV's wheel does not fit
     beside a training slice's checkpoint; both decode the training clips here to the same pixels).  ``rgb=False``:
     ``None`` for each frame, decoded but not converted (a count)."""
+    check_video_file(path)  # an empty file, a pipe: the source opener's words (vsr bench, vsr preview)
     try:
         import av
 
@@ -86,7 +87,7 @@ def _rgb_frames(path: Path, rgb: bool = True):
         yield from _opencv_frames(path, rgb)
         return
     except av.error.FFmpegError as e:
-        raise InputError(f"cannot decode video {path}: {e}") from None
+        raise open_error(path, e) from None
     with container as c:
         try:
             stream = main_video(c)
@@ -101,7 +102,7 @@ def _opencv_frames(path: Path, rgb: bool):
     cap = cv2.VideoCapture(str(path))
     try:
         if not cap.isOpened():
-            raise InputError(f"cannot decode video {path} (OpenCV's reader: PyAV is not installed here)")
+            raise InputError(f"not a video file: {path} (OpenCV's reader cannot open it; PyAV is not installed here)")
         while True:
             ok, bgr = cap.read()
             if not ok:
@@ -127,19 +128,23 @@ def find_sources(paths: list[str | Path], *, holdout: float = 0.0, exclude: tupl
     """
     images: list[Path] = []
     videos: list[Path] = []
+    left_out: list[str] = []  # the ``exclude`` fragment in each image or video left out
     for raw in paths:
         p = Path(raw)
         if not p.exists():
             raise InputError(f"training data not found: {p}")
         files = sorted(f for f in p.rglob("*") if f.is_file()) if p.is_dir() else [p]
-        for f in files:
-            low = str(f).lower()
-            if any(x.lower() in low for x in exclude):
-                continue
-            if f.suffix.lower() in IMAGE_SUFFIXES:
-                images.append(f)
-            elif f.suffix.lower() in VIDEO_SUFFIXES:
-                videos.append(f)
+        for f in (f for f in files if f.suffix.lower() in IMAGE_SUFFIXES + VIDEO_SUFFIXES):
+            hit = [x for x in exclude if x.lower() in str(f).lower()]
+            if hit:
+                left_out.append(hit[0])
+            else:
+                (images if f.suffix.lower() in IMAGE_SUFFIXES else videos).append(f)
+    if not images and not videos and left_out:
+        x = left_out[0]  # said, not silent: "no images or videos" of a folder of PNGs misled
+        why = "Vid4 is the validation set, never trained on" if x.lower() == "vid4" else "--exclude"
+        raise InputError(f"nothing to train on in {', '.join(map(str, paths))}: the images and videos found "
+                         f"there ({len(left_out)}) are excluded, as their paths hold {x!r} ({why})")
     srcs = []
     for v in videos:
         n = count_frames(v)

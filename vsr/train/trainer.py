@@ -29,6 +29,7 @@ from vsr.model.config import ModelConfig, load_config
 from vsr.model.init import init_weights, offset_convs
 from vsr.model.weights import (build_model, bundled_path, extract_state_dict, load_state, read_checkpoint,
                                resolve_config)
+from vsr.outfiles import check_writable
 from vsr.quant.fake import prepare_qat, qat_parameters
 from vsr.report.progress import progress_bar
 from vsr.train.checkpoint import Trainable, TrainState, make_checkpoint, restore, save_checkpoint
@@ -97,6 +98,7 @@ def _check_run_folder(path: Path) -> None:
     blocker = file_in_the_way(path.parent)
     if blocker is not None:
         raise InputError(f"--out {path} cannot be made: {blocker} is a file, not a folder")
+    check_writable(path, "--out")  # the probe vsr's other outputs use: a run that cannot save stops before it trains
 
 
 class Trainer:

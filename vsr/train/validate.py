@@ -16,7 +16,7 @@ import cv2
 import numpy as np
 import torch
 
-from vsr.errors import InputError
+from vsr.errors import InputError, did_you_mean
 from vsr.train.data import VideoSource
 
 
@@ -65,11 +65,32 @@ def vid4_sets(names: list[str], frames: tuple[int, ...] = (10, 20),
         seq, recipe = DEGRADED_SETS.get(name, (name, None))
         d = root / seq
         if not (d / "gt").is_dir():
-            raise InputError(f"validation set {name!r} not found under {root} (set VSR_DATA to the folder "
-                             "holding sequences/vid4)")
+            raise InputError(_not_found(name, root))
         lr = d / "lr" if (d / "lr").is_dir() and recipe is None else None
         out.append(ValSet(name, d / "gt", lr, frames, crop, recipe))
     return out
+
+
+def known_sets(root: Path) -> list[str]:
+    """The validation sets a run can name here: each Vid4 sequence under ``root`` (a folder with ``gt/``), the
+    degraded ones of those (:data:`DEGRADED_SETS`), and ``holdout``."""
+    try:
+        seqs = sorted(d.name for d in root.iterdir() if (d / "gt").is_dir())
+    except OSError:
+        seqs = []
+    return sorted(seqs + [n for n, (seq, _) in DEGRADED_SETS.items() if seq in seqs]) + ["holdout"]
+
+
+def _not_found(name: str, root: Path) -> str:
+    vid4 = known_sets(root)[:-1]
+    names = {*vid4, *DEFAULT_SETS, *DEGRADED_SETS, "holdout"}
+    hint = "" if name in names else did_you_mean(name, sorted(names))
+    if not vid4:
+        return (f"validation set {name!r} not found: no Vid4 sequence under {root} (set VSR_DATA to the folder "
+                f"holding sequences/vid4); the sets are {', '.join(DEFAULT_SETS)}, {', '.join(DEGRADED_SETS)} "
+                f"(Vid4) and holdout (held-out video tails, with --holdout){hint}")
+    return (f"validation set {name!r} not found under {root}: the sets are {', '.join(vid4)} (Vid4) and holdout "
+            f"(held-out video tails, with --holdout){hint}")
 
 
 def holdout_sets(videos: tuple[VideoSource, ...], folder: Path, count: int = 3) -> list[ValSet]:

@@ -10,6 +10,7 @@ character (:func:`tag_text`): what those files' writers used.  And what FFmpeg s
 
 from __future__ import annotations
 
+import os
 import re
 from contextlib import contextmanager
 from typing import Iterator
@@ -18,6 +19,7 @@ import av
 import av.logging
 
 from vsr.errors import InputError
+from vsr.files import special_kind
 
 
 def open_input(file, **options):
@@ -84,3 +86,27 @@ def size_error(what: str, lines: list[str]) -> InputError | None:
 
 
 _INVALID_SIZE = re.compile(r"Picture size (\d+)x(\d+) is invalid")
+
+
+def check_video_file(path) -> None:
+    """The source opener's one-line refusal of a file FFmpeg should not be asked to read: a device or a pipe
+    (it waits, or reads for ever), an empty file (FFmpeg's "Invalid data found" says less)."""
+    mode = os.stat(path).st_mode
+    kind = special_kind(mode)
+    if kind:
+        raise InputError(f"not a video file: {path} is {kind}"
+                         + (" (give - and feed it on standard input)" if kind == "a named pipe" else ""))
+    if os.stat(path).st_size == 0:
+        raise InputError(f"not a video file: {path} is empty")
+
+
+def open_error(path, e: Exception) -> InputError:
+    """Why ``open_input(path)`` fails, in FFmpeg's own words where it logged them (the open is repeated with
+    FFmpeg's log captured, only on this error path)."""
+    lines: list[str] = []
+    with ffmpeg_log(lines):
+        try:
+            open_input(str(path)).close()
+        except (av.FFmpegError, OSError, ValueError):
+            pass
+    return size_error(str(path), lines) or InputError(f"not a video file: {path} ({ffmpeg_reason(e, lines)})")

@@ -18,7 +18,6 @@ import av
 import numpy as np
 
 from vsr.errors import InputError
-from vsr.files import special_kind
 from vsr.video import alpha, dovi, hdr10plus, rpu
 from vsr.video.animation import plays_of
 from vsr.video.captions import FrameStore, a53_of
@@ -29,7 +28,7 @@ from vsr.video.formats import has_alpha
 from vsr.video.hdr import HdrMetadata, read_hdr
 from vsr.video.interlace import deinterlaced, field_order, with_deinterlace
 from vsr.video.orientation import read_matrix
-from vsr.video.reading import ffmpeg_log, ffmpeg_reason, one_line, open_input, size_error, tags
+from vsr.video.reading import check_video_file, one_line, open_error, open_input, tags
 from vsr.video.seek import EntryPoint, enter, picture_digest
 from vsr.video.spherical import View, read_view
 from vsr.video.streams import frame_rate, main_video, no_video, uniform
@@ -121,18 +120,6 @@ class VideoInfo:
         return None
 
 
-def _open_error(path: Path, e: Exception) -> InputError:
-    """Why ``open_input(path)`` fails, in FFmpeg's own words where it logged them (the open is repeated with
-    FFmpeg's log captured, only on this error path)."""
-    lines: list[str] = []
-    with ffmpeg_log(lines):
-        try:
-            open_input(str(path)).close()
-        except (av.FFmpegError, OSError, ValueError):
-            pass
-    return size_error(str(path), lines) or InputError(f"not a video file: {path} ({ffmpeg_reason(e, lines)})")
-
-
 # container formats that hold one still image (FFmpeg's image demuxers), not a video
 _STILL_FORMATS = re.compile(r"^(image2|image2pipe|\w+_pipe)$")
 
@@ -157,12 +144,7 @@ class VideoSource:
         self.early_end: EarlyEnd | None = None  # see frames()
         self._y4m_cut: tuple[int, int] | None = None
         self._decoded = 0
-        kind = special_kind(self.path.stat().st_mode)
-        if kind:
-            raise InputError(f"not a video file: {self.path} is {kind}"
-                             + (" (give - and feed it on standard input)" if kind == "a named pipe" else ""))
-        if self.path.stat().st_size == 0:
-            raise InputError(f"not a video file: {self.path} is empty")
+        check_video_file(self.path)
         try:
             self._container = open_input(str(self.path))
         except PermissionError:
@@ -170,7 +152,7 @@ class VideoSource:
         except av.EOFError:
             raise InputError(f"zero frames: {self.path} ends before its first frame") from None
         except av.FFmpegError as e:
-            raise _open_error(self.path, e) from None
+            raise open_error(self.path, e) from None
         except (OSError, ValueError) as e:
             raise InputError(f"not a video file: {self.path} ({one_line(e)})") from None
         try:
