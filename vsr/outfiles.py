@@ -1,5 +1,5 @@
 """Small outputs written whole: a run report (``vsr upscale --report``), an HTML page (``vsr report --html``,
-``vsr jobs report --html``), a preview picture (``vsr preview --out``).
+``vsr jobs report --html``), a preview picture (``vsr preview --out``); and the rules of ``vsr export --out``.
 
 They are outputs like a video: :func:`check_file_output`, called before any work, refuses
 
@@ -12,7 +12,8 @@ They are outputs like a video: :func:`check_file_output`, called before any work
 - an empty name (``--report ''``);
 - a folder that does not exist or cannot be written (a file is created there and removed, as a test);
 
-and ``-`` means standard output, as it does for IN and OUT.  :func:`write_file_output` writes under a hidden
+and ``-`` means standard output, as it does for IN and OUT (unless ``stdout=False``: ``vsr export``'s model is
+never written there).  Messages name the file as it was typed.  :func:`write_file_output` writes under a hidden
 temporary name beside the file and renames it into place, so a failure (a full disk) leaves the old file as it
 was and no temporary behind; it raises :class:`~vsr.errors.OutputError` naming the file.
 """
@@ -70,32 +71,34 @@ def check_file_output(name: str | os.PathLike, option: str, what: str, *, overwr
     ``option``: the option that named it (``--report``), ``what``: what it holds (``report``), for the messages;
     ``inputs``/``outputs``: the command's other files (an input that is ``-`` is skipped); ``folders``: PNG-frame
     output folders it must not be written into; ``reads``: ``(option, path)`` of the other files the command reads
-    (``("--weights", "w.pth")``); ``stdout=False``: the command has no standard output for it (``vsr bench``'s
-    files), so the messages do not offer ``-``.
+    (``("--weights", "w.pth")``); ``stdout``: whether ``-`` means standard output (``False``: it is a file name,
+    and the messages do not offer ``-``: ``vsr bench``'s and ``vsr export``'s files).
     """
-    if os.fspath(name) == STDOUT:
+    typed = os.fspath(name)
+    if typed == STDOUT and stdout:
         return None
-    if not os.fspath(name):
-        raise InputError(f"{option} is empty: give the {what} a file name, or - for standard output")
+    if not typed:
+        raise InputError(f"{option} is empty: give the {what} a file name" + (", or - for standard output"
+                                                                               if stdout else ""))
     path = Path(name)
     for other, role in [(Path(p), "input") for p in inputs if os.fspath(p) != STDOUT] + \
                        [(Path(p), f"{o} file") for o, p in reads if os.fspath(p) != STDOUT] + \
                        [(Path(p), "output") for p in outputs if os.fspath(p) != STDOUT]:
         if _same_file(path, other):
-            raise InputError(f"{option} {path} is the {role} {other}: give the {what} a name of its own")
+            raise InputError(f"{option} {typed} is the {role} {other}: give the {what} a name of its own")
     for folder in folders:
         if _inside(path, Path(folder)):
-            raise InputError(f"{option} {path} is inside the output folder {folder}, which vsr replaces whole: "
+            raise InputError(f"{option} {typed} is inside the output folder {folder}, which vsr replaces whole: "
                              f"give the {what} a place outside it")
-    if path.is_dir() or os.fspath(name).endswith(("/", os.sep)):
-        raise InputError(f"{option} {path} is a folder: give the {what}'s file name (e.g. {path / _example(what)})")
+    if path.is_dir() or typed.endswith(("/", os.sep)):
+        raise InputError(f"{option} {typed} is a folder: give the {what}'s file name (e.g. {path / _example(what)})")
     parent = path.parent if str(path.parent) else Path(".")
     if not parent.is_dir():
         if (blocker := file_in_the_way(parent)) is not None:
-            raise InputError(f"{option} {path} cannot be written: {blocker} is a file, not a folder")
+            raise InputError(f"{option} {typed} cannot be written: {blocker} is a file, not a folder")
         raise InputError(f"{option} folder does not exist: {parent}")
     if os.path.islink(path):
-        raise InputError(f"will not replace {path}: it is a symbolic link, which the {what} would replace rather "
+        raise InputError(f"will not replace {typed}: it is a symbolic link, which the {what} would replace rather "
                          f"than write through (give the file's own name{_or_stdout(option, stdout)})")
     if os.path.lexists(path):
         try:
@@ -103,10 +106,10 @@ def check_file_output(name: str | os.PathLike, option: str, what: str, *, overwr
         except OSError:
             regular = False
         if not regular:
-            raise InputError(f"will not replace {path}: it is not a regular file (give another name"
+            raise InputError(f"will not replace {typed}: it is not a regular file (give another name"
                              f"{_or_stdout(option, stdout)})")
         if not overwrite:
-            raise InputError(f"{path} exists (pass --overwrite to replace it)")
+            raise InputError(f"{typed} exists (pass --overwrite to replace it)")
     check_writable(parent, option)
     return path
 
@@ -116,8 +119,8 @@ def _or_stdout(option: str, stdout: bool) -> str:
 
 
 def _example(what: str) -> str:
-    return {"report": "run.json", "page": "report.html", "account": "account.json",
-            "summary": "summary.json"}.get(what, "preview.png")
+    return {"report": "run.json", "page": "report.html", "account": "account.json", "summary": "summary.json",
+            "model": "model.onnx"}.get(what, "preview.png")
 
 
 def _temporary(path: Path) -> Path:

@@ -27,9 +27,11 @@ def add_model_args(p: argparse.ArgumentParser, default_weights: str | None = "de
                         "checkpoint, else edvr-m); see 'vsr models'")
 
 
-def add_precision_args(p: argparse.ArgumentParser, auto: bool = False) -> None:
+def add_precision_args(p: argparse.ArgumentParser, auto: bool = False, scales: bool = True) -> None:
     """``--precision``, ``--int8-scales``, ``--int8-calibration`` (the split plan's int8 segments); ``auto``: with
-    ``--precision auto``, the default (``vsr upscale``, ``preview``, ``jobs add``: :mod:`vsr.backends.precision`)."""
+    ``--precision auto``, the default (``vsr upscale``, ``preview``, ``jobs add``: :mod:`vsr.backends.precision`);
+    ``scales=False``: a command that runs no plan (``vsr export``), where ``--int8-scales`` is not in the help and
+    is None unless given (the command refuses it: the scales are chosen when a plan runs)."""
     g = p.add_argument_group("precision")
     if auto:  # None: $VSR_PRECISION, else auto (vsr.backends.precision.asked_precision)
         g.add_argument("--precision", default=None, choices=("auto", "fp32", "int8"),
@@ -39,9 +41,10 @@ def add_precision_args(p: argparse.ArgumentParser, auto: bool = False) -> None:
     else:
         g.add_argument("--precision", default="fp32", choices=("fp32", "int8"),
                        help="fp32, or int8 convolutions in the split plan's segments (default fp32)")
-    g.add_argument("--int8-scales", default="runtime", choices=("runtime", "static", "exact"),
+    g.add_argument("--int8-scales", default="runtime" if scales else None, choices=("runtime", "static", "exact"),
                    help="int8 activation scales: runtime = follow the frames (default), static = calibration, "
-                        "exact = re-run until every window has its own ranges (slower)")
+                        "exact = re-run until every window has its own ranges (slower)" if scales else
+                   argparse.SUPPRESS)
     g.add_argument("--int8-calibration", default=None, metavar="DIR",
                    help="folder of PNG frames that calibrates the int8 plan (default: synthetic frames)")
 

@@ -1,4 +1,10 @@
-"""``vsr export``: EDVR -> ONNX (and optionally the subgraph plan)."""
+"""``vsr export``: EDVR -> ONNX (and optionally the subgraph plan).
+
+Everything asked is checked before the model loads: one ``vsr: error:`` line, exit 2, nothing written.  The model,
+its Q/DQ rewrite and the plan are then made under temporary names beside ``--out`` and ``--split DIR`` and
+published together once all of them are done (:class:`Staged`): a failure or a stop leaves neither, and an old
+``--out`` or plan as it was.
+"""
 
 from __future__ import annotations
 
@@ -29,88 +35,229 @@ def add_parser(sub) -> None:
                    help="with --split: no per-frame segment, every window computes its frames' features (the plan "
                         "the CUDA runtime runs)")
     p.add_argument("--overwrite", action="store_true", help="replace --out, and the plan in --split DIR")
-    add_precision_args(p)
+    add_precision_args(p, scales=False)  # (the scales are chosen where a plan runs)
     p.add_argument("--qdq", action="store_true",
-                   help="with --precision int8: write --out in explicit Q/DQ, the form TensorRT builds INT8 from")
+                   help="with --precision int8: write --out in explicit Q/DQ, the form TensorRT builds INT8 from "
+                        "(not with --split, whose int8 plan is made from the fp32 model)")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
-    from pathlib import Path
-
-    from vsr.errors import InputError
-    from vsr.export import export_onnx
+    from vsr.errors import printable
     from vsr.model import load_model
 
-    out = Path(args.out)
-    if out.suffix != ".onnx":
-        raise InputError(f"--out must name a .onnx file, got {out}")
-    if not out.parent.is_dir():
-        raise InputError(f"output folder does not exist: {out.parent}")
-    if out.is_dir() or (out.exists() and not out.is_file()):
-        raise InputError(f"--out {out} is {'a folder' if out.is_dir() else 'not a regular file'}: give the model's "
-                         "file name")
-    if out.exists() and not args.overwrite:
-        raise InputError(f"{out} exists (pass --overwrite to replace it)")
-    if max(args.height, args.width) > MAX_SIDE:
-        raise InputError(f"--height {args.height} --width {args.width}: at most {MAX_SIDE} each (vsr upscale runs "
-                         "larger frames in tiles of an export this size or smaller)")
-    if args.split:
-        _check_split(Path(args.split), args.overwrite)
-    if args.qdq and args.precision != "int8":
-        raise InputError("--qdq needs --precision int8")
+    out, split, quant = _checked(args)
     model, cfg = load_model(args.weights, args.config)
-    path = export_onnx(model, cfg, out, args.height, args.width)
-    print(f"wrote {path} ({cfg.name}, input (N, {cfg.num_frame}, 3, {args.height}, {args.width}))")
-    if args.qdq:
-        from vsr.quant import QuantConfig
-        from vsr.quant.qdq import export_int8_qdq
-
-        export_int8_qdq(path, path, QuantConfig(calibration=args.int8_calibration))
-        print(f"rewrote {path} in explicit Q/DQ (int8 convolutions, for TensorRT)")
-    if args.split:
-        plan_dir = _write_plan(path, Path(args.split), args)
-        print(f"wrote {args.precision} plan {plan_dir.directory}")
+    staged = Staged(out, split)
+    try:
+        _build(model, cfg, args, quant, staged)
+        staged.publish()
+    finally:
+        staged.clean()
+    form = ", explicit Q/DQ: int8 convolutions, for TensorRT" if args.qdq else ""
+    print(f"wrote {printable(args.out)} ({cfg.name}, input (N, {cfg.num_frame}, 3, {args.height}, {args.width})"
+          f"{form})")
+    if split is not None:
+        print(f"wrote {args.precision} plan {printable(args.split)}")
     return 0
 
 
-def _check_split(folder, overwrite: bool) -> None:
-    """``--split DIR`` must be new, empty, or (with ``--overwrite``) a plan vsr wrote: every file in it named by
-    its manifest.  A folder holding anything else is refused before the export starts."""
-    import json
+def _build(model, cfg, args, quant, staged: "Staged") -> None:
+    """The model (and its Q/DQ form, and the plan) under ``staged``'s temporary names."""
+    from vsr.export import export_onnx
+
+    export_onnx(model, cfg, staged.model, args.height, args.width)
+    if args.qdq:
+        from vsr.quant.qdq import export_int8_qdq
+
+        export_int8_qdq(staged.model, staged.model, quant)
+    if staged.split is not None:
+        _write_plan(staged.model, staged.plan(), staged.out, args.per_window_features, quant)
+
+
+def _checked(args):
+    """``(--out, --split DIR or None, the int8 QuantConfig or None)``, every rule of the command checked (a one-line
+    :class:`~vsr.errors.InputError`), before anything loads or is written."""
+    from pathlib import Path
 
     from vsr.errors import InputError
+    from vsr.outfiles import check_file_output
+
+    if args.split == "":
+        raise InputError("--split is empty: give the plan's folder")
+    if args.out and Path(args.out).suffix != ".onnx":
+        raise InputError(f"--out must name a .onnx file, got {args.out}")
+    theirs = tuple((o, p) for o, p in (("--weights", args.weights), ("--config", args.config))
+                   if p is not None and Path(p).is_file())
+    split = () if args.split is None else (args.split,)
+    # the rules of every small output (vsr.outfiles), the plan folder replaced whole among them
+    out = check_file_output(args.out, "--out", "model", overwrite=args.overwrite, reads=theirs, outputs=split,
+                            folders=split, stdout=False)
+    _check_size(args.height, args.width)
+    quant = _check_precision(args)
+    plan = None if args.split is None else _check_split(args.split, args.overwrite)
+    return out, plan, quant
+
+
+def _check_size(height: int, width: int) -> None:
+    from vsr.errors import InputError
+
+    if max(height, width) > MAX_SIDE:
+        raise InputError(f"--height {height} --width {width}: at most {MAX_SIDE} each (vsr upscale runs larger "
+                         "frames in tiles of an export this size or smaller)")
+    if height % 4 or width % 4:
+        raise InputError(f"--height {height} --width {width}: an export's sizes are multiples of 4 (vsr's "
+                         "backends pad other frame sizes up to such a bucket)")
+
+
+def _check_precision(args):
+    """The options of ``--precision`` that this export uses, or a one-line error naming what an option needs;
+    returns the int8 :class:`~vsr.quant.QuantConfig` (None: fp32)."""
+    from vsr.errors import InputError
+
+    int8 = args.precision == "int8"
+    if args.int8_scales is not None:
+        raise InputError("--int8-scales is chosen where a plan runs (vsr upscale --int8-scales), not stored in an "
+                         "export: leave it out")
+    if args.per_window_features and args.split is None:
+        raise InputError("--per-window-features needs --split DIR: it chooses the segments of the plan written there")
+    if args.qdq and not int8:
+        raise InputError("--qdq needs --precision int8")
+    if args.qdq and args.split is not None:
+        # the plan's int8 transform finds no conv to quantize in a Q/DQ graph (an "int8" plan of fp32 convs), and
+        # the per-frame front is not found through its Q/DQ nodes
+        raise InputError("--qdq and --split are two different int8 models (the Q/DQ model for TensorRT; the plan's "
+                         "int8 segments for ONNX Runtime, made from the fp32 model): export them in two runs")
+    if args.int8_calibration is not None and not int8:
+        raise InputError("--int8-calibration needs --precision int8 (with --split DIR or --qdq)")
+    if int8 and args.split is None and not args.qdq:
+        raise InputError("--precision int8 needs --split DIR (the int8 plan) or --qdq (the model in Q/DQ): a plain "
+                         "export is fp32")
+    if not int8:
+        return None
+    return _quant_config(args.int8_calibration)
+
+
+def _quant_config(calibration: str | None):
+    """The int8 settings, the calibration folder's frames read now: a missing folder or one without PNG frames is
+    said before the export, not after it."""
+    import os
+
+    from vsr.errors import InputError
+    from vsr.quant import QuantConfig
+
+    if calibration is not None and not os.path.isdir(calibration):
+        why = "not a folder" if os.path.lexists(calibration) else "no such folder"
+        raise InputError(f"--int8-calibration {calibration}: {why} (give a folder of PNG frames)")
+    cfg = QuantConfig(calibration=calibration)
+    cfg.digest  # noqa: B018 -- hashes the frames: "no PNG frames in DIR" now
+    return cfg
+
+
+def _check_split(typed: str, overwrite: bool):
+    """The folder ``--split DIR`` names (a link to a folder: the folder): new, empty, or (with ``--overwrite``) a
+    plan vsr wrote, every file in it named by its manifest, where a folder can be made beside it.  A folder
+    holding anything else is refused before the export starts."""
+    import json
+    import os
+    from pathlib import Path
+
+    from vsr.errors import InputError
+    from vsr.outfiles import check_writable
     from vsr.plan.plan import MANIFEST
 
+    folder = Path(typed)
+    if os.path.islink(folder) and not folder.exists():
+        raise InputError(f"--split {typed} is a symbolic link to nothing: give a new or empty folder")
+    folder = Path(os.path.realpath(folder)) if os.path.islink(folder) else folder.absolute()
     if not folder.exists():
-        if not folder.absolute().parent.is_dir():  # (as an output file's: its folder must exist; it made them all)
-            raise InputError(f"--split {folder}: no folder {folder.absolute().parent} to make it in")
-        return
+        if not folder.parent.is_dir():  # (as an output file's: its folder must exist; it made them all)
+            raise InputError(f"--split {typed}: no folder {folder.parent} to make it in")
+        check_writable(folder.parent, "--split")
+        return folder
     if not folder.is_dir():
-        raise InputError(f"--split {folder} is not a folder")
+        raise InputError(f"--split {typed} is not a folder")
     names = {p.name for p in folder.iterdir()}
-    if not names:
-        return
-    try:
-        listed = set(json.loads((folder / MANIFEST).read_text())["files"]) | {MANIFEST}
-    except (OSError, ValueError, KeyError, TypeError):
-        listed = set()
-    others = sorted(names - listed) if listed else sorted(names)
-    if others:
-        raise InputError(f"--split {folder} holds {others[0]!r}, which is not part of a vsr plan: give a new or "
-                         "empty folder")
-    if not overwrite:
-        raise InputError(f"--split {folder} holds a plan already (pass --overwrite to replace it)")
+    if names:
+        try:
+            listed = set(json.loads((folder / MANIFEST).read_text())["files"]) | {MANIFEST}
+        except (OSError, ValueError, KeyError, TypeError):
+            listed = set()
+        others = sorted(names - listed) if listed else sorted(names)
+        if others:
+            raise InputError(f"--split {typed} holds {others[0]!r}, which is not part of a vsr plan: give a new or "
+                             "empty folder")
+        if not overwrite:
+            raise InputError(f"--split {typed} holds a plan already (pass --overwrite to replace it)")
+        check_writable(folder, "--split")  # (its old files are removed)
+    check_writable(folder.parent, "--split")  # the new plan is made beside it and renamed into place
+    return folder
 
 
-def _write_plan(path, out, args):
+def _write_plan(model, folder, source, per_window_features: bool, quant):
     from vsr.plan import write_plan
 
-    front = not args.per_window_features
-    if args.precision == "fp32":
-        return write_plan(path, out, front=front)
-    from vsr.quant import QuantConfig, int8_plan_transform
+    front = not per_window_features
+    if quant is None:
+        return write_plan(model, folder, front=front, source=source)
+    from vsr.quant import int8_plan_transform
 
-    cfg = QuantConfig(calibration=args.int8_calibration)
-    return write_plan(path, out, precision="int8", quant=cfg.digest, transform=int8_plan_transform(cfg),
-                      front=front)
+    return write_plan(model, folder, precision="int8", quant=quant.digest, transform=int8_plan_transform(quant),
+                      front=front, source=source)
+
+
+class Staged:
+    """The outputs of one export under temporary names beside where they go: :attr:`model` beside ``out``, the
+    plan folder (:meth:`plan`) beside ``split``.  :meth:`publish` renames them into place with the stop signals
+    held (an old plan folder renamed aside first, removed after); :meth:`clean` removes what was not published."""
+
+    def __init__(self, out, split=None):
+        import os
+
+        self.out, self.split = out, split
+        self.model = out.with_name(f".{out.name}.vsr-partial-{os.getpid()}")
+        self._plan = self._aside = None
+
+    def plan(self):
+        """A new, empty folder beside ``split`` (the user's usual permissions, unlike mkdtemp's 0700)."""
+        import os
+
+        self._plan = self.split.with_name(f".{self.split.name}.vsr-partial-{os.getpid()}-{os.urandom(4).hex()}")
+        os.mkdir(self._plan)
+        return self._plan
+
+    def publish(self) -> None:
+        import os
+
+        from vsr import interrupt
+
+        moves = []
+        if self._plan is not None:
+            if os.path.lexists(self.split):
+                self._aside = self.split.with_name(f".{self.split.name}.vsr-old-{os.getpid()}")
+                moves.append((self.split, self._aside))
+            moves.append((self._plan, self.split))
+        moves.append((self.model, self.out))
+        done = []
+        with interrupt.held():
+            interrupt.check()  # nothing published after a stop (vsr.interrupt)
+            try:
+                for a, b in moves:
+                    os.replace(a, b)
+                    done.append((a, b))
+            except BaseException:
+                for a, b in reversed(done):  # (the old plan back in place, the new one to be removed)
+                    os.replace(b, a)
+                raise
+            self._plan = None  # published: no longer clean()'s
+
+    def clean(self) -> None:
+        import shutil
+
+        from vsr import interrupt
+
+        with interrupt.held():  # (a stop now would leave a temporary behind)
+            self.model.unlink(missing_ok=True)
+            for folder in (self._plan, self._aside):
+                if folder is not None:
+                    shutil.rmtree(folder, ignore_errors=True)

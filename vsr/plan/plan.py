@@ -201,12 +201,14 @@ PlanTransform = Callable[[Partition, onnx.ModelProto, Path], dict]
 def write_plan(onnx_path: str | os.PathLike, out_dir: str | os.PathLike, *, bridge_ops=DEFAULT_BRIDGE_OPS,
                fuse_activations: bool = True, precision: str = "fp32", backend: str = "onnxruntime",
                backend_version: str | None = None, kernel_device: str = "cpu", quant: str = "",
-               transform: PlanTransform | None = None, front: bool = False) -> SubgraphPlan:
+               transform: PlanTransform | None = None, front: bool = False,
+               source: str | os.PathLike | None = None) -> SubgraphPlan:
     """Partition the ONNX model at ``onnx_path`` and write the plan into ``out_dir`` (created; files replaced).
 
     This is what ``vsr export ... --split DIR`` calls.  Returns the loaded plan.  A plan of another precision
     than fp32 needs the ``transform`` that makes its segments (:func:`vsr.quant.int8_plan_transform`).  ``front``:
-    the per-frame front becomes a segment of its own (:func:`vsr.plan.partition.partition`).
+    the per-frame front becomes a segment of its own (:func:`vsr.plan.partition.partition`).  ``source``: the
+    model's name in the manifest, where ``onnx_path`` is a temporary name it will be published under.
     """
     src = Path(onnx_path)
     if not src.is_file():
@@ -240,7 +242,7 @@ def write_plan(onnx_path: str | os.PathLike, out_dir: str | os.PathLike, *, brid
         "plan_format": PLAN_FORMAT,
         "key": key.fields(),
         "key_digest": key.digest,
-        "source": str(src),
+        "source": str(src if source is None else source),
         "inputs": part.inputs,
         "outputs": part.outputs,
         **({"frame_input": part.frame_input} if part.frame_input else {}),

@@ -15,7 +15,6 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from vsr import interrupt
 from vsr.quant.calibrate import ConvStats
 from vsr.quant.segment_graph import quantize_weights
 
@@ -61,23 +60,16 @@ def qdq_model(model: onnx.ModelProto, stats: list[ConvStats], int8_convs: set[st
 
 
 def export_qdq(onnx_path, out_path, stats: list[ConvStats], int8_convs: set[str]):
-    """Write the Q/DQ form of the ONNX file at ``onnx_path`` to ``out_path`` (temporary name, then renamed)."""
-    import os
-    import tempfile
+    """Write the Q/DQ form of the ONNX file at ``onnx_path`` to ``out_path`` (temporary name, then renamed; with
+    the user's usual permissions, as every export: mkstemp's 0600 made a ``--qdq`` model unreadable to others)."""
     from pathlib import Path
+
+    from vsr.export.onnx import save_atomic
 
     out = Path(out_path)
     m = qdq_model(onnx.load(str(onnx_path)), stats, int8_convs)
     onnx.checker.check_model(m)
-    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".part", dir=out.parent)
-    os.close(fd)
-    try:
-        onnx.save(m, tmp)
-        interrupt.check()  # nothing published after a stop (vsr.interrupt)
-        os.replace(tmp, out)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    save_atomic(m, out)  # (nothing published after a stop: vsr.interrupt)
     return out
 
 
