@@ -177,3 +177,21 @@ def test_a_damaged_frame_is_said_once(tmp_path):
             finally:
                 source.close()
         assert [str(w.message) for w in caught if "decoded with errors" in str(w.message)] == said
+
+
+def test_an_mp4_cut_before_its_first_frame_says_so(tmp_path):
+    """Its index (moved to the front, +faststart) is whole, its data cut short: "no decodable video stream" was
+    all it said."""
+    import subprocess
+
+    from tests.video.tools import ffmpeg
+
+    whole = tmp_path / "whole.mp4"
+    subprocess.run([ffmpeg(), "-v", "error", "-f", "lavfi", "-i", "testsrc2=s=64x48:r=10:d=2", "-c:v", "libx264",
+                    "-movflags", "+faststart", str(whole)], check=True)
+    data = whole.read_bytes()
+    cut = tmp_path / "cut.mp4"
+    cut.write_bytes(data[:data.find(b"mdat") + 200])
+    with pytest.raises(InputError, match=r"^no decodable frame in .*cut\.mp4: its header declares 20 frames, none "
+                                         r"can be read \(a copy cut short\?\)$"):
+        open_source(cut)

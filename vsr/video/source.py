@@ -169,6 +169,9 @@ class VideoSource:
         st = main_video(c)
         cc = st.codec_context  # None where FFmpeg has no decoder for the stream's codec (a damaged header)
         if cc is None or not cc.width or not cc.height or cc.pix_fmt is None:
+            if cc is not None and st.frames:  # (an MP4 whose index is whole and its data cut short: +faststart)
+                raise InputError(f"no decodable frame in {self.path}: its header declares {st.frames} frames, none "
+                                 "can be read (a copy cut short?)")
             raise InputError(f"no decodable video stream in {self.path}")
         # the first frame decides format, colour tags and rotation; it also proves there is one
         first = self._first_frame(st)
