@@ -290,3 +290,28 @@ def test_once_records_a_second_stop_without_raising_it(ctrl_c):
             _deliver(signal.SIGINT)
         with pytest.raises(KeyboardInterrupt):
             _deliver(signal.SIGINT)  # without once: each one raised
+
+
+def test_a_ctrl_c_while_the_cli_is_imported_is_one_line_and_exit_130():
+    """``python -m vsr`` and the ``vsr`` script imported :mod:`vsr.cli` (~20 ms) before its entry handled a stop: a
+    Ctrl-C then printed Python's traceback.  Here the SIGINT comes as that import begins."""
+    import subprocess
+    import sys
+    import tomllib
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    code = ("import os, runpy, signal, sys\n"
+            "class Stop:\n"
+            "    def find_spec(self, name, path=None, target=None):\n"
+            "        if name == 'vsr.cli':\n"
+            "            os.kill(os.getpid(), signal.SIGINT)\n"
+            "        return None\n"
+            "sys.meta_path.insert(0, Stop())\n"
+            "sys.argv = ['vsr', '--version']\n"
+            "runpy.run_module('vsr', run_name='__main__')\n")
+    r = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=60)
+    assert (r.returncode, r.stderr, r.stdout) == (130, "vsr: interrupted\n", "")
+    # the console script takes the same entry
+    scripts = tomllib.loads((root / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts["vsr"] == "vsr.console:entry"

@@ -27,6 +27,7 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(s.split()) for s in (
     "train",
     "jobs",
     "cli",
+    "console",
     "__main__",
 ))
 

@@ -1,3 +1,3 @@
-from vsr.cli import entry
+from vsr.console import entry
 
 entry()

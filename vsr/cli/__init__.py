@@ -197,10 +197,10 @@ def entry() -> None:
     interpreter's teardown after it (0.7-1.6 s with torch, ONNX Runtime and numba loaded) must not turn a
     finished run, its output published, into a process killed by SIGTERM.
     """
-    from vsr import interrupt
-
     code = 1
     try:
+        from vsr import interrupt
+
         with interrupt.handled(then=signal.SIG_IGN):  # from the start: the imports and parsing too
             code = main()
             if sys.stdout is not None:
