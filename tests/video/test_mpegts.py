@@ -180,3 +180,27 @@ def test_audio_read_past_a_join_before_the_video_waits_for_the_videos_shift():
     # the video after the join moved by 500 ms (on from its end): the audio too (not 550 ms, on from its own
     # end), its first packet, which starts inside the first part's last, dropped
     assert out == list(range(0, 550, 50)) + list(range(550, 1000, 50))
+
+
+def test_joined_ts_files_on_standard_input_keep_their_audio_in_sync_across_the_join(tmp_path):
+    """Read from a pipe, the stream's audio after a join followed its own audio before it (34 ms off the picture
+    on this clip): the pipe's demuxer gives the video's packet times beside the audio, and the audio moves by the
+    video's own shift, as a file's does."""
+    import sys
+
+    src, out = joined_ts(tmp_path), tmp_path / "out.mkv"
+    (v1, v2), (a1, a2), frame = halves(src)
+    with open(src, "rb") as f:
+        r = subprocess.run([sys.executable, "-m", "vsr", "upscale", "-", str(out), "--weights", "random", "--config",
+                            "edvr-tiny", "--backend", "torch", "--threads", "1", "--quiet"], stdin=f,
+                           capture_output=True, text=True, timeout=600, cwd=Path(__file__).resolve().parents[2])
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    assert len([line for line in r.stderr.splitlines() if "go back at a join" in line]) == 1, r.stderr
+    video, audio = output_times(out)
+    assert len(video) == 10
+    shift = (video[5] - video[0]) - (v2[0] - v1[0])
+    tolerance = Fraction(1, 500)  # Matroska keeps milliseconds
+    assert all(abs((b - video[0]) - (a - v1[0])) <= tolerance for a, b in zip(a1, audio))
+    after = audio[len(a1):]
+    assert after and all(abs((b - video[0]) - (a - v1[0] + shift)) <= tolerance
+                         for a, b in zip(a2[-len(after):], after))

@@ -225,8 +225,9 @@ class Passthrough:
                 self._close_extras()
         self.routes: dict[int, Route] = {}
         self._feed = FilePackets(feed, video) if isinstance(feed, Path) else feed
-        if video is not None:  # (a stream's packets: no video beside them)
-            self._feed = JoinedPackets(self._feed, *((video, str(feed)) if isinstance(feed, Path) else ()))
+        if video is not None:  # (a stream on standard input gives its video's times beside its packets)
+            self._feed = JoinedPackets(self._feed, *((video, str(feed)) if isinstance(feed, Path) else
+                                                     (getattr(feed, "video", None), "standard input")))
         self._refused: set[int] = set()  # the streams whose packets a muxer refused (said once each)
         self._pending = None
         self._next_pts: dict[int, tuple[int, object]] = {}  # an ENCODE route's next frame time, in its time base

@@ -15,6 +15,7 @@ from dataclasses import replace
 from fractions import Fraction
 from itertools import chain
 from pathlib import Path
+from types import SimpleNamespace
 from typing import BinaryIO, Iterator
 
 import av
@@ -23,6 +24,7 @@ from vsr.errors import InputError
 from vsr.video import alpha, hdr10plus
 from vsr.video.ends import CountedReader, EarlyEnd, stream_end
 from vsr.video.interlace import deinterlaced, with_deinterlace
+from vsr.video.origin import CLOCKED
 from vsr.video.output import STREAM, stream_closed
 from vsr.video.reading import ffmpeg_log, ffmpeg_reason, one_line, open_input, size_error
 from vsr.video.source import SourceFrame, VideoInfo, field_steps, timed_frames, video_info
@@ -38,8 +40,9 @@ class StreamPackets:
     Until the sink :meth:`select` s streams, packets are kept; once decoding starts without a sink that wants
     them, none are (a PNG output, or a container that holds none of them)."""
 
-    def __init__(self, streams: list):
+    def __init__(self, streams: list, video: int | None = None):
         self.streams = streams
+        self.video = video  # the video stream whose packets' times are given too (a clock that may restart)
         self.ended = False  # set by next_packet: the stream ended and every packet was taken
         self._finished = False
         self._wanted: set[int] | None = None
@@ -47,7 +50,7 @@ class StreamPackets:
 
     def select(self, indices: set[int]) -> None:
         self._wanted = set(indices)
-        self._queue = deque(p for p in self._queue if p.stream.index in self._wanted)
+        self._queue = deque(p for p in self._queue if p.stream.index in self._wanted or self._timing(p.stream.index))
 
     def decided(self) -> None:
         """Decoding starts: streams not selected by now never will be."""
@@ -57,6 +60,16 @@ class StreamPackets:
     def put(self, packet) -> None:
         if self._wanted is None or packet.stream.index in self._wanted:
             self._queue.append(packet)
+
+    def put_time(self, packet) -> None:
+        """A video packet's times (not its data), for :class:`~vsr.video.joins.JoinedPackets` to follow the
+        video's joins as it does a file's; kept while a stream is wanted."""
+        if self._wanted is None or self._timing(packet.stream.index):
+            self._queue.append(SimpleNamespace(stream=packet.stream, pts=packet.pts, dts=packet.dts,
+                                               duration=packet.duration, time_base=packet.time_base))
+
+    def _timing(self, index: int) -> bool:
+        return index == self.video and bool(self._wanted)
 
     def finish(self) -> None:
         self._finished = True
@@ -116,7 +129,8 @@ class StreamSource:
             raise InputError(why.replace("in standard input", "on standard input"))
         st = main_video(c)
         st.thread_type = "AUTO"
-        self._side = StreamPackets([s for s in c.streams if s.type in SIDE_TYPES])
+        self._side = StreamPackets([s for s in c.streams if s.type in SIDE_TYPES],
+                                   st.index if c.format.name in CLOCKED else None)
         self._decoded = self._decode(st)
         try:
             self._first = next(self._decoded)
@@ -138,6 +152,8 @@ class StreamSource:
         for packet in self._container.demux():
             if packet.stream.index == st.index:
                 self._first_packet = self._first_packet or packet.size
+                if self._side.video is not None:
+                    self._side.put_time(packet)
                 if tag is not None:
                     tag(packet)
                 for frame in alpha.packet_frames(ctx, packet):
