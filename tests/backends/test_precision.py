@@ -159,3 +159,47 @@ def test_a_job_keeps_the_precision_chosen_where_it_was_added(tmp_path, make_clip
     assert spec.key == JobSpec(spec.input, spec.output, BackendRequest(spec.backend.weights, spec.backend.config,
                                                                        spec.backend.options),
                                spec.encoder, spec.runner, spec.overwrite, spec.source).key
+
+
+@pytest.mark.parametrize("argv, error", [
+    (["upscale", "{tmp}/missing.mp4", "{tmp}/out.mkv"], "vsr: error: no such file or folder: "),
+    (["preview", "{tmp}/missing.mp4", "--out", "{tmp}/p.png"], "vsr: error: no such file or folder: "),
+    (["upscale", "{clip}", "{tmp}/out.mkv", "--crf", "99"], "vsr: error: --crf 99"),
+    (["upscale", "{clip}", "{tmp}/out.mkv", "--weights", "reel"], "vsr: error: weights file not found: reel"),
+    (["preview", "{clip}", "--out", "{tmp}/p.png", "--weights", "reel"], "vsr: error: weights file not found: reel"),
+])
+def test_a_refused_upscale_or_preview_says_the_refusal_alone(tmp_path, make_clip, auto, capsys, argv, error):
+    """The precision line came first on every CPU, so each refused run printed two lines (a missing input, a
+    --crf out of range, a mistyped weights name); it is said once the run is past its checks."""
+    auto("avx512-vnni")
+    clip = make_clip("clip.mp4", width=24, height=16, frames=3)
+    assert main([a.format(tmp=tmp_path, clip=clip) for a in argv]) == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(error), lines
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["clip.mp4"]
+
+
+def test_the_precision_line_still_comes_first_once_the_run_is_past_its_checks(auto, capsys):
+    from types import SimpleNamespace
+
+    from vsr.cli.settings import PrecisionLine
+
+    auto("avx512-vnni")
+    request = settings()
+    line = PrecisionLine(request)
+    for name in PrecisionLine.CHECKING:
+        line.phase(name)
+    assert capsys.readouterr().err == ""
+    line.weights(SimpleNamespace(line=lambda: "real (because)"))  # --weights auto: just before the weights line
+    line.phase("exporting ONNX")
+    line.start()
+    assert capsys.readouterr().err.splitlines() == [f"vsr: precision: int8 ({request.precision.reason})",
+                                                    "vsr: weights: real (because)"]
+    line = PrecisionLine(request)
+    line.phase("exporting ONNX")  # named weights: at the backend's first step
+    line.start()
+    assert capsys.readouterr().err.count("vsr: precision: ") == 1
+    quiet = PrecisionLine(request, quiet=True)
+    quiet.phase("exporting ONNX")
+    quiet.start()
+    assert capsys.readouterr().err == ""

@@ -6,7 +6,7 @@ import sys
 import time
 from dataclasses import replace
 
-from vsr.cli.settings import add_upscale_options, say_precision, say_weights, to_int, upscale_settings
+from vsr.cli.settings import PrecisionLine, add_upscale_options, to_int, upscale_settings
 
 
 def add_parser(sub) -> None:
@@ -76,13 +76,13 @@ def run(args) -> int:
 
     request, encoder, runner = upscale_settings(args)
     encoder = replace(encoder, quiet=True)
-    say_precision(request)
+    precision = PrecisionLine(request)  # said once the checks are past: a refused preview says its error alone
     frames = to_int(args.preview_frames, "--frames", 2)
     check_out(args.out, args.overwrite, inputs=(args.input,))
     if args.suffix is not None and not args.suffix.startswith("."):
         args.suffix = "." + args.suffix
     p = preview(args.input, at=args.at, frames=frames, backend=request, encoder=encoder, runner=runner,
-                suffix=args.suffix, on_weights=say_weights, started=started)
+                suffix=args.suffix, on_weights=precision.weights, on_start=precision.start, started=started)
     text = summary(p)
     out = write_preview(p, args.out, text, overwrite=args.overwrite)
     print(text)

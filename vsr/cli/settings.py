@@ -83,6 +83,33 @@ def say_precision(request) -> None:
         print(f"vsr: precision: {request.precision.line()}", file=sys.stderr)
 
 
+class PrecisionLine:
+    """:func:`say_precision`, once, when a run is past its checks (its input, output, encoder and weights): just
+    before the weights line of ``--weights auto`` (``weights(choice)``), else at the first of the backend's own
+    steps (``phase(name)``: export, plan, sessions, warm-up) or the first frame (``start()``).  So it is still the
+    run's first line, and a run refused for a missing input, a wrong codec or a mistyped weights name prints its
+    one error line alone.  ``quiet``: never."""
+
+    CHECKING = ("choosing backend", "opening input", "choosing weights", "loading model")
+
+    def __init__(self, request, quiet: bool = False):
+        self.request = request
+        self.said = quiet
+
+    def start(self) -> None:
+        if not self.said:
+            self.said = True
+            say_precision(self.request)
+
+    def phase(self, name: str) -> None:
+        if name not in self.CHECKING:
+            self.start()
+
+    def weights(self, choice) -> None:
+        self.start()
+        say_weights(choice)
+
+
 def to_int(value, option: str, minimum: int, maximum: int | None = None) -> int:
     try:
         v = int(value)

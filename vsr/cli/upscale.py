@@ -7,8 +7,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from vsr.cli.settings import (add_upscale_options, parse_frames, parse_options, say_precision, say_weights,
-                              upscale_settings)
+from vsr.cli.settings import PrecisionLine, add_upscale_options, parse_frames, parse_options, upscale_settings
 from vsr.errors import InputError
 
 __all__ = ["add_parser", "parse_frames", "parse_options", "run"]
@@ -82,8 +81,11 @@ def _run(args, status) -> int:
     report_path = _check_report(args) if args.report is not None else None
     request, encoder, runner = upscale_settings(args)
     encoder = replace(encoder, container=args.format)
-    if not args.quiet:
-        say_precision(request)
+    precision = PrecisionLine(request, quiet=args.quiet)
+
+    def on_phase(name):
+        precision.phase(name)  # first: the run's first line, above the phase's own
+        status.phase(name)
 
     bars = []
     totals = []
@@ -96,6 +98,7 @@ def _run(args, status) -> int:
         return lambda n: bars[-1].update(n)
 
     def on_start():
+        precision.start()
         status.close()
         # the bar appears once the plan is made and the backend is warm: a run refused by its memory plan
         # prints only its error, and the bar's rate and ETA leave out the export, plan build and session load
@@ -108,7 +111,7 @@ def _run(args, status) -> int:
     try:
         report = upscale(args.input, args.output, backend=request, encoder=encoder, runner=runner,
                          overwrite=args.overwrite, progress=progress, on_start=on_start,
-                         on_weights=None if args.quiet else say_weights, on_phase=status.phase)
+                         on_weights=None if args.quiet else precision.weights, on_phase=on_phase)
     finally:
         status.close()
         above.stop()

@@ -125,11 +125,12 @@ def frame_at(at: str | int | None, rate: float | None, total: int | None) -> int
 def preview(src: str | Path, *, at: str | int | None = None, frames: int = DEFAULT_FRAMES,
             backend: Backend | BackendRequest = BackendRequest(), encoder: EncoderSettings = EncoderSettings(),
             runner: RunnerSettings = RunnerSettings(), suffix: str | None = None, on_weights=None,
-            started: float | None = None) -> Preview:
+            on_start=None, started: float | None = None) -> Preview:
     """Upscale ``frames`` frames around ``at`` of ``src`` as ``vsr upscale`` would (same backend, encoder and
     runner settings), into a temporary ``suffix`` file (default: the source's own suffix where vsr writes that
     container, else ``.mkv``, as for PNG frames and Y4M), and measure it (see the module's docstring).
-    ``on_weights``: as :func:`vsr.pipeline.upscale`'s (the weights ``--weights auto`` chose for the source);
+    ``on_weights``, ``on_start``: as :func:`vsr.pipeline.upscale`'s (the weights ``--weights auto`` chose for the
+    source; the backend is warm, the first frame next);
     ``started``: ``time.perf_counter()`` when the command began (its imports are part of a run's warm-up too;
     default: now)."""
     started = time.perf_counter() if started is None else started
@@ -168,7 +169,7 @@ def preview(src: str | Path, *, at: str | int | None = None, frames: int = DEFAU
             report = upscale(src, out, backend=backend, encoder=encoder,
                              runner=replace(runner, frames=(first, stop)),
                              progress=lambda _total: (lambda _n: stamps.append(time.perf_counter())),
-                             on_start=lambda: stamps.append(time.perf_counter()), on_weights=on_weights)
+                             on_start=lambda: _started(stamps, on_start), on_weights=on_weights)
         with warnings.catch_warnings():  # about vsr's own temporary file (AVI's timestamps...): not the user's
             warnings.simplefilter("ignore")
             sr, video_bytes = _read_back(out)
@@ -195,6 +196,13 @@ def preview(src: str | Path, *, at: str | int | None = None, frames: int = DEFAU
                    steady_spacing(stamps[1:]), video_bytes, _other_bytes(src, info.kind),
                    report.settings.get("memory_plan", {}), report.settings.get("config"), chosen,
                    min(sum(report.steps.get(k, 0.0) for k in CACHED_BUILDS), warmup), stamps[1] - stamps[0])
+
+
+def _started(stamps: list[float], on_start) -> None:
+    """The run's warm-up is over: the caller hears it first, then the clock of the frames starts."""
+    if on_start is not None:
+        on_start()
+    stamps.append(time.perf_counter())
 
 
 def steady_spacing(written: list[float]) -> float:
