@@ -4,9 +4,9 @@ Each kernel is exported as ``vsr_launch_<name>(grid[3], block[3], void** args)``
 per thread of the launch, in order.  It exists so that every commit tests the kernels' arithmetic on a machine
 without a GPU; it is slow (one function call per CUDA thread), so keep shapes small.
 
-The shared library is cached under ``$VSR_KERNEL_CACHE`` (default: ``<tempdir>/vsr-kernels-<uid>``), named by a
-hash of the sources, the compiler and its flags; it is built under a temporary name and renamed into place, so
-concurrent builds never see a half-written library.
+The shared library is cached under ``$VSR_KERNEL_CACHE`` (default: ``kernels/`` in the user's cache folder, a
+folder of theirs alone: :func:`cache_dir`), named by a hash of the sources, the compiler and its flags; it is built
+under a temporary name and renamed into place, so concurrent builds never see a half-written library.
 """
 
 from __future__ import annotations
