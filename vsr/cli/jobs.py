@@ -10,16 +10,16 @@ from __future__ import annotations
 
 import argparse
 import copy
-import json
 import math
 import sys
 from dataclasses import replace
 from pathlib import Path
 
+from vsr.cli.jobs_common import broker as broker_of, distributed, job_id
+from vsr.cli.jobs_show import list_jobs, report_job
 from vsr.cli.settings import add_upscale_options, to_int, upscale_settings
 from vsr.errors import InputError, printable
 
-MAX_JOB_ID = 2**63 - 1  # SQLite's integers
 MAX_WORKERS = 256
 MAX_LEASE_S = 7 * 24 * 3600.0
 MAX_CHUNK_FRAMES = 10**9
@@ -66,7 +66,7 @@ def _sub(jobs, name: str, text: str) -> argparse.ArgumentParser:
     p.add_argument("--store", default=None, metavar="PATH", help="job store (default: $VSR_JOBS_STORE, else "
                                                                  "$XDG_DATA_HOME/vsr/jobs.db, i.e. "
                                                                  "~/.local/share/vsr/jobs.db)")
-    p.set_defaults(func=globals()[f"_{name}"])
+    p.set_defaults(func={"list": list_jobs, "report": report_job}.get(name) or globals()[f"_{name}"])
     return p
 
 
@@ -81,35 +81,6 @@ def _add_add(jobs) -> None:
     a.add_argument("--overwrite", action="store_true", help="replace outputs that exist")
     a.add_argument("--broker", default=None, metavar="URL", help="submit to a Celery broker (redis://HOST:PORT/N)")
     add_upscale_options(a)
-
-
-def _distributed():
-    """:mod:`vsr.jobs.distributed` (Celery), imported only for ``--broker``."""
-    try:
-        from vsr.jobs import distributed
-    except ModuleNotFoundError as e:
-        raise InputError(f"--broker needs the distributed queue (celery[redis]): {e}") from None
-    return distributed
-
-
-def _broker(args) -> str | None:
-    """``--broker``: None when not given; an empty one is an error (it never means the local store)."""
-    if args.broker is None:
-        return None
-    if not args.broker.strip():
-        raise InputError("--broker is empty: give the broker's URL (redis://HOST:PORT/N), or leave --broker out "
-                         "for the local job store")
-    return args.broker
-
-
-def _job_id(text: str) -> int:
-    try:
-        job = int(text)
-    except ValueError:
-        raise InputError(f"a job id is a number (see vsr jobs list), not {text!r}") from None
-    if not 1 <= job <= MAX_JOB_ID:
-        raise InputError(f"no job {text}: job ids run from 1 (see vsr jobs list)")
-    return job
 
 
 def _seconds(value, option: str, low: float, high: float) -> float:
@@ -160,7 +131,7 @@ def _groups(args) -> list[tuple[list[Path], Path, str | None, int | None, bool, 
 def _add(args) -> int:
     from vsr.jobs.inputs import output_folders
 
-    broker = _broker(args)
+    broker = broker_of(args)
     with output_folders() as created:  # until the jobs are queued: a failed add leaves no new folder
         added, where = _queue(args, broker, created)
     for job, spec, chunks in added:
@@ -199,10 +170,10 @@ def _queue(args, broker: str | None, created: list[Path]) -> tuple[list, str]:
         planned += [(spec, chunk or DEFAULT_CHUNK_FRAMES) for spec in specs]
     jobs = [plan_job(spec, frames) for spec, frames in planned]  # probes every input and encoder first
     if broker:
-        distributed = _distributed()
-        ids = distributed.submit_planned(jobs, broker)
+        celery = distributed()
+        ids = celery.submit_planned(jobs, broker)
         created.clear()  # queued jobs write there: their folders stay whatever fails next
-        where = distributed.safe_url(broker)
+        where = celery.safe_url(broker)
     else:
         from vsr.jobs.store import JobStore
 
@@ -226,56 +197,12 @@ def _say_weights(src: Path, choice) -> None:
     print(printable(f"vsr: weights for {src.name}: {choice.line()}"), file=sys.stderr)
 
 
-def _list(args) -> int:
-    from vsr.jobs.rows import clock
-    from vsr.report.render import table
-
-    broker = _broker(args)
-    if broker:
-        rows = _distributed().status(broker)
-    else:
-        from vsr.jobs.store import JobStore
-
-        with JobStore(args.store, write=False) as store:
-            rows = [r.to_dict() for r in store.jobs()]
-    if args.json:
-        print(json.dumps(rows, indent=2))
-        return 0
-    cells = [[str(r.get("id")), _state(r), _progress(r), f"{r.get('chunks_done', '-')}/"
-              f"{r.get('chunks_total', '-')}", f"{r['fps']:.2f}" if r.get("fps") else "-", clock(r.get("eta_s")),
-              str(r.get("input")), r.get("error") or _short(r) or ""] for r in rows]
-    cells = [[printable(c) for c in row] for row in cells]
-    print(table(["id", "state", "progress", "chunks", "fps", "ETA", "input", "error"], cells, right=False)
-          if cells else "no jobs")
-    return 0
-
-
-def _state(row: dict) -> str:
-    """The state, ``, short`` added for a job whose input ended before what it declared."""
-    return f"{row.get('state')}, short" if isinstance(row.get("ended_early"), dict) else str(row.get("state"))
-
-
-def _short(row: dict) -> str | None:
-    early = row.get("ended_early")
-    if not isinstance(early, dict):
-        return None
-    return (f"the input ended early ({early.get('frames_decoded')} frames of "
-            f"{early.get('frames_declared') or 'more'}): {early.get('detail')}")
-
-
-def _progress(row: dict) -> str:
-    total, done = row.get("frames_total"), row.get("frames_done")
-    if not isinstance(total, int) or not isinstance(done, int) or total <= 0:
-        return "-"
-    return f"{100 * min(done, total) // total}% ({done}/{total})"
-
-
 def _run(args) -> int:
     workers = _bounded_int(args.workers, "--workers", 1, MAX_WORKERS)
-    broker = _broker(args)
+    broker = broker_of(args)
     devices = _devices(args.devices, workers, broker)
     if broker:
-        _distributed().run_worker(broker, concurrency=workers)
+        distributed().run_worker(broker, concurrency=workers)
         return 0
     from vsr.jobs.store import store_path
     from vsr.jobs.worker import WorkerSettings, run_workers
@@ -313,12 +240,12 @@ def _devices(text: str | None, workers: int, broker: str | None) -> list[str] | 
 def _cancel(args) -> int:
     from vsr.jobs.store import JobStore
 
-    broker = _broker(args)
+    broker = broker_of(args)
     if broker:
-        _distributed().cancel(broker, args.id)
+        distributed().cancel(broker, args.id)
         print(printable(f"cancelled job {args.id} (a chunk in progress finishes, none starts)"))
         return 0
-    job = _job_id(args.id)
+    job = job_id(args.id)
     with JobStore(args.store) as store:
         store.cancel(job)
         row = store.job(job)
@@ -333,12 +260,12 @@ def _retry(args) -> int:
     from vsr.jobs.spec import ChunkSpec, JobSpec
     from vsr.jobs.store import JobStore
 
-    broker = _broker(args)
+    broker = broker_of(args)
     if broker:
-        sent = _distributed().retry(broker, args.id)
+        sent = distributed().retry(broker, args.id)
         print(printable(f"job {args.id} queued again: {sent} chunk{'s' * (sent != 1)} sent"))
         return 0
-    job = _job_id(args.id)
+    job = job_id(args.id)
     with JobStore(args.store) as store:
         spec = JobSpec.from_json(store.spec_json(job))
         check_unchanged(spec.input, spec.source)  # a job is bound to its input: a changed one fails again
@@ -347,53 +274,6 @@ def _retry(args) -> int:
     print(printable(f"job {job} queued again: {row.input} -> {row.output} ({row.chunks_done} of "
                     f"{row.chunks_total} chunks kept, {row.chunks_total - row.chunks_done} to compute)"))
     return 0
-
-
-def _report(args) -> int:
-    from vsr.outfiles import check_file_output, write_file_output
-    from vsr.report import html, render
-    from vsr.report.combine import combine_reports
-    from vsr.report.load import escaped, parse_run
-
-    broker = _broker(args)
-    if args.html is not None:  # before the store is read; never the store's own file
-        from vsr.jobs.store import store_path
-
-        out = check_file_output(args.html, "--html", "page", overwrite=args.overwrite,
-                                inputs=() if broker else (store_path(args.store),))
-    if broker:
-        reports, total = _distributed().chunk_reports(broker, args.id), None
-        settings, label, state = {"job": args.id}, f"job {args.id}", "on the broker"
-    else:
-        reports, total, label, state, settings = _stored_reports(_job_id(args.id), args.store)
-    for i, r in enumerate(reports):
-        parse_run(r, f"{label}: the report of chunk {i}")  # checked and bounded before they are combined
-    run = parse_run(combine_reports(reports, settings), label)
-    if args.html:
-        write_file_output(out, html.render_html(escaped(run)))  # (a page on a terminal too)
-    if not (args.html and out is None):  # else the page is what standard output holds
-        print(json.dumps(render.to_json(run), indent=2) if args.json else render.render_text(escaped(run)))
-    if total is not None and len(reports) < total:
-        print(f"vsr: {label} is {state}: the report covers {len(reports)} of its {total} chunks", file=sys.stderr)
-    if args.html and out is not None:  # as vsr report says it: on stderr, no part of --json
-        print(f"vsr: wrote {printable(str(out))}", file=sys.stderr)
-    return 0
-
-
-def _stored_reports(job: int, store_arg) -> tuple[list[dict], int, str, str, dict]:
-    from vsr.jobs.store import JobStore, StoreError
-
-    with JobStore(store_arg, write=False) as store:
-        row = store.job(job)
-        chunks = store.chunks(job)
-    for c in chunks:
-        if c["state"] == "done" and c["report_error"]:
-            raise StoreError(f"job {job}: the stored report of chunk {c['idx']} is {c['report_error']}; the store "
-                             "is damaged")
-    reports = [c["report"] for c in chunks if c["state"] == "done" and c["report"]]
-    frames = f"{chunks[0]['start']}:{chunks[-1]['stop']}" if chunks else "0:0"
-    settings = {"input": row.input, "output": row.output, "frames": frames, "job": job}
-    return reports, len(chunks), f"job {job}", row.state, settings
 
 
 def run(args) -> int:
