@@ -29,7 +29,9 @@ pytestmark = pytest.mark.skipif(shutil.which("redis-server") is None,
 
 redis = pytest.importorskip("redis")  # the `jobs` extra, installed by scripts/setup.sh
 
-from vsr.backends import BackendRequest, TorchOptions  # noqa: E402
+import torch  # noqa: E402
+
+from vsr.backends import BackendRequest, CudaOptions, TorchOptions  # noqa: E402
 from vsr.errors import BrokerError  # noqa: E402
 from vsr.jobs import JobSpec  # noqa: E402
 from vsr.jobs.distributed import cancel, make_app, retry, run_worker, status, submit  # noqa: E402
@@ -258,6 +260,37 @@ def test_cancel_and_retry_without_workers(broker, make_clip, tmp_path):
         retry(broker, job_id)
     with pytest.raises(BrokerError, match="no job 'nope'"):
         cancel(broker, "nope")
+
+
+def gpu_job(src: Path, out: Path) -> JobSpec:
+    return JobSpec.from_settings(src, out, BackendRequest("random", "edvr-tiny", CudaOptions()), ENCODER,
+                                 RunnerSettings())
+
+
+def test_a_gpu_jobs_chunks_go_to_their_own_queue_and_retry_sends_them_there(broker, make_clip, tmp_path):
+    """A --backend cuda job's chunks wait on ``vsr.cuda``, which only workers with a GPU consume."""
+    [job_id] = submit([gpu_job(make_clip("g.mp4", frames=5), tmp_path / "g.mp4")], broker, chunk_frames=2)
+    db = redis.Redis.from_url(broker)
+    assert (db.llen("vsr.cuda"), db.llen("vsr")) == (3, 0)
+    assert [r["needs"] for r in status(broker)] == ["a GPU (backend cuda)"]
+    cancel(broker, job_id)
+    retry(broker, job_id)
+    assert (db.llen("vsr.cuda"), db.llen("vsr")) == (6, 0)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a worker on a machine without a GPU")
+def test_a_cpu_only_worker_leaves_a_gpu_job_queued(broker, workers, make_clip, tmp_path):
+    """A worker where torch sees no GPU finishes the CPU job and leaves the GPU job's chunks queued for a worker
+    that has one (it used to take them and fail the job: "--backend cuda needs an NVIDIA GPU")."""
+    clip = make_clip("h.mp4", frames=4)
+    w = workers(1)
+    gpu, cpu = submit([gpu_job(clip, tmp_path / "gpu.mp4"), job(clip, tmp_path / "cpu.mp4")], broker, chunk_frames=2)
+    assert wait_finished(broker, [cpu], w)[cpu]["state"] == "done"
+    time.sleep(2)  # (a worker that consumed vsr.cuda would have taken a chunk by now)
+    row = {r["id"]: r for r in status(broker)}[gpu]
+    assert (row["state"], row["chunks_done"], row["error"]) == ("queued", 0, None)
+    assert redis.Redis.from_url(broker).llen("vsr.cuda") == 2
+    assert "leaves the jobs of queue vsr.gpu (torch sees no CUDA GPU here)" in w.log_text()
 
 
 def test_a_chunk_delivered_again_after_its_job_was_joined_is_dropped(broker, make_clip, tmp_path):

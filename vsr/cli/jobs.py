@@ -142,7 +142,24 @@ def _add(args) -> int:
     place = "on the broker" if broker else "in the job store"
     print(printable(f"queued {len(added)} job{'s' if len(added) != 1 else ''} {place} {where}; `vsr jobs run{how}` "
                     "works through them"))
+    _say_waits(added)
     return 0
+
+
+def _say_waits(added: list) -> None:
+    """The jobs this machine cannot run (``--backend cuda`` and no GPU) wait for a worker that can: said, not
+    refused, since the store or the broker may be shared with machines that have one (docs/jobs.md)."""
+    from vsr.jobs.needs import Machine, job_need, waiting_line
+
+    machine, left, lacks = Machine(), [], None
+    for job, spec, _ in added:
+        need = job_need(spec.to_dict())
+        lacks = machine.lacks(need) or lacks
+        if machine.lacks(need):
+            left.append((job, need))
+    if left:
+        them = "it" if len(left) == 1 else "them"
+        print(printable(f"vsr: {waiting_line(left)}: this machine cannot run {them} ({lacks})"), file=sys.stderr)
 
 
 def _queue(args, broker: str | None, created: list[Path]) -> tuple[list, str]:

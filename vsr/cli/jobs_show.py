@@ -27,7 +27,7 @@ def list_jobs(args) -> int:
         return 0
     cells = [[str(r.get("id")), _state(r), _progress(r), f"{r.get('chunks_done', '-')}/"
               f"{r.get('chunks_total', '-')}", f"{r['fps']:.2f}" if r.get("fps") else "-", clock(r.get("eta_s")),
-              str(r.get("input")), r.get("error") or _short(r) or ""] for r in rows]
+              str(r.get("input")), r.get("error") or _short(r) or _waits(r)] for r in rows]
     cells = [[printable(c) for c in row] for row in cells]
     print(table(["id", "state", "progress", "chunks", "fps", "ETA", "input", "error"], cells, right=False)
           if cells else "no jobs")
@@ -45,6 +45,12 @@ def _short(row: dict) -> str | None:
         return None
     return (f"the input ended early ({early.get('frames_decoded')} frames of "
             f"{early.get('frames_declared') or 'more'}): {early.get('detail')}")
+
+
+def _waits(row: dict) -> str:
+    """What a queued (or interrupted) job waits for, where it needs more than a CPU (a GPU): a worker with it."""
+    needs = row.get("needs")
+    return f"waits for a worker with {needs}" if needs and row.get("state") in ("queued", "interrupted") else ""
 
 
 def _progress(row: dict) -> str:

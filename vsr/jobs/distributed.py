@@ -21,6 +21,10 @@ That timeout must exceed the longest chunk, or Redis gives a chunk still running
 fails its job.  Several worker processes on one machine share its cores: give the backend threads to match
 (``--threads``), as ONNX Runtime takes every core per process by default.
 
+Queues: a job's chunks go to the queue of what it needs of a worker's machine (:func:`vsr.jobs.needs.queue_of`:
+``vsr``, or ``vsr.gpu``, ``vsr.cuda``, ``vsr.tensorrt``); a worker consumes those its machine can run, so a GPU
+job waits for a worker with a GPU rather than failing on the first CPU-only worker that takes it.
+
 Job records live in the broker's Redis, next to Celery's own keys: ``vsr:jobs`` (job ids, oldest first),
 ``vsr:job:<id>`` (spec, output, chunks, state, error, times), ``vsr:job:<id>:done`` (chunk index -> worker, time,
 run report), ``vsr:job:<id>:running`` (chunk index -> worker and pid), ``vsr:job:<id>:attempts`` (chunk index ->
@@ -39,6 +43,7 @@ import contextlib
 import json
 import os
 import socket
+import sys
 import time
 import uuid
 from urllib.parse import urlsplit
@@ -47,6 +52,7 @@ from vsr.backends import Backend
 from vsr.errors import BrokerError, VsrError
 from vsr.jobs.chunks import discard, is_committed, join_chunks, run_chunk, tidy
 from vsr.jobs.chunking import plan_job
+from vsr.jobs.needs import Machine, job_need, queue_name, queue_of, worker_queues
 from vsr.jobs.records import give_output, key as _key, safe_url, scrub, take_output
 from vsr.jobs.rows import ended_early
 from vsr.jobs.spec import ChunkSpec, JobSpec
@@ -174,8 +180,9 @@ def retry(broker: str, job_id: str) -> int:
 
 
 def _send(app: Celery, job_id: str, spec: JobSpec, chunks: list[ChunkSpec], generation: int) -> None:
+    queue = queue_name(QUEUE, queue_of(job_need(spec.to_dict())))  # a GPU job waits for a worker with a GPU
     for chunk in chunks:
-        app.send_task(CHUNK_TASK, args=[job_id, spec.to_json(), chunk.to_dict(), generation], queue=QUEUE)
+        app.send_task(CHUNK_TASK, args=[job_id, spec.to_json(), chunk.to_dict(), generation], queue=queue)
 
 
 def _state(db: redis.Redis, broker: str, job_id: str) -> str:
@@ -191,9 +198,12 @@ def run_worker(broker: str, concurrency: int = 1, *, visibility_timeout_s: float
     if concurrency < 1:
         raise BrokerError(f"a worker needs at least 1 process, not {concurrency}")
     _connect(broker)
+    queues, left = worker_queues(QUEUE, Machine(forks=True))  # (its pool's children are forked)
+    if left:  # their jobs stay queued for the workers of machines that have what they need
+        print(f"vsr: this worker leaves the jobs of {', '.join(left)} to workers that can run them", file=sys.stderr)
     app = make_app(broker, visibility_timeout_s=visibility_timeout_s)
     # prefork even for 1 process: a child that dies mid-chunk is seen by the parent, which hands the chunk back
-    app.worker_main(["worker", "--pool=prefork", f"--concurrency={concurrency}", f"--queues={QUEUE}",
+    app.worker_main(["worker", "--pool=prefork", f"--concurrency={concurrency}", f"--queues={','.join(queues)}",
                      f"--hostname=vsr-{os.getpid()}@{socket.gethostname()}", f"--loglevel={loglevel}",
                      "--without-gossip", "--without-mingle"])
 
@@ -230,8 +240,15 @@ def _status_row(db: redis.Redis, job_id: str) -> dict | None:
             "chunks_done": len(done), "chunks_total": total, "frames_done": frames, "frames_total": frames_total,
             "fps": fps, "eta_s": eta, "error": job.get("error") or None,
             "ended_early": ended_early([d.get("report") for d in done]),
+            "needs": _needs(job["state"], spec),
             "workers": sorted({str(d["worker"]) for d in done}),
             "running": {int(k): v for k, v in db.hgetall(_key(job_id, "running")).items()}}
+
+
+def _needs(state: str, spec: JobSpec) -> str | None:
+    """What a queued job asks of its worker's machine beyond a CPU (``a GPU (backend cuda)``), else None."""
+    need = job_need(spec.to_dict()) if state == "queued" else None
+    return None if need is None else need.text()
 
 
 def _read(broker: str, key: str, read):

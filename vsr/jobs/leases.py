@@ -65,11 +65,13 @@ _OPEN = "(state IN ('queued', 'running') OR (state = 'waiting' AND coalesce(not_
 class Leases:
     """Claims, heartbeats and commits (a mixin: needs ``self.transaction()`` and ``self.path``)."""
 
-    def claim(self, owner: str, lease_s: float, max_attempts: int = MAX_ATTEMPTS) -> Claim | None:
+    def claim(self, owner: str, lease_s: float, max_attempts: int = MAX_ATTEMPTS, fits=None) -> Claim | None:
         """The next piece of work, leased to ``owner`` for ``lease_s`` seconds, or None if there is none now.
 
         A job whose chunks are all done offers its join first; then queued chunks and chunks whose lease was
-        lost, oldest job first.  A chunk lost ``max_attempts`` times fails its job instead.
+        lost, oldest job first.  A chunk lost ``max_attempts`` times fails its job instead.  ``fits(job, spec)``
+        (:meth:`vsr.jobs.needs.Machine.fits`; ``spec()`` reads the job's spec): False for a job whose chunks this
+        worker leaves to another (it has no GPU); they stay queued.  A join needs no backend: any worker joins.
         """
         now = time.time()
         with self.transaction() as db:
@@ -87,6 +89,8 @@ class Leases:
             for c in rows:
                 if c["job"] in failed or (c["state"] == "running" and not lost(c["owner"], c["expiry"], now)):
                     continue
+                if fits is not None and not fits(c["job"], lambda: self._spec(db, c["job"])):
+                    continue
                 if c["attempts"] >= max_attempts:
                     message = (f"chunk {c['idx']} (frames {c['start']}:{c['stop']}) was started {c['attempts']} "
                                f"times and its worker vanished each time (killed? out of memory?)")
@@ -98,9 +102,12 @@ class Leases:
                            (owner, now + lease_s, now, c["job"], c["idx"]))
                 db.execute("UPDATE jobs SET state = 'running', error = CASE WHEN state = 'waiting' THEN NULL ELSE "
                            "error END, not_before = NULL, updated = ? WHERE id = ?", (now, c["job"]))
-                spec = db.execute("SELECT spec FROM jobs WHERE id = ?", (c["job"],)).fetchone()[0]
-                return Claim(c["job"], spec, c["idx"], json.loads(c["chunk"]))
+                return Claim(c["job"], self._spec(db, c["job"]), c["idx"], json.loads(c["chunk"]))
         return None
+
+    @staticmethod
+    def _spec(db, job: int) -> str:
+        return db.execute("SELECT spec FROM jobs WHERE id = ?", (job,)).fetchone()[0]
 
     def heartbeat(self, owner: str, claim: Claim, lease_s: float, progress: tuple[int, float] | None = None) -> bool:
         """Extend ``owner``'s lease on ``claim``, and record the chunk's ``progress`` (frames written, seconds
@@ -173,8 +180,14 @@ class Leases:
                        "attempts - 1) WHERE owner = ? AND state = 'running'", (owner,))
             db.execute("UPDATE jobs SET join_owner = NULL, join_expiry = NULL WHERE join_owner = ?", (owner,))
 
-    def pending(self) -> bool:
-        """Whether any job is still queued, running or waiting."""
+    def pending(self, fits=None) -> bool:
+        """Whether any job is still queued, running or waiting (``fits``: as :meth:`claim`'s, one that fits)."""
         with self.transaction(immediate=False) as db:
-            return db.execute("SELECT 1 FROM jobs WHERE state IN ('queued', 'running', 'waiting') "
-                              "LIMIT 1").fetchone() is not None
+            jobs = db.execute("SELECT id FROM jobs WHERE state IN ('queued', 'running', 'waiting') ORDER BY id")
+            return any(fits is None or fits(j, lambda: self._spec(db, j)) for (j,) in jobs.fetchall())
+
+    def unfinished(self) -> list[tuple[int, str]]:
+        """``(id, spec)`` of every job still queued, running or waiting, oldest first."""
+        with self.transaction(immediate=False) as db:
+            return [(j, s) for j, s in db.execute("SELECT id, spec FROM jobs WHERE state IN ('queued', 'running', "
+                                                  "'waiting') ORDER BY id").fetchall()]

@@ -7,6 +7,7 @@ import math
 from dataclasses import dataclass
 
 from vsr.jobs.leases import lost
+from vsr.jobs.needs import job_need
 
 
 @dataclass(frozen=True)
@@ -18,7 +19,8 @@ class JobRow:
     ``frames_done``/``compute_s`` sum the committed chunks' reports; ``frames_running``/``running_s`` the
     progress the running chunks' heartbeats recorded (frames written, seconds since their first frame).
     ``ended_early``: what a chunk's report recorded of an input that ended before what it declared (a job that
-    ends short, :mod:`vsr.video.ends`), else None.
+    ends short, :mod:`vsr.video.ends`), else None.  ``needs``: what a queued or interrupted job asks of its worker's machine
+    beyond a CPU (``a GPU (backend cuda)``, :mod:`vsr.jobs.needs`), else None.
     """
 
     id: int
@@ -35,6 +37,7 @@ class JobRow:
     frames_running: int = 0
     running_s: float = 0.0
     ended_early: dict | None = None
+    needs: str | None = None
 
     @property
     def progress(self) -> float:
@@ -63,7 +66,7 @@ class JobRow:
                 "chunks_done": self.chunks_done, "chunks_total": self.chunks_total,
                 "chunks_running": self.chunks_running, "frames_done": self.frames_done + self.frames_running,
                 "frames_total": self.frames_total, "progress": round(self.progress, 4), "fps": self.fps,
-                "eta_s": self.eta_s, "error": self.error, "ended_early": self.ended_early}
+                "eta_s": self.eta_s, "error": self.error, "ended_early": self.ended_early, "needs": self.needs}
 
 
 def job_row(job, chunks: list, now: float) -> JobRow:
@@ -75,11 +78,13 @@ def job_row(job, chunks: list, now: float) -> JobRow:
     if state == "running" and not live and not joining:
         state = "interrupted"
     reports = [decode_report(c["report"])[0] for c in done]
+    # a job no worker works on only (its spec is parsed for it): a running one has a worker that runs it
+    need = job_need(job["spec"]) if state in ("queued", "interrupted") and "spec" in job.keys() else None
     return JobRow(job["id"], job["input"], job["output"], state, job["error"], len(done), len(chunks), len(live),
                   sum(c["stop"] - c["start"] for c in done), sum(c["stop"] - c["start"] for c in chunks),
                   sum(report_seconds(r) for r in reports),
                   sum(min(c["progress"], c["stop"] - c["start"]) for c in live),
-                  sum(c["progress_s"] for c in live), ended_early(reports))
+                  sum(c["progress_s"] for c in live), ended_early(reports), need and need.text())
 
 
 def ended_early(reports: list) -> dict | None:

@@ -7,6 +7,8 @@ own backend on its device -- a spawned worker of GPU ``cuda:N`` sees that GPU al
 :func:`gpu_alone`).  Each claim holds a lease that a heartbeat thread renews every ``lease_s / 4``; a worker killed
 at any moment loses only the chunk it held, which goes back to the queue once its lease expires (at once when
 its process is known to be gone).  An opened backend is kept for the next chunk of the same model and options.
+A worker claims only the chunks of jobs its machine can run (:mod:`vsr.jobs.needs`: no ``--backend cuda`` job
+without a GPU); the others stay queued for a worker that can.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from vsr.errors import BackendError, VsrError, printable
 from vsr.files import environment
 from vsr.jobs.chunks import discard, is_committed, join_chunks, run_chunk, tidy
 from vsr.jobs.leases import MAX_ATTEMPTS, Claim, owner_id
+from vsr.jobs.needs import Machine, Need, waiting_line
 from vsr.jobs.rows import JobRow, clock
 from vsr.jobs.spec import ChunkSpec, JobSpec
 from vsr.jobs.store import JobStore, StoreError
@@ -162,14 +165,16 @@ def work(path: str | Path, settings: WorkerSettings = WorkerSettings(), *, paren
     store = JobStore(path)
     owner = owner_id()
     backends = _Backends()
+    # a job this machine cannot run (no GPU for a --backend cuda job) is left queued for a worker that can
+    machine = Machine(settings.device).probe()
     status = settings.status() if settings.status is not None and not settings.quiet else None
     done = 0
     try:
         while parent is None or os.getppid() == parent:  # a worker whose `vsr jobs run` was killed stops
             interrupt.check()  # a stop that a callback swallowed during the last claim: no new one
-            claim = store.claim(owner, settings.lease_s, settings.max_attempts)
+            claim = store.claim(owner, settings.lease_s, settings.max_attempts, fits=machine.fits)
             if claim is None:
-                if settings.until_empty and not store.pending():
+                if settings.until_empty and not store.pending(fits=machine.fits):
                     return done
                 time.sleep(settings.poll_s)
                 continue
@@ -314,10 +319,29 @@ def run_workers(path: str | Path, workers: int = 1, settings: WorkerSettings = W
     ``vsr jobs list`` shows; a script must not read a run of failed jobs as a success).
 
     A single worker runs in this process, several in spawned processes.  An interrupt of this process (Ctrl-C,
-    SIGTERM) stops every worker; each gives its claim back.
+    SIGTERM) stops every worker; each gives its claim back.  Workers that stop (``until_empty``) with jobs left
+    that this machine cannot run say so in one line: those jobs stay queued, not failed.
     """
     JobStore(path).close()  # a missing or broken store is one error line here, not one per worker
     each = [replace(settings, device=d) for d in (devices or [settings.device]) for _ in range(workers)]
+    code = _run_each(path, each)
+    left = left_for_others(path, {s.device for s in each}) if settings.until_empty and code != 130 else []
+    if left:  # the workers stopped, these jobs stay queued: said, not failed (another machine may run them)
+        print(f"vsr: no job left that this machine can run; {printable(waiting_line(left))}", file=sys.stderr)
+    return code
+
+
+def left_for_others(path: str | Path, devices: set[str | None]) -> list[tuple[int, Need]]:
+    """The unfinished jobs of the store that no worker of ``devices`` on this machine can run, with their need."""
+    machines = [Machine(d) for d in sorted(devices, key=str)]
+    with JobStore(path) as store:
+        jobs = store.unfinished()
+    needs = [(job, [m.runs(spec) for m in machines]) for job, spec in jobs]
+    return [(job, need[0]) for job, need in needs if all(n is not None for n in need)]
+
+
+def _run_each(path: str | Path, each: list[WorkerSettings]) -> int:
+    """A worker per settings of ``each``: one in this process, several spawned; the exit code."""
     if len(each) == 1:
         failed: list[int] = []
         work(path, each[0], failed=failed)
