@@ -245,6 +245,29 @@ def test_a_whole_worker_killed_mid_chunk_hands_the_chunk_back_after_the_visibili
     assert row["workers"] and f"vsr-{main_pid}@" not in json.loads(db.hget(f"vsr:job:{job_id}:done", index))["worker"]
 
 
+@pytest.mark.slow
+def test_a_retry_while_a_chunk_of_the_cancelled_job_runs_leaves_that_chunk_to_its_worker(
+        broker, workers, make_clip, tmp_path, tiny_backend):
+    """``cancel`` lets a chunk in progress finish; a ``retry`` meanwhile sent that chunk again, and another worker
+    computed it beside the first (time lost: the commit is atomic).  Now it stays its worker's, who finishes it,
+    and the job ends frame-exact; a chunk redelivered by Celery would count a second attempt."""
+    clip = make_clip("r.mp4", width=64, height=48, frames=12)
+    ref = single_pass(clip, tmp_path / "ref.mp4", tiny_backend)
+    w = workers(2)
+    [job_id] = submit([job(clip, tmp_path / "out" / "r.mp4")], broker, chunk_frames=3)
+    db = redis.Redis.from_url(broker, decode_responses=True)
+    index, _ = running_chunk(db, job_id, w)
+    cancel(broker, job_id)
+    retried = time.time()
+    retry(broker, job_id)
+    row = wait_finished(broker, [job_id], w)[job_id]
+    assert row["state"] == "done", row["error"]
+    assert decoded(tmp_path / "out" / "r.mp4") == decoded(ref)
+    # it was still running at the retry (else this proves nothing), and it was not handed out again
+    assert json.loads(db.hget(f"vsr:job:{job_id}:done", index))["finished"] > retried
+    assert db.hget(f"vsr:job:{job_id}:attempts", index) is None, w.log_text()
+
+
 def test_cancel_and_retry_without_workers(broker, make_clip, tmp_path):
     """A cancelled job's queued chunks stay in the queue (workers drop them); retry sends the chunks again."""
     [job_id] = submit([job(make_clip("e.mp4", frames=5), tmp_path / "e.mp4")], broker, chunk_frames=2)
@@ -310,6 +333,30 @@ def test_a_chunk_delivered_again_after_its_job_was_joined_is_dropped(broker, mak
     assert _chunk_task(task, job_id, spec.to_json(), chunk, 0) is None
     assert not (tmp_path / "out").exists() and db.hget(f"vsr:job:{job_id}", "state") == "done"
     assert not db.exists(f"vsr:job:{job_id}:attempts")  # not counted either
+
+
+def test_a_chunk_whose_worker_was_lost_is_sent_again_by_a_retry(broker, make_clip, tmp_path):
+    """A retry leaves a running chunk to its worker; the mark of a worker lost on a chunk (killed, its message
+    then dropped: the job was cancelled, or the chunk lost too often) must not pass for one: the chunk is sent
+    again, else no one would ever compute it."""
+    import types
+
+    from vsr.jobs.distributed import MAX_ATTEMPTS, _chunk_task
+
+    spec = job(make_clip("k.mp4", frames=5), tmp_path / "k.mp4")
+    [job_id] = submit([spec], broker, chunk_frames=2)
+    db = redis.Redis.from_url(broker, decode_responses=True)
+    db.delete("vsr")  # (the messages: this test delivers them itself)
+    chunks = json.loads(db.hget(f"vsr:job:{job_id}", "chunks"))
+    task = types.SimpleNamespace(app=types.SimpleNamespace(conf=types.SimpleNamespace(broker_url=broker)),
+                                 request=types.SimpleNamespace(hostname="w@test", id="t1"))
+    db.hset(f"vsr:job:{job_id}:running", mapping={"0": "w@gone pid 1", "1": "w@gone pid 1"})  # killed there
+    db.hset(f"vsr:job:{job_id}:attempts", "1", MAX_ATTEMPTS)
+    assert _chunk_task(task, job_id, spec.to_json(), chunks[1], 0) is None  # lost once too often: the job fails
+    assert status(broker)[0]["state"] == "failed"
+    assert _chunk_task(task, job_id, spec.to_json(), chunks[0], 0) is None  # redelivered to a failed job
+    assert db.hgetall(f"vsr:job:{job_id}:running") == {}
+    assert retry(broker, job_id) == 3 and db.llen("vsr") == 3
 
 
 def test_cancel_and_retry_on_the_command_line(broker, make_clip, tmp_path, capsys):

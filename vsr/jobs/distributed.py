@@ -28,7 +28,7 @@ job waits for a worker with a GPU rather than failing on the first CPU-only work
 Job records live in the broker's Redis, next to Celery's own keys: ``vsr:jobs`` (job ids, oldest first),
 ``vsr:job:<id>`` (spec, output, chunks, state, error, times), ``vsr:job:<id>:done`` (chunk index -> worker, time,
 run report), ``vsr:job:<id>:running`` (chunk index -> worker and pid), ``vsr:job:<id>:attempts`` (chunk index ->
-deliveries) and ``vsr:output:<path>`` (the job that owns an output: at most one unfinished job does, taken
+deliveries), ``vsr:job:<id>:kept`` (chunk index -> the generation of a chunk a retry left to its worker) and ``vsr:output:<path>`` (the job that owns an output: at most one unfinished job does, taken
 atomically by submit and retry, :mod:`vsr.jobs.records`).  Messages are JSON only.  A chunk or join that finds
 its output's disk full leaves its job ``waiting`` and is sent again after :data:`DISK_WAIT_S`.
 
@@ -167,11 +167,20 @@ def retry(broker: str, job_id: str) -> int:
     take_output(db, job_id, spec.output, allowed=("failed", "cancelled"), state="queued")
     chunks = [ChunkSpec.from_dict(c) for c in json.loads(job["chunks"])]
     done = {int(i) for i in db.hkeys(_key(job_id, "done"))}
-    # the messages of earlier attempts still queued carry an older generation: workers drop them
+    running = {int(i) for i in db.hkeys(_key(job_id, "running"))} - done
+    # the messages of earlier attempts still queued carry an older generation: workers drop them; but a chunk
+    # still in progress (cancel lets it finish) stays its worker's, its message (and a redelivery of it) valid:
+    # sent again, a second worker would compute it beside the first
+    kept = _key(job_id, "kept")
+    for index in running:
+        db.hsetnx(kept, str(index), int(job.get("generation") or 0))
+    stale = [i for i in db.hkeys(kept) if int(i) not in running]
+    if stale:
+        db.hdel(kept, *stale)
     generation = db.hincrby(_key(job_id), "generation")
-    db.delete(_key(job_id, "attempts"), _key(job_id, "running"))
+    db.delete(_key(job_id, "attempts"))
     app = make_app(broker)
-    again = [c for c in chunks if c.index not in done] or chunks[-1:]
+    again = [c for c in chunks if c.index not in done | running] or ([] if running else chunks[-1:])
     try:
         _send(app, job_id, spec, again, generation)
     finally:
@@ -283,16 +292,21 @@ def _chunk_task(task, job_id: str, spec_json: str, chunk_dict: dict, generation:
     db = _records(task.app.conf.broker_url)
     job = _key(job_id)
     state, current = db.hmget(job, "state", "generation")
-    if state in ("done", "failed", "cancelled", None) or int(current or 0) != generation:
+    index = str(chunk_dict.get("index"))
+    if int(current or 0) != generation and db.hget(_key(job_id, "kept"), index) != str(generation):
+        return None  # a message from before a retry, of a chunk the retry sent again
+    if state in ("done", "failed", "cancelled", None):
         # a job joined already (a message delivered again after its chunk's commit: the chunk folder is gone,
-        # the chunk would be computed anew and left there), a failed or cancelled job, a message from before a
-        # retry, a job whose records were cleared
+        # the chunk would be computed anew and left there), a failed or cancelled job, a job whose records were
+        # cleared; this message's worker lost on the chunk left its mark, which would keep a retry from sending it
+        db.hdel(_key(job_id, "running"), index)
         return None
     spec, chunk = JobSpec.from_json(spec_json), ChunkSpec.from_dict(chunk_dict)
     worker = task.request.hostname or socket.gethostname()
     if db.hincrby(_key(job_id, "attempts"), str(chunk.index)) > MAX_ATTEMPTS and not is_committed(spec, chunk):
         _fail(db, job_id, f"chunk {chunk.index} was started {MAX_ATTEMPTS} times and its worker process was lost "
                           f"each time (out of memory?)")
+        db.hdel(_key(job_id, "running"), index)  # the lost workers' mark: a retry sends the chunk again
         return None
     db.hset(_key(job_id, "running"), str(chunk.index), f"{worker} pid {os.getpid()}")
     db.hsetnx(job, "started", time.time())
