@@ -217,6 +217,16 @@ def test_a_broker_that_is_not_running_is_one_line(clips, tmp_path, capsys):
         assert rc == 2 and out == "" and len(err.splitlines()) == 1 and broker in err, (args, err)
 
 
+def test_a_store_workers_option_with_broker_is_one_line_not_ignored(capsys):
+    """``run --broker URL --until-empty`` ran a Celery worker that never ended (the option was ignored)."""
+    broker = "redis://127.0.0.1:1/0"  # refused before the broker is reached
+    for option in (["--until-empty"], ["--lease", "30"], ["--max-attempts", "3"]):
+        rc, out, err = jobs(capsys, "run", "--broker", broker, *option)
+        assert rc == 2 and out == "" and err == (f"vsr: error: {option[0]} is for workers on a job store: a Celery "
+                                                 "worker (--broker) runs until it is stopped, and its broker hands "
+                                                 "a lost chunk back (docs/jobs.md)\n"), err
+
+
 def test_a_refused_add_leaves_no_new_output_folder(clips, tmp_path, capsys):
     """The folders --out-dir names are made to check the outputs; an input that turns out not to be a video
     (found when its chunks are planned) removes those the add made, and none it found."""

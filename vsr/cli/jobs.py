@@ -40,7 +40,7 @@ def add_parser(sub) -> None:
     r.add_argument("--devices", default=None, metavar="all|0,1",
                    help="a worker (--workers of them) per GPU, each with its own backend: all, or GPU indices")
     r.add_argument("--until-empty", action="store_true", help="exit when no job is queued, running or waiting")
-    r.add_argument("--lease", default="60", metavar="S",
+    r.add_argument("--lease", default=None, metavar="S",
                    help="seconds a chunk stays claimed by a worker that stopped answering (default 60)")
     r.add_argument("--max-attempts", default=None, metavar="N",
                    help="a chunk whose worker vanished N times fails its job (default 25)")
@@ -219,6 +219,11 @@ def _run(args) -> int:
     broker = broker_of(args)
     devices = _devices(args.devices, workers, broker)
     if broker:
+        local = [o for o, given in (("--until-empty", args.until_empty), ("--lease", args.lease is not None),
+                                    ("--max-attempts", args.max_attempts is not None)) if given]
+        if local:  # (it was ignored: `run --broker --until-empty` in a script never ended)
+            raise InputError(f"{local[0]} is for workers on a job store: a Celery worker (--broker) runs until it "
+                             "is stopped, and its broker hands a lost chunk back (docs/jobs.md)")
         distributed().run_worker(broker, concurrency=workers)
         return 0
     from vsr.jobs.store import store_path
@@ -231,7 +236,8 @@ def _run(args) -> int:
 
     # several workers share the terminal: each phase on a line of its own rather than one line rewritten by all
     status = partial(StatusLine, tty=False) if workers * len(devices or [0]) > 1 else StatusLine
-    settings = WorkerSettings(lease_s=_seconds(args.lease, "--lease", 1, MAX_LEASE_S), until_empty=args.until_empty,
+    lease = _seconds("60" if args.lease is None else args.lease, "--lease", 1, MAX_LEASE_S)
+    settings = WorkerSettings(lease_s=lease, until_empty=args.until_empty,
                               quiet=args.quiet, status=status, encoder_log=args.verbose,
                               setup=partial(speak_as_vsr, args.verbose))
     if args.max_attempts is not None:
