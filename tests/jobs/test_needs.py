@@ -149,3 +149,44 @@ def test_list_says_what_an_interrupted_gpu_job_waits_for(make_clip, tmp_path, ca
         store._db.execute("UPDATE chunks SET expiry = 0")  # its lease ran out
     assert main(["jobs", "list", "--store", str(tmp_path / "q.db")]) == 0
     assert "interrupted" in (out := capsys.readouterr().out) and "waits for a worker with a GPU (backend cuda)" in out
+
+
+@no_gpu
+def test_an_idle_worker_says_once_which_jobs_it_leaves_to_other_machines(make_clip, tmp_path, capsys):
+    """Without ``--until-empty`` a worker polls for new jobs; beside a queue of GPU jobs it waited in silence."""
+    import select
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    from vsr.jobs.needs import Waiting
+
+    src = make_clip("in.mp4", frames=3, width=16, height=12)
+    store = str(tmp_path / "q.db")
+    assert main(["jobs", "add", str(src), "--out-dir", str(tmp_path / "a"), "--backend", "cuda", *TINY,
+                 "--store", store]) == 0
+    [first] = added_ids(capsys.readouterr().out)
+    waiting = Waiting(Machine(), every_s=0)
+    with JobStore(store) as s:
+        line = f"waiting for jobs this machine can run; job {first} waits for a worker with a GPU (backend cuda)"
+        assert waiting.line(s) == line
+        assert waiting.line(s) is None  # said once
+        assert main(["jobs", "add", str(src), "--out-dir", str(tmp_path / "b"), "--backend", "cuda", *TINY,
+                     "--store", store]) == 0
+        [second] = added_ids(capsys.readouterr().out)
+        assert waiting.line(s) == (f"waiting for jobs this machine can run; jobs {first}, {second} wait for a "
+                                   "worker with a GPU (backend cuda)")
+    # the worker of `vsr jobs run` says it, then waits for new jobs until it is stopped
+    worker = subprocess.Popen([sys.executable, "-m", "vsr", "jobs", "run", "--store", store], text=True,
+                              stderr=subprocess.PIPE, cwd=Path(__file__).resolve().parents[2])
+    try:
+        said = worker.stderr.readline() if select.select([worker.stderr], [], [], 120)[0] else "(nothing in 120 s)"
+        assert said.startswith("vsr: waiting for jobs this machine can run; jobs "), said
+        time.sleep(1)
+        assert worker.poll() is None  # still waiting
+    finally:
+        worker.send_signal(signal.SIGINT)
+        rest = worker.communicate(timeout=60)[1]
+    assert worker.returncode == 130 and "waiting for jobs" not in rest, rest

@@ -25,9 +25,10 @@ import json
 import logging
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 
-__all__ = ["QUEUES", "Machine", "Need", "job_need", "queue_name", "queue_of", "waiting_line", "worker_queues"]
+__all__ = ["QUEUES", "Machine", "Need", "Waiting", "job_need", "queue_name", "queue_of", "waiting_line", "worker_queues"]
 
 log = logging.getLogger(__name__)
 _ON_DEVICE = ("CudaOptions", "TorchOptions")  # the options a worker's device moves (BackendRequest.on_device)
@@ -117,9 +118,13 @@ class Machine:
     def fits(self, job, spec) -> bool:
         """Whether this machine runs job ``job``; ``spec()`` gives its JSON, asked once per job (a job's spec
         never changes)."""
+        return self.need_of(job, spec) is None
+
+    def need_of(self, job, spec) -> Need | None:
+        """:meth:`runs` of job ``job`` (``spec``: its JSON, or a function that gives it), asked once per job."""
         if job not in self._jobs:
-            self._jobs[job] = self.runs(spec())
-        return self._jobs[job] is None
+            self._jobs[job] = self.runs(spec() if callable(spec) else spec)
+        return self._jobs[job]
 
     def lacks(self, need: Need | None) -> str | None:
         """None where this machine runs a job of ``need``; else what it lacks, in words."""
@@ -225,3 +230,25 @@ def waiting_line(left: list[tuple[int | str, Need]], most: int = 10) -> str:
         parts.append(f"job {named} waits for a worker with {text}" if len(jobs) == 1
                      else f"jobs {named} wait for a worker with {text}")
     return "; ".join(parts)
+
+
+class Waiting:
+    """What an idle worker (one that polls for new jobs) says of the jobs it leaves to other machines: a line
+    where they change, looked at most every ``every_s`` seconds while it has nothing to claim; else it would
+    wait in silence beside a queue of GPU jobs."""
+
+    def __init__(self, machine: Machine, every_s: float = 60.0):
+        self.machine, self.every_s = machine, every_s
+        self._said: frozenset = frozenset()
+        self._next = 0.0
+
+    def line(self, store) -> str | None:
+        """The line to say now (``store``: a :class:`~vsr.jobs.store.JobStore`), or None."""
+        now = time.monotonic()
+        if now < self._next:
+            return None
+        self._next = now + self.every_s
+        left = [(job, need) for job, spec in store.unfinished()
+                if (need := self.machine.need_of(job, spec)) is not None]
+        said, self._said = self._said, frozenset(job for job, _ in left)
+        return f"waiting for jobs this machine can run; {waiting_line(left)}" if left and self._said != said else None

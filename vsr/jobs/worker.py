@@ -30,7 +30,7 @@ from vsr.errors import BackendError, VsrError, printable
 from vsr.files import environment
 from vsr.jobs.chunks import discard, is_committed, join_chunks, run_chunk, tidy
 from vsr.jobs.leases import MAX_ATTEMPTS, Claim, owner_id
-from vsr.jobs.needs import Machine, Need, waiting_line
+from vsr.jobs.needs import Machine, Need, Waiting, waiting_line
 from vsr.jobs.rows import JobRow, clock
 from vsr.jobs.spec import ChunkSpec, JobSpec
 from vsr.jobs.store import JobStore, StoreError
@@ -51,7 +51,8 @@ class WorkerSettings:
     ``close()`` (the CLI's status line); None, or ``quiet``: nothing shown; encoder_log: encoders that print to
     the terminal themselves (SVT-AV1, x265) print more than errors; device: the device this worker's backends run
     on (``cuda:1``; :meth:`vsr.backends.BackendRequest.on_device`), None: each job's own; setup: called first in
-    each spawned worker process (picklable: the CLI's log and warning lines there as in its own process)."""
+    each spawned worker process (picklable: the CLI's log and warning lines there as in its own process);
+    waiting_line: an idle worker says which jobs it leaves to other machines (one worker of several says it)."""
 
     lease_s: float = 60.0
     poll_s: float = 1.0
@@ -63,6 +64,7 @@ class WorkerSettings:
     encoder_log: bool = False
     device: str | None = None
     setup: Callable[[], None] | None = None
+    waiting_line: bool = True
 
 
 class Progress:
@@ -168,6 +170,7 @@ def work(path: str | Path, settings: WorkerSettings = WorkerSettings(), *, paren
     # a job this machine cannot run (no GPU for a --backend cuda job) is left queued for a worker that can
     machine = Machine(settings.device).probe()
     status = settings.status() if settings.status is not None and not settings.quiet else None
+    waiting = Waiting(machine) if settings.waiting_line and not (settings.quiet or settings.until_empty) else None
     done = 0
     try:
         while parent is None or os.getppid() == parent:  # a worker whose `vsr jobs run` was killed stops
@@ -176,6 +179,9 @@ def work(path: str | Path, settings: WorkerSettings = WorkerSettings(), *, paren
             if claim is None:
                 if settings.until_empty and not store.pending(fits=machine.fits):
                     return done
+                line = waiting.line(store) if waiting is not None else None
+                if line is not None:
+                    print(f"vsr: {printable(line)}", file=sys.stderr)
                 time.sleep(settings.poll_s)
                 continue
             progress = Progress()
@@ -348,8 +354,9 @@ def _run_each(path: str | Path, each: list[WorkerSettings]) -> int:
         return 1 if failed else 0
     ctx = multiprocessing.get_context("spawn")
     alone = [gpu_alone(s.device, os.environ.get("CUDA_VISIBLE_DEVICES")) for s in each]
-    procs = [ctx.Process(target=_child, args=(str(path), replace(s, device=device), os.getpid()),
-                         name=f"vsr-worker-{i}") for i, (s, (device, _)) in enumerate(zip(each, alone))]
+    procs = [ctx.Process(target=_child, args=(str(path), replace(s, device=device, waiting_line=i == 0),
+                                              os.getpid()), name=f"vsr-worker-{i}")
+             for i, (s, (device, _)) in enumerate(zip(each, alone))]
     # a worker starts with Ctrl-C ignored (inherited through exec) until _child handles it: an interrupt while
     # it imports must not print a traceback; SIGTERM (below) still ends it then, holding nothing
     handler = signal.signal(signal.SIGINT, signal.SIG_IGN)
