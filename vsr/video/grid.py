@@ -1,5 +1,6 @@
 """Whether a video's frames lie on its frame rate's grid: a container that keeps no timestamp per frame (AVI:
-one rate for the whole stream) cannot hold a variable frame rate."""
+one rate for the whole stream) cannot hold a variable frame rate; nor can an encoder that knows only a frame
+rate (MPEG-1/2).  The encoder's time base (:func:`encoder_time_base`)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,13 @@ from vsr.errors import InputError
 from vsr.video.reading import open_input
 from vsr.video.streams import main_video
 
-__all__ = ["check_constant_rate"]
+__all__ = ["check_constant_rate", "encoder_time_base"]
+
+# The encoders whose time base FFmpeg limits: MPEG-4 Part 2 codes its resolution in 16 bits (a source's 1/90000
+# is refused); MPEG-1 and MPEG-2 read a standard frame rate from it.  Any other encoder takes the source's.
+MAX_TIME_BASE_DEN = {"mpeg4": 65535}
+FRAME_RATE_CODECS = ("mpeg1video", "mpeg2video")
+COARSEST = Fraction(1, 1000)  # a time base that does not split a millisecond is no use to a video
 
 
 def check_constant_rate(path: Path, rate: Fraction, container: str, kind: str = "video") -> None:
@@ -46,3 +53,29 @@ def _off_grid(path: str, mtime_ns: int, size: int, rate: Fraction, kind: str = "
             return float(pts * tb)
         last = round(slot)
     return None
+
+
+def encoder_time_base(codec: str, path: Path, kind: str, time_base: Fraction, rate: Fraction | None) -> Fraction:
+    """The time base encoder ``codec`` takes the frames of ``path`` (their ``time_base``, frame ``rate``; ``kind``
+    as :func:`check_constant_rate`'s) in: theirs where it can; one frame where every frame is on the rate's grid
+    (exact); else, for MPEG-4 Part 2, the finest the encoder takes that the source's ticks fall on every few
+    (1/45000 for 1/90000: a frame moves at most half a tick), and MPEG-1/2 refuse a variable rate."""
+    time_base = Fraction(time_base)
+    top = MAX_TIME_BASE_DEN.get(codec)
+    if codec not in FRAME_RATE_CODECS and (top is None or time_base.denominator <= top):
+        return time_base
+    grid = 1 / Fraction(rate) if rate else None
+    if grid is not None and (top is None or grid.denominator <= top):
+        if kind not in ("video", "webp") or not path.is_file():
+            return grid  # (a stream read once: its rate is all there is)
+        st = path.stat()
+        if _off_grid(str(path), st.st_mtime_ns, st.st_size, Fraction(rate), kind) is None:
+            return grid
+    if codec in FRAME_RATE_CODECS or top is None:
+        raise InputError(f"{path} has a variable frame rate, which {codec} (one frame rate for the whole stream) "
+                         "cannot keep: choose another codec (libx264)")
+    k = -(-time_base.denominator // top)
+    while time_base.denominator % k:
+        k += 1
+    coarser = time_base * k
+    return coarser if coarser.denominator <= top and coarser <= COARSEST else Fraction(1, top)

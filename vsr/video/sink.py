@@ -32,7 +32,7 @@ from vsr.video.dts import DtsRepair
 from vsr.video.durations import PacketDurations
 from vsr.video.encoder_choice import EncoderChoice, EncoderSettings, OutputContainer, choose_encoder
 from vsr.video.encoder_open import open_encoder
-from vsr.video.grid import check_constant_rate
+from vsr.video.grid import check_constant_rate, encoder_time_base
 from vsr.video.hdr import as_encoded, hdr_metadata, hdr_not_written
 from vsr.video.isobmff import NotWritable
 from vsr.video.output import WRITE_ERRNOS, Partial, commit_output, output_path, video_partial, writes
@@ -201,7 +201,8 @@ class VideoSink:
         vs.pix_fmt = choice.pix_fmt
         vs.time_base = self._stream_time_base()
         cc = vs.codec_context
-        cc.time_base = info.time_base
+        cc.time_base = self.encoder_tb = encoder_time_base(choice.codec, Path(info.path), info.kind, info.time_base,
+                                                           info.rate)
         sar = sample_aspect(info.sample_aspect_ratio, info.width, info.height, choice.width, choice.height)
         if sar:
             cc.sample_aspect_ratio = sar
@@ -251,17 +252,23 @@ class VideoSink:
             if self.keep_window:
                 self.pts_offset = pts - self.info.start_pts + self.origin
         frame = planes if isinstance(planes, av.VideoFrame) else planes_to_frame(planes, self.pix_fmt, self.colour)
-        frame.pts = pts - self.pts_offset
-        frame.time_base = self.info.time_base
+        frame.pts = self._encoder_ts(pts - self.pts_offset)
+        frame.time_base = self.encoder_tb
+        self._window_end = t + float((duration or 0) * self.info.time_base)
+        if duration:  # (where the frame ends, in the encoder's time base)
+            duration = self._encoder_ts(pts - self.pts_offset + duration) - frame.pts
         self._captions.frame(pts, frame.pts)
         if duration:
             frame.duration = duration
         self._durations.frame(frame.pts, duration)
-        self._window_end = t + float((duration or 0) * self.info.time_base)
         for pkt in self._dts.repair(self.vs.encode(frame)):
             self._copy_until(float(pkt.dts * pkt.time_base) + float(self.pts_offset * self.info.time_base)
                              if pkt.dts is not None else t)
             self._mux_video(pkt)
+
+    def _encoder_ts(self, ts: int) -> int:
+        """A time in the source's time base, in the encoder's (:func:`~vsr.video.grid.encoder_time_base`)."""
+        return ts if self.encoder_tb == self.info.time_base else round(ts * self.info.time_base / self.encoder_tb)
 
     def _mux_video(self, pkt: av.Packet) -> None:
         pkt = self._durations.packet(self._captions.packet(pkt))
@@ -338,7 +345,7 @@ class VideoSink:
                     if dv else None]
         if self.tmp is not None:
             said.append(write_container_keys(self._partial.io, container, self.info.container_metadata))
-            set_last_duration(self._partial.io, container, self._durations.last * Fraction(self.info.time_base))
+            set_last_duration(self._partial.io, container, self._durations.last * self.encoder_tb)
         return said
 
     @writes
