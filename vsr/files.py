@@ -89,6 +89,13 @@ def source_checkout(root: Path = PACKAGE_PARENT) -> bool:
             and os.access(root / "engines", os.W_OK))
 
 
+def shared_data() -> Path:
+    """The project's reference data (Vid4, real clips): ``$VSR_DATA``, else the ``shared/data`` folder beside a
+    source checkout (an installed vsr has none there: it needs ``$VSR_DATA``)."""
+    env = os.environ.get("VSR_DATA")
+    return Path(env) if env else PACKAGE_PARENT.parent / "shared" / "data"
+
+
 def config_dir() -> Path:
     """The folder of vsr's configuration files (model configs, ``plan/``, ``degrade/``, ``pipeline/``):
     ``$VSR_CONFIG_DIR``, else the package ``vsr.configs`` (the top-level ``configs/`` folder of a checkout, or

@@ -11,11 +11,12 @@ from pathlib import Path
 import numpy as np
 
 from vsr.errors import InputError
-from vsr.files import PACKAGE_PARENT
+from vsr.files import shared_data
 
-# The real clip used when none is named: Big Buck Bunny, 320x180 (the benchmark's default LR size), from the
-# project's shared reference data beside a source checkout; absent elsewhere, where the input is random.
-DEFAULT_CLIP = PACKAGE_PARENT.parent / "shared" / "data" / "videos" / "vp9_320x180_30fps_10s_bbb.webm"
+# The real clip used when none is named: Big Buck Bunny, 320x180 (the benchmark's default LR size), in the
+# project's shared reference data (vsr.files.shared_data: $VSR_DATA, or beside a source checkout); where it is
+# absent, the input is random.
+DEFAULT_CLIP = Path("videos") / "vp9_320x180_30fps_10s_bbb.webm"
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,8 @@ def bench_input(source: str | Path | None, size: tuple[int, int], windows: int, 
     count = windows + num_frame - 1
     _check_fits(count, size)
     if source is None:
-        source = DEFAULT_CLIP if DEFAULT_CLIP.is_file() else "random"
+        clip = shared_data() / DEFAULT_CLIP
+        source = clip if clip.is_file() else "random"
     if str(source) == "random":
         rng = np.random.default_rng(seed)
         return BenchInput(rng.random((count, 3, *size), dtype=np.float32), f"random (seed {seed})")

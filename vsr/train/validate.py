@@ -8,7 +8,6 @@ Scoring goes through :func:`vsr.quality.evaluate.evaluate_sequence`, the same co
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,14 +16,14 @@ import numpy as np
 import torch
 
 from vsr.errors import InputError, did_you_mean
+from vsr.files import shared_data
 from vsr.train.data import VideoSource
 
 
 def data_root() -> Path:
-    """``$VSR_DATA`` or the shared data folder next to a source checkout (``../shared/data``; an installed vsr
-    has none: it needs ``$VSR_DATA`` for the Vid4 validation sets)."""
-    env = os.environ.get("VSR_DATA")
-    return Path(env) if env else Path(__file__).resolve().parents[3] / "shared" / "data"
+    """:func:`vsr.files.shared_data`: where the Vid4 validation sets are (``$VSR_DATA``, else ``../shared/data``
+    beside a source checkout)."""
+    return shared_data()
 
 
 @dataclass(frozen=True)
