@@ -152,6 +152,15 @@ def test_a_mirrored_or_transposed_picture_is_shown_as_the_source_is(make_clip, t
         assert (fb.width, fb.height) == (88, 56) and fb.rotation == fa.rotation
 
 
+@pytest.mark.parametrize("ext", ["mkv", "webm"])
+def test_the_video_track_is_the_default_one(make_clip, tmp_path, tiny_backend, ext):
+    """Matroska's muxer wrote FlagDefault 0 on the video track (FFmpeg leaves the flag to its caller)."""
+    out = tmp_path / f"out.{ext}"
+    run(make_clip("in.mkv", frames=2, audio=[Audio("libopus", "mono")]), out, tiny_backend)
+    with av.open(str(out)) as c:
+        assert c.streams.video[0].disposition & av.stream.Disposition.default
+
+
 def test_mp4_output_converts_srt_to_mov_text_and_keeps_exact_timestamps(make_clip, tmp_path, tiny_backend):
     src = make_clip("sub.mkv", pts=[0, 40, 80, 200, 240], time_base=Fraction(1, 1000),
                     audio=[Audio("aac", "mono", language="fre")], subtitles=[Subtitles(language="spa")])

@@ -219,6 +219,8 @@ class VideoSink:
         for k, v in info.metadata.items():
             if k.upper() not in DROPPED_TAGS:
                 vs.metadata[k] = v
+        # the one video: without it Matroska's muxer writes FlagDefault 0 (FFmpeg leaves the flag to its caller)
+        vs.disposition = av.stream.Disposition.default
         return vs
 
     def _stream_time_base(self) -> Fraction:
