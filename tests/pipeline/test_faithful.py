@@ -152,6 +152,19 @@ def test_a_mirrored_or_transposed_picture_is_shown_as_the_source_is(make_clip, t
         assert (fb.width, fb.height) == (88, 56) and fb.rotation == fa.rotation
 
 
+@pytest.mark.parametrize("ext, kept", [("ts", False), ("nut", False), ("gif", False), ("", False), ("mkv", True),
+                                       ("mp4", True)])
+def test_a_rotation_no_output_can_hold_is_said(make_clip, tmp_path, tiny_backend, ext, kept):
+    """A phone's portrait clip into .ts, .nut, .gif or PNG frames came out lying on its side without a word."""
+    src = make_clip("r.mp4", width=22, height=14, frames=2, rotation=90)
+    _, warned = run(src, tmp_path / (f"out.{ext}" if ext else "frames"), tiny_backend)
+    said = [w for w in warned if "display rotation (90 degrees)" in w]
+    assert said == ([] if kept else [said[0]]) and (kept or "players will show the picture as stored" in said[0])
+    _, warned = run(make_clip("m.mp4", width=22, height=14, frames=2, display_matrix=MIRRORED), tmp_path / "m.ts",
+                    tiny_backend)
+    assert [w for w in warned if "display mirror cannot be written into this mpegts output" in w]
+
+
 @pytest.mark.parametrize("ext", ["mkv", "webm"])
 def test_the_video_track_is_the_default_one(make_clip, tmp_path, tiny_backend, ext):
     """Matroska's muxer wrote FlagDefault 0 on the video track (FFmpeg leaves the flag to its caller)."""

@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import struct
 
-__all__ = ["IDENTITY", "output_matrix", "read_matrix"]
+__all__ = ["HOLDERS", "IDENTITY", "not_kept", "output_matrix", "read_matrix"]
 
 IDENTITY = (1 << 16, 0, 0, 0, 1 << 16, 0, 0, 0, 1 << 30)
 _LAYOUT = "=9i"  # native-endian int32, as FFmpeg keeps it
+# the muxers that write a stream's display matrix (MP4/MOV's track header, Matroska's projection pose); MPEG-TS,
+# AVI, NUT, Y4M, GIF, APNG, WebP and PNG frames have no field for it
+HOLDERS = ("mp4", "mov", "ipod", "3gp", "3g2", "psp", "ismv", "f4v", "matroska", "webm")
 
 
 def read_matrix(frame) -> tuple[int, ...] | None:
@@ -34,3 +37,14 @@ def output_matrix(matrix: tuple[int, ...], size: tuple[int, int], out_size: tupl
     m[6] = round(m[6] * out_size[0] / size[0])
     m[7] = round(m[7] * out_size[1] / size[1])
     return tuple(max(-(1 << 31), min((1 << 31) - 1, v)) for v in m)
+
+
+def not_kept(rotation: int, matrix: tuple[int, ...] | None, where: str) -> str | None:
+    """The line that says ``where`` ("this mpegts output", "PNG frames") cannot show the picture as the source
+    says (its ``rotation`` in degrees, its display ``matrix``), or None where the source is shown as stored."""
+    if matrix is None and not rotation:
+        return None
+    mirrored = matrix is not None and matrix[0] * matrix[4] - matrix[1] * matrix[3] < 0
+    what = "mirror" if mirrored else f"rotation ({rotation} degrees)"
+    return (f"the source's display {what} cannot be written into {where}: players will show the picture as "
+            "stored, not as the source is shown (.mp4, .mov, .mkv and .webm keep it)")

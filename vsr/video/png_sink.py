@@ -16,6 +16,7 @@ from vsr.video.png_colour import colour_chunks, with_chunks
 from vsr.video.encoder_choice import EncoderSettings
 from vsr.video.alpha import upscale_into
 from vsr.video.formats import has_alpha
+from vsr.video.orientation import not_kept
 from vsr.video.output import commit_output, frames_partial, make_frames_folder, output_path, writes
 from vsr.video.planes import PlaneFormat
 from vsr.video.resize import MODEL_SCALE, factor_of, resized_planes, scaled_size
@@ -50,7 +51,8 @@ class PngFolderSink:
         self.width, self.height = scaled_size(info.width, info.height, settings.scale, MODEL_SCALE, None)
         self._reformatter = VideoReformatter()  # (--scale's downscale, set up once)
         said = (factor_of(settings.scale, info.width, info.height)[1],
-                carried_into(info, "png", self.pix_fmt, (self.width, self.height))[1])  # (Dolby Vision's RPUs)
+                carried_into(info, "png", self.pix_fmt, (self.width, self.height))[1],  # (Dolby Vision's RPUs)
+                not_kept(info.rotation, info.display_matrix, "PNG frames"))
         for line in filter(None, said):
             warnings.warn(line, stacklevel=2)
         self.tmp = frames_partial(self.dst)

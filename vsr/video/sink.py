@@ -36,7 +36,7 @@ from vsr.video.grid import check_constant_rate, encoder_time_base
 from vsr.video.hdr import as_encoded, hdr_metadata, hdr_not_written
 from vsr.video.isobmff import NotWritable
 from vsr.video.output import WRITE_ERRNOS, Partial, commit_output, output_path, video_partial, writes
-from vsr.video.orientation import output_matrix
+from vsr.video.orientation import HOLDERS, not_kept, output_matrix
 from vsr.video.origin import CLOCKED, origin
 from vsr.video.palette import Palettes
 from vsr.video.passthrough import Passthrough, Window
@@ -91,6 +91,12 @@ class VideoSink:
             self.choice = choice = choose_encoder(self._container(), settings, info, scale)
             for said in choice.warnings:
                 warnings.warn(said, stacklevel=2)
+            if passthrough and self.oc.format.name not in HOLDERS:  # (a batch job's chunk: its join says it)
+                name = self.oc.format.name
+                lost = not_kept(info.rotation, info.display_matrix,
+                                f"this {name} output" if self.tmp is not None else f"a {name} stream")
+                if lost:
+                    warnings.warn(lost, stacklevel=2)
             if choice.low_memory_x264:
                 log.info("output beyond 4K: libx264 with %s to bound its memory (-x x264-params=... overrides)",
                          BIG_OUTPUT_X264_PARAMS)
