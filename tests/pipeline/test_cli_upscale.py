@@ -15,7 +15,7 @@ from pathlib import Path
 import av
 import pytest
 
-from tests.conftest import Audio, probe
+from tests.conftest import Audio, Subtitles, probe
 from vsr.cli import main
 
 TINY = ["--weights", "random", "--config", "edvr-tiny"]
@@ -150,6 +150,21 @@ def test_bad_inputs_give_one_line_and_exit_2(make_clip, tmp_path, capsys, kind):
         assert "zero frames" in err
     assert "Traceback" not in err
     assert sorted(p.name for p in tmp_path.rglob("*")) == before  # nothing written, no temporaries
+
+
+@pytest.mark.parametrize("option", [["-x", "bogus=1"], ["--backend", "cuda"]])
+def test_a_refused_run_says_its_error_alone(make_clip, tmp_path, capsys, option):
+    """What the checks say on the way (a subtitle converted for .mp4, a still image) is said once they all pass: a
+    refused run said a warning, then its error."""
+    if option[-1] == "cuda":
+        import torch
+        if torch.cuda.is_available():
+            pytest.skip("a GPU is here: --backend cuda is not refused")
+    src = make_clip("in.mkv", frames=2, subtitles=[Subtitles()])
+    rc, err = cli(capsys, src, tmp_path / "o.mp4", *TINY, "--backend", "torch", "--quiet", *option)
+    assert rc == 2 and err.splitlines() == errors(err) and len(errors(err)) == 1, err
+    rc, err = cli(capsys, src, tmp_path / "o.mp4", *TINY, "--backend", "torch", "--quiet", "--frames", "0:1")
+    assert rc == 0 and "vsr: warning: mp4 cannot hold subrip subtitles" in err, err  # said where the run goes on
 
 
 def start_run(src: Path, out: Path) -> subprocess.Popen:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import warnings
 from dataclasses import replace
 from pathlib import Path
 from typing import Callable
@@ -41,8 +42,9 @@ def upscale(src: str | Path, dst: str | Path, *, backend: Backend | BackendReque
     """
     src, dst = Path(src), Path(dst)
     announce(on_phase, "opening input")
-    source = open_source(src, deinterlace=runner.deinterlace)
+    held, source = HeldWarnings(), None
     try:
+        source = open_source(src, deinterlace=runner.deinterlace)
         if not is_stream(dst):  # standard output: written as it goes, nothing to check or replace
             check_output(dst, src, overwrite)
         start, stop = runner.frames
@@ -57,6 +59,7 @@ def upscale(src: str | Path, dst: str | Path, *, backend: Backend | BackendReque
             choice = None
             if request is not None:
                 request.check()  # a refusal (no GPU) before the weights are measured or the model loads
+            held.release()
             if request is not None and request.weights == AUTO:
                 announce(on_phase, "choosing weights")
                 choice = choose_for(source)
@@ -68,12 +71,7 @@ def upscale(src: str | Path, dst: str | Path, *, backend: Backend | BackendReque
                 backend = request.open()
                 if backend.scale != 4:
                     raise InputError(f"the model upscales x{backend.scale}; vsr upscale writes x4 outputs")
-            total = source.info.frames_estimate
-            if total is not None:
-                total = max(0, min(total, stop if stop is not None else total) - start)
-            elif stop is not None:
-                total = stop - start
-            tick = progress(total) if progress is not None else None
+            tick = progress(_total(source.info, start, stop)) if progress is not None else None
             settings = {
                 "input": str(src), "output": str(dst), "weights": str(request.weights if request else "default"),
                 "config": getattr(getattr(backend, "config", None), "name", request and request.config),
@@ -98,7 +96,39 @@ def upscale(src: str | Path, dst: str | Path, *, backend: Backend | BackendReque
             raise
         return report
     finally:
-        source.close()
+        held.drop()
+        if source is not None:
+            source.close()
+
+
+class HeldWarnings:
+    """The warnings said while a run is checked (its source, output, encoder, backend), said once every check
+    passed: a refused run says its error alone (a subtitle's conversion was said before `-x bogus=1`'s error)."""
+
+    def __init__(self):
+        self._held = warnings.catch_warnings(record=True)
+        self._caught = self._held.__enter__()
+
+    def release(self) -> None:
+        """Stop holding and say what was held."""
+        if self._held is not None:
+            self.drop()
+            for w in self._caught:
+                warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+
+    def drop(self) -> None:
+        """Stop holding; what was held is not said (the run was refused)."""
+        if self._held is not None:
+            self._held.__exit__(None, None, None)
+            self._held = None
+
+
+def _total(info, start: int, stop: int | None) -> int | None:
+    """The frames a run of ``start:stop`` will write, as far as the source says (None: unknown)."""
+    total = info.frames_estimate
+    if total is not None:
+        return max(0, min(total, stop if stop is not None else total) - start)
+    return None if stop is None else stop - start
 
 
 def _dolby_vision(sink) -> str | None:
