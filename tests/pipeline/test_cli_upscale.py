@@ -111,6 +111,8 @@ def make_bad(tmp_path: Path, kind: str, make_clip) -> list:
         return [good, tmp_path / "o.webm", "--codec", "libx264"]
     if kind == "unknown container":
         return [good, tmp_path / "o.xyz"]
+    if kind == "y4m file":
+        return [good, tmp_path / "o.y4m"]
     if kind == "bad pix fmt":
         return [good, tmp_path / "o.mp4", "--pix-fmt", "yuv411p"]
     if kind == "bad crf":
@@ -135,7 +137,8 @@ def make_bad(tmp_path: Path, kind: str, make_clip) -> list:
 @pytest.mark.parametrize("kind", ["missing", "not a video", "no video stream", "zero frames", "zero frames mp4",
                                   "empty file", "empty png folder",
                                   "unwritable output", "output is input", "unknown codec",
-                                  "codec/container mismatch", "unknown container", "bad pix fmt", "bad crf",
+                                  "codec/container mismatch", "unknown container", "y4m file", "bad pix fmt",
+                                  "bad crf",
                                   "encoder rejects option",
                                   "bad batch", "bad frames", "frames past the end", "bad -x", "bad backend",
                                   "bad tile"])
@@ -148,6 +151,8 @@ def test_bad_inputs_give_one_line_and_exit_2(make_clip, tmp_path, capsys, kind):
     assert len(errors(err)) == 1, err
     if kind in ("zero frames", "empty png folder"):
         assert "zero frames" in err
+    if kind == "y4m file":  # (it said to use .mp4 or .mkv: Y4M goes out, as a stream)
+        assert "vsr upscale IN - > OUT.y4m" in err
     assert "Traceback" not in err
     assert sorted(p.name for p in tmp_path.rglob("*")) == before  # nothing written, no temporaries
 

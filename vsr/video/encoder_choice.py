@@ -275,8 +275,8 @@ def default_codec(container: OutputContainer, hardware: bool = False, hdr: bool 
     for name in ((own,) if own else ()) + (DEFAULT_CODEC,) + FALLBACK_CODECS:
         if name in container.codecs and name in av.codecs_available:
             return name
-    raise InputError(f"{container.format} holds none of the video codecs vsr writes; "
-                     f"use an .mp4 or .mkv output")
+    y4m = " (Y4M is for standard output: vsr upscale IN - > OUT.y4m)" if container.format == "yuv4mpegpipe" else ""
+    raise InputError(f"{container.format} holds none of the video codecs vsr writes{y4m}; use an .mp4 or .mkv output")
 
 
 
