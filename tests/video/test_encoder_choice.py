@@ -123,6 +123,8 @@ def test_what_each_source_gets_by_default(infos):
             choose_encoder(y4m, EncoderSettings(), infos["rgb"]).pix_fmt) == ("wrapped_avframe", "yuv444p")
     assert choose_encoder(OutputContainer.named("out.avi"), EncoderSettings(), infos["sdr.mp4"]).codec_tag == "XVID"
     assert isinstance(choose_encoder(mkv, EncoderSettings(), infos["sdr.mp4"]), EncoderChoice)
+    # a raw HEVC stream holds HEVC alone (refused: "hevc holds none of the video codecs vsr writes")
+    assert choose_encoder(OutputContainer.named("out.hevc"), EncoderSettings(), infos["sdr.mp4"]).codec == "libx265"
 
 
 

@@ -18,7 +18,8 @@ from vsr.video.nvenc import CQ_RANGE, NVENC, is_nvenc, nvenc_problem
 from vsr.video.nvenc import DEFAULTS as NVENC_DEFAULTS, PRESETS as NVENC_PRESETS
 
 DEFAULT_CODEC = "libx264"
-FALLBACK_CODECS = ("libsvtav1", "libvpx-vp9", "ffv1", "mpeg4")
+# (libx265 last: the one a raw .hevc stream holds, which holds none of the others)
+FALLBACK_CODECS = ("libsvtav1", "libvpx-vp9", "ffv1", "mpeg4", "libx265")
 
 
 BIG_OUTPUT_PIXELS = 3840 * 2160
