@@ -172,6 +172,16 @@ def test_a_refused_run_says_its_error_alone(make_clip, tmp_path, capsys, option)
     assert rc == 0 and "vsr: warning: mp4 cannot hold subrip subtitles" in err, err  # said where the run goes on
 
 
+@pytest.mark.parametrize("frames", ["8:20", "30:40"])
+def test_a_start_past_the_end_names_the_length(make_clip, tmp_path, capsys, frames):
+    """A Matroska clip declares no frame count: a start past its end said 'fewer than 6 frames' of 6 frames (the
+    first frame the run decodes), or 'fewer than 28 (about 6 by its duration)'."""
+    src = make_clip("six.mkv", frames=6)
+    rc, err = cli(capsys, src, tmp_path / "o.mp4", *TINY, "--backend", "torch", "--quiet", "--scene-cuts", "off",
+                  "--frames", frames)
+    assert rc == 2 and errors(err) == [f"vsr: error: --frames {frames}: the source has only 6 frames"], err
+
+
 def start_run(src: Path, out: Path) -> subprocess.Popen:
     cmd = [sys.executable, "-m", "vsr", "upscale", str(src), str(out), *TINY, "--backend", "torch",
            "--threads", "1", "--quiet"]

@@ -368,6 +368,8 @@ class FrameQueueRunner:
             if decode.seen == 0 and decode.first == 0:
                 raise InputError(f"zero frames to write: {decode.source.info.path} decodes to no frame")
             n = decode.seen
+            if n == 0 and decode.ended:  # decoded to its end before the run's first frame: the frames before it
+                n = getattr(decode.source, "frames_decoded", None) or 0
             if n == 0:  # the source ended before the first frame decoded for the run
                 info = decode.source.info
                 n = info.frames

@@ -248,6 +248,12 @@ class VideoSource:
             c.close()
         self.early_end = self._ended()  # decoded to its end
 
+    @property
+    def frames_decoded(self) -> int | None:
+        """The frames out of the file's frames decoded so far (its length, once :meth:`frames` reached its end);
+        None where a frame of the file is not one frame out (inverse telecine)."""
+        return None if self.info.film else self._decoded * (2 if self.info.field_rate else 1)
+
     def _ended(self) -> EarlyEnd | None:
         if self._y4m_cut is not None:
             whole, rest = self._y4m_cut
