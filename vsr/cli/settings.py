@@ -143,12 +143,22 @@ def parse_frames(text: str | None) -> tuple[int, int | None]:
     return a, b
 
 
-def parse_options(items: list[str]) -> tuple[tuple[str, str], ...]:
+# The encoder options --crf and --preset set (NVENC's cq; x264's qp, which its CRF overrides): the same given by -x
+# too was taken from -x without a word
+_SET_BY = {"--crf": ("crf", "cq", "qp"), "--preset": ("preset",)}
+
+
+def parse_options(items: list[str], crf=None, preset=None) -> tuple[tuple[str, str], ...]:
+    """``-x KEY=VALUE`` items; one that sets what ``--crf`` or ``--preset`` (given: ``crf``, ``preset``) sets is
+    refused in one line."""
     out = []
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise InputError(f"-x takes KEY=VALUE, not {item!r}")
+        for option, given in (("--crf", crf), ("--preset", preset)):
+            if given is not None and key in _SET_BY[option]:
+                raise InputError(f"{option} {given} and -x {item} both set the encoder's {key}: give one of them")
         out.append((key, value))
     return tuple(out)
 
@@ -189,7 +199,8 @@ def upscale_settings(args):
                             frames=parse_frames(getattr(args, "frames", None)), deinterlace=args.deinterlace,
                             **parse_scene_cuts(args.scene_cuts, args.scene_threshold))
     encoder = EncoderSettings(codec=args.codec, crf=crf, preset=args.preset, pix_fmt=args.pix_fmt,
-                              options=parse_options(args.encoder_options), scale=parse_output_scale(args.scale),
+                              options=parse_options(args.encoder_options, args.crf, args.preset),
+                              scale=parse_output_scale(args.scale),
                               quiet=not getattr(args, "verbose", False))  # the encoder's own banner: under -v
     return request, encoder, runner
 
