@@ -353,3 +353,26 @@ def test_a_setting_that_cannot_be_used_is_one_line(make_clip, tmp_path, capsys, 
     rc, err = cli(capsys, src, tmp_path / "o.mp4", *TINY, "--backend", "ort", *option)
     assert rc == 2 and len(errors(err)) == 1 and not (tmp_path / "o.mp4").exists()
     assert errors(err)[0].startswith(f"vsr: error: {said.format(tmp=tmp_path)}")
+
+
+@pytest.mark.parametrize("suffix", [".mp4", ".y4m"])
+def test_a_start_past_the_end_of_a_counted_source_is_refused_before_the_model_loads(make_clip, tmp_path, suffix):
+    """An MP4's sample table and a Y4M file's size count its frames: ``--frames 10:12`` of a 3-frame clip was
+    refused only after the model loaded (on a first run: minutes of export and plan)."""
+    from vsr.backends import BackendRequest, TorchOptions
+    from vsr.errors import InputError
+    from vsr.pipeline import RunnerSettings, upscale
+
+    src = make_clip("in.mp4", frames=3)
+    if suffix == ".y4m":
+        import shutil
+        if shutil.which("ffmpeg") is None:
+            pytest.skip("needs ffmpeg")
+        subprocess.run(["ffmpeg", "-v", "error", "-i", str(src), "-f", "yuv4mpegpipe", str(tmp_path / "in.y4m")],
+                       check=True)
+        src = tmp_path / "in.y4m"
+    phases = []
+    with pytest.raises(InputError, match=r"^--frames 10:12: the source has only 3 frames$"):
+        upscale(src, tmp_path / "o.mkv", backend=BackendRequest("random", "edvr-tiny", TorchOptions(threads=1)),
+                runner=RunnerSettings(frames=(10, 12)), on_phase=phases.append)
+    assert phases == ["opening input"] and not (tmp_path / "o.mkv").exists()

@@ -48,6 +48,7 @@ def upscale(src: str | Path, dst: str | Path, *, backend: Backend | BackendReque
         if not is_stream(dst):  # standard output: written as it goes, nothing to check or replace
             check_output(dst, src, overwrite)
         start, stop = runner.frames
+        _check_start(source.info, start, stop)
         trim = start > 0 or stop is not None
         # the sink first: a wrong codec or container is reported before minutes of model loading
         request = backend if isinstance(backend, BackendRequest) else None
@@ -121,6 +122,18 @@ class HeldWarnings:
         if self._held is not None:
             self._held.__exit__(None, None, None)
             self._held = None
+
+
+# Sources whose frame count is exact before decoding: an MP4/MOV sample table, a Y4M file's size
+_COUNTED = ("mov,mp4,m4a,3gp,3g2,mj2", "yuv4mpegpipe")
+
+
+def _check_start(info, start: int, stop: int | None) -> None:
+    """``--frames`` starting at or past the end of a source that counts its frames exactly: refused before the
+    sink and the model are opened (it was, after minutes of export and plan; the count is checked again as the
+    run decodes, for every source)."""
+    if info.frames is not None and start >= info.frames and info.container in _COUNTED and not info.film:
+        raise InputError(f"--frames {start}:{'' if stop is None else stop}: the source has only {info.frames} frames")
 
 
 def _total(info, start: int, stop: int | None) -> int | None:
