@@ -119,6 +119,8 @@ def make_bad(tmp_path: Path, kind: str, make_clip) -> list:
         return [good, tmp_path / "o.mp4", "--crf", "high"]
     if kind == "encoder rejects option":
         return [good, tmp_path / "o.mp4", "-x", "crf=abc"]
+    if kind == "stdout by name":  # (it said /proc/PID/fd is not writable, or wrote PNG frames there)
+        return [good, Path("/dev/stdout")]
     if kind == "crf twice":  # (-x won without a word)
         return [good, tmp_path / "o.mp4", "--crf", "20", "-x", "crf=30"]
     if kind == "preset twice":
@@ -143,7 +145,7 @@ def make_bad(tmp_path: Path, kind: str, make_clip) -> list:
                                   "unwritable output", "output is input", "unknown codec",
                                   "codec/container mismatch", "unknown container", "y4m file", "bad pix fmt",
                                   "bad crf",
-                                  "encoder rejects option", "crf twice", "preset twice",
+                                  "encoder rejects option", "crf twice", "preset twice", "stdout by name",
                                   "bad batch", "bad frames", "frames past the end", "bad -x", "bad backend",
                                   "bad tile"])
 def test_bad_inputs_give_one_line_and_exit_2(make_clip, tmp_path, capsys, kind):
@@ -157,6 +159,8 @@ def test_bad_inputs_give_one_line_and_exit_2(make_clip, tmp_path, capsys, kind):
         assert "zero frames" in err
     if kind == "y4m file":  # (it said to use .mp4 or .mkv: Y4M goes out, as a stream)
         assert "vsr upscale IN - > OUT.y4m" in err
+    if kind == "stdout by name":
+        assert "for standard output give '-'" in err
     if kind.endswith("twice"):
         assert "both set the encoder's" in err
     assert "Traceback" not in err

@@ -215,6 +215,10 @@ def check_output(dst: Path, src: Path, overwrite: bool) -> None:
     """One-line errors for outputs that cannot work, before anything is written: the input itself, an
     unwritable folder, an existing output without ``overwrite``, one the overwrite rules refuse."""
     dst, src = Path(dst), Path(src)
+    if re.fullmatch(r"/dev/(stdout|stderr|fd/\d+)|/proc/[^/]+/fd/\d+", os.path.abspath(dst)):
+        # (a temporary beside it cannot be made, nor renamed over it: the errors named /dev or /proc/PID/fd)
+        raise InputError(f"{dst} is an open file of this process, not a file to write: for standard output give "
+                         "'-' (vsr upscale IN - --format nut > OUT)")
     target = output_path(dst)
     if target.exists() and src.exists() and target.samefile(src):
         raise InputError(f"output is the input: {dst}")
