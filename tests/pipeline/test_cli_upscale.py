@@ -119,6 +119,10 @@ def make_bad(tmp_path: Path, kind: str, make_clip) -> list:
         return [good, tmp_path / "o.mp4", "--crf", "high"]
     if kind == "encoder rejects option":
         return [good, tmp_path / "o.mp4", "-x", "crf=abc"]
+    if kind == "name ends with a dot":  # (Python sees no suffix: a folder of PNG frames 'o.')
+        return [good, tmp_path / "o."]
+    if kind == "suffix alone":  # (a hidden folder of PNG frames '.mp4')
+        return [good, tmp_path / ".mp4"]
     if kind == "stdout by name":  # (it said /proc/PID/fd is not writable, or wrote PNG frames there)
         return [good, Path("/dev/stdout")]
     if kind == "crf twice":  # (-x won without a word)
@@ -146,6 +150,7 @@ def make_bad(tmp_path: Path, kind: str, make_clip) -> list:
                                   "codec/container mismatch", "unknown container", "y4m file", "bad pix fmt",
                                   "bad crf",
                                   "encoder rejects option", "crf twice", "preset twice", "stdout by name",
+                                  "name ends with a dot", "suffix alone",
                                   "bad batch", "bad frames", "frames past the end", "bad -x", "bad backend",
                                   "bad tile"])
 def test_bad_inputs_give_one_line_and_exit_2(make_clip, tmp_path, capsys, kind):

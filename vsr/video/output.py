@@ -28,6 +28,7 @@ from pathlib import Path
 from vsr import interrupt
 from vsr.errors import InputError, OutputError
 from vsr.files import create_new, file_in_the_way, not_writable
+from vsr.video.codecs import muxer_for
 
 log = logging.getLogger(__name__)
 
@@ -219,6 +220,7 @@ def check_output(dst: Path, src: Path, overwrite: bool) -> None:
         # (a temporary beside it cannot be made, nor renamed over it: the errors named /dev or /proc/PID/fd)
         raise InputError(f"{dst} is an open file of this process, not a file to write: for standard output give "
                          "'-' (vsr upscale IN - --format nut > OUT)")
+    _check_name(dst)
     target = output_path(dst)
     if target.exists() and src.exists() and target.samefile(src):
         raise InputError(f"output is the input: {dst}")
@@ -242,6 +244,24 @@ def check_output(dst: Path, src: Path, overwrite: bool) -> None:
     if why is not None:
         raise InputError(f"output folder is not writable: {parent} ({why})")
     remove_stale_partials(target, frames=is_png_folder(dst))
+
+
+def _check_name(dst: Path) -> None:
+    """A name that ends with a dot (``out.``), or is a video suffix alone (``.mp4``), has no suffix to Python and
+    would be a (hidden) folder of PNG frames: surely not what was meant."""
+    name = dst.name
+    if dst.is_dir() or not name.strip("."):
+        return
+    if name.endswith("."):
+        raise InputError(f"{dst} ends with a dot: give a video suffix ({name}mp4, {name}mkv, ...), or a name "
+                         "without one for a folder of PNG frames")
+    if name.startswith(".") and "." not in name[1:]:
+        try:
+            muxer_for("x" + name)
+        except ValueError:
+            return  # (a hidden name, not a suffix: the folder of PNG frames it asks for)
+        raise InputError(f"{dst} is a suffix alone, which names a hidden folder of PNG frames: give a name before "
+                         f"it (out{name})")
 
 
 def _alive(pid: int) -> bool:
