@@ -28,9 +28,10 @@ job waits for a worker with a GPU rather than failing on the first CPU-only work
 Job records live in the broker's Redis, next to Celery's own keys: ``vsr:jobs`` (job ids, oldest first),
 ``vsr:job:<id>`` (spec, output, chunks, state, error, times), ``vsr:job:<id>:done`` (chunk index -> worker, time,
 run report), ``vsr:job:<id>:running`` (chunk index -> worker and pid), ``vsr:job:<id>:attempts`` (chunk index ->
-deliveries), ``vsr:job:<id>:kept`` (chunk index -> the generation of a chunk a retry left to its worker) and ``vsr:output:<path>`` (the job that owns an output: at most one unfinished job does, taken
-atomically by submit and retry, :mod:`vsr.jobs.records`).  Messages are JSON only.  A chunk or join that finds
-its output's disk full leaves its job ``waiting`` and is sent again after :data:`DISK_WAIT_S`.
+deliveries), ``vsr:job:<id>:kept`` (chunk index -> the generation of a chunk a retry left to its worker) and
+``vsr:output:<path>`` (the job that owns an output: at most one unfinished job does, taken atomically by submit
+and retry, :mod:`vsr.jobs.records`).  Messages are JSON only.  A chunk or join that finds its output's disk full
+leaves its job ``waiting`` and is sent again after :data:`DISK_WAIT_S`.
 
 Trust: whoever can write to the broker can make the workers read and write any path their user may (a job
 names its files by absolute path); the broker is for trusted users only.  Messages name the broker with its
