@@ -89,3 +89,17 @@ def test_the_time_base_each_encoder_takes(tmp_path):
     assert encoder_time_base("mpeg4", stream, "video", Fraction(1, 90000), None) == Fraction(1, 45000)
     assert encoder_time_base("mpeg4", stream, "video", Fraction(1, 1000000), None) == Fraction(1, 62500)
     assert encoder_time_base("mpeg4", stream, "video", Fraction(1, 65537), None) == Fraction(1, 65535)  # (a prime)
+
+
+def test_an_inverse_telecined_film_into_mpeg2_is_on_its_grid(tmp_path):
+    """The film's frames are on 23.976's grid whatever the telecined file's are (29.97): not a variable rate."""
+    from tests.video.test_telecine import film_and_telecined, vsr
+
+    _, tc = film_and_telecined(tmp_path, 24)
+    out = tmp_path / "o.mkv"
+    r = vsr("upscale", tc, out, "--deinterlace", "film", "-c", "mpeg2video", "--weights", "random", "--config",
+            "edvr-tiny", "--backend", "torch", "--threads", "1", "--quiet")
+    assert r.returncode == 0, r.stderr
+    times = frame_times(out)
+    step = Fraction(1001, 24000)
+    assert len(times) == 24 and all(abs(t - n * step) <= Fraction(1, 1000) for n, t in enumerate(times)), times

@@ -55,18 +55,20 @@ def _off_grid(path: str, mtime_ns: int, size: int, rate: Fraction, kind: str = "
     return None
 
 
-def encoder_time_base(codec: str, path: Path, kind: str, time_base: Fraction, rate: Fraction | None) -> Fraction:
+def encoder_time_base(codec: str, path: Path, kind: str, time_base: Fraction, rate: Fraction | None,
+                      film: bool = False) -> Fraction:
     """The time base encoder ``codec`` takes the frames of ``path`` (their ``time_base``, frame ``rate``; ``kind``
-    as :func:`check_constant_rate`'s) in: theirs where it can; one frame where every frame is on the rate's grid
-    (exact); else, for MPEG-4 Part 2, the finest the encoder takes that the source's ticks fall on every few
-    (1/45000 for 1/90000: a frame moves at most half a tick), and MPEG-1/2 refuse a variable rate."""
+    as :func:`check_constant_rate`'s; ``film``: inverse telecined, its frames on the film rate's grid whatever the
+    file's are) in: theirs where it can; one frame where every frame is on the rate's grid (exact); else, for
+    MPEG-4 Part 2, the finest the encoder takes that the source's ticks fall on every few (1/45000 for 1/90000: a
+    frame moves at most half a tick), and MPEG-1/2 refuse a variable rate."""
     time_base = Fraction(time_base)
     top = MAX_TIME_BASE_DEN.get(codec)
     if codec not in FRAME_RATE_CODECS and (top is None or time_base.denominator <= top):
         return time_base
     grid = 1 / Fraction(rate) if rate else None
     if grid is not None and (top is None or grid.denominator <= top):
-        if kind not in ("video", "webp") or not path.is_file():
+        if film or kind not in ("video", "webp") or not path.is_file():
             return grid  # (a stream read once: its rate is all there is)
         st = path.stat()
         if _off_grid(str(path), st.st_mtime_ns, st.st_size, Fraction(rate), kind) is None:

@@ -208,7 +208,7 @@ class VideoSink:
         vs.time_base = self._stream_time_base()
         cc = vs.codec_context
         cc.time_base = self.encoder_tb = encoder_time_base(choice.codec, Path(info.path), info.kind, info.time_base,
-                                                           info.rate)
+                                                           info.rate, film=info.film)
         sar = sample_aspect(info.sample_aspect_ratio, info.width, info.height, choice.width, choice.height)
         if sar:
             cc.sample_aspect_ratio = sar
