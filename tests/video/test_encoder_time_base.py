@@ -103,3 +103,17 @@ def test_an_inverse_telecined_film_into_mpeg2_is_on_its_grid(tmp_path):
     times = frame_times(out)
     step = Fraction(1001, 24000)
     assert len(times) == 24 and all(abs(t - n * step) <= Fraction(1, 1000) for n, t in enumerate(times)), times
+
+
+def test_an_inverse_telecined_film_into_avi(tmp_path):
+    """AVI keeps one frame rate: the film's frames have it (23.976), though the telecined file's do not (it was
+    refused as a variable frame rate)."""
+    from tests.video.test_telecine import film_and_telecined, vsr
+
+    _, tc = film_and_telecined(tmp_path, 24)
+    out = tmp_path / "o.avi"
+    r = vsr("upscale", tc, out, "--deinterlace", "film", "--weights", "random", "--config", "edvr-tiny",
+            "--backend", "torch", "--threads", "1", "--quiet")
+    assert r.returncode == 0, r.stderr
+    times = frame_times(out)
+    assert len(times) == 24 and times == [n * Fraction(1001, 24000) for n in range(24)], times

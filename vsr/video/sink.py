@@ -235,7 +235,7 @@ class VideoSink:
         info = self.info
         if self.oc.format.flags & VARIABLE_FPS or not info.rate:
             return info.time_base
-        if info.kind in ("video", "webp") and Path(info.path).is_file():
+        if info.kind in ("video", "webp") and Path(info.path).is_file() and not info.film:  # (a film's are even)
             check_constant_rate(Path(info.path), info.rate, self.oc.format.name, info.kind)
         return 1 / Fraction(info.rate)
 
