@@ -98,3 +98,18 @@ def test_models_prints_a_weights_folder_escaped(tmp_path):
                        timeout=300, env=dict(os.environ, VSR_WEIGHTS_DIR=folder))
     assert p.returncode == 0, p.stderr
     assert "\x1b" not in p.stdout and f"put it in {tmp_path}/w\\x1b[31m\\nx under" in p.stdout
+
+
+def test_a_librarys_warning_paragraph_is_one_line_of_words_and_vsrs_own_names_stay_escaped(capsys):
+    """Celery warns a worker run as root in a paragraph: it came out as one line full of '\\n'.  A name in vsr's own
+    warnings keeps its escapes (a newline in a file name must not start a line of its own)."""
+    import vsr.video.sink as ours
+    from vsr.cli import _warning_line
+
+    _warning_line("You're running the worker with superuser privileges: this is\nabsolutely not recommended!\n\n"
+                  "Please specify a different user", Warning, "/usr/lib/python3/site-packages/celery/platforms.py", 1)
+    _warning_line("cannot keep a\nb.mp4", UserWarning, ours.__file__, 1)
+    assert capsys.readouterr().err.splitlines() == [
+        "vsr: warning: You're running the worker with superuser privileges: this is absolutely not recommended! "
+        "Please specify a different user",
+        "vsr: warning: cannot keep a\\nb.mp4"]

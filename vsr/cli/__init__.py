@@ -106,7 +106,11 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
 def _warning_line(message, category, filename, lineno, file=None, line=None):
     from vsr.errors import printable
 
-    print(f"vsr: warning: {printable(message)}", file=sys.stderr)
+    text = str(message)
+    if not os.path.abspath(filename).startswith(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))):
+        # a library's own paragraph (Celery's to a worker run as root): its words on one line, not its '\n's
+        text = " ".join(text.split())
+    print(f"vsr: warning: {printable(text)}", file=sys.stderr)
 
 
 def speak_as_vsr(verbose: bool = False) -> None:
