@@ -46,6 +46,13 @@ def create_new(path: Path, mode: int = 0o666) -> int:
         return os.open(path, flags, mode)
 
 
+def write_new(path: Path, data: bytes) -> None:
+    """``data`` in a new file of vsr's own at ``path`` (:func:`create_new`: never written through a link planted
+    at the name); the caller renames it into place."""
+    with open(create_new(path), "wb") as f:
+        f.write(data)
+
+
 def not_writable(folder: Path) -> str | None:
     """Why no file can be created in ``folder`` (the system's words), or None: a file is created and removed
     there (``access()`` says yes to root even on a read-only mount).  Never through a link planted at the probe's

@@ -59,3 +59,20 @@ def test_facts_of_the_cpu_have_no_cuda_and_name_the_kernel_sources():
     assert facts.cuda is None and facts.driver is None and facts.capability is None
     assert facts.device_name.startswith("cpu") and facts.torch == torch.__version__
     assert facts.kernels == sources_digest()
+
+
+def test_a_link_planted_at_the_facts_temporary_is_not_written_through(tmp_path):
+    """Another user (a shared VSR_ENGINE_DIR) or a stale link at the temporary's name: facts.json was written to
+    the link's target, overwriting a file of this user's."""
+    import os
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me\n")
+    folder = tmp_path / "engines" / f"nvidia-h100-80gb-hbm3-{runtime_key(H100, 'tensorrt')}"
+    folder.mkdir(parents=True)
+    for tag in (os.getpid(), id(H100)):  # this vsr's name for it, and the one before
+        (folder / f".facts.json.{tag}.tmp").symlink_to(victim)
+    assert cache_folder(H100, tmp_path / "engines", "tensorrt") == folder
+    assert victim.read_text() == "keep me\n"
+    assert json.loads((folder / "facts.json").read_text())["extra"] == ["tensorrt"]
+    assert not (folder / "facts.json").is_symlink()

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import platform
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from vsr.files import engine_dir
+from vsr.files import engine_dir, write_new
 from vsr.kernels.cuda.sources import sources_digest
 
 KEY_VERSION = 1  # bump when the meaning of a key's fields changes
@@ -49,8 +50,9 @@ def cache_folder(facts: DeviceFacts, root: str | Path | None = None, *extra: str
     folder.mkdir(parents=True, exist_ok=True)
     manifest = folder / "facts.json"
     if not manifest.exists():
-        tmp = folder / f".facts.json.{id(facts)}.tmp"
-        tmp.write_text(json.dumps({"facts": asdict(facts), "extra": list(extra)}, indent=2, sort_keys=True) + "\n")
+        tmp = folder / f".facts.json.{os.getpid()}.tmp"  # (a link planted there is replaced, not written through)
+        write_new(tmp, (json.dumps({"facts": asdict(facts), "extra": list(extra)}, indent=2, sort_keys=True)
+                        + "\n").encode())
         tmp.replace(manifest)
     return folder
 
