@@ -256,3 +256,22 @@ def test_engine_cache_path_depends_on_every_build_setting(tmp_path):
               TensorRTSegmentBackend(precision="fp16", cache_key="k1", opt_batch=2).engine_path(
                   onnx_path, b"graph", "10.6").name}
     assert path.name not in others and len(others) == 5
+
+
+def test_a_link_planted_at_the_engines_temporary_is_not_written_through(trt, pycuda, tmp_path):
+    """The engine was written to ``.NAME.partial`` through Path.write_bytes: a link planted there (another user of
+    a shared engine folder) had its target overwritten with the engine."""
+    import os
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me\n")
+    engines = tmp_path / "engines"
+    engines.mkdir()
+    backend = TensorRTSegmentBackend(engine_dir=str(engines))
+    onnx_path = _double(tmp_path / "d.onnx")
+    final = backend.engine_path(onnx_path, open(onnx_path, "rb").read(), trt.__version__)
+    for name in (f".{final.name}.partial", f".{final.name}.{os.getpid()}.partial"):  # the old name, and this one
+        (engines / name).symlink_to(victim)
+    backend.load(onnx_path)
+    assert victim.read_text() == "keep me\n"
+    assert final.is_file() and not final.is_symlink() and final.stat().st_size > 0

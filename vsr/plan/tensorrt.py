@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -41,6 +42,7 @@ from typing import Callable
 import numpy as np
 
 from vsr.errors import BackendError
+from vsr.files import write_new
 from vsr.plan.partition import eval_dim
 
 log = logging.getLogger(__name__)
@@ -176,8 +178,9 @@ class TensorRTSegmentBackend:
         else:
             engine_bytes = self._build(trt, logger, onnx_bytes, path)
             engine_path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = engine_path.with_name(f".{engine_path.name}.partial")
-            tmp.write_bytes(engine_bytes)
+            # (created by vsr: a link planted at the name is replaced, never written through)
+            tmp = engine_path.with_name(f".{engine_path.name}.{os.getpid()}.partial")
+            write_new(tmp, engine_bytes)
             tmp.replace(engine_path)
             engine = runtime.deserialize_cuda_engine(engine_bytes)
         if engine is None:
