@@ -17,6 +17,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from vsr.files import create_new
+
 
 @dataclass
 class TrainState:
@@ -74,7 +76,8 @@ def save_checkpoint(ck: dict, path: Path) -> None:
     """Write ``ck`` to ``path`` atomically: a reader sees the old file or the new one, never half of one."""
     tmp = path.with_suffix(".tmp")
     try:
-        torch.save(ck, tmp)
+        with open(create_new(tmp), "wb") as f:  # (a link planted at the name is replaced, never written through)
+            torch.save(ck, f)
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)

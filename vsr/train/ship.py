@@ -14,6 +14,7 @@ from pathlib import Path
 from vsr.errors import InputError, VsrError, WeightsError
 from vsr.files import sha256_file
 from vsr.model.weights import DEFAULT_WEIGHTS, read_checkpoint
+from vsr.outfiles import write_file_output
 from vsr.train.checkpoint import save_checkpoint
 
 
@@ -61,7 +62,7 @@ def ship(checkpoint: str | Path, out: str | Path = DEFAULT_WEIGHTS, *, which: st
     save_checkpoint({"params": {k: v.half().contiguous() for k, v in sd.items()},
                      "vsr": {"config": meta["config"], "iteration": info["iteration"], "weights": which}}, out)
     info = {"sha256": sha256_file(out), **info}  # checked whenever the weights are loaded
-    out.with_suffix(".json").write_text(json.dumps(info, indent=1) + "\n")
+    write_file_output(out.with_suffix(".json"), json.dumps(info, indent=1) + "\n")  # (never through a link)
     return info
 
 

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from vsr.errors import InputError
-from vsr.files import file_in_the_way
+from vsr.files import file_in_the_way, write_new
 from vsr.model.config import ModelConfig, load_config
 from vsr.model.init import init_weights, offset_convs
 from vsr.model.weights import (build_model, bundled_path, extract_state_dict, load_state, read_checkpoint,
@@ -245,7 +245,8 @@ class Trainer:
         return res
 
     def _log(self, rec: dict) -> None:
-        with open(self.dir / "log.jsonl", "a") as f:
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC  # (never through a link)
+        with open(os.open(self.dir / "log.jsonl", flags, 0o666), "a") as f:
             f.write(json.dumps(rec) + "\n")
 
     # -- the loop ------------------------------------------------------------------------------------------
@@ -308,7 +309,7 @@ class Trainer:
 
 def _write_json(path: Path, data: dict) -> None:
     tmp = path.with_name(f".{path.name}.part")
-    tmp.write_text(json.dumps(data, indent=1) + "\n")
+    write_new(tmp, (json.dumps(data, indent=1) + "\n").encode())
     os.replace(tmp, path)
 
 
