@@ -17,7 +17,7 @@ from vsr import interrupt
 from vsr.bench.cases import bench_cases
 from vsr.bench.results import BenchResult, CaseResult
 from vsr.errors import InputError, printable
-from vsr.files import read_small_text
+from vsr.files import read_small_text, write_new
 from vsr.outfiles import check_file_output, check_writable
 from vsr.report import RunReport, StageStats
 from vsr.report.render import fmt, table
@@ -205,8 +205,7 @@ def _write_all(texts: dict[Path, str]) -> None:
     tmps = {p: p.with_name(f".{p.name}.{os.getpid()}.part") for p in texts}
     try:
         for p, text in texts.items():
-            with open(tmps[p], "x", encoding="utf-8") as f:
-                f.write(text)
+            write_new(tmps[p], text.encode())  # (a link planted at the name is replaced, not written through)
         interrupt.check()  # nothing published after a stop (vsr.interrupt)
         for p, tmp in tmps.items():
             os.replace(tmp, p)
