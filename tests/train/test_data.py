@@ -88,3 +88,35 @@ def test_videos_decode_through_opencv_where_pyav_is_absent(make_clip, monkeypatc
                 m.setitem(sys.modules, "av", None)
             with pytest.raises(InputError, match="not a video file: .*bad.mp4"):  # as vsr bench and preview say
                 count_frames(bad)
+
+
+def test_holdout_frames_are_written_into_the_runs_folder_never_through_a_link(clip, tmp_path):
+    """The held-out tail as PNG ground truth (the frames PyAV decodes); a link planted at a frame's name is
+    replaced (cv2.imwrite wrote through it), a link at the set's folder refused."""
+    import cv2
+
+    from vsr.errors import InputError
+    from vsr.train.data import decode_frames
+    from vsr.train.validate import holdout_sets
+
+    src = find_sources([clip], holdout=0.25)
+    (v,) = src.videos
+    victim = tmp_path / "victim.png"
+    victim.write_bytes(b"keep")
+    d = tmp_path / "run" / "holdout" / f"holdout0_{clip.stem}"
+    d.mkdir(parents=True)
+    (d / "00000000.png").symlink_to(victim)
+    [s] = holdout_sets(src.videos, tmp_path / "run" / "holdout")
+    assert victim.read_bytes() == b"keep" and not (d / "00000000.png").is_symlink()
+    tail = decode_frames(clip, {i: [(0, 0, 40, 48)] for i in range(9, 12)})
+    for j, i in enumerate(range(9, 12)):
+        got = cv2.cvtColor(cv2.imread(str(d / f"{j:08d}.png")), cv2.COLOR_BGR2RGB)
+        np.testing.assert_array_equal(got, tail[(i, 0, 0, 40, 48)])
+    other = tmp_path / "other"
+    other.mkdir()
+    elsewhere = tmp_path / "run2" / "holdout"
+    elsewhere.mkdir(parents=True)
+    (elsewhere / f"holdout0_{clip.stem}").symlink_to(other, target_is_directory=True)
+    with pytest.raises(InputError, match="symbolic link"):
+        holdout_sets(src.videos, elsewhere)
+    assert not any(other.iterdir())

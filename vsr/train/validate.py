@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from vsr.errors import InputError, did_you_mean
-from vsr.files import shared_data
+from vsr.files import shared_data, write_new
 from vsr.train.data import VideoSource
 
 
@@ -109,9 +109,12 @@ def holdout_sets(videos: tuple[VideoSource, ...], folder: Path, count: int = 3) 
         frames = decode_frames(v.path, {i: [(0, 0, h - h % 4, w - w % 4)] for i in tail})
         d = folder / f"holdout{k}_{v.path.stem}"
         d.mkdir(parents=True, exist_ok=True)
+        if d.is_symlink():  # (the frames are written into the run's own folder, never where a link points)
+            raise InputError(f"{d} is a symbolic link: the held-out frames go into a folder of the run's own")
         for j, i in enumerate(tail):
             img = frames[(i, 0, 0, h - h % 4, w - w % 4)]
-            cv2.imwrite(str(d / f"{j:08d}.png"), cv2.cvtColor(img, cv2.COLOR_RGB2BGR))
+            _, png = cv2.imencode(".png", cv2.cvtColor(img, cv2.COLOR_RGB2BGR))
+            write_new(d / f"{j:08d}.png", png.tobytes())  # (a link planted at the name replaced, not followed)
         n = len(tail)
         picks = tuple(sorted({int(round(x)) for x in np.linspace(0, n - 1, min(count, n))}))
         mid = frames[(tail[picks[len(picks) // 2]], 0, 0, h - h % 4, w - w % 4)]
