@@ -22,6 +22,7 @@ import torch
 
 from vsr import interrupt
 from vsr.errors import InputError
+from vsr.files import create_new
 from vsr.export.fold import fold_shape_values
 from vsr.model.config import ModelConfig
 
@@ -109,12 +110,12 @@ def export_onnx(model: torch.nn.Module, config: ModelConfig, path: str | os.Path
 def save_atomic(proto, out: Path) -> None:
     """Write ``proto`` to ``out`` under a temporary name beside it, renamed when complete; the file gets the
     user's usual permissions (umask), not mkstemp's 0600."""
-    import onnx
-
     tmp = out.with_name(f".{out.name}.{os.getpid()}.{os.urandom(4).hex()}.part")
-    os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666))
     try:
-        onnx.save(proto, tmp)
+        # into the file vsr created (O_EXCL|O_NOFOLLOW), not reopened by name: a name swapped for a link meanwhile
+        # in a folder others can write would be followed
+        with open(create_new(tmp), "wb") as f:
+            f.write(proto.SerializeToString())  # (what onnx.save writes of a model under 2 GB, no external data)
         interrupt.check()  # nothing published after a stop, also one whose KeyboardInterrupt a callback dropped
         os.replace(tmp, out)
     except BaseException:
