@@ -52,26 +52,30 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def redis_server(tmp_path_factory):
-    """A throw-away redis-server: no snapshots, no append-only file, killed at the end."""
-    port = free_port()
-    folder = tmp_path_factory.mktemp("redis")
+def start_redis(port: int, folder: Path, appendonly: str = "no") -> subprocess.Popen:
+    """A redis-server on 127.0.0.1:``port`` answering PING; no snapshots, an append-only file if asked."""
     proc = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                             "--appendonly", "no", "--dir", str(folder)],
+                             "--appendonly", appendonly, "--appendfsync", "always", "--dir", str(folder)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"redis://127.0.0.1:{port}/0"
-    client = redis.Redis.from_url(url)
+    client = redis.Redis.from_url(f"redis://127.0.0.1:{port}/0")
     deadline = time.monotonic() + 20
     while True:
         try:
             client.ping()
-            break
+            return proc
         except redis.ConnectionError:
             if time.monotonic() > deadline or proc.poll() is not None:
                 proc.kill()
                 pytest.fail("redis-server did not start")
             time.sleep(0.05)
+
+
+@pytest.fixture(scope="module")
+def redis_server(tmp_path_factory):
+    """A throw-away redis-server: no snapshots, no append-only file, killed at the end."""
+    port = free_port()
+    proc = start_redis(port, tmp_path_factory.mktemp("redis"))
+    url = f"redis://127.0.0.1:{port}/0"
     yield url
     proc.kill()
     proc.wait()
@@ -266,6 +270,44 @@ def test_a_retry_while_a_chunk_of_the_cancelled_job_runs_leaves_that_chunk_to_it
     # it was still running at the retry (else this proves nothing), and it was not handed out again
     assert json.loads(db.hget(f"vsr:job:{job_id}:done", index))["finished"] > retried
     assert db.hget(f"vsr:job:{job_id}:attempts", index) is None, w.log_text()
+
+
+@pytest.mark.slow
+def test_a_redis_restarted_while_a_chunk_runs_loses_no_chunk(make_clip, tmp_path, tiny_backend):
+    """Redis (keeping an append-only file) stops while a chunk runs and comes back after its commit: the chunk's
+    records wait for it.  Its task failed on the first record written, was acknowledged, and the job stayed
+    running forever, its last chunk never computed."""
+    from vsr.jobs.chunks import is_committed
+    from vsr.jobs.spec import ChunkSpec
+
+    clip = make_clip("p.mp4", width=64, height=48, frames=9)
+    ref = single_pass(clip, tmp_path / "ref.mp4", tiny_backend)
+    port, folder = free_port(), tmp_path / "redis"
+    folder.mkdir()
+    server = start_redis(port, folder, appendonly="yes")
+    url = f"redis://127.0.0.1:{port}/0"
+    w = Workers(url, 1, tmp_path)
+    try:
+        w.wait_ready()
+        spec = job(clip, tmp_path / "out" / "p.mp4")
+        [job_id] = submit([spec], url, chunk_frames=3)
+        db = redis.Redis.from_url(url, decode_responses=True)
+        index, _ = running_chunk(db, job_id, w)
+        chunk = ChunkSpec.from_dict(json.loads(db.hget(f"vsr:job:{job_id}", "chunks"))[int(index)])
+        db.shutdown()  # (SHUTDOWN writes the append-only file)
+        server.wait(30)
+        back = time.monotonic() + 10
+        while not is_committed(spec, chunk) and time.monotonic() < back:  # the chunk's next record finds no Redis
+            time.sleep(0.05)
+        time.sleep(1)
+        server = start_redis(port, folder, appendonly="yes")
+        row = wait_finished(url, [job_id], w)[job_id]
+        assert row["state"] == "done", row["error"]
+        assert decoded(tmp_path / "out" / "p.mp4") == decoded(ref)
+    finally:
+        w.stop()
+        server.kill()
+        server.wait()
 
 
 def test_cancel_and_retry_without_workers(broker, make_clip, tmp_path):

@@ -18,8 +18,10 @@ That timeout must exceed the longest chunk, or Redis gives a chunk still running
 ``VISIBILITY_TIMEOUT_S`` unless the workers' ``VSR_CELERY_VISIBILITY_S`` environment variable or the
 ``visibility_timeout_s`` argument says otherwise.  A redelivered chunk that was committed is not computed again
 (:func:`vsr.jobs.chunks.run_chunk` is idempotent); a chunk delivered ``MAX_ATTEMPTS`` times without finishing
-fails its job.  Several worker processes on one machine share its cores: give the backend threads to match
-(``--threads``), as ONNX Runtime takes every core per process by default.
+fails its job.  A worker's record writes wait about 2 minutes for a Redis that went away (restarted) and then hand
+their chunk back: a Redis that keeps its data on disk (``appendonly yes``) loses no job; one that keeps nothing
+forgets every job and queued chunk when it restarts.  Several worker processes on one machine share its cores:
+give the backend threads to match (``--threads``), as ONNX Runtime takes every core per process by default.
 
 Queues: a job's chunks go to the queue of what it needs of a worker's machine (:func:`vsr.jobs.needs.queue_of`:
 ``vsr``, or ``vsr.gpu``, ``vsr.cuda``, ``vsr.tensorrt``); a worker consumes those its machine can run, so a GPU
@@ -47,14 +49,14 @@ import socket
 import sys
 import time
 import uuid
-from urllib.parse import urlsplit
 
 from vsr.backends import Backend
 from vsr.errors import BrokerError, VsrError
 from vsr.jobs.chunks import discard, is_committed, join_chunks, run_chunk, tidy
 from vsr.jobs.chunking import plan_job
 from vsr.jobs.needs import Machine, job_need, queue_name, queue_of, worker_queues
-from vsr.jobs.records import give_output, key as _key, safe_url, scrub, take_output
+from vsr.jobs.records import CONNECT_TIMEOUT_S, connect as _connect, give_output, key as _key, records as _records
+from vsr.jobs.records import safe_url, scrub, take_output
 from vsr.jobs.rows import ended_early
 from vsr.jobs.spec import ChunkSpec, JobSpec
 from vsr.jobs.worker import disk_full
@@ -63,11 +65,11 @@ from vsr.video.source import SourceChanged
 try:
     import redis
     from celery import Celery
+    from celery.exceptions import Reject
 except ImportError as err:  # the optional `jobs` extra; callers import this module only for --broker
     raise BrokerError(f"--broker needs Celery and redis ({err.name} is missing): pip install 'vsr[jobs]'") from err
 
 VISIBILITY_TIMEOUT_S = 6 * 3600  # a few hundred 480p frames of EDVR on a CPU take well under this
-CONNECT_TIMEOUT_S = 3.0          # a broker that is not there is reported in seconds, not retried forever
 QUEUE = "vsr"                    # not Celery's default queue: a Redis shared with other Celery apps stays apart
 CHUNK_TASK = "vsr.jobs.chunk"
 MAX_ATTEMPTS = 3  # a chunk whose process dies this often (out of memory?) fails its job instead of looping
@@ -75,7 +77,6 @@ DISK_WAIT_S = 60  # a chunk or join that found its output's disk full is sent ag
 
 # one opened backend per worker process, reused by the chunks of every job with the same model and options
 _BACKENDS: dict[str, Backend] = {}
-_RECORDS: dict[str, redis.Redis] = {}
 
 
 def make_app(broker: str, *, visibility_timeout_s: float | None = None) -> Celery:
@@ -289,7 +290,16 @@ def chunk_reports(broker: str, job_id: str) -> list[dict]:
 
 
 def _chunk_task(task, job_id: str, spec_json: str, chunk_dict: dict, generation: int = 0) -> dict | None:
-    """The Celery task: compute one chunk (or find it committed), record it, join the job after its last chunk."""
+    """The Celery task: compute one chunk (or find it committed), record it, join the job after its last chunk.
+    A broker that stays away longer than the records' retries hands the chunk back to the queue: a failed task
+    would be acknowledged, its chunk lost and its job left running forever."""
+    try:
+        return _chunk(task, job_id, spec_json, chunk_dict, generation)
+    except (redis.ConnectionError, redis.TimeoutError) as err:
+        raise Reject(f"the broker failed: {err}", requeue=True) from None
+
+
+def _chunk(task, job_id: str, spec_json: str, chunk_dict: dict, generation: int) -> dict | None:
     db = _records(task.app.conf.broker_url)
     job = _key(job_id)
     state, current = db.hmget(job, "state", "generation")
@@ -319,9 +329,12 @@ def _chunk_task(task, job_id: str, spec_json: str, chunk_dict: dict, generation:
         db.hsetnx(_key(job_id, "done"), str(chunk.index),
                   json.dumps({"worker": worker, "finished": time.time(), "frames": chunk.stop - chunk.start,
                               "report": report}))
-        if db.hlen(_key(job_id, "done")) == int(db.hget(job, "total")):
+        total = db.hget(job, "total")  # None: the records are gone (a Redis that keeps nothing on disk restarted)
+        if total is not None and db.hlen(_key(job_id, "done")) == int(total):
             _join(db, task.request.id, job_id, spec)
     except Exception as err:
+        if isinstance(err, (redis.ConnectionError, redis.TimeoutError)):
+            raise  # the broker's failure, not the job's
         if disk_full(err):  # the job waits; this task comes back (its chunk, or its join) after DISK_WAIT_S
             db.hset(job, mapping={"state": "waiting", "error": f"no space left on the output's disk ({err}); "
                                                                 f"tried again every {DISK_WAIT_S} s"})
@@ -360,7 +373,7 @@ def _join(db: redis.Redis, task_id: str, job_id: str, spec: JobSpec) -> None:
 
 
 def _fail(db: redis.Redis, job_id: str, message: str) -> None:
-    if db.hget(_key(job_id), "state") not in ("failed", "cancelled"):
+    if db.hget(_key(job_id), "state") not in (None, "failed", "cancelled"):  # (None: no record to fail)
         db.hset(_key(job_id), mapping={"state": "failed", "error": message, "finished": time.time()})
 
 
@@ -372,28 +385,3 @@ def _backend_for(spec: JobSpec) -> Backend:
         _BACKENDS.clear()
         _BACKENDS[key] = request.open()
     return _BACKENDS[key]
-
-
-def _records(url: str) -> redis.Redis:
-    """This process's Redis client for the job records (redis-py reconnects in a forked child by itself)."""
-    if url not in _RECORDS:
-        _RECORDS[url] = redis.Redis.from_url(url, decode_responses=True, socket_connect_timeout=CONNECT_TIMEOUT_S)
-    return _RECORDS[url]
-
-
-def _connect(broker: str) -> redis.Redis:
-    """A client of ``broker`` that answered a PING; a bad URL or a broker not running is one-line BrokerError
-    (its password masked, whatever form it was given in)."""
-    scheme = urlsplit(broker).scheme
-    if scheme not in ("redis", "rediss", "unix"):
-        raise BrokerError(f"the broker must be a Redis URL (redis://HOST:PORT/N), not {safe_url(broker)!r}")
-    try:
-        db = redis.Redis.from_url(broker, decode_responses=True, socket_connect_timeout=CONNECT_TIMEOUT_S,
-                                  socket_timeout=30)
-        db.ping()
-    except ValueError as err:
-        raise BrokerError(f"bad broker URL {safe_url(broker)!r}: {scrub(str(err), broker)}") from None
-    except (redis.RedisError, OSError) as err:
-        raise BrokerError(f"cannot reach the broker {safe_url(broker)} (is Redis running there?): "
-                          f"{scrub(str(err), broker)}") from None
-    return db

@@ -1,5 +1,7 @@
 """The job records a Celery broker's Redis keeps for ``vsr jobs --broker`` (:mod:`vsr.jobs.distributed`): their
-keys, the one-owner-per-output rule as atomic Redis scripts, and broker URLs with their secrets masked.
+keys, the one-owner-per-output rule as atomic Redis scripts, broker URLs with their secrets masked, and the Redis
+clients: :func:`connect` (a command's: a broker that is not there is one line in seconds) and :func:`records` (a
+worker's: its writes wait for a Redis that is restarting rather than lose their chunk).
 
 ``vsr:output:<output path>`` names the job that owns an output.  Taking it (a submit, a retry) is one Lua script
 that reads the holder's state and sets the owner (and for a retry the job's new state) at once, so two submits
@@ -11,7 +13,17 @@ from __future__ import annotations
 import re
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
 
+import redis
+from redis.backoff import ExponentialBackoff
+from redis.retry import Retry
+
 from vsr.errors import BrokerError
+
+CONNECT_TIMEOUT_S = 3.0  # a broker that is not there is reported in seconds, not retried forever
+# a worker's record writes wait this long (about 2 minutes: 0.25 s doubling to 5 s) for a Redis that went away
+# (restarted, failed over) before its chunk is handed back
+RECORDS_RETRIES, RECORDS_BACKOFF = 30, ExponentialBackoff(cap=5, base=0.25)
+_RECORDS: dict[str, redis.Redis] = {}
 
 UNFINISHED = ("queued", "running", "waiting")
 # Query parameters of a broker URL that carry a secret (redis-py reads ?password=...).
@@ -111,3 +123,30 @@ def secrets(url: str) -> list[str]:
             found.add(match.group(1))
     found |= {unquote(s) for s in found}
     return sorted((s for s in found if s), key=len, reverse=True)
+
+
+def records(url: str) -> redis.Redis:
+    """This process's Redis client for the job records (redis-py reconnects in a forked child by itself)."""
+    if url not in _RECORDS:
+        _RECORDS[url] = redis.Redis.from_url(url, decode_responses=True, socket_connect_timeout=CONNECT_TIMEOUT_S,
+                                             retry=Retry(RECORDS_BACKOFF, RECORDS_RETRIES),
+                                             retry_on_error=[redis.ConnectionError, redis.TimeoutError])
+    return _RECORDS[url]
+
+
+def connect(broker: str) -> redis.Redis:
+    """A client of ``broker`` that answered a PING; a bad URL or a broker not running is one-line BrokerError
+    (its password masked, whatever form it was given in)."""
+    scheme = urlsplit(broker).scheme
+    if scheme not in ("redis", "rediss", "unix"):
+        raise BrokerError(f"the broker must be a Redis URL (redis://HOST:PORT/N), not {safe_url(broker)!r}")
+    try:
+        db = redis.Redis.from_url(broker, decode_responses=True, socket_connect_timeout=CONNECT_TIMEOUT_S,
+                                  socket_timeout=30)
+        db.ping()
+    except ValueError as err:
+        raise BrokerError(f"bad broker URL {safe_url(broker)!r}: {scrub(str(err), broker)}") from None
+    except (redis.RedisError, OSError) as err:
+        raise BrokerError(f"cannot reach the broker {safe_url(broker)} (is Redis running there?): "
+                          f"{scrub(str(err), broker)}") from None
+    return db
