@@ -310,7 +310,8 @@ def test_a_ctrl_c_while_the_cli_is_imported_is_one_line_and_exit_130():
             "sys.meta_path.insert(0, Stop())\n"
             "sys.argv = ['vsr', '--version']\n"
             "runpy.run_module('vsr', run_name='__main__')\n")
-    r = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=60)
+    r = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=60,
+                       preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # as from a terminal
     assert (r.returncode, r.stderr, r.stdout) == (130, "vsr: interrupted\n", "")
     # the console script takes the same entry
     scripts = tomllib.loads((root / "pyproject.toml").read_text())["project"]["scripts"]

@@ -180,7 +180,8 @@ def test_an_idle_worker_says_once_which_jobs_it_leaves_to_other_machines(make_cl
                                    "worker with a GPU (backend cuda)")
     # the worker of `vsr jobs run` says it, then waits for new jobs until it is stopped
     worker = subprocess.Popen([sys.executable, "-m", "vsr", "jobs", "run", "--store", store], text=True,
-                              stderr=subprocess.PIPE, cwd=Path(__file__).resolve().parents[2])
+                              stderr=subprocess.PIPE, cwd=Path(__file__).resolve().parents[2],
+                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # as from a terminal
     try:
         said = worker.stderr.readline() if select.select([worker.stderr], [], [], 120)[0] else "(nothing in 120 s)"
         assert said.startswith("vsr: waiting for jobs this machine can run; jobs "), said
