@@ -12,12 +12,12 @@ from fractions import Fraction
 from pathlib import Path
 
 import av
-import numpy as np
 import pytest
 
 from vsr.errors import InputError
-from vsr.video import EncoderSettings, open_sink, open_source
+from vsr.video import EncoderSettings
 from vsr.video.grid import encoder_time_base
+from tests.video.tools import flat_through_sink
 
 
 def clip(path: Path, rate: str, vfr: bool = False) -> Path:
@@ -39,15 +39,7 @@ def frame_times(path: Path) -> list[Fraction]:
 
 def upscale_flat(src: Path, out: Path, codec: str | None = None) -> str:
     """``src`` through the sink at scale 1 (flat grey frames at the source's times); the codec written."""
-    source = open_source(src)
-    try:
-        sink = open_sink(out, source.info, EncoderSettings(codec=codec), scale=1)
-        flat = np.full((3, 24, 32), 100, sink.plane_dtype())
-        for f in source.frames():
-            sink.write(flat, f.pts, f.duration)
-        sink.commit()
-    finally:
-        source.close()
+    flat_through_sink(src, out, EncoderSettings(codec=codec))
     with av.open(str(out)) as c:
         return c.streams.video[0].codec_context.name
 

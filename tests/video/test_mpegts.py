@@ -13,13 +13,12 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import av
-import numpy as np
 import pytest
 
 from vsr.cli import main
-from vsr.video import EncoderSettings, open_sink, open_source
 from vsr.video.codecs import codecs_held
 from vsr.video.joins import JoinedPackets
+from tests.video.tools import flat_through_sink
 
 
 def ts_clip(path: Path, audio: str) -> Path:
@@ -41,15 +40,7 @@ def test_the_muxer_holds_what_it_writes():
 def test_into_ts_h264_with_the_audio_copied_at_the_sources_times(tmp_path, audio):
     src = ts_clip(tmp_path / "in.ts", audio)
     out = tmp_path / "out.ts"
-    source = open_source(src)
-    try:
-        sink = open_sink(out, source.info, EncoderSettings(), scale=1)
-        flat = np.full((3, 24, 32), 100, sink.plane_dtype())
-        for f in source.frames():
-            sink.write(flat, f.pts, f.duration)
-        sink.commit()
-    finally:
-        source.close()
+    flat_through_sink(src, out)
 
     def streams(path):
         with av.open(str(path)) as c:

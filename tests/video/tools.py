@@ -31,6 +31,24 @@ def ffmpeg_with(*encoders: str) -> str:
     return path
 
 
+def flat_through_sink(src, out, settings=None, scale: int = 1) -> None:
+    """``src`` through vsr's sink into ``out``: a flat grey frame at each of the source's frame times (the encoder,
+    muxer and passthrough of extras under test, without a model)."""
+    import numpy as np
+
+    from vsr.video import EncoderSettings, open_sink, open_source
+
+    source = open_source(src)
+    try:
+        sink = open_sink(out, source.info, settings or EncoderSettings(), scale=scale)
+        flat = np.full((3, source.info.height * scale, source.info.width * scale), 100, sink.plane_dtype())
+        for f in source.frames():
+            sink.write(flat, f.pts, f.duration)
+        sink.commit()
+    finally:
+        source.close()
+
+
 def upscale_piped(src, out, *extra: str) -> subprocess.CompletedProcess:
     """``vsr upscale - OUT`` (a tiny random model, the fastest x264/x265 preset, ``extra`` options) with the file
     ``src`` on standard input: a stream is decoded in a pass of its own (vsr.video.pipe_source).  Its standard
