@@ -224,26 +224,41 @@ def _cgroup_limit_mb() -> float | None:
     return None
 
 
-def private_folder(path: Path, what: str) -> Path:
+def untrusted(path: Path) -> str | None:
+    """Why what is in ``path`` (a cache folder, or an entry of one) might not be what this user's vsr put there,
+    or None: it must be this user's own (not a link to something) and no other user may write to it.  What vsr
+    reads back from a cache decides the output's pixels (exports, plans) or runs as code (kernels, engines)."""
+    try:
+        st = os.lstat(path)
+    except OSError as e:
+        return e.strerror or str(e)
+    if stat.S_ISLNK(st.st_mode):
+        return "it is a symbolic link"
+    if st.st_uid != os.geteuid():
+        return f"it belongs to user {st.st_uid}"
+    if st.st_mode & 0o022:
+        return f"other users can write to it (mode {stat.S_IMODE(st.st_mode):o})"
+    return None
+
+
+def private_folder(path: Path, what: str, risk: str = "what is loaded from there would run as you",
+                   setting: str | None = None) -> Path:
     """``path`` made (mode 0700) where missing, and checked to be a folder of this user's that no other user can
-    write (not a link): where vsr keeps code it loads (compiled kernels), or another user's library planted
-    there would run as this one.  A folder that is not is a :class:`~vsr.errors.InputError` naming it."""
+    write (:func:`untrusted`): where vsr keeps what it reads back (compiled kernels, exports, plans, engines), or
+    what another user put there would run as this one or decide the output (``risk`` says which).  A folder
+    that is not is a :class:`~vsr.errors.InputError` naming it (and ``setting``, the variable that moves it)."""
     path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    st = os.lstat(path)
-    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o022:
-        why = ("not a folder" if not stat.S_ISDIR(st.st_mode) else f"it belongs to user {st.st_uid}"
-               if st.st_uid != os.geteuid() else f"other users can write to it (mode {stat.S_IMODE(st.st_mode):o})")
-        raise InputError(f"will not keep {what} in {path}: {why}; what is loaded from there would run as you")
+    why = untrusted(path) or (None if path.is_dir() else "not a folder")
+    if why is not None:
+        where = f"set {setting} to" if setting else "use"
+        raise InputError(f"will not keep {what} in {path}: {why}; {risk} (remove it: vsr makes it again, mode "
+                         f"0700; or {where} a folder of yours alone)")
     return path
 
 
 def private_file(path: Path) -> bool:
     """Whether ``path`` is a regular file of this user's that no other user can write (not a link)."""
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        return False
-    return stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid() and not st.st_mode & 0o022
+    return untrusted(path) is None and path.is_file()
 
 
 def user_data_dir() -> Path:

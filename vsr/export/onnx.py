@@ -67,10 +67,11 @@ def _pixel_shuffle_to_crd(model_proto) -> int:
 
 
 def export_onnx(model: torch.nn.Module, config: ModelConfig, path: str | os.PathLike, height: int, width: int,
-                batch: int = 1, dynamic_batch: bool = True, opset: int = OPSET) -> Path:
+                batch: int = 1, dynamic_batch: bool = True, opset: int = OPSET, mode: int = 0o666) -> Path:
     """Export ``model`` for LR frames of ``height x width`` (multiples of 4) to ``path``; returns the path.
 
-    The file is written to a temporary name beside ``path`` and renamed when complete.
+    The file is written to a temporary name beside ``path`` and renamed when complete (``mode``: its
+    permissions, less the umask).
     """
     import onnx
 
@@ -102,19 +103,19 @@ def export_onnx(model: torch.nn.Module, config: ModelConfig, path: str | os.Path
     for k, v in meta.items():
         e = proto.metadata_props.add()
         e.key, e.value = k, v
-    save_atomic(proto, out)
+    save_atomic(proto, out, mode)
     log.info("exported %s: %d DeformConv, %d DepthToSpace nodes", out, n_dcn, n_d2s)
     return out
 
 
-def save_atomic(proto, out: Path) -> None:
-    """Write ``proto`` to ``out`` under a temporary name beside it, renamed when complete; the file gets the
-    user's usual permissions (umask), not mkstemp's 0600."""
+def save_atomic(proto, out: Path, mode: int = 0o666) -> None:
+    """Write ``proto`` to ``out`` under a temporary name beside it, renamed when complete; the file gets
+    ``mode`` less the umask (the user's usual permissions by default, not mkstemp's 0600)."""
     tmp = out.with_name(f".{out.name}.{os.getpid()}.{os.urandom(4).hex()}.part")
     try:
         # into the file vsr created (O_EXCL|O_NOFOLLOW), not reopened by name: a name swapped for a link meanwhile
         # in a folder others can write would be followed
-        with open(create_new(tmp), "wb") as f:
+        with open(create_new(tmp, mode), "wb") as f:
             f.write(proto.SerializeToString())  # (what onnx.save writes of a model under 2 GB, no external data)
         interrupt.check()  # nothing published after a stop, also one whose KeyboardInterrupt a callback dropped
         os.replace(tmp, out)

@@ -60,7 +60,7 @@ def build_harness(compiler: str | None = None) -> Path:
     source = harness_source()
     version = subprocess.run([cxx, "--version"], capture_output=True, text=True).stdout.splitlines()[:1]
     digest = sources_digest(source, cxx, *version, *CXX_FLAGS)[:20]
-    folder = private_folder(cache_dir(), "vsr's compiled CPU kernels")
+    folder = private_folder(cache_dir(), "vsr's compiled CPU kernels", setting="VSR_KERNEL_CACHE")
     target = folder / f"vsr_cuda_host_{digest}.so"
     if private_file(target):
         return target

@@ -1,0 +1,138 @@
+"""The export cache trusts what it reads back only from a folder of the user's alone, and a damaged entry is
+exported again with one warning line (it was used as it was: a traceback from deep inside onnx or ONNX Runtime,
+or another user's planted model computing the output)."""
+
+from __future__ import annotations
+
+import os
+import warnings
+
+import onnx
+import pytest
+
+from vsr.errors import InputError
+from vsr.export import cache
+from vsr.export.cache import cached_export, export_key
+from vsr.export.onnx import state_checksum
+from vsr.model.weights import load_model
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return load_model("random", "edvr-tiny")
+
+
+@pytest.fixture(scope="module")
+def exported(tiny, tmp_path_factory):
+    """One export of EDVR-tiny at 16x16 (~20 s), kept; each test gets its own engine folder holding a copy."""
+    root = tmp_path_factory.mktemp("first")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("VSR_ENGINE_DIR", str(root))
+    try:
+        path = cached_export(*tiny, 16, 16)
+    finally:
+        mp.undo()
+    return path.name, path.read_bytes()
+
+
+@pytest.fixture
+def engines(tmp_path, monkeypatch, exported):
+    monkeypatch.setenv("VSR_ENGINE_DIR", str(tmp_path / "engines"))
+    folder = tmp_path / "engines" / "onnx"
+    folder.mkdir(parents=True, mode=0o700)
+    name, data = exported
+    (folder / name).write_bytes(data)
+    return folder / name
+
+
+def _export(tiny):
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        path = cached_export(*tiny, 16, 16)
+    return path, [str(w.message) for w in seen]
+
+
+def test_a_valid_entry_is_used_as_it_is(tiny, engines):
+    stamp = engines.stat().st_mtime_ns
+    path, said = _export(tiny)
+    assert path == engines and said == [] and engines.stat().st_mtime_ns == stamp
+
+
+@pytest.mark.parametrize("damage", ["cut", "garbage"])
+def test_a_damaged_entry_is_exported_again_with_one_warning(tiny, engines, damage):
+    """Cut short at a field boundary the file still parsed, its last nodes and its metadata gone; garbage was
+    protobuf's DecodeError as a traceback (split plan) or one error line naming the file, run after run."""
+    data = engines.read_bytes()
+    engines.write_bytes(data[: len(data) // 2] if damage == "cut" else b"\x08\x01" + os.urandom(999))
+    path, said = _export(tiny)
+    assert path == engines and len(said) == 1 and "exporting it again" in said[0] and str(engines) in said[0]
+    assert cache.unusable(engines, state_checksum(tiny[0]), tiny[1], 16, 16) is None  # a whole export again
+
+
+def test_an_entry_of_other_weights_or_size_under_the_name_is_not_used(tiny, engines, tmp_path):
+    """The name is the key; a file renamed to it (another key's export) was used as it was."""
+    model = onnx.load(str(engines))
+    for e in model.metadata_props:
+        if e.key == "vsr.weights_sha256":
+            e.value = "0" * 64
+    onnx.save(model, str(engines))
+    os.chmod(engines, 0o644)
+    path, said = _export(tiny)
+    assert len(said) == 1 and "not the export asked for" in said[0]
+    meta = {e.key: e.value for e in onnx.load(str(path)).metadata_props}
+    assert meta["vsr.weights_sha256"] != "0" * 64
+
+
+def test_an_entry_others_can_write_is_exported_again_and_entries_are_made_without_group_write(tiny, engines):
+    os.chmod(engines, 0o666)
+    old = os.umask(0o002)  # the default umask of many distributions' users: 0664 entries were never trusted
+    try:
+        path, said = _export(tiny)
+    finally:
+        os.umask(old)
+    assert len(said) == 1 and "is not yours alone (other users can write to it (mode 666))" in said[0]
+    assert not path.stat().st_mode & 0o022
+    assert _export(tiny)[1] == []  # and it is reused from then on
+
+
+@pytest.mark.parametrize("mode", [0o777, 0o775], ids=["777", "775"])
+def test_a_folder_others_can_write_is_refused_in_one_line(tiny, engines, mode):
+    """A shared VSR_ENGINE_DIR: whoever can write there decides the output of everyone who uses it."""
+    os.chmod(engines.parent, mode)
+    with pytest.raises(InputError, match=rf"will not keep cached ONNX exports in .*onnx: other users can write to "
+                                         rf"it \(mode {mode:o}\); .* set VSR_ENGINE_DIR to a folder of yours alone"):
+        cached_export(*tiny, 16, 16)
+
+
+def test_a_folder_or_entry_of_another_user_is_not_trusted(tiny, engines, monkeypatch):
+    """No chown here: the check is given another user id as this process's own."""
+    me = os.geteuid()
+    monkeypatch.setattr("vsr.files.os.geteuid", lambda: me + 1)
+    with pytest.raises(InputError, match=rf"will not keep cached ONNX exports in .*: it belongs to user {me};"):
+        cached_export(*tiny, 16, 16)
+    monkeypatch.setattr("vsr.export.cache.private_folder", lambda path, *a, **k: path)
+    assert cache.unusable(engines, "x", tiny[1], 16, 16) == f"is not yours alone (it belongs to user {me})"
+
+
+def test_a_new_folder_is_made_mode_0700(tiny, tmp_path, monkeypatch):
+    monkeypatch.setenv("VSR_ENGINE_DIR", str(tmp_path / "new"))
+    assert cache.export_folder().stat().st_mode & 0o777 == 0o700
+
+
+def test_the_key_covers_the_exporters_versions_and_vsrs_graph_code(tiny, monkeypatch):
+    import onnxscript
+
+    model, cfg = tiny
+    base = export_key("w", cfg, 16, 16)
+    monkeypatch.setattr(onnxscript, "__version__", "0.0.1")
+    assert export_key("w", cfg, 16, 16) != base
+    monkeypatch.undo()
+    monkeypatch.setattr(onnx, "__version__", "0.0.1")
+    assert export_key("w", cfg, 16, 16) != base
+    monkeypatch.undo()
+    monkeypatch.setattr(cache, "graph_code_digest", lambda: "other")
+    assert export_key("w", cfg, 16, 16) != base
+    monkeypatch.undo()
+    assert export_key("w", cfg, 16, 16) == base and export_key("w", cfg, 16, 16, precision="fp16") != base
