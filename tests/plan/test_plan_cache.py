@@ -96,3 +96,85 @@ def test_bad_inputs_are_user_errors(tmp_path):
     with pytest.raises(InputError, match="not a readable"):
         write_plan(tmp_path / "junk.onnx", tmp_path / "p")
     shutil.rmtree(tmp_path / "p", ignore_errors=True)
+
+
+def _get(cache, model_path):
+    import warnings
+
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        plan = cache.get(model_path)
+    return plan, [str(w.message) for w in seen]
+
+
+@pytest.mark.parametrize("damage", ["no steps", "not an object", "constants"])
+def test_a_plan_with_an_incomplete_manifest_or_constants_is_rebuilt_with_one_warning(model_path, tmp_path, damage):
+    """A manifest that parses but lacks a key was a KeyError traceback mid-run; the same for a manifest that
+    is a list, or constants.npz cut short where the manifest no longer lists it."""
+    cache = PlanCache(tmp_path / "plans")
+    a = cache.get(model_path)
+    manifest = a.directory / "manifest.json"
+    m = json.loads(manifest.read_text())
+    if damage == "no steps":
+        del m["steps"]
+    elif damage == "constants":
+        del m["files"]["constants.npz"]
+        (a.directory / "constants.npz").write_bytes(b"PK\x03\x04cut")
+    manifest.write_text(json.dumps([m] if damage == "not an object" else m))
+    b, said = _get(cache, model_path)
+    assert cache.built == 2 and b.directory == a.directory and len(said) == 1 and "building it again" in said[0]
+    assert SubgraphPlan.load(b.directory).steps
+
+
+def test_a_plans_folder_others_can_write_is_refused_in_one_line(model_path, tmp_path):
+    root = tmp_path / "plans"
+    PlanCache(root).get(model_path)
+    root.chmod(0o777)
+    with pytest.raises(InputError, match=r"will not keep cached split plans in .*plans: other users can write to "
+                                         r"it \(mode 777\)"):
+        PlanCache(root).get(model_path)
+    assert (tmp_path / "new").exists() is False
+    PlanCache(tmp_path / "new").get(model_path)
+    assert (tmp_path / "new").stat().st_mode & 0o777 == 0o700
+
+
+def test_a_plan_folder_others_can_write_or_a_link_is_not_used(model_path, tmp_path):
+    """A plan folder whose name is the key was used as found: through a link to anywhere, or writable by all."""
+    cache = PlanCache(tmp_path / "plans")
+    a = cache.get(model_path)
+    a.directory.chmod(0o777)
+    b, said = _get(cache, model_path)
+    assert cache.built == 2 and len(said) == 1 and "(other users can write to it (mode 777))" in said[0]
+    assert b.directory.stat().st_mode & 0o777 == 0o700
+    elsewhere = tmp_path / "elsewhere"
+    b.directory.rename(elsewhere)
+    b.directory.symlink_to(elsewhere)
+    c, said = _get(cache, model_path)
+    assert cache.built == 3 and len(said) == 1 and "(it is a symbolic link)" in said[0]
+    assert not c.directory.is_symlink() and (elsewhere / "manifest.json").is_file()  # the target left alone
+
+
+def test_a_plan_folder_of_another_user_is_not_used(model_path, tmp_path, monkeypatch):
+    """No chown here: the check is given another user id as this process's own once the folders exist."""
+    import os
+
+    cache = PlanCache(tmp_path / "plans")
+    a = cache.get(model_path)
+    me = os.geteuid()
+    monkeypatch.setattr("vsr.plan.plan.private_folder", lambda path, *a, **k: path)
+    monkeypatch.setattr("vsr.files.os.geteuid", lambda: me + 1)
+    assert PlanCache._cached(a.directory, plan_key(model_path)) == (None, f"is not yours alone (it belongs to "
+                                                                         f"user {me})")
+
+
+def test_the_key_covers_onnx_and_the_code_that_writes_plans(model_path, monkeypatch):
+    from vsr.plan import plan as plan_module
+
+    base = plan_key(model_path)
+    monkeypatch.setattr(onnx, "__version__", "0.0.1")
+    plan_module.plan_tools.cache_clear()
+    assert plan_key(model_path).digest != base.digest
+    monkeypatch.undo()
+    plan_module.plan_tools.cache_clear()
+    assert plan_key(model_path).digest == base.digest
+    assert plan_key(model_path, quant="q").tools != base.tools  # int8: its rewrite's code too

@@ -16,8 +16,11 @@ whose manifest or files do not match is rebuilt) and never rebuilds a valid one.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
+import warnings
+import zipfile
 import logging
 import os
 import shutil
@@ -30,7 +33,7 @@ import numpy as np
 import onnx
 
 from vsr.errors import BackendError, InputError
-from vsr.files import engine_dir, sha256_file
+from vsr.files import PACKAGE_PARENT, engine_dir, private_folder, sha256_file, untrusted
 from vsr.plan.arena import ArenaPlan, Buffer, plan_arena
 from vsr.plan.front import FRAMES
 from vsr.plan.partition import DEFAULT_BRIDGE_OPS, Partition, Step, TensorInfo, eval_dim, partition
@@ -57,6 +60,7 @@ class PlanKey:
     plan_format: int = PLAN_FORMAT
     quant: str = ""  # digest of the quantization parameters (int8 plans; "" for fp32)
     front: bool = False  # the per-frame front is a segment of its own (vsr.plan.front)
+    tools: str = ""  # onnx's version and a digest of vsr's code that writes plans (:func:`plan_tools`)
 
     def fields(self) -> dict:
         d = asdict(self)
@@ -145,19 +149,29 @@ class SubgraphPlan:
 
     @classmethod
     def load(cls, directory: str | os.PathLike, verify: bool = True) -> "SubgraphPlan":
+        """The plan in ``directory``; BackendError (one line) where it is not a whole one: its manifest missing,
+        damaged or incomplete, or (``verify``) a file not the one its manifest lists."""
         d = Path(directory)
         try:
             m = json.loads((d / MANIFEST).read_text())
         except (OSError, ValueError) as e:
             raise BackendError(f"{d}: not a readable plan ({e})") from None
-        if m.get("plan_format") != PLAN_FORMAT:
-            raise BackendError(f"{d}: plan format {m.get('plan_format')} (this vsr reads {PLAN_FORMAT})")
+        if not isinstance(m, dict) or m.get("plan_format") != PLAN_FORMAT:
+            raise BackendError(f"{d}: plan format {m.get('plan_format') if isinstance(m, dict) else None} "
+                               f"(this vsr reads {PLAN_FORMAT})")
+        try:
+            return cls._from_manifest(d, m, verify)
+        except (KeyError, TypeError, ValueError, AttributeError, OSError, zipfile.BadZipFile) as e:
+            raise BackendError(f"{d}: not a whole plan ({type(e).__name__}: {e})") from None
+
+    @classmethod
+    def _from_manifest(cls, d: Path, m: dict, verify: bool) -> "SubgraphPlan":
         if verify:
             for name, sha in m["files"].items():
                 p = d / name
                 if not p.is_file() or sha256_file(p) != sha:
                     raise BackendError(f"{d}: {name} is missing or does not match the manifest")
-        with np.load(d / CONSTANTS) as z:
+        with open(d / CONSTANTS, "rb") as f, np.load(f) as z:  # (np.load leaves its file open on BadZipFile)
             # npz keys are the initializer names, escaped by index (names may contain '/')
             constants = {name: z[f"c{i}"] for i, name in enumerate(m["constants"])}
         tensors = {k: TensorInfo(k, tuple(v["shape"]), v["dtype"]) for k, v in m["tensors"].items()}
@@ -177,6 +191,22 @@ def _model_bucket(model: onnx.ModelProto) -> tuple:
     return tuple(tuple(s) for s in shapes) if len(shapes) != 1 else tuple(shapes[0])
 
 
+# vsr's files whose code decides what a plan holds (PLAN_FORMAT and QUANT_FORMAT are bumped by hand, and
+# vsr's version number never changes): the partition, and for int8 plans the rewrite and its calibration
+PLAN_CODE = ("vsr/plan/partition.py", "vsr/plan/front.py", "vsr/plan/plan.py")
+INT8_CODE = ("vsr/quant/int8_plan.py", "vsr/quant/rewrite.py", "vsr/quant/calibrate.py",
+             "vsr/quant/segment_graph.py", "vsr/quant/config.py")
+
+
+@functools.lru_cache(maxsize=2)
+def plan_tools(int8: bool = False) -> str:
+    """onnx's version (it writes the segments) and a digest of :data:`PLAN_CODE` (and :data:`INT8_CODE`)."""
+    h = hashlib.sha256()
+    for name in PLAN_CODE + (INT8_CODE if int8 else ()):
+        h.update(name.encode() + b"\0" + (PACKAGE_PARENT / name).read_bytes() + b"\0")
+    return f"onnx {onnx.__version__}, code {h.hexdigest()[:16]}"
+
+
 def plan_key(onnx_path: str | os.PathLike, *, backend: str = "onnxruntime", backend_version: str | None = None,
              precision: str = "fp32", bridge_ops=DEFAULT_BRIDGE_OPS, fuse_activations: bool = True,
              kernel_device: str = "cpu", model: onnx.ModelProto | None = None, quant: str = "",
@@ -190,7 +220,8 @@ def plan_key(onnx_path: str | os.PathLike, *, backend: str = "onnxruntime", back
     model = model if model is not None else onnx.load(str(onnx_path), load_external_data=False)
     return PlanKey(model_sha256=sha256_file(onnx_path), bucket=_model_bucket(model), precision=precision,
                    backend=backend, backend_version=backend_version, bridge_ops=tuple(sorted(set(bridge_ops))),
-                   fuse_activations=fuse_activations, kernel_device=kernel_device, quant=quant, front=front)
+                   fuse_activations=fuse_activations, kernel_device=kernel_device, quant=quant, front=front,
+                   tools=plan_tools(bool(quant)))
 
 
 # transform(partition, model, out_dir) -> manifest additions: rewrites ``partition.segments`` in place (e.g. into
@@ -279,20 +310,20 @@ class PlanCache:
 
         ``transform``: see :func:`write_plan`; its parameters must be in the key (``quant``)."""
         key = plan_key(onnx_path, **key_fields)
+        private_folder(self.root, "cached split plans", "what is read back from there decides your output",
+                       "VSR_ENGINE_DIR")
         d = self.path(key)
-        if d.is_dir():
-            try:
-                plan = SubgraphPlan.load(d)
-                if plan.key == json.loads(json.dumps(key.fields())):
-                    return plan
-                log.warning("plan %s: manifest key differs from its directory name; rebuilding", d)
-            except BackendError as e:
-                log.warning("plan %s unusable (%s); rebuilding", d, e)
-        self.root.mkdir(parents=True, exist_ok=True)
+        plan, why = self._cached(d, key)
+        if plan is not None:
+            return plan
+        if why:
+            warnings.warn(f"the cached plan {d} {why}; building it again", stacklevel=2)
         tmp = Path(tempfile.mkdtemp(prefix=f".{key.digest}.", dir=self.root))
         try:
             write_plan(onnx_path, tmp, transform=transform, **{k: v for k, v in key_fields.items() if k != "model"})
-            if d.exists():
+            if d.is_symlink() or d.is_file():
+                d.unlink()
+            elif d.exists():
                 shutil.rmtree(d)
             os.replace(tmp, d)
         except BaseException:
@@ -300,6 +331,23 @@ class PlanCache:
             raise
         self.built += 1
         return SubgraphPlan.load(d)
+
+    @staticmethod
+    def _cached(d: Path, key: PlanKey) -> tuple[SubgraphPlan | None, str]:
+        """The cached plan ``d``, or None and why it cannot be used (``""``: there is none): it is not the
+        user's alone (a folder of theirs no other user can write, not a link) or not a whole plan of ``key``."""
+        if not os.path.lexists(d):
+            return None, ""
+        why = untrusted(d)
+        if why is not None:
+            return None, f"is not yours alone ({why})"
+        try:
+            plan = SubgraphPlan.load(d)
+        except BackendError as e:
+            return None, f"is unusable: {str(e).removeprefix(f'{d}: ')}"
+        if plan.key != json.loads(json.dumps(key.fields())):
+            return None, "has a manifest whose key is not its folder's name"
+        return plan, ""
 
 
 def window_input_shape(path: Path) -> list:
