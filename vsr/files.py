@@ -46,10 +46,10 @@ def create_new(path: Path, mode: int = 0o666) -> int:
         return os.open(path, flags, mode)
 
 
-def write_new(path: Path, data: bytes) -> None:
+def write_new(path: Path, data: bytes, mode: int = 0o666) -> None:
     """``data`` in a new file of vsr's own at ``path`` (:func:`create_new`: never written through a link planted
-    at the name); the caller renames it into place."""
-    with open(create_new(path), "wb") as f:
+    at the name; ``mode`` less the umask); the caller renames it into place."""
+    with open(create_new(path, mode), "wb") as f:
         f.write(data)
 
 

@@ -275,3 +275,49 @@ def test_a_link_planted_at_the_engines_temporary_is_not_written_through(trt, pyc
     backend.load(onnx_path)
     assert victim.read_text() == "keep me\n"
     assert final.is_file() and not final.is_symlink() and final.stat().st_size > 0
+
+
+def _load(backend, onnx_path):
+    import warnings
+
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        backend.load(onnx_path)
+    return [str(w.message) for w in seen]
+
+
+@pytest.mark.parametrize("damage", ["garbage", "cut", "mode 666"])
+def test_a_damaged_or_shared_cached_engine_is_built_again_with_one_warning(trt, pycuda, tmp_path, damage):
+    """A damaged engine file was one error (could not deserialise) on every run until the user found and removed
+    it; one others could write was deserialised as it was (an engine is code: plugins' host code)."""
+    import os
+
+    engines = tmp_path / "engines"
+    backend = TensorRTSegmentBackend(engine_dir=str(engines))
+    onnx_path = _double(tmp_path / "d.onnx")
+    assert _load(backend, onnx_path) == [] and len(trt._builds) == 1
+    final = backend.engine_path(onnx_path, open(onnx_path, "rb").read(), trt.__version__)
+    assert engines.stat().st_mode & 0o777 == 0o700 and not final.stat().st_mode & 0o022
+    data = final.read_bytes()
+    if damage == "mode 666":
+        final.chmod(0o666)
+    else:
+        final.write_bytes(b"\x00" * 64 if damage == "garbage" else data[:8])
+    said = _load(backend, onnx_path)
+    assert len(said) == 1 and "building it again" in said[0] and len(trt._builds) == 2
+    assert final.read_bytes() == data and not final.stat().st_mode & 0o022
+    assert _load(backend, onnx_path) == [] and len(trt._builds) == 2  # used from then on
+    assert not [p for p in os.listdir(engines) if p.endswith(".partial")]
+
+
+def test_an_engine_folder_others_can_write_is_refused_in_one_line(trt, pycuda, tmp_path):
+    from vsr.errors import InputError
+
+    engines = tmp_path / "engines"
+    engines.mkdir()
+    engines.chmod(0o777)
+    onnx_path = _double(tmp_path / "d.onnx")
+    with pytest.raises(InputError, match=r"will not keep TensorRT engines in .*engines: other users can write to "
+                                         r"it \(mode 777\); an engine loaded from there would run as you"):
+        TensorRTSegmentBackend(engine_dir=str(engines)).load(onnx_path)
+    assert trt._builds == []

@@ -35,6 +35,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -42,7 +43,7 @@ from typing import Callable
 import numpy as np
 
 from vsr.errors import BackendError
-from vsr.files import write_new
+from vsr.files import private_folder, untrusted, write_new
 from vsr.plan.partition import eval_dim
 
 log = logging.getLogger(__name__)
@@ -172,15 +173,16 @@ class TensorRTSegmentBackend:
         logger = trt.Logger(trt.Logger.WARNING)
         onnx_bytes = Path(path).read_bytes()
         engine_path = self.engine_path(Path(path), onnx_bytes, trt.__version__)
+        # an engine is code (it can carry plugins' host code): read back only from a folder of the user's alone
+        private_folder(engine_path.parent, "TensorRT engines", "an engine loaded from there would run as you")
         runtime = trt.Runtime(logger)
-        if engine_path.is_file():
-            engine = runtime.deserialize_cuda_engine(engine_path.read_bytes())
-        else:
+        engine = self._cached(runtime, engine_path)
+        if engine is None:
             engine_bytes = self._build(trt, logger, onnx_bytes, path)
-            engine_path.parent.mkdir(parents=True, exist_ok=True)
-            # (created by vsr: a link planted at the name is replaced, never written through)
+            # (created by vsr: a link planted at the name is replaced, never written through; never group-writable,
+            # or it would not be trusted)
             tmp = engine_path.with_name(f".{engine_path.name}.{os.getpid()}.partial")
-            write_new(tmp, engine_bytes)
+            write_new(tmp, engine_bytes, 0o644)
             tmp.replace(engine_path)
             engine = runtime.deserialize_cuda_engine(engine_bytes)
         if engine is None:
@@ -188,6 +190,27 @@ class TensorRTSegmentBackend:
         if self.device_io:
             return TensorRTDeviceRunner(engine, self.stream, Path(path).stem)
         return TensorRTSegmentRunner(engine, cuda, self.max_batch)
+
+    @staticmethod
+    def _cached(runtime, engine_path: Path):
+        """The engine cached at ``engine_path``, or None: none there, or one that is not the user's alone or
+        cannot be deserialised (damaged, cut short), which is built again after one warning line."""
+        if not os.path.lexists(engine_path):
+            return None
+        why = untrusted(engine_path) or (None if engine_path.is_file() else "not a file")
+        engine = None
+        if why is None:
+            try:
+                engine = runtime.deserialize_cuda_engine(engine_path.read_bytes())
+            except Exception as e:  # TensorRT's own errors: the engine is damaged
+                log.info("TensorRT: %s", e)
+            if engine is None:
+                why = "cannot be deserialised (damaged or cut short)"
+        else:
+            why = f"is not yours alone ({why})"
+        if engine is None:
+            warnings.warn(f"the cached TensorRT engine {engine_path} {why}; building it again", stacklevel=3)
+        return engine
 
     def _build(self, trt, logger, onnx_bytes: bytes, path: Path) -> bytes:
         where = Path(path).name

@@ -15,7 +15,7 @@ import platform
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from vsr.files import engine_dir, write_new
+from vsr.files import engine_dir, private_folder, write_new
 from vsr.kernels.cuda.sources import sources_digest
 
 KEY_VERSION = 1  # bump when the meaning of a key's fields changes
@@ -42,12 +42,14 @@ def runtime_key(facts: DeviceFacts, *extra: str) -> str:
 
 
 def cache_folder(facts: DeviceFacts, root: str | Path | None = None, *extra: str) -> Path:
-    """``<root>/<readable device>-<key>`` (root default ``<engine dir>/cuda``), created, with ``facts.json``
-    beside the artefacts so that a person can tell what each folder is for."""
+    """``<root>/<readable device>-<key>`` (root default ``<engine dir>/cuda``), created (mode 0700; one another
+    user owns or can write is refused: :func:`vsr.files.private_folder`), with ``facts.json`` beside the
+    artefacts so that a person can tell what each folder is for."""
     base = Path(root) if root else engine_dir() / "cuda"
     readable = "".join(c if c.isalnum() else "-" for c in facts.device_name.lower()).strip("-")[:40] or "device"
-    folder = base / f"{readable}-{runtime_key(facts, *extra)}"
-    folder.mkdir(parents=True, exist_ok=True)
+    # engines and compiled kernels are code: only from a folder of the user's alone (made mode 0700)
+    folder = private_folder(base / f"{readable}-{runtime_key(facts, *extra)}", "compiled kernels and engines",
+                            "what is loaded from there would run as you", "VSR_ENGINE_DIR")
     manifest = folder / "facts.json"
     if not manifest.exists():
         tmp = folder / f".facts.json.{os.getpid()}.tmp"  # (a link planted there is replaced, not written through)
