@@ -106,7 +106,12 @@ def test_fetch_basicsr_and_mmagic_checkpoints_then_load_them_by_name(cache, monk
             assert all(torch.equal(v, sd[k]) for k, v in model.state_dict().items())
         served = len(srv.requests)
         code, out, _ = fetch_cli(capsys, "tiny-mmagic")  # present and verified: no request
-        assert code == 0 and "already there" in out and len(srv.requests) == served
+        # only its 8-digit prefix is known: the line said "sha256 verified" as for a full digest
+        prefix = official.OFFICIAL[1].prefix
+        assert code == 0 and f"(already there, sha256 starts with the published {prefix})" in out
+        assert len(srv.requests) == served
+        code, out, _ = fetch_cli(capsys, "tiny-basicsr")
+        assert code == 0 and "(already there, sha256 verified)" in out and len(srv.requests) == served
     assert main(["models", "--json"]) == 0
     listed = {o["name"]: o["path"] for o in json.loads(capsys.readouterr().out)["official"]}
     assert listed == {"tiny-basicsr": str(cache / official.OFFICIAL[0].filename),
