@@ -16,12 +16,10 @@ hold is named in one warning.
 
 from __future__ import annotations
 
-import math
 import struct
 import warnings
 from dataclasses import dataclass
 from enum import Enum
-from fractions import Fraction
 from pathlib import Path
 from typing import Protocol
 
@@ -33,6 +31,7 @@ from vsr.video.conversions import (LOSSLESS_AUDIO, LOSSLESS_TARGETS, TEXT_SUBTIT
 from vsr.video.extras import ATTACHMENTS, COVERS, Extra, left_out, read_extras
 from vsr.video.joins import JoinedPackets
 from vsr.video.reading import open_input, tags
+from vsr.video.trimmed import CueEnds, Window, on_at
 
 
 class PassMode(Enum):
@@ -50,32 +49,6 @@ class Route:
     codec: str | None
     target: str | None = None  # a TEXT route's output codec: mov_text or subrip
     source: object = None  # an ENCODE route's source stream (its decoder is flushed at the end)
-
-
-@dataclass(frozen=True)
-class Window:
-    """Which passthrough packets a trimmed output (``--frames A:B``) keeps, in source seconds: none that
-    start before ``start`` (None: keep them: the codec's priming packets before the source's first frame),
-    none at or after ``end`` once the video has ended (None: keep all)."""
-
-    start: float | None
-    end: float | None
-
-
-def _on_at(pkt, start: float) -> bool:
-    """Whether ``pkt``, which starts before a trimmed output's ``start`` (source seconds), is a subtitle still on
-    screen then: it is kept, from ``start`` for the time it had left (as a chapter running there is)."""
-    if pkt.stream.type != "subtitle" or not pkt.duration or pkt.pts is None:
-        return False
-    tb = pkt.time_base
-    begin = int(math.ceil(Fraction(start).limit_denominator(10**9) / tb))
-    end = pkt.pts + pkt.duration
-    if end <= begin:
-        return False
-    if pkt.dts is not None:
-        pkt.dts += begin - pkt.pts
-    pkt.pts, pkt.duration = begin, end - begin
-    return True
 
 
 def copy_works(st, oc, sample=None) -> bool:
@@ -230,6 +203,8 @@ class Passthrough:
                                                      (getattr(feed, "video", None), "standard input")))
         self._refused: set[int] = set()  # the streams whose packets a muxer refused (said once each)
         self._pending = None
+        self._shift = 0.0  # (copy_until's: where the held cues go)
+        self._cue_ends = CueEnds(lambda i, pkt: self._mux(pkt, int(round(self._shift / pkt.time_base)), i))
         self._next_pts: dict[int, tuple[int, object]] = {}  # an ENCODE route's next frame time, in its time base
         self._off: dict[int, int] = {}  # an ENCODE route's shift, from its first packet until its decoder drains
         samples = first_packets(feed, [st.index for st in self._feed.streams]) if isinstance(feed, Path) else {}
@@ -284,6 +259,9 @@ class Passthrough:
         back by ``shift`` seconds, keeping only those ``window`` keeps."""
         if self._covers:
             self._mux_covers()
+        self._shift = shift
+        if window is not None:
+            self._cue_ends.release(window.end)
         while self._feed is not None:
             pkt = self._next()
             if pkt is None:
@@ -295,9 +273,11 @@ class Passthrough:
             self._pending = None
             if window is not None:
                 start_t = float((pkt.pts if pkt.pts is not None else ts) * pkt.time_base)
-                if window.start is not None and start_t < window.start - 1e-9 and not _on_at(pkt, window.start):
+                if window.start is not None and start_t < window.start - 1e-9 and not on_at(pkt, window.start):
                     continue
                 if window.end is not None and t >= window.end and t_src is None:
+                    continue
+                if self._cue_ends.take(pkt, window.end):  # (it ends after the frames written so far)
                     continue
             self._mux(pkt, int(round(shift / pkt.time_base)) if shift else 0)
 
@@ -315,8 +295,8 @@ class Passthrough:
                 self._pending = pkt
         return self._pending
 
-    def _mux(self, pkt, off: int) -> None:
-        route = self.routes[pkt.stream.index]
+    def _mux(self, pkt, off: int, index: int | None = None) -> None:
+        route = self.routes[pkt.stream.index if index is None else index]
         if route.mode is PassMode.COPY:
             if off:
                 if pkt.pts is not None:
@@ -382,6 +362,8 @@ class Passthrough:
     def flush(self, shift: float, window: Window | None) -> None:
         """Mux what remains (as :meth:`copy_until` would), then what the re-encoding audio encoders hold."""
         self.copy_until(None, shift, window)
+        if window is not None and window.end is not None:
+            self._cue_ends.flush(window.end)
         self._drain_decoders()
         for route in self.routes.values():
             if route.mode is PassMode.ENCODE:

@@ -39,12 +39,13 @@ from vsr.video.output import WRITE_ERRNOS, Partial, commit_output, output_path, 
 from vsr.video.orientation import HOLDERS, not_kept, output_matrix
 from vsr.video.origin import CLOCKED, origin
 from vsr.video.palette import Palettes
-from vsr.video.passthrough import Passthrough, Window
+from vsr.video.passthrough import Passthrough
 from vsr.video.resize import factor, resized, sample_aspect
 from vsr.video.source import VideoInfo
 from vsr.video.spherical import view_metadata, view_not_written
 from vsr.video.tags import write_container_keys
 from vsr.video.track_metadata import add_track_metadata
+from vsr.video.trimmed import Window
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,113 @@
+"""What a trimmed output (``--frames A:B``, a batch job's join of such a run) keeps of the source's audio and
+subtitle packets: the :class:`Window` of its span; a subtitle on screen at frame A, from A for the time it had
+left (:func:`on_at`); a cue still on screen at the span's end, cut to end with the video (:class:`CueEnds`).
+
+The span's end is not known while the packets are muxed (they go in ahead of the frames the encoder still holds,
+and the run may end anywhere), so a cue that ends later than the frames written so far is held back until they
+reach its end (muxed as it is) or the run ends (muxed ending where the last frame ends).  A held cue is a few
+bytes and few are ever held; past :data:`MAX_HELD` the oldest goes in as it is, as before.  FFmpeg's muxer
+puts a held cue in its place among the packets it still holds (10 s of them); one held longer lands later in
+the file, at its own time (Matroska: before its cluster's).  A cue without a
+duration (a PGS or DVB picture, taken off by a later packet) is not held: that later packet, past the end, is
+left out, and the picture ends with the video.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Callable
+
+MAX_HELD = 256  # cues held back at once (subtitles overlap a few at a time; this bounds a damaged file's)
+
+
+@dataclass(frozen=True)
+class Window:
+    """Which passthrough packets a trimmed output (``--frames A:B``) keeps, in source seconds: none that
+    start before ``start`` (None: keep them: the codec's priming packets before the source's first frame),
+    none at or after ``end`` once the video has ended (None: keep all); ``end`` is the end of the frames
+    written so far, the span's own once the run has ended."""
+
+    start: float | None
+    end: float | None
+
+
+def ticks(seconds: float, tb: Fraction, up: bool = False) -> int:
+    """``seconds`` in ``tb`` ticks: rounded up (``up``), else to the nearest tick."""
+    t = Fraction(seconds).limit_denominator(10**9) / tb
+    return int(math.ceil(t)) if up else round(t)
+
+
+def on_at(pkt, start: float) -> bool:
+    """Whether ``pkt``, which starts before a trimmed output's ``start`` (source seconds), is a subtitle still on
+    screen then: it is kept, from ``start`` for the time it had left (as a chapter running there is)."""
+    if pkt.stream.type != "subtitle" or not pkt.duration or pkt.pts is None:
+        return False
+    begin = ticks(start, pkt.time_base, up=True)
+    end = pkt.pts + pkt.duration
+    if end <= begin:
+        return False
+    if pkt.dts is not None:
+        pkt.dts += begin - pkt.pts
+    pkt.pts, pkt.duration = begin, end - begin
+    return True
+
+
+def _ends_after(pkt, end: float) -> bool:
+    return pkt.pts + pkt.duration > ticks(end, pkt.time_base)
+
+
+class CueEnds:
+    """The subtitle cues of a trimmed output that end after the frames written so far, held back in their
+    streams' order until :meth:`release` finds the video past their end or :meth:`flush` cuts them to the
+    span's end; ``mux(index, pkt)`` puts a packet of the source's stream ``index`` into the output (a held packet's
+    stream may be closed by then: its index is kept)."""
+
+    def __init__(self, mux: Callable[[int, object], None]):
+        self._mux = mux
+        self._held: dict[int, deque] = {}  # source stream index -> its held cues, in order
+        self._count = 0
+
+    def take(self, pkt, end: float | None) -> bool:
+        """Hold ``pkt`` where it is a cue that ends after ``end`` (the frames written so far), or one of a stream
+        with cues held before it (they go in in order); False: mux it now."""
+        index = pkt.stream.index
+        queue = self._held.get(index)
+        if not queue and (end is None or pkt.stream.type != "subtitle" or not pkt.duration or pkt.pts is None
+                          or not _ends_after(pkt, end)):
+            return False
+        self._held.setdefault(index, deque()).append(pkt)
+        self._count += 1
+        if self._count > MAX_HELD:  # (the oldest, as it is: memory stays bounded)
+            oldest = min((i for i, q in self._held.items() if q),
+                         key=lambda i: self._held[i][0].pts * self._held[i][0].time_base)
+            self._pop(oldest)
+        return True
+
+    def release(self, end: float | None) -> None:
+        """Mux the held cues the frames written so far (up to ``end``) cover, each stream's in order."""
+        for index, queue in self._held.items():
+            while queue and (end is None or queue[0].pts is None or not queue[0].duration
+                             or not _ends_after(queue[0], end)):
+                self._pop(index)
+
+    def flush(self, end: float) -> None:
+        """The run has ended at ``end`` (source seconds): the held cues, each cut to end there (one starting at
+        or after it is left out)."""
+        for index, queue in self._held.items():
+            while queue:
+                pkt = queue[0]
+                if pkt.pts is not None and pkt.duration and _ends_after(pkt, end):
+                    last = ticks(end, pkt.time_base)
+                    if pkt.pts >= last:
+                        queue.popleft()
+                        self._count -= 1
+                        continue
+                    pkt.duration = last - pkt.pts
+                self._pop(index)
+
+    def _pop(self, index: int) -> None:
+        self._count -= 1
+        self._mux(index, self._held[index].popleft())
