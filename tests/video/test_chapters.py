@@ -99,3 +99,45 @@ def test_a_chunked_job_writes_the_chapters_of_one_pass(chaptered, tmp_path, fram
     run_job(spec, WindowBackend(), chunk_frames=16)
     assert chapters(tmp_path / "job.mkv") == chapters(tmp_path / "single.mkv")
     assert len(chapters(tmp_path / "job.mkv")) == 3
+
+
+def to_stream(src: Path, saved: Path, *args, stdin: bool = False) -> str:
+    """``vsr upscale SRC - ARGS`` into a real pipe (``stdin``: SRC through one, ``-``), what comes out saved as
+    ``saved``; its stderr."""
+    up = subprocess.Popen(["cat", str(src)], stdout=subprocess.PIPE) if stdin else None
+    proc = subprocess.Popen([sys.executable, "-m", "vsr", "upscale", "-" if stdin else str(src), "-", *TINY, *args],
+                            stdin=up.stdout if up else None, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO)
+    if up is not None:
+        up.stdout.close()
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0 and (up is None or up.wait(60) == 0), err.decode()
+    saved.write_bytes(out)
+    return err.decode()
+
+
+@pytest.mark.parametrize("fmt, codec", [("matroska", "libx264"), ("nut", "ffv1")])
+@pytest.mark.parametrize("frames", [None, "30:80", "30:"])
+def test_a_stream_has_the_chapters_of_the_file_run(chaptered, tmp_path, fmt, codec, frames):
+    """A stream's header is written first and never again (a trimmed one had none: Matroska's muxer, given them at
+    the end, writes them after the last cluster, where ffprobe does not look): a trimmed stream's are cut to the
+    span its file's packets say, as the file run's are to the span its frames had."""
+    trim = ["--frames", frames] if frames else []
+    p = vsr("upscale", chaptered, tmp_path / "file.mkv", *TINY, "-c", codec, *trim)
+    assert p.returncode == 0, p.stderr
+    err = to_stream(chaptered, tmp_path / "stream.out", "--format", fmt, "-c", codec, *trim)
+    assert "chapters" not in err, err
+    want = chapters(tmp_path / "file.mkv")
+    assert chapters(tmp_path / "stream.out") == want and len(want) == 3
+
+
+def test_a_trimmed_stream_from_a_stream_says_its_chapters_are_left_out(chaptered, tmp_path):
+    """Read once from a pipe, the source cannot say its span's times before the output's header: one line."""
+    err = to_stream(chaptered, tmp_path / "stream.mkv", "--format", "matroska", "--frames", "30:80", stdin=True)
+    said = [ln for ln in err.splitlines() if "chapters" in ln]
+    assert said == ["vsr: warning: the source's chapters are left out: a trimmed matroska stream holds them in its "
+                    "header, written before its frames, and where its span starts and ends cannot be known then (the "
+                    "source is a stream, read once); a file output keeps them"], err
+    assert chapters(tmp_path / "stream.mkv") == []
+    # untrimmed, the source's own are written
+    to_stream(chaptered, tmp_path / "whole.mkv", "--format", "matroska", stdin=True)
+    assert chapters(tmp_path / "whole.mkv") == chapters(chaptered)

@@ -55,7 +55,7 @@ def upscale(src: str | Path, dst: str | Path, *, backend: Backend | BackendReque
         encoder = run_encoder(backend, encoder)
         # (a trimmed output's timecode is its frame A's)
         sink = open_sink(dst, starting_at(source.info, start), encoder, scale=4 if request else backend.scale,
-                         trim=trim)
+                         trim=trim, frames=(start, stop))
         try:
             choice = None
             if request is not None:

@@ -41,11 +41,12 @@ def open_source(path: str | Path, deinterlace: str = "auto") -> (VideoSource | P
 
 
 def open_sink(dst: str | Path, info: VideoInfo, settings: EncoderSettings, scale: int = 4,
-              trim: bool = False) -> PngFolderSink | VideoSink:
+              trim: bool = False, frames: tuple[int, int | None] = (0, None)) -> PngFolderSink | VideoSink:
     """A :class:`StreamSink` for ``-`` (standard output, in ``settings.container``), a :class:`PngFolderSink`
-    for a folder name, else a :class:`VideoSink` (container from the suffix)."""
+    for a folder name, else a :class:`VideoSink` (container from the suffix); ``frames``: a trimmed run's
+    ``--frames A:B`` (a stream's header holds its chapters, cut to them)."""
     if is_stream(dst):
-        return StreamSink(info, settings, scale, trim)
+        return StreamSink(info, settings, scale, trim, frames)
     if settings.container is not None:
         raise InputError(f"--format {settings.container} is for output - (standard output); the container of "
                          f"{Path(dst).name} follows its suffix")

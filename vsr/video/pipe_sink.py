@@ -11,11 +11,14 @@ the run with :class:`OutputClosed` (one line, no traceback).
 from __future__ import annotations
 
 import os
+import warnings
+from fractions import Fraction
 from pathlib import Path
 
 import av
 
 from vsr.errors import InputError, OutputClosed
+from vsr.video.chapters import as_written, frame_span
 from vsr.video.encoder_choice import EncoderSettings, OutputContainer
 from vsr.video.output import STREAM, stream_closed
 from vsr.video.reading import open_input
@@ -24,6 +27,7 @@ from vsr.video.source import VideoInfo
 
 STREAM_FORMATS = {"y4m": "yuv4mpegpipe", "nut": "nut", "matroska": "matroska"}
 DEFAULT_FORMAT = "y4m"
+CHAPTERED = ("matroska", "nut")  # the stream formats that hold chapters (in their header)
 
 
 class _Pipe:
@@ -53,8 +57,11 @@ class StreamSink(VideoSink):
     """A :class:`~vsr.video.sink.VideoSink` whose container is written to standard output as a stream in
     ``settings.container`` (:data:`STREAM_FORMATS`; None: Y4M)."""
 
-    def __init__(self, info: VideoInfo, settings: EncoderSettings, scale: int = 4, trim: bool = False):
+    def __init__(self, info: VideoInfo, settings: EncoderSettings, scale: int = 4, trim: bool = False,
+                 frames: tuple[int, int | None] = (0, None)):
         self.frames_written = 0
+        self._frames = frames  # --frames A:B
+        self._promised: tuple[float, float] | None = None  # the span a trimmed stream's chapters were cut to
         fmt = settings.container or DEFAULT_FORMAT
         if fmt == "matroska" and _adts_aac(info):
             # FFmpeg's own limit (ffmpeg -i in.ts -c copy -f matroska - fails the same way): a Matroska header
@@ -80,6 +87,24 @@ class StreamSink(VideoSink):
         options = {"strict": "unofficial"} if fmt == "y4m" else {}
         return av.open(_Pipe(), "w", format=STREAM_FORMATS[fmt], options=options)
 
+    def _chapters_before_header(self, trim: bool) -> None:
+        """A trimmed stream's chapters too, cut to the span its file's packets say: the header, written next, is
+        the only place a stream has for them (given later, Matroska's muxer writes them after the last cluster,
+        where no reader looks, and ffprobe found none); where the span cannot be known now, said in one line."""
+        if not (self._chapters and trim) or self.format not in CHAPTERED:
+            return super()._chapters_before_header(trim)
+        span = frame_span(self.info, *self._frames)
+        if isinstance(span, str):
+            warnings.warn(f"the source's chapters are left out: a trimmed {self.format} stream holds them in its "
+                          f"header, written before its frames, and where its span starts and ends cannot be known "
+                          f"then ({span}); a file output keeps them", stacklevel=3)
+            return
+        first, end = span
+        tb = Fraction(self.info.time_base)
+        self._promised = (float(first * tb), end)
+        self.oc.set_chapters(as_written(self._chapters, (first - self.info.start_pts + self.origin) * tb,
+                                        (Fraction(self._promised[0]), Fraction(end))))
+
     def _container(self) -> OutputContainer:
         """A stream's container: read by another program (ffmpeg, a muxer), which takes any codec it holds; Y4M's
         raw frames in its own pixel formats (:func:`vsr.video.encoder_choice.y4m_pix_fmt`)."""
@@ -97,6 +122,11 @@ class StreamSink(VideoSink):
             super().end()
         except OutputClosed as e:
             raise OutputClosed(f"{e} after {self.frames_written} frames, before the end: stopped") from None
+        promised, self._promised = self._promised, None
+        if promised is not None and self.written_span != promised:  # (a frame the decoder dropped, ...)
+            (a, b), (c, d) = promised, self.written_span
+            warnings.warn(f"the stream's chapters were cut to {a:.6g}-{b:.6g} s of the source, as its packets said; "
+                          f"its frames span {c:.6g}-{d:.6g} s: its chapters are off by the difference", stacklevel=2)
 
     def commit(self, before_rename=None) -> None:
         """Flush the encoder and end the stream (nothing to rename)."""

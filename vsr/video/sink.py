@@ -130,12 +130,16 @@ class VideoSink:
             # the source's chapters (not a batch job's chunk): as they are before the header, or once a trimmed
             # output's span is known (end())
             self._chapters = info.chapters if passthrough else ()
-            if self._chapters and not trim:
-                self.oc.set_chapters(as_written(self._chapters, self.origin * Fraction(info.time_base)))
+            self._chapters_before_header(trim)
             open_encoder(self.oc, self.vs, choice)
         except BaseException:
             self.abort()
             raise
+
+    def _chapters_before_header(self, trim: bool) -> None:
+        """An untrimmed output's chapters, set before its header is written (mp4 then makes its chapter track)."""
+        if self._chapters and not trim:
+            self.oc.set_chapters(as_written(self._chapters, self.origin * Fraction(self.info.time_base)))
 
     def _open(self, dst: Path, settings: EncoderSettings):
         """The output container, under a temporary name beside the output (:attr:`tmp`, renamed on commit)."""
