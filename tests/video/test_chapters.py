@@ -10,10 +10,13 @@ import sys
 from fractions import Fraction
 from pathlib import Path
 
+import av
+import numpy as np
 import pytest
 
 from vsr.jobs import JobSpec
 from vsr.pipeline.runner import RunnerSettings
+from vsr.video.chapters import CHAPTER_MUXERS
 
 from tests.jobs.helpers import WindowBackend
 from tests.jobs.test_chunks import ENCODER, REQUEST, run_job, single_pass
@@ -141,3 +144,49 @@ def test_a_trimmed_stream_from_a_stream_says_its_chapters_are_left_out(chaptered
     # untrimmed, the source's own are written
     to_stream(chaptered, tmp_path / "whole.mkv", "--format", "matroska", stdin=True)
     assert chapters(tmp_path / "whole.mkv") == chapters(chaptered)
+
+
+@pytest.mark.parametrize("suffix", [".ts", ".avi"])
+def test_an_output_that_cannot_hold_chapters_says_they_are_dropped(chaptered, tmp_path, suffix):
+    """MPEG-TS, AVI (and Y4M, FLV, MXF...) drop a source's chapters: that was said of its audio and subtitles, never
+    of its chapters."""
+    out = tmp_path / f"out{suffix}"
+    p = vsr("upscale", chaptered, out, *TINY)
+    assert p.returncode == 0, p.stderr
+    said = [ln for ln in p.stderr.splitlines() if "chapters" in ln]
+    muxer = {".ts": "mpegts", ".avi": "avi"}[suffix]
+    assert said == [f"vsr: warning: {muxer} cannot hold the source's chapters: dropped 3 chapters (.mkv and .mp4 "
+                    "keep them)"], p.stderr
+    assert chapters(out) == []
+
+
+def test_a_y4m_stream_says_its_chapters_are_dropped(chaptered, tmp_path):
+    err = to_stream(chaptered, tmp_path / "stream.y4m")
+    assert [ln for ln in err.splitlines() if "chapters" in ln] == [
+        "vsr: warning: yuv4mpegpipe cannot hold the source's chapters: dropped 3 chapters (.mkv and .mp4 keep them)"]
+
+
+@pytest.mark.parametrize("suffix, codec", [(".mkv", "libx264"), (".webm", "libvpx-vp9"), (".mp4", "libx264"),
+                                           (".mov", "libx264"), (".3gp", "libx264"), (".3g2", "libx264"),
+                                           (".m4v", "libx264"), (".ismv", "libx264"), (".f4v", "libx264"),
+                                           (".nut", "libx264"), (".wmv", "wmv2"), (".avi", "mpeg4"),
+                                           (".ts", "libx264"), (".flv", "libx264"), (".mxf", "mpeg2video"),
+                                           (".mpg", "mpeg2video"), (".gif", "gif")])
+def test_the_muxers_said_to_hold_chapters_are_those_that_write_them(tmp_path, suffix, codec):
+    """:data:`CHAPTER_MUXERS` against FFmpeg itself: a file with two chapters, read back."""
+    path = tmp_path / f"c{suffix}"
+    tb = Fraction(1, 1000)
+    with av.open(str(path), "w") as oc:
+        s = oc.add_stream(codec, rate=25)
+        s.width, s.height, s.pix_fmt = 64, 48, "rgb8" if codec == "gif" else "yuv420p"
+        oc.set_chapters([{"id": i + 1, "start": i * 100, "end": i * 100 + 100, "time_base": tb, "metadata": {}}
+                         for i in range(2)])
+        for i in range(10):
+            frame = av.VideoFrame.from_ndarray(np.zeros((48, 64, 3), np.uint8), format="rgb24")
+            frame.pts = i
+            oc.mux(s.encode(frame))
+        oc.mux(s.encode())
+        muxer = oc.format.name
+    with av.open(str(path)) as c:
+        kept = len(c.chapters())
+    assert (kept == 2) == (muxer in CHAPTER_MUXERS), (muxer, kept)

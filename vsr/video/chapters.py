@@ -20,6 +20,12 @@ import av
 from vsr.video.reading import open_input, tags
 
 
+# FFmpeg's muxers that write chapters (given before the header or, to a file, before it is closed); the others
+# (MPEG-TS and PS, AVI, FLV, MXF, Y4M, GIF, raw streams, ...) drop them without a word
+CHAPTER_MUXERS = frozenset({"matroska", "webm", "mp4", "mov", "3gp", "3g2", "ipod", "ismv", "f4v", "psp", "nut",
+                            "asf"})
+
+
 @dataclass(frozen=True)
 class Chapter:
     """One chapter: ``start`` and ``end`` in seconds of the container's timeline, its ``metadata`` (title...)."""
@@ -91,3 +97,13 @@ def frame_span(info, start: int, stop: int | None) -> tuple[int, float] | str:
         return "its timestamps repeat"
     tb = info.time_base
     return pts[start][0], float(pts[-1][0] * tb) + float(pts[-1][1] * tb)
+
+
+def chapters_dropped(muxer: str, chapters: tuple[Chapter, ...]) -> str | None:
+    """The one line that says the output's ``muxer`` leaves the source's ``chapters`` out, or None (it keeps
+    them, or there are none)."""
+    if not chapters or muxer in CHAPTER_MUXERS:
+        return None
+    n = len(chapters)
+    return (f"{muxer} cannot hold the source's chapters: dropped {n} chapter{'s' if n > 1 else ''} (.mkv and .mp4 "
+            "keep them)")

@@ -25,7 +25,7 @@ from vsr.video.alpha import output_planes, upscale_into
 from vsr.video.animation import muxer_options, set_last_duration
 from vsr.video.captions import PictureMessages
 from vsr.video.dovi import track_metadata
-from vsr.video.chapters import as_written
+from vsr.video.chapters import as_written, chapters_dropped
 from vsr.video.codecs import BIG_OUTPUT_X264_PARAMS, NamedBuffer, muxer_for
 from vsr.video.colour import SITING_NAMES, FramePlanes, bit_depth, planar444, planes_to_frame
 from vsr.video.dts import DtsRepair
@@ -130,6 +130,9 @@ class VideoSink:
             # the source's chapters (not a batch job's chunk): as they are before the header, or once a trimmed
             # output's span is known (end())
             self._chapters = info.chapters if passthrough else ()
+            if said := chapters_dropped(self.oc.format.name, self._chapters):
+                warnings.warn(said, stacklevel=2)
+                self._chapters = ()
             self._chapters_before_header(trim)
             open_encoder(self.oc, self.vs, choice)
         except BaseException:
