@@ -1,5 +1,6 @@
 """Every jobs test names its store, or gets one in its own temporary data folder: none touches the real
-``~/.local/share/vsr/jobs.db`` (a spawned ``vsr jobs run`` inherits the environment set here)."""
+``~/.local/share/vsr/jobs.db`` or the record of broker jobs beside it (a spawned ``vsr jobs run`` inherits the
+environment set here)."""
 
 from __future__ import annotations
 

@@ -191,6 +191,10 @@ def _queue(args, broker: str | None, created: list[Path]) -> tuple[list, str]:
         ids = celery.submit_planned(jobs, broker)
         created.clear()  # queued jobs write there: their folders stay whatever fails next
         where = celery.safe_url(broker)
+        forgets = celery.forgets(broker)
+        if forgets:  # this machine keeps the jobs (vsr.jobs.ledger); the operator should know the broker does not
+            print(printable(f"vsr: {forgets}; this machine keeps its own record of these jobs: `vsr jobs list` "
+                            "shows one the broker forgot as lost, `vsr jobs retry` sends it again"), file=sys.stderr)
     else:
         from vsr.jobs.store import JobStore
 
@@ -265,8 +269,11 @@ def _cancel(args) -> int:
 
     broker = broker_of(args)
     if broker:
-        distributed().cancel(broker, args.id)
-        print(printable(f"cancelled job {args.id} (a chunk in progress finishes, none starts)"))
+        if distributed().cancel(broker, args.id) == "lost":
+            print(printable(f"cancelled job {args.id}: the broker had forgotten it; this machine's record of it is "
+                            "removed (its committed chunks stay beside its output)"))
+        else:
+            print(printable(f"cancelled job {args.id} (a chunk in progress finishes, none starts)"))
         return 0
     job = job_id(args.id)
     with JobStore(args.store) as store:

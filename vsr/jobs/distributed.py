@@ -20,8 +20,10 @@ That timeout must exceed the longest chunk, or Redis gives a chunk still running
 (:func:`vsr.jobs.chunks.run_chunk` is idempotent); a chunk delivered ``MAX_ATTEMPTS`` times without finishing
 fails its job.  A worker's record writes wait about 2 minutes for a Redis that went away (restarted) and then hand
 their chunk back: a Redis that keeps its data on disk (``appendonly yes``) loses no job; one that keeps nothing
-forgets every job and queued chunk when it restarts.  Several worker processes on one machine share its cores:
-give the backend threads to match (``--threads``), as ONNX Runtime takes every core per process by default.
+forgets every job and queued chunk when it restarts (:func:`forgets` says so; the machine that added a job keeps
+it, :mod:`vsr.jobs.ledger`, and ``retry`` sends a job the broker forgot again).  Several worker processes on
+one machine share its cores: give the backend threads to match (``--threads``), as ONNX Runtime takes every core
+per process by default.
 
 Queues: a job's chunks go to the queue of what it needs of a worker's machine (:func:`vsr.jobs.needs.queue_of`:
 ``vsr``, or ``vsr.gpu``, ``vsr.cuda``, ``vsr.tensorrt``); a worker consumes those its machine can run, so a GPU
@@ -52,12 +54,12 @@ import uuid
 
 from vsr.backends import Backend
 from vsr.errors import BrokerError, VsrError
+from vsr.jobs import broker_rows, ledger
 from vsr.jobs.chunks import discard, is_committed, join_chunks, run_chunk, tidy
 from vsr.jobs.chunking import plan_job
 from vsr.jobs.needs import Machine, job_need, queue_name, queue_of, worker_queues
 from vsr.jobs.records import CONNECT_TIMEOUT_S, connect as _connect, give_output, key as _key, records as _records
-from vsr.jobs.records import safe_url, scrub, take_output
-from vsr.jobs.rows import ended_early
+from vsr.jobs.records import persistence, safe_url, scrub, take_output
 from vsr.jobs.spec import ChunkSpec, JobSpec
 from vsr.jobs.worker import disk_full
 from vsr.video.source import SourceChanged
@@ -74,6 +76,8 @@ QUEUE = "vsr"                    # not Celery's default queue: a Redis shared wi
 CHUNK_TASK = "vsr.jobs.chunk"
 MAX_ATTEMPTS = 3  # a chunk whose process dies this often (out of memory?) fails its job instead of looping
 DISK_WAIT_S = 60  # a chunk or join that found its output's disk full is sent again after this
+
+status, chunk_reports = broker_rows.status, broker_rows.chunk_reports  # (this module's API, kept there)
 
 # one opened backend per worker process, reused by the chunks of every job with the same model and options
 _BACKENDS: dict[str, Backend] = {}
@@ -118,16 +122,18 @@ def submit_planned(jobs: list[tuple[JobSpec, list[ChunkSpec]]], broker: str, *,
     taken: list[tuple[str, str]] = []
     try:
         for job_id, (spec, chunks) in zip(ids, jobs):
-            db.hset(_key(job_id), mapping={
-                "spec": spec.to_json(), "output": spec.output, "chunks": json.dumps([c.to_dict() for c in chunks]),
-                "total": len(chunks), "state": "queued", "error": "", "submitted": time.time(), "generation": 0})
+            _record(db, job_id, spec, chunks, time.time())
             take_output(db, job_id, spec.output)
             taken.append((job_id, spec.output))
+        for job_id, (spec, chunks) in zip(ids, jobs):  # what a Redis that forgets them cannot take from this machine
+            ledger.keep(broker, job_id, spec.to_json(), [c.to_dict() for c in chunks], spec.output)
     except BaseException:
         with contextlib.suppress(redis.RedisError, OSError):
             for job_id, output in taken:
                 give_output(db, job_id, output)
             db.delete(*(_key(i) for i in ids))
+        for job_id in ids:
+            ledger.drop(job_id)
         raise
     app = make_app(broker, visibility_timeout_s=visibility_timeout_s)
     sent = []
@@ -147,19 +153,40 @@ def submit_planned(jobs: list[tuple[JobSpec, list[ChunkSpec]]], broker: str, *,
     return ids
 
 
-def cancel(broker: str, job_id: str) -> None:
-    """Stop ``job_id``: its chunks still queued are dropped when a worker takes them; running ones finish."""
+def _record(db: redis.Redis, job_id: str, spec: JobSpec, chunks: list[ChunkSpec], submitted: float) -> None:
+    db.hset(_key(job_id), mapping={
+        "spec": spec.to_json(), "output": spec.output, "chunks": json.dumps([c.to_dict() for c in chunks]),
+        "total": len(chunks), "state": "queued", "error": "", "submitted": submitted, "generation": 0})
+
+
+def forgets(broker: str) -> str | None:
+    """What a restart of ``broker``'s Redis would forget (:func:`vsr.jobs.records.persistence`), or None."""
+    return persistence(_connect(broker), broker)
+
+
+def cancel(broker: str, job_id: str) -> str:
+    """Stop ``job_id``: its chunks still queued are dropped when a worker takes them; running ones finish.  A job
+    the broker forgot (``lost``) is forgotten here too (this machine's record of it goes).  The job's state
+    before."""
     db = _connect(broker)
+    if db.hget(_key(job_id), "state") is None and ledger.find(broker, job_id) is not None:
+        ledger.drop(job_id)
+        return "lost"
     state = _state(db, broker, job_id)
     if state in ("done", "cancelled"):
         raise BrokerError(f"job {job_id} is {state} already")
     db.hset(_key(job_id), mapping={"state": "cancelled", "finished": time.time()})
+    return state
 
 
 def retry(broker: str, job_id: str) -> int:
     """Queue a failed or cancelled ``job_id`` again: the chunks not done are sent anew (the join, if all are);
-    how many messages were sent.  Refused while another unfinished job owns its output."""
+    how many messages were sent.  Refused while another unfinished job owns its output.  A job this machine sent
+    that the broker forgot (:mod:`vsr.jobs.ledger`) is recorded and sent again whole, under its id."""
     db = _connect(broker)
+    entry = ledger.find(broker, job_id) if db.hget(_key(job_id), "state") is None else None
+    if entry is not None:
+        return _send_again(db, broker, entry)
     state = _state(db, broker, job_id)
     if state not in ("failed", "cancelled"):
         raise BrokerError(f"job {job_id} is {state}: only a failed or cancelled job is retried")
@@ -190,6 +217,32 @@ def retry(broker: str, job_id: str) -> int:
     return len(again)
 
 
+def _send_again(db: redis.Redis, broker: str, entry: dict) -> int:
+    """A lost job's record and chunks, from this machine's: every chunk is sent (a committed one is found on
+    disk by its worker, not computed again: the broker forgot which are done)."""
+    job_id, spec = entry["id"], JobSpec.from_json(entry["spec"])
+    chunks = [ChunkSpec.from_dict(c) for c in entry["chunks"]]
+    if not db.hsetnx(_key(job_id), "state", "queued"):
+        raise BrokerError(f"job {job_id} is on {safe_url(broker)} again (another retry?): see vsr jobs list")
+    try:
+        _record(db, job_id, spec, chunks, entry["submitted"])
+        take_output(db, job_id, spec.output)
+    except BaseException:
+        db.delete(_key(job_id))
+        raise
+    db.rpush("vsr:jobs", job_id)
+    app = make_app(broker)
+    try:
+        _send(app, job_id, spec, chunks, 0)
+    except (redis.RedisError, OSError) as err:
+        _fail(db, job_id, f"the broker failed while its chunks were sent: {scrub(str(err), broker)}")
+        raise BrokerError(f"the broker {safe_url(broker)} failed while job {job_id} was sent: "
+                          f"{scrub(str(err), broker)}") from None
+    finally:
+        app.close()
+    return len(chunks)
+
+
 def _send(app: Celery, job_id: str, spec: JobSpec, chunks: list[ChunkSpec], generation: int) -> None:
     queue = queue_name(QUEUE, queue_of(job_need(spec.to_dict())))  # a GPU job waits for a worker with a GPU
     for chunk in chunks:
@@ -208,7 +261,9 @@ def run_worker(broker: str, concurrency: int = 1, *, visibility_timeout_s: float
     """Work on ``broker``'s chunks with ``concurrency`` processes, until stopped (Ctrl-C, SIGTERM)."""
     if concurrency < 1:
         raise BrokerError(f"a worker needs at least 1 process, not {concurrency}")
-    _connect(broker)
+    forgets_jobs = persistence(_connect(broker), broker)
+    if forgets_jobs:  # said where the operator looks: a worker's log
+        print(f"vsr: {forgets_jobs}", file=sys.stderr)
     queues, left = worker_queues(QUEUE, Machine(forks=True))  # (its pool's children are forked)
     if left:  # their jobs stay queued for the workers of machines that have what they need
         print(f"vsr: this worker leaves the jobs of {', '.join(left)} to workers that can run them", file=sys.stderr)
@@ -217,76 +272,6 @@ def run_worker(broker: str, concurrency: int = 1, *, visibility_timeout_s: float
     app.worker_main(["worker", "--pool=prefork", f"--concurrency={concurrency}", f"--queues={','.join(queues)}",
                      f"--hostname=vsr-{os.getpid()}@{socket.gethostname()}", f"--loglevel={loglevel}",
                      "--without-gossip", "--without-mingle"])
-
-
-def status(broker: str) -> list[dict]:
-    """One row per job, oldest first: id, input, output, state (queued, running, waiting, done, failed,
-    cancelled), chunks_done, chunks_total, frames_done, frames_total, fps (frames done per wall second since its
-    first chunk started, all workers together), eta_s, error, workers (names of the workers that finished its
-    chunks), running (chunk index -> worker and pid).  A record vsr cannot read is one :class:`BrokerError`."""
-    db = _connect(broker)
-    rows = []
-    for job_id in _read(broker, "vsr:jobs", lambda: db.lrange("vsr:jobs", 0, -1)):
-        row = _read(broker, _key(job_id), lambda: _status_row(db, job_id))
-        if row is not None:
-            rows.append(row)
-    return rows
-
-
-def _status_row(db: redis.Redis, job_id: str) -> dict | None:
-    job = db.hgetall(_key(job_id))
-    if not job:
-        return None
-    done = [json.loads(v) for v in db.hgetall(_key(job_id, "done")).values()]
-    spec = JobSpec.from_json(job["spec"])
-    chunks = [ChunkSpec.from_dict(c) for c in json.loads(job["chunks"])]
-    total, frames_total = int(job["total"]), sum(c.stop - c.start for c in chunks)
-    frames = sum(int(d["frames"]) for d in done)
-    fps = eta = None
-    if done and job.get("started"):
-        wall = max(float(d["finished"]) for d in done) - float(job["started"])
-        fps = frames / wall if wall > 0 else None
-        eta = (frames_total - frames) / fps if fps and job["state"] == "running" else None
-    return {"id": job_id, "input": spec.input, "output": spec.output, "state": job["state"],
-            "chunks_done": len(done), "chunks_total": total, "frames_done": frames, "frames_total": frames_total,
-            "fps": fps, "eta_s": eta, "error": job.get("error") or None,
-            "ended_early": ended_early([d.get("report") for d in done]),
-            "needs": _needs(job["state"], spec),
-            "workers": sorted({str(d["worker"]) for d in done}),
-            "running": {int(k): v for k, v in db.hgetall(_key(job_id, "running")).items()}}
-
-
-def _needs(state: str, spec: JobSpec) -> str | None:
-    """What a queued job asks of its worker's machine beyond a CPU (``a GPU (backend cuda)``), else None."""
-    need = job_need(spec.to_dict()) if state == "queued" else None
-    return None if need is None else need.text()
-
-
-def _read(broker: str, key: str, read):
-    """``read()``, with a record vsr did not write (another type at the key, a field missing or malformed) as
-    one :class:`BrokerError` naming the key, and a broker that went away as another."""
-    try:
-        return read()
-    except redis.ResponseError as err:
-        raise BrokerError(f"the broker {safe_url(broker)} holds something else at {key} "
-                          f"({scrub(str(err), broker)}): not a vsr job record") from None
-    except (redis.RedisError, OSError) as err:
-        raise BrokerError(f"the broker {safe_url(broker)} failed: {scrub(str(err), broker)}") from None
-    except (KeyError, ValueError, TypeError, AttributeError, VsrError) as err:
-        what = f"no {err}" if isinstance(err, KeyError) else " ".join(str(err).split())[:120]
-        raise BrokerError(f"the job record {key} on {safe_url(broker)} is malformed ({what})") from None
-
-
-def chunk_reports(broker: str, job_id: str) -> list[dict]:
-    """The run reports (``vsr-run-report/2``) of ``job_id``'s finished chunks, in chunk order."""
-    db = _connect(broker)
-    _state(db, broker, job_id)
-
-    def reports() -> list[dict]:
-        done = {int(k): json.loads(v) for k, v in db.hgetall(_key(job_id, "done")).items()}
-        return [done[i]["report"] for i in sorted(done)]
-
-    return _read(broker, _key(job_id, "done"), reports)
 
 
 def _chunk_task(task, job_id: str, spec_json: str, chunk_dict: dict, generation: int = 0) -> dict | None:

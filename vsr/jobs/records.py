@@ -150,3 +150,21 @@ def connect(broker: str) -> redis.Redis:
         raise BrokerError(f"cannot reach the broker {safe_url(broker)} (is Redis running there?): "
                           f"{scrub(str(err), broker)}") from None
     return db
+
+
+def persistence(db: redis.Redis, broker: str) -> str | None:
+    """What a restart of ``broker``'s Redis would forget, in one line; None where it keeps an append-only file.
+    A Redis whose CONFIG is disabled (managed services rename it) or denied by its ACL is said to be unknown."""
+    try:
+        aof = db.config_get("appendonly").get("appendonly")
+        save = db.config_get("save").get("save")
+    except redis.ResponseError as err:
+        return (f"the broker {safe_url(broker)} does not say whether it keeps its data on disk (CONFIG GET: "
+                f"{scrub(str(err), broker)}): unless it runs with appendonly yes, a restart forgets its jobs")
+    if aof == "yes":
+        return None
+    if save:
+        return (f"the broker {safe_url(broker)} keeps only snapshots (save {save}), no append-only file: a restart "
+                "forgets the jobs queued or changed since the last one (run Redis with appendonly yes)")
+    return (f"the broker {safe_url(broker)} keeps nothing on disk (appendonly no, no save): a restart forgets "
+            "every job (run Redis with appendonly yes)")

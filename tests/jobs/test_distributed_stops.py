@@ -1,0 +1,153 @@
+"""Celery jobs through what an operator does to a fleet: a Redis without persistence restarted under queued and
+running jobs, a worker stopped with a double Ctrl-C mid-chunk, the broker's URL (and password) given in the
+environment rather than on a command line.  Real redis-server processes on free 127.0.0.1 ports, real workers
+(``vsr jobs run``), EDVR-tiny on tiny clips."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import av
+import pytest
+
+pytestmark = pytest.mark.skipif(shutil.which("redis-server") is None,
+                                reason="redis-server is not installed (Debian's redis-server; .ci/run installs it)")
+
+redis = pytest.importorskip("redis")  # the `jobs` extra, installed by scripts/setup.sh
+
+from vsr.cli import main  # noqa: E402
+from vsr.jobs import ledger  # noqa: E402
+from vsr.jobs.distributed import forgets, status  # noqa: E402
+
+from tests.jobs.helpers import added_ids  # noqa: E402
+from tests.jobs.test_cli_jobs import TINY  # noqa: E402
+from tests.jobs.test_distributed import WAIT_S, Workers, free_port, start_redis  # noqa: E402
+
+def redis_with(folder: Path, *args: str) -> tuple[subprocess.Popen, int]:
+    """A redis-server on a free port with ``args`` (persistence, a password...), answering PING."""
+    port = free_port()
+    proc = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--dir", str(folder), *args],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            redis.Redis(port=port, password=_password(args)).ping()
+            return proc, port
+        except redis.ConnectionError:
+            if time.monotonic() > deadline or proc.poll() is not None:
+                proc.kill()
+                pytest.fail("redis-server did not start")
+            time.sleep(0.05)
+
+
+def _password(args) -> str | None:
+    return args[args.index("--requirepass") + 1] if "--requirepass" in args else None
+
+
+def stopped(proc: subprocess.Popen) -> None:
+    proc.kill()
+    proc.wait()
+
+
+def frames(path: Path) -> int:
+    with av.open(str(path)) as c:
+        return sum(1 for _ in c.decode(video=0))
+
+
+def wait_for(what, timeout: float = WAIT_S, log=lambda: ""):
+    deadline = time.monotonic() + timeout
+    while not (found := what()):
+        assert time.monotonic() < deadline, log()
+        time.sleep(0.05)
+    return found
+
+
+@pytest.mark.parametrize("args, said", [
+    (["--save", "", "--appendonly", "no"], "keeps nothing on disk (appendonly no, no save): a restart forgets every"),
+    (["--save", "3600 1", "--appendonly", "no"], "keeps only snapshots (save 3600 1), no append-only file"),
+    (["--save", "", "--appendonly", "no", "--rename-command", "CONFIG", ""],
+     "does not say whether it keeps its data on disk (CONFIG GET: unknown command"),
+    (["--save", "", "--appendonly", "yes"], None),
+])
+def test_what_a_restart_of_the_brokers_redis_would_forget_is_said(tmp_path, args, said):
+    proc, port = redis_with(tmp_path, *args)
+    try:
+        line = forgets(f"redis://127.0.0.1:{port}/0")
+    finally:
+        stopped(proc)
+    assert line == said if said is None else (said in line and "\n" not in line), line
+
+
+@pytest.mark.slow
+def test_a_redis_that_keeps_nothing_restarted_under_a_running_job_loses_no_job(make_clip, tmp_path, capsys):
+    """``add`` warns that the broker keeps nothing; Redis restarts empty after the job's first chunk was committed:
+    the job vanished from ``list`` without a word and its chunks stayed in ``.vsr-chunks/``.  Now ``list`` on the
+    adding machine shows it ``lost`` with its committed chunks, ``retry`` sends it again, and it finishes without
+    computing its committed chunk again."""
+    clip = make_clip("l.mp4", width=64, height=48, frames=12)
+    folder = tmp_path / "redis"
+    folder.mkdir()
+    port = free_port()
+    server = start_redis(port, folder)  # --save '' --appendonly no
+    url = f"redis://127.0.0.1:{port}/0"
+    out, w = tmp_path / "out", None
+    try:
+        assert main(["jobs", "add", str(clip), "--out-dir", str(out), "--chunk-frames", "3", "--broker", url,
+                     *TINY]) == 0
+        said = capsys.readouterr()
+        [job_id] = added_ids(said.out)
+        assert [line for line in said.err.splitlines() if "keeps nothing on disk" in line], said.err
+        w = Workers(url, 1, tmp_path)
+        w.wait_ready()
+        db = redis.Redis.from_url(url, decode_responses=True)
+        first = wait_for(lambda: db.hget(f"vsr:job:{job_id}:done", "0"), log=w.log_text)
+        with contextlib.suppress(redis.ConnectionError):  # (the client's retry finds it gone)
+            db.shutdown(nosave=True)
+        server.wait(30)
+        server = start_redis(port, folder)  # empty
+        wait_for(lambda: not db.hgetall(f"vsr:job:{job_id}:running"), log=w.log_text)  # the chunk in flight ended
+        assert main(["jobs", "list", "--broker", url, "--json"]) == 0
+        [row] = json.loads(capsys.readouterr().out)
+        assert (row["id"], row["state"], row["chunks_total"]) == (job_id, "lost", 4), row
+        assert row["chunks_done"] >= 1 and "retry" in row["error"]
+        assert main(["jobs", "retry", job_id, "--broker", url]) == 0
+        assert f"job {job_id} queued again: 4 chunks sent" in capsys.readouterr().out
+        wait_for(lambda: [r["state"] for r in status(url)] in (["done"], ["failed"]), log=w.log_text)
+        [row] = status(url)
+        assert row["state"] == "done", row["error"]
+        assert "keeps nothing on disk (appendonly no, no save)" in w.log_text()  # a worker says it at its start
+        # the chunk committed before the restart was found on disk, not computed again (the same report)
+        assert json.loads(db.hget(f"vsr:job:{job_id}:done", "0"))["report"] == json.loads(first)["report"]
+    finally:
+        if w is not None:
+            w.stop()
+        stopped(server)
+    assert frames(out / "l.mp4") == 12
+    assert sorted(p.name for p in out.iterdir()) == ["l.mp4"]
+    assert ledger.entries(url) == []  # seen done: this machine's record of it went
+
+
+def test_a_lost_job_is_cancelled_here_and_a_job_the_broker_knows_is_not_lost(make_clip, tmp_path, capsys):
+    """A job queued, then forgotten by a restart before any worker took it: ``lost``; a cancel forgets it on this
+    machine too.  A job the broker knows never shows as lost."""
+    clip = make_clip("q.mp4", frames=4)
+    proc, port = redis_with(tmp_path, "--save", "", "--appendonly", "no")
+    url = f"redis://127.0.0.1:{port}/0"
+    try:
+        for name in ("a", "b"):
+            assert main(["jobs", "add", str(clip), "--out-dir", str(tmp_path / name), "--broker", url, *TINY]) == 0
+        first, second = added_ids(capsys.readouterr().out)
+        assert [r["state"] for r in status(url)] == ["queued", "queued"]
+        redis.Redis(port=port).delete(f"vsr:job:{first}")  # as a restart without persistence leaves it
+        assert [(r["id"], r["state"]) for r in status(url)] == [(second, "queued"), (first, "lost")]
+        assert main(["jobs", "cancel", first, "--broker", url]) == 0
+        assert "the broker had forgotten it" in capsys.readouterr().out
+        assert [r["id"] for r in status(url)] == [second]
+        assert main(["jobs", "retry", first, "--broker", url]) == 2  # gone for good
+    finally:
+        stopped(proc)
