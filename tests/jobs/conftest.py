@@ -12,3 +12,4 @@ def private_data_folder(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg-data"))
     monkeypatch.delenv("VSR_JOBS_STORE", raising=False)
     monkeypatch.delenv("VSR_JOBS", raising=False)
+    monkeypatch.delenv("VSR_BROKER", raising=False)  # (it would send every command of a test to a broker)

@@ -151,3 +151,46 @@ def test_a_lost_job_is_cancelled_here_and_a_job_the_broker_knows_is_not_lost(mak
         assert main(["jobs", "retry", first, "--broker", url]) == 2  # gone for good
     finally:
         stopped(proc)
+
+
+def test_the_broker_is_read_from_vsr_broker_unless_a_store_is_given(make_clip, tmp_path, capsys, monkeypatch):
+    clip = make_clip("e.mp4", frames=3)
+    proc, port = redis_with(tmp_path, "--save", "", "--appendonly", "yes", "--requirepass", "pw")
+    url = f"redis://:pw@127.0.0.1:{port}/0"
+    monkeypatch.setenv("VSR_BROKER", url)
+    try:
+        assert main(["jobs", "add", str(clip), "--out-dir", str(tmp_path / "b"), *TINY]) == 0
+        [on_broker] = added_ids(capsys.readouterr().out)
+        assert main(["jobs", "list", "--json"]) == 0
+        assert [r["id"] for r in json.loads(capsys.readouterr().out)] == [on_broker]
+        store = tmp_path / "q.db"
+        assert main(["jobs", "add", str(clip), "--out-dir", str(tmp_path / "s"), "--store", str(store), *TINY]) == 0
+        assert "in the job store" in capsys.readouterr().out
+        assert main(["jobs", "list", "--store", str(store), "--json"]) == 0
+        assert [r["id"] for r in json.loads(capsys.readouterr().out)] == [1]
+        assert main(["jobs", "cancel", on_broker]) == 0
+        assert [r["state"] for r in status(url)] == ["cancelled"]
+        monkeypatch.setenv("VSR_BROKER", " ")  # empty: the local store (none here)
+        assert main(["jobs", "list", "--json"]) == 2
+        assert "no job store at" in capsys.readouterr().err
+    finally:
+        stopped(proc)
+
+
+def test_a_celery_broker_url_naming_another_broker_is_refused_before_anything_is_queued(make_clip, tmp_path,
+                                                                                      capsys, monkeypatch):
+    """Celery prefers ``$CELERY_BROKER_URL`` to the broker vsr gives it: the job's record went to ``--broker``,
+    its chunks to the other Redis, and the job stayed queued for ever."""
+    proc, port = redis_with(tmp_path, "--save", "", "--appendonly", "yes")
+    url = f"redis://127.0.0.1:{port}/0"
+    try:
+        monkeypatch.setenv("CELERY_BROKER_URL", f"redis://:hidden@127.0.0.1:{free_port()}/0")
+        assert main(["jobs", "add", str(make_clip("c.mp4", frames=3)), "--out-dir", str(tmp_path / "o"),
+                     "--broker", url, *TINY]) == 2
+        err = capsys.readouterr().err
+        assert "CELERY_BROKER_URL names another broker" in err and "hidden" not in err and len(err.splitlines()) == 1
+        assert redis.Redis(port=port).keys("*") == []
+        monkeypatch.setenv("CELERY_BROKER_URL", url)  # the same broker: fine
+        assert main(["jobs", "list", "--broker", url]) == 0
+    finally:
+        stopped(proc)

@@ -15,7 +15,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from vsr.cli.jobs_common import broker as broker_of, distributed, job_id
+from vsr.cli.jobs_common import BROKER_ENV, broker as broker_of, distributed, job_id
 from vsr.cli.jobs_show import list_jobs, report_job
 from vsr.cli.settings import add_upscale_options, to_int, upscale_settings
 from vsr.errors import InputError, printable
@@ -34,7 +34,8 @@ def add_parser(sub) -> None:
     _add_add(jobs)
     q = _sub(jobs, "list", "show the jobs: state, progress, speed, ETA, error")
     q.add_argument("--json", action="store_true", help="print the jobs as JSON")
-    q.add_argument("--broker", default=None, metavar="URL", help="show the jobs of a Celery broker instead")
+    q.add_argument("--broker", default=None, metavar="URL", help="show the jobs of a Celery broker instead "
+                                                                 f"(default: ${BROKER_ENV})")
     r = _sub(jobs, "run", "work through the queue (several at once share it safely)")
     r.add_argument("--workers", default="1", metavar="N", help=f"worker processes (default 1, at most {MAX_WORKERS})")
     r.add_argument("--devices", default=None, metavar="all|0,1",
@@ -45,12 +46,14 @@ def add_parser(sub) -> None:
     r.add_argument("--max-attempts", default=None, metavar="N",
                    help="a chunk whose worker vanished N times fails its job (default 25)")
     r.add_argument("--quiet", action="store_true", help="no line per chunk and job")
-    r.add_argument("--broker", default=None, metavar="URL", help="run a Celery worker on this broker instead")
+    r.add_argument("--broker", default=None, metavar="URL", help="run a Celery worker on this broker instead "
+                                                                 f"(default: ${BROKER_ENV})")
     for name, text in (("cancel", "stop a queued, running or waiting job"),
                        ("retry", "queue a failed or cancelled job again (its done chunks are kept)")):
         c = _sub(jobs, name, text)
         c.add_argument("id", help="job id (see vsr jobs list)")
-        c.add_argument("--broker", default=None, metavar="URL", help="a job of a Celery broker")
+        c.add_argument("--broker", default=None, metavar="URL", help=f"a job of a Celery broker (default: "
+                                                                     f"${BROKER_ENV})")
     rep = _sub(jobs, "report", "the per-stage timing of a job, summed over its chunks")
     rep.add_argument("id", help="job id (see vsr jobs list)")
     rep.add_argument("--json", action="store_true", help="print the tables as JSON")
@@ -58,7 +61,8 @@ def add_parser(sub) -> None:
                      help="also write the report as an HTML page (- : the page to standard output, instead of "
                           "the tables)")
     rep.add_argument("--overwrite", action="store_true", help="replace OUT.html if it exists")
-    rep.add_argument("--broker", default=None, metavar="URL", help="a job of a Celery broker")
+    rep.add_argument("--broker", default=None, metavar="URL", help=f"a job of a Celery broker (default: "
+                                                                   f"${BROKER_ENV})")
 
 
 def _sub(jobs, name: str, text: str) -> argparse.ArgumentParser:
@@ -79,7 +83,8 @@ def _add_add(jobs) -> None:
                                                "keeps timestamps, else mp4 or mkv)")
     a.add_argument("--chunk-frames", default=None, metavar="N", help="frames per chunk (default 300)")
     a.add_argument("--overwrite", action="store_true", help="replace outputs that exist")
-    a.add_argument("--broker", default=None, metavar="URL", help="submit to a Celery broker (redis://HOST:PORT/N)")
+    a.add_argument("--broker", default=None, metavar="URL", help="submit to a Celery broker (redis://HOST:PORT/N; "
+                                                                 f"default: ${BROKER_ENV}, where no --store is given)")
     add_upscale_options(a)
 
 
@@ -138,7 +143,8 @@ def _add(args) -> int:
         frames = sum(c.stop - c.start for c in chunks)
         print(printable(f"job {job}: {spec.input} -> {spec.output} ({frames} frames in {len(chunks)} "
                         f"chunk{'s' if len(chunks) != 1 else ''})"))
-    how = f" --broker {where}" if broker else f" --store {where}" if args.store is not None else ""
+    how = ((f" --broker {where}" if args.broker is not None else f" (${BROKER_ENV} set)") if broker
+           else f" --store {where}" if args.store is not None else "")
     place = "on the broker" if broker else "in the job store"
     print(printable(f"queued {len(added)} job{'s' if len(added) != 1 else ''} {place} {where}; `vsr jobs run{how}` "
                     "works through them"))

@@ -3,8 +3,11 @@
 
 from __future__ import annotations
 
+import os
+
 from vsr.errors import InputError
 
+BROKER_ENV = "VSR_BROKER"
 MAX_JOB_ID = 2**63 - 1  # SQLite's integers
 
 
@@ -18,9 +21,12 @@ def distributed():
 
 
 def broker(args) -> str | None:
-    """``--broker``: None when not given; an empty one is an error (it never means the local store)."""
+    """``--broker``, else ``$VSR_BROKER`` unless ``--store`` is given (the URL holds the broker's password: in
+    the environment no other user sees it, as ``ps`` shows them a command line); None: the local store.  An
+    empty ``--broker`` is an error (it never means the local store); an empty ``$VSR_BROKER`` is no broker."""
     if args.broker is None:
-        return None
+        env = os.environ.get(BROKER_ENV, "").strip()
+        return env if env and getattr(args, "store", None) is None else None
     if not args.broker.strip():
         raise InputError("--broker is empty: give the broker's URL (redis://HOST:PORT/N), or leave --broker out "
                          "for the local job store")

@@ -10,6 +10,7 @@ or retries racing for one output cannot both win; a finished holder (done, faile
 
 from __future__ import annotations
 
+import os
 import re
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
 
@@ -137,6 +138,11 @@ def records(url: str) -> redis.Redis:
 def connect(broker: str) -> redis.Redis:
     """A client of ``broker`` that answered a PING; a bad URL or a broker not running is one-line BrokerError
     (its password masked, whatever form it was given in)."""
+    celery = os.environ.get("CELERY_BROKER_URL")
+    if celery and celery != broker:  # Celery prefers it to the broker it is given: chunks and records would part
+        raise BrokerError(f"CELERY_BROKER_URL names another broker ({safe_url(celery)}) than {safe_url(broker)}: "
+                          "Celery would send vsr's chunks there and vsr its records here; unset it (vsr reads "
+                          "--broker or VSR_BROKER)")
     scheme = urlsplit(broker).scheme
     if scheme not in ("redis", "rediss", "unix"):
         raise BrokerError(f"the broker must be a Redis URL (redis://HOST:PORT/N), not {safe_url(broker)!r}")
