@@ -177,6 +177,29 @@ def test_the_broker_is_read_from_vsr_broker_unless_a_store_is_given(make_clip, t
         stopped(proc)
 
 
+def test_a_running_job_no_chunk_of_which_runs_shows_interrupted_without_an_eta(make_clip, tmp_path):
+    """Its workers were stopped and its chunks went back to the queue: it showed ``running``, with an ETA."""
+    from tests.jobs.test_distributed import job
+
+    proc, port = redis_with(tmp_path, "--save", "", "--appendonly", "yes")
+    url = f"redis://127.0.0.1:{port}/0"
+    try:
+        from vsr.jobs.distributed import submit
+
+        [job_id] = submit([job(make_clip("i.mp4", frames=4), tmp_path / "i.mp4")], url, chunk_frames=2)
+        db = redis.Redis(port=port, decode_responses=True)
+        now = time.time()
+        db.hset(f"vsr:job:{job_id}", mapping={"state": "running", "started": now - 10})
+        db.hset(f"vsr:job:{job_id}:done", "0", json.dumps({"worker": "w@gone", "finished": now, "frames": 2}))
+        [row] = status(url)
+        assert (row["state"], row["eta_s"], row["chunks_done"]) == ("interrupted", None, 1)
+        db.hset(f"vsr:job:{job_id}:running", "1", "w@here pid 1")
+        [row] = status(url)
+        assert row["state"] == "running" and row["eta_s"] == pytest.approx(10, rel=0.01)
+    finally:
+        stopped(proc)
+
+
 def test_a_celery_broker_url_naming_another_broker_is_refused_before_anything_is_queued(make_clip, tmp_path,
                                                                                       capsys, monkeypatch):
     """Celery prefers ``$CELERY_BROKER_URL`` to the broker vsr gives it: the job's record went to ``--broker``,

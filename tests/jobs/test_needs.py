@@ -10,6 +10,7 @@ it is used.
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 import torch
@@ -94,6 +95,41 @@ def test_a_claim_leaves_the_chunks_this_machine_cannot_run_queued(make_clip, tmp
         assert not store.pending(fits=machine.fits) and store.pending()
         assert store.claim("me:1:a", 60, fits=Machine("cpu:0").fits).job == gpu_job  # the emulation runs it
         assert [c["attempts"] for c in store.chunks(gpu_job)] == [1, 0]
+
+
+@no_gpu
+def test_a_workers_line_counts_the_other_jobs_this_machine_runs_and_no_eta_for_a_cancelled_job(make_clip, tmp_path):
+    """`job 2 chunk 0 ... 1 other job left` counted a GPU job that this worker leaves to other machines (it then
+    sat idle, the job still "left"); a chunk of a job cancelled while it runs showed the job's ETA though none
+    of its other chunks will start."""
+    from vsr.jobs.worker import Outlook, Progress, WorkerSettings, _Heartbeat
+
+    src = make_clip("in.mp4", frames=4, width=16, height=12)
+    jobs = [JobSpec.from_settings(src, tmp_path / name, BackendRequest("random", "edvr-tiny", options),
+                                  EncoderSettings(codec="ffv1"), RunnerSettings(scene_cuts="off"))
+            for name, options in (("gpu.mkv", CudaOptions()), ("cpu.mkv", TorchOptions(threads=1)))]
+    with JobStore(tmp_path / "q.db", create=True) as store:
+        _, cpu_job = store.add_jobs([(spec, plan_chunks(spec, 2)) for spec in jobs])
+        machine = Machine()
+        claim = store.claim("me:1:a", 60, fits=machine.fits)
+        assert store.outlook(cpu_job)[1] == 1  # (the store's count of every unfinished job)
+        progress = Progress()
+        outlook = Outlook(cpu_job, *store.outlook(cpu_job, machine.fits), progress)
+        progress.start()
+        progress.add(1)
+        time.sleep(0.01)
+        assert ", ETA " in outlook.text() and outlook.text().endswith("; no other job left")
+        store.cancel(cpu_job)
+        beat = _Heartbeat(store.path, "me:1:a", claim, WorkerSettings(lease_s=0.2), None, progress)
+        beat.start()
+        try:
+            deadline = time.monotonic() + 30
+            while not progress.stopped and time.monotonic() < deadline:
+                time.sleep(0.01)
+        finally:
+            beat.stopped.set()
+            beat.join()
+        assert ", ETA " not in outlook.text() and ", job stopped" in outlook.text()
 
 
 @no_gpu

@@ -19,7 +19,8 @@ from vsr.jobs.spec import ChunkSpec, JobSpec
 
 def status(broker: str) -> list[dict]:
     """One row per job, oldest first: id, input, output, state (queued, running, waiting, done, failed,
-    cancelled; ``lost``: sent from this machine, unknown to the broker), chunks_done, chunks_total, frames_done, frames_total, fps (frames done per
+    cancelled; ``interrupted``: running, but no chunk of it is, its workers stopped; ``lost``: sent from this
+    machine, unknown to the broker), chunks_done, chunks_total, frames_done, frames_total, fps (frames done per
     wall second since its first chunk started, all workers together), eta_s, error, workers (names of the
     workers that finished its chunks), running (chunk index -> worker and pid).  A record vsr cannot read is one
     :class:`BrokerError`."""
@@ -43,6 +44,8 @@ def _status_row(db: redis.Redis, job_id: str) -> dict | None:
     frames = sum(int(d["frames"]) for d in done)
     running = {int(k): v for k, v in db.hgetall(_key(job_id, "running")).items()}
     state = job["state"]
+    if state == "running" and not running:  # its workers were stopped (its chunks went back to the queue)
+        state = "interrupted"
     fps = eta = None
     if done and job.get("started"):
         wall = max(float(d["finished"]) for d in done) - float(job["started"])
@@ -90,7 +93,7 @@ def _lost_row(entry: dict) -> dict:
 def _needs(state: str, spec: JobSpec) -> str | None:
     """What a job no worker runs asks of its worker's machine beyond a CPU (``a GPU (backend cuda)``), else
     None."""
-    need = job_need(spec.to_dict()) if state in ("queued", "lost") else None
+    need = job_need(spec.to_dict()) if state in ("queued", "interrupted", "lost") else None
     return None if need is None else need.text()
 
 

@@ -278,15 +278,24 @@ class JobStore(Leases):
         now = time.time()
         return [job_row(r, per.get(r["id"], []), now) for r in rows if ids is None or r["id"] in ids]
 
-    def outlook(self, job: int) -> tuple[JobRow, int]:
-        """``job``'s row and how many other jobs are unfinished (queued, running, waiting): what a worker says
-        while it computes a chunk of ``job``.  Reads that job's chunks only."""
+    def outlook(self, job: int, fits=None) -> tuple[JobRow, int]:
+        """``job``'s row and how many other jobs are unfinished (queued, running, waiting), of those this machine
+        runs where ``fits(job, spec)`` says which (:meth:`vsr.jobs.needs.Machine.fits`: a GPU job left to other
+        machines is none of this worker's): what a worker says while it computes a chunk of ``job``.  Reads that
+        job's chunks only."""
         with self.transaction(immediate=False) as db:
             row = self._job(db, job)
             chunks = db.execute(f"SELECT {_CHUNK_COLUMNS} FROM chunks WHERE job = ?", (job,)).fetchall()
-            others = db.execute("SELECT count(*) FROM jobs WHERE id != ? AND state IN (?, ?, ?)",
-                                (job, *UNFINISHED)).fetchone()[0]
-        return job_row(row, chunks, time.time()), others
+            others = [r[0] for r in db.execute("SELECT id FROM jobs WHERE id != ? AND state IN (?, ?, ?)",
+                                               (job, *UNFINISHED))]
+        # a job's spec is read once, the first time `fits` asks (it keeps its answer per job): not every chunk
+        count = sum(1 for o in others if fits is None or fits(o, lambda o=o: self._spec_or_none(o)))
+        return job_row(row, chunks, time.time()), count
+
+    def _spec_or_none(self, job: int) -> str:
+        with self.transaction(immediate=False) as db:
+            row = db.execute("SELECT spec FROM jobs WHERE id = ?", (job,)).fetchone()
+        return row[0] if row is not None else "null"  # (gone meanwhile: no need, counted)
 
     def job(self, job: int) -> JobRow:
         rows = self.jobs([job])

@@ -31,7 +31,7 @@ from vsr.files import environment
 from vsr.jobs.chunks import discard, is_committed, join_chunks, run_chunk, tidy
 from vsr.jobs.leases import MAX_ATTEMPTS, Claim, owner_id
 from vsr.jobs.needs import Machine, Need, Waiting, waiting_line
-from vsr.jobs.rows import JobRow, clock
+from vsr.jobs.outlook import Outlook, Progress
 from vsr.jobs.spec import ChunkSpec, JobSpec
 from vsr.jobs.store import JobStore, StoreError
 from vsr.video.source import SourceChanged
@@ -67,52 +67,6 @@ class WorkerSettings:
     waiting_line: bool = True
 
 
-class Progress:
-    """What a running chunk has done, for its heartbeat to record: frames written, and when its first frame
-    started (after the backend's warm-up)."""
-
-    def __init__(self):
-        self.frames = 0
-        self.started: float | None = None
-
-    def start(self) -> None:
-        self.started = time.monotonic()
-
-    def add(self, n: int) -> None:
-        self.frames += n
-
-    def now(self) -> tuple[int, float]:
-        return self.frames, (time.monotonic() - self.started) if self.started is not None else 0.0
-
-
-class Outlook:
-    """What a worker says of the job it computes a chunk of: the job's frames written of its total (what its
-    other chunks had when this one was claimed, and this one's), this chunk's speed and, at that speed, the
-    job's time left; how many other jobs wait."""
-
-    def __init__(self, job: int, row: JobRow, others: int, progress: Progress):
-        self.job, self.others, self.progress = job, others, progress
-        self.before = row.frames_done + row.frames_running
-        self.total = row.frames_total
-
-    def update(self, row: JobRow, others: int, chunk_frames: int) -> None:
-        """The job as the store has it now, this chunk (``chunk_frames``) committed: the other workers' chunks
-        done meanwhile count too."""
-        self.before = max(0, row.frames_done + row.frames_running - chunk_frames)
-        self.total, self.others = row.frames_total, others
-
-    def text(self, chunk_done: int = 0) -> str:
-        """The line; ``chunk_done``: the chunk's frames once it is committed (found on disk, it counted none)."""
-        frames, seconds = self.progress.now()
-        done = min(self.before + max(frames, chunk_done), self.total)
-        speed = ""
-        if frames and seconds > 0:
-            fps = frames / seconds
-            speed = f", {fps:.2f} fps" + (f", ETA {clock((self.total - done) / fps)}" if done < self.total else "")
-        left = f"{self.others} other job{'s' * (self.others != 1)} left" if self.others else "no other job left"
-        return f"{done}/{self.total} frames of job {self.job}{speed}; {left}"
-
-
 class _Heartbeat(interrupt.Thread):
     """Renews one claim's lease on its own connection until stopped; ends this process if its parent
     (``vsr jobs run --workers N``) was killed, so no worker outlives it unseen."""
@@ -133,6 +87,7 @@ class _Heartbeat(interrupt.Thread):
                 store = store or JobStore(self.path)
                 if not store.heartbeat(self.owner, self.claim, self.settings.lease_s, self.progress.now()):
                     log.info("job %s: the lease was lost or the job was stopped", self.claim.job)
+                    self.progress.stopped = True  # (its line shows no ETA: the job's other chunks do not start)
             except StoreError as e:
                 log.warning("heartbeat: %s", e)
         if store is not None:
@@ -188,7 +143,7 @@ def work(path: str | Path, settings: WorkerSettings = WorkerSettings(), *, paren
             beat = _Heartbeat(store.path, owner, claim, settings, parent, progress)
             beat.start()
             try:
-                ok = _process(store, owner, claim, backends, settings, progress, status)
+                ok = _process(store, owner, claim, backends, settings, progress, status, machine.fits)
             finally:
                 beat.stopped.set()
                 beat.wait_through()  # before the claim is given back on an interrupt
@@ -206,8 +161,9 @@ def work(path: str | Path, settings: WorkerSettings = WorkerSettings(), *, paren
 
 
 def _process(store: JobStore, owner: str, claim: Claim, backends: _Backends, settings: WorkerSettings,
-             progress: Progress, status=None) -> bool:
-    """Work on one claim; False where it failed its job."""
+             progress: Progress, status=None, fits=None) -> bool:
+    """Work on one claim; False where it failed its job.  ``fits``: whether this machine runs a job (the other
+    jobs its lines count)."""
     def say(text: str) -> None:
         if status is not None:
             status.close()  # a chunk's line replaces its status
@@ -226,7 +182,7 @@ def _process(store: JobStore, owner: str, claim: Claim, backends: _Backends, set
         chunk = ChunkSpec.from_dict(claim.chunk)
         computed = not is_committed(spec, chunk)
         phase = None if status is None else (lambda name: status.phase(f"job {claim.job} chunk {chunk.index}: {name}"))
-        outlook = Outlook(claim.job, *store.outlook(claim.job), progress)
+        outlook = Outlook(claim.job, *store.outlook(claim.job, fits), progress)
 
         def started() -> None:
             progress.start()
@@ -240,7 +196,7 @@ def _process(store: JobStore, owner: str, claim: Claim, backends: _Backends, set
         report = run_chunk(spec, chunk, backend=backend, progress=progress.add, on_start=started, on_phase=phase,
                            encoder_log=settings.encoder_log)
         store.commit_chunk(owner, claim, report, computed)
-        outlook.update(*store.outlook(claim.job), chunk.stop - chunk.start)
+        outlook.update(*store.outlook(claim.job, fits), chunk.stop - chunk.start)
         say(f"job {claim.job} chunk {chunk.index} (frames {chunk.start}:{chunk.stop}) done in "
             f"{time.perf_counter() - t0:.1f} s; {outlook.text(chunk.stop - chunk.start)}")
         return True
