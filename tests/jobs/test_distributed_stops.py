@@ -8,7 +8,9 @@ from __future__ import annotations
 import contextlib
 import json
 import shutil
+import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -27,6 +29,9 @@ from vsr.jobs.distributed import forgets, status  # noqa: E402
 from tests.jobs.helpers import added_ids  # noqa: E402
 from tests.jobs.test_cli_jobs import TINY  # noqa: E402
 from tests.jobs.test_distributed import WAIT_S, Workers, free_port, start_redis  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[2]
+
 
 def redis_with(folder: Path, *args: str) -> tuple[subprocess.Popen, int]:
     """A redis-server on a free port with ``args`` (persistence, a password...), answering PING."""
@@ -151,6 +156,64 @@ def test_a_lost_job_is_cancelled_here_and_a_job_the_broker_knows_is_not_lost(mak
         assert main(["jobs", "retry", first, "--broker", url]) == 2  # gone for good
     finally:
         stopped(proc)
+
+
+@pytest.mark.slow
+def test_a_double_ctrl_c_mid_chunk_does_not_count_as_a_lost_worker(make_clip, tmp_path, capsys, monkeypatch):
+    """``vsr jobs run`` with the broker (a password in its URL) in ``$VSR_BROKER``: no command line shows it.  A
+    double Ctrl-C mid-chunk (a cold shutdown) counted as one of the chunk's 3 deliveries; three such stops failed
+    the job as "worker lost".  Now the stop is not counted, ``list`` shows the job ``interrupted`` without an ETA
+    until a worker takes it up, and the chunk is delivered once more to the next worker."""
+    clip = make_clip("s.mp4", width=96, height=72, frames=8)
+    proc, port = redis_with(tmp_path, "--save", "", "--appendonly", "yes", "--requirepass", "s3cret")
+    url = f"redis://:s3cret@127.0.0.1:{port}/0"
+    monkeypatch.setenv("VSR_BROKER", url)
+    db = redis.Redis.from_url(url, decode_responses=True)
+    logs, procs = [], []
+
+    def worker() -> subprocess.Popen:
+        logs.append(tmp_path / f"worker{len(logs)}.log")
+        procs.append(subprocess.Popen([sys.executable, "-m", "vsr", "jobs", "run"], cwd=REPO,
+                                      stdout=logs[-1].open("w"), stderr=subprocess.STDOUT,
+                                      preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)))  # a terminal's
+        return procs[-1]
+
+    def log() -> str:
+        return "\n".join(p.read_text() for p in logs)
+
+    try:
+        assert main(["jobs", "add", str(clip), "--out-dir", str(tmp_path / "out"), "--chunk-frames", "4", *TINY]) == 0
+        said = capsys.readouterr().out
+        [job_id] = added_ids(said)
+        assert "($VSR_BROKER set)" in said and "s3cret" not in said
+        first = worker()
+        index, where = wait_for(lambda: next(iter(db.hgetall(f"vsr:job:{job_id}:running").items()), None), log=log)
+        child = where.rpartition(" pid ")[2]
+        for pid in (first.pid, child):
+            assert b"s3cret" not in Path(f"/proc/{pid}/cmdline").read_bytes()
+        first.send_signal(signal.SIGINT)
+        time.sleep(0.5)
+        first.send_signal(signal.SIGINT)  # again: running chunks are terminated
+        first.wait(120)
+        assert db.hget(f"vsr:job:{job_id}:done", index) is None, "the chunk ended before the stop: a test of nothing"
+        assert db.hget(f"vsr:job:{job_id}:attempts", index) == "0", log()
+        [row] = status(url)
+        assert (row["state"], row["eta_s"], row["running"]) == ("interrupted", None, {}), row
+        second = worker()
+        wait_for(lambda: status(url)[0]["state"] in ("done", "failed"), log=log)
+        second.send_signal(signal.SIGINT)
+        second.wait(120)
+        [row] = status(url)
+        assert row["state"] == "done", row["error"]
+        assert db.hget(f"vsr:job:{job_id}:attempts", index) == "1"  # the second worker's delivery alone
+        assert f"vsr-{second.pid}@" in json.loads(db.hget(f"vsr:job:{job_id}:done", index))["worker"]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        stopped(proc)
+    assert frames(tmp_path / "out" / "s.mp4") == 8
 
 
 def test_the_broker_is_read_from_vsr_broker_unless_a_store_is_given(make_clip, tmp_path, capsys, monkeypatch):

@@ -21,9 +21,10 @@ That timeout must exceed the longest chunk, or Redis gives a chunk still running
 fails its job.  A worker's record writes wait about 2 minutes for a Redis that went away (restarted) and then hand
 their chunk back: a Redis that keeps its data on disk (``appendonly yes``) loses no job; one that keeps nothing
 forgets every job and queued chunk when it restarts (:func:`forgets` says so; the machine that added a job keeps
-it, :mod:`vsr.jobs.ledger`, and ``retry`` sends a job the broker forgot again).  Several worker processes on
-one machine share its cores: give the backend threads to match (``--threads``), as ONNX Runtime takes every core
-per process by default.
+it, :mod:`vsr.jobs.ledger`, and ``retry`` sends a job the broker forgot again).  A chunk whose worker process is
+stopped by SIGTERM (its worker's cold shutdown: a second Ctrl-C) does not count as a delivery.  Several worker
+processes on one machine share its cores: give the backend threads to match (``--threads``), as ONNX Runtime
+takes every core per process by default.
 
 Queues: a job's chunks go to the queue of what it needs of a worker's machine (:func:`vsr.jobs.needs.queue_of`:
 ``vsr``, or ``vsr.gpu``, ``vsr.cuda``, ``vsr.tensorrt``); a worker consumes those its machine can run, so a GPU
@@ -47,11 +48,13 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import socket
 import sys
 import time
 import uuid
 
+from vsr import interrupt
 from vsr.backends import Backend
 from vsr.errors import BrokerError, VsrError
 from vsr.jobs import broker_rows, ledger
@@ -66,6 +69,7 @@ from vsr.video.source import SourceChanged
 
 try:
     import redis
+    from billiard.process import current_process
     from celery import Celery
     from celery.exceptions import Reject
 except ImportError as err:  # the optional `jobs` extra; callers import this module only for --broker
@@ -282,6 +286,14 @@ def _chunk_task(task, job_id: str, spec_json: str, chunk_dict: dict, generation:
         return _chunk(task, job_id, spec_json, chunk_dict, generation)
     except (redis.ConnectionError, redis.TimeoutError) as err:
         raise Reject(f"the broker failed: {err}", requeue=True) from None
+    except KeyboardInterrupt:  # stopped (SIGTERM: the worker's cold shutdown, a double Ctrl-C; or systemd's stop)
+        if current_process().name == "MainProcess":  # (the task called in a process of the caller's own)
+            raise
+        # a pool process dies of the signal as it did before: its worker hands the chunk back
+        # (reject_on_worker_lost), and a message its worker did not acknowledge stays the broker's
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+        raise
 
 
 def _chunk(task, job_id: str, spec_json: str, chunk_dict: dict, generation: int) -> dict | None:
@@ -309,7 +321,7 @@ def _chunk(task, job_id: str, spec_json: str, chunk_dict: dict, generation: int)
     if db.hget(job, "state") in ("queued", "waiting"):
         db.hset(job, mapping={"state": "running", "error": ""})
     try:
-        report = run_chunk(spec, chunk, backend=_backend_for(spec))
+        report = _compute(db, job_id, spec, chunk)
         # the first record of a chunk stays: a redelivery after a commit computed nothing
         db.hsetnx(_key(job_id, "done"), str(chunk.index),
                   json.dumps({"worker": worker, "finished": time.time(), "frames": chunk.stop - chunk.start,
@@ -334,6 +346,18 @@ def _chunk(task, job_id: str, spec_json: str, chunk_dict: dict, generation: int)
     finally:
         db.hdel(_key(job_id, "running"), str(chunk.index))
     return {"job": job_id, "chunk": chunk.index, "worker": worker}
+
+
+def _compute(db: redis.Redis, job_id: str, spec: JobSpec, chunk: ChunkSpec) -> dict:
+    """:func:`run_chunk`; the chunk's worker process stopped by SIGTERM (the pool's cold shutdown on a second
+    Ctrl-C sends it) unwinds as from Ctrl-C, removing its partial chunk, and its delivery is not counted: a user's
+    stop is not a lost worker, and three of them failed the job as one."""
+    try:
+        with interrupt.handled((signal.SIGTERM,), once=True):
+            return run_chunk(spec, chunk, backend=_backend_for(spec))
+    except KeyboardInterrupt:
+        db.hincrby(_key(job_id, "attempts"), str(chunk.index), -1)
+        raise
 
 
 def _join(db: redis.Redis, task_id: str, job_id: str, spec: JobSpec) -> None:
