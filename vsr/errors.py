@@ -60,6 +60,18 @@ def printable(text: object) -> str:
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
+def tell(line: str) -> None:
+    """``line`` on standard error (a status, a warning, a worker's news), flushed.  Standard error gone (its
+    pipe's reader ended: a killed ``vsr jobs run`` whose workers finish their claim, ``2>&1 | head``; closed) is
+    not the work's error: the line is lost, the work goes on (as Python's own warnings do)."""
+    import sys
+
+    try:
+        print(line, file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass
+
+
 def did_you_mean(word: str, choices) -> str:
     """`` (did you mean 'real'?)`` for the choice closest to ``word`` (difflib's ratio 0.6 or more), else ``""``:
     the tail of an error message about an unknown name."""

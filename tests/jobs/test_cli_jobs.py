@@ -273,3 +273,23 @@ def test_add_chooses_each_input_s_weights_once_and_says_so(tmp_path, capsys):
     named = JobSpec(specs[0].input, specs[0].output, BackendRequest("real", None, specs[0].backend.options),
                     specs[0].encoder, specs[0].runner, specs[0].overwrite, specs[0].source)
     assert named.key == specs[0].key
+
+
+@pytest.mark.parametrize("extra", [["--workers", "2", "--quiet"], ["--workers", "1"]])
+def test_standard_error_gone_fails_no_job(clips, tmp_path, capsys, extra):
+    """A worker's lines (a warning, "chunk done") to a standard error whose reader is gone (a killed `vsr jobs
+    run` whose workers finish their claim, `2>&1 | head`) raised BrokenPipeError inside the chunk: the job
+    failed with that as its error.  The lines are lost; the jobs end done, their outputs whole."""
+    a, b = clips
+    store, out = tmp_path / "q.db", tmp_path / "out"
+    rc, _, err = jobs(capsys, "add", a, b, "--out-dir", out, "--ext", "mkv", "--chunk-frames", 3, "--store", store,
+                      *TINY)
+    assert rc == 0, err
+    p = subprocess.Popen([sys.executable, "-m", "vsr", "jobs", "run", "--until-empty", "--store", str(store), *extra],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=REPO)
+    p.stderr.close()  # its reader gone before the first line
+    assert p.wait(timeout=300) == 0
+    rc, listing, _ = jobs(capsys, "list", "--store", store, "--json")
+    assert [(r["state"], r["error"]) for r in json.loads(listing)] == [("done", None), ("done", None)]
+    for src in (a, b):
+        assert same_frames(out / f"{src.stem}.mkv", single_pass(src, tmp_path / f"ref-{src.stem}.mkv"))

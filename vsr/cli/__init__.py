@@ -104,13 +104,13 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
 
 
 def _warning_line(message, category, filename, lineno, file=None, line=None):
-    from vsr.errors import printable
+    from vsr.errors import printable, tell
 
     text = str(message)
     if not os.path.abspath(filename).startswith(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))):
         # a library's own paragraph (Celery's to a worker run as root): its words on one line, not its '\n's
         text = " ".join(text.split())
-    print(f"vsr: warning: {printable(text)}", file=sys.stderr)
+    tell(f"vsr: warning: {printable(text)}")  # (standard error gone: no error of the work's, as Python's own)
 
 
 def speak_as_vsr(verbose: bool = False) -> None:

@@ -50,13 +50,12 @@ import json
 import os
 import signal
 import socket
-import sys
 import time
 import uuid
 
 from vsr import interrupt
 from vsr.backends import Backend
-from vsr.errors import BrokerError, VsrError
+from vsr.errors import BrokerError, VsrError, tell
 from vsr.jobs import broker_rows, ledger
 from vsr.jobs.chunks import discard, is_committed, join_chunks, run_chunk, tidy
 from vsr.jobs.chunking import plan_job
@@ -267,10 +266,10 @@ def run_worker(broker: str, concurrency: int = 1, *, visibility_timeout_s: float
         raise BrokerError(f"a worker needs at least 1 process, not {concurrency}")
     forgets_jobs = persistence(_connect(broker), broker)
     if forgets_jobs:  # said where the operator looks: a worker's log
-        print(f"vsr: {forgets_jobs}", file=sys.stderr)
+        tell(f"vsr: {forgets_jobs}")
     queues, left = worker_queues(QUEUE, Machine(forks=True))  # (its pool's children are forked)
     if left:  # their jobs stay queued for the workers of machines that have what they need
-        print(f"vsr: this worker leaves the jobs of {', '.join(left)} to workers that can run them", file=sys.stderr)
+        tell(f"vsr: this worker leaves the jobs of {', '.join(left)} to workers that can run them")
     app = make_app(broker, visibility_timeout_s=visibility_timeout_s)
     # prefork even for 1 process: a child that dies mid-chunk is seen by the parent, which hands the chunk back
     app.worker_main(["worker", "--pool=prefork", f"--concurrency={concurrency}", f"--queues={','.join(queues)}",

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from vsr import interrupt
-from vsr.errors import BackendError, VsrError, printable
+from vsr.errors import BackendError, VsrError, printable, tell
 from vsr.files import environment
 from vsr.jobs.chunks import discard, is_committed, join_chunks, run_chunk, tidy
 from vsr.jobs.leases import MAX_ATTEMPTS, Claim, owner_id
@@ -136,7 +136,7 @@ def work(path: str | Path, settings: WorkerSettings = WorkerSettings(), *, paren
                     return done
                 line = waiting.line(store) if waiting is not None else None
                 if line is not None:
-                    print(f"vsr: {printable(line)}", file=sys.stderr)
+                    tell(f"vsr: {printable(line)}")
                 time.sleep(settings.poll_s)
                 continue
             progress = Progress()
@@ -168,7 +168,7 @@ def _process(store: JobStore, owner: str, claim: Claim, backends: _Backends, set
         if status is not None:
             status.close()  # a chunk's line replaces its status
         if not settings.quiet:
-            print(f"vsr: {printable(text)}", file=sys.stderr)
+            tell(f"vsr: {printable(text)}")
 
     t0 = time.perf_counter()
     try:
@@ -253,7 +253,7 @@ def _child(path: str, settings: WorkerSettings, parent: int) -> None:
     if settings.device is not None and not settings.quiet:
         alone = os.environ.get("CUDA_VISIBLE_DEVICES") if settings.device.startswith("cuda") else None
         where = f" (CUDA_VISIBLE_DEVICES={alone})" if alone else ""
-        print(f"vsr: worker {os.getpid()} on {settings.device}{where}", file=sys.stderr, flush=True)
+        tell(f"vsr: worker {os.getpid()} on {settings.device}{where}")
     signal.signal(signal.SIGINT, signal.default_int_handler)  # ignored while it started (run_workers)
     try:
         with interrupt.handled((signal.SIGINT, signal.SIGTERM), once=True):
@@ -266,10 +266,13 @@ def _child(path: str, settings: WorkerSettings, parent: int) -> None:
     except KeyboardInterrupt:
         code = 130
     except VsrError as e:
-        print(f"vsr: error: {printable(e)}", file=sys.stderr)
+        tell(f"vsr: error: {printable(e)}")
         code = e.exit_code
-    sys.stdout.flush()
-    sys.stderr.flush()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # (its reader gone: nothing to tell it)
+            pass
     # an inference call an interrupt left behind must not see the native libraries torn down (see vsr.cli.entry)
     os._exit(code)
 
@@ -289,7 +292,7 @@ def run_workers(path: str | Path, workers: int = 1, settings: WorkerSettings = W
     code = _run_each(path, each)
     left = left_for_others(path, {s.device for s in each}) if settings.until_empty and code != 130 else []
     if left:  # the workers stopped, these jobs stay queued: said, not failed (another machine may run them)
-        print(f"vsr: no job left that this machine can run; {printable(waiting_line(left))}", file=sys.stderr)
+        tell(f"vsr: no job left that this machine can run; {printable(waiting_line(left))}")
     return code
 
 
