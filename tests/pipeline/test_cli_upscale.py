@@ -385,3 +385,17 @@ def test_a_start_past_the_end_of_a_counted_source_is_refused_before_the_model_lo
         upscale(src, tmp_path / "o.mkv", backend=BackendRequest("random", "edvr-tiny", TorchOptions(threads=1)),
                 runner=RunnerSettings(frames=(10, 12)), on_phase=phases.append)
     assert phases == ["opening input"] and not (tmp_path / "o.mkv").exists()
+
+
+def test_standard_error_gone_is_no_failure(make_clip, tmp_path):
+    """Its reader gone before the end (`vsr upscale ... 2>&1 | head -1`, a closed terminal's pipe): the progress
+    lines and the closing table raised BrokenPipeError, a finished run exited 141 as if stopped.  Now the lines are
+    lost and the run is what it was: exit 0, the whole output."""
+    src = make_clip("in.mp4", frames=5)
+    out = tmp_path / "out.mkv"
+    p = subprocess.Popen([sys.executable, "-m", "vsr", "upscale", str(src), str(out), *TINY, "--backend", "torch",
+                          "--threads", "1"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=REPO)
+    p.stderr.close()  # its reader gone before the first line
+    assert p.wait(timeout=300) == 0
+    with av.open(str(out)) as c:
+        assert sum(1 for _ in c.decode(video=0)) == 5

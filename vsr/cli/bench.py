@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import sys
 
-from vsr.errors import InputError
+from vsr.errors import InputError, tell
 
 
 def add_parser(sub) -> None:
@@ -100,7 +99,7 @@ def run(args) -> int:
 
         names = [c.name for c in select_cases(bench_cases(settings.threads), settings.cases)]
         check_out(args.out, names, args.html, args.overwrite)
-    progress = None if args.quiet else (lambda message: print(f"vsr bench: {message}", file=sys.stderr))
+    progress = None if args.quiet else (lambda message: tell(f"vsr bench: {message}"))
     result = run_bench(settings, progress)
     data = write_bench(result, args.out, args.html, args.overwrite) if args.out else summary(result)
     print(json.dumps(data, indent=2) if args.json else render_table(data))
@@ -121,7 +120,7 @@ def _int8_account(args) -> int:
         from vsr.outfiles import check_file_output
 
         out = check_file_output(args.out, "--out", "account", overwrite=args.overwrite)
-    say = None if args.quiet else (lambda message: print(f"vsr bench: {message}", file=sys.stderr))
+    say = None if args.quiet else (lambda message: tell(f"vsr bench: {message}"))
     data = int8_account(args.config, args.weights, parse_size(args.size), parse_threads(args.threads),
                         windows=_positive(args.frames, "--frames"), reps=_positive(args.runs, "--runs"), say=say)
     if out is not None:

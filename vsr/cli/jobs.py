@@ -11,14 +11,13 @@ from __future__ import annotations
 import argparse
 import copy
 import math
-import sys
 from dataclasses import replace
 from pathlib import Path
 
 from vsr.cli.jobs_common import BROKER_ENV, broker as broker_of, distributed, job_id
 from vsr.cli.jobs_show import list_jobs, report_job
 from vsr.cli.settings import add_upscale_options, to_int, upscale_settings
-from vsr.errors import InputError, printable
+from vsr.errors import InputError, printable, tell
 
 MAX_WORKERS = 256
 MAX_LEASE_S = 7 * 24 * 3600.0
@@ -165,7 +164,7 @@ def _say_waits(added: list) -> None:
             left.append((job, need))
     if left:
         them = "it" if len(left) == 1 else "them"
-        print(printable(f"vsr: {waiting_line(left)}: this machine cannot run {them} ({lacks})"), file=sys.stderr)
+        tell(printable(f"vsr: {waiting_line(left)}: this machine cannot run {them} ({lacks})"))
 
 
 def _queue(args, broker: str | None, created: list[Path]) -> tuple[list, str]:
@@ -199,8 +198,8 @@ def _queue(args, broker: str | None, created: list[Path]) -> tuple[list, str]:
         where = celery.safe_url(broker)
         forgets = celery.forgets(broker)
         if forgets:  # this machine keeps the jobs (vsr.jobs.ledger); the operator should know the broker does not
-            print(printable(f"vsr: {forgets}; this machine keeps its own record of these jobs: `vsr jobs list` "
-                            "shows one the broker forgot as lost, `vsr jobs retry` sends it again"), file=sys.stderr)
+            tell(printable(f"vsr: {forgets}; this machine keeps its own record of these jobs: `vsr jobs list` "
+                            "shows one the broker forgot as lost, `vsr jobs retry` sends it again"))
     else:
         from vsr.jobs.store import JobStore
 
@@ -216,12 +215,12 @@ def _say_precision(request, said: set) -> None:
     choice = request.precision
     if choice is not None and choice.asked == "auto" and choice not in said:
         said.add(choice)
-        print(printable(f"vsr: precision: {choice.line()}; kept in the job: every worker runs "
-                        f"{choice.precision}"), file=sys.stderr)
+        tell(printable(f"vsr: precision: {choice.line()}; kept in the job: every worker runs "
+                        f"{choice.precision}"))
 
 
 def _say_weights(src: Path, choice) -> None:
-    print(printable(f"vsr: weights for {src.name}: {choice.line()}"), file=sys.stderr)
+    tell(printable(f"vsr: weights for {src.name}: {choice.line()}"))
 
 
 def _run(args) -> int:

@@ -4,10 +4,9 @@ without the model (:mod:`vsr.cli.jobs`)."""
 from __future__ import annotations
 
 import json
-import sys
 
 from vsr.cli.jobs_common import broker as broker_of, distributed, job_id
-from vsr.errors import printable
+from vsr.errors import printable, tell
 
 
 def list_jobs(args) -> int:
@@ -85,9 +84,9 @@ def report_job(args) -> int:
     if not (args.html and out is None):  # else the page is what standard output holds
         print(json.dumps(render.to_json(run), indent=2) if args.json else render.render_text(escaped(run)))
     if total is not None and len(reports) < total:
-        print(f"vsr: {label} is {state}: the report covers {len(reports)} of its {total} chunks", file=sys.stderr)
+        tell(f"vsr: {label} is {state}: the report covers {len(reports)} of its {total} chunks")
     if args.html and out is not None:  # as vsr report says it: on stderr, no part of --json
-        print(f"vsr: wrote {printable(str(out))}", file=sys.stderr)
+        tell(f"vsr: wrote {printable(str(out))}")
     return 0
 
 

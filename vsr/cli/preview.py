@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 import time
 from dataclasses import replace
 
@@ -70,7 +69,7 @@ def summary(p) -> str:
 
 def run(args) -> int:
     started = time.perf_counter()  # before the imports below (torch, ONNX Runtime): a run pays them too
-    from vsr.errors import printable
+    from vsr.errors import printable, tell
     from vsr.quality.preview import preview
     from vsr.quality.preview_page import check_out, write_preview
 
@@ -86,5 +85,5 @@ def run(args) -> int:
     text = summary(p)
     out = write_preview(p, args.out, text, overwrite=args.overwrite)
     print(text)
-    print(f"wrote {printable(out)} (left: bicubic, right: vsr)", file=sys.stderr)
+    tell(f"wrote {printable(out)} (left: bicubic, right: vsr)")
     return 0

@@ -19,9 +19,8 @@ def add_parser(sub) -> None:
 
 def run(args) -> int:
     import json
-    import sys
 
-    from vsr.errors import InputError, printable
+    from vsr.errors import InputError, printable, tell
     from vsr.outfiles import check_file_output, write_file_output
     from vsr.report import html, render
     from vsr.report.load import escaped, load_run
@@ -47,5 +46,5 @@ def run(args) -> int:
             return 0  # the page is what standard output holds
     print(json.dumps(data, indent=2) if args.json else text)
     if page is not None:  # after the report, on stderr: the last thing a person sees, and no part of --json
-        print(f"vsr: wrote {printable(str(out))}", file=sys.stderr)
+        tell(f"vsr: wrote {printable(str(out))}")
     return 0

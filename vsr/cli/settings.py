@@ -5,7 +5,7 @@ settings objects they build: :class:`~vsr.backends.BackendRequest`, :class:`~vsr
 from __future__ import annotations
 
 from vsr.cli.common import add_precision_args, precision_options
-from vsr.errors import InputError
+from vsr.errors import InputError, tell
 
 
 def add_upscale_options(p, *, frames: bool = True) -> None:
@@ -66,21 +66,17 @@ def add_upscale_options(p, *, frames: bool = True) -> None:
 def say_weights(choice) -> None:
     """The weights ``--weights auto`` chose for a source (:class:`vsr.model.choice.WeightsChoice`), in one line
     on standard error."""
-    import sys
-
     from vsr.errors import printable
 
-    print(f"vsr: weights: {printable(choice.line())}", file=sys.stderr)
+    tell(f"vsr: weights: {printable(choice.line())}")
 
 
 def say_precision(request) -> None:
     """The precision ``--precision auto`` chose for a run (:class:`vsr.backends.PrecisionChoice`), in one line on
     standard error; nothing where a precision was asked for (the option, ``$VSR_PRECISION``) or none was chosen (a
     backend without an int8 plan)."""
-    import sys
-
     if request.precision is not None and request.precision.asked == "auto":
-        print(f"vsr: precision: {request.precision.line()}", file=sys.stderr)
+        tell(f"vsr: precision: {request.precision.line()}")
 
 
 class PrecisionLine:

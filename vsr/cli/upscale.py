@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
-import sys
 from dataclasses import replace
 from pathlib import Path
 
 from vsr.cli.settings import PrecisionLine, add_upscale_options, parse_frames, parse_options, upscale_settings
-from vsr.errors import InputError
+from vsr.errors import InputError, tell
 
 __all__ = ["add_parser", "parse_frames", "parse_options", "run"]
 
@@ -120,5 +119,5 @@ def _run(args, status) -> int:
     if args.report is not None:
         _write_report(args, report_path, report)
     if not args.quiet:
-        print(report.table(), file=sys.stderr)
+        tell(report.table())
     return 0

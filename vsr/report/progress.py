@@ -90,7 +90,10 @@ class LineProgress:
 
     def _print(self, line: str) -> None:
         stream = sys.stderr if self.stream is None else self.stream
-        print(line, file=stream, flush=True)
+        try:
+            print(line, file=stream, flush=True)
+        except (OSError, ValueError):  # its reader gone (a closed pipe): the run goes on without its lines
+            pass
 
 
 def _is_tty(stream) -> bool:
