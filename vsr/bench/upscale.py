@@ -10,6 +10,7 @@ The cases' runs alternate, ``settings.runs`` rounds, so load changes reach every
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -58,7 +59,7 @@ def write_frames(frames: np.ndarray, folder: Path) -> Path:
     folder.mkdir()
     for i, f in enumerate(frames):
         rgb = np.clip(np.rint(f.transpose(1, 2, 0) * 255.0), 0, 255).astype(np.uint8)
-        cv2.imwrite(str(folder / f"{i:08d}.png"), rgb[:, :, ::-1])
+        cv2.imwrite(os.fsencode(folder / f"{i:08d}.png"), rgb[:, :, ::-1])
     return folder
 
 

@@ -12,6 +12,7 @@ whole GT clip instead (e.g. BI then x264, :mod:`vsr.train.degrade`), so that cod
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import count
@@ -51,7 +52,7 @@ def list_frames(folder: str | Path, what: str) -> list[Path]:
 
 def read_rgb(path: Path) -> np.ndarray:
     """An image file as 8-bit RGB ``(H, W, 3)``; :class:`InputError` if it cannot be decoded."""
-    img = cv2.imread(str(path), cv2.IMREAD_COLOR)
+    img = cv2.imread(os.fsencode(path), cv2.IMREAD_COLOR)  # (bytes: OpenCV crashes on a name that is not UTF-8)
     if img is None:
         raise InputError(f"cannot read image {path}")
     return cv2.cvtColor(img, cv2.COLOR_BGR2RGB)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -123,7 +124,7 @@ def calibration_windows(cfg: QuantConfig, num_frame: int | None, height: int, wi
         files = _pngs(cfg.calibration)
         frames = []
         for f in files[:n]:
-            img = cv2.imread(str(f), cv2.IMREAD_COLOR)
+            img = cv2.imread(os.fsencode(f), cv2.IMREAD_COLOR)
             if img is None:
                 raise InputError(f"int8 calibration: cannot read {f}")
             img = cv2.resize(cv2.cvtColor(img, cv2.COLOR_BGR2RGB), (width, height), interpolation=cv2.INTER_AREA)

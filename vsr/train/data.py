@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -99,7 +100,7 @@ def _rgb_frames(path: Path, rgb: bool = True):
 
 
 def _opencv_frames(path: Path, rgb: bool):
-    cap = cv2.VideoCapture(str(path))
+    cap = cv2.VideoCapture(os.fsencode(path))
     try:
         if not cap.isOpened():
             raise InputError(f"not a video file: {path} (OpenCV's reader cannot open it; PyAV is not installed here)")
@@ -156,7 +157,7 @@ def find_sources(paths: list[str | Path], *, holdout: float = 0.0, exclude: tupl
 
 
 def read_image(path: Path) -> np.ndarray:
-    img = cv2.imread(str(path), cv2.IMREAD_COLOR)
+    img = cv2.imread(os.fsencode(path), cv2.IMREAD_COLOR)  # (bytes: OpenCV crashes on a name that is not UTF-8)
     if img is None:
         raise InputError(f"cannot read image {path}")
     return cv2.cvtColor(img, cv2.COLOR_BGR2RGB)

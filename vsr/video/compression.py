@@ -8,6 +8,7 @@ from what its source already holds (its codec and the first frame it decoded to 
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -147,7 +148,7 @@ def measure_png_folder(files: list[Path]) -> CompressionFacts:
     a compressed video."""
     import cv2
 
-    lumas = (cv2.imread(str(f), cv2.IMREAD_GRAYSCALE) for f in files[:SAMPLE_FRAMES:SAMPLE_EVERY])
+    lumas = (cv2.imread(os.fsencode(f), cv2.IMREAD_GRAYSCALE) for f in files[:SAMPLE_FRAMES:SAMPLE_EVERY])
     value, n = _mean_blockiness(y for y in lumas if y is not None)
     return CompressionFacts("png", None, None, value, n)
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 from fractions import Fraction
 from pathlib import Path
 from typing import Iterator
@@ -30,7 +31,7 @@ class PngFolderSource:
         self.files = frame_files(self.path)
         if not self.files:
             raise InputError(f"zero frames: no *.png files in folder {self.path}")
-        first = cv2.imread(str(self.files[0]), cv2.IMREAD_UNCHANGED)
+        first = cv2.imread(os.fsencode(self.files[0]), cv2.IMREAD_UNCHANGED)
         if first is None:
             raise InputError(f"not a PNG image: {self.files[0]}")
         h, w = first.shape[:2]
@@ -58,7 +59,7 @@ def read_png(path: Path, size: tuple[int, int] | None = None, with_alpha: bool =
     :class:`~vsr.video.alpha.Alpha` (None where it has none)."""
     import cv2
 
-    img = cv2.imread(str(path), cv2.IMREAD_UNCHANGED)
+    img = cv2.imread(os.fsencode(path), cv2.IMREAD_UNCHANGED)  # (bytes: OpenCV crashes on a name that is not UTF-8)
     if img is None:
         raise InputError(f"not a PNG image: {path}")
     if img.ndim == 2:
