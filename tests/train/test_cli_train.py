@@ -232,3 +232,16 @@ def test_an_empty_video_is_refused_in_the_words_of_the_other_commands(tmp_path):
     r = vsr_train("--config", "edvr-tiny", "--data", empty, "--iters", 2, "--out", tmp_path / "run")
     assert r.returncode == 2, r.stderr
     assert r.stderr.strip() == f"vsr: error: not a video file: {empty} is empty" and not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("sets", [["none", "calendar"], ["holdout", "none"]])
+def test_val_none_beside_a_set_is_refused(make_clip, tmp_path, sets):
+    """`--val none calendar` validated on calendar: the 'none' that asked for no validation was dropped."""
+    clip = make_clip("c.mp4", width=48, height=40, frames=6)
+    out = tmp_path / "run"
+    r = vsr_train("--config", "edvr-tiny", "--data", clip, "--iters", 1, "--out", out, "--holdout", 0.2,
+                  "--val", *sets, "--batch-size", 1, "--patch", 8, "--threads", 1, "--workers", 0, "--no-progress")
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.splitlines() == [f"vsr: error: --val none means no validation: give it alone, not with "
+                                     f"{[s for s in sets if s != 'none'][0]}"]
+    assert not out.exists()

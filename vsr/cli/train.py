@@ -45,7 +45,8 @@ def add_parser(sub) -> None:
                    help="validation sets: calendar, city (Vid4) and/or holdout; none: no validation (default: "
                         "calendar and city where the Vid4 set is at hand, see VSR_DATA in docs/install.md; "
                         "else none, said in one line)")
-    p.add_argument("--val-every", type=int, default=T.val_every)
+    p.add_argument("--val-every", type=int, default=T.val_every, metavar="N",
+                   help=f"validate every N iterations and at the last (default {T.val_every}; 0: never)")
     p.add_argument("--ckpt-every", type=int, default=T.ckpt_every)
     p.add_argument("--threads", type=int, default=T.threads, help="torch CPU threads (0: torch default)")
     p.add_argument("--workers", type=int, default=T.workers, metavar="N",
@@ -70,13 +71,19 @@ def train_options(args):
     """The :class:`vsr.train.TrainOptions` that the parsed flags ask for (checked when made)."""
     from vsr.train import TrainOptions
 
+    from vsr.errors import InputError, printable
+
     name = args.config or (Path(args.init).stem if args.init else "run")
+    val = None if args.val is None else tuple(v for v in args.val if v != "none")
+    if val and len(val) < len(args.val):  # (it validated on the others: 'none' was dropped silently)
+        raise InputError(f"--val none means no validation: give it alone, not with "
+                         f"{', '.join(printable(v) for v in val)}")
     return TrainOptions(
         config=args.config, data=tuple(args.data), out=args.out or str(Path("runs") / Path(name).stem),
         iters=args.iters, init=args.init, batch_size=args.batch_size, lr_patch=args.patch, lr=args.lr,
         min_lr=args.min_lr, warmup=args.warmup, offset_lr_mult=args.offset_lr_mult, grad_clip=args.grad_clip,
         loss=args.loss, ema_decay=args.ema_decay, seed=args.seed, weight_init=args.weight_init,
-        video_fraction=args.video_fraction, holdout=args.holdout, val=None if args.val is None else tuple(v for v in args.val if v != "none"),
+        video_fraction=args.video_fraction, holdout=args.holdout, val=val,
         val_every=args.val_every, ckpt_every=args.ckpt_every, threads=args.threads, workers=args.workers, amp=args.amp,
         device=args.device, qat=args.qat, degrade=args.degrade, degrade_config=args.degrade_config,
         exclude=tuple(dict.fromkeys((*TrainOptions.exclude, *args.exclude))))
