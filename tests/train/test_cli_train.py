@@ -245,3 +245,35 @@ def test_val_none_beside_a_set_is_refused(make_clip, tmp_path, sets):
     assert r.stderr.splitlines() == [f"vsr: error: --val none means no validation: give it alone, not with "
                                      f"{[s for s in sets if s != 'none'][0]}"]
     assert not out.exists()
+
+
+# Ctrl-C the moment the first batch worker has been handed to the fork server, the others not yet started (the
+# signal sent from there, so that it lands in that stretch every time)
+_STOP_AS_WORKERS_START = """
+import os, signal, sys
+import multiprocessing.context as context
+start = context.ForkServerProcess._Popen
+def _popen(process):
+    made = start(process)
+    os.kill(os.getpid(), signal.SIGINT)
+    return made
+context.ForkServerProcess._Popen = staticmethod(_popen)
+from vsr.cli import entry
+sys.argv = ["vsr", *sys.argv[1:]]
+entry()
+"""
+
+
+def test_ctrl_c_while_the_batch_workers_start_is_one_line(make_clip, tmp_path):
+    """A stop as the workers started left them (``__exit__`` does not run when ``__enter__`` fails): a worker
+    still reading its start-up data found the training process's semaphores gone and printed a traceback
+    (``FileNotFoundError`` in ``SemLock._rebuild``) after `vsr: interrupted`.  Now the start ends, then the
+    stop stops them."""
+    clip = make_clip("c.mp4", width=48, height=40, frames=6)
+    r = subprocess.run([sys.executable, "-c", _STOP_AS_WORKERS_START, "train", "--config", "edvr-tiny",
+                        "--data", str(clip), "--iters", "100000", "--out", str(tmp_path / "run"), "--batch-size",
+                        "1", "--patch", "8", "--val", "none", "--threads", "1", "--workers", "2", "--no-progress"],
+                       cwd=REPO, capture_output=True, text=True, timeout=120)  # (read until every worker's end)
+    assert r.returncode == 130, r.stderr
+    assert "Traceback" not in r.stderr
+    assert r.stderr.splitlines()[-1] == "vsr: interrupted"

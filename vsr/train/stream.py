@@ -39,6 +39,7 @@ import time
 
 import torch
 
+from vsr import interrupt
 from vsr.errors import VsrError, printable
 from vsr.files import environment
 from vsr.train.data import PairSampler
@@ -207,7 +208,14 @@ class BatchStream:
             # its own generator: the DataLoader draws its workers' seeds (unused here) from it, not from torch's
             # global one, whose state a checkpoint holds
             generator=torch.Generator().manual_seed(0))
-        self._it = iter(loader)  # starts the workers
+        # A stop while the workers start waits for them: one cut off here was left to read its start-up data from a
+        # training process gone (a traceback after `vsr: interrupted`), as __exit__ does not run when __enter__ fails
+        try:
+            with interrupt.deferred("the batch workers' start"):
+                self._it = iter(loader)  # starts the workers
+        except BaseException:
+            self.close()
+            raise
 
     def __iter__(self) -> "BatchStream":
         return self
