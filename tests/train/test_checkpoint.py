@@ -60,3 +60,16 @@ def test_ship_writes_its_record_not_through_a_link_planted_beside_the_weights(tm
     info = ship(tmp_path / "latest.pth", run / "shipped.pth", which="ema")
     assert victim.read_text() == "keep me\n"
     assert not (run / "shipped.json").is_symlink() and str(info["sha256"]) in (run / "shipped.json").read_text()
+
+
+def test_ship_to_a_folder_is_one_line_and_exit_2(tmp_path, capsys):
+    """``python -m vsr.train.ship latest.pth --out DIR`` was a traceback (IsADirectoryError from os.replace)."""
+    from vsr.train.ship import main
+
+    torch.save({"params": {"w": torch.ones(2)}, "params_ema": {"w": torch.ones(2)}, "vsr": {"config": "edvr-tiny"}},
+               tmp_path / "latest.pth")
+    (tmp_path / "weights").mkdir()
+    assert main([str(tmp_path / "latest.pth"), "--out", str(tmp_path / "weights")]) == 2
+    err = capsys.readouterr().err
+    assert err == f"vsr: error: cannot write {tmp_path / 'weights'}: Is a directory\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["latest.pth", "weights"]

@@ -11,7 +11,7 @@ import json
 import sys
 from pathlib import Path
 
-from vsr.errors import InputError, VsrError, WeightsError
+from vsr.errors import InputError, VsrError, WeightsError, printable
 from vsr.files import sha256_file
 from vsr.model.weights import DEFAULT_WEIGHTS, read_checkpoint
 from vsr.outfiles import write_file_output
@@ -77,6 +77,9 @@ def main(argv: list[str] | None = None) -> int:
     except VsrError as e:
         print(f"vsr: error: {e}", file=sys.stderr)
         return e.exit_code
+    except OSError as e:  # --out a folder, a folder that cannot be written, a full disk: one line, as vsr's
+        print(f"vsr: error: cannot write {printable(args.out)}: {e.strerror or e}", file=sys.stderr)
+        return 2
     print(f"wrote {args.out} ({info['config']}, {info['weights']} weights of iteration {info['iteration']})")
     return 0
 
