@@ -140,3 +140,20 @@ def test_a_folder_name_reaches_the_terminal_escaped_and_an_unused_weights_is_ref
     assert proc.returncode == 2 and proc.stderr.splitlines() == [
         "vsr: error: --no-model scores the bicubic baseline alone: --weights random would not be used (give one of "
         "them)"]
+
+
+@pytest.mark.parametrize("extra, said", [
+    (["--config", "edvr-m"], "--config"),
+    (["--precision", "int8", "--int8-scales", "static"], "--precision int8, --int8-scales"),
+    (["--backend", "torch", "--batch", "4"], "--backend, --batch"),
+])
+def test_model_options_without_a_model_are_refused(tmp_path, extra, said):
+    """`vsr eval --no-model --precision int8` scored bicubic alone, the model's options dropped without a word."""
+    gt = tmp_path / "gt"
+    gt.mkdir()
+    for i in range(2):
+        cv2.imwrite(str(gt / f"{i:08d}.png"), np.full((32, 32, 3), 40 * i, np.uint8))
+    for no_model in (["--no-model"], ["--weights", "bicubic"]):
+        proc = vsr_eval("--gt", gt, *no_model, *extra)
+        assert proc.returncode == 2 and proc.stderr.splitlines() == [
+            f"vsr: error: no model runs (--no-model, --weights bicubic): {said} would not be used"]

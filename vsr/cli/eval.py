@@ -69,8 +69,16 @@ def run(args) -> int:
     if args.seed is not None and args.degrade is None:
         raise InputError("--seed draws --degrade's random choices: give --degrade too (without it the LR frames "
                          "are a fixed bicubic reduction of the GT or --lr's)")
-    degrade = None if args.degrade is None else clip_degradation(args.degrade, args.seed or 0)
     weights = None if args.no_model or args.weights == NO_MODEL else args.weights
+    if weights is None:  # (they were dropped without a word: the table gave bicubic alone)
+        unused = [flag for flag, given in (
+            ("--config", args.config is not None), ("--backend", args.backend != "auto"),
+            ("--batch", args.batch != 2), ("--precision int8", args.precision != "fp32"),
+            ("--int8-scales", args.int8_scales != "runtime"), ("--int8-calibration", args.int8_calibration is not None))
+            if given]
+        if unused:
+            raise InputError(f"no model runs (--no-model, --weights bicubic): {', '.join(unused)} would not be used")
+    degrade = None if args.degrade is None else clip_degradation(args.degrade, args.seed or 0)
     with tqdm(desc="vsr eval", unit="frame", file=sys.stderr, disable=None, leave=False) as bar:
         def progress(done: int, total: int) -> None:
             bar.total = total
