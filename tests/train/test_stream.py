@@ -169,3 +169,21 @@ def test_a_worker_is_quiet_about_a_training_process_gone_mid_hand_over():
     for other in (ValueError("bad"), OSError(28, "No space left on device"), KeyError("x")):
         _quiet_when_gone(hook, type(other), other, None)
     assert passed == [ValueError, OSError, KeyError]
+
+
+def test_a_stopped_run_s_semaphores_are_cleaned_up_without_a_warning():
+    """A run stopped while its batch queues' semaphores exist (an exit that skips their finalizers, as an
+    interrupted run's does) leaves them to multiprocessing's resource tracker, which unlinks them: its job, done
+    silently, not two warnings and their source lines on the terminal after ``vsr: interrupted``."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = ("import os, vsr.train.stream as s\n"
+            "ctx = s._fork_server()\n"
+            "held = [ctx.Lock(), ctx.Semaphore(2)]\n"  # named semaphores, registered with the tracker
+            "os._exit(130)\n")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       cwd=Path(__file__).resolve().parents[2])
+    assert p.returncode == 130, p.stderr
+    assert "resource_tracker" not in p.stderr and "leaked" not in p.stderr, p.stderr

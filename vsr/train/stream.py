@@ -87,6 +87,9 @@ def _first_line(e: BaseException) -> str:
     return printable(str(e).splitlines()[0] if str(e) else type(e).__name__)[:200]
 
 
+TRACKER_QUIET = "ignore::UserWarning:multiprocessing.resource_tracker"  # (a -W option)
+
+
 def _fork_server():
     """multiprocessing's fork server, started (once) with one thread per library and Ctrl-C ignored: the server
     and the workers forked from it leave an interrupt to the training process, which stops them (a server
@@ -95,9 +98,14 @@ def _fork_server():
     ctx.set_forkserver_preload(["__main__", "vsr.train.stream"])
     main = threading.current_thread() is threading.main_thread()
     handler = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
+    # multiprocessing's resource tracker (spawned first, with this interpreter's -W options) unlinks the batch
+    # queues' semaphores that a stopped run leaves; that is its job, not a leak to warn the user of after
+    # `vsr: interrupted` (a run stopped while a worker held one printed two warnings and their source lines)
+    if TRACKER_QUIET not in sys.warnoptions:
+        sys.warnoptions.append(TRACKER_QUIET)
     try:
         with environment(_ONE_THREAD):  # what they load reads it: one thread each
-            multiprocessing.forkserver.ensure_running()  # spawns it, without waiting for its imports
+            multiprocessing.forkserver.ensure_running()  # spawns it (the tracker first), not waiting for its imports
     finally:
         if main:
             signal.signal(signal.SIGINT, handler)
