@@ -359,7 +359,7 @@ def keep(returned: Path, carry: Path) -> dict:
     with tempfile.TemporaryDirectory() as work:
         if not join_checkpoint(returned, Path(work)):
             raise SystemExit(f"gpu_train: error: no checkpoint parts in {returned}")
-        info = ship(Path(work) / "latest.pth", carry, which="ema",
+        info = ship(Path(work) / "latest.pth", carry, which="ema", overwrite=True,  # (the last window's carry)
                     record={"windows": windows, "total_iterations": sum(w["to"] for w in windows)})
     return {"carry": str(carry), "windows": len(windows), "total_iterations": info["total_iterations"]}
 

@@ -4,7 +4,7 @@
 # runs/<stage>/latest.pth (exact resume); logs are runs/<stage>/log.jsonl.  STAGE=1|2|3 picks one (default 3,
 # which needs the earlier stages' checkpoints).
 # The cockatoo clip is left out so that fine-tuning can be shown on footage the default never saw.
-# Ship the best checkpoint afterwards with:  python -m vsr.train.ship runs/edvr-s-p3/best.pth
+# Ship the best checkpoint afterwards with:  python -m vsr.train.ship runs/edvr-s-p3/best.pth --overwrite
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DATA=${VSR_DATA:-../shared/data}

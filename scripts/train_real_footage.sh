@@ -4,7 +4,7 @@
 # random-kernel resize / noise / JPEG / x264 of a 48x48 LR clip of 7 frames), warm start, same public data as
 # scripts/train_default.sh (cockatoo left out: it is an evaluation clip).  Validation adds city-x264 (Vid4 city
 # through BI + x264 CRF 28).  Evaluate with scripts/eval_real_footage.sh; ship with
-#   python -m vsr.train.ship runs/real-mix/latest.pth --out vsr/weights/real.pth --which ema
+#   python -m vsr.train.ship runs/real-mix/latest.pth --out vsr/weights/real.pth --which ema --overwrite
 # Session 6 ran this with --out runs/mix2 and --iters 2600, resumed exactly at 1050 with --iters 2000 (the one
 # option a resumed run may change) to end in time: 2000 iterations, 16,000 windows, ~37 min of the 2-core CPU.
 set -euo pipefail

@@ -57,7 +57,8 @@ def test_ship_writes_its_record_not_through_a_link_planted_beside_the_weights(tm
     run, victim = _planted(tmp_path, "shipped.json")
     torch.save({"params": {"w": torch.ones(2)}, "params_ema": {"w": torch.ones(2)}, "vsr": {"config": "edvr-tiny"}},
                tmp_path / "latest.pth")
-    info = ship(tmp_path / "latest.pth", run / "shipped.pth", which="ema")
+    # (the link is refused without overwrite)
+    info = ship(tmp_path / "latest.pth", run / "shipped.pth", which="ema", overwrite=True)
     assert victim.read_text() == "keep me\n"
     assert not (run / "shipped.json").is_symlink() and str(info["sha256"]) in (run / "shipped.json").read_text()
 

@@ -1,30 +1,41 @@
 """Turn a training checkpoint into bundled weights: fp16 ``params`` (BasicSR layout) plus a JSON record.
 
-``python -m vsr.train.ship runs/edvr-s-default/best.pth`` writes ``vsr/weights/default.pth`` and
-``vsr/weights/default.json`` (what was trained, on what, for how long, and the validation curve).
+``python -m vsr.train.ship runs/edvr-s-default/best.pth --overwrite`` writes ``vsr/weights/default.pth`` and
+``vsr/weights/default.json`` (what was trained, on what, for how long, and the validation curve).  The JSON holds
+the weights' sha256, checked at every load: both files are written under temporary names and renamed into place
+with a stop deferred over the two renames, so a Ctrl-C never leaves weights beside another file's record (vsr's
+default weights would then fail to load).  An existing output is replaced only with ``--overwrite``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
+import torch
+
+from vsr import interrupt
 from vsr.errors import InputError, VsrError, WeightsError, printable
-from vsr.files import sha256_file
+from vsr.files import create_new, sha256_file, write_new
 from vsr.model.weights import DEFAULT_WEIGHTS, read_checkpoint
-from vsr.outfiles import write_file_output
-from vsr.train.checkpoint import save_checkpoint
 
 
 def ship(checkpoint: str | Path, out: str | Path = DEFAULT_WEIGHTS, *, which: str = "auto",
-         record: dict | None = None) -> dict:
+         record: dict | None = None, overwrite: bool = False) -> dict:
     """Write the chosen weights of ``checkpoint`` to ``out`` as fp16 ``params``; returns the JSON record.
 
     ``which``: ``"ema"``, ``"model"``, or ``"auto"`` (the weights that scored best, as noted in ``best.pth``).
     The file keeps ``vsr.config`` so :func:`vsr.model.load_model` picks the right configuration by itself.
+    An existing ``out`` or record beside it is an :class:`InputError` unless ``overwrite``.
     """
+    out = Path(out)
+    for existing in (out, out.with_suffix(".json")):
+        # (a folder is one line at the rename, with or without --overwrite)
+        if os.path.lexists(existing) and not os.path.isdir(existing) and not overwrite:
+            raise InputError(f"{printable(existing)} exists (pass --overwrite to replace it)")
     if which not in ("auto", "ema", "model"):
         raise InputError(f"which={which!r}: must be one of auto, ema, model")
     ck = read_checkpoint(checkpoint)
@@ -57,12 +68,29 @@ def ship(checkpoint: str | Path, out: str | Path = DEFAULT_WEIGHTS, *, which: st
         info["runs"] = [{k: e[k] for k in ("event", "iteration") if k in e} for e in events
                         if e.get("event") in ("start", "resume")]
         info["data"] = next((e["data"] for e in events if e.get("event") == "start"), None)
-    out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    save_checkpoint({"params": {k: v.half().contiguous() for k, v in sd.items()},
-                     "vsr": {"config": meta["config"], "iteration": info["iteration"], "weights": which}}, out)
-    info = {"sha256": sha256_file(out), **info}  # checked whenever the weights are loaded
-    write_file_output(out.with_suffix(".json"), json.dumps(info, indent=1) + "\n")  # (never through a link)
+    return _publish({"params": {k: v.half().contiguous() for k, v in sd.items()},
+                     "vsr": {"config": meta["config"], "iteration": info["iteration"], "weights": which}}, info, out)
+
+
+def _publish(weights: dict, info: dict, out: Path) -> dict:
+    """``weights`` at ``out`` and ``info`` with their sha256 at ``out``'s ``.json``: both written under temporary
+    names (never through a link planted there), then renamed with a stop deferred over the two renames, so the
+    record beside the weights is always theirs (a mismatch is damaged default weights: vsr fails to load them)."""
+    record = out.with_suffix(".json")
+    temps = [p.with_name(f".{p.name}.vsr-partial-{os.getpid()}") for p in (out, record)]
+    try:
+        with open(create_new(temps[0]), "wb") as f:
+            torch.save(weights, f)
+        info = {"sha256": sha256_file(temps[0]), **info}  # checked whenever the weights are loaded
+        write_new(temps[1], (json.dumps(info, indent=1) + "\n").encode())
+        interrupt.check()  # nothing published after a stop
+        with interrupt.deferred(f"writing {printable(out)} and its record"):
+            os.replace(temps[0], out)
+            os.replace(temps[1], record)
+    finally:
+        for tmp in temps:
+            tmp.unlink(missing_ok=True)
     return info
 
 
@@ -71,9 +99,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("checkpoint")
     p.add_argument("--out", default=str(DEFAULT_WEIGHTS))
     p.add_argument("--which", choices=("auto", "ema", "model"), default="auto")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --out (and its .json record)")
     args = p.parse_args(argv)
     try:
-        info = ship(args.checkpoint, args.out, which=args.which)
+        with interrupt.handled():  # a stop during the renames waits for both (interrupt.deferred)
+            info = ship(args.checkpoint, args.out, which=args.which, overwrite=args.overwrite)
+    except KeyboardInterrupt:
+        print("vsr: interrupted", file=sys.stderr)
+        return 130
     except VsrError as e:
         print(f"vsr: error: {e}", file=sys.stderr)
         return e.exit_code

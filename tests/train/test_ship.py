@@ -1,0 +1,73 @@
+"""``python -m vsr.train.ship``: an existing output is replaced only with ``--overwrite``, and a stop between the
+weights and their record never leaves a record whose sha256 is another file's (the default weights would then
+fail to load: vsr broken out of the box)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from vsr.files import sha256_file
+
+# The child sends itself SIGINT right after the weights are renamed into place: before the record, in the old code.
+STOP_AFTER_THE_WEIGHTS = """
+import os, signal, sys
+real = os.replace
+def replace(src, dst, *args, **kwargs):
+    real(src, dst, *args, **kwargs)
+    if str(dst).endswith(".pth"):
+        os.kill(os.getpid(), signal.SIGINT)
+os.replace = replace
+from vsr.train.ship import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def _checkpoint(path, value: float):
+    w = {"w": torch.full((2,), value)}
+    torch.save({"params": w, "params_ema": w, "vsr": {"config": "edvr-tiny"}}, path)
+    return path
+
+
+def _ship(argv):
+    return subprocess.run([sys.executable, "-c", STOP_AFTER_THE_WEIGHTS, *argv], capture_output=True, text=True,
+                          timeout=120, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+
+
+@pytest.mark.parametrize("existing", [False, True])
+def test_a_stop_between_the_weights_and_their_record_leaves_a_matching_pair(tmp_path, existing):
+    from vsr.train.ship import ship
+
+    out = tmp_path / "w" / "default.pth"
+    if existing:  # the bundled default, replaced (with --overwrite)
+        ship(_checkpoint(tmp_path / "old.pth", 1.0), out)
+    r = _ship([str(_checkpoint(tmp_path / "new.pth", 2.0)), "--out", str(out)] + ["--overwrite"] * existing)
+    assert r.returncode == 130, r.stderr
+    assert r.stderr == f"vsr: stopping once writing {out} and its record ends\nvsr: interrupted\n"
+    record = json.loads(out.with_suffix(".json").read_text())
+    assert record["sha256"] == sha256_file(out)  # the two renames both happened: the record is the weights'
+    assert torch.equal(torch.load(out, weights_only=True)["params"]["w"], torch.full((2,), 2.0, dtype=torch.half))
+    assert sorted(p.name for p in out.parent.iterdir()) == ["default.json", "default.pth"]  # no temporary left
+
+
+def test_an_existing_output_is_refused_without_overwrite(tmp_path, capsys):
+    from vsr.train.ship import main
+
+    out = tmp_path / "default.pth"
+    assert main([str(_checkpoint(tmp_path / "old.pth", 1.0)), "--out", str(out)]) == 0
+    before = out.read_bytes(), out.with_suffix(".json").read_text()
+    capsys.readouterr()
+    assert main([str(_checkpoint(tmp_path / "new.pth", 2.0)), "--out", str(out)]) == 2
+    assert capsys.readouterr().err == f"vsr: error: {out} exists (pass --overwrite to replace it)\n"
+    assert (out.read_bytes(), out.with_suffix(".json").read_text()) == before
+    out.unlink()  # a record left alone is refused too: it is replaced with the weights
+    assert main([str(tmp_path / "new.pth"), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err == f"vsr: error: {out.with_suffix('.json')} exists (pass --overwrite to replace it)\n"
+    assert main([str(tmp_path / "new.pth"), "--out", str(out), "--overwrite"]) == 0
+    assert json.loads(out.with_suffix(".json").read_text())["sha256"] == sha256_file(out)
