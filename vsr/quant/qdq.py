@@ -5,11 +5,20 @@ scale per tensor from calibration) and int8 weights behind a per-output-channel 
 (``axis=0``).  TensorRT fuses each ``DQ -> Conv`` pair into an int8 convolution; ONNX Runtime runs the same file
 in fp32 arithmetic on the quantized values, which is how the tests check it.  TensorRT has no int16 pair sums,
 so weights use all 8 bits here (``qmax=127``), unlike the ONNX Runtime CPU plan.
+
+:func:`cached_qdq` keeps the CUDA runtime's int8 export beside the fp32 export it is made from, under a key of
+everything that makes its content (:func:`qdq_key`): a calibration or quantisation change is a new file, never a
+stale one used.
 """
 
 from __future__ import annotations
 
 import copy
+import functools
+import hashlib
+import json
+import warnings
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -19,6 +28,8 @@ from vsr.quant.calibrate import ConvStats
 from vsr.quant.segment_graph import quantize_weights
 
 TRT_WEIGHT_QMAX = 127
+# vsr's files whose code decides the Q/DQ form beyond the int8 plan's own (vsr.plan.plan.INT8_CODE: calibration)
+QDQ_CODE = ("vsr/quant/qdq.py",)
 
 
 def qdq_model(model: onnx.ModelProto, stats: list[ConvStats], int8_convs: set[str]) -> onnx.ModelProto:
@@ -59,26 +70,24 @@ def qdq_model(model: onnx.ModelProto, stats: list[ConvStats], int8_convs: set[st
     return m
 
 
-def export_qdq(onnx_path, out_path, stats: list[ConvStats], int8_convs: set[str]):
+def export_qdq(onnx_path, out_path, stats: list[ConvStats], int8_convs: set[str], mode: int = 0o666):
     """Write the Q/DQ form of the ONNX file at ``onnx_path`` to ``out_path`` (temporary name, then renamed; with
-    the user's usual permissions, as every export: mkstemp's 0600 made a ``--qdq`` model unreadable to others)."""
-    from pathlib import Path
-
+    the user's usual permissions, as every export: mkstemp's 0600 made a ``--qdq`` model unreadable to others;
+    ``mode``: less the umask)."""
     from vsr.export.onnx import save_atomic
 
     out = Path(out_path)
     m = qdq_model(onnx.load(str(onnx_path)), stats, int8_convs)
     onnx.checker.check_model(m)
-    save_atomic(m, out)  # (nothing published after a stop: vsr.interrupt)
+    save_atomic(m, out, mode)  # (nothing published after a stop: vsr.interrupt)
     return out
 
 
-def export_int8_qdq(onnx_path, out_path, cfg=None, threads: int | None = None):
+def export_int8_qdq(onnx_path, out_path, cfg=None, threads: int | None = None, mode: int = 0o666):
     """Calibrate the fp32 ONNX file at ``onnx_path`` (through its split plan, as the int8 plan is) and write
     its Q/DQ form to ``out_path``; the convs of lowest SQNR stay fp32 as in the plan (``cfg.keep_fp32``)."""
     import shutil
     import tempfile
-    from pathlib import Path
 
     from vsr.plan.plan import write_plan
     from vsr.quant.calibrate import calibrate_plan
@@ -94,4 +103,47 @@ def export_int8_qdq(onnx_path, out_path, cfg=None, threads: int | None = None):
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     int8 = {s.node for s in stats} - choose_fp32(stats, cfg.keep_fp32)
-    return export_qdq(onnx_path, out_path, stats, int8)
+    return export_qdq(onnx_path, out_path, stats, int8, mode)
+
+
+@functools.lru_cache(maxsize=1)
+def _code_digest() -> str:
+    from vsr.files import PACKAGE_PARENT
+
+    h = hashlib.sha256()
+    for name in QDQ_CODE:
+        h.update(name.encode() + b"\0" + (PACKAGE_PARENT / name).read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def qdq_key(cfg) -> str:
+    """The key of the Q/DQ form made with the :class:`~vsr.quant.config.QuantConfig` ``cfg`` from a given fp32
+    export (whose own key is in its name): ``cfg`` (its calibration frames' digest, ``QUANT_FORMAT``), the
+    weights' bits, the versions of onnx and ONNX Runtime (which calibrates), and a digest of vsr's code that
+    partitions, calibrates and writes the form (:data:`vsr.plan.plan.PLAN_CODE`, ``INT8_CODE``, :data:`QDQ_CODE`:
+    vsr's version number does not change with it)."""
+    import onnxruntime
+
+    from vsr.plan.plan import plan_tools
+
+    fields = {"quant": cfg.fields(), "trt_weight_qmax": TRT_WEIGHT_QMAX, "tools": plan_tools(True),
+              "onnxruntime": onnxruntime.__version__, "code": _code_digest()}
+    return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:20]
+
+
+def cached_qdq(fp32: Path, weights_sha: str, config, height: int, width: int, cfg=None) -> Path:
+    """The Q/DQ form of the cached fp32 export ``fp32`` (:func:`vsr.export.cache.cached_export` of ``config``'s
+    model with weights ``weights_sha`` at ``height x width``), beside it as ``<its stem>-qdq-<key>.onnx``
+    (:func:`qdq_key`), made on first use and again, with one warning, where the file there cannot be used
+    (:func:`vsr.export.cache.unusable`: damaged, cut short, not this user's alone)."""
+    from vsr.export.cache import ENTRY_MODE, unusable
+    from vsr.quant.config import QuantConfig
+
+    cfg = cfg or QuantConfig()
+    path = fp32.with_name(f"{fp32.stem}-qdq-{qdq_key(cfg)}.onnx")
+    why = unusable(path, weights_sha, config, height, width)  # (the Q/DQ form keeps the fp32 export's metadata)
+    if why is None:
+        return path
+    if why:
+        warnings.warn(f"the cached Q/DQ export {path} {why}; exporting it again", stacklevel=2)
+    return export_int8_qdq(fp32, path, cfg, mode=ENTRY_MODE)

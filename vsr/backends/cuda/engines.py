@@ -256,13 +256,9 @@ def _exporter(model, config, sha: str, precision: str):
     def export(h: int, w: int) -> Path:
         if precision != "int8":
             return cached_export(model, config, h, w, sha, precision=precision)
-        from vsr.quant.qdq import export_int8_qdq
+        from vsr.quant.qdq import cached_qdq
 
-        fp32 = cached_export(model, config, h, w, sha)
-        qdq = fp32.with_name(fp32.stem + "-qdq.onnx")
-        if not qdq.is_file():
-            export_int8_qdq(fp32, qdq)
-        return qdq
+        return cached_qdq(cached_export(model, config, h, w, sha), sha, config, h, w)
 
     return export
 

@@ -1,0 +1,80 @@
+"""The CUDA runtime's int8 path caches its Q/DQ export (TensorRT's input) beside the fp32 export under a key of what
+makes its content: it was ``<fp32 stem>-qdq.onnx`` whatever the quantisation, so a calibration or quantisation
+change kept using the stale file, and a damaged file was handed to TensorRT as it was."""
+
+from __future__ import annotations
+
+import shutil
+import warnings
+
+import onnx
+import pytest
+
+import vsr.files
+import vsr.quant.config
+import vsr.quant.qdq as qdq
+from vsr.backends.cuda.engines import _exporter
+from vsr.export.onnx import state_checksum
+from vsr.model import load_model
+from vsr.quant.config import QuantConfig
+
+
+@pytest.fixture
+def int8_export(monkeypatch, tmp_path):
+    """The CUDA runtime's int8 exporter of a random edvr-tiny, caching under ``tmp_path``."""
+    monkeypatch.setenv("VSR_ENGINE_DIR", str(tmp_path / "engines"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (seeded random weights)
+        model, cfg = load_model("random", "edvr-tiny")
+
+    def export():
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", category=DeprecationWarning)
+            warnings.filterwarnings("ignore", category=FutureWarning)
+            return _exporter(model, cfg, state_checksum(model), "int8")(16, 20)
+    return export
+
+
+def _qdq_ops(path) -> int:
+    return sum(n.op_type == "QuantizeLinear" for n in onnx.load(str(path)).graph.node)
+
+
+def test_the_qdq_export_is_keyed_by_what_makes_it(int8_export, monkeypatch, tmp_path):
+    first = int8_export()
+    assert _qdq_ops(first) > 0 and "-qdq-" in first.name
+    made = first.stat().st_mtime_ns, first.stat().st_ino
+    assert int8_export() == first and (first.stat().st_mtime_ns, first.stat().st_ino) == made  # used, not remade
+    monkeypatch.setattr(qdq, "TRT_WEIGHT_QMAX", 63)  # another quantisation of the weights: another file
+    second = int8_export()
+    assert second != first and second.is_file() and first.is_file()
+    monkeypatch.undo()
+    key = qdq.qdq_key(QuantConfig())
+    assert qdq.qdq_key(QuantConfig()) == key  # deterministic
+    assert qdq.qdq_key(QuantConfig(windows=3)) != key  # the calibration
+    monkeypatch.setattr(vsr.quant.config, "QUANT_FORMAT", vsr.quant.config.QUANT_FORMAT + 1)
+    assert qdq.qdq_key(QuantConfig()) != key
+    monkeypatch.undo()
+    code = tmp_path / "code"  # the Q/DQ writer's code (vsr's version number does not change with it)
+    (code / "vsr" / "quant").mkdir(parents=True)
+    for name in qdq.QDQ_CODE:
+        shutil.copy(vsr.files.PACKAGE_PARENT / name, code / name)
+    with (code / "vsr/quant/qdq.py").open("a") as f:
+        f.write("# changed\n")
+    monkeypatch.setattr(vsr.files, "PACKAGE_PARENT", code)
+    qdq._code_digest.cache_clear()
+    try:
+        assert qdq.qdq_key(QuantConfig()) != key
+    finally:
+        qdq._code_digest.cache_clear()
+
+
+def test_a_damaged_qdq_export_is_made_again_with_one_warning(int8_export):
+    path = int8_export()
+    path.write_bytes(b"\x08not an onnx model")
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        again = int8_export()
+    said = [str(w.message) for w in seen if "Q/DQ" in str(w.message)]
+    assert len(said) == 1 and said[0].startswith(f"the cached Q/DQ export {path} cannot be read (")
+    assert said[0].endswith("); exporting it again")
+    assert again == path and _qdq_ops(path) > 0
