@@ -71,3 +71,26 @@ def test_an_existing_output_is_refused_without_overwrite(tmp_path, capsys):
     assert err == f"vsr: error: {out.with_suffix('.json')} exists (pass --overwrite to replace it)\n"
     assert main([str(tmp_path / "new.pth"), "--out", str(out), "--overwrite"]) == 0
     assert json.loads(out.with_suffix(".json").read_text())["sha256"] == sha256_file(out)
+
+
+def test_weights_beside_another_files_record_are_one_line_naming_the_fix(tmp_path, monkeypatch):
+    """What a shipping cut short by a kill (nothing defers SIGKILL) leaves: the loader's line said "reinstall vsr",
+    which does not restore a source checkout's weights."""
+    import vsr.model.weights as weights
+    from vsr.errors import WeightsError
+    from vsr.train.ship import ship
+
+    bundled, other = tmp_path / "bundled" / "default.pth", tmp_path / "other" / "default.pth"
+    ship(_checkpoint(tmp_path / "old.pth", 1.0), bundled)
+    ship(_checkpoint(tmp_path / "new.pth", 2.0), other)
+    bundled.write_bytes(other.read_bytes())  # the new weights beside the old record
+    monkeypatch.setattr(weights, "WEIGHTS_DIR", bundled.parent)
+    monkeypatch.setattr(weights, "source_checkout", lambda: True)  # vsr run from its git checkout
+    with pytest.raises(WeightsError) as checkout:
+        weights.check_digest("default", bundled)
+    assert str(checkout.value).startswith(f"the bundled 'default' weights are damaged: {bundled} has sha256 ")
+    assert str(checkout.value).endswith("restore them (git checkout -- vsr/weights) or ship them again "
+                                        f"(python -m vsr.train.ship CHECKPOINT --out {bundled} --overwrite)")
+    monkeypatch.setattr(weights, "source_checkout", lambda: False)  # an installed vsr
+    with pytest.raises(WeightsError, match="; reinstall vsr$"):
+        weights.check_digest("default", bundled)

@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 
 from vsr.errors import InputError, WeightsError, did_you_mean
-from vsr.files import sha256_file, sha256_once
+from vsr.files import sha256_file, sha256_once, source_checkout
 from vsr.model.config import ModelConfig, list_configs, load_config
 from vsr.model.official import OFFICIAL, OfficialCheckpoint, fetched_path, find_official, official_names
 
@@ -64,7 +64,10 @@ def check_digest(weights: str, path: Path) -> None:
         expected, label = official.digest, f"fetched {official.name!r}"
         fix = f"run `vsr models fetch {official.name}` to download it again"
     elif weights in BUNDLED_NAMES:
-        expected, label, fix = _bundled_digest(weights), f"bundled {weights!r}", "reinstall vsr"
+        expected, label = _bundled_digest(weights), f"bundled {weights!r}"
+        # in a checkout the pair is the project's own (a shipping cut short by a kill): restored or shipped again
+        fix = ("restore them (git checkout -- vsr/weights) or ship them again (python -m vsr.train.ship CHECKPOINT "
+               f"--out {path} --overwrite)") if source_checkout() else "reinstall vsr"
     else:
         return
     if expected is None:
