@@ -155,6 +155,19 @@ def test_bad_options_are_one_line(tmp_path, make_clip, args, message):
     assert list(tmp_path.iterdir()) == [clip]
 
 
+@pytest.mark.parametrize("source,message", [
+    ("nope.mp4", "vsr: error: no such file or folder: nope.mp4"),
+    ("-", "vsr: error: vsr preview needs a file: it reads its input three times"),
+])
+def test_the_input_is_checked_before_the_default_picture(tmp_path, source, message):
+    """As `vsr upscale` does: a missing input is the error, not the preview.png an earlier preview left (it said
+    "preview.png exists (pass --overwrite ...)", and the user passing --overwrite heard of the input only then)."""
+    (tmp_path / "preview.png").write_bytes(b"an earlier preview")
+    res = run_cli(source, "--weights", "random", "--config", "edvr-tiny", cwd=tmp_path)
+    assert res.returncode == 2 and res.stderr.count("\n") == 1 and res.stderr.startswith(message), res.stderr
+    assert (tmp_path / "preview.png").read_bytes() == b"an earlier preview"
+
+
 def test_preview_chooses_the_weights_as_upscale_does_and_says_so(tmp_path):
     clip = VIDEOS / "h264_256x240_35fps_1s_noaudio.mp4"
     need(clip)

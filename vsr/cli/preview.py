@@ -70,13 +70,14 @@ def summary(p) -> str:
 def run(args) -> int:
     started = time.perf_counter()  # before the imports below (torch, ONNX Runtime): a run pays them too
     from vsr.errors import printable, tell
-    from vsr.quality.preview import preview
+    from vsr.quality.preview import check_source, preview
     from vsr.quality.preview_page import check_out, write_preview
 
     request, encoder, runner = upscale_settings(args)
     encoder = replace(encoder, quiet=True)
     precision = PrecisionLine(request)  # said once the checks are past: a refused preview says its error alone
     frames = to_int(args.preview_frames, "--frames", 2)
+    check_source(args.input)  # first: a missing input is the news, not an old preview.png in the way
     check_out(args.out, args.overwrite, inputs=(args.input,))
     if args.suffix is not None and not args.suffix.startswith("."):
         args.suffix = "." + args.suffix

@@ -38,6 +38,7 @@ from vsr.errors import InputError
 from vsr.pipeline import RunnerSettings, upscale
 from vsr.pipeline.upscale import run_encoder
 from vsr.video import EncoderSettings, open_source
+from vsr.video.endpoints import existing
 from vsr.video.encoder_choice import EncoderChoice, OutputContainer, choose_encoder
 from vsr.video.output import is_stream
 from vsr.video.reading import open_input
@@ -122,6 +123,15 @@ def frame_at(at: str | int | None, rate: float | None, total: int | None) -> int
     return index
 
 
+def check_source(src: str | Path) -> Path:
+    """``src``, or the one-line error of an input a preview cannot read that needs no decoding to tell: said
+    before the picture's name is checked, as `vsr upscale` checks its input before its output."""
+    if is_stream(src):
+        raise InputError("vsr preview needs a file: it reads its input three times (standard input, -, is read "
+                         "once)")
+    return existing(src)
+
+
 def preview(src: str | Path, *, at: str | int | None = None, frames: int = DEFAULT_FRAMES,
             backend: Backend | BackendRequest = BackendRequest(), encoder: EncoderSettings = EncoderSettings(),
             runner: RunnerSettings = RunnerSettings(), suffix: str | None = None, on_weights=None,
@@ -136,10 +146,7 @@ def preview(src: str | Path, *, at: str | int | None = None, frames: int = DEFAU
     started = time.perf_counter() if started is None else started
     if frames < 2:
         raise InputError(f"--frames must be 2 or more (the time per frame is their spacing), not {frames}")
-    if is_stream(src):
-        raise InputError("vsr preview needs a file: it reads its input three times (standard input, -, is read "
-                         "once)")
-    src = Path(src)
+    src = check_source(src)
     said = _Said()
     with said():
         source = open_source(src, deinterlace=runner.deinterlace)

@@ -30,14 +30,20 @@ def open_source(path: str | Path, deinterlace: str = "auto") -> (VideoSource | P
         raise InputError(f"--deinterlace must be one of {', '.join(MODES)}, not {deinterlace!r}")
     if is_stream(path):
         return StreamSource(deinterlace=deinterlace)
-    p = Path(path)
-    if not p.exists():
-        raise InputError(f"no such file or folder: {p}")
+    p = existing(path)
     if p.is_dir():
         return PngFolderSource(p)
     if is_animated_webp(p):  # (FFmpeg reads one picture of it)
         return AnimatedWebpSource(p)
     return VideoSource(p, deinterlace=deinterlace)
+
+
+def existing(path: str | Path) -> Path:
+    """``path``, or the one-line error of a source that is not there (a command checks it before its output)."""
+    p = Path(path)
+    if not p.exists():
+        raise InputError(f"no such file or folder: {p}")
+    return p
 
 
 def open_sink(dst: str | Path, info: VideoInfo, settings: EncoderSettings, scale: int = 4,
