@@ -103,7 +103,19 @@ def test_at_takes_a_frame_or_a_time():
         with pytest.raises(InputError, match="--at must be"):
             frame_at(bad, 25.0, 1000)
     with pytest.raises(InputError, match="only 100 frames"):
-        frame_at("4s", 25.0, 100)
+        frame_at("100", 25.0, 100)
+
+
+@pytest.mark.parametrize("at,message", [
+    ("5s", "--at 5s: the source is only 1 s long (its last frame starts at 0.97 s)"),
+    ("0:01", "--at 0:01: the source is only 1 s long (its last frame starts at 0.97 s)"),
+    ("35", "--at 35: the source has only 35 frames"),
+])
+def test_an_at_past_the_end_is_said_in_its_own_unit(at, message):
+    """A time past the end is said in seconds: `--at 5s` of a 1-second clip said "the source has only 35 frames"."""
+    with pytest.raises(InputError) as e:
+        frame_at(at, 35.0, 35)
+    assert str(e.value) == message
 
 
 def test_the_png_and_the_html_page_hold_bicubic_and_vsr(tmp_path, make_clip, tiny_backend):

@@ -119,8 +119,16 @@ def frame_at(at: str | int | None, rate: float | None, total: int | None) -> int
             raise InputError(f"--at {text}: the source has no frame rate; give a frame index")
         index = int(seconds * rate + 1e-6)
     if total is not None and index >= total:
-        raise InputError(f"--at {text}: the source has only {total} frames")
+        if text.isdigit():
+            raise InputError(f"--at {text}: the source has only {total} frames")
+        # in the user's unit: a time past the end is said in seconds, not in frames they never counted
+        raise InputError(f"--at {text}: the source is only {_seconds(total / rate)} s long (its last frame starts "
+                         f"at {_seconds((total - 1) / rate)} s)")
     return index
+
+
+def _seconds(s: float) -> str:
+    return f"{s:.2f}".rstrip("0").rstrip(".")
 
 
 def check_source(src: str | Path) -> Path:
