@@ -197,6 +197,30 @@ def test_a_start_past_the_end_names_the_length(make_clip, tmp_path, capsys, fram
     assert rc == 2 and errors(err) == [f"vsr: error: --frames {frames}: the source has only 6 frames"], err
 
 
+NEEDS_INT8 = "vsr: error: --int8-calibration needs --precision int8 (it calibrates the split plan's int8 segments)"
+
+
+@pytest.mark.parametrize("args,env,said", [
+    (["--precision", "fp32"], {}, NEEDS_INT8),
+    ([], {"VSR_PRECISION": "fp32"}, NEEDS_INT8 + ": $VSR_PRECISION is fp32"),
+    (["--backend", "torch"], {}, NEEDS_INT8 + ": --precision auto runs this backend in fp32 (it has no int8 plan)"),
+    (["--backend", "ort"], {"VSR_INT8_ISA": "avx2"}, NEEDS_INT8 + ": --precision auto chose fp32 (this CPU has AVX2"),
+    (["--backend", "ort"], {"VSR_INT8_ISA": "avx512-vnni"}, "vsr: error: int8 calibration: no PNG frames in "),
+])
+def test_a_calibration_no_int8_plan_uses_is_refused(make_clip, tmp_path, capsys, monkeypatch, args, env, said):
+    """`--int8-calibration DIR` where the run builds no int8 plan was dropped without a word (`vsr export` refuses
+    it in one line); where `--precision auto` chooses int8 the folder is used (here: read, and found empty)."""
+    for name in ("VSR_PRECISION", "VSR_INT8_ISA"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    src = make_clip("in.mp4", frames=2)
+    (tmp_path / "cal").mkdir()
+    rc, err = cli(capsys, src, tmp_path / "o.mp4", *TINY, "--quiet", "--int8-calibration", tmp_path / "cal", *args)
+    assert rc == 2 and len(errors(err)) == 1 and errors(err)[0].startswith(said), err
+    assert not (tmp_path / "o.mp4").exists()
+
+
 def start_run(src: Path, out: Path) -> subprocess.Popen:
     cmd = [sys.executable, "-m", "vsr", "upscale", str(src), str(out), *TINY, "--backend", "torch",
            "--threads", "1", "--quiet"]

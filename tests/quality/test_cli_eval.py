@@ -157,3 +157,17 @@ def test_model_options_without_a_model_are_refused(tmp_path, extra, said):
         proc = vsr_eval("--gt", gt, *no_model, *extra)
         assert proc.returncode == 2 and proc.stderr.splitlines() == [
             f"vsr: error: no model runs (--no-model, --weights bicubic): {said} would not be used"]
+
+
+@pytest.mark.parametrize("extra", [[], ["--precision", "fp32"]])
+def test_a_calibration_no_int8_plan_uses_is_refused(tmp_path, extra):
+    """`vsr eval --weights random --int8-calibration DIR` (fp32, the default) ran fp32 and dropped the folder
+    without a word; `vsr export` refuses the same options in one line."""
+    gt, cal = tmp_path / "gt", tmp_path / "cal"
+    gt.mkdir()
+    cal.mkdir()
+    for i in range(2):
+        cv2.imwrite(str(gt / f"{i:08d}.png"), np.full((32, 32, 3), 40 * i, np.uint8))
+    proc = vsr_eval("--gt", gt, "--weights", "random", "--config", "edvr-tiny", "--int8-calibration", cal, *extra)
+    assert proc.returncode == 2 and proc.stderr.splitlines() == [
+        "vsr: error: --int8-calibration needs --precision int8 (it calibrates the split plan's int8 segments)"]

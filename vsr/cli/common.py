@@ -55,3 +55,14 @@ def precision_options(args) -> dict:
     return {"precision": args.precision, "int8_scales": args.int8_scales,
             "int8_calibration": args.int8_calibration,
             "stream_features": not getattr(args, "per_window_features", False)}
+
+
+def check_calibration(calibration: str | None, precision: str, why: str = "") -> None:
+    """``--int8-calibration`` where the run builds no int8 plan (``precision``: the one it runs): one line, as
+    `vsr export` refuses it (upscale, preview, jobs add and eval dropped it without a word); ``why``: what chose
+    that precision, where the options do not say it."""
+    if calibration is not None and precision != "int8":
+        from vsr.errors import InputError
+
+        raise InputError("--int8-calibration needs --precision int8 (it calibrates the split plan's int8 segments)"
+                         + (f": {why}" if why else ""))

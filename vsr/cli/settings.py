@@ -4,7 +4,7 @@ settings objects they build: :class:`~vsr.backends.BackendRequest`, :class:`~vsr
 
 from __future__ import annotations
 
-from vsr.cli.common import add_precision_args, precision_options
+from vsr.cli.common import add_precision_args, check_calibration, precision_options
 from vsr.errors import InputError, tell
 
 
@@ -159,6 +159,15 @@ def parse_options(items: list[str], crf=None, preset=None) -> tuple[tuple[str, s
     return tuple(out)
 
 
+def _calibration_why(asked: str, given_by: str, choice) -> str:
+    """Why the run's precision is not int8, where ``--precision fp32`` was not given: what chose fp32."""
+    if asked == "fp32":
+        return "" if given_by == "--precision" else f"{given_by} is fp32"
+    if choice is None:  # auto, on a backend with no int8 plan (the CUDA runtime, PyTorch eager, the whole graph)
+        return "--precision auto runs this backend in fp32 (it has no int8 plan)"
+    return f"--precision auto chose {choice.line()}"
+
+
 def upscale_settings(args):
     """The parsed options of :func:`add_upscale_options` -> ``(BackendRequest, EncoderSettings,
     RunnerSettings)``; a bad value is one :class:`InputError` line naming the option."""
@@ -181,6 +190,7 @@ def upscale_settings(args):
     asked, given_by = asked_precision(args.precision)
     choice = precision_choice(args.backend, args.plan, asked, given_by=given_by)
     precision = {**precision_options(args), "precision": "fp32" if choice is None else choice.precision}
+    check_calibration(args.int8_calibration, precision["precision"], _calibration_why(asked, given_by, choice))
     request = BackendRequest(args.weights, args.config, backend_options(args.backend, args.plan,
                                                                        parse_threads(args.threads), **precision),
                              precision=choice)
