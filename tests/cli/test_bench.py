@@ -150,6 +150,17 @@ def test_the_table_shows_a_name_with_control_characters_escaped(bench):
     assert "input: v\\x1b[31m\\nx.mp4" in text and "c\\x1b]0;t\\x07.toml" in text
 
 
+@pytest.mark.parametrize("frames, said", [(1, "1 timed frame per case"), (3, "3 timed frames per case")])
+def test_the_table_says_one_timed_frame_in_the_singular(bench, frames, said):
+    """`vsr bench --frames 1` said "1 timed frames per case" (and "medians of the 1 per-frame pairs")."""
+    from vsr.bench import render_table
+
+    data = json.loads((bench[0] / "summary.json").read_text())
+    data["settings"]["frames"] = frames
+    text = render_table(data)
+    assert f", {said}, " in text and ("1 per-frame pair with it" in text) == (frames == 1), text
+
+
 @pytest.mark.parametrize("args, words", [
     (["--config", "no-such-model"], "no-such-model"),
     (["--size", "16"], "--size"),

@@ -89,19 +89,24 @@ def render_table(data: dict) -> str:
     h, w = st["size"]
     # the config and the input are names the user gave (a file name may hold a newline or an escape sequence)
     head = [f"vsr bench: {printable(data['config'])} ({printable(st['weights'])} weights), LR {h}x{w} -> "
-            f"{4 * h}x{4 * w}, {st['frames']} timed frames per case, cases interleaved; threads: "
+            f"{4 * h}x{4 * w}, {_n(st['frames'], 'timed frame')} per case, cases interleaved; threads: "
             f"{st['threads'] or 'all'}", f"input: {printable(st['input'])}",
             f"machine: {m['cpu']}, {m['cores']} cores" + (f", {m['gpu']}" if m.get("gpu") else "")
             + f"; onnxruntime {m['onnxruntime']}, torch {m['torch']}", ""]
     rows = [[r["case"] + (" *" if r["case"] == data["baseline"] else ""), fmt(r["median_s"]), fmt(r["p95_s"]),
              _g(r["fps"], ".3g"), fmt(r["time_ratio"], "x"), fmt(r["speedup"], "x"), fmt(r["build_s"]),
              fmt(r.get("process_s")), _g(r["max_abs_diff"], ".1e")] for r in data["cases"]]
-    foot = ["", f"* baseline; time and speed-up are medians of the {st['frames']} per-frame pairs with it (of the "
+    pairs = _n(st["frames"], "per-frame pair")
+    foot = ["", f"* baseline; time and speed-up are medians of the {pairs} with it (of the "
                 "runs, for upscale- cases against an upscale- baseline); max |diff|: its first output against the "
                 "baseline's", "upscale- cases: s/frame is the run after warm-up, build s the rest of the process "
                 "(start, model, plans, warm-up), process s its wall time"]
     return "\n".join(head + [table(["case", "median s/frame", "p95 s/frame", "fps", "time vs base", "speed-up",
                                     "build s", "process s", "max |diff|"], rows)] + foot)
+
+
+def _n(count: int, noun: str) -> str:
+    return f"{count} {noun}" + ("" if count == 1 else "s")
 
 
 def _g(v: float | None, spec: str) -> str:
