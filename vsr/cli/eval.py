@@ -20,11 +20,14 @@ def add_parser(sub) -> None:
     p.add_argument("--lr", metavar="DIR", help="LR frames, GT size / 4, named as the GT frames they pair with "
                    "(default: made from the GT)")
     p.add_argument("--weights", default="default", metavar="W",
-                   help="checkpoint path, 'default', 'real', 'random' (testing) or 'bicubic' (no model; default: default)")
-    p.add_argument("--no-model", action="store_true", help="score only the bicubic baseline (same as --weights bicubic)")
+                   help="checkpoint path, 'default', 'real', 'random' (testing) or 'bicubic' (no model; default: "
+                        "default)")
+    p.add_argument("--no-model", action="store_true",
+                   help="score only the bicubic baseline (same as --weights bicubic)")
     p.add_argument("--config", metavar="C", help="model configuration name or file (default: from the weights)")
     p.add_argument("--backend", default="auto", metavar="B", help="inference backend (default: auto)")
-    p.add_argument("--frames", metavar="A:B", help="score frames A..B-1 only (0-based; neighbours still feed the model)")
+    p.add_argument("--frames", metavar="A:B",
+                   help="score frames A..B-1 only (0-based; neighbours still feed the model)")
     p.add_argument("--crop-border", type=int, default=0, metavar="N", help="ignore N pixels at each edge (default 0)")
     p.add_argument("--batch", type=int, default=2, metavar="N", help="windows per inference call (default 2)")
     add_precision_args(p)
