@@ -203,8 +203,6 @@ NEEDS_INT8 = "vsr: error: --int8-calibration needs --precision int8 (it calibrat
 @pytest.mark.parametrize("args,env,said", [
     (["--precision", "fp32"], {}, NEEDS_INT8),
     ([], {"VSR_PRECISION": "fp32"}, NEEDS_INT8 + ": $VSR_PRECISION is fp32"),
-    (["--backend", "torch"], {}, NEEDS_INT8 + ": --precision auto runs this backend in fp32 (it has no int8 plan)"),
-    (["--backend", "ort"], {"VSR_INT8_ISA": "avx2"}, NEEDS_INT8 + ": --precision auto chose fp32 (this CPU has AVX2"),
     (["--backend", "ort"], {"VSR_INT8_ISA": "avx512-vnni"}, "vsr: error: int8 calibration: no PNG frames in "),
 ])
 def test_a_calibration_no_int8_plan_uses_is_refused(make_clip, tmp_path, capsys, monkeypatch, args, env, said):
@@ -219,6 +217,28 @@ def test_a_calibration_no_int8_plan_uses_is_refused(make_clip, tmp_path, capsys,
     rc, err = cli(capsys, src, tmp_path / "o.mp4", *TINY, "--quiet", "--int8-calibration", tmp_path / "cal", *args)
     assert rc == 2 and len(errors(err)) == 1 and errors(err)[0].startswith(said), err
     assert not (tmp_path / "o.mp4").exists()
+
+
+@pytest.mark.parametrize("args,env,said", [
+    (["--backend", "torch"], {}, "precision auto runs this backend in fp32 (it has no int8 plan)"),
+    (["--backend", "ort"], {"VSR_INT8_ISA": "avx2"}, "precision auto chose fp32 (this CPU has AVX2"),
+])
+def test_a_calibration_precision_auto_leaves_unused_is_said(make_clip, tmp_path, capsys, monkeypatch, args, env,
+                                                            said):
+    """No precision asked (auto, the default): the folder is for machines where auto chooses int8 (a job file, a
+    script run on several), so where it chooses fp32 the run goes on and says in one line the folder is unused."""
+    for name in ("VSR_PRECISION", "VSR_INT8_ISA"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    src = make_clip("in.mp4", frames=2)
+    (tmp_path / "cal").mkdir()
+    rc, err = cli(capsys, src, tmp_path / "o.mp4", *TINY, "--quiet", "--int8-calibration", tmp_path / "cal",
+                  "--threads", "1", *args)
+    assert rc == 0, err
+    said_lines = [ln for ln in err.splitlines() if "calibration" in ln]
+    assert len(said_lines) == 1 and said_lines[0].startswith(f"vsr: warning: --int8-calibration is not used: {said}"), err
+    assert (tmp_path / "o.mp4").exists()
 
 
 def start_run(src: Path, out: Path) -> subprocess.Popen:

@@ -190,7 +190,15 @@ def upscale_settings(args):
     asked, given_by = asked_precision(args.precision)
     choice = precision_choice(args.backend, args.plan, asked, given_by=given_by)
     precision = {**precision_options(args), "precision": "fp32" if choice is None else choice.precision}
-    check_calibration(args.int8_calibration, precision["precision"], _calibration_why(asked, given_by, choice))
+    why = _calibration_why(asked, given_by, choice)
+    if asked == "auto" and args.int8_calibration is not None and precision["precision"] != "int8":
+        # the user chose no precision: the folder is for where auto chooses int8 (a job file, a script for
+        # several machines), not an error where it does not; said, as it is not used
+        import warnings
+
+        warnings.warn(f"--int8-calibration is not used: {why.replace('--precision auto ', 'precision auto ', 1)}")
+    else:
+        check_calibration(args.int8_calibration, precision["precision"], why)
     request = BackendRequest(args.weights, args.config, backend_options(args.backend, args.plan,
                                                                        parse_threads(args.threads), **precision),
                              precision=choice)
