@@ -69,6 +69,16 @@ def not_writable(folder: Path) -> str | None:
     return None
 
 
+def code_digest(names) -> str:
+    """sha256 of vsr's own source files ``names`` (paths from the repository root, as ``vsr/plan/plan.py``), each
+    with its name: a cache key's part for the code that makes an entry (vsr's version number does not change with
+    it).  Read each call: callers cache it for the process."""
+    h = hashlib.sha256()
+    for name in names:
+        h.update(name.encode() + b"\0" + (PACKAGE_PARENT / name).read_bytes() + b"\0")
+    return h.hexdigest()
+
+
 def sha256_file(path: str | os.PathLike) -> str:
     """Hex sha256 of the file at ``path`` (read in 1 MiB chunks)."""
     h = hashlib.sha256()

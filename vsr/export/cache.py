@@ -25,7 +25,7 @@ from pathlib import Path
 import torch
 
 from vsr.export.onnx import OPSET, export_onnx, save_atomic, state_checksum
-from vsr.files import PACKAGE_PARENT, private_folder, untrusted
+from vsr.files import code_digest, private_folder, untrusted
 from vsr.model.config import ModelConfig
 
 
@@ -38,10 +38,7 @@ GRAPH_CODE = ("vsr/model/edvr.py", "vsr/model/dcn.py", "vsr/export/onnx.py", "vs
 
 @functools.lru_cache(maxsize=1)
 def graph_code_digest() -> str:
-    h = hashlib.sha256()
-    for name in GRAPH_CODE:
-        h.update(name.encode() + b"\0" + (PACKAGE_PARENT / name).read_bytes() + b"\0")
-    return h.hexdigest()
+    return code_digest(GRAPH_CODE)
 
 
 def export_key(weights_sha: str, config: ModelConfig, height: int, width: int, opset: int = OPSET,

@@ -33,7 +33,7 @@ import numpy as np
 import onnx
 
 from vsr.errors import BackendError, InputError
-from vsr.files import PACKAGE_PARENT, engine_dir, private_folder, sha256_file, untrusted
+from vsr.files import code_digest, engine_dir, private_folder, sha256_file, untrusted
 from vsr.plan.arena import ArenaPlan, Buffer, plan_arena
 from vsr.plan.front import FRAMES
 from vsr.plan.partition import DEFAULT_BRIDGE_OPS, Partition, Step, TensorInfo, eval_dim, partition
@@ -201,10 +201,7 @@ INT8_CODE = ("vsr/quant/int8_plan.py", "vsr/quant/rewrite.py", "vsr/quant/calibr
 @functools.lru_cache(maxsize=2)
 def plan_tools(int8: bool = False) -> str:
     """onnx's version (it writes the segments) and a digest of :data:`PLAN_CODE` (and :data:`INT8_CODE`)."""
-    h = hashlib.sha256()
-    for name in PLAN_CODE + (INT8_CODE if int8 else ()):
-        h.update(name.encode() + b"\0" + (PACKAGE_PARENT / name).read_bytes() + b"\0")
-    return f"onnx {onnx.__version__}, code {h.hexdigest()[:16]}"
+    return f"onnx {onnx.__version__}, code {code_digest(PLAN_CODE + (INT8_CODE if int8 else ()))[:16]}"
 
 
 def plan_key(onnx_path: str | os.PathLike, *, backend: str = "onnxruntime", backend_version: str | None = None,

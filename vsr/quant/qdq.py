@@ -108,12 +108,9 @@ def export_int8_qdq(onnx_path, out_path, cfg=None, threads: int | None = None, m
 
 @functools.lru_cache(maxsize=1)
 def _code_digest() -> str:
-    from vsr.files import PACKAGE_PARENT
+    from vsr.files import code_digest
 
-    h = hashlib.sha256()
-    for name in QDQ_CODE:
-        h.update(name.encode() + b"\0" + (PACKAGE_PARENT / name).read_bytes() + b"\0")
-    return h.hexdigest()
+    return code_digest(QDQ_CODE)
 
 
 def qdq_key(cfg) -> str:
