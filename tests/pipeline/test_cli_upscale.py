@@ -197,6 +197,17 @@ def test_a_start_past_the_end_names_the_length(make_clip, tmp_path, capsys, fram
     assert rc == 2 and errors(err) == [f"vsr: error: --frames {frames}: the source has only 6 frames"], err
 
 
+def calibrated_run(make_clip, tmp_path, capsys, monkeypatch, env: dict, *args) -> tuple[int, str]:
+    """A 2-frame upscale with an empty ``--int8-calibration`` folder, ``env`` the precision's variables."""
+    for name in ("VSR_PRECISION", "VSR_INT8_ISA"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    src = make_clip("in.mp4", frames=2)
+    (tmp_path / "cal").mkdir()
+    return cli(capsys, src, tmp_path / "o.mp4", *TINY, "--quiet", "--int8-calibration", tmp_path / "cal", *args)
+
+
 NEEDS_INT8 = "vsr: error: --int8-calibration needs --precision int8 (it calibrates the split plan's int8 segments)"
 
 
@@ -208,13 +219,7 @@ NEEDS_INT8 = "vsr: error: --int8-calibration needs --precision int8 (it calibrat
 def test_a_calibration_no_int8_plan_uses_is_refused(make_clip, tmp_path, capsys, monkeypatch, args, env, said):
     """`--int8-calibration DIR` where the run builds no int8 plan was dropped without a word (`vsr export` refuses
     it in one line); where `--precision auto` chooses int8 the folder is used (here: read, and found empty)."""
-    for name in ("VSR_PRECISION", "VSR_INT8_ISA"):
-        monkeypatch.delenv(name, raising=False)
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
-    src = make_clip("in.mp4", frames=2)
-    (tmp_path / "cal").mkdir()
-    rc, err = cli(capsys, src, tmp_path / "o.mp4", *TINY, "--quiet", "--int8-calibration", tmp_path / "cal", *args)
+    rc, err = calibrated_run(make_clip, tmp_path, capsys, monkeypatch, env, *args)
     assert rc == 2 and len(errors(err)) == 1 and errors(err)[0].startswith(said), err
     assert not (tmp_path / "o.mp4").exists()
 
@@ -227,14 +232,7 @@ def test_a_calibration_precision_auto_leaves_unused_is_said(make_clip, tmp_path,
                                                             said):
     """No precision asked (auto, the default): the folder is for machines where auto chooses int8 (a job file, a
     script run on several), so where it chooses fp32 the run goes on and says in one line the folder is unused."""
-    for name in ("VSR_PRECISION", "VSR_INT8_ISA"):
-        monkeypatch.delenv(name, raising=False)
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
-    src = make_clip("in.mp4", frames=2)
-    (tmp_path / "cal").mkdir()
-    rc, err = cli(capsys, src, tmp_path / "o.mp4", *TINY, "--quiet", "--int8-calibration", tmp_path / "cal",
-                  "--threads", "1", *args)
+    rc, err = calibrated_run(make_clip, tmp_path, capsys, monkeypatch, env, "--threads", "1", *args)
     assert rc == 0, err
     said_lines = [ln for ln in err.splitlines() if "calibration" in ln]
     assert len(said_lines) == 1 and said_lines[0].startswith(f"vsr: warning: --int8-calibration is not used: {said}"), err
