@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -273,7 +274,10 @@ def test_ctrl_c_while_the_batch_workers_start_is_one_line(make_clip, tmp_path):
     r = subprocess.run([sys.executable, "-c", _STOP_AS_WORKERS_START, "train", "--config", "edvr-tiny",
                         "--data", str(clip), "--iters", "100000", "--out", str(tmp_path / "run"), "--batch-size",
                         "1", "--patch", "8", "--val", "none", "--threads", "1", "--workers", "2", "--no-progress"],
-                       cwd=REPO, capture_output=True, text=True, timeout=120)  # (read until every worker's end)
+                       cwd=REPO, capture_output=True, text=True, timeout=120,  # (read until every worker's end)
+                       # Ctrl-C at its default, as from a terminal: a background job's is ignored, and so the
+                       # signal the child sends itself would be
+                       preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     assert r.returncode == 130, r.stderr
     assert "Traceback" not in r.stderr
     assert r.stderr.splitlines()[-1] == "vsr: interrupted"
