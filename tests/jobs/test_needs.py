@@ -75,12 +75,17 @@ def test_the_waiting_line_groups_the_jobs_by_need():
                                                                    "a GPU (backend cuda)")
 
 
+def gpu_and_cpu_jobs(src, tmp_path) -> list:
+    """Two jobs of ``src``: one of the CUDA runtime (``gpu.mkv``), one of torch on the CPU (``cpu.mkv``)."""
+    return [JobSpec.from_settings(src, tmp_path / name, BackendRequest("random", "edvr-tiny", options),
+                                  EncoderSettings(codec="ffv1"), RunnerSettings(scene_cuts="off"))
+            for name, options in (("gpu.mkv", CudaOptions()), ("cpu.mkv", TorchOptions(threads=1)))]
+
+
 @no_gpu
 def test_a_claim_leaves_the_chunks_this_machine_cannot_run_queued(make_clip, tmp_path):
     src = make_clip("in.mp4", frames=4, width=16, height=12)
-    jobs = [JobSpec.from_settings(src, tmp_path / name, BackendRequest("random", "edvr-tiny", options),
-                                  EncoderSettings(codec="ffv1"), RunnerSettings(scene_cuts="off"))
-            for name, options in (("gpu.mkv", CudaOptions()), ("cpu.mkv", TorchOptions(threads=1)))]
+    jobs = gpu_and_cpu_jobs(src, tmp_path)
     with JobStore(tmp_path / "q.db", create=True) as store:
         gpu_job, cpu_job = store.add_jobs([(spec, plan_chunks(spec, 2)) for spec in jobs])
         machine = Machine()
@@ -105,9 +110,7 @@ def test_a_workers_line_counts_the_other_jobs_this_machine_runs_and_no_eta_for_a
     from vsr.jobs.worker import Outlook, Progress, WorkerSettings, _Heartbeat
 
     src = make_clip("in.mp4", frames=4, width=16, height=12)
-    jobs = [JobSpec.from_settings(src, tmp_path / name, BackendRequest("random", "edvr-tiny", options),
-                                  EncoderSettings(codec="ffv1"), RunnerSettings(scene_cuts="off"))
-            for name, options in (("gpu.mkv", CudaOptions()), ("cpu.mkv", TorchOptions(threads=1)))]
+    jobs = gpu_and_cpu_jobs(src, tmp_path)
     with JobStore(tmp_path / "q.db", create=True) as store:
         _, cpu_job = store.add_jobs([(spec, plan_chunks(spec, 2)) for spec in jobs])
         machine = Machine()
