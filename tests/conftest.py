@@ -233,3 +233,16 @@ def tiny_backend():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return open_backend("random", "edvr-tiny", TorchOptions(threads=1))
+
+
+@pytest.fixture
+def shared_group():
+    """A group other users are in that this process may give its files to (as root: any), for a folder that is
+    group-writable and shared; else the test skips (a user whose groups are all their own)."""
+    import pwd
+
+    me, mine = os.geteuid(), os.getegid()
+    for p in pwd.getpwall():
+        if p.pw_uid != me and p.pw_gid != mine and (me == 0 or p.pw_gid in os.getgroups()):
+            return p.pw_gid
+    pytest.skip("no group of another user's that this user may give a folder to (needs root or a shared group)")

@@ -246,9 +246,24 @@ def untrusted(path: Path) -> str | None:
         return "it is a symbolic link"
     if st.st_uid != os.geteuid():
         return f"it belongs to user {st.st_uid}"
-    if st.st_mode & 0o022:
+    if st.st_mode & 0o002 or (st.st_mode & 0o020 and not own_group(st.st_gid, st.st_uid)):
         return f"other users can write to it (mode {stat.S_IMODE(st.st_mode):o})"
     return None
+
+
+def own_group(gid: int, uid: int) -> bool:
+    """Whether group ``gid`` holds user ``uid`` alone: a user private group (Debian's and Ubuntu's default,
+    where the umask is 002, so a folder the user makes is group-writable).  OpenSSH's rule as Debian keeps it:
+    no other user has it as primary group or is listed in it, and ``uid`` is in it one way or the other."""
+    import grp
+    import pwd
+    try:
+        group, name = grp.getgrgid(gid), pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return False
+    primary = [p.pw_uid for p in pwd.getpwall() if p.pw_gid == gid]
+    listed = list(group.gr_mem)
+    return all(u == uid for u in primary) and all(m == name for m in listed) and bool(primary or listed)
 
 
 def private_folder(path: Path, what: str, risk: str = "what is loaded from there would run as you",

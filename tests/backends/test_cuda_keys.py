@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import subprocess
 import sys
 
@@ -78,13 +79,14 @@ def test_a_link_planted_at_the_facts_temporary_is_not_written_through(tmp_path):
     assert not (folder / "facts.json").is_symlink()
 
 
-def test_a_cache_folder_others_can_write_is_refused_and_a_new_one_is_private(tmp_path):
+def test_a_cache_folder_others_can_write_is_refused_and_a_new_one_is_private(tmp_path, shared_group):
     """Engines and compiled kernels are code; the device's folder was made with mkdir(exist_ok=True) and used
     whoever had made it and whatever its mode."""
     from vsr.errors import InputError
 
     folder = cache_folder(H100, tmp_path, "tensorrt", "fp16")
     assert folder.stat().st_mode & 0o777 == 0o700
+    os.chown(folder, -1, shared_group)  # a group other users are in
     folder.chmod(0o775)
     with pytest.raises(InputError, match=r"will not keep compiled kernels and engines in .*: other users can write "
                                          r"to it \(mode 775\)"):

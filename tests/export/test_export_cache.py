@@ -98,8 +98,10 @@ def test_an_entry_others_can_write_is_exported_again_and_entries_are_made_withou
 
 
 @pytest.mark.parametrize("mode", [0o777, 0o775], ids=["777", "775"])
-def test_a_folder_others_can_write_is_refused_in_one_line(tiny, engines, mode):
-    """A shared VSR_ENGINE_DIR: whoever can write there decides the output of everyone who uses it."""
+def test_a_folder_others_can_write_is_refused_in_one_line(tiny, engines, mode, shared_group):
+    """A shared VSR_ENGINE_DIR: whoever can write there decides the output of everyone who uses it (775: its
+    group has other users in it)."""
+    os.chown(engines.parent, -1, shared_group)
     os.chmod(engines.parent, mode)
     with pytest.raises(InputError, match=rf"will not keep cached ONNX exports in .*onnx: other users can write to "
                                          rf"it \(mode {mode:o}\); .* set VSR_ENGINE_DIR to a folder of yours alone"):

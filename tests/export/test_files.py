@@ -187,3 +187,37 @@ def test_the_export_leaves_nothing_in_the_temporary_folder(tmp_path):
                        text=True, env=env, timeout=600)
     assert p.returncode == 0, p.stderr
     assert list(tmp.iterdir()) == [] and (cache / "vsr" / "torchinductor").is_dir()
+
+
+def _members(gid: int) -> tuple[set[int], set[str]]:
+    """The users whose primary group ``gid`` is, and the names listed in it: the system's databases as read."""
+    import grp
+    import pwd
+    return {p.pw_uid for p in pwd.getpwall() if p.pw_gid == gid}, set(grp.getgrgid(gid).gr_mem)
+
+
+def test_a_folder_writable_by_the_users_own_group_alone_is_trusted_one_shared_is_not(tmp_path, shared_group):
+    """Debian's and Ubuntu's users have a group of their own and umask 002: every folder they make is mode 775,
+    and a VSR_ENGINE_DIR they made was refused.  A group-writable folder is trusted where its group holds this
+    user alone (OpenSSH's rule as Debian keeps it), never where the group has other users or no user at all."""
+    import grp
+    import os
+
+    from vsr.files import untrusted
+
+    me, mine = os.geteuid(), os.getegid()
+    folder = tmp_path / "engines"
+    folder.mkdir(mode=0o775)
+    folder.chmod(0o775)
+    primary, listed = _members(mine)
+    alone = primary <= {me} and not listed - {__import__("pwd").getpwuid(me).pw_name}
+    assert untrusted(folder) == (None if alone else "other users can write to it (mode 775)")
+    os.chown(folder, -1, shared_group)  # another user's primary group
+    assert untrusted(folder) == "other users can write to it (mode 775)"
+    folder.chmod(0o757)
+    assert untrusted(folder) == "other users can write to it (mode 757)"
+    empty = [g.gr_gid for g in grp.getgrall() if _members(g.gr_gid) == (set(), set())]
+    if me == 0 and empty:  # a group with nobody in it (a setgid program's): not this user's own
+        os.chown(folder, -1, empty[0])
+        folder.chmod(0o775)
+        assert untrusted(folder) == "other users can write to it (mode 775)"
