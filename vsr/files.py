@@ -8,6 +8,7 @@ import errno
 import functools
 import hashlib
 import importlib.resources
+import math
 import os
 import stat
 import tomllib
@@ -219,6 +220,31 @@ def total_memory_mb() -> float | None:
     if limit is not None:
         found.append(limit)
     return min(found) if found else None
+
+
+def usable_cores(cgroup: Path = Path("/sys/fs/cgroup")) -> int:
+    """The cores this process may run on: those its affinity mask holds (``taskset``, a cpuset), fewer where its
+    cgroup's CPU quota is lower (a container's ``--cpus 2`` on a machine of 64: the quota over the period, rounded
+    up).  ``os.cpu_count()`` counts the machine's: ONNX Runtime given that many threads on 1 core of 2 ran its
+    convolutions 1.6-2.0x slower than with one thread (docs/benchmarks.md, "Threads a container allows")."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    quota = _cgroup_cpu_quota(cgroup)
+    return max(1, min(cores, math.ceil(quota)) if quota else cores)
+
+
+def _cgroup_cpu_quota(root: Path) -> float | None:
+    """This process's cgroup CPU quota in cores (v2 ``cpu.max``, v1 ``cpu.cfs_quota_us`` over its period); None:
+    none (``max``, -1) or no cgroup file to read."""
+    reads = [("cpu.max",), ("cpu/cpu.cfs_quota_us", "cpu/cpu.cfs_period_us"),
+             ("cpu,cpuacct/cpu.cfs_quota_us", "cpu,cpuacct/cpu.cfs_period_us")]
+    for names in reads:
+        try:
+            fields = " ".join((root / n).read_text().strip() for n in names).split()
+            quota, period = int(fields[0]), int(fields[1])
+        except (OSError, ValueError, IndexError):
+            continue  # missing, or v2's "max 100000"
+        return quota / period if quota > 0 and period > 0 else None
+    return None
 
 
 def _cgroup_limit_mb() -> float | None:

@@ -11,6 +11,7 @@ from vsr.backends.base import FrameKeys, ModelBackend
 from vsr.backends.buckets import BucketPolicy
 from vsr.backends.features import FeatureSlots
 from vsr.backends.registry import BackendKind, needs, register
+from vsr.files import usable_cores
 
 
 @dataclass(frozen=True)
@@ -50,8 +51,8 @@ class TorchBackend(ModelBackend):
         self.keeps_features = options.stream_features
         self.device = options.device or ("cuda" if torch.cuda.is_available() else "cpu")
         self.model = model.to(self.device).eval()
-        if options.threads:
-            torch.set_num_threads(options.threads)
+        if options.threads or torch.get_num_threads() > usable_cores():  # torch's count ignores CPU quotas
+            torch.set_num_threads(options.threads or usable_cores())
         self._times = {"run": 0.0}
         if self.keeps_features:
             self._times.update({"features": 0.0, "windows": 0.0})

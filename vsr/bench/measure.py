@@ -25,6 +25,7 @@ from vsr.bench.inputs import BenchInput, bench_input
 from vsr.bench.results import BenchResult, BenchSettings, CaseResult, round_order
 from vsr.bench.upscale import run_upscale_cases
 from vsr.errors import InputError
+from vsr.files import usable_cores
 from vsr.report.sample import StepStats, step_kind
 
 
@@ -120,7 +121,7 @@ def machine() -> dict:
     import onnxruntime
     import torch
 
-    return {"cpu": _cpu_name(), "cores": os.cpu_count(),
+    return {"cpu": _cpu_name(), "cores": os.cpu_count(), "usable_cores": usable_cores(),
             "system": platform.platform(terse=True), "python": platform.python_version(),
             "onnxruntime": onnxruntime.__version__, "ort_providers": onnxruntime.get_available_providers(),
             "torch": torch.__version__, "numba_threading_layer": _numba_layer(),

@@ -20,7 +20,8 @@ def add_parser(sub) -> None:
                                                    "'random' when --config is given)")
     p.add_argument("--size", default="180x320", metavar="HxW", help="LR frame size (default 180x320)")
     p.add_argument("--frames", default="3", metavar="N", help="timed frames per case (default 3)")
-    p.add_argument("--threads", default=None, help="inference threads of every case (default: all cores)")
+    p.add_argument("--threads", default=None,
+                   help="inference threads of every case (default: the cores this process may use)")
     p.add_argument("--input", default=None, metavar="CLIP", help="video file or PNG folder, or 'random' "
                                                                  "(default: the shared Big Buck Bunny clip where "
                                                                  "it exists, else random)")

@@ -20,7 +20,8 @@ def add_upscale_options(p, *, frames: bool = True) -> None:
     m.add_argument("--backend", default="auto", help=f"{' | '.join(backend_names())} (default: auto = cuda where "
                    "torch sees a GPU and cupy or pycuda is installed, else ONNX Runtime)")
     m.add_argument("--plan", default="auto", help=f"{' | '.join(plan_names())} (ONNX Runtime graph plan)")
-    m.add_argument("--threads", default=None, help="inference threads (default: all cores)")
+    m.add_argument("--threads", default=None,
+                   help="inference threads (default: the cores this process may use: affinity, CPU quota)")
     m.add_argument("--per-window-features", action="store_true",
                    help="compute each window's frames' features for every window, as before vsr kept each "
                         "frame's (same output, slower; for comparisons)")

@@ -16,6 +16,8 @@ import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
+from vsr.files import usable_cores
+
 
 @functools.cache
 def _set_local_threads():
@@ -57,7 +59,7 @@ def configure_kernel_threads(threads: int) -> None:
 
 def default_threads() -> int:
     """:func:`configure_kernel_threads`' value, else ``$VSR_KERNEL_THREADS``, else numba's thread count (which
-    honours ``$NUMBA_NUM_THREADS``)."""
+    honours ``$NUMBA_NUM_THREADS`` and the affinity mask), or fewer where a cgroup's CPU quota is lower."""
     if _configured:
         return _configured
     env = os.environ.get("VSR_KERNEL_THREADS")
@@ -65,7 +67,7 @@ def default_threads() -> int:
         return max(1, int(env))
     import numba
 
-    return max(1, int(numba.config.NUMBA_NUM_THREADS))
+    return max(1, min(int(numba.config.NUMBA_NUM_THREADS), usable_cores()))
 
 
 class KernelWorkers:

@@ -8,12 +8,12 @@ itself (the CUDA runtime, on its device), copied into place; the conversion's ow
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Iterator
 
 import numpy as np
 
+from vsr.files import usable_cores
 from vsr.pipeline.batches import Result
 from vsr.pipeline.checks import OUTPUT_LIMITS, check_model_output, looks_suspicious
 from vsr.pipeline.tiles import Tile
@@ -95,5 +95,5 @@ def post_threads(backend) -> int | None:
     options = getattr(backend, "options", None)
     if not hasattr(options, "threads") or getattr(options, "on_gpu", False):
         return None
-    cores = os.cpu_count() or 1
+    cores = usable_cores()
     return max(1, cores - (options.threads or cores))

@@ -9,7 +9,6 @@ the same shape: build/deserialise in ``load``, ``set_tensor_address`` in ``bind`
 from __future__ import annotations
 
 import logging
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Protocol
@@ -17,6 +16,7 @@ from typing import Callable, Protocol
 import numpy as np
 
 from vsr.errors import BackendError
+from vsr.files import usable_cores
 
 log = logging.getLogger(__name__)
 
@@ -38,8 +38,8 @@ class SegmentBackend(Protocol):
 class OrtSegmentBackend:
     """ONNX Runtime CPU sessions, one per segment.
 
-    threads: intra-op threads (default: all cores).  spin: let ORT's idle worker threads busy-wait for the next
-    op (ORT's default).  Off here: between segments a bridge kernel runs on the same cores, and spinning
+    threads: intra-op threads (default: the cores this process may use).  spin: let ORT's idle worker threads
+    busy-wait for the next op (ORT's default).  Off here: between segments a bridge kernel runs on the same cores, and spinning
     threads of the session that just finished would take CPU time from it.  mem_pattern: ORT's memory pattern
     (see ``session_options``).
     """
@@ -68,7 +68,7 @@ def session_options(threads: int | None = None, spin: bool | None = None, shared
                     mem_pattern: bool = True):
     """The ``SessionOptions`` of every ONNX Runtime session vsr opens.
 
-    threads: intra-op threads (default: all cores), with one inter-op thread and sequential execution (vsr's
+    threads: intra-op threads (default: the cores this process may use), with one inter-op thread and sequential execution (vsr's
     graphs are chains); full graph optimisation.  spin: whether idle workers busy-wait for the next op (None:
     ONNX Runtime's default).  shared_arena: allocate from the environment's CPU arena (see ``_shared_cpu_arena``).
     mem_pattern: ORT's memory pattern (its default): after the first run it allocates the recorded pattern as
@@ -81,7 +81,7 @@ def session_options(threads: int | None = None, spin: bool | None = None, shared
     import onnxruntime as ort
 
     so = ort.SessionOptions()
-    so.intra_op_num_threads = threads or os.cpu_count() or 1
+    so.intra_op_num_threads = threads or usable_cores()
     so.inter_op_num_threads = 1
     so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL

@@ -41,7 +41,7 @@ import torch
 
 from vsr import interrupt
 from vsr.errors import VsrError, printable
-from vsr.files import environment
+from vsr.files import environment, usable_cores
 from vsr.train.data import PairSampler
 
 log = logging.getLogger(__name__)
@@ -56,8 +56,7 @@ _USER_ERRORS = (VsrError, OSError, MemoryError)
 
 def default_workers() -> int:
     """All the cores this process may run on but one (the training step's)."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return max(0, cores - 1)
+    return max(0, usable_cores() - 1)
 
 
 class _Batches(torch.utils.data.Dataset):

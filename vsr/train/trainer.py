@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from vsr.errors import InputError
-from vsr.files import file_in_the_way, write_new
+from vsr.files import file_in_the_way, usable_cores, write_new
 from vsr.model.config import ModelConfig, load_config
 from vsr.model.init import init_weights, offset_convs
 from vsr.model.weights import (build_model, bundled_path, extract_state_dict, load_state, read_checkpoint,
@@ -115,8 +115,8 @@ class Trainer:
         val, self.val_note = (o.val, None) if o.val is not None else default_sets()
         vid4 = [v for v in val if v != "holdout"]
         self.val_sets = vid4_sets(vid4) if vid4 else []
-        if o.threads:
-            torch.set_num_threads(o.threads)
+        if o.threads or torch.get_num_threads() > usable_cores():  # torch's count ignores a cgroup's CPU quota
+            torch.set_num_threads(o.threads or usable_cores())
         self.device = _device(o.device)
         self.amp = _amp_dtype(o.amp, self.device)
         self.workers = default_workers() if o.workers is None else o.workers

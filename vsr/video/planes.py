@@ -24,6 +24,7 @@ import av.video.format
 import numba
 import numpy as np
 
+from vsr.files import usable_cores
 from vsr.video.colour import (CHROMA_SITING, KR_KB, OUTPUT_SITING, RANGE_FULL, SPC_RGB, SPC_SMPTE170M, ColourSpec,
                               bit_depth, is_gray_format, is_rgb_format, levels, planar444)
 from vsr.video.plane_kernel import convert_pass
@@ -257,7 +258,7 @@ def convert_tile(rgb: np.ndarray, fmt: PlaneFormat, out: list[np.ndarray],
 def conversion_threads(n: int | None) -> int:
     """Convert on ``n`` threads (None: all numba has, one per core) in this thread from now on (numba's setting
     is per thread: a pipeline stage sets its own); the number set."""
-    top = numba.config.NUMBA_NUM_THREADS
+    top = min(numba.config.NUMBA_NUM_THREADS, usable_cores())  # numba's count ignores a cgroup's CPU quota
     n = top if n is None else max(1, min(int(n), top))
     numba.set_num_threads(n)
     return n

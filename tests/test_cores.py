@@ -1,0 +1,65 @@
+"""The cores vsr's threads default to: those this process may run on (its affinity mask, a cgroup's CPU quota),
+not the machine's.  ``os.cpu_count()`` counts the machine's: a container given 2 of 64 cores started 64 ONNX
+Runtime threads, and on 1 core of 2 two threads ran 1.6-2.0x slower than one (docs/benchmarks.md)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from vsr.files import usable_cores
+
+
+def _tree(tmp_path, files: dict[str, str]):
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text + "\n")
+    return tmp_path
+
+
+@pytest.mark.parametrize("files, cores", [
+    ({"cpu.max": "max 100000"}, None),  # cgroup v2, no quota
+    ({"cpu.max": "50000 100000"}, 1),  # half a core: one thread
+    ({"cpu.max": "100000 100000"}, 1),
+    ({"cpu.max": "150000 100000"}, 2),  # a core and a half: rounded up
+    ({"cpu/cpu.cfs_quota_us": "-1", "cpu/cpu.cfs_period_us": "100000"}, None),  # cgroup v1, no quota
+    ({"cpu/cpu.cfs_quota_us": "100000", "cpu/cpu.cfs_period_us": "100000"}, 1),
+    ({"cpu,cpuacct/cpu.cfs_quota_us": "50000", "cpu,cpuacct/cpu.cfs_period_us": "100000"}, 1),
+    ({}, None),  # no cgroup file to read
+], ids=["v2-max", "v2-half", "v2-one", "v2-1.5", "v1-none", "v1-one", "v1-cpuacct-half", "none"])
+def test_a_cgroups_cpu_quota_bounds_the_cores(tmp_path, files, cores):
+    """The kernel's own files, as a container sees them (cgroup v2 ``cpu.max``; v1 ``cfs_quota_us``/period)."""
+    mine = len(os.sched_getaffinity(0))
+    assert usable_cores(_tree(tmp_path, files)) == (mine if cores is None else min(cores, mine))
+
+
+PROBE = """
+import json
+from vsr.plan.segments import session_options
+from vsr.kernels.threads import default_threads
+from vsr.video.planes import conversion_threads
+from vsr.train.stream import default_workers
+from vsr.backends import TorchOptions, open_backend
+import torch, warnings
+warnings.simplefilter("ignore")
+open_backend("random", "edvr-tiny", TorchOptions(device="cpu"))
+print(json.dumps({"ort": session_options().intra_op_num_threads, "kernels": default_threads(),
+                  "conversion": conversion_threads(None), "train_workers": default_workers(),
+                  "torch": torch.get_num_threads()}))
+"""
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 cores to give a process one of them")
+def test_a_process_pinned_to_one_core_runs_one_thread_in_each_pool():
+    """``taskset -c 0 vsr upscale``: ONNX Runtime's sessions, vsr's kernels, the colour conversion and torch each
+    take the one core, and training starts no batch worker (it would share the step's core)."""
+    core = min(os.sched_getaffinity(0))
+    out = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=300,
+                         preexec_fn=lambda: os.sched_setaffinity(0, {core}))
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert json.loads(out.stdout.splitlines()[-1]) == {"ort": 1, "kernels": 1, "conversion": 1, "train_workers": 0,
+                                                       "torch": 1}
