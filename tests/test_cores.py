@@ -63,3 +63,15 @@ def test_a_process_pinned_to_one_core_runs_one_thread_in_each_pool():
     assert out.returncode == 0, out.stderr[-2000:]
     assert json.loads(out.stdout.splitlines()[-1]) == {"ort": 1, "kernels": 1, "conversion": 1, "train_workers": 0,
                                                        "torch": 1}
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 cores to give a process one of them")
+def test_a_runs_report_says_the_cores_its_threads_took(make_clip, tmp_path):
+    src = make_clip("in.mp4", frames=2, width=16, height=12)
+    core = min(os.sched_getaffinity(0))
+    out = subprocess.run([sys.executable, "-m", "vsr", "upscale", str(src), str(tmp_path / "o.mkv"), "--weights",
+                          "random", "--config", "edvr-tiny", "--backend", "torch", "--report", str(tmp_path / "r.json"),
+                          "--quiet"], capture_output=True, text=True, timeout=300,
+                         preexec_fn=lambda: os.sched_setaffinity(0, {core}))
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert json.loads((tmp_path / "r.json").read_text())["settings"]["cores"] == 1

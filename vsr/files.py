@@ -222,14 +222,25 @@ def total_memory_mb() -> float | None:
     return min(found) if found else None
 
 
+_share: int | None = None  # this process's share of them (share_cores), when several workers split a machine
+
+
+def share_cores(cores: int | None) -> None:
+    """Let this process's threads default to ``cores`` (one of several worker processes that share a machine:
+    each taking every core made N times as many threads as cores); None: all it may use."""
+    global _share
+    _share = None if cores is None else max(1, int(cores))
+
+
 def usable_cores(cgroup: Path = Path("/sys/fs/cgroup")) -> int:
     """The cores this process may run on: those its affinity mask holds (``taskset``, a cpuset), fewer where its
     cgroup's CPU quota is lower (a container's ``--cpus 2`` on a machine of 64: the quota over the period, rounded
-    up).  ``os.cpu_count()`` counts the machine's: ONNX Runtime given that many threads on 1 core of 2 ran its
+    up), or this process's share of them (:func:`share_cores`).  ``os.cpu_count()`` counts the machine's: ONNX Runtime given that many threads on 1 core of 2 ran its
     convolutions 1.6-2.0x slower than with one thread (docs/benchmarks.md, "Threads a container allows")."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     quota = _cgroup_cpu_quota(cgroup)
-    return max(1, min(cores, math.ceil(quota)) if quota else cores)
+    cores = min(cores, math.ceil(quota)) if quota else cores
+    return max(1, min(cores, _share) if _share else cores)
 
 
 def _cgroup_cpu_quota(root: Path) -> float | None:

@@ -19,6 +19,7 @@ import torch
 from vsr.backends import BackendRequest, CudaOptions, TorchOptions
 from vsr.backends.cuda import device_list
 from vsr.errors import BackendError
+from vsr.files import usable_cores
 from vsr.jobs.chunks import plan_chunks
 from vsr.jobs.spec import JobSpec
 from vsr.jobs.store import JobStore
@@ -82,6 +83,8 @@ def test_jobs_run_devices_runs_a_worker_per_device_each_with_its_backend_there(m
     assert len(chunks) == 2
     assert {c["report"]["settings"]["backend_facts"]["device"] for c in chunks} <= {"cpu:0", "cpu:1"}
     assert (tmp_path / "out.mkv").is_file()
+    # two workers on one machine: each one's threads default to half its cores (each took all of them)
+    assert {c["report"]["settings"]["cores"] for c in chunks} == {max(1, usable_cores() // 2)}
 
 
 def test_a_gpu_worker_sees_its_gpu_alone():

@@ -22,9 +22,8 @@ fails its job.  A worker's record writes wait about 2 minutes for a Redis that w
 their chunk back: a Redis that keeps its data on disk (``appendonly yes``) loses no job; one that keeps nothing
 forgets every job and queued chunk when it restarts (:func:`forgets` says so; the machine that added a job keeps
 it, :mod:`vsr.jobs.ledger`, and ``retry`` sends a job the broker forgot again).  A chunk whose worker process is
-stopped by SIGTERM (its worker's cold shutdown: a second Ctrl-C) does not count as a delivery.  Several worker
-processes on one machine share its cores: give the backend threads to match (``--threads``), as ONNX Runtime
-takes every core per process by default.
+stopped by SIGTERM (its worker's cold shutdown: a second Ctrl-C) does not count as a delivery.  The worker
+processes of one ``run_worker`` share its machine's cores: each one's threads default to its share.
 
 Queues: a job's chunks go to the queue of what it needs of a worker's machine (:func:`vsr.jobs.needs.queue_of`:
 ``vsr``, or ``vsr.gpu``, ``vsr.cuda``, ``vsr.tensorrt``); a worker consumes those its machine can run, so a GPU
@@ -56,6 +55,7 @@ import uuid
 from vsr import interrupt
 from vsr.backends import Backend
 from vsr.errors import BrokerError, VsrError, tell
+from vsr.files import share_cores, usable_cores
 from vsr.jobs import broker_rows, ledger
 from vsr.jobs.chunks import discard, is_committed, join_chunks, run_chunk, tidy
 from vsr.jobs.chunking import plan_job
@@ -271,6 +271,7 @@ def run_worker(broker: str, concurrency: int = 1, *, visibility_timeout_s: float
     if left:  # their jobs stay queued for the workers of machines that have what they need
         tell(f"vsr: this worker leaves the jobs of {', '.join(left)} to workers that can run them")
     app = make_app(broker, visibility_timeout_s=visibility_timeout_s)
+    share_cores(max(1, usable_cores() // concurrency))  # the pool's forked children inherit it: each its share
     # prefork even for 1 process: a child that dies mid-chunk is seen by the parent, which hands the chunk back
     app.worker_main(["worker", "--pool=prefork", f"--concurrency={concurrency}", f"--queues={','.join(queues)}",
                      f"--hostname=vsr-{os.getpid()}@{socket.gethostname()}", f"--loglevel={loglevel}",

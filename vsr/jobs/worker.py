@@ -27,7 +27,7 @@ from typing import Any, Callable
 
 from vsr import interrupt
 from vsr.errors import BackendError, VsrError, printable, tell
-from vsr.files import environment
+from vsr.files import environment, share_cores, usable_cores
 from vsr.jobs.chunks import discard, is_committed, join_chunks, run_chunk, tidy
 from vsr.jobs.leases import MAX_ATTEMPTS, Claim, owner_id
 from vsr.jobs.needs import Machine, Need, Waiting, waiting_line
@@ -52,7 +52,8 @@ class WorkerSettings:
     the terminal themselves (SVT-AV1, x265) print more than errors; device: the device this worker's backends run
     on (``cuda:1``; :meth:`vsr.backends.BackendRequest.on_device`), None: each job's own; setup: called first in
     each spawned worker process (picklable: the CLI's log and warning lines there as in its own process);
-    waiting_line: an idle worker says which jobs it leaves to other machines (one worker of several says it)."""
+    waiting_line: an idle worker says which jobs it leaves to other machines (one worker of several says it);
+    cores: the cores its threads default to (of several workers on a machine, each its share); None: all."""
 
     lease_s: float = 60.0
     poll_s: float = 1.0
@@ -65,6 +66,7 @@ class WorkerSettings:
     device: str | None = None
     setup: Callable[[], None] | None = None
     waiting_line: bool = True
+    cores: int | None = None
 
 
 class _Heartbeat(interrupt.Thread):
@@ -248,6 +250,7 @@ def _child(path: str, settings: WorkerSettings, parent: int) -> None:
     """A spawned worker process: :func:`work`, exit 130 on an interrupt, 1 where a job it ran failed.  Ctrl-C
     reaches it twice (from the terminal and from its parent): the second is only recorded (``once``)."""
     code, failed = 0, []
+    share_cores(settings.cores)
     if settings.setup is not None:
         settings.setup()
     if settings.device is not None and not settings.quiet:
@@ -313,8 +316,9 @@ def _run_each(path: str | Path, each: list[WorkerSettings]) -> int:
         return 1 if failed else 0
     ctx = multiprocessing.get_context("spawn")
     alone = [gpu_alone(s.device, os.environ.get("CUDA_VISIBLE_DEVICES")) for s in each]
-    procs = [ctx.Process(target=_child, args=(str(path), replace(s, device=device, waiting_line=i == 0),
-                                              os.getpid()), name=f"vsr-worker-{i}")
+    share = max(1, usable_cores() // len(each))  # N workers that each took every core ran N threads a core
+    procs = [ctx.Process(target=_child, args=(str(path), replace(s, device=device, waiting_line=i == 0,
+                                                                 cores=share), os.getpid()), name=f"vsr-worker-{i}")
              for i, (s, (device, _)) in enumerate(zip(each, alone))]
     # a worker starts with Ctrl-C ignored (inherited through exec) until _child handles it: an interrupt while
     # it imports must not print a traceback; SIGTERM (below) still ends it then, holding nothing

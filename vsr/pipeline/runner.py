@@ -33,6 +33,7 @@ from typing import Callable, Iterator
 import numpy as np
 
 from vsr.errors import InputError, MemoryBudgetError
+from vsr.files import usable_cores
 from vsr.pipeline.batches import Batch, Result, batches, inferred, kept_features
 from vsr.pipeline.memory import (MARGIN, MB, PER_WINDOW_COST, Budget, DeviceMemory, MemoryPlan, ModelMemory,
                                  budget_for, plan_memory, run_budget, tiles_cost, with_features)
@@ -311,7 +312,7 @@ class FrameQueueRunner:
         settings.update(tile=tile, tiles_per_frame=len(tiles), overlap=s.overlap, batch=s.batch, queue=s.queue,
                         encode_queue=s.encode_queue,
                         padding=self.padding, num_frame=self.num_frame,
-                        backend_facts=facts,
+                        backend_facts=facts, cores=usable_cores(),  # threads' default: affinity, quota, share
                         memory_plan=memory.to_dict(),
                         scene_cuts=scenes.to_dict(s.frames[0], s.frames[0] + written))
         return RunReport(stats, settings, wall, written, dict(self.backend.timings()), started=t0,
