@@ -7,6 +7,7 @@
 # Ship the best checkpoint afterwards with:  python -m vsr.train.ship runs/edvr-s-p3/best.pth --overwrite
 set -euo pipefail
 cd "$(dirname "$0")/.."
+mkdir -p runs  # vsr train makes its run folder, not the folders above it
 DATA=${VSR_DATA:-../shared/data}
 COMMON=(--config edvr-s --data "$DATA/train/images" "$DATA/train/videos" "$DATA/videos" --exclude cockatoo
         --offset-lr-mult 0.25 --grad-clip 1.0 --loss charbonnier --ema-decay 0.999 --val calendar city --threads 2)

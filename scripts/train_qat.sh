@@ -8,6 +8,7 @@
 #            --weights runs/edvr-s-qat/latest.pth --precision int8      (and --precision fp32, --int8-scales static)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+mkdir -p runs  # vsr train makes its run folder, not the folders above it
 DATA=${VSR_DATA:-../shared/data}
 exec vsr train --qat --init "${INIT:-default}" --data "$DATA/train/images" "$DATA/train/videos" "$DATA/videos" \
   --exclude cockatoo --out runs/edvr-s-qat --iters "${ITERS:-400}" --batch-size 8 --patch 24 --lr 2e-5 --min-lr 2e-6 --ema-decay 0.99 \

@@ -9,6 +9,7 @@
 # option a resumed run may change) to end in time: 2000 iterations, 16,000 windows, ~37 min of the 2-core CPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+mkdir -p runs  # vsr train makes its run folder, not the folders above it
 DATA=${VSR_DATA:-../shared/data}
 exec vsr train --init "${INIT:-default}" --data "$DATA/train/images" "$DATA/train/videos" "$DATA/videos" \
   --exclude vid4 cockatoo --degrade mix --out runs/real-mix --iters "${ITERS:-2000}" --batch-size 8 --patch 24 \

@@ -281,3 +281,40 @@ def test_ctrl_c_while_the_batch_workers_start_is_one_line(make_clip, tmp_path):
     assert r.returncode == 130, r.stderr
     assert "Traceback" not in r.stderr
     assert r.stderr.splitlines()[-1] == "vsr: interrupted"
+
+
+TINY_RUN = ("--batch-size", 1, "--patch", 8, "--val", "none", "--threads", 1, "--workers", 0, "--no-progress")
+
+
+def test_an_out_in_a_missing_folder_is_one_line_and_makes_nothing(make_clip, tmp_path):
+    """As vsr upscale's output in a missing folder: the folders above --out were made (a typo put a run anywhere)."""
+    clip = make_clip("c.mp4", width=48, height=40, frames=6)
+    out = tmp_path / "typo" / "deep" / "run"
+    r = vsr_train("--config", "edvr-tiny", "--data", clip, "--iters", 1, "--out", out, *TINY_RUN)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.splitlines() == [f"vsr: error: --out {out}: the folder {out.parent} does not exist (vsr train "
+                                     "makes the run folder, not the folders above it)"]
+    assert not (tmp_path / "typo").exists()
+
+
+def test_a_folder_of_other_files_is_refused_and_a_run_folder_resumes(make_clip, tmp_path):
+    """A folder of the user's (photos) was trained into, checkpoints and log mixed among its files; a run folder
+    still resumes, with the user's own notes beside its checkpoints."""
+    clip = make_clip("c.mp4", width=48, height=40, frames=6)
+    photos = tmp_path / "photos"
+    photos.mkdir()
+    (photos / "holiday.jpg").write_bytes(b"jpeg")
+    r = vsr_train("--config", "edvr-tiny", "--data", clip, "--iters", 1, "--out", photos, *TINY_RUN)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.splitlines() == [f"vsr: error: --out {photos} holds other files (holiday.jpg): vsr train writes "
+                                     "a run into a new or empty folder, or resumes one of its own (latest.pth, "
+                                     "log.jsonl); give another --out"]
+    assert sorted(p.name for p in photos.iterdir()) == ["holiday.jpg"]
+    run = tmp_path / "run"
+    (run / "holdout").mkdir(parents=True)  # what a run stopped before its first log line leaves: its own
+    r = vsr_train("--config", "edvr-tiny", "--data", clip, "--iters", 1, "--out", run, *TINY_RUN)
+    assert r.returncode == 0, r.stderr
+    (run / "notes.txt").write_text("lr 1e-4 next time\n")
+    r = vsr_train("--config", "edvr-tiny", "--data", clip, "--iters", 2, "--out", run, *TINY_RUN)
+    assert r.returncode == 0, r.stderr
+    assert "resuming at iteration 1" in r.stdout and "stopped at iteration 2" in r.stdout

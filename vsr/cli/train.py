@@ -17,7 +17,8 @@ def add_parser(sub) -> None:
     p.add_argument("--config", default=None, help="model config name (configs/NAME.toml) or path; "
                                                   "default: the one stored in --init weights")
     p.add_argument("--data", nargs="+", required=True, help="image/video files or folders (searched recursively)")
-    p.add_argument("--out", default=None, help="run folder for checkpoints and log (default: runs/NAME, NAME being "
+    p.add_argument("--out", default=None, help="run folder for checkpoints and log: a new or empty folder in an "
+                                                "existing one, or a run to resume (default: runs/NAME, NAME being "
                                                 "--config's name, else --init's: runs/default for --init default)")
     p.add_argument("--iters", type=int, required=True, help="total iterations (sets the cosine schedule)")
     p.add_argument("--init", default=None, help="start from these weights: a file or 'default'")
@@ -90,9 +91,17 @@ def train_options(args):
 
 
 def run(args) -> int:
-    from vsr.errors import printable
+    import os
+
+    from vsr.errors import InputError, printable
     from vsr.train import Trainer
 
+    # The run folder is made, never the folders above a given --out (a typo would land a run anywhere), as vsr
+    # upscale's output folder; the default runs/NAME makes runs/ (--help says so).
+    parent = Path(args.out).parent if args.out is not None else None
+    if parent is not None and not os.path.lexists(parent):
+        raise InputError(f"--out {args.out}: the folder {parent} does not exist (vsr train makes the run folder, "
+                         "not the folders above it)")
     trainer = Trainer(train_options(args))
     where = f"resuming at iteration {trainer.state.iteration}" if trainer.resumed else "starting"
     # names the user gave (a file name may hold a newline or an escape sequence): shown, never sent

@@ -99,6 +99,31 @@ def _check_run_folder(path: Path) -> None:
     if blocker is not None:
         raise InputError(f"--out {path} cannot be made: {blocker} is a file, not a folder")
     check_writable(path, "--out")  # the probe vsr's other outputs use: a run that cannot save stops before it trains
+    others = _not_a_run_folder(path)
+    if others:
+        shown = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
+        raise InputError(f"--out {path} holds other files ({shown}): vsr train writes a run into a new or empty "
+                         "folder, or resumes one of its own (latest.pth, log.jsonl); give another --out")
+
+
+# What a run folder holds (see the module's doc): a folder of nothing else is one to resume, or a run stopped before
+# its first log line (the holdout frames made, nothing else yet).  The temporaries of vsr.train.checkpoint and
+# _write_json count too: a kill can leave them.
+RUN_FILES = frozenset(("latest.pth", "best.pth", "log.jsonl", "qat.json", "holdout", "latest.tmp", "best.tmp",
+                       ".qat.json.part"))
+
+
+def _not_a_run_folder(path: Path) -> list[str]:
+    """The entries of an existing ``path`` that make it no run folder of vsr train's (none where it is one, is
+    empty or is not there): a folder holding ``latest.pth`` or ``log.jsonl`` is a run (resumed, or refused on other
+    options), whatever else the user keeps beside them; any other folder must hold only what a run writes."""
+    try:
+        names = sorted(os.listdir(path))
+    except FileNotFoundError:
+        return []
+    if "latest.pth" in names or "log.jsonl" in names:
+        return []
+    return [n for n in names if n not in RUN_FILES]
 
 
 class Trainer:
