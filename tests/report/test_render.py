@@ -78,3 +78,40 @@ def test_the_encoder_line_names_the_rate_option_the_encoder_ran_with():
     assert line({"codec": "hevc_nvenc", "crf": 27.5, "preset": "p4", "pix_fmt": "yuv420p"}) == \
         "encoder: hevc_nvenc, cq 27.5, preset p4, yuv420p"
     assert line({"codec": "h264_nvenc", "crf": None, "preset": "p4"}) == "encoder: h264_nvenc, preset p4"
+
+
+def test_a_report_of_no_wall_time_says_its_rate_is_not_known():
+    """`wall_s: 0` (a hand-edited report, a run of no frames) printed "0.00 fps", a B/A of 0.00x beside another
+    run, and shares of an infer stage busy 0 s taken of the steps' sum instead; a stage marked the bottleneck
+    where none was busy.  Every ratio of a zero denominator is shown as not known, in text, --json and the page."""
+    from vsr.report.html import render_compare_html
+
+    data = recorded_run()
+    data["wall_s"] = 0
+    run = parse_run(data, "zero.json")
+    text = render.render_text(run)
+    assert text.splitlines()[0] == "zero.json: 4 frames in 0.00 s, fps not known (no wall time); bottleneck: infer"
+    assert "0.00 fps" not in text and render.to_json(run)["summary"]["fps"] is None
+    page = render_html(run)
+    assert "4 frames in 0.00 s, fps not known (no wall time)" in page and "0.00 fps" not in page
+    fps = next(r for r in render.compare(parse_run(recorded_run(), "a.json"), run)["summary"] if r["what"] == "fps")
+    assert fps["a"] == 1.0 and fps["b"] is None and fps["ratio"] is None
+    fps_line = next(x for x in render.render_compare_text(parse_run(recorded_run(), "a.json"), run).splitlines()
+                    if x.startswith("fps"))
+    assert fps_line.split() == ["fps", "1.00", "-", "-"]
+    both = render_compare_html(parse_run(recorded_run(), "a.json"), run)
+    assert "<td>fps</td><td class=n>1.00</td><td class=n>-</td><td class=n>-</td>" in both
+
+    for s in data["stages"]:  # a run of no frames: no stage busy, the infer stage's 0 s divides nothing
+        s["items"], s["busy_s"] = 0, 0.0
+    data["frames"] = 0
+    idle = parse_run(data, "idle.json")
+    text = render.render_text(idle)
+    assert text.splitlines()[0] == "idle.json: 0 frames in 0.00 s, fps not known (no wall time); bottleneck: -"
+    assert all(r["share"] is None and r["items_per_s"] is None and not r["bottleneck"]
+               for r in render.stage_rows(idle))
+    assert [r["share"] for r in render.step_rows(idle)] == [None, None]
+    assert "backend steps 3.200 s; the infer stage was busy 0 s; one-off builds 0.000 s" in text
+    page = Rects()
+    page.feed(render_html(idle))
+    assert "0.860 s" in page.texts and not any(t.endswith("%)") for t in page.texts)  # a bar's label: no share

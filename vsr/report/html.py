@@ -26,7 +26,7 @@ def render_html(run: Run) -> str:
     """The page of one run: headline, timeline, stages, backend steps (chart and table), memory plan, settings."""
     s = render.summary(run)
     body = [f"<h1>vsr run report</h1><p class=\"headline\">{escape(run.label)}: {run.frames} frames in "
-            f"{run.wall_s:.2f} s = {run.fps:.2f} fps; bottleneck: "
+            f"{run.wall_s:.2f} s{render.fps_text(run)}; bottleneck: "
             f"<span class=\"bottleneck\">{escape(s['bottleneck'] or '-')}</span></p>"]
     body += _timeline(run)
     body += ["<h2>Stages</h2>", _stage_table(run)]

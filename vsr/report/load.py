@@ -54,12 +54,16 @@ class Run:
     has_timeline: bool
 
     @property
-    def fps(self) -> float:
-        return self.frames / self.wall_s if self.wall_s > 0 else 0.0
+    def fps(self) -> float | None:
+        """Frames per second of wall time; None where the report's wall time is 0 (a hand-edited report, a run
+        of no frames): not known, never a 0 fps."""
+        return self.frames / self.wall_s if self.wall_s > 0 else None
 
     @property
     def bottleneck(self) -> StageStats | None:
-        return max(self.stages, key=lambda s: s.busy_s, default=None)
+        """The busiest stage; None where no stage was busy at all (a run of no frames: no stage held it up)."""
+        b = max(self.stages, key=lambda s: s.busy_s, default=None)
+        return b if b is not None and b.busy_s > 0 else None
 
     @property
     def infer_busy_s(self) -> float | None:

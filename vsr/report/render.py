@@ -45,13 +45,20 @@ def step_rows(run: Run) -> list[dict]:
 
     One-off build steps get a share only where they ran inside that stage (see :func:`summary`).
     """
-    whole = run.infer_busy_s or sum(s.total_s for s in run.call_steps)
+    whole = infer_or_steps_s(run)
     inside = builds_in_infer(run)
     part_of = parts(run)
     return [{"step": s.name, "kind": s.kind, "calls": s.calls, "total_s": s.total_s,
              "mean_s": s.mean_s, "p50_s": s.p50_s, "p95_s": s.p95_s,
              "share": s.total_s / whole if whole and (inside or s.kind != "build") else None,
              "part_of": part_of.get(s.name)} for s in run.steps]
+
+
+def infer_or_steps_s(run: Run) -> float:
+    """What a step's share is of: the inference stage's busy time, or the steps' sum in a report without that
+    stage.  An infer stage busy 0 s stays 0 (each share then not known), never another denominator."""
+    infer = run.infer_busy_s
+    return infer if infer is not None else sum(s.total_s for s in run.call_steps)
 
 
 def counted_s(run: Run) -> float:
@@ -231,7 +238,7 @@ def fmt(v, unit: str = "s") -> str:
 def render_text(run: Run) -> str:
     """The terminal report: headline, stages (bottleneck marked), backend steps, memory plan, settings."""
     s = summary(run)
-    out = [f"{run.label}: {run.frames} frames in {run.wall_s:.2f} s = {run.fps:.2f} fps; "
+    out = [f"{run.label}: {run.frames} frames in {run.wall_s:.2f} s{fps_text(run)}; "
            f"bottleneck: {s['bottleneck'] or '-'}"]
     cuts = scene_cuts(run)
     if cuts:
@@ -258,6 +265,12 @@ def render_text(run: Run) -> str:
     return "\n".join(out)
 
 
+def fps_text(run: Run) -> str:
+    """The headline's rate after its wall time: `` = 12.34 fps``, or where the wall time is 0, that the rate is not
+    known (``0.00 fps`` was untrue, and a ratio of it too)."""
+    return f" = {run.fps:.2f} fps" if run.fps is not None else ", fps not known (no wall time)"
+
+
 def scene_cuts(run: Run) -> str | None:
     """One line: the scene cuts among the output frames (the windows do not cross them); None if not recorded."""
     sc = run.settings.get("scene_cuts")
@@ -273,8 +286,9 @@ def scene_cuts(run: Run) -> str | None:
 
 def accounting(s: dict) -> str:
     """One line: how much of the inference stage's busy time the backend steps account for."""
-    if s["infer_busy_s"] is None:
-        return f"backend steps {s['steps_s']:.3f} s; one-off builds {s['build_s']:.3f} s"
+    if not s["infer_busy_s"]:  # no infer stage, or one busy 0 s: no share of it to give
+        busy = "" if s["infer_busy_s"] is None else "; the infer stage was busy 0 s"
+        return f"backend steps {s['steps_s']:.3f} s{busy}; one-off builds {s['build_s']:.3f} s"
     where = "inside it (built on the first call)" if s["builds_in_infer"] else "before the run"
     return (f"backend steps account for {s['accounted_s']:.3f} s = {fmt(s['accounted_share_of_infer'], '%')} of "
             f"the infer stage's busy {s['infer_busy_s']:.3f} s; one-off builds {s['build_s']:.3f} s, {where}")

@@ -10,6 +10,7 @@ import math
 from html import escape
 
 from vsr.report.load import Run
+from vsr.report.render import infer_or_steps_s
 
 STAGE_COLOURS = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#b07aa1", "#edc948", "#9c755f")
 KIND_COLOURS = {"segment": "#4e79a7", "bridge": "#f28e2b", "other": "#9c9c9c", "build": "#bab0ac"}
@@ -81,7 +82,7 @@ def step_bars(run: Run) -> str:
     steps = run.call_steps
     if not steps:
         return ""
-    whole = run.infer_busy_s or sum(s.total_s for s in steps) or 1.0
+    whole = infer_or_steps_s(run)  # (0: each share not known, not a share of 1 s)
     top = max(s.total_s for s in steps) or 1.0
     height = 10 + _ROW_H * len(steps) + 10
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" class="bars" width="{_LABEL_W + _PLOT_W + 20}" '
@@ -89,7 +90,7 @@ def step_bars(run: Run) -> str:
     for r, s in enumerate(steps):
         y = 10 + r * _ROW_H
         w = max(0.6, s.total_s / top * (_PLOT_W - 160))
-        label = f"{s.total_s:.3f} s ({100 * s.total_s / whole:.1f}%)"
+        label = f"{s.total_s:.3f} s" + (f" ({100 * s.total_s / whole:.1f}%)" if whole > 0 else "")
         parts.append(f'<g><title>{escape(s.name)} ({escape(s.kind)}): {escape(label)}</title>'
                      f'<text x="{_LABEL_W - 8}" y="{y + 13}" text-anchor="end">{escape(s.name)}</text>'
                      f'<rect class="bar" x="{_LABEL_W}" y="{y + 2}" width="{w:.2f}" height="{_ROW_H - 8}" '
