@@ -94,3 +94,43 @@ def test_weights_beside_another_files_record_are_one_line_naming_the_fix(tmp_pat
     monkeypatch.setattr(weights, "source_checkout", lambda: False)  # an installed vsr
     with pytest.raises(WeightsError, match="; reinstall vsr$"):
         weights.check_digest("default", bundled)
+
+
+# The child kills itself (SIGKILL: nothing defers it, no cleanup runs) right after its N-th rename.
+KILL_AFTER_RENAME = """
+import os, signal, sys
+real, done = os.replace, [0]
+def replace(src, dst, *args, **kwargs):
+    real(src, dst, *args, **kwargs)
+    done[0] += 1
+    if done[0] == int(sys.argv[1]):
+        os.kill(os.getpid(), signal.SIGKILL)
+os.replace = replace
+from vsr.train.ship import main
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+@pytest.mark.parametrize("renames", [1, 2])
+def test_a_kill_between_the_renames_leaves_a_pair_the_loader_accepts(tmp_path, monkeypatch, renames):
+    """A kill -9 between the weights' rename and their record's left the new weights beside the old record: the
+    bundled default failed to load ("damaged").  Now every state between the renames is a pair: the old weights
+    or the new ones, each accepted by the loader's digest check."""
+    import vsr.model.weights as weights
+    from vsr.train.ship import ship
+
+    out = tmp_path / "w" / "default.pth"
+    ship(_checkpoint(tmp_path / "old.pth", 1.0), out)
+    r = subprocess.run([sys.executable, "-c", KILL_AFTER_RENAME, str(renames),
+                        str(_checkpoint(tmp_path / "new.pth", 2.0)), "--out", str(out), "--overwrite"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == -signal.SIGKILL, r.stderr
+    monkeypatch.setattr(weights, "WEIGHTS_DIR", out.parent)
+    weights.check_digest("default", out)  # no WeightsError: the pair is one the loader accepts
+    value = torch.load(out, weights_only=True)["params"]["w"][0].item()
+    assert value == (1.0 if renames == 1 else 2.0)  # the first rename is the record's: the old weights stay
+    record = json.loads(out.with_suffix(".json").read_text())
+    assert record["previous_sha256" if renames == 1 else "sha256"] == sha256_file(out)
+    assert ship(tmp_path / "new.pth", out, overwrite=True)["sha256"] == sha256_file(out)  # and a new ship completes
+    assert "previous_sha256" not in json.loads(out.with_suffix(".json").read_text())
+    weights.check_digest("default", out)

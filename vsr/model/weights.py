@@ -73,19 +73,22 @@ def check_digest(weights: str, path: Path) -> None:
     if expected is None:
         return
     digest = sha256_once(path)
-    if not digest.startswith(expected):
+    previous = _bundled_digest(weights, "previous_sha256") if official is None else None
+    if not digest.startswith(expected) and not (previous and digest.startswith(previous)):
         raise WeightsError(f"the {label} weights are damaged: {path} has sha256 {digest[:16]}..., not "
                            f"{expected[:16]}...; {fix}")
 
 
-def _bundled_digest(name: str) -> str | None:
-    """The sha256 recorded for the bundled weights ``name`` (None: its record has none)."""
+def _bundled_digest(name: str, key: str = "sha256") -> str | None:
+    """The sha256 recorded for the bundled weights ``name`` (None: its record has none).  ``previous_sha256``:
+    the weights a shipping cut short by a kill left in place under the record that replaces them (it renames the
+    record, then the weights: :func:`vsr.train.ship._publish`), accepted as well."""
     try:
         record = json.loads((WEIGHTS_DIR / f"{name}.json").read_text())
     except (OSError, ValueError):
         return None
-    digest = record.get("sha256") if isinstance(record, dict) else None
-    return digest if isinstance(digest, str) else None
+    digest = record.get(key) if isinstance(record, dict) else None
+    return digest if isinstance(digest, str) and digest else None
 
 
 bundled_path = weights_path  # its older name (vsr.jobs.spec, vsr.train.trainer)

@@ -3,8 +3,9 @@
 ``python -m vsr.train.ship runs/edvr-s-default/best.pth --overwrite`` writes ``vsr/weights/default.pth`` and
 ``vsr/weights/default.json`` (what was trained, on what, for how long, and the validation curve).  The JSON holds
 the weights' sha256, checked at every load: both files are written under temporary names and renamed into place
-with a stop deferred over the two renames, so a Ctrl-C never leaves weights beside another file's record (vsr's
-default weights would then fail to load).  An existing output is replaced only with ``--overwrite``.
+with a stop deferred over the renames, so a Ctrl-C never leaves weights beside another file's record (vsr's
+default weights would then fail to load), and in an order that leaves a pair the loader accepts even where a kill
+lands between them (:func:`_publish`).  An existing output is replaced only with ``--overwrite``.
 """
 
 from __future__ import annotations
@@ -75,23 +76,44 @@ def ship(checkpoint: str | Path, out: str | Path = DEFAULT_WEIGHTS, *, which: st
 
 def _publish(weights: dict, info: dict, out: Path) -> dict:
     """``weights`` at ``out`` and ``info`` with their sha256 at ``out``'s ``.json``: both written under temporary
-    names (never through a link planted there), then renamed with a stop deferred over the two renames, so the
-    record beside the weights is always theirs (a mismatch is damaged default weights: vsr fails to load them)."""
+    names (never through a link planted there), then renamed with a stop deferred over the renames.
+
+    A kill (nothing defers SIGKILL) between two renames leaves a pair the loader accepts, the old or the new: the
+    record goes first, naming the weights it replaces as ``previous_sha256`` (the loader accepts those too), then
+    the weights, then the record again without it.  A mismatch is damaged weights: vsr fails to load them."""
     record = out.with_suffix(".json")
-    temps = [p.with_name(f".{p.name}.vsr-partial-{os.getpid()}") for p in (out, record)]
+    temps = [p.with_name(f".{p.name}.vsr-partial-{os.getpid()}") for p in (out, record, record.with_name(
+        f"{record.name}.next"))]
     try:
         with open(create_new(temps[0]), "wb") as f:
             torch.save(weights, f)
         info = {"sha256": sha256_file(temps[0]), **info}  # checked whenever the weights are loaded
+        previous = _valid_pair_digest(out, record)
         write_new(temps[1], (json.dumps(info, indent=1) + "\n").encode())
+        if previous is not None:
+            write_new(temps[2], (json.dumps({**info, "previous_sha256": previous}, indent=1) + "\n").encode())
         interrupt.check()  # nothing published after a stop
         with interrupt.deferred(f"writing {printable(out)} and its record"):
-            os.replace(temps[0], out)
+            if previous is not None:
+                os.replace(temps[2], record)  # the old weights and the new record: a pair (previous_sha256)
+            os.replace(temps[0], out)  # the new weights: a pair with either record
             os.replace(temps[1], record)
     finally:
         for tmp in temps:
             tmp.unlink(missing_ok=True)
     return info
+
+
+def _valid_pair_digest(weights: Path, record: Path) -> str | None:
+    """The sha256 of the weights at ``weights`` where the record at ``record`` is theirs (a pair the loader
+    accepts now, to be kept acceptable until the new one is in place), else None (none there, or a damaged one:
+    never made acceptable)."""
+    try:
+        recorded = json.loads(record.read_text()).get("sha256")
+        digest = sha256_file(weights) if os.path.isfile(weights) else None
+    except (OSError, ValueError, AttributeError):
+        return None
+    return digest if isinstance(recorded, str) and recorded and digest and digest.startswith(recorded) else None
 
 
 def main(argv: list[str] | None = None) -> int:
