@@ -321,3 +321,44 @@ def test_the_real_catalogue_is_consistent_and_its_configs_fit_the_published_key_
         if not (KEYS / listing).is_file():
             pytest.skip(f"no {KEYS / listing}")
         assert expected_shapes(load_config(official.find_official(name).config)) == _published_keys(listing), name
+
+
+def test_the_default_weights_folder_is_held_to_the_caches_rule(tmp_path, monkeypatch, capsys, tiny):
+    """A fetched checkpoint in a weights folder other users can write was loaded by name (its digest checked,
+    but for most only an 8-digit prefix is published: no guard against a file made to match).  Now, as the
+    engine caches: one line naming the folder and VSR_WEIGHTS_DIR; the same file named on the command line loads
+    (the user's choice); a fetch makes the folder mode 0700 and keeps nothing in a folder others can write."""
+    from vsr.errors import InputError
+
+    sd, basicsr, _ = tiny
+    monkeypatch.delenv("VSR_WEIGHTS_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    folder = tmp_path / "xdg" / "vsr" / "weights"
+    with FileServer() as srv:
+        srv.files = {"/b.pth": Served(basicsr)}
+        use(monkeypatch, e := entry("tiny", basicsr, [srv.url("/b.pth")]))
+        code, _, err = fetch_cli(capsys, "tiny")
+        assert code == 0, err
+        assert (folder.stat().st_mode & 0o777) == 0o700 and load_model("tiny")[1].name == "edvr-tiny"
+        folder.chmod(0o777)
+        served = len(srv.requests)
+        code, _, err = fetch_cli(capsys, "tiny")
+        assert code == 2 and len(srv.requests) == served
+        assert err.startswith(f"vsr: error: will not keep fetched weights in {folder}: other users can write to "
+                              "it (mode 777); ") and err.count("\n") == 1
+    line = (f"will not load weights from {folder}: other users can write to it (mode 777); what is loaded from "
+            "there decides your output (make it yours, writable by you alone: vsr makes the folder mode 0700; or "
+            "set VSR_WEIGHTS_DIR to a folder of yours alone)")
+    with pytest.raises(InputError) as refused:
+        load_model("tiny")
+    assert str(refused.value) == line
+    out = tmp_path / "out.mkv"
+    code = main(["upscale", str(VIDEOS / "h264_256x240_35fps_1s_noaudio.mp4"), str(out), "--weights", "tiny",
+                 "--frames", "0:1", "--quiet"])
+    assert code == 2 and capsys.readouterr().err == f"vsr: error: {line}\n" and not out.exists()
+    model, _ = load_model(folder / e.filename, "edvr-tiny")  # named as a file: the user's choice, loaded
+    assert all(torch.equal(v, sd[k]) for k, v in model.state_dict().items())
+    folder.chmod(0o755)
+    (folder / e.filename).chmod(0o666)  # the folder fine, the file writable by anyone who reaches it
+    with pytest.raises(InputError, match=rf"from {re.escape(str(folder))}: {e.filename}: other users can write "):
+        load_model("tiny")

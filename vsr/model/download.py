@@ -39,7 +39,7 @@ class _SourceFailed(Exception):
 
 
 def download(urls: Sequence[str], dest: Path, digest: str, *, timeout: float = 30.0, label: str | None = None,
-             quiet: bool = False) -> Path:
+             quiet: bool = False, folder_mode: int = 0o777) -> Path:
     """Fetch ``dest`` from the first of ``urls`` that delivers it; its sha256 must start with ``digest`` (a
     full digest or a published prefix).  Returns ``dest``; raises :class:`vsr.errors.DownloadError` (one line),
     or :class:`vsr.errors.InputError` where ``dest``'s folder cannot be made.  A download that fails leaves no
@@ -48,7 +48,7 @@ def download(urls: Sequence[str], dest: Path, digest: str, *, timeout: float = 3
     if dest.is_dir() and not dest.is_symlink():  # else the whole file came down, then IsADirectoryError
         raise InputError(f"cannot download {dest.name} into {dest.parent}: {dest} is a folder; move it away, or "
                          "give --dir another folder")
-    made = _make_folder(dest.parent)
+    made = _make_folder(dest.parent, folder_mode)
     try:
         _download(urls, dest, digest, timeout, label or dest.name, quiet)
     except BaseException:
@@ -89,15 +89,15 @@ def _download(urls: Sequence[str], dest: Path, digest: str, timeout: float, labe
         os.replace(part, dest)  # replaces a link at dest itself, never what it points to
 
 
-def _make_folder(folder: Path) -> list[Path]:
-    """``folder`` and its missing parents, made; those this made, the deepest first."""
+def _make_folder(folder: Path, mode: int = 0o777) -> list[Path]:
+    """``folder`` (``mode`` less the umask) and its missing parents, made; those this made, the deepest first."""
     missing = []
     p = folder
     while not os.path.lexists(p) and p != p.parent:
         missing.append(p)
         p = p.parent
     try:
-        folder.mkdir(parents=True, exist_ok=True)
+        folder.mkdir(mode=mode, parents=True, exist_ok=True)
     except (FileExistsError, NotADirectoryError):
         raise InputError(f"cannot download into {folder}: it is not a folder") from None
     except OSError as e:

@@ -22,12 +22,13 @@ Sources (each entry's ``source`` says which):
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from vsr.errors import DownloadError, InputError
-from vsr.files import sha256_file, weights_dir
+from vsr.files import sha256_file, untrusted, weights_dir
 
 BASICSR = "XPixelGroup/BasicSR scripts/download_pretrained_models.py @ ddaadd86, docs/ModelZoo.md @ 8d56e3a0"
 CCRESTORATION = "TensoRaws/ccrestoration ccrestoration/config/edvr_config.py @ ef11d44f (full sha256, mirror)"
@@ -115,6 +116,22 @@ def fetched_path(ckpt: OfficialCheckpoint, folder: Path | None = None) -> Path:
     return Path(folder if folder is not None else weights_dir()) / ckpt.filename
 
 
+def check_weights_folder(path: Path | None = None, verb: str = "load weights from") -> None:
+    """The weights folder (:func:`vsr.files.weights_dir`), and ``path``, a checkpoint in it, held to the caches'
+    rule (:func:`vsr.files.untrusted`): this user's, and no other user can write them.  What is loaded from there
+    decides the output's pixels (and a published 8-digit digest prefix is no guard against a file made to match
+    it); one :class:`InputError` line naming the folder and the variable that moves it.  A ``--weights FILE``
+    or a ``--dir`` the user names is theirs to choose: not checked."""
+    folder = weights_dir()
+    for where in (folder, path) if path is not None else (folder,):
+        why = untrusted(where)
+        if why is not None:
+            what = "" if where == folder else f"{where.name}: "
+            raise InputError(f"will not {verb} {folder}: {what}{why}; what is loaded from there decides your output "
+                             "(make it yours, writable by you alone: vsr makes the folder mode 0700; or set "
+                             "VSR_WEIGHTS_DIR to a folder of yours alone)")
+
+
 def fetch(name: str, folder: Path | None = None, *, timeout: float = 30.0, quiet: bool = False) -> tuple[Path, bool]:
     """Download the checkpoint ``name`` into ``folder`` (None: the weights cache) unless a verified copy is
     there; returns ``(path, downloaded)``.  Resumes an interrupted download; a file whose sha256 is not the
@@ -125,10 +142,14 @@ def fetch(name: str, folder: Path | None = None, *, timeout: float = 30.0, quiet
     if ckpt is None:
         raise InputError(f"unknown official checkpoint {name!r} (known: {', '.join(official_names())}, or all)")
     dest = fetched_path(ckpt, folder)
+    if folder is None and os.path.lexists(dest.parent):
+        check_weights_folder(dest if os.path.lexists(dest) else None, "keep fetched weights in")
     if fetched_state(ckpt, folder) == DOWNLOADED:
         return dest, False
     try:
-        return download(ckpt.urls, dest, ckpt.digest, timeout=timeout, label=ckpt.name, quiet=quiet), True
+        # the weights folder made this user's alone (mode 0700), as the caches are: the loader holds it to that
+        return download(ckpt.urls, dest, ckpt.digest, timeout=timeout, label=ckpt.name, quiet=quiet,
+                        folder_mode=0o700 if folder is None else 0o777), True
     except DownloadError as e:
         raise DownloadError(f"{e}; {elsewhere(ckpt, folder)}") from None
 

@@ -24,7 +24,8 @@ import torch
 from vsr.errors import InputError, WeightsError, did_you_mean
 from vsr.files import sha256_file, sha256_once, source_checkout
 from vsr.model.config import ModelConfig, list_configs, load_config
-from vsr.model.official import OFFICIAL, OfficialCheckpoint, fetched_path, find_official, official_names
+from vsr.model.official import (OFFICIAL, OfficialCheckpoint, check_weights_folder, fetched_path, find_official,
+                                official_names)
 
 
 WEIGHTS_DIR = Path(__file__).resolve().parents[1] / "weights"
@@ -45,6 +46,7 @@ def weights_path(weights: str | Path) -> Path:
         if not p.is_file():
             raise InputError(f"{official.name} is not downloaded: run `vsr models fetch {official.name}` "
                              f"(from {official.hosts}), then --weights {official.name} finds it in {p.parent}")
+        check_weights_folder(p)  # a name: vsr chose the file, so vsr checks where it is (a FILE is the user's)
         return p
     if w not in BUNDLED_NAMES:
         return Path(w)
