@@ -204,8 +204,9 @@ def test_small_functions_and_modules(path: Path):
         assert lines <= MAX_MODULE_LINES, f"{name}: {lines} lines (limit {MAX_MODULE_LINES})"
 
 
-@pytest.mark.parametrize("path", sorted((VSR / "cli").rglob("*.py")), ids=lambda p: str(p.relative_to(VSR)))
-def test_cli_lines_fit_120_columns(path: Path):
-    """The project's line limit, held where the code is clean of older overruns (vsr/cli: eval.py had three)."""
+@pytest.mark.parametrize("path", sorted(VSR.rglob("*.py")), ids=lambda p: str(p.relative_to(VSR)))
+def test_lines_fit_120_columns(path: Path):
+    """The project's line limit, in every module of vsr/ (it was held in vsr/cli only, while 24 lines elsewhere ran
+    over)."""
     long = [n for n, line in enumerate(path.read_text().splitlines(), 1) if len(line) > 120]
     assert not long, f"{path.relative_to(VSR)}: lines over 120 characters: {long}"

@@ -9,9 +9,9 @@ import os
 __version__ = "0.1.0"
 
 # Large torch tensors in 2 MB pages, as numpy already allocates its large arrays (torch's own switch, read at its
-# first allocation: vsr imports torch after this; THP_MEM_ALLOC_ENABLE=0 opts out): a 4K frame's float32 output (100 MB) is then faulted
-# in and unmapped 50 pages at a time, not 25,000 (12 ms, not 50, to fill; 0.5 ms, not 10, to free: in the post
-# stage, where the last reference goes; docs/benchmarks.md, "The post stage per 4K frame")
+# first allocation: vsr imports torch after this; THP_MEM_ALLOC_ENABLE=0 opts out): a 4K frame's float32 output (100 MB)
+# is then faulted in and unmapped 50 pages at a time, not 25,000 (12 ms, not 50, to fill; 0.5 ms, not 10, to free: in
+# the post stage, where the last reference goes; docs/benchmarks.md, "The post stage per 4K frame")
 os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
 
 # ONNX Runtime's Linux builds (1.32) start Microsoft's 1DS telemetry when imported: a device id and an event

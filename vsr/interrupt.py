@@ -115,7 +115,8 @@ def handled(signals=SIGNALS, then=None, once: bool = False) -> Iterator[None]:
     ignores SIGHUP, a shell's background job SIGINT).  On the way out the handlers and the record are restored,
     or the signals set to ``then`` (``signal.SIG_IGN``: the command is over).  ``once``: after the first
     KeyboardInterrupt, later signals are recorded only (a jobs worker gets Ctrl-C from the terminal and from its
-    parent: the second must not cut short the first one's release of its claim).  Outside the main thread (a library caller's worker), where no handler can be set, it does nothing."""
+    parent: the second must not cut short the first one's release of its claim).  Outside the main thread (a library
+    caller's worker), where no handler can be set, it does nothing."""
     previous = {}
     main = threading.current_thread() is threading.main_thread()
     _once[0] = once and main
@@ -160,8 +161,8 @@ class Thread(threading.Thread):
     Wait for it with :meth:`wait` (or ``finished.wait``) and ask :meth:`running`, never ``join``/``is_alive``
     where a signal can interrupt the wait (see the module's note).  :meth:`start` holds this module's signals
     back from this thread while it launches the new one, which takes them unblocked, as the programs it may start
-    must; whether it was launched is what the new thread itself says (:attr:`launched`).  A subclass passes ``target``; it does not
-    override ``run``, which sets :attr:`finished`.
+    must; whether it was launched is what the new thread itself says (:attr:`launched`).  A subclass passes ``target``;
+    it does not override ``run``, which sets :attr:`finished`.
     """
 
     def __init_subclass__(cls, **kwargs):

@@ -28,7 +28,8 @@ import sys
 import time
 from dataclasses import dataclass
 
-__all__ = ["QUEUES", "Machine", "Need", "Waiting", "job_need", "queue_name", "queue_of", "waiting_line", "worker_queues"]
+__all__ = ["QUEUES", "Machine", "Need", "Waiting", "job_need", "queue_name", "queue_of", "waiting_line",
+           "worker_queues"]
 
 log = logging.getLogger(__name__)
 _ON_DEVICE = ("CudaOptions", "TorchOptions")  # the options a worker's device moves (BackendRequest.on_device)

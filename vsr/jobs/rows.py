@@ -19,8 +19,8 @@ class JobRow:
     ``frames_done``/``compute_s`` sum the committed chunks' reports; ``frames_running``/``running_s`` the
     progress the running chunks' heartbeats recorded (frames written, seconds since their first frame).
     ``ended_early``: what a chunk's report recorded of an input that ended before what it declared (a job that
-    ends short, :mod:`vsr.video.ends`), else None.  ``needs``: what a queued or interrupted job asks of its worker's machine
-    beyond a CPU (``a GPU (backend cuda)``, :mod:`vsr.jobs.needs`), else None.
+    ends short, :mod:`vsr.video.ends`), else None.  ``needs``: what a queued or interrupted job asks of its worker's
+    machine beyond a CPU (``a GPU (backend cuda)``, :mod:`vsr.jobs.needs`), else None.
     """
 
     id: int

@@ -58,8 +58,8 @@ def _codegen(width: int, codes: bool):
 
 
 blend8 = _blend(8)
-blend8.__doc__ = """``cf[j:j+8] = f00*xf[a00:a00+8] + f01*xf[a01:a01+8] + f10*xf[a10:a10+8] + f11*xf[a11:a11+8]`` as 8-wide
-vector loads, multiplies, adds and one store (float32, same operation order as the scalar loop).  A uint8 ``cf``
+blend8.__doc__ = """``cf[j:j+8] = f00*xf[a00:a00+8] + f01*xf[a01:a01+8] + f10*xf[a10:a10+8] + f11*xf[a11:a11+8]`` as
+8-wide vector loads, multiplies, adds and one store (float32, same operation order as the scalar loop).  A uint8 ``cf``
 stores the u8 codes of the blend instead: ``rint(v * inv + zq)`` clamped to [0, 255].
 
 LLVM does not vectorise the scalar loop itself: it cannot prove that the column store does not alias the input

@@ -5,8 +5,9 @@ depend on the tile size is estimated first: the process with its libraries and t
 frames the window assembler and the queues hold, the HR frames being assembled, queued and encoded, and the
 encoder's own memory (the sink's estimate).  What is left is the model's working memory; the tile side is
 the largest that fits it.  A run that cannot fit (even with the smallest tile, or with the tile or
-batch the user chose) raises ``MemoryBudgetError`` before its first frame.  Each figure is a measurement (docs/benchmarks.md), and the plan goes into the run's
-report so that a run that exceeds it can be traced to the estimate that was wrong.
+batch the user chose) raises ``MemoryBudgetError`` before its first frame.  Each figure is a measurement
+(docs/benchmarks.md), and the plan goes into the run's report so that a run that exceeds it can be traced to the
+estimate that was wrong.
 
 A backend that keeps each frame's features between windows (``keeps_features``, :mod:`vsr.backends.features`) holds
 at most :func:`vsr.pipeline.batches.kept_features` of them; they are kept only where they fit the budget beside

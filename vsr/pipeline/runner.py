@@ -82,9 +82,9 @@ class RunnerSettings:
     scenes); no window crosses a cut.  "auto" is the default: a window across a hard cut feeds the aligner two
     shots it cannot align and the other shot leaks into the frames next to the cut, while the detector costs
     5-30 ms a frame in its own thread (EDVR-S takes seconds) and found every cut with no false one on the real
-    clips (docs/benchmarks.md, "Scene cuts: detector"); scene_threshold: overrides ``threshold`` of ``configs/pipeline/scenes.toml``;
-    deinterlace: "auto" (an interlaced source's frames are deinterlaced as they are decoded,
-    :mod:`vsr.video.interlace`) or "off".
+    clips (docs/benchmarks.md, "Scene cuts: detector"); scene_threshold: overrides ``threshold`` of
+    ``configs/pipeline/scenes.toml``; deinterlace: "auto" (an interlaced source's frames are deinterlaced as they are
+    decoded, :mod:`vsr.video.interlace`) or "off".
     """
 
     batch: int = 1

@@ -31,9 +31,9 @@ segments spent beyond ONNX Runtime's own int8):
 
 Tensors that share a scale form a *group*; each group's scale (``G__qs`` float32 scalar) is a graph input,
 named after the group, which :mod:`vsr.quant.scales` feeds before each run (its zero point ``G__qz`` a constant,
-or an input beside it); each group also gets two scalar outputs, ``G__qmax`` / ``G__qmin`` (the largest and smallest code any of its
-tensors holds, over the tensors an op wrote codes into), from which the run-time scales detect saturation and
-measure the range for the next window.
+or an input beside it); each group also gets two scalar outputs, ``G__qmax`` / ``G__qmin`` (the largest and smallest
+code any of its tensors holds, over the tensors an op wrote codes into), from which the run-time scales detect
+saturation and measure the range for the next window.
 """
 
 from __future__ import annotations

@@ -98,7 +98,8 @@ def _steps(run: Run, s: dict) -> list[str]:
 
 def _table(headers: list[str], rows: list[list[str]], marks: list[bool] | None = None, numeric: bool = True) -> str:
     def cells(tag: str, row: list[str]) -> str:
-        return "".join(f'<{tag}{"" if i == 0 or not numeric else " class=n"}>{escape(str(c))}</{tag}>' for i, c in enumerate(row))
+        return "".join(f'<{tag}{"" if i == 0 or not numeric else " class=n"}>{escape(str(c))}</{tag}>'
+                       for i, c in enumerate(row))
 
     body = "".join(f'<tr{" class=bottleneck" if marks and marks[i] else ""}>{cells("td", r)}</tr>'
                    for i, r in enumerate(rows))

@@ -73,7 +73,8 @@ class LineProgress:
 
         spent = self.clock() - self.start
         rate = (self.n - self.initial) / spent if spent > 0 else None
-        parts = [f"{amount(self.n)}/{amount(self.total)} {self.unit}" if self.total else f"{amount(self.n)} {self.unit}"]
+        parts = [f"{amount(self.n)}/{amount(self.total)} {self.unit}" if self.total
+                 else f"{amount(self.n)} {self.unit}"]
         if self.total:
             parts[0] += f" ({100 * self.n / self.total:.0f}%)"
         if rate:

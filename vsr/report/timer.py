@@ -278,7 +278,8 @@ class RunReport:
             return None
         label = {"crf": "cq"} if str(s["codec"]).endswith("_nvenc") else {}  # NVENC's constant quality is its own
         parts = [str(s["codec"])] + [f"{label.get(k, k)} {s[k]:g}" if isinstance(s[k], float) else
-                                     f"{label.get(k, k)} {s[k]}" for k in ("crf", "q", "preset") if s.get(k) is not None]
+                                     f"{label.get(k, k)} {s[k]}"
+                                     for k in ("crf", "q", "preset") if s.get(k) is not None]
         scaled = [f"{s.get('size')} (--scale {s['scale']})"] if s.get("scale") not in (None, "4") else []
         scaled += [f"Dolby Vision {s['dolby_vision']}"] if s.get("dolby_vision") else []
         return "encoder: " + ", ".join(parts + ([str(s["pix_fmt"])] if s.get("pix_fmt") else []) + scaled)

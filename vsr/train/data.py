@@ -125,7 +125,7 @@ def find_sources(paths: list[str | Path], *, holdout: float = 0.0, exclude: tupl
     """Images and videos under ``paths`` (files or folders, searched recursively), sorted.
 
     ``holdout``: the last fraction of every video's frames is left out (kept for validation, see
-    :func:`vsr.train.validate.holdout_sets`).  ``exclude``: path fragments that must never be trained on (e.g. ``"vid4"``).
+    :func:`vsr.train.validate.holdout_sets`).  ``exclude``: path fragments never to train on (e.g. ``"vid4"``).
     """
     images: list[Path] = []
     videos: list[Path] = []

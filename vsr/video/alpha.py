@@ -8,9 +8,9 @@ output's, clipped to [0, 1], rounded half up.  Colour and alpha stay straight (n
 format FFmpeg decodes stores them.
 
 Where alpha comes from: any pixel format with an alpha component (yuva*, gbrap*, rgba and its packings, ya8,
-ya16), a palette with entries that are not opaque (:func:`transparent_palette`); VP8 and VP9 in Matroska/WebM keep it beside each frame (``BlockAdditional``, the track's ``AlphaMode`` 1),
-which FFmpeg's own decoders ignore and libvpx's decode (:func:`decoded`).  Where it goes:
-:func:`vsr.video.formats.alpha_pix_fmt` picks the output format.
+ya16), a palette with entries that are not opaque (:func:`transparent_palette`); VP8 and VP9 in Matroska/WebM keep it
+beside each frame (``BlockAdditional``, the track's ``AlphaMode`` 1), which FFmpeg's own decoders ignore and libvpx's
+decode (:func:`decoded`).  Where it goes: :func:`vsr.video.formats.alpha_pix_fmt` picks the output format.
 """
 
 from __future__ import annotations
@@ -155,5 +155,5 @@ def output_planes(pix_fmt: str, colour: ColourSpec) -> tuple[PlaneFormat, str | 
     return fmt, frame_fmt
 
 
-__all__ = ["ALPHA_DECODERS", "Alpha", "alpha_decoder", "alpha_of", "decoded", "drained", "has_alpha_frame", "has_alpha_stream",
-           "output_planes", "packet_frames", "transparent_palette", "upscale_into"]
+__all__ = ["ALPHA_DECODERS", "Alpha", "alpha_decoder", "alpha_of", "decoded", "drained", "has_alpha_frame",
+           "has_alpha_stream", "output_planes", "packet_frames", "transparent_palette", "upscale_into"]

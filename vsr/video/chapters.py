@@ -3,9 +3,9 @@
 An untrimmed output keeps the source's timestamps, so its chapters are the source's as they are, set before the
 header (mp4 then gets its QuickTime chapter track).  A trimmed one (``--frames A:B``, a batch job's join of
 such a run) starts where frame A was: its chapters move back by frame A's time, those before the span are left
-out, the one running at its start starts at 0, and none runs past its end; they are set once the span is known, before the file
-is closed (Matroska and mp4 both write chapters given then).  A stream (``vsr upscale IN -``) has no end to write
-them at (Matroska's, on a pipe, is after its index, where no reader looks): a trimmed one's are written in its
+out, the one running at its start starts at 0, and none runs past its end; they are set once the span is known, before
+the file is closed (Matroska and mp4 both write chapters given then).  A stream (``vsr upscale IN -``) has no end to
+write them at (Matroska's, on a pipe, is after its index, where no reader looks): a trimmed one's are written in its
 header, cut to the span its file's packets say (:func:`frame_span`), or said to be left out where they cannot.
 """
 

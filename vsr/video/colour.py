@@ -244,8 +244,8 @@ def decode_rgb(frame: av.VideoFrame, spec: ColourSpec) -> np.ndarray:
 
 def planes_to_frame(planes: np.ndarray | FramePlanes, pix_fmt: str, spec: ColourSpec) -> av.VideoFrame:
     """Integer planes (an array of 4:4:4 or packed RGB ones from :func:`vsr.video.planes.encode_planes`, or
-    :class:`FramePlanes`, Y/Cb/Cr or G/B/R, used as is) -> a frame in ``pix_fmt``, tagged with ``spec``; swscale makes ``pix_fmt`` of planes in another
-    format (4:4:4 ones of a packed or semi-planar format)."""
+    :class:`FramePlanes`, Y/Cb/Cr or G/B/R, used as is) -> a frame in ``pix_fmt``, tagged with ``spec``; swscale makes
+    ``pix_fmt`` of planes in another format (4:4:4 ones of a packed or semi-planar format)."""
     p444 = planar444(pix_fmt)
     if spec.matrix == SPC_RGB and isinstance(planes, FramePlanes):  # G, B, R planes; or grey's Y, full range
         f = planes.frame

@@ -166,8 +166,8 @@ def choose_encoder(container: OutputContainer, settings: EncoderSettings, info: 
         if given:
             what = "Y4M" if container.stream == "y4m" else "raw video"
             raise InputError(f"{what} carries the frames uncompressed: {', '.join(given)} "
-                             f"{'do' if len(given) > 1 else 'does'} not apply (drop {'them' if len(given) > 1 else 'it'}"
-                             ", or write a compressed stream: --format nut -c ffv1, or --format matroska)")
+                             + ("do not apply (drop them" if len(given) > 1 else "does not apply (drop it")
+                             + ", or write a compressed stream: --format nut -c ffv1, or --format matroska)")
     if container.stream == "y4m":
         pix_fmt = y4m_pix_fmt(info, settings.pix_fmt)
     else:

@@ -103,10 +103,10 @@ def packed_rgb(pix_fmt: str) -> str:
 @dataclass(frozen=True)
 class PlaneFormat:
     """The conversion of RGB ``(3, H, W)`` in [0, 1] into the three integer planes of ``pix_fmt`` (Y, Cb, Cr; G,
-    B, R where ``rgb`` and ``pix_fmt`` is a gbrp one; else R, G, B packed as ``pix_fmt`` rgb24 or rgb48le): ``matrix`` (rows: planes; columns: R, G,
-    B) and ``offset`` in code values, ``top`` the largest code, chroma (planes 1 and 2) subsampled by
-    ``2**sub_x`` x ``2**sub_y`` through ``taps_x`` / ``taps_y`` (``(luma offset, weight)``), sited at ``siting``
-    (an AVChromaLocation, 0 where not subsampled)."""
+    B, R where ``rgb`` and ``pix_fmt`` is a gbrp one; else R, G, B packed as ``pix_fmt`` rgb24 or rgb48le): ``matrix``
+    (rows: planes; columns: R, G, B) and ``offset`` in code values, ``top`` the largest code, chroma (planes 1 and 2)
+    subsampled by ``2**sub_x`` x ``2**sub_y`` through ``taps_x`` / ``taps_y`` (``(luma offset, weight)``), sited at
+    ``siting`` (an AVChromaLocation, 0 where not subsampled)."""
 
     pix_fmt: str
     rgb: bool

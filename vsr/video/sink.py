@@ -2,9 +2,9 @@
 
 The video sink copies the source's timestamps frame by frame (variable frame rate stays variable; a transport
 stream's clock moved out, :mod:`vsr.video.origin`), its audio and subtitle packets (:mod:`vsr.video.passthrough`),
-stream metadata, display matrix and sample aspect ratio, and tags the colour it really wrote.  It writes under a temporary name and renames on
-:meth:`VideoSink.commit` (:mod:`vsr.video.output`); :meth:`VideoSink.abort` (any failure, Ctrl-C) removes the
-temporary, so an interrupted run never leaves a file at the output path.
+stream metadata, display matrix and sample aspect ratio, and tags the colour it really wrote.  It writes under a
+temporary name and renames on :meth:`VideoSink.commit` (:mod:`vsr.video.output`); :meth:`VideoSink.abort` (any failure,
+Ctrl-C) removes the temporary, so an interrupted run never leaves a file at the output path.
 """
 
 from __future__ import annotations

@@ -193,7 +193,8 @@ def view_metadata(file: bool, container: str, view: View | None,
     else:
         elements, lost = matroska_elements(view)
         meta = TrackMetadata(video=elements)
-    said = f"the source's {' and '.join(lost)} cannot be written into this {container} output: dropped" if lost else None
+    said = (f"the source's {' and '.join(lost)} cannot be written into this {container} output: dropped"
+            if lost else None)
     return meta, said
 
 

@@ -5,8 +5,8 @@ The plan (:mod:`vsr.plan`) is the one the CPU split backend runs; here its arena
 (``TensorRTSegmentBackend(device_io=True)``) and its bridge steps are vsr's CUDA kernels on views of it
 (:func:`cuda_bridge_kernels`), all on the backend's own stream (engines get its handle, the kernels follow
 torch's current stream, which it is).  Per call the input is uploaded into the arena and the output downloaded
-from it, as ``CudaOptions.output`` -- or, in a run, as the sink's planes made on the device (``prepare(..., planes=)``, the
-same conversion as the torch segments' runtime: ``vsr.backends.cuda.planes.device_planes``); nothing else
+from it, as ``CudaOptions.output`` -- or, in a run, as the sink's planes made on the device (``prepare(..., planes=)``,
+the same conversion as the torch segments' runtime: ``vsr.backends.cuda.planes.device_planes``); nothing else
 crosses to the host.
 
 The segments' precision is their ONNX's (strongly typed engines): fp32 from the plain export, fp16 from vsr's

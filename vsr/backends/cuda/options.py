@@ -32,8 +32,8 @@ class CudaOptions:
     segments);  cache_dir: engine
     and kernel caches (default ``<engine dir>/cuda``);  output: the dtype of the model's RGB output, "float16"
     (enough for 10-bit output), "uint8" (RGB quantised on the device: a quarter of float32's bytes) or "float32";
-    device_planes: where the runner asks (``prepare(..., planes=)``), that RGB is converted into the sink's planes on the
-    device and those are downloaded (a 4K 8-bit 4:2:0 frame: 12.4 MB), else the RGB is (torch segments only);
+    device_planes: where the runner asks (``prepare(..., planes=)``), that RGB is converted into the sink's planes on
+    the device and those are downloaded (a 4K 8-bit 4:2:0 frame: 12.4 MB), else the RGB is (torch segments only);
     precision "int8" takes TensorRT segments (the Q/DQ export);  memory_format: the torch segments' layout,
     "channels_last" (NHWC: cuDNN's fast kernels and vsr's NHWC bridges) or "contiguous" (NCHW, for comparisons;
     :mod:`vsr.backends.cuda.layout`);  stream_features: each frame's features computed once and kept on the GPU

@@ -109,7 +109,8 @@ def deform_im2col(launcher, geom: DeformConvGeometry, x, offset, mask, cols, q0:
     _check_dcn_int32(g, nq)
     launcher.launch(f"dcn_im2col_{_suffix(x, offset, mask, cols)}", (_blocks(g.c * nq, _IM2COL_BLOCK), 1, 1),
                     (_IM2COL_BLOCK, 1, 1), x, offset, mask, cols, g.c, g.h, g.w, g.ho, g.wo, g.kh, g.kw, g.pad_top,
-                    g.pad_left, g.stride_h, g.stride_w, g.dilation_h, g.dilation_w, g.offset_group, int(mask_logits), q0, nq)
+                    g.pad_left, g.stride_h, g.stride_w, g.dilation_h, g.dilation_w, g.offset_group, int(mask_logits),
+                    q0, nq)
     return cols
 
 
