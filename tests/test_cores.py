@@ -1,6 +1,6 @@
 """The cores vsr's threads default to: those this process may run on (its affinity mask, a cgroup's CPU quota),
 not the machine's.  ``os.cpu_count()`` counts the machine's: a container given 2 of 64 cores started 64 ONNX
-Runtime threads, and on 1 core of 2 two threads ran 1.6-2.0x slower than one (docs/benchmarks.md)."""
+Runtime threads, and on 1 core 8 threads ran the whole graph 2.7-4.7x slower than 1 (docs/benchmarks.md)."""
 
 from __future__ import annotations
 

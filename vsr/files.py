@@ -235,8 +235,8 @@ def share_cores(cores: int | None) -> None:
 def usable_cores(cgroup: Path = Path("/sys/fs/cgroup")) -> int:
     """The cores this process may run on: those its affinity mask holds (``taskset``, a cpuset), fewer where its
     cgroup's CPU quota is lower (a container's ``--cpus 2`` on a machine of 64: the quota over the period, rounded
-    up), or this process's share of them (:func:`share_cores`).  ``os.cpu_count()`` counts the machine's: ONNX Runtime given that many threads on 1 core of 2 ran its
-    convolutions 1.6-2.0x slower than with one thread (docs/benchmarks.md, "Threads a container allows")."""
+    up), or this process's share of them (:func:`share_cores`).  ``os.cpu_count()`` counts the machine's: 8 ONNX
+    Runtime threads on 1 core ran the whole graph 2.7-4.7x slower than 1 (docs/benchmarks.md, "CPU model speed")."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     quota = _cgroup_cpu_quota(cgroup)
     cores = min(cores, math.ceil(quota)) if quota else cores

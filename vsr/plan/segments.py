@@ -39,9 +39,9 @@ class OrtSegmentBackend:
     """ONNX Runtime CPU sessions, one per segment.
 
     threads: intra-op threads (default: the cores this process may use).  spin: let ORT's idle worker threads
-    busy-wait for the next op (ORT's default).  Off here: between segments a bridge kernel runs on the same cores, and spinning
-    threads of the session that just finished would take CPU time from it.  mem_pattern: ORT's memory pattern
-    (see ``session_options``).
+    busy-wait for the next op (ORT's default).  Off here: between segments a bridge kernel runs on the same
+    cores, and spinning threads of the session that just finished would take CPU time from it.  mem_pattern:
+    ORT's memory pattern (see ``session_options``).
     """
 
     threads: int | None = None
@@ -68,15 +68,15 @@ def session_options(threads: int | None = None, spin: bool | None = None, shared
                     mem_pattern: bool = True):
     """The ``SessionOptions`` of every ONNX Runtime session vsr opens.
 
-    threads: intra-op threads (default: the cores this process may use), with one inter-op thread and sequential execution (vsr's
-    graphs are chains); full graph optimisation.  spin: whether idle workers busy-wait for the next op (None:
-    ONNX Runtime's default).  shared_arena: allocate from the environment's CPU arena (see ``_shared_cpu_arena``).
-    mem_pattern: ORT's memory pattern (its default): after the first run it allocates the recorded pattern as
-    one block per run.  The split plan's segment sessions turn it off (``OrtSegmentBackend``): with the
-    shared arena that block lands beside the arena the first run grew, doubling the model's memory (EDVR-S
-    at 240x256 LR: 2310 MiB on, 1319 MiB off).  Speed is the same within the noise of the shared 2-core
-    machine (scripts/bench_mem_pattern.py, 7 paired runs: median pair ratio on/off 0.99 at 180x320 and 240x256,
-    i.e. off 1 % slower; two earlier runs gave 0.85-1.00).
+    threads: intra-op threads (default: the cores this process may use), with one inter-op thread and sequential
+    execution (vsr's graphs are chains); full graph optimisation.  spin: whether idle workers busy-wait for the next op
+    (None: ONNX Runtime's default).  shared_arena: allocate from the environment's CPU arena (see
+    ``_shared_cpu_arena``).  mem_pattern: ORT's memory pattern (its default): after the first run it allocates the
+    recorded pattern as one block per run.  The split plan's segment sessions turn it off (``OrtSegmentBackend``): with
+    the shared arena that block lands beside the arena the first run grew, doubling the model's memory (EDVR-S at
+    240x256 LR: 2310 MiB on, 1319 MiB off).  Speed is the same within the noise of the shared 2-core machine
+    (scripts/bench_mem_pattern.py, 7 paired runs: median pair ratio on/off 0.99 at 180x320 and 240x256, i.e. off 1 %
+    slower; two earlier runs gave 0.85-1.00).
     """
     import onnxruntime as ort
 
