@@ -75,3 +75,36 @@ def test_a_runs_report_says_the_cores_its_threads_took(make_clip, tmp_path):
                          preexec_fn=lambda: os.sched_setaffinity(0, {core}))
     assert out.returncode == 0, out.stderr[-2000:]
     assert json.loads((tmp_path / "r.json").read_text())["settings"]["cores"] == 1
+
+
+RUN_SHARED = """
+import sys
+from vsr.files import share_cores
+share_cores(int(sys.argv[1]) or None)
+from vsr.console import entry
+sys.argv = ["vsr", *sys.argv[2:]]
+entry()
+"""
+
+
+def _x264_threads(path) -> int:
+    """The thread count x264 wrote into its own settings in the stream (its SEI: ``... threads=N ...``)."""
+    data = path.read_bytes()
+    at = data.index(b" threads=") + len(b" threads=")
+    return int(data[at:data.index(b" ", at)])
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 cores to give a process a share of one")
+def test_the_encoder_takes_the_share_not_the_machine(make_clip, tmp_path):
+    """A worker's share (or a container's CPU quota) bounds x264's threads too: its own count (1.5 a core of the
+    affinity mask) ignores them.  Read back from the stream, where x264 records the settings it ran with."""
+    src = make_clip("in.mp4", frames=2, width=96, height=72)  # 18 rows of macroblocks: room for x264's threads
+    threads = {}
+    for share in (0, 1):
+        out = tmp_path / f"o{share}.mkv"
+        run = subprocess.run([sys.executable, "-c", RUN_SHARED, str(share), "upscale", str(src), str(out),
+                              "--weights", "random", "--config", "edvr-tiny", "--backend", "torch", "--quiet"],
+                             capture_output=True, text=True, timeout=300)
+        assert run.returncode == 0, run.stderr[-2000:]
+        threads[share] = _x264_threads(out)
+    assert threads[1] == 1 and threads[0] > 1  # x264's own choice where nothing bounds it

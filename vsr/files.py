@@ -243,6 +243,14 @@ def usable_cores(cgroup: Path = Path("/sys/fs/cgroup")) -> int:
     return max(1, min(cores, _share) if _share else cores)
 
 
+def fewer_cores() -> int | None:
+    """:func:`usable_cores` where a CPU quota or this process's share makes them fewer than the affinity mask's
+    count, which libraries' own defaults follow (FFmpeg's encoders, x264's 1.5 threads a core); else None."""
+    mask = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    cores = usable_cores()
+    return cores if cores < mask else None
+
+
 def _cgroup_cpu_quota(root: Path) -> float | None:
     """This process's cgroup CPU quota in cores (v2 ``cpu.max``, v1 ``cpu.cfs_quota_us`` over its period); None:
     none (``max``, -1) or no cgroup file to read."""

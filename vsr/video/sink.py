@@ -21,6 +21,7 @@ import numpy as np
 
 from vsr import interrupt
 from vsr.errors import InputError, OutputError
+from vsr.files import fewer_cores
 from vsr.video.alpha import output_planes, upscale_into
 from vsr.video.animation import muxer_options, set_last_duration
 from vsr.video.captions import PictureMessages
@@ -225,6 +226,8 @@ class VideoSink:
         siting = {"chroma_sample_location": SITING_NAMES[self.planes.siting]} if self.planes.siting else {}
         vs.options = {**self.encoder_options, **siting}  # where vsr.video.planes sited the chroma, for players
         vs.thread_type = "AUTO"
+        if fewer_cores():  # a container's CPU quota, a worker's share: the encoder's own count ignores them
+            cc.thread_count = fewer_cores()
         if info.display_matrix is not None:  # a mirror too, not only the angle
             vs.set_display_matrix(output_matrix(info.display_matrix, (info.width, info.height),
                                                 (choice.width, choice.height)))
