@@ -352,6 +352,9 @@ def test_the_default_weights_folder_is_held_to_the_caches_rule(tmp_path, monkeyp
     with pytest.raises(InputError) as refused:
         load_model("tiny")
     assert str(refused.value) == line
+    assert main(["models"]) == 0  # the listing says so too (it said "downloaded: PATH" alone)
+    assert (f"downloaded: {folder / e.filename} (not loaded from there: other users can write to it (mode 777); "
+            "see VSR_WEIGHTS_DIR)") in capsys.readouterr().out
     out = tmp_path / "out.mkv"
     code = main(["upscale", str(VIDEOS / "h264_256x240_35fps_1s_noaudio.mp4"), str(out), "--weights", "tiny",
                  "--frames", "0:1", "--quiet"])

@@ -107,6 +107,11 @@ def _where(ckpt, state: str) -> str:
         return f"not downloaded (from {ckpt.hosts})"
     path = printable(fetched_path(ckpt))
     if state == DOWNLOADED:
-        return f"downloaded: {path}"
+        from vsr.files import untrusted
+
+        where = fetched_path(ckpt)
+        why = untrusted(where.parent) or untrusted(where)  # the loader's rule (check_weights_folder)
+        refused = f" (not loaded from there: {printable(why)}; see VSR_WEIGHTS_DIR)" if why else ""
+        return f"downloaded: {path}{refused}"
     return (f"corrupt: {path} is not the published file (its sha256 differs: cut short or damaged); "
             f"`vsr models fetch {ckpt.name}` replaces it")
