@@ -317,7 +317,11 @@ def private_folder(path: Path, what: str, risk: str = "what is loaded from there
     write (:func:`untrusted`): where vsr keeps what it reads back (compiled kernels, exports, plans, engines), or
     what another user put there would run as this one or decide the output (``risk`` says which).  A folder
     that is not is a :class:`~vsr.errors.InputError` naming it (and ``setting``, the variable that moves it)."""
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    try:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError as e:  # a read-only home, a path under a file: one line naming what the folder is for
+        where = f"; set {setting} to a folder you can write" if setting else ""
+        raise InputError(f"cannot make the folder for {what} {path}: {e.strerror or e}{where}") from None
     why = untrusted(path) or (None if path.is_dir() else "not a folder")
     if why is not None:
         where = f"set {setting} to" if setting else "use"

@@ -108,6 +108,17 @@ def test_a_folder_others_can_write_is_refused_in_one_line(tiny, engines, mode, s
         cached_export(*tiny, 16, 16)
 
 
+def test_a_folder_that_cannot_be_made_is_one_line_naming_it(tiny, tmp_path, monkeypatch):
+    """A VSR_ENGINE_DIR under a file (or a read-only home's cache) said only "FileNotFoundError: [Errno 2] No
+    such file or directory: PATH", not what the folder was for or what moves it."""
+    (tmp_path / "x.txt").write_text("")
+    monkeypatch.setenv("VSR_ENGINE_DIR", str(tmp_path / "x.txt" / "engines"))
+    with pytest.raises(InputError) as refused:
+        cached_export(*tiny, 16, 16)
+    assert str(refused.value) == (f"cannot make the folder for cached ONNX exports {tmp_path}/x.txt/engines/onnx: "
+                                  "Not a directory; set VSR_ENGINE_DIR to a folder you can write")
+
+
 def test_a_folder_or_entry_of_another_user_is_not_trusted(tiny, engines, monkeypatch):
     """No chown here: the check is given another user id as this process's own."""
     me = os.geteuid()
