@@ -165,6 +165,18 @@ def test_job_file_options_override_the_command_line(clips, tmp_path, capsys):
     assert second.encoder.codec == "ffv1"  # from the command line, which the file does not override
 
 
+def test_int8_scales_beside_fp32_queues_nothing(clips, tmp_path, capsys):
+    """`vsr jobs add --precision fp32 --int8-scales static` queued fp32 jobs that dropped the option unsaid."""
+    a, _ = clips
+    store = tmp_path / "q.db"
+    rc, out, err = jobs(capsys, "add", a, "--out-dir", tmp_path / "out", "--store", store, *TINY,
+                        "--precision", "fp32", "--int8-scales", "static")
+    assert rc == 2 and out == "" and errors(err) == [
+        "vsr: error: --int8-scales needs --precision int8 (it chooses the activation scales of the split plan's "
+        "int8 segments)"]
+    assert not store.exists()
+
+
 @pytest.mark.parametrize("case", ["corrupt", "locked", "missing"])
 def test_a_store_that_cannot_be_used_is_one_line(clips, tmp_path, capsys, monkeypatch, case):
     store = tmp_path / "q.db"

@@ -197,15 +197,20 @@ def test_a_start_past_the_end_names_the_length(make_clip, tmp_path, capsys, fram
     assert rc == 2 and errors(err) == [f"vsr: error: --frames {frames}: the source has only 6 frames"], err
 
 
-def calibrated_run(make_clip, tmp_path, capsys, monkeypatch, env: dict, *args) -> tuple[int, str]:
-    """A 2-frame upscale with an empty ``--int8-calibration`` folder, ``env`` the precision's variables."""
+def int8_run(make_clip, tmp_path, capsys, monkeypatch, env: dict, *args) -> tuple[int, str]:
+    """A 2-frame upscale with ``args``, ``env`` the precision's variables."""
     for name in ("VSR_PRECISION", "VSR_INT8_ISA"):
         monkeypatch.delenv(name, raising=False)
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     src = make_clip("in.mp4", frames=2)
+    return cli(capsys, src, tmp_path / "o.mp4", *TINY, "--quiet", *args)
+
+
+def calibrated_run(make_clip, tmp_path, capsys, monkeypatch, env: dict, *args) -> tuple[int, str]:
+    """A 2-frame upscale with an empty ``--int8-calibration`` folder, ``env`` the precision's variables."""
     (tmp_path / "cal").mkdir()
-    return cli(capsys, src, tmp_path / "o.mp4", *TINY, "--quiet", "--int8-calibration", tmp_path / "cal", *args)
+    return int8_run(make_clip, tmp_path, capsys, monkeypatch, env, "--int8-calibration", tmp_path / "cal", *args)
 
 
 NEEDS_INT8 = "vsr: error: --int8-calibration needs --precision int8 (it calibrates the split plan's int8 segments)"
@@ -237,6 +242,42 @@ def test_a_calibration_precision_auto_leaves_unused_is_said(make_clip, tmp_path,
     said_lines = [ln for ln in err.splitlines() if "calibration" in ln]
     assert len(said_lines) == 1 and said_lines[0].startswith(f"vsr: warning: --int8-calibration is not used: {said}"), err
     assert (tmp_path / "o.mp4").exists()
+
+
+NEEDS_INT8_SCALES = ("vsr: error: --int8-scales needs --precision int8 (it chooses the activation scales of the split "
+                     "plan's int8 segments)")
+
+
+@pytest.mark.parametrize("args,env,said", [
+    (["--precision", "fp32"], {}, NEEDS_INT8_SCALES),
+    ([], {"VSR_PRECISION": "fp32"}, NEEDS_INT8_SCALES + ": $VSR_PRECISION is fp32"),
+])
+def test_int8_scales_where_fp32_was_asked_is_refused(make_clip, tmp_path, capsys, monkeypatch, args, env, said):
+    """`--int8-scales static|exact` with an fp32 run was dropped without a word, as --int8-calibration was."""
+    rc, err = int8_run(make_clip, tmp_path, capsys, monkeypatch, env, "--int8-scales", "static", *args)
+    assert rc == 2 and errors(err) == [said], err
+    assert not (tmp_path / "o.mp4").exists()
+
+
+@pytest.mark.parametrize("args,said", [
+    ([], "--int8-scales is not used: "),
+    (["--int8-calibration", "."], "--int8-scales and --int8-calibration are not used: "),
+])
+def test_int8_scales_where_precision_auto_chose_fp32_is_said(make_clip, tmp_path, capsys, monkeypatch, args, said):
+    """No precision asked: where auto chooses fp32 the run goes on and says in one line the options are unused."""
+    rc, err = int8_run(make_clip, tmp_path, capsys, monkeypatch, {}, "--backend", "torch", "--threads", "1",
+                       "--int8-scales", "exact", *args)
+    assert rc == 0, err
+    said_lines = [ln for ln in err.splitlines() if "int8" in ln]
+    assert said_lines == [f"vsr: warning: {said}precision auto runs this backend in fp32 (it has no int8 plan)"], err
+    assert (tmp_path / "o.mp4").exists()
+
+
+def test_int8_scales_runtime_the_default_asks_for_nothing(make_clip, tmp_path, capsys, monkeypatch):
+    """`--int8-scales runtime` (the default, as jobs/example.toml gives it beside fp32) is no unused option."""
+    rc, err = int8_run(make_clip, tmp_path, capsys, monkeypatch, {}, "--backend", "torch", "--threads", "1",
+                       "--precision", "fp32", "--int8-scales", "runtime")
+    assert rc == 0 and "int8" not in err, err
 
 
 def start_run(src: Path, out: Path) -> subprocess.Popen:

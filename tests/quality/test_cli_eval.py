@@ -171,3 +171,7 @@ def test_a_calibration_no_int8_plan_uses_is_refused(tmp_path, extra):
     proc = vsr_eval("--gt", gt, "--weights", "random", "--config", "edvr-tiny", "--int8-calibration", cal, *extra)
     assert proc.returncode == 2 and proc.stderr.splitlines() == [
         "vsr: error: --int8-calibration needs --precision int8 (it calibrates the split plan's int8 segments)"]
+    proc = vsr_eval("--gt", gt, "--weights", "random", "--config", "edvr-tiny", "--int8-scales", "static", *extra)
+    assert proc.returncode == 2 and proc.stderr.splitlines() == [  # (it was dropped without a word too)
+        "vsr: error: --int8-scales needs --precision int8 (it chooses the activation scales of the split plan's "
+        "int8 segments)"]

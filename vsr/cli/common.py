@@ -57,12 +57,22 @@ def precision_options(args) -> dict:
             "stream_features": not getattr(args, "per_window_features", False)}
 
 
-def check_calibration(calibration: str | None, precision: str, why: str = "") -> None:
-    """``--int8-calibration`` where the run builds no int8 plan (``precision``: the one it runs): one line, as
-    `vsr export` refuses it (upscale, preview, jobs add and eval dropped it without a word); ``why``: what chose
-    that precision, where the options do not say it."""
-    if calibration is not None and precision != "int8":
-        from vsr.errors import InputError
+def unused_int8_options(args) -> list[str]:
+    """The int8 options given that only an int8 plan uses: ``--int8-scales`` other than its default (runtime
+    asks for nothing a run without it would not do) and ``--int8-calibration``."""
+    return [option for option, given in (
+        ("--int8-scales", getattr(args, "int8_scales", None) not in (None, "runtime")),
+        ("--int8-calibration", args.int8_calibration is not None)) if given]
 
-        raise InputError("--int8-calibration needs --precision int8 (it calibrates the split plan's int8 segments)"
-                         + (f": {why}" if why else ""))
+
+def check_int8_options(args, precision: str, why: str = "") -> None:
+    """``--int8-scales`` or ``--int8-calibration`` where the run builds no int8 plan (``precision``: the one it
+    runs): one line, as `vsr export` refuses them (upscale, preview, jobs add and eval dropped them without a
+    word); ``why``: what chose that precision, where the options do not say it."""
+    from vsr.errors import InputError
+
+    unused = unused_int8_options(args)
+    if unused and precision != "int8":
+        what = {"--int8-scales": "chooses the activation scales of", "--int8-calibration": "calibrates"}
+        raise InputError(f"{unused[0]} needs --precision int8 (it {what[unused[0]]} the split plan's int8 "
+                         "segments)" + (f": {why}" if why else ""))

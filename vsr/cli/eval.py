@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
-from vsr.cli.common import add_precision_args, check_calibration, precision_options
+from vsr.cli.common import add_precision_args, check_int8_options, precision_options
 
 NO_MODEL = "bicubic"
 
@@ -82,7 +82,7 @@ def run(args) -> int:
         if unused:
             raise InputError(f"no model runs (--no-model, --weights bicubic): {', '.join(unused)} would not be used")
     if weights is not None:
-        check_calibration(args.int8_calibration, args.precision)
+        check_int8_options(args, args.precision)
     degrade = None if args.degrade is None else clip_degradation(args.degrade, args.seed or 0)
     with tqdm(desc="vsr eval", unit="frame", file=sys.stderr, disable=None, leave=False) as bar:
         def progress(done: int, total: int) -> None:

@@ -4,7 +4,7 @@ settings objects they build: :class:`~vsr.backends.BackendRequest`, :class:`~vsr
 
 from __future__ import annotations
 
-from vsr.cli.common import add_precision_args, check_calibration, precision_options
+from vsr.cli.common import add_precision_args, check_int8_options, precision_options, unused_int8_options
 from vsr.errors import InputError, tell
 
 
@@ -192,14 +192,16 @@ def upscale_settings(args):
     choice = precision_choice(args.backend, args.plan, asked, given_by=given_by)
     precision = {**precision_options(args), "precision": "fp32" if choice is None else choice.precision}
     why = _calibration_why(asked, given_by, choice)
-    if asked == "auto" and args.int8_calibration is not None and precision["precision"] != "int8":
-        # the user chose no precision: the folder is for where auto chooses int8 (a job file, a script for
-        # several machines), not an error where it does not; said, as it is not used
+    unused = unused_int8_options(args)
+    if asked == "auto" and unused and precision["precision"] != "int8":
+        # the user chose no precision: the options are for where auto chooses int8 (a job file, a script for
+        # several machines), not an error where it does not; said, as they are not used
         import warnings
 
-        warnings.warn(f"--int8-calibration is not used: {why.replace('--precision auto ', 'precision auto ', 1)}")
+        warnings.warn(f"{' and '.join(unused)} {'is' if len(unused) == 1 else 'are'} not used: "
+                      f"{why.replace('--precision auto ', 'precision auto ', 1)}")
     else:
-        check_calibration(args.int8_calibration, precision["precision"], why)
+        check_int8_options(args, precision["precision"], why)
     request = BackendRequest(args.weights, args.config, backend_options(args.backend, args.plan,
                                                                        parse_threads(args.threads), **precision),
                              precision=choice)
