@@ -177,6 +177,18 @@ def test_int8_scales_beside_fp32_queues_nothing(clips, tmp_path, capsys):
     assert not store.exists()
 
 
+def test_an_int8_job_with_an_empty_calibration_folder_queues_nothing(clips, tmp_path, capsys):
+    """It was queued, and every worker that ran it failed on the folder (docs/jobs.md: refused when added)."""
+    a, _ = clips
+    store, cal = tmp_path / "q.db", tmp_path / "cal"
+    cal.mkdir()
+    rc, out, err = jobs(capsys, "add", a, "--out-dir", tmp_path / "out", "--store", store, *TINY, "--backend", "ort",
+                        "--precision", "int8", "--int8-calibration", cal)
+    assert rc == 2 and out == "" and errors(err) == [
+        f"vsr: error: --int8-calibration {cal}: no PNG frames in it (give a folder of PNG frames)"]
+    assert not store.exists() and not (tmp_path / "out").exists()
+
+
 @pytest.mark.parametrize("case", ["corrupt", "locked", "missing"])
 def test_a_store_that_cannot_be_used_is_one_line(clips, tmp_path, capsys, monkeypatch, case):
     store = tmp_path / "q.db"

@@ -219,7 +219,7 @@ NEEDS_INT8 = "vsr: error: --int8-calibration needs --precision int8 (it calibrat
 @pytest.mark.parametrize("args,env,said", [
     (["--precision", "fp32"], {}, NEEDS_INT8),
     ([], {"VSR_PRECISION": "fp32"}, NEEDS_INT8 + ": $VSR_PRECISION is fp32"),
-    (["--backend", "ort"], {"VSR_INT8_ISA": "avx512-vnni"}, "vsr: error: int8 calibration: no PNG frames in "),
+    (["--backend", "ort"], {"VSR_INT8_ISA": "avx512-vnni"}, "vsr: error: --int8-calibration "),
 ])
 def test_a_calibration_no_int8_plan_uses_is_refused(make_clip, tmp_path, capsys, monkeypatch, args, env, said):
     """`--int8-calibration DIR` where the run builds no int8 plan was dropped without a word (`vsr export` refuses
@@ -242,6 +242,26 @@ def test_a_calibration_precision_auto_leaves_unused_is_said(make_clip, tmp_path,
     said_lines = [ln for ln in err.splitlines() if "calibration" in ln]
     assert len(said_lines) == 1 and said_lines[0].startswith(f"vsr: warning: --int8-calibration is not used: {said}"), err
     assert (tmp_path / "o.mp4").exists()
+
+
+@pytest.mark.parametrize("folder,said", [
+    ("cal", "no PNG frames in it"), ("jpegs", "no PNG frames in it"), ("nonexist", "no such folder"),
+    ("in.mp4", "not a folder"),
+])
+@pytest.mark.parametrize("precision", [["--precision", "int8"], []])  # (auto: int8 on this VNNI stand-in)
+def test_a_calibration_folder_without_frames_is_said_before_the_run(make_clip, tmp_path, capsys, monkeypatch, folder,
+                                                                    said, precision):
+    """An int8 run given an empty (or image-less) --int8-calibration folder said so after the random-weights
+    warning, the model's load and its export; now alone, when the options are checked, and nothing written."""
+    (tmp_path / "cal").mkdir()
+    (tmp_path / "jpegs").mkdir()
+    (tmp_path / "jpegs" / "a.jpg").write_bytes(b"\xff\xd8")
+    monkeypatch.chdir(tmp_path)
+    rc, err = int8_run(make_clip, tmp_path, capsys, monkeypatch, {"VSR_INT8_ISA": "avx512-vnni"}, *precision,
+                       "--backend", "ort", "--int8-calibration", folder)
+    assert rc == 2 and err.splitlines() == [
+        f"vsr: error: --int8-calibration {folder}: {said} (give a folder of PNG frames)"], err
+    assert not (tmp_path / "o.mp4").exists() and not list(tmp_path.glob(".*vsr-partial*"))
 
 
 NEEDS_INT8_SCALES = ("vsr: error: --int8-scales needs --precision int8 (it chooses the activation scales of the split "

@@ -68,7 +68,8 @@ def unused_int8_options(args) -> list[str]:
 def check_int8_options(args, precision: str, why: str = "") -> None:
     """``--int8-scales`` or ``--int8-calibration`` where the run builds no int8 plan (``precision``: the one it
     runs): one line, as `vsr export` refuses them (upscale, preview, jobs add and eval dropped them without a
-    word); ``why``: what chose that precision, where the options do not say it."""
+    word); ``why``: what chose that precision, where the options do not say it.  Where the run is int8, the
+    calibration folder is checked now, before any model loads."""
     from vsr.errors import InputError
 
     unused = unused_int8_options(args)
@@ -76,3 +77,22 @@ def check_int8_options(args, precision: str, why: str = "") -> None:
         what = {"--int8-scales": "chooses the activation scales of", "--int8-calibration": "calibrates"}
         raise InputError(f"{unused[0]} needs --precision int8 (it {what[unused[0]]} the split plan's int8 "
                          "segments)" + (f": {why}" if why else ""))
+    if precision == "int8":
+        check_calibration_folder(args.int8_calibration)
+
+
+def check_calibration_folder(calibration: str | None) -> None:
+    """A ``--int8-calibration`` folder that is missing, not a folder or holds no PNG frame: one line when the
+    options are checked (an int8 run found it once the model had loaded and the run had begun)."""
+    import os
+    from pathlib import Path
+
+    from vsr.errors import InputError
+
+    if calibration is None:
+        return
+    if not os.path.isdir(calibration):
+        why = "not a folder" if os.path.lexists(calibration) else "no such folder"
+        raise InputError(f"--int8-calibration {calibration}: {why} (give a folder of PNG frames)")
+    if next(Path(calibration).glob("*.png"), None) is None:  # (the frames vsr.quant.config reads)
+        raise InputError(f"--int8-calibration {calibration}: no PNG frames in it (give a folder of PNG frames)")

@@ -8,7 +8,7 @@ published together once all of them are done (:class:`Staged`): a failure or a s
 
 from __future__ import annotations
 
-from vsr.cli.common import add_model_args, add_precision_args, positive_int
+from vsr.cli.common import add_model_args, add_precision_args, check_calibration_folder, positive_int
 
 # The largest LR side exported: vsr upscale exports the frame (or tile) sizes it runs, and runs larger frames
 # in tiles; a 4096 x 4096 export of EDVR-M already needs tens of GB.
@@ -141,16 +141,11 @@ def _check_precision(args):
 def _quant_config(calibration: str | None):
     """The int8 settings, the calibration folder's frames read now: a missing folder or one without PNG frames is
     said before the export, not after it."""
-    import os
-
-    from vsr.errors import InputError
     from vsr.quant import QuantConfig
 
-    if calibration is not None and not os.path.isdir(calibration):
-        why = "not a folder" if os.path.lexists(calibration) else "no such folder"
-        raise InputError(f"--int8-calibration {calibration}: {why} (give a folder of PNG frames)")
+    check_calibration_folder(calibration)
     cfg = QuantConfig(calibration=calibration)
-    cfg.digest  # noqa: B018 -- hashes the frames: "no PNG frames in DIR" now
+    cfg.digest  # noqa: B018 -- hashes the frames now: one that cannot be read is said before the export
     return cfg
 
 
