@@ -165,6 +165,53 @@ def test_job_file_options_override_the_command_line(clips, tmp_path, capsys):
     assert second.encoder.codec == "ffv1"  # from the command line, which the file does not override
 
 
+NEEDS_INT8 = "needs precision int8 (it calibrates the split plan's int8 segments)"
+
+
+@pytest.mark.parametrize("keys, said", [
+    ('precision = "fp32"\nint8_calibration = "cal"', f"int8_calibration {NEEDS_INT8}"),
+    ('backend = "ort"\nprecision = "int8"\nint8-calibration = "cal"',
+     "int8-calibration {tmp}/cal: no PNG frames in it (give a folder of PNG frames)"),
+    ('precision = "fp32"\nint8-scales = "exact"', "int8-scales needs precision int8 (it chooses the activation "
+                                                   "scales of the split plan's int8 segments)"),
+    ("tile = 33", "tile 33: tiles are cut on EDVR's 4-pixel grid (its pyramid halves the frame twice); give a "
+                  "multiple of 4 (32 or 36)"),
+    ("memory-budget = 3", "memory-budget must be between 256 and 1073741824, not 3"),
+    ('frames = "10:20"', "frames 10:20: {tmp}/in/a.mp4 has only 7 frames"),  # (said when the chunks are planned)
+    ("crf = 4\nencoder_options = {crf = 3}", "crf 4 and encoder_options crf=3 both set the encoder's crf: give one "
+                                             "of them"),
+])
+def test_a_job_file_s_bad_value_names_its_key(clips, tmp_path, capsys, keys, said):
+    """A job file's bad value was named as the command line's option (`--int8-calibration needs ...` for its
+    int8_calibration key, `--tile 33: ...`): now as its own type errors are, by the key as the file spells it."""
+    a, _ = clips
+    (tmp_path / "cal").mkdir()
+    jf = tmp_path / "batch.toml"
+    jf.write_text(f'inputs = ["{a}"]\nout_dir = "out"\n[upscale]\n{keys}\n')
+    store = tmp_path / "q.db"
+    rc, out, err = jobs(capsys, "add", jf, "--store", store, *TINY)
+    assert rc == 2 and out == "" and errors(err) == [
+        f"vsr: error: job file {jf}: [upscale]: {said.format(tmp=tmp_path)}"], err
+    assert not store.exists()
+
+
+def test_the_command_line_s_options_keep_their_names_beside_a_job_file(clips, tmp_path, capsys, monkeypatch):
+    """Only what the job file set is named by its keys: the command line's --tile stays --tile; and where
+    precision auto leaves the file's int8 keys unused, the warning names them."""
+    monkeypatch.delenv("VSR_PRECISION", raising=False)
+    a, _ = clips
+    jf = tmp_path / "batch.toml"
+    jf.write_text(f'inputs = ["{a}"]\nout_dir = "out"\n[upscale]\nbatch = 2\nint8_scales = "static"\n')
+    store = tmp_path / "q.db"
+    rc, out, err = jobs(capsys, "add", jf, "--store", store, *TINY, "--tile", "33")
+    assert rc == 2 and errors(err) == ["vsr: error: --tile 33: tiles are cut on EDVR's 4-pixel grid (its pyramid "
+                                       "halves the frame twice); give a multiple of 4 (32 or 36)"], err
+    rc, out, err = jobs(capsys, "add", jf, "--store", store, *TINY)
+    assert rc == 0 and [ln for ln in err.splitlines() if "int8" in ln] == [
+        f"vsr: warning: job file {jf}: [upscale]: int8_scales is not used: precision auto runs this backend in fp32 "
+        "(it has no int8 plan)"], err
+
+
 def test_int8_scales_beside_fp32_queues_nothing(clips, tmp_path, capsys):
     """`vsr jobs add --precision fp32 --int8-scales static` queued fp32 jobs that dropped the option unsaid."""
     a, _ = clips

@@ -11,13 +11,14 @@ from __future__ import annotations
 import argparse
 import copy
 import math
+from contextlib import contextmanager, nullcontext
 from dataclasses import replace
 from pathlib import Path
 
 from vsr.cli.jobs_common import BROKER_ENV, broker as broker_of, distributed, job_id
 from vsr.cli.jobs_show import list_jobs, report_job
 from vsr.cli.settings import add_upscale_options, to_int, upscale_settings
-from vsr.errors import InputError, printable, tell
+from vsr.errors import InputError, VsrError, printable, tell
 
 MAX_WORKERS = 256
 MAX_LEASE_S = 7 * 24 * 3600.0
@@ -104,9 +105,9 @@ def _bounded_int(value, option: str, low: int, high: int) -> int:
     return v
 
 
-def _groups(args) -> list[tuple[list[Path], Path, str | None, int | None, bool, object]]:
+def _groups(args) -> list[tuple[list[Path], Path, str | None, int | None, bool, object, object]]:
     """The command line's inputs as groups sharing out_dir, ext, chunk frames, overwrite and options: the
-    videos and folders, then each job file (its keys over the command line's)."""
+    videos and folders, then each job file (its keys over the command line's; last, its JobFile)."""
     from vsr.jobs.jobfile import read_job_file
 
     out_dir = Path(args.out_dir) if args.out_dir else None
@@ -117,7 +118,7 @@ def _groups(args) -> list[tuple[list[Path], Path, str | None, int | None, bool, 
     if plain:
         if out_dir is None:
             raise InputError("vsr jobs add needs --out-dir (or job files that name their out_dir)")
-        groups.append((plain, out_dir, args.ext, chunk, args.overwrite, args))
+        groups.append((plain, out_dir, args.ext, chunk, args.overwrite, args, None))
     for i in args.inputs:
         if Path(i).suffix.lower() != ".toml":
             continue
@@ -128,7 +129,7 @@ def _groups(args) -> list[tuple[list[Path], Path, str | None, int | None, bool, 
         for key, value in f.upscale.items():
             setattr(options, key, value)
         groups.append((list(f.inputs), f.out_dir or out_dir, f.ext or args.ext, f.chunk_frames or chunk,
-                       args.overwrite if f.overwrite is None else f.overwrite, options))
+                       args.overwrite if f.overwrite is None else f.overwrite, options, f))
     return groups
 
 
@@ -181,16 +182,22 @@ def _queue(args, broker: str | None, created: list[Path]) -> tuple[list, str]:
         if store_path(args.store).exists():  # a file there must be a job store: said before any source is measured
             with JobStore(args.store, write=False):
                 pass
-    for inputs, out_dir, ext, chunk, overwrite, options in _groups(args):
-        backend, encoder, runner = upscale_settings(options)
-        # whether an encoder prints its banner is the worker's to decide (`vsr -v jobs run`), not part of the job:
-        # stored as before, so `vsr -v jobs add` and `vsr jobs add` make the same job (the same key, the same chunks)
-        encoder = replace(encoder, quiet=False)
-        specs = list(job_specs(inputs, out_dir, ext, backend, encoder, runner, overwrite, taken, created,
-                               on_weights=_say_weights))
+    for inputs, out_dir, ext, chunk, overwrite, options, job_file in _groups(args):
+        with _in_its_words(job_file):
+            with _in_its_words(job_file, warnings=True):
+                backend, encoder, runner = upscale_settings(options)
+            # whether an encoder prints its banner is the worker's to decide (`vsr -v jobs run`), not part of the
+            # job: stored as before, so `vsr -v jobs add` and `vsr jobs add` make the same job (the same key, the
+            # same chunks)
+            encoder = replace(encoder, quiet=False)
+            specs = list(job_specs(inputs, out_dir, ext, backend, encoder, runner, overwrite, taken, created,
+                                   on_weights=_say_weights))
         _say_precision(backend, said)  # once the inputs are known to be there: a refusal comes alone
-        planned += [(spec, chunk or DEFAULT_CHUNK_FRAMES) for spec in specs]
-    jobs = [plan_job(spec, frames) for spec, frames in planned]  # probes every input and encoder first
+        planned += [(spec, chunk or DEFAULT_CHUNK_FRAMES, job_file) for spec in specs]
+    jobs = []
+    for spec, frames, job_file in planned:  # probes every input and encoder first
+        with _in_its_words(job_file):
+            jobs.append(plan_job(spec, frames))
     if broker:
         celery = distributed()
         ids = celery.submit_planned(jobs, broker)
@@ -207,6 +214,31 @@ def _queue(args, broker: str | None, created: list[Path]) -> tuple[list, str]:
             ids = store.add_jobs(jobs)
             where = str(store.path)
     return [(i, spec, chunks) for i, (spec, chunks) in zip(ids, jobs)], where
+
+
+@contextmanager
+def _in_its_words(job_file, warnings: bool = False):
+    """Errors (and with ``warnings``, the warnings) about the options a job file set name its keys, as its own
+    type errors do, not the command line's options (`--tile 33: ...` for a job file's ``tile = 33``)."""
+    import warnings as w
+
+    if job_file is None:
+        yield
+        return
+    from vsr.jobs.jobfile import in_its_words
+
+    held = w.catch_warnings(record=True) if warnings else nullcontext([])
+    try:
+        with held as caught:
+            yield
+    except VsrError as e:
+        said = in_its_words(job_file, str(e))
+        if said is None:
+            raise
+        raise type(e)(said) from None
+    finally:
+        for c in caught:
+            w.showwarning(in_its_words(job_file, str(c.message)) or c.message, c.category, c.filename, c.lineno)
 
 
 def _say_precision(request, said: set) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,7 +38,8 @@ UPSCALE_KEYS: dict[str, tuple[type, ...]] = {
 class JobFile:
     """A parsed job file: absolute input paths, and what it sets (None: not set, the command line decides).
 
-    ``upscale``: option dest -> value as the command line would give it (``encoder_options``: ``["K=V", ...]``).
+    ``upscale``: option dest -> value as the command line would give it (``encoder_options``: ``["K=V", ...]``);
+    ``keys``: option dest -> the key as the file spells it (``memory-budget`` or ``memory_budget``), for errors.
     """
 
     path: Path
@@ -47,6 +49,19 @@ class JobFile:
     chunk_frames: int | None = None
     overwrite: bool | None = None
     upscale: dict = field(default_factory=dict)
+    keys: dict = field(default_factory=dict)
+
+
+def in_its_words(job: JobFile, message: str) -> str | None:
+    """``message`` (about vsr upscale's options) with each option that ``job`` set named as the key it wrote
+    (``--memory-budget`` -> ``memory-budget``, ``-x`` -> ``encoder_options``), after where that key is; None where
+    it names none of them (an option of the command line's).  The checks that job files share with the command
+    line name its options: a job file's bad value read as if the command line had given it."""
+    said = message
+    for dest, key in job.keys.items():
+        option = "-x" if dest == "encoder_options" else "--" + dest.replace("_", "-")
+        said = re.sub(rf"(?<![\w-]){re.escape(option)}(?![\w-])", lambda _, key=key: key, said)
+    return None if said == message else f"job file {job.path}: [upscale]: {said}"
 
 
 def _unknown(where: str, key: str, known) -> InputError:
@@ -94,7 +109,7 @@ def read_job_file(path: str | Path) -> JobFile:
     overwrite = data.get("overwrite")
     if overwrite is not None:
         _typed(where, "overwrite", overwrite, (bool,), _TOP["overwrite"])
-    upscale = _upscale(data.get("upscale", {}), f"{where}: [upscale]")
+    upscale, keys = _upscale(data.get("upscale", {}), f"{where}: [upscale]")
     # a checkpoint or config file named in the job file is relative to it too (not a bundled name or auto, nor a
     # config name)
     if upscale.get("weights") not in (None, "auto", "default", "real", "clean", "random"):
@@ -106,13 +121,13 @@ def read_job_file(path: str | Path) -> JobFile:
     if upscale.get("int8_calibration") is not None:
         upscale["int8_calibration"] = str(base / upscale["int8_calibration"])
     return JobFile(path, tuple(Path(os.path.normpath(base / i)) for i in inputs), out_dir, ext, chunk_frames,
-                   overwrite, upscale)
+                   overwrite, upscale, keys)
 
 
-def _upscale(table, where: str) -> dict:
+def _upscale(table, where: str) -> tuple[dict, dict]:
     if not isinstance(table, dict):
         raise InputError(f"{where} must be a table of vsr upscale options")
-    out = {}
+    out, keys = {}, {}
     for key, value in table.items():
         dest = key.replace("-", "_")
         if dest not in UPSCALE_KEYS:
@@ -125,5 +140,5 @@ def _upscale(table, where: str) -> dict:
             if not all(isinstance(v, (str, int, float)) and not isinstance(v, bool) for v in value.values()):
                 raise InputError(f"{where}: encoder_options values must be strings or numbers")
             value = [f"{k}={v}" for k, v in value.items()]
-        out[dest] = value
-    return out
+        out[dest], keys[dest] = value, key
+    return out, keys
