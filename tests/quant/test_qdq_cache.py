@@ -17,6 +17,7 @@ from vsr.backends.cuda.engines import _exporter
 from vsr.export.onnx import state_checksum
 from vsr.model import load_model
 from vsr.quant.config import QuantConfig
+from vsr.quant.isa import ISAS
 
 
 @pytest.fixture
@@ -78,3 +79,18 @@ def test_a_damaged_qdq_export_is_made_again_with_one_warning(int8_export):
     assert len(said) == 1 and said[0].startswith(f"the cached Q/DQ export {path} cannot be read (")
     assert said[0].endswith("); exporting it again")
     assert again == path and _qdq_ops(path) > 0
+
+
+def test_the_qdq_export_is_one_file_whatever_the_cpu_s_int8_isa(int8_export, tmp_path):
+    """The Q/DQ form is the same bytes on every int8 ISA (TensorRT's 8-bit weights, an fp32 calibration), yet the
+    CPU plan's ISA fields were in its key: an identical file of tens of MB per ISA."""
+    fp32 = _fp32_of(int8_export())
+    made = [qdq.export_int8_qdq(fp32, tmp_path / f"{isa}.onnx", QuantConfig(isa=isa)).read_bytes()
+            for isa in ("avx2", "avx512-vnni")]
+    assert made[0] == made[1]
+    assert len({qdq.qdq_key(QuantConfig(isa=isa)) for isa in ISAS}) == 1
+    assert qdq.qdq_key(QuantConfig(isa="avx2", windows=3)) != qdq.qdq_key(QuantConfig(isa="avx2"))
+
+
+def _fp32_of(path):
+    return path.with_name(path.name.split("-qdq-")[0] + ".onnx")

@@ -30,6 +30,9 @@ from vsr.quant.segment_graph import quantize_weights
 TRT_WEIGHT_QMAX = 127
 # vsr's files whose code decides the Q/DQ form beyond the int8 plan's own (vsr.plan.plan.INT8_CODE: calibration)
 QDQ_CODE = ("vsr/quant/qdq.py",)
+# the QuantConfig fields of the CPU plan's int8 ISA: its weight bits.  The Q/DQ form's weights are
+# TRT_WEIGHT_QMAX's and its calibration is fp32 on every ISA (the same bytes: tests/quant/test_qdq_cache.py)
+CPU_FIELDS = ("isa", "weight_qmax")
 
 
 def qdq_model(model: onnx.ModelProto, stats: list[ConvStats], int8_convs: set[str]) -> onnx.ModelProto:
@@ -115,15 +118,17 @@ def _code_digest() -> str:
 
 def qdq_key(cfg) -> str:
     """The key of the Q/DQ form made with the :class:`~vsr.quant.config.QuantConfig` ``cfg`` from a given fp32
-    export (whose own key is in its name): ``cfg`` (its calibration frames' digest, ``QUANT_FORMAT``), the
-    weights' bits, the versions of onnx and ONNX Runtime (which calibrates), and a digest of vsr's code that
-    partitions, calibrates and writes the form (:data:`vsr.plan.plan.PLAN_CODE`, ``INT8_CODE``, :data:`QDQ_CODE`:
-    vsr's version number does not change with it)."""
+    export (whose own key is in its name): ``cfg`` (its calibration frames' digest, ``QUANT_FORMAT``; not the
+    CPU's int8 ISA, :data:`CPU_FIELDS`, which does not change the file), the weights' bits, the versions of onnx
+    and ONNX Runtime (which calibrates), and a digest of vsr's code that partitions, calibrates and writes the
+    form (:data:`vsr.plan.plan.PLAN_CODE`, ``INT8_CODE``, :data:`QDQ_CODE`: vsr's version number does not change
+    with it)."""
     import onnxruntime
 
     from vsr.plan.plan import plan_tools
 
-    fields = {"quant": cfg.fields(), "trt_weight_qmax": TRT_WEIGHT_QMAX, "tools": plan_tools(True),
+    quant = {k: v for k, v in cfg.fields().items() if k not in CPU_FIELDS}
+    fields = {"quant": quant, "trt_weight_qmax": TRT_WEIGHT_QMAX, "tools": plan_tools(True),
               "onnxruntime": onnxruntime.__version__, "code": _code_digest()}
     return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:20]
 
