@@ -4,7 +4,9 @@ change kept using the stale file, and a damaged file was handed to TensorRT as i
 
 from __future__ import annotations
 
+import os
 import shutil
+import time
 import warnings
 
 import onnx
@@ -94,3 +96,44 @@ def test_the_qdq_export_is_one_file_whatever_the_cpu_s_int8_isa(int8_export, tmp
 
 def _fp32_of(path):
     return path.with_name(path.name.split("-qdq-")[0] + ".onnx")
+
+
+def _aged(path, days: float):
+    t = time.time() - days * 86400
+    os.utime(path, (t, t), follow_symlinks=False)
+    return path
+
+
+def test_a_new_qdq_export_removes_the_model_s_entries_no_run_used_for_a_week(int8_export, monkeypatch, tmp_path):
+    """Every key change left the earlier Q/DQ export (tens of MB) in the cache for good.  Writing one now removes
+    the model's (config and size) regular files of that form unused for UNUSED_DAYS; nothing else."""
+    first = int8_export()
+    folder, stem = first.parent, first.name.split("-qdq-")[0]
+
+    def entry(key: str, model: str = stem):
+        return folder / f"{model}-qdq-{key * 20}.onnx"
+
+    old = _aged(shutil.copy(first, entry("0")), 8)
+    recent = _aged(shutil.copy(first, entry("1")), 6)  # (UNUSED_DAYS is 7)
+    other = _aged(shutil.copy(first, entry("0", stem.replace("-16x20-", "-32x32-"))), 8)  # another size
+    outside = _aged(shutil.copy(first, tmp_path / "outside.onnx"), 8)
+    link = entry("2")
+    link.symlink_to(outside)
+    _aged(link, 8)
+    note = folder / f"{entry('3').name}.notes"  # a name vsr does not write
+    note.write_text("x")
+    _aged(note, 8)
+    _aged(_fp32_of(first), 8)  # the fp32 export it is made from: not a Q/DQ entry
+    _aged(first, 8)  # the key the next export leaves
+    was = qdq.TRT_WEIGHT_QMAX
+    monkeypatch.setattr(qdq, "TRT_WEIGHT_QMAX", 63)  # another key
+    second = int8_export()
+    assert second != first and second.is_file()
+    assert not first.exists() and not old.exists()
+    assert recent.is_file() and other.is_file() and outside.is_file() and link.is_symlink() and note.is_file()
+    assert _fp32_of(first).is_file()
+    _aged(second, 8)
+    assert int8_export() == second and time.time() - second.stat().st_mtime < 60  # used: marked so
+    monkeypatch.setattr(qdq, "TRT_WEIGHT_QMAX", was)
+    again = int8_export()  # the first key again: written, and the entry a run used kept
+    assert again == first and second.is_file() and recent.is_file()

@@ -8,7 +8,9 @@ so weights use all 8 bits here (``qmax=127``), unlike the ONNX Runtime CPU plan.
 
 :func:`cached_qdq` keeps the CUDA runtime's int8 export beside the fp32 export it is made from, under a key of
 everything that makes its content (:func:`qdq_key`): a calibration or quantisation change is a new file, never a
-stale one used.
+stale one used.  Writing one removes those of the same model (config and size) that no run used for
+:data:`UNUSED_DAYS` (a run marks the entry it uses): each key change left its tens of MB behind for good, and a
+run that may still read an older one has marked it in the last day.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import copy
 import functools
 import hashlib
 import json
+import re
 import warnings
 from pathlib import Path
 
@@ -30,6 +33,7 @@ from vsr.quant.segment_graph import quantize_weights
 TRT_WEIGHT_QMAX = 127
 # vsr's files whose code decides the Q/DQ form beyond the int8 plan's own (vsr.plan.plan.INT8_CODE: calibration)
 QDQ_CODE = ("vsr/quant/qdq.py",)
+UNUSED_DAYS = 7  # a Q/DQ export no run used for this long is removed once another of its model is written
 # the QuantConfig fields of the CPU plan's int8 ISA: its weight bits.  The Q/DQ form's weights are
 # TRT_WEIGHT_QMAX's and its calibration is fp32 on every ISA (the same bytes: tests/quant/test_qdq_cache.py)
 CPU_FIELDS = ("isa", "weight_qmax")
@@ -137,15 +141,22 @@ def cached_qdq(fp32: Path, weights_sha: str, config, height: int, width: int, cf
     """The Q/DQ form of the cached fp32 export ``fp32`` (:func:`vsr.export.cache.cached_export` of ``config``'s
     model with weights ``weights_sha`` at ``height x width``), beside it as ``<its stem>-qdq-<key>.onnx``
     (:func:`qdq_key`), made on first use and again, with one warning, where the file there cannot be used
-    (:func:`vsr.export.cache.unusable`: damaged, cut short, not this user's alone)."""
+    (:func:`vsr.export.cache.unusable`: damaged, cut short, not this user's alone).  One used is marked so;
+    one written removes the model's entries unused for :data:`UNUSED_DAYS`."""
     from vsr.export.cache import ENTRY_MODE, unusable
+    from vsr.files import mark_used, remove_unused
     from vsr.quant.config import QuantConfig
 
     cfg = cfg or QuantConfig()
     path = fp32.with_name(f"{fp32.stem}-qdq-{qdq_key(cfg)}.onnx")
+    mark_used(path)  # first: a run that removes entries meanwhile sees this one used
     why = unusable(path, weights_sha, config, height, width)  # (the Q/DQ form keeps the fp32 export's metadata)
     if why is None:
         return path
     if why:
         warnings.warn(f"the cached Q/DQ export {path} {why}; exporting it again", stacklevel=2)
-    return export_int8_qdq(fp32, path, cfg, mode=ENTRY_MODE)
+    out = export_int8_qdq(fp32, path, cfg, mode=ENTRY_MODE)
+    # the model's entries: those of its config and size (any weights, fp32 export key or Q/DQ key)
+    model = re.compile(rf"{re.escape(config.name)}-{height}x{width}-[0-9a-f]{{20}}-qdq-[0-9a-f]{{20}}\.onnx")
+    remove_unused(path.parent, model.fullmatch, UNUSED_DAYS, keep=path.name)
+    return out
