@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from vsr.files import usable_cores
+from vsr.machine import usable_cores
 
 
 def _tree(tmp_path, files: dict[str, str]):
@@ -79,7 +79,7 @@ def test_a_runs_report_says_the_cores_its_threads_took(make_clip, tmp_path):
 
 RUN_SHARED = """
 import sys
-from vsr.files import share_cores
+from vsr.machine import share_cores
 share_cores(int(sys.argv[1]) or None)
 from vsr.console import entry
 sys.argv = ["vsr", *sys.argv[2:]]

@@ -19,7 +19,7 @@ import torch
 from vsr.backends import BackendRequest, CudaOptions, TorchOptions
 from vsr.backends.cuda import device_list
 from vsr.errors import BackendError
-from vsr.files import usable_cores
+from vsr.machine import usable_cores
 from vsr.jobs.chunks import plan_chunks
 from vsr.jobs.spec import JobSpec
 from vsr.jobs.store import JobStore

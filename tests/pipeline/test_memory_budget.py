@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from tests.pipeline.test_cli_upscale import TINY, cli, errors
 import vsr.files
+import vsr.machine
 from vsr.errors import InputError, MemoryBudgetError
 from vsr.pipeline.memory import (AUTO_CAP_MB, AUTO_FLOOR_MB, FALLBACK_BUDGET_MB, MARGIN, total_memory_mb,
                                  machine_budget, plan_memory)
@@ -189,7 +190,7 @@ def test_the_default_budget_does_not_move_with_the_memory_free_now(monkeypatch):
     budgets = set()
     for available_kb in (20_447_232, 23_068_672, 4_000_000):
         monkeypatch.setattr(builtins, "open", meminfo(available_kb))
-        monkeypatch.setattr(vsr.files, "_cgroup_limit_mb", lambda: None)
+        monkeypatch.setattr(vsr.machine, "_cgroup_limit_mb", lambda: None)
         budgets.add(machine_budget())
     assert budgets == {memory.Budget(11264, "default: half of this machine's 24106 MB")}
 

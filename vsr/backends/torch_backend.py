@@ -11,7 +11,7 @@ from vsr.backends.base import FrameKeys, ModelBackend
 from vsr.backends.buckets import BucketPolicy
 from vsr.backends.features import FeatureSlots
 from vsr.backends.registry import BackendKind, needs, register
-from vsr.files import usable_cores
+from vsr.machine import usable_cores
 
 
 @dataclass(frozen=True)

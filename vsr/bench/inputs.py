@@ -60,7 +60,7 @@ def bench_input(source: str | Path | None, size: tuple[int, int], windows: int, 
 def _check_fits(count: int, size: tuple[int, int]) -> None:
     """The frames are held in memory (float32): more than half the machine's memory is one line, not a run that
     the kernel's OOM killer stops with the rest of the machine's work (``--frames 99999999999`` did)."""
-    from vsr.files import total_memory_mb
+    from vsr.machine import total_memory_mb
 
     need = count * 3 * size[0] * size[1] * 4
     machine = total_memory_mb()

@@ -25,7 +25,7 @@ from vsr.bench.inputs import BenchInput, bench_input
 from vsr.bench.results import BenchResult, BenchSettings, CaseResult, round_order
 from vsr.bench.upscale import run_upscale_cases
 from vsr.errors import InputError
-from vsr.files import usable_cores
+from vsr.machine import usable_cores
 from vsr.report.sample import StepStats, step_kind
 
 

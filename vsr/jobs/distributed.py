@@ -55,7 +55,7 @@ import uuid
 from vsr import interrupt
 from vsr.backends import Backend
 from vsr.errors import BrokerError, VsrError, tell
-from vsr.files import share_cores, usable_cores
+from vsr.machine import share_cores, usable_cores
 from vsr.jobs import broker_rows, ledger
 from vsr.jobs.chunks import discard, is_committed, join_chunks, run_chunk, tidy
 from vsr.jobs.chunking import plan_job

@@ -27,7 +27,8 @@ from typing import Any, Callable
 
 from vsr import interrupt
 from vsr.errors import BackendError, VsrError, printable, tell
-from vsr.files import environment, share_cores, usable_cores
+from vsr.files import environment
+from vsr.machine import share_cores, usable_cores
 from vsr.jobs.chunks import discard, is_committed, join_chunks, run_chunk, tidy
 from vsr.jobs.leases import MAX_ATTEMPTS, Claim, owner_id
 from vsr.jobs.needs import Machine, Need, Waiting, waiting_line

@@ -16,7 +16,7 @@ import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
-from vsr.files import usable_cores
+from vsr.machine import usable_cores
 
 
 @functools.cache

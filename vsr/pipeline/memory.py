@@ -26,7 +26,7 @@ import math
 from dataclasses import asdict, dataclass, replace
 
 from vsr.errors import MemoryBudgetError
-from vsr.files import total_memory_mb
+from vsr.machine import total_memory_mb
 from vsr.pipeline.tiles import best_tile, tile_grid
 
 MB = 1 << 20

@@ -13,7 +13,7 @@ from typing import Iterator
 
 import numpy as np
 
-from vsr.files import usable_cores
+from vsr.machine import usable_cores
 from vsr.pipeline.batches import Result
 from vsr.pipeline.checks import OUTPUT_LIMITS, check_model_output, looks_suspicious
 from vsr.pipeline.tiles import Tile

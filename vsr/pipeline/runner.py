@@ -33,7 +33,7 @@ from typing import Callable, Iterator
 import numpy as np
 
 from vsr.errors import InputError, MemoryBudgetError
-from vsr.files import usable_cores
+from vsr.machine import usable_cores
 from vsr.pipeline.batches import Batch, Result, batches, inferred, kept_features
 from vsr.pipeline.memory import (MARGIN, MB, PER_WINDOW_COST, Budget, DeviceMemory, MemoryPlan, ModelMemory,
                                  budget_for, plan_memory, run_budget, tiles_cost, with_features)

@@ -16,7 +16,7 @@ from typing import Callable, Protocol
 import numpy as np
 
 from vsr.errors import BackendError
-from vsr.files import usable_cores
+from vsr.machine import usable_cores
 
 log = logging.getLogger(__name__)
 

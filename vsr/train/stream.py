@@ -41,7 +41,8 @@ import torch
 
 from vsr import interrupt
 from vsr.errors import VsrError, printable
-from vsr.files import environment, usable_cores
+from vsr.files import environment
+from vsr.machine import usable_cores
 from vsr.train.data import PairSampler
 
 log = logging.getLogger(__name__)

@@ -24,7 +24,8 @@ import numpy as np
 import torch
 
 from vsr.errors import InputError
-from vsr.files import file_in_the_way, usable_cores, write_new
+from vsr.files import file_in_the_way, write_new
+from vsr.machine import usable_cores
 from vsr.model.config import ModelConfig, load_config
 from vsr.model.init import init_weights, offset_convs
 from vsr.model.weights import (build_model, bundled_path, extract_state_dict, load_state, read_checkpoint,

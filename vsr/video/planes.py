@@ -24,7 +24,7 @@ import av.video.format
 import numba
 import numpy as np
 
-from vsr.files import usable_cores
+from vsr.machine import usable_cores
 from vsr.video.colour import (CHROMA_SITING, KR_KB, OUTPUT_SITING, RANGE_FULL, SPC_RGB, SPC_SMPTE170M, ColourSpec,
                               bit_depth, is_gray_format, is_rgb_format, levels, planar444)
 from vsr.video.plane_kernel import convert_pass

@@ -21,7 +21,7 @@ import numpy as np
 
 from vsr import interrupt
 from vsr.errors import InputError, OutputError
-from vsr.files import fewer_cores
+from vsr.machine import fewer_cores
 from vsr.video.alpha import output_planes, upscale_into
 from vsr.video.animation import muxer_options, set_last_duration
 from vsr.video.captions import PictureMessages
