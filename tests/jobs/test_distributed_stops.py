@@ -25,6 +25,7 @@ redis = pytest.importorskip("redis")  # the `jobs` extra, installed by scripts/s
 from vsr.cli import main  # noqa: E402
 from vsr.jobs import ledger  # noqa: E402
 from vsr.jobs.distributed import forgets, status  # noqa: E402
+from vsr.jobs.records import broker_key  # noqa: E402
 
 from tests.jobs.helpers import added_ids  # noqa: E402
 from tests.jobs.test_cli_jobs import TINY  # noqa: E402
@@ -156,6 +157,48 @@ def test_a_lost_job_is_cancelled_here_and_a_job_the_broker_knows_is_not_lost(mak
         assert main(["jobs", "retry", first, "--broker", url]) == 2  # gone for good
     finally:
         stopped(proc)
+
+
+def test_a_lost_job_is_found_however_the_broker_is_spelled(make_clip, tmp_path, capsys):
+    """The record of a job sent to ``redis://127.0.0.1:PORT/0`` matched only that spelling: ``list`` by
+    ``redis://localhost:PORT`` said "no jobs" and ``retry`` "no job", the job lost for good from there."""
+    proc, port = redis_with(tmp_path, "--save", "", "--appendonly", "no")
+    url = f"redis://127.0.0.1:{port}/0"
+    try:
+        assert main(["jobs", "add", str(make_clip("s.mp4", frames=4)), "--out-dir", str(tmp_path / "o"),
+                     "--broker", url, *TINY]) == 0
+        [job_id] = added_ids(capsys.readouterr().out)
+        redis.Redis(port=port).delete(f"vsr:job:{job_id}")  # as a restart without persistence leaves it
+        for spelling in (f"redis://localhost:{port}", f"REDIS://LocalHost:{port}/?db=0",
+                         f"redis://:pw@127.0.0.1:{port}"):
+            assert [(r["id"], r["state"]) for r in status(spelling)] == [(job_id, "lost")], spelling
+        assert main(["jobs", "list", "--broker", f"redis://127.0.0.1:{port}/1"]) == 0  # another database
+        assert "no jobs" in capsys.readouterr().out
+        assert main(["jobs", "retry", job_id, "--broker", f"redis://localhost:{port}"]) == 0
+        assert f"job {job_id} queued again" in capsys.readouterr().out
+    finally:
+        stopped(proc)
+
+
+@pytest.mark.parametrize("a, b", [("redis://localhost", "redis://127.0.0.1:6379/0"),
+                                  ("redis://LOCALHOST:6379", "redis://[::1]:6379/?db=0"),
+                                  ("Redis://Host.Example:6380/2", "redis://user:pw@host.example:6380?db=2"),
+                                  ("unix:///run/redis/../redis/redis.sock", "unix:///run/redis/redis.sock?db=0")])
+def test_one_broker_spelled_two_ways_has_one_key(a, b):
+    assert broker_key(a) == broker_key(b)
+
+
+@pytest.mark.parametrize("a, b", [("redis://localhost", "redis://localhost:6380"),
+                                  ("redis://localhost", "redis://localhost/1"),
+                                  ("redis://localhost", "rediss://localhost"), ("redis://host-a", "redis://host-b"),
+                                  ("redis://localhost/1?db=2", "redis://localhost/1")])  # (redis-py: ?db= wins)
+def test_two_brokers_have_two_keys(a, b):
+    assert broker_key(a) != broker_key(b)
+
+
+def test_a_broker_key_holds_no_password():
+    for url in ("redis://:s3cret@localhost/0", "redis://u:s3cret@h:1/0?password=s3cret", "redis://:s3cret@h:x/0"):
+        assert "s3cret" not in broker_key(url)
 
 
 @pytest.mark.slow

@@ -6,7 +6,8 @@ forgets every job when it restarts: its record, its queued chunks, its owner of 
 added a job keeps what it sent, one file per job in ``$XDG_DATA_HOME/vsr/broker-jobs/<id>.json`` (a folder of
 this user's, mode 0700; each file created by vsr, never through a planted link, then renamed into place): the
 broker (its URL with the password masked), the job's spec and chunks, when it was sent, and its output as it was
-then.  ``vsr jobs list --broker`` on that machine shows a job the broker no longer knows as ``lost``, and
+then.  ``vsr jobs list --broker`` on that machine, naming the broker any way that names the same Redis database
+(:func:`vsr.jobs.records.broker_key`), shows a job the broker no longer knows as ``lost``, and
 ``vsr jobs retry --broker ID`` sends it again under its id (its committed chunks are kept: they are files beside
 the output).  A file goes once the job is seen done, or its output was written after it was sent (a join the
 broker forgot), or the job is cancelled while lost.
@@ -22,7 +23,7 @@ from pathlib import Path
 
 from vsr.errors import BrokerError
 from vsr.files import create_new, private_folder, user_data_dir
-from vsr.jobs.records import safe_url
+from vsr.jobs.records import broker_key, safe_url
 
 FOLDER = "broker-jobs"
 _ID = re.compile(r"[0-9a-f]{32}")  # the ids submit gives (uuid4 hex): nothing else names a file here
@@ -67,7 +68,7 @@ def entries(broker: str) -> list[dict]:
         return []
     for name in names:
         entry = _read(folder() / name)
-        if entry is not None and entry.get("broker") == safe_url(broker):
+        if entry is not None and _same(entry, broker):
             found.append(entry)
     return sorted(found, key=lambda e: e["submitted"])
 
@@ -77,7 +78,13 @@ def find(broker: str, job_id: str) -> dict | None:
     if not _ID.fullmatch(job_id):
         return None
     entry = _read(folder() / f"{job_id}.json")
-    return entry if entry is not None and entry.get("broker") == safe_url(broker) else None
+    return entry if entry is not None and _same(entry, broker) else None
+
+
+def _same(entry: dict, broker: str) -> bool:
+    """Whether ``entry`` was sent to ``broker``, however either names it (:func:`broker_key`: its URL with the
+    password masked names the same database)."""
+    return isinstance(entry.get("broker"), str) and broker_key(entry["broker"]) == broker_key(broker)
 
 
 def joined(entry: dict) -> bool:

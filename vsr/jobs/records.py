@@ -11,6 +11,7 @@ or retries racing for one output cannot both win; a finished holder (done, faile
 from __future__ import annotations
 
 import os
+import posixpath
 import re
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
 
@@ -101,6 +102,33 @@ def safe_url(url: str) -> str:
         return parts._replace(netloc=netloc, query=query).geturl()
     except ValueError:  # not even a URL (a bad port...): nothing of it is shown that could be a secret
         return "<a broker URL that cannot be parsed>"
+
+
+# the names of this machine's loopback, one Redis (its default config binds both 127.0.0.1 and ::1); no other
+# name is resolved: two names of one remote host are two brokers to vsr
+LOOPBACK = ("localhost", "127.0.0.1", "::1")
+
+
+def broker_key(url: str) -> str:
+    """Which Redis database ``url`` names, spelled one way, as redis-py reads it: the scheme and host in lower
+    case, the loopback's names as ``localhost``, the port (6379 unless given), the database (``?db=N``, else the
+    path, else 0); the user, password and other parameters left out.  ``redis://localhost``,
+    ``redis://127.0.0.1:6379/0`` and ``REDIS://LocalHost:6379?db=0`` are one broker.  A URL that cannot be
+    parsed is itself, its password masked."""
+    try:
+        parts = urlsplit(url)
+        scheme = parts.scheme.lower()
+        db = dict(parse_qsl(parts.query)).get("db")
+        if scheme == "unix":
+            where = posixpath.normpath(unquote(parts.path)) if parts.path else ""
+        else:
+            host = unquote(parts.hostname or "localhost")  # (urlsplit gives it in lower case)
+            host = "localhost" if host in LOOPBACK else f"[{host}]" if ":" in host else host
+            where = f"{host}:{parts.port or 6379}"
+            db = db if db is not None else unquote(parts.path).replace("/", "") or None
+        return f"{scheme}://{where}/{int(db) if db is not None else 0}"
+    except ValueError:  # (a bad port or database)
+        return safe_url(url)
 
 
 def scrub(text: str, url: str) -> str:
