@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import struct
 import subprocess
 import sys
 from fractions import Fraction
@@ -17,6 +18,7 @@ import pytest
 
 from vsr.jobs import JobSpec
 from vsr.pipeline.runner import RunnerSettings
+from vsr.pipeline.upscale import upscale
 
 from tests.jobs.helpers import WindowBackend
 from tests.jobs.test_chunks import ENCODER, REQUEST, run_job, single_pass
@@ -98,3 +100,82 @@ def test_past_the_cap_a_cue_goes_in_as_it_is(subtitled, tmp_path, monkeypatch):
     monkeypatch.setattr("vsr.video.trimmed.MAX_HELD", 0)
     single_pass(subtitled["srt.mkv"], tmp_path / "out.mkv", WindowBackend(), RunnerSettings(frames=(30, 75)))
     assert probed(tmp_path / "out.mkv")[2] == [WANT[0], (Fraction(8, 5), Fraction(4, 5), "crossing")]
+
+
+def _segments(pts: int, *segments: tuple[int, bytes]) -> bytes:
+    """PGS segments as a .sup file holds them: "PG", the 90 kHz time, the segment's type and length."""
+    return b"".join(b"PG" + struct.pack(">IIBH", pts, 0, kind, len(data)) + data for kind, data in segments)
+
+
+def _display_set(seconds: float, state: int, x: int = 0, width: int = 0) -> bytes:
+    """One PGS display set at ``seconds``: its presentation (``state`` 0x80: an epoch start; 0: an update), a
+    window; where ``width`` is given, a palette and a ``width`` x 8 object of colour 1 drawn at ``x``; where only
+    ``x`` is, the epoch's object 0 drawn again there; neither: the screen cleared."""
+    pts = round(seconds * 90000)
+    shown = bool(width or x)
+    pcs = struct.pack(">HHBHBBBB", 64, 48, 0x10, pts // 1000, state, 0, 0, int(shown))
+    pcs += struct.pack(">HBBHH", 0, 0, 0, x, 8) if shown else b""
+    segments = [(0x16, pcs), (0x17, struct.pack(">BBHHHH", 1, 0, 0, 8, 64, 8))]
+    if width:
+        rle = bytes([0x00, 0x80 | width, 1, 0x00, 0x00]) * 8  # (a run of `width` of colour 1, the line's end)
+        segments += [(0x14, bytes([0, 0, 1, 235, 128, 128, 255])),
+                     (0x15, struct.pack(">HBB", 0, 0, 0xC0) + (len(rle) + 4).to_bytes(3, "big")
+                      + struct.pack(">HH", width, 8) + rle)]
+    return _segments(pts, *segments, (0x80, b""))
+
+
+# a 16-wide picture from 0.5 s, cleared at 1.5 s; a 24-wide one from 2.0 s, its object drawn again at x=20 by an
+# update at 2.6 s (a display set that needs the epoch's object), cleared at 3.4 s
+PGS_SETS = [(0.5, 0x80, 0, 16), (1.5, 0, 0, 0), (2.0, 0x80, 0, 24), (2.6, 0, 20, 0), (3.4, 0, 0, 0)]
+
+
+@pytest.fixture(scope="module")
+def pgs(tmp_path_factory) -> Path:
+    """4 s of 25 fps video with PGS subtitles in Matroska (PGS_SETS), muxed by FFmpeg from a .sup file."""
+    ffmpeg = shutil.which("ffmpeg")
+    if ffmpeg is None:
+        pytest.skip("needs ffmpeg")
+    d = tmp_path_factory.mktemp("pgs")
+    (d / "subs.sup").write_bytes(b"".join(_display_set(*s) for s in PGS_SETS))
+    subprocess.run([ffmpeg, "-v", "error", "-f", "lavfi", "-i", "testsrc2=size=64x48:rate=25", "-copyts", "-i",
+                    str(d / "subs.sup"), "-t", "4", "-c:v", "libx264", "-g", "10", "-c:s", "copy", str(d / "pgs.mkv")],
+                   check=True)
+    return d / "pgs.mkv"
+
+
+def pictures(path: Path) -> list[tuple[Fraction, list[tuple[int, int]]]]:
+    """The PGS display sets of ``path`` as FFmpeg decodes them: (time, the (x, width) of each picture shown)."""
+    with av.open(str(path)) as c:
+        st = c.streams.subtitles[0]
+        return [(p.pts * p.time_base, [(r.x, r.width) for r in p.decode()]) for p in c.demux(st) if p.size]
+
+
+@pytest.mark.parametrize("frames, want", [
+    ((30, 75), [(0, [(0, 16)]), (Fraction(3, 10), []), (Fraction(4, 5), [(0, 24)]), (Fraction(7, 5), [(20, 24)])]),
+    # from 2.8 s: the update at 2.6 s is on screen, drawn with the object of the epoch's start at 2.0 s
+    ((70, 95), [(0, [(0, 24)]), (0, [(20, 24)]), (Fraction(3, 5), [])]),
+])
+def test_a_pgs_picture_on_screen_at_frame_a_starts_there(pgs, tmp_path, frames, want):
+    """It was left out (a display set has no duration: only the set after it takes it off), the output starting
+    without the picture the source showed at frame A."""
+    assert pictures(pgs)[0] == (Fraction(1, 2), [(0, 16)])  # (the source's, as FFmpeg reads them)
+    single_pass(pgs, tmp_path / "out.mkv", WindowBackend(), RunnerSettings(frames=frames))
+    assert pictures(tmp_path / "out.mkv") == want
+
+
+def test_a_chunked_jobs_join_carries_the_pgs_picture_as_one_pass_does(pgs, tmp_path):
+    runner = RunnerSettings(frames=(30, 75), scene_cuts="off")
+    spec = JobSpec.from_settings(pgs, tmp_path / "job.mkv", REQUEST, ENCODER, runner)
+    run_job(spec, WindowBackend(), chunk_frames=16)
+    assert pictures(tmp_path / "job.mkv")[:2] == [(0, [(0, 16)]), (Fraction(3, 10), [])]
+
+
+def test_a_pgs_epoch_too_long_to_keep_is_said_in_one_line(pgs, tmp_path, monkeypatch):
+    """Memory stays bounded: display sets before frame A past MAX_HELD are not kept, and the picture they drew
+    is said to be dropped."""
+    monkeypatch.setattr("vsr.video.trimmed.MAX_HELD", 1)
+    with pytest.warns(UserWarning, match=r"^the PGS subtitle picture on screen at the first frame \(stream 1\) is "
+                                         r"dropped: its display sets before it run over 1 packets$"):
+        upscale(pgs, tmp_path / "out.mkv", backend=WindowBackend(), encoder=ENCODER,
+                runner=RunnerSettings(frames=(70, 95)))
+    assert pictures(tmp_path / "out.mkv") == [(Fraction(3, 5), [])]

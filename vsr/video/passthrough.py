@@ -31,7 +31,7 @@ from vsr.video.conversions import (LOSSLESS_AUDIO, LOSSLESS_TARGETS, TEXT_SUBTIT
 from vsr.video.extras import ATTACHMENTS, COVERS, Extra, left_out, read_extras
 from vsr.video.joins import JoinedPackets
 from vsr.video.reading import open_input, tags
-from vsr.video.trimmed import CueEnds, Window, on_at
+from vsr.video.trimmed import CueEnds, OnScreen, Window, on_at
 
 
 class PassMode(Enum):
@@ -205,6 +205,7 @@ class Passthrough:
         self._pending = None
         self._shift = 0.0  # (copy_until's: where the held cues go)
         self._cue_ends = CueEnds(lambda i, pkt: self._mux(pkt, int(round(self._shift / pkt.time_base)), i))
+        self._on_screen = OnScreen(self._cue_ends.mux)  # (PGS pictures on screen at frame A)
         self._next_pts: dict[int, tuple[int, object]] = {}  # an ENCODE route's next frame time, in its time base
         self._off: dict[int, int] = {}  # an ENCODE route's shift, from its first packet until its decoder drains
         samples = first_packets(feed, [st.index for st in self._feed.streams]) if isinstance(feed, Path) else {}
@@ -274,7 +275,10 @@ class Passthrough:
             if window is not None:
                 start_t = float((pkt.pts if pkt.pts is not None else ts) * pkt.time_base)
                 if window.start is not None and start_t < window.start - 1e-9 and not on_at(pkt, window.start):
+                    self._on_screen.before(pkt)
                     continue
+                if window.start is not None:
+                    self._on_screen.reached(pkt, window.start)
                 if window.end is not None and t >= window.end and t_src is None:
                     continue
                 if self._cue_ends.take(pkt, window.end):  # (it ends after the frames written so far)
@@ -362,6 +366,8 @@ class Passthrough:
     def flush(self, shift: float, window: Window | None) -> None:
         """Mux what remains (as :meth:`copy_until` would), then what the re-encoding audio encoders hold."""
         self.copy_until(None, shift, window)
+        if window is not None and window.start is not None:
+            self._on_screen.flush(window.start)
         if window is not None and window.end is not None:
             self._cue_ends.flush(window.end)
         self._drain_decoders()

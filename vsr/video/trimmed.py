@@ -10,17 +10,23 @@ puts a held cue in its place among the packets it still holds (10 s of them); on
 the file, at its own time (Matroska: before its cluster's).  A cue without a
 duration (a PGS or DVB picture, taken off by a later packet) is not held: that later packet, past the end, is
 left out, and the picture ends with the video.
+
+A PGS picture on screen at frame A (its display set before A, the one taking it off after) has no duration to
+carry over: :class:`OnScreen` keeps the display sets before A from the last one that draws the screen anew (an
+epoch start or acquisition point: a later set may draw with its objects and palettes) and puts them in at A.
 """
 
 from __future__ import annotations
 
 import math
+import warnings
 from collections import deque
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Callable
 
 MAX_HELD = 256  # cues held back at once (subtitles overlap a few at a time; this bounds a damaged file's)
+PGS = "hdmv_pgs_subtitle"
 
 
 @dataclass(frozen=True)
@@ -66,7 +72,7 @@ class CueEnds:
     stream may be closed by then: its index is kept)."""
 
     def __init__(self, mux: Callable[[int, object], None]):
-        self._mux = mux
+        self.mux = mux
         self._held: dict[int, deque] = {}  # source stream index -> its held cues, in order
         self._count = 0
 
@@ -110,4 +116,78 @@ class CueEnds:
 
     def _pop(self, index: int) -> None:
         self._count -= 1
-        self._mux(index, self._held[index].popleft())
+        self.mux(index, self._held[index].popleft())
+
+
+def _composition(pkt) -> tuple[int, int] | None:
+    """(composition state, objects shown) of the presentation segment a PGS packet starts with (a display set;
+    in some files one segment a packet), or None: a packet of another segment."""
+    data = bytes(pkt)
+    return (data[10], data[13]) if len(data) >= 14 and data[0] == 0x16 else None
+
+
+def _anew(pkt) -> bool:
+    """Whether a PGS packet draws the screen anew (an epoch start 0x80 or an acquisition point 0x40)."""
+    comp = _composition(pkt)
+    return comp is not None and bool(comp[0] & 0xC0)
+
+
+class OnScreen:
+    """A trimmed output's PGS pictures on screen at its start (frame A, ``start`` in source seconds): the display
+    sets before it of each PGS stream, from the last that draws the screen anew, put in moved to A (by
+    ``mux(index, pkt)``) before the stream's first packet from A, or at the end where none came; a picture a set
+    at A replaces is not.  An epoch longer than :data:`MAX_HELD` packets (a damaged file's) is not kept: a
+    picture of it on screen at A is dropped, said in one warning line."""
+
+    def __init__(self, mux: Callable[[int, object], None]):
+        self._mux = mux
+        self._sets: dict[int, list] = {}  # source stream index -> the display sets kept, in order
+        self._shown: dict[int, bool] = {}  # -> whether the last of them shows a picture
+        self._over: set[int] = set()  # the streams whose epoch ran past MAX_HELD packets
+
+    def before(self, pkt) -> None:
+        """Keep ``pkt``, which starts before A, where it is a PGS packet (another is left out)."""
+        cc = pkt.stream.codec_context
+        if pkt.stream.type != "subtitle" or cc is None or cc.codec.canonical_name != PGS or pkt.pts is None:
+            return
+        index, comp = pkt.stream.index, _composition(pkt)
+        if _anew(pkt):
+            self._sets[index] = []
+            self._over.discard(index)
+        if comp is not None:
+            self._shown[index] = comp[1] > 0
+        kept = self._sets.setdefault(index, [])
+        if index not in self._over:
+            kept.append(pkt)
+            if len(kept) > MAX_HELD:
+                self._over.add(index)
+                kept.clear()
+
+    def reached(self, pkt, start: float) -> None:
+        """``pkt`` is the first of its stream from A (its own time: it goes in after what this puts in)."""
+        if pkt.stream.index in self._sets:
+            self._put(pkt.stream.index, start, pkt)
+
+    def flush(self, start: float) -> None:
+        """The run has ended: a picture on screen at A that nothing took off lasts to the end."""
+        for index in list(self._sets):
+            self._put(index, start, None)
+
+    def _put(self, index: int, start: float, after) -> None:
+        kept, shown = self._sets.pop(index), self._shown.pop(index, False)
+        if after is not None and _anew(after):  # (it needs none of them)
+            shown = shown and after.pts > ticks(start, after.time_base, up=True)
+            if not shown:
+                return
+        elif not shown and after is None:
+            return
+        if index in self._over:
+            self._over.discard(index)
+            if shown:
+                warnings.warn(f"the PGS subtitle picture on screen at the first frame (stream {index}) is dropped: "
+                              f"its display sets before it run over {MAX_HELD} packets", stacklevel=4)
+            return
+        for pkt in kept:  # (each at A: the last one drawn is what shows)
+            begin = ticks(start, pkt.time_base, up=True)
+            pkt.pts = pkt.dts = begin
+            self._mux(index, pkt)
