@@ -20,6 +20,7 @@ from vsr.jobs import JobSpec
 from vsr.pipeline.runner import RunnerSettings
 from vsr.pipeline.upscale import upscale
 
+from tests.data import VIDEOS
 from tests.jobs.helpers import WindowBackend
 from tests.jobs.test_chunks import ENCODER, REQUEST, run_job, single_pass
 
@@ -179,3 +180,39 @@ def test_a_pgs_epoch_too_long_to_keep_is_said_in_one_line(pgs, tmp_path, monkeyp
         upscale(pgs, tmp_path / "out.mkv", backend=WindowBackend(), encoder=ENCODER,
                 runner=RunnerSettings(frames=(70, 95)))
     assert pictures(tmp_path / "out.mkv") == [(Fraction(3, 5), [])]
+
+
+
+def stream_ends(path: Path) -> dict[str, Fraction]:
+    """Where each stream of ``path`` ends by ffprobe: its start plus its duration (Matroska: its DURATION tag, the
+    end of its latest packet), and where its decoded audio ends (``audio decoded``: what a player plays)."""
+    out = json.loads(subprocess.run(
+        ["ffprobe", "-v", "error", "-of", "json", "-show_entries",
+         "stream=codec_type,start_time,duration,sample_rate:stream_tags=DURATION", str(path)],
+        capture_output=True, text=True, check=True).stdout)
+    ends = {}
+    for st in out["streams"]:
+        tag = st.get("tags", {}).get("DURATION")
+        h, m, s = tag.split(":") if tag else (0, 0, Fraction(st["start_time"]) + Fraction(st["duration"]))
+        ends[st["codec_type"]] = 3600 * int(h) + 60 * int(m) + Fraction(s)
+    frames = json.loads(subprocess.run(
+        ["ffprobe", "-v", "error", "-of", "json", "-select_streams", "a", "-show_entries",
+         "frame=pts_time,nb_samples", str(path)], capture_output=True, text=True, check=True).stdout)
+    last, [rate] = frames["frames"][-1], [int(st["sample_rate"]) for st in out["streams"] if "sample_rate" in st]
+    ends["audio decoded"] = Fraction(last["pts_time"]) + Fraction(last["nb_samples"], rate)
+    return ends
+
+
+@pytest.mark.parametrize("suffix", [".mp4", ".mkv"])
+def test_a_trimmed_runs_audio_ends_with_its_video(tmp_path, suffix):
+    """Frames 5:19 (14 frames of 2998/90000 s, 0.4664 s; AAC at 48 kHz, 1024-sample packets): the last audio
+    packet kept, which starts before the video's end, ran 19 ms past it.  Now it is cut there: the MP4 edit list
+    ends there (to its millisecond), Matroska's DiscardPadding drops the samples past it, which FFmpeg's decoder
+    plays (its block times: milliseconds)."""
+    src = VIDEOS / "h264_aac_320x240_29.97fps_1.2s_realshort.mp4"
+    single_pass(src, tmp_path / f"out{suffix}", WindowBackend(), RunnerSettings(frames=(5, 19)))
+    ends, video_end = stream_ends(tmp_path / f"out{suffix}"), Fraction(14 * 2998, 90000)
+    assert ends["video"] == pytest.approx(video_end, abs=1e-3)
+    assert ends["audio"] == pytest.approx(video_end, abs=1e-3)
+    if suffix == ".mkv":  # (FFmpeg's mov demuxer does not cut the decoded samples to the edit list's end)
+        assert ends["audio decoded"] == pytest.approx(video_end, abs=1e-3)

@@ -281,7 +281,7 @@ class Passthrough:
                     self._on_screen.reached(pkt, window.start)
                 if window.end is not None and t >= window.end and t_src is None:
                     continue
-                if self._cue_ends.take(pkt, window.end):  # (it ends after the frames written so far)
+                if self._cue_ends.take(pkt, window.end, self.routes[pkt.stream.index].mode is PassMode.COPY):
                     continue
             self._mux(pkt, int(round(shift / pkt.time_base)) if shift else 0)
 

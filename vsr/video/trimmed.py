@@ -1,6 +1,7 @@
 """What a trimmed output (``--frames A:B``, a batch job's join of such a run) keeps of the source's audio and
 subtitle packets: the :class:`Window` of its span; a subtitle on screen at frame A, from A for the time it had
-left (:func:`on_at`); a cue still on screen at the span's end, cut to end with the video (:class:`CueEnds`).
+left (:func:`on_at`); a cue still on screen at the span's end, and a copied audio packet running past it, cut
+to end with the video (:class:`CueEnds`, :func:`_cut`).
 
 The span's end is not known while the packets are muxed (they go in ahead of the frames the encoder still holds,
 and the run may end anywhere), so a cue that ends later than the frames written so far is held back until they
@@ -19,11 +20,17 @@ epoch start or acquisition point: a later set may draw with its objects and pale
 from __future__ import annotations
 
 import math
+import struct
 import warnings
 from collections import deque
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Callable
+
+try:  # (PyAV 15 and later)
+    from av.packet import PacketSideData, packet_sidedata_type_from_literal
+except ImportError:  # an older PyAV: an audio packet's duration alone is cut (a Matroska output plays it whole)
+    PacketSideData = None
 
 MAX_HELD = 256  # cues held back at once (subtitles overlap a few at a time; this bounds a damaged file's)
 PGS = "hdmv_pgs_subtitle"
@@ -65,26 +72,48 @@ def _ends_after(pkt, end: float) -> bool:
     return pkt.pts + pkt.duration > ticks(end, pkt.time_base)
 
 
+def _cut(pkt, last: int, rate: int) -> None:
+    """``pkt`` cut to end at ``last`` (ticks of its time base); a packet of audio at ``rate`` Hz (0: not audio)
+    also says how many of its samples to discard at its end (FFmpeg's skip-samples side data: its decoders drop
+    them, its Matroska muxer writes them as the block's DiscardPadding; its MP4 muxer ends the edit list at the
+    packet's new end)."""
+    drop = pkt.pts + pkt.duration - last
+    pkt.duration = last - pkt.pts
+    samples = round(drop * pkt.time_base * rate) if rate else 0
+    if samples > 0 and PacketSideData is not None:
+        old = bytes(pkt.get_sidedata("skip_samples"))
+        old = old if len(old) >= 10 else bytes(10)  # (the samples a first packet skips at its start, kept)
+        side = PacketSideData(packet_sidedata_type_from_literal("skip_samples"), len(old))
+        side.update(old[:4] + struct.pack("<I", samples) + old[8:])
+        pkt.set_sidedata(side)
+
+
 class CueEnds:
-    """The subtitle cues of a trimmed output that end after the frames written so far, held back in their
-    streams' order until :meth:`release` finds the video past their end or :meth:`flush` cuts them to the
-    span's end; ``mux(index, pkt)`` puts a packet of the source's stream ``index`` into the output (a held packet's
-    stream may be closed by then: its index is kept)."""
+    """The subtitle cues and audio packets of a trimmed output that end after the frames written so far, held
+    back in their streams' order until :meth:`release` finds the video past their end or :meth:`flush` cuts them
+    to the span's end (a packet of audio goes on up to a packet past the last frame, as ``ffmpeg -t``'s does,
+    where the container holds no shorter end: :func:`_cut`); ``mux(index, pkt)`` puts a packet of the source's
+    stream ``index`` into the output (a held packet's stream may be closed by then: its index is kept)."""
 
     def __init__(self, mux: Callable[[int, object], None]):
         self.mux = mux
         self._held: dict[int, deque] = {}  # source stream index -> its held cues, in order
+        self._rates: dict[int, int] = {}  # -> its sample rate (audio; read while its demuxer is open)
         self._count = 0
 
-    def take(self, pkt, end: float | None) -> bool:
-        """Hold ``pkt`` where it is a cue that ends after ``end`` (the frames written so far), or one of a stream
-        with cues held before it (they go in in order); False: mux it now."""
+    def take(self, pkt, end: float | None, copied: bool = True) -> bool:
+        """Hold ``pkt`` where it is a cue, or a packet of audio ``copied`` as it is (audio decoded to be encoded
+        again goes in now: its decoder is drained before the end), that ends after ``end`` (the frames written so
+        far), or one of a stream with packets held before it (they go in in order); False: mux it now."""
         index = pkt.stream.index
         queue = self._held.get(index)
-        if not queue and (end is None or pkt.stream.type != "subtitle" or not pkt.duration or pkt.pts is None
+        kinds = ("subtitle", "audio") if copied else ("subtitle",)
+        if not queue and (end is None or pkt.stream.type not in kinds or not pkt.duration or pkt.pts is None
                           or not _ends_after(pkt, end)):
             return False
         self._held.setdefault(index, deque()).append(pkt)
+        if index not in self._rates:
+            self._rates[index] = pkt.stream.codec_context.sample_rate if pkt.stream.type == "audio" else 0
         self._count += 1
         if self._count > MAX_HELD:  # (the oldest, as it is: memory stays bounded)
             oldest = min((i for i, q in self._held.items() if q),
@@ -111,7 +140,7 @@ class CueEnds:
                         queue.popleft()
                         self._count -= 1
                         continue
-                    pkt.duration = last - pkt.pts
+                    _cut(pkt, last, self._rates[index])
                 self._pop(index)
 
     def _pop(self, index: int) -> None:
