@@ -216,3 +216,12 @@ def test_a_trimmed_runs_audio_ends_with_its_video(tmp_path, suffix):
     assert ends["audio"] == pytest.approx(video_end, abs=1e-3)
     if suffix == ".mkv":  # (FFmpeg's mov demuxer does not cut the decoded samples to the edit list's end)
         assert ends["audio decoded"] == pytest.approx(video_end, abs=1e-3)
+
+
+def test_a_chunked_jobs_join_cuts_the_audio_as_one_pass_does(tmp_path):
+    spec = JobSpec.from_settings(VIDEOS / "h264_aac_320x240_29.97fps_1.2s_realshort.mp4", tmp_path / "job.mkv",
+                                 REQUEST, ENCODER, RunnerSettings(frames=(5, 19), scene_cuts="off"))
+    run_job(spec, WindowBackend(), chunk_frames=6)
+    ends = stream_ends(tmp_path / "job.mkv")
+    video_end = Fraction(14 * 2998, 90000)
+    assert (ends["audio"], ends["audio decoded"]) == pytest.approx((video_end, video_end), abs=1e-3)
