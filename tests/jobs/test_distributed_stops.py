@@ -196,6 +196,15 @@ def test_two_brokers_have_two_keys(a, b):
     assert broker_key(a) != broker_key(b)
 
 
+def test_a_database_given_as_db_parameter_is_refused_in_one_line(capsys):
+    """Celery's Redis transport reads the database from the URL's path alone and redis-py lets ``?db=`` win:
+    ``redis://h/?db=2`` sent the chunks to database 0 and kept the records in 2."""
+    assert main(["jobs", "list", "--broker", "redis://:pw@127.0.0.1:1/?db=2"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("vsr: error: give the broker's database in its path (redis://HOST:PORT/N), not as ?db=")
+    assert len(err.splitlines()) == 1 and "pw" not in err
+
+
 def test_a_broker_key_holds_no_password():
     for url in ("redis://:s3cret@localhost/0", "redis://u:s3cret@h:1/0?password=s3cret", "redis://:s3cret@h:x/0"):
         assert "s3cret" not in broker_key(url)
@@ -318,6 +327,8 @@ def test_a_celery_broker_url_naming_another_broker_is_refused_before_anything_is
                      "--broker", url, *TINY]) == 2
         err = capsys.readouterr().err
         assert "CELERY_BROKER_URL names another broker" in err and "hidden" not in err and len(err.splitlines()) == 1
+        monkeypatch.setenv("CELERY_BROKER_URL", f"redis://localhost:{port}")  # the same database, spelled otherwise
+        assert main(["jobs", "list", "--broker", url]) == 0, capsys.readouterr().err
         assert redis.Redis(port=port).keys("*") == []
         monkeypatch.setenv("CELERY_BROKER_URL", url)  # the same broker: fine
         assert main(["jobs", "list", "--broker", url]) == 0

@@ -167,13 +167,19 @@ def connect(broker: str) -> redis.Redis:
     """A client of ``broker`` that answered a PING; a bad URL or a broker not running is one-line BrokerError
     (its password masked, whatever form it was given in)."""
     celery = os.environ.get("CELERY_BROKER_URL")
-    if celery and celery != broker:  # Celery prefers it to the broker it is given: chunks and records would part
+    # Celery prefers it to the broker it is given: chunks and records would part (one Redis database spelled
+    # two ways is one broker)
+    if celery and broker_key(celery) != broker_key(broker):
         raise BrokerError(f"CELERY_BROKER_URL names another broker ({safe_url(celery)}) than {safe_url(broker)}: "
                           "Celery would send vsr's chunks there and vsr its records here; unset it (vsr reads "
                           "--broker or VSR_BROKER)")
     scheme = urlsplit(broker).scheme
     if scheme not in ("redis", "rediss", "unix"):
         raise BrokerError(f"the broker must be a Redis URL (redis://HOST:PORT/N), not {safe_url(broker)!r}")
+    if scheme != "unix" and "db" in dict(parse_qsl(urlsplit(broker).query)):
+        raise BrokerError(f"give the broker's database in its path (redis://HOST:PORT/N), not as ?db= "
+                          f"({safe_url(broker)}): Celery's transport reads the path alone, so vsr's chunks and "
+                          "its records would be in two databases")
     try:
         db = redis.Redis.from_url(broker, decode_responses=True, socket_connect_timeout=CONNECT_TIMEOUT_S,
                                   socket_timeout=30)
