@@ -21,20 +21,47 @@ def _tree(tmp_path, files: dict[str, str]):
     return tmp_path
 
 
-@pytest.mark.parametrize("files, cores", [
-    ({"cpu.max": "max 100000"}, None),  # cgroup v2, no quota
-    ({"cpu.max": "50000 100000"}, 1),  # half a core: one thread
-    ({"cpu.max": "100000 100000"}, 1),
-    ({"cpu.max": "150000 100000"}, 2),  # a core and a half: rounded up
-    ({"cpu/cpu.cfs_quota_us": "-1", "cpu/cpu.cfs_period_us": "100000"}, None),  # cgroup v1, no quota
-    ({"cpu/cpu.cfs_quota_us": "100000", "cpu/cpu.cfs_period_us": "100000"}, 1),
-    ({"cpu,cpuacct/cpu.cfs_quota_us": "50000", "cpu,cpuacct/cpu.cfs_period_us": "100000"}, 1),
-    ({}, None),  # no cgroup file to read
-], ids=["v2-max", "v2-half", "v2-one", "v2-1.5", "v1-none", "v1-one", "v1-cpuacct-half", "none"])
-def test_a_cgroups_cpu_quota_bounds_the_cores(tmp_path, files, cores):
-    """The kernel's own files, as a container sees them (cgroup v2 ``cpu.max``; v1 ``cfs_quota_us``/period)."""
+V2, V1_CPU, V1_CPUACCT = "0::/\n", "3:cpu:/\n", "3:cpu,cpuacct:/\n"  # /proc/self/cgroup in a cgroup namespace
+SERVICE = "0::/system.slice/vsr.service\n"  # a systemd service, cgroup v2, no namespace
+
+
+@pytest.mark.parametrize("files, own, cores", [
+    ({"cpu.max": "max 100000"}, V2, None),  # cgroup v2, no quota
+    ({"cpu.max": "50000 100000"}, V2, 1),  # half a core: one thread
+    ({"cpu.max": "100000 100000"}, V2, 1),
+    ({"cpu.max": "150000 100000"}, V2, 2),  # a core and a half: rounded up
+    ({"cpu/cpu.cfs_quota_us": "-1", "cpu/cpu.cfs_period_us": "100000"}, V1_CPU, None),  # cgroup v1, no quota
+    ({"cpu/cpu.cfs_quota_us": "100000", "cpu/cpu.cfs_period_us": "100000"}, V1_CPU, 1),
+    ({"cpu,cpuacct/cpu.cfs_quota_us": "50000", "cpu,cpuacct/cpu.cfs_period_us": "100000"}, V1_CPUACCT, 1),
+    ({}, V2, None),  # no cgroup file to read
+    # a quota set on the process's own cgroup, not the mount's root (read alone before): a systemd service's
+    # CPUQuota, one above it, a Docker container's v1 mount (which starts at its own cgroup)
+    ({"system.slice/vsr.service/cpu.max": "100000 100000", "cpu.max": "max 100000"}, SERVICE, 1),
+    ({"system.slice/cpu.max": "100000 100000", "system.slice/vsr.service/cpu.max": "max 100000"}, SERVICE, 1),
+    ({"cpu,cpuacct/cpu.cfs_quota_us": "50000", "cpu,cpuacct/cpu.cfs_period_us": "100000"},
+     "3:cpu,cpuacct:/docker/0123abc\n", 1),
+], ids=["v2-max", "v2-half", "v2-one", "v2-1.5", "v1-none", "v1-one", "v1-cpuacct-half", "none", "v2-service",
+        "v2-above", "v1-docker"])
+def test_a_cgroups_cpu_quota_bounds_the_cores(tmp_path, files, own, cores):
+    """The kernel's own files, as a process sees them (cgroup v2 ``cpu.max``; v1 ``cfs_quota_us``/period)."""
     mine = len(os.sched_getaffinity(0))
-    assert usable_cores(_tree(tmp_path, files)) == (mine if cores is None else min(cores, mine))
+    assert usable_cores(_tree(tmp_path, files), own) == (mine if cores is None else min(cores, mine))
+
+
+@pytest.mark.parametrize("files, own, mb", [
+    ({"memory.max": "max"}, V2, None),
+    ({"system.slice/vsr.service/memory.max": str(4 << 30)}, SERVICE, 4096),  # systemd-run -p MemoryMax=4G
+    ({"system.slice/memory.max": str(3 << 30), "system.slice/vsr.service/memory.max": str(4 << 30)}, SERVICE, 3072),
+    ({"memory/slurm/uid_0/job_7/memory.limit_in_bytes": str(2 << 30),
+      "memory/memory.limit_in_bytes": "9223372036854771712"}, "4:memory:/slurm/uid_0/job_7\n", 2048),  # Slurm, v1
+    ({"memory/memory.limit_in_bytes": str(1 << 30)}, "4:memory:/docker/0123abc\n", 1024),  # Docker's v1 mount
+], ids=["v2-max", "v2-service", "v2-above", "v1-slurm", "v1-docker"])
+def test_a_cgroups_memory_limit_is_found_where_it_is_set(tmp_path, files, own, mb):
+    """The memory budget's default is half of this: a Slurm job's or a systemd service's limit, set on its own
+    cgroup, was not seen (only the mount's root was read), and the budget followed the whole machine."""
+    from vsr.machine import _cgroup_limit_mb
+
+    assert _cgroup_limit_mb(_tree(tmp_path, files), own) == mb
 
 
 PROBE = """
