@@ -169,7 +169,7 @@ def test_a_lost_job_is_found_however_the_broker_is_spelled(make_clip, tmp_path, 
                      "--broker", url, *TINY]) == 0
         [job_id] = added_ids(capsys.readouterr().out)
         redis.Redis(port=port).delete(f"vsr:job:{job_id}")  # as a restart without persistence leaves it
-        for spelling in (f"redis://localhost:{port}", f"REDIS://LocalHost:{port}/?db=0",
+        for spelling in (f"redis://localhost:{port}", f"REDIS://LocalHost:{port}/0",
                          f"redis://:pw@127.0.0.1:{port}"):
             assert [(r["id"], r["state"]) for r in status(spelling)] == [(job_id, "lost")], spelling
         assert main(["jobs", "list", "--broker", f"redis://127.0.0.1:{port}/1"]) == 0  # another database
