@@ -31,6 +31,7 @@ from vsr.video.conversions import (LOSSLESS_AUDIO, LOSSLESS_TARGETS, TEXT_SUBTIT
 from vsr.video.extras import ATTACHMENTS, COVERS, Extra, left_out, read_extras
 from vsr.video.joins import JoinedPackets
 from vsr.video.reading import open_input, tags
+from vsr.video.sample_cut import SampleCut, keeps_head, span
 from vsr.video.trimmed import CueEnds, OnScreen, Window, on_at
 
 
@@ -203,7 +204,8 @@ class Passthrough:
                                                      (getattr(feed, "video", None), "standard input")))
         self._refused: set[int] = set()  # the streams whose packets a muxer refused (said once each)
         self._pending = None
-        self._shift = 0.0  # (copy_until's: where the held cues go)
+        self._shift, self._window = 0.0, None  # (copy_until's: where the held cues go, what the audio is cut to)
+        self._cut = SampleCut()  # (re-encoded audio, to the sample)
         self._cue_ends = CueEnds(lambda i, pkt: self._mux(pkt, int(round(self._shift / pkt.time_base)), i))
         self._on_screen = OnScreen(self._cue_ends.mux)  # (PGS pictures on screen at frame A)
         self._next_pts: dict[int, tuple[int, object]] = {}  # an ENCODE route's next frame time, in its time base
@@ -260,7 +262,7 @@ class Passthrough:
         back by ``shift`` seconds, keeping only those ``window`` keeps."""
         if self._covers:
             self._mux_covers()
-        self._shift = shift
+        self._shift, self._window = shift, window
         if window is not None:
             self._cue_ends.release(window.end)
         while self._feed is not None:
@@ -274,7 +276,9 @@ class Passthrough:
             self._pending = None
             if window is not None:
                 start_t = float((pkt.pts if pkt.pts is not None else ts) * pkt.time_base)
-                if window.start is not None and start_t < window.start - 1e-9 and not on_at(pkt, window.start):
+                if (window.start is not None and start_t < window.start - 1e-9 and not on_at(pkt, window.start)
+                        and not keeps_head(pkt, window.start, self.routes[pkt.stream.index].mode.value,
+                                           self.oc.format.name)):
                     self._on_screen.before(pkt)
                     continue
                 if window.start is not None:
@@ -360,6 +364,10 @@ class Passthrough:
                 fr.pts -= off
             tb = fr.time_base
             self._next_pts[key] = (fr.pts + int(round(fr.samples / fr.sample_rate / tb)), tb)
+            self._encode_cut(route, self._cut.take(key, fr, *span(self._window, self._shift)))
+
+    def _encode_cut(self, route: Route, frames) -> None:
+        for fr in frames:
             for p in route.out.encode(fr):
                 self._put(p, route)
 
@@ -371,8 +379,9 @@ class Passthrough:
         if window is not None and window.end is not None:
             self._cue_ends.flush(window.end)
         self._drain_decoders()
-        for route in self.routes.values():
+        for index, route in self.routes.items():  # (route.source is closed by now: its index is not kept)
             if route.mode is PassMode.ENCODE:
+                self._encode_cut(route, self._cut.flush(index, span(self._window, self._shift)[1]))
                 for p in route.out.encode(None):
                     self._put(p, route)
 

@@ -103,8 +103,9 @@ class CueEnds:
 
     def take(self, pkt, end: float | None, copied: bool = True) -> bool:
         """Hold ``pkt`` where it is a cue, or a packet of audio ``copied`` as it is (audio decoded to be encoded
-        again goes in now: its decoder is drained before the end), that ends after ``end`` (the frames written so
-        far), or one of a stream with packets held before it (they go in in order); False: mux it now."""
+        again goes in now: :class:`vsr.video.sample_cut.SampleCut` cuts its samples), that ends after ``end``
+        (the frames written so far), or one of a stream with packets held before it (they go in in order); False:
+        mux it now."""
         index = pkt.stream.index
         queue = self._held.get(index)
         kinds = ("subtitle", "audio") if copied else ("subtitle",)
