@@ -257,50 +257,6 @@ def private_file(path: Path) -> bool:
     return untrusted(path) is None and path.is_file()
 
 
-def remove_unused(folder: Path, names: Callable[[str], bool], days: float, keep: str | None = None) -> list[str]:
-    """Remove the entries of the cache ``folder`` that ``names`` matches (but ``keep``) and that were not written or
-    marked used (:func:`mark_used`: their modification time) for ``days``; returns the names removed.  Only
-    regular files of this user's, in a folder of theirs alone, opened without following a link: nothing vsr did
-    not make there.  What cannot be removed is left (another run may have removed it first)."""
-    import time
-
-    try:
-        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-    except OSError:
-        return []
-    removed = []
-    try:
-        st = os.fstat(fd)
-        if st.st_uid != os.geteuid() or st.st_mode & 0o022:
-            return []
-        for name in os.listdir(fd):
-            if name == keep or not names(name):
-                continue
-            try:
-                st = os.stat(name, dir_fd=fd, follow_symlinks=False)
-                if (stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid()
-                        and time.time() - st.st_mtime > days * 86400):
-                    os.unlink(name, dir_fd=fd)
-                    removed.append(name)
-            except OSError:
-                continue
-    finally:
-        os.close(fd)
-    return removed
-
-
-def mark_used(path: Path) -> None:
-    """Mark the cache entry ``path`` used now (its modification time, at most once a day: a run touches it
-    without rewriting it), so that :func:`remove_unused` leaves it; a link is never followed."""
-    import time
-
-    try:
-        if time.time() - os.lstat(path).st_mtime > 86400:
-            os.utime(path, follow_symlinks=False)
-    except OSError:
-        pass
-
-
 def user_data_dir() -> Path:
     """``$XDG_DATA_HOME/vsr``, else ``~/.local/share/vsr``: what vsr keeps for the user (the job store)."""
     xdg = os.environ.get("XDG_DATA_HOME")

@@ -29,11 +29,11 @@ from onnx import helper, numpy_helper
 
 from vsr.quant.calibrate import ConvStats
 from vsr.quant.segment_graph import quantize_weights
+from vsr.unused import UNUSED_DAYS, mark_used, remove_unused
 
 TRT_WEIGHT_QMAX = 127
 # vsr's files whose code decides the Q/DQ form beyond the int8 plan's own (vsr.plan.plan.INT8_CODE: calibration)
 QDQ_CODE = ("vsr/quant/qdq.py",)
-UNUSED_DAYS = 7  # a Q/DQ export no run used for this long is removed once another of its model is written
 # the QuantConfig fields of the CPU plan's int8 ISA: its weight bits.  The Q/DQ form's weights are
 # TRT_WEIGHT_QMAX's and its calibration is fp32 on every ISA (the same bytes: tests/quant/test_qdq_cache.py)
 CPU_FIELDS = ("isa", "weight_qmax")
@@ -144,7 +144,6 @@ def cached_qdq(fp32: Path, weights_sha: str, config, height: int, width: int, cf
     (:func:`vsr.export.cache.unusable`: damaged, cut short, not this user's alone).  One used is marked so;
     one written removes the model's entries unused for :data:`UNUSED_DAYS`."""
     from vsr.export.cache import ENTRY_MODE, unusable
-    from vsr.files import mark_used, remove_unused
     from vsr.quant.config import QuantConfig
 
     cfg = cfg or QuantConfig()
