@@ -5,6 +5,7 @@ or another user's planted model computing the output)."""
 from __future__ import annotations
 
 import os
+import time
 import warnings
 
 import onnx
@@ -149,3 +150,43 @@ def test_the_key_covers_the_exporters_versions_and_vsrs_graph_code(tiny, monkeyp
     assert export_key("w", cfg, 16, 16) != base
     monkeypatch.undo()
     assert export_key("w", cfg, 16, 16) == base and export_key("w", cfg, 16, 16, precision="fp16") != base
+
+
+def _aged(path, days: float):
+    t = time.time() - days * 86400
+    os.utime(path, (t, t), follow_symlinks=False)
+    return path
+
+
+def test_a_new_export_removes_the_model_s_exports_no_run_used_for_a_week(tiny, engines, monkeypatch, tmp_path):
+    """Every key change (a torch or onnx upgrade, vsr's graph code, new weights) left the earlier export (tens of
+    MB) in the cache for good.  Writing one now removes the exports of its config and size that no run used for
+    UNUSED_DAYS (a run marks the one it uses); nothing else."""
+    folder, data = engines.parent, engines.read_bytes()
+    stem = engines.name.rsplit("-", 1)[0]  # edvr-tiny-16x16
+
+    def entry(name: str, days: float):
+        (folder / name).write_bytes(data)
+        return _aged(folder / name, days)
+
+    old = entry(f"{stem}-{'0' * 20}.onnx", 8)
+    old16 = entry(f"{stem}-fp16-{'1' * 20}.onnx", 8)  # the model's fp16 export
+    recent = entry(f"{stem}-{'2' * 20}.onnx", 6)  # (UNUSED_DAYS is 7)
+    size = entry(f"{stem.replace('16x16', '16x20')}-{'0' * 20}.onnx", 8)  # another size
+    qdq = entry(f"{stem}-{'0' * 20}-qdq-{'0' * 20}.onnx", 8)  # the Q/DQ cache's own
+    outside = tmp_path / "outside.onnx"
+    outside.write_bytes(data)
+    _aged(outside, 8)
+    (folder / f"{stem}-{'3' * 20}.onnx").symlink_to(outside)
+    _aged(folder / f"{stem}-{'3' * 20}.onnx", 8)
+    _aged(engines, 8)
+    assert _export(tiny) == (engines, []) and time.time() - engines.stat().st_mtime < 60  # used: marked so
+    assert old.is_file()  # (a use writes nothing: nothing removed)
+    _aged(engines, 8)
+    monkeypatch.setattr(cache, "graph_code_digest", lambda: "other")  # another key: written
+    path, said = _export(tiny)
+    assert path != engines and path.is_file() and said == []
+    assert not engines.exists() and not old.exists() and not old16.exists()
+    assert recent.is_file() and size.is_file() and qdq.is_file() and outside.is_file()
+    assert (folder / f"{stem}-{'3' * 20}.onnx").is_symlink()
+    assert sorted(p.name for p in folder.iterdir() if p.name.startswith(".")) == []

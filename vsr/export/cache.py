@@ -6,7 +6,8 @@ the input bucket (H, W), the opset, the precision (fp32, or the fp16 form of :mo
 form (``Shape`` values folded), the versions of torch, onnx and onnxscript (the exporter and its optimiser;
 ONNX Runtime's too for fp16, whose converter makes that form) and a digest of vsr's own code that makes the
 graph (:data:`GRAPH_CODE`: vsr's version number does not change with it).  A stale file is never used; a
-matching one is never rebuilt.
+matching one is never rebuilt.  Writing one removes the exports of the same config and size that no run used
+for :data:`vsr.unused.UNUSED_DAYS` (a run marks the one it uses): each key change left its tens of MB behind.
 
 What is read back is trusted only from a folder of this user's that no other user can write
 (:func:`vsr.files.private_folder`; else one line of error), and only an entry of theirs alone whose metadata
@@ -19,6 +20,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import re
 import warnings
 from pathlib import Path
 
@@ -27,6 +29,7 @@ import torch
 from vsr.export.onnx import OPSET, export_onnx, save_atomic, state_checksum
 from vsr.files import code_digest, private_folder, untrusted
 from vsr.model.config import ModelConfig
+from vsr.unused import UNUSED_DAYS, mark_used, remove_unused
 
 
 PRECISIONS = ("fp32", "fp16")
@@ -103,17 +106,22 @@ def cached_export(model: torch.nn.Module, config: ModelConfig, height: int, widt
     key = export_key(sha, config, height, width, precision=precision)
     tag = "" if precision == "fp32" else f"-{precision}"
     path = export_folder() / f"{config.name}-{height}x{width}{tag}-{key}.onnx"
+    mark_used(path)  # first: a run that removes entries meanwhile sees this one used
     why = unusable(path, sha, config, height, width, precision)
     if why is None:
         return path
     if why:
         warnings.warn(f"the cached ONNX export {path} {why}; exporting it again", stacklevel=2)
     if precision == "fp32":
-        return export_onnx(model, config, path, height, width, mode=ENTRY_MODE)
-    import onnx
+        export_onnx(model, config, path, height, width, mode=ENTRY_MODE)
+    else:
+        import onnx
 
-    from vsr.export.fp16 import half_model
+        from vsr.export.fp16 import half_model
 
-    source = cached_export(model, config, height, width, sha)
-    save_atomic(half_model(onnx.load(str(source))), path, ENTRY_MODE)
+        source = cached_export(model, config, height, width, sha)
+        save_atomic(half_model(onnx.load(str(source))), path, ENTRY_MODE)
+    # the model's exports: those of its config and size (any weights, key or precision; not its Q/DQ forms)
+    model_entry = re.compile(rf"{re.escape(config.name)}-{height}x{width}(-fp16)?-[0-9a-f]{{20}}\.onnx")
+    remove_unused(path.parent, model_entry.fullmatch, UNUSED_DAYS, keep=path.name)
     return path
