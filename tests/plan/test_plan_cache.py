@@ -178,3 +178,45 @@ def test_the_key_covers_onnx_and_the_code_that_writes_plans(model_path, monkeypa
     plan_module.plan_tools.cache_clear()
     assert plan_key(model_path).digest == base.digest
     assert plan_key(model_path, quant="q").tools != base.tools  # int8: its rewrite's code too
+
+
+def _aged(path, days: float):
+    import os
+    import time
+
+    t = time.time() - days * 86400
+    os.utime(path, (t, t), follow_symlinks=False)
+    return path
+
+
+def test_a_new_plan_removes_the_model_s_plans_no_run_used_for_a_week(model_path, tmp_path):
+    """Every key change (a new export of the model, onnx or ONNX Runtime upgraded, vsr's plan code) left the
+    earlier plan folder (tens of MB) in the cache for good.  Building one now removes, whole, the plans of the
+    same model (the export's config and size, any key; or the same file) that no run used for UNUSED_DAYS."""
+    import os
+    import time
+
+    exports = tmp_path / "onnx"
+    exports.mkdir()
+
+    def export(key: str, seed: int, size: str = "8x6"):
+        p = exports / f"edvr-{size}-{key * 20}.onnx"
+        onnx.save(edvr_like(seed=seed), str(p))
+        return p
+
+    cache = PlanCache(tmp_path / "plans")
+    old, recent = cache.get(export("0", 1)).directory, cache.get(export("1", 2)).directory
+    size = cache.get(export("0", 4, "8x7")).directory  # another size (its name says so)
+    file = cache.get(model_path).directory  # another model: a file outside the export cache
+    for d, days in ((old, 8), (recent, 6), (size, 8), (file, 8)):  # (UNUSED_DAYS is 7)
+        _aged(d, days)
+    third = cache.get(export("2", 3))
+    assert cache.built == 5 and not os.path.lexists(old)
+    assert all(SubgraphPlan.load(d).steps for d in (recent, size, file))
+    assert sorted(os.listdir(cache.root)) == sorted(d.name for d in (recent, size, file, third.directory))
+    _aged(third.directory, 8)
+    assert cache.get(export("2", 3)).directory == third.directory and cache.built == 5
+    assert time.time() - third.directory.stat().st_mtime < 60  # used: marked so
+    onnx.save(edvr_like(seed=5), str(model_path))  # the same file, new content: its earlier plan goes
+    cache.get(model_path)
+    assert cache.built == 6 and not os.path.lexists(file) and recent.is_dir() and third.directory.is_dir()

@@ -11,7 +11,9 @@ The directory name is a hash of everything that makes the plan valid (:class:`Pl
 checksum, its input shape bucket, the precision (with, for int8, the digest of the quantization parameters), the
 segment backend and its version, the bridge op set, whether the per-frame front is cut off (``front``) and the
 plan format.  :class:`PlanCache` never uses a stale plan (different key -> different directory; a directory
-whose manifest or files do not match is rebuilt) and never rebuilds a valid one.
+whose manifest or files do not match is rebuilt) and never rebuilds a valid one; building one removes the plans
+of the same model (:func:`model_of`) that no run used for :data:`vsr.unused.UNUSED_DAYS` (a run marks the plan
+it uses), each key change having left its plan behind for good.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import warnings
 import zipfile
 import logging
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -37,6 +40,7 @@ from vsr.files import code_digest, engine_dir, private_folder, sha256_file, untr
 from vsr.plan.arena import ArenaPlan, Buffer, plan_arena
 from vsr.plan.front import FRAMES
 from vsr.plan.partition import DEFAULT_BRIDGE_OPS, Partition, Step, TensorInfo, eval_dim, partition
+from vsr.unused import UNUSED_DAYS, mark_used, remove_unused
 
 log = logging.getLogger(__name__)
 
@@ -286,6 +290,29 @@ def write_plan(onnx_path: str | os.PathLike, out_dir: str | os.PathLike, *, brid
     return plan
 
 
+_DIGEST = re.compile(r"[0-9a-f]{24}")  # a plan folder's name (PlanKey.digest)
+
+
+def model_of(source: str | os.PathLike) -> str:
+    """The model a plan is made from: the ONNX file's path less its cache key (``<config>-<H>x<W>``, any weights
+    and key, of :func:`vsr.export.cache.cached_export`), or the whole path of another file."""
+    return re.sub(r"-[0-9a-f]{20}\.onnx$", "", os.path.abspath(source))
+
+
+def _of_model(onnx_path: str | os.PathLike) -> Callable[[int], bool]:
+    """Whether the plan folder (a descriptor) was made from the model of ``onnx_path``: its manifest's source."""
+    model = model_of(onnx_path)
+
+    def belongs(folder: int) -> bool:
+        fd = os.open(MANIFEST, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=folder)
+        with open(fd, "rb") as f:
+            manifest = json.loads(f.read(1 << 24))
+        source = manifest.get("source") if isinstance(manifest, dict) else None
+        return isinstance(source, str) and model_of(source) == model
+
+    return belongs
+
+
 def plans_dir() -> Path:
     """``<engine dir>/plans`` (:func:`vsr.files.engine_dir`)."""
     return engine_dir() / "plans"
@@ -310,6 +337,7 @@ class PlanCache:
         private_folder(self.root, "cached split plans", "what is read back from there decides your output",
                        "VSR_ENGINE_DIR")
         d = self.path(key)
+        mark_used(d)  # first: a run that removes plans meanwhile sees this one used
         plan, why = self._cached(d, key)
         if plan is not None:
             return plan
@@ -327,6 +355,8 @@ class PlanCache:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
         self.built += 1
+        remove_unused(self.root, _DIGEST.fullmatch, UNUSED_DAYS, keep=d.name, belongs=_of_model(onnx_path),
+                      folders=True)
         return SubgraphPlan.load(d)
 
     @staticmethod
