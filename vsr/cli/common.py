@@ -85,14 +85,14 @@ def check_calibration_folder(calibration: str | None) -> None:
     """A ``--int8-calibration`` folder that is missing, not a folder or holds no PNG frame: one line when the
     options are checked (an int8 run found it once the model had loaded and the run had begun)."""
     import os
-    from pathlib import Path
 
     from vsr.errors import InputError
+    from vsr.quant.config import calibration_frames
 
     if calibration is None:
         return
     if not os.path.isdir(calibration):
         why = "not a folder" if os.path.lexists(calibration) else "no such folder"
         raise InputError(f"--int8-calibration {calibration}: {why} (give a folder of PNG frames)")
-    if next(Path(calibration).glob("*.png"), None) is None:  # (the frames vsr.quant.config reads)
+    if not calibration_frames(calibration):
         raise InputError(f"--int8-calibration {calibration}: no PNG frames in it (give a folder of PNG frames)")

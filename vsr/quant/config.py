@@ -60,8 +60,14 @@ class QuantConfig:
         return hashlib.sha256(json.dumps(self.fields(), sort_keys=True).encode()).hexdigest()[:24]
 
 
+def calibration_frames(folder: str | os.PathLike) -> list[Path]:
+    """The PNG frames of ``folder`` in name order, their suffix in any case (a camera's or Windows tool's
+    ``.PNG``: they were "no PNG frames")."""
+    return sorted(Path(folder).glob("*.[pP][nN][gG]"))
+
+
 def _pngs(folder: str) -> list[Path]:
-    files = sorted(Path(folder).glob("*.png"))
+    files = calibration_frames(folder)
     if not files:
         raise InputError(f"int8 calibration: no PNG frames in {folder}")
     return files

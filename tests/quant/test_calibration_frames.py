@@ -1,0 +1,42 @@
+"""``--int8-calibration DIR`` takes the folder's PNG frames whatever the case of their suffix: a folder of ``*.PNG``
+(a camera's, a Windows tool's) was refused as "no PNG frames in it", and its frames never calibrated a plan."""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+import pytest
+
+from vsr.cli.common import check_calibration_folder
+from vsr.errors import InputError
+from vsr.quant.config import QuantConfig, calibration_windows
+
+
+def _frames(folder, names):
+    folder.mkdir()
+    rng = np.random.default_rng(0)
+    for name in names:
+        ok, png = cv2.imencode(".png", rng.integers(0, 256, (12, 16, 3), dtype=np.uint8))
+        (folder / name).write_bytes(png.tobytes())
+    return folder
+
+
+def test_frames_whose_suffix_is_upper_case_calibrate(tmp_path):
+    folder = _frames(tmp_path / "cal", ["f1.PNG", "f2.PNG", "f3.Png"])
+    check_calibration_folder(str(folder))  # was: "no PNG frames in it"
+    cfg = QuantConfig(calibration=str(folder), windows=2)
+    assert cfg.fields()["calibration"]["frames"] == 3
+    windows = calibration_windows(cfg, 2, 8, 8)
+    assert windows.shape == (2, 1, 2, 3, 8, 8) and windows.std() > 0.1  # the frames, read
+
+
+def test_only_png_frames_count_and_a_folder_without_them_is_refused(tmp_path):
+    from vsr.quant.config import calibration_frames
+
+    folder = _frames(tmp_path / "cal", ["a.png", "b.PNG", "c.jpg", "d.png.txt"])
+    assert [p.name for p in calibration_frames(folder)] == ["a.png", "b.PNG"]
+    empty = _frames(tmp_path / "empty", ["a.jpg", "a.png.txt"])
+    with pytest.raises(InputError, match="no PNG frames in it"):
+        check_calibration_folder(str(empty))
+    with pytest.raises(InputError, match="no PNG frames"):
+        QuantConfig(calibration=str(empty)).fields()
