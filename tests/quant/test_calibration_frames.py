@@ -40,3 +40,11 @@ def test_only_png_frames_count_and_a_folder_without_them_is_refused(tmp_path):
         check_calibration_folder(str(empty))
     with pytest.raises(InputError, match="no PNG frames"):
         QuantConfig(calibration=str(empty)).fields()
+
+
+def test_calibration_frames_come_in_their_numbers_order(tmp_path):
+    """FFmpeg's %d.png: text order read 1, 10, 11, 12, 2 ... and made calibration windows of frames far apart."""
+    from vsr.quant.config import calibration_frames
+
+    folder = _frames(tmp_path / "cal", [f"{i}.png" for i in range(1, 13)])
+    assert [p.name for p in calibration_frames(folder)] == [f"{i}.png" for i in range(1, 13)]

@@ -117,6 +117,12 @@ def test_ffmpeg_numbered_frames_are_read_in_their_numbers_order(tmp_path):
     assert values == [10 * k for k in range(1, 13)]
 
 
+def test_frames_whose_suffix_is_in_capitals_are_frames(tmp_path):
+    """A camera's or a Windows tool's ``FRAME001.PNG``: the folder was "zero frames: no *.png files"."""
+    src = open_source(_png_folder(tmp_path / "f", ["F001.PNG", "F002.png", "F003.Png"]))
+    assert [int(round(f.rgb[0, 0, 0] * 255)) for f in src.frames()] == [10, 20, 30]
+
+
 @pytest.mark.parametrize("names, message", [
     (["1.png", "2.png", "4.png", "5.png"], r"frame 3 missing \(2.png is followed by 4.png\)"),
     (["f001.png", "f002.png", "f006.png"], r"frames 3 to 5 missing"),

@@ -39,6 +39,7 @@ from vsr.pipeline import RunnerSettings, upscale
 from vsr.pipeline.upscale import run_encoder
 from vsr.video import EncoderSettings, open_source
 from vsr.video.endpoints import existing
+from vsr.video.png_frames import png_paths
 from vsr.video.encoder_choice import EncoderChoice, OutputContainer, choose_encoder
 from vsr.video.output import is_stream
 from vsr.video.reading import open_input
@@ -305,7 +306,7 @@ def _read_back(path: Path) -> tuple[list[np.ndarray], list[int]]:
         with open_input(str(path)) as c:
             sizes = [p.size for p in c.demux(main_video(c)) if p.size]
     else:  # PNG frames
-        sizes = [p.stat().st_size for p in sorted(path.glob("*.png"))]
+        sizes = [p.stat().st_size for p in sorted(png_paths(path))]
     return sr, sizes
 
 

@@ -12,6 +12,7 @@ import numpy as np
 
 from vsr.errors import InputError
 from vsr.files import sha256_file
+from vsr.video.png_frames import natural_key, png_paths
 from vsr.quant.isa import int8_isa, weight_qmax
 
 QUANT_FORMAT = 3  # bump when the int8 rewrite or the calibration changes what a plan holds (2: hard edges; 3: u8
@@ -61,9 +62,10 @@ class QuantConfig:
 
 
 def calibration_frames(folder: str | os.PathLike) -> list[Path]:
-    """The PNG frames of ``folder`` in name order, their suffix in any case (a camera's or Windows tool's
-    ``.PNG``: they were "no PNG frames")."""
-    return sorted(Path(folder).glob("*.[pP][nN][gG]"))
+    """The PNG frames of ``folder`` in natural order (``2.png`` before ``10.png``: consecutive frames make the
+    calibration's windows), their suffix in any case (a camera's or Windows tool's ``.PNG``: they were "no PNG
+    frames")."""
+    return sorted(png_paths(Path(folder)), key=lambda p: natural_key(p.name))
 
 
 def _pngs(folder: str) -> list[Path]:

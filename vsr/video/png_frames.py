@@ -23,10 +23,16 @@ def natural_key(name: str) -> list:
     return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
 
 
+def png_paths(folder: Path) -> list[Path]:
+    """The PNG files of ``folder``, their suffix in any case (a camera's or a Windows tool's ``.PNG`` made the
+    folder one of no frames), in no order."""
+    return list(Path(folder).glob("*.[pP][nN][gG]"))
+
+
 def frame_files(folder: Path, gaps: bool = False) -> list[Path]:
-    """The ``*.png`` of ``folder`` in frame order (see the module's docstring); [] where there is none.  ``gaps``:
-    numbers may be missing (a folder read as a set of frames paired by name, not as a video)."""
-    files = list(Path(folder).glob("*.png"))
+    """The ``*.png`` of ``folder`` (:func:`png_paths`) in frame order (see the module's docstring); [] where there
+    is none.  ``gaps``: numbers may be missing (a folder read as a set of frames paired by name, not as a video)."""
+    files = png_paths(folder)
     for p in files:  # (a named pipe waited for ever for a writer, and no Ctrl-C reached the read)
         kind = special_kind(p.stat().st_mode) if p.exists() else None
         if kind is not None:
