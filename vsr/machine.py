@@ -46,16 +46,21 @@ def usable_cores(cgroup: Path = CGROUP, own: str | None = None) -> int:
     cgroup's CPU quota is lower (a container's ``--cpus 2`` on a machine of 64: the quota over the period, rounded
     up), or this process's share of them (:func:`share_cores`).  ``os.cpu_count()`` counts the machine's: 8 ONNX
     Runtime threads on 1 core ran the whole graph 2.7-4.7x slower than 1 (docs/benchmarks.md, "CPU model speed")."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    cores = _mask()
     quota = _cgroup_cpu_quota(cgroup, own)
     cores = min(cores, math.ceil(quota)) if quota else cores
     return max(1, min(cores, _share) if _share else cores)
 
 
+def _mask() -> int:
+    """The cores this process's affinity mask holds (what libraries' own defaults follow)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
 def fewer_cores() -> int | None:
     """:func:`usable_cores` where a CPU quota or this process's share makes them fewer than the affinity mask's
     count, which libraries' own defaults follow (FFmpeg's encoders, x264's 1.5 threads a core); else None."""
-    mask = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    mask = _mask()
     cores = usable_cores()
     return cores if cores < mask else None
 

@@ -226,8 +226,8 @@ class VideoSink:
         siting = {"chroma_sample_location": SITING_NAMES[self.planes.siting]} if self.planes.siting else {}
         vs.options = {**self.encoder_options, **siting}  # where vsr.video.planes sited the chroma, for players
         vs.thread_type = "AUTO"
-        if fewer_cores():  # a container's CPU quota, a worker's share: the encoder's own count ignores them
-            cc.thread_count = fewer_cores()
+        if bound := fewer_cores():  # a container's CPU quota, a worker's share: the encoder's own count ignores them
+            cc.thread_count = bound
         if info.display_matrix is not None:  # a mirror too, not only the angle
             vs.set_display_matrix(output_matrix(info.display_matrix, (info.width, info.height),
                                                 (choice.width, choice.height)))
