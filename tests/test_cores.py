@@ -135,3 +135,39 @@ def test_the_encoder_takes_the_share_not_the_machine(make_clip, tmp_path):
         assert run.returncode == 0, run.stderr[-2000:]
         threads[share] = _x264_threads(out)
     assert threads[1] == 1 and threads[0] > 1  # x264's own choice where nothing bounds it
+
+
+KERNELS_IN_A_THREAD = """
+import json, sys, threading
+import numba, numpy as np
+from vsr.machine import share_cores
+from vsr.kernels import conv3x3_narrow, depth_to_space_crd
+from vsr.kernels.threads import configure_kernel_threads, default_threads
+if sys.argv[1] == "share":
+    share_cores(1)  # a batch worker's share of the machine
+else:
+    configure_kernel_threads(1)  # --threads 1, set in the thread that opens the backend
+seen = {}
+
+def run():  # as the pipeline's infer stage runs them: in a thread of its own
+    depth_to_space_crd(np.ones((1, 4, 8, 8), np.float32), 2)
+    seen["depth_to_space"] = numba.get_num_threads()  # what the kernel's prange ran on in this thread
+    conv3x3_narrow(np.ones((1, 4, 8, 8), np.float32), np.ones((3, 4, 3, 3), np.float32))
+    seen["narrow_conv"] = numba.get_num_threads()
+
+thread = threading.Thread(target=run)
+thread.start()
+thread.join()
+print(json.dumps({"kernels": default_threads(), **seen}))
+"""
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 cores to give a process a share of one")
+@pytest.mark.parametrize("bound", ["share", "threads"])
+def test_numbas_parallel_loops_take_the_kernels_cores_in_every_thread(bound):
+    """numba's thread count is per thread and a new one starts at NUMBA_NUM_THREADS (the affinity mask's): the
+    infer stage's PixelShuffle and narrow convolution ran on every core whatever a worker's share or --threads."""
+    out = subprocess.run([sys.executable, "-c", KERNELS_IN_A_THREAD, bound], capture_output=True, text=True,
+                         timeout=300, env={**os.environ, "NUMBA_NUM_THREADS": "2"})
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert json.loads(out.stdout.splitlines()[-1]) == {"kernels": 1, "depth_to_space": 1, "narrow_conv": 1}

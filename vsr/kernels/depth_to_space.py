@@ -12,6 +12,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from vsr.kernels.threads import parallel_loop_threads
+
 
 @numba.njit(parallel=True, cache=True)
 def _depth_to_space_crd(x, r, slope, out):  # pragma: no cover - compiled
@@ -50,5 +52,6 @@ def depth_to_space_crd(x: np.ndarray, blocksize: int, out: np.ndarray | None = N
     elif out.shape != shape:
         raise ValueError(f"DepthToSpace: out has shape {out.shape}, expected {shape}")
     slope = 1.0 if negative_slope is None else float(negative_slope)
+    parallel_loop_threads()
     _depth_to_space_crd(np.ascontiguousarray(x), r, slope, out)
     return out

@@ -15,6 +15,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from vsr.kernels.threads import parallel_loop_threads
+
 # the most output channels this kernel is for: beyond that, ONNX Runtime's blocked convolution is the better one
 MAX_OUT_CHANNELS = 4
 
@@ -75,5 +77,6 @@ def conv3x3_narrow(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None = 
         raise ValueError(f"conv3x3_narrow: out has shape {out.shape}, expected {shape}")
     b = np.zeros(k, np.float32) if bias is None else np.ascontiguousarray(bias, np.float32)
     slope = np.float32(1.0 if negative_slope is None else negative_slope)
+    parallel_loop_threads()
     _conv3x3_narrow(np.ascontiguousarray(x, np.float32), np.ascontiguousarray(weight, np.float32), b, slope, out)
     return out

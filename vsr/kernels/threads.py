@@ -70,6 +70,19 @@ def default_threads() -> int:
     return max(1, min(int(numba.config.NUMBA_NUM_THREADS), usable_cores()))
 
 
+def parallel_loop_threads() -> int:
+    """Run numba's parallel loops (``prange``) called from this thread on :func:`default_threads` cores; the count.
+    numba's count is per thread and a new thread (a pipeline stage's) starts at ``NUMBA_NUM_THREADS``, the affinity
+    mask's, whatever a cgroup's CPU quota, a worker's share or ``--threads`` allow: so each kernel sets it where
+    it runs (about 2 us a call)."""
+    import numba
+
+    threads = min(default_threads(), int(numba.config.NUMBA_NUM_THREADS))
+    if numba.get_num_threads() != threads:
+        numba.set_num_threads(threads)
+    return threads
+
+
 class KernelWorkers:
     """A small pool whose threads each use a single-threaded BLAS.  ``map_tiles(fn, n)`` calls
     ``fn(worker_index, tile_index)`` for every tile, tiles handed out dynamically."""
