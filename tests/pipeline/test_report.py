@@ -33,3 +33,16 @@ def test_timer_splits_busy_and_waiting_and_names_the_bottleneck():
     table = report.table()
     assert "infer" in table.splitlines()[2] and table.splitlines()[2].endswith("*")
     assert "bottleneck: infer" in table
+
+
+def test_the_end_table_says_the_rate_is_not_known_without_a_wall_time():
+    """``vsr upscale``'s closing table printed ``= 0.00 fps`` for a wall time of 0, and frames over a time below
+    the report's microseconds (``wall_s`` 0 in the JSON) a rate of millions; ``vsr report`` says not known."""
+    for wall in (0.0, 1e-7):
+        report = RunReport([], {}, wall_s=wall, frames=3, steps={})
+        line = report.table().splitlines()[-1]
+        assert line == "3 frames in 0.00 s, fps not known (no wall time); bottleneck: -", line
+        d = json.loads(json.dumps(report.to_dict()))
+        assert d["wall_s"] == 0.0 and d["fps"] is None
+    assert RunReport([], {}, wall_s=0.5, frames=3, steps={}).table().splitlines()[-1].startswith(
+        "3 frames in 0.50 s = 6.00 fps;")

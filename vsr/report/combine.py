@@ -35,7 +35,7 @@ def combine_reports(reports: list[dict], settings: dict | None = None) -> dict:
         "settings": merged_settings,
         "frames": frames,
         "wall_s": round(wall, 6),
-        "fps": round(frames / wall, 4) if wall > 0 else 0.0,
+        "fps": round(frames / wall, 4) if wall > 0 else None,  # not known (vsr report's word), not 0
         "bottleneck": bottleneck["name"] if bottleneck else None,
         "stages": stages,
         "backend_steps_s": {s["name"]: s["total_s"] for s in _steps(reports)},

@@ -148,8 +148,10 @@ class RunReport:
     STEADY_AFTER = 60  # frames; a shorter run: a quarter of it (see ``steady``)
 
     @property
-    def fps(self) -> float:
-        return self.frames / self.wall_s if self.wall_s > 0 else 0.0
+    def fps(self) -> float | None:
+        """Frames per second of wall time; None where the wall time is 0 as the report records it (microseconds):
+        not known, as ``vsr report`` says of it, never ``0.00 fps`` or a rate of millions."""
+        return self.frames / self.wall_s if round(self.wall_s, 6) > 0 else None
 
     @property
     def steady(self) -> dict | None:
@@ -200,7 +202,7 @@ class RunReport:
             "settings": self.settings,
             "frames": self.frames,
             "wall_s": round(self.wall_s, 6),
-            "fps": round(self.fps, 4),
+            "fps": round(self.fps, 4) if self.fps is not None else None,
             "steady": self.steady,
             "bottleneck": b.name if b else None,
             "stages": [{"name": s.name, "items": s.items, "busy_s": s.busy_s, "wait_in_s": s.wait_in_s,
@@ -247,8 +249,8 @@ class RunReport:
             mark = " *" if s is b else ""
             lines.append(f"{s.name:<10} {s.items:>7} {s.busy_s:8.2f} {s.wait_in_s:8.2f} {s.wait_out_s:8.2f} "
                          f"{tp}{mark}")
-        lines.append(f"{self.frames} frames in {self.wall_s:.2f} s = {self.fps:.2f} fps; "
-                     f"bottleneck: {b.name if b else '-'}")
+        rate = f" = {self.fps:.2f} fps" if self.fps is not None else ", fps not known (no wall time)"
+        lines.append(f"{self.frames} frames in {self.wall_s:.2f} s{rate}; bottleneck: {b.name if b else '-'}")
         extra = [line for line in (self.memory_line(), self.encoder_line()) if line]
         return "\n".join(lines + extra)
 
