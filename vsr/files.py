@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Callable, Iterator, TypeVar
 
 from vsr import interrupt
-from vsr.errors import InputError
+from vsr.errors import InputError, printable
 
 T = TypeVar("T")
 
@@ -161,10 +161,38 @@ def load_config(path: str | os.PathLike | None, default: str, what: str, build: 
         raise ConfigError(f"{p}: malformed {what} ({e})") from None
 
 
-def user_cache_dir() -> Path:
-    """``$XDG_CACHE_HOME/vsr``, else ``~/.cache/vsr``."""
+def home_folder(instead: tuple[str, ...]) -> Path:
+    """The user's home folder: ``$HOME``, else the password database's.  None to be found (HOME unset and the user
+    id in no passwd entry: a container run as ``--user 12345``; HOME relative) -> one InputError naming what to
+    set, ``instead``'s variables or HOME.  (``Path.home()`` raised RuntimeError there, a traceback, and
+    ``os.path.expanduser("~")`` gave ``~``: a folder of that name made in the current one.)"""
+    try:
+        home = Path.home()
+    except (RuntimeError, KeyError):
+        home = None
+    if home is not None and home.is_absolute():
+        return home
+    why = (f"HOME={printable(os.environ['HOME'])} is not an absolute path" if os.environ.get("HOME") else
+           f"HOME is not set and user id {os.getuid()} has no entry in the password database")
+    raise InputError(f"no home folder to keep vsr's files in ({why}): set {', '.join(instead)} or HOME")
+
+
+def user_cache_dir(instead: tuple[str, ...] = ("XDG_CACHE_HOME",)) -> Path:
+    """``$XDG_CACHE_HOME/vsr``, else ``~/.cache/vsr`` (no home: :func:`home_folder`'s line, naming ``instead``)."""
     xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".cache") / "vsr"
+    return (Path(xdg) if xdg and Path(xdg).is_absolute() else home_folder(instead) / ".cache") / "vsr"
+
+
+def torch_cache_dir() -> Path:
+    """``$TORCHINDUCTOR_CACHE_DIR``, set by ``vsr/__init__.py`` to ``torchinductor/`` in vsr's cache folder; called
+    before the ONNX export or ``torch.compile`` imports torch's dynamo, which makes it.  Left unset there without
+    a home: then set here, or :func:`home_folder`'s line, never torch's default (a predictable /tmp name)."""
+    env = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    if env:
+        return Path(env)
+    path = user_cache_dir(("TORCHINDUCTOR_CACHE_DIR", "XDG_CACHE_HOME")) / "torchinductor"
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(path)
+    return path
 
 
 def special_kind(mode: int) -> str | None:
@@ -257,10 +285,11 @@ def private_file(path: Path) -> bool:
     return untrusted(path) is None and path.is_file()
 
 
-def user_data_dir() -> Path:
-    """``$XDG_DATA_HOME/vsr``, else ``~/.local/share/vsr``: what vsr keeps for the user (the job store)."""
+def user_data_dir(instead: tuple[str, ...] = ("XDG_DATA_HOME",)) -> Path:
+    """``$XDG_DATA_HOME/vsr``, else ``~/.local/share/vsr``: what vsr keeps for the user (the job store); no home:
+    :func:`home_folder`'s line, naming ``instead``."""
     xdg = os.environ.get("XDG_DATA_HOME")
-    return (Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".local" / "share") / "vsr"
+    return (Path(xdg) if xdg and Path(xdg).is_absolute() else home_folder(instead) / ".local" / "share") / "vsr"
 
 
 def engine_dir(root: Path = PACKAGE_PARENT) -> Path:
@@ -276,7 +305,7 @@ def engine_dir(root: Path = PACKAGE_PARENT) -> Path:
         return Path(env)
     if source_checkout(root):
         return root / "engines"
-    return user_cache_dir() / "engines"
+    return user_cache_dir(("VSR_ENGINE_DIR", "XDG_CACHE_HOME")) / "engines"
 
 
 def weights_dir() -> Path:
@@ -284,7 +313,7 @@ def weights_dir() -> Path:
     ``$VSR_WEIGHTS_DIR``, else ``weights/`` in the user's cache folder (also when run from a checkout: they are
     large and the same for every checkout)."""
     env = os.environ.get("VSR_WEIGHTS_DIR")
-    return Path(env) if env else user_cache_dir() / "weights"
+    return Path(env) if env else user_cache_dir(("VSR_WEIGHTS_DIR", "XDG_CACHE_HOME")) / "weights"
 
 
 @contextmanager

@@ -2,9 +2,12 @@
 
 import hashlib
 import importlib.resources
+import os
 import shutil
 import tomllib
 from pathlib import Path
+
+import pytest
 
 from vsr.files import config_dir, engine_dir, sha256_file, source_checkout, weights_dir
 
@@ -56,6 +59,72 @@ def test_engine_dir_falls_back_to_home_cache(tmp_path, monkeypatch):
     site = tmp_path / "site-packages"
     site.mkdir()
     assert engine_dir(site) == tmp_path / "home" / ".cache" / "vsr" / "engines"
+
+
+def _user_namespaces() -> bool:
+    """Whether a process can run as a user id with no passwd entry here (a user namespace: ``unshare``)."""
+    import subprocess
+
+    try:
+        return subprocess.run(["unshare", "--user", "--map-user=12345", "--map-group=12345", "true"],
+                              capture_output=True, timeout=30).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+@pytest.mark.parametrize("home", ["relative", "unset"])
+def test_no_home_is_one_line_naming_what_to_set_and_no_folder_named_tilde(tmp_path, home):
+    """HOME unset under a uid with no passwd entry (a container's ``--user 12345``), or relative: ``Path.home()``
+    raised RuntimeError (a traceback from ``vsr jobs list``) and ``expanduser("~")`` gave ``~``, so ``vsr export``
+    made ``./~/.cache/vsr/torchinductor`` in the current folder.  Commands that keep nothing still run."""
+    import subprocess
+    import sys
+
+    if home == "unset" and not _user_namespaces():
+        pytest.skip("no user namespaces here (unshare --user)")
+    work, tmp = tmp_path / "work", tmp_path / "tmp"
+    work.mkdir()
+    tmp.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("HOME", "XDG_CACHE_HOME", "XDG_DATA_HOME",
+                                                            "TORCHINDUCTOR_CACHE_DIR", "VSR_JOBS_STORE", "VSR_JOBS")}
+    env.update(TMPDIR=str(tmp), **({"HOME": "nohome"} if home == "relative" else {}))
+    prefix = [] if home == "relative" else ["unshare", "--user", "--map-user=12345", "--map-group=12345"]
+
+    def vsr(*args):
+        return subprocess.run([*prefix, sys.executable, "-m", "vsr", *args], capture_output=True, text=True,
+                              env=env, cwd=work, timeout=600)
+
+    for args, names in [(["export", "--weights", "random", "--config", "edvr-tiny", "--height", "16", "--width",
+                          "16", "--out", "m.onnx"], "TORCHINDUCTOR_CACHE_DIR, XDG_CACHE_HOME or HOME"),
+                        (["jobs", "list"], "VSR_JOBS_STORE, XDG_DATA_HOME or HOME")]:
+        p = vsr(*args)
+        last = p.stderr.strip().splitlines()[-1]
+        assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
+        assert last.startswith("vsr: error: no home folder") and last.endswith(f": set {names}"), last
+    assert sorted(os.listdir(work)) == [] and os.listdir(tmp) == []  # no ./~, no /tmp/torchinductor_*
+    for args in (["--help"], ["upscale", "--help"]):
+        assert vsr(*args).returncode == 0
+
+
+def test_the_caches_without_a_home_name_their_own_variable(tmp_path, monkeypatch):
+    from vsr.errors import InputError
+    from vsr.files import user_data_dir
+
+    for name in ("VSR_ENGINE_DIR", "VSR_WEIGHTS_DIR", "XDG_CACHE_HOME", "XDG_DATA_HOME"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", "relative")
+    monkeypatch.chdir(tmp_path)
+    site = tmp_path / "site-packages"  # an installed vsr: its engines in the user's cache
+    site.mkdir()
+    for call, names in [(lambda: engine_dir(site), "VSR_ENGINE_DIR, XDG_CACHE_HOME or HOME"),
+                        (weights_dir, "VSR_WEIGHTS_DIR, XDG_CACHE_HOME or HOME"),
+                        (user_data_dir, "XDG_DATA_HOME or HOME")]:
+        with pytest.raises(InputError, match="HOME=relative is not an absolute path") as e:
+            call()
+        assert str(e.value).endswith(f": set {names}")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # what the line asks for is enough
+    assert engine_dir(site) == tmp_path / "cache" / "vsr" / "engines"
+    assert sorted(os.listdir(tmp_path)) == ["site-packages"]
 
 
 # ---- configuration files: one resolver, shipped in the package ------------------------------------------------

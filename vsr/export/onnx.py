@@ -22,7 +22,7 @@ import torch
 
 from vsr import interrupt
 from vsr.errors import InputError
-from vsr.files import create_new
+from vsr.files import create_new, torch_cache_dir
 from vsr.export.fold import fold_shape_values
 from vsr.model.config import ModelConfig
 
@@ -79,6 +79,7 @@ def export_onnx(model: torch.nn.Module, config: ModelConfig, path: str | os.Path
         raise InputError(f"export size must be positive multiples of 4, got {height}x{width}")
     if opset < 19:
         raise InputError("DeformConv needs opset >= 19")
+    torch_cache_dir()  # before torch.export imports dynamo, which makes it
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
     model = model.eval().float()

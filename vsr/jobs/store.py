@@ -50,7 +50,7 @@ class StoreError(InputError):
 
 def default_store() -> Path:
     """The store when none is named: ``jobs.db`` in the user's data folder (:func:`vsr.files.user_data_dir`)."""
-    return user_data_dir() / STORE_NAME
+    return user_data_dir(("VSR_JOBS_STORE", "XDG_DATA_HOME")) / STORE_NAME
 
 
 def store_path(path: str | os.PathLike | None = None) -> Path:

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from vsr.errors import InputError
-from vsr.files import file_in_the_way, write_new
+from vsr.files import file_in_the_way, torch_cache_dir, write_new
 from vsr.machine import usable_cores
 from vsr.model.config import ModelConfig, load_config
 from vsr.model.init import init_weights, offset_convs
@@ -166,6 +166,8 @@ class Trainer:
             torch.backends.cudnn.benchmark = True
         # the training forward: the model itself, or compiled (kernels fused, launches cut: a small batch is
         # launch-bound on a GPU); checkpoints, the EMA and validation use the model's own parameters either way
+        if o.compile:
+            torch_cache_dir()  # torch.compile's dynamo makes it
         self.forward = torch.compile(self.model) if o.compile else self.model
 
         # Segments big and long enough for a degradation's [context] too, or every window would be a still image.

@@ -49,7 +49,7 @@ def cache_dir() -> Path:
     mode 0700 and checked (:func:`vsr.files.private_folder`).  (It was a predictable name in /tmp, where another
     user could make the folder first and plant a library that the CPU emulation would load.)"""
     root = os.environ.get("VSR_KERNEL_CACHE")
-    return Path(root) if root else user_cache_dir() / "kernels"
+    return Path(root) if root else user_cache_dir(("VSR_KERNEL_CACHE", "XDG_CACHE_HOME")) / "kernels"
 
 
 def build_harness(compiler: str | None = None) -> Path:
