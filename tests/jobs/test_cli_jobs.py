@@ -195,6 +195,28 @@ def test_a_job_file_s_bad_value_names_its_key(clips, tmp_path, capsys, keys, sai
     assert not store.exists()
 
 
+@pytest.mark.parametrize("keys, inputs, said", [
+    ('frames = "10:20"', "x --frames y/--frames.mp4", "frames 10:20: {src} has only 7 frames"),  # a file's name
+    ('frames = "10:20"', "x --frames y", "frames 10:20: {src} has only 7 frames"),  # a folder of videos
+    ('backend = "ort"\nprecision = "int8"\nint8-calibration = "x --int8-calibration y"',
+     "a.mp4", "int8-calibration {tmp}/x --int8-calibration y: no PNG frames in it (give a folder of PNG frames)"),
+])
+def test_a_job_file_s_key_is_renamed_where_the_message_names_it_not_inside_a_path(clips, tmp_path, capsys, keys,
+                                                                                   inputs, said):
+    """The key's rename rewrote every spelling of the option in the message: an input, a folder of videos or a
+    calibration folder whose name holds ``--frames`` was printed as another path (``x frames y``)."""
+    a, _ = clips
+    (tmp_path / "x --int8-calibration y").mkdir()
+    src = tmp_path / "x --frames y" / "--frames.mp4"
+    src.parent.mkdir()
+    src.write_bytes(a.read_bytes())
+    (tmp_path / "a.mp4").write_bytes(a.read_bytes())
+    jf = tmp_path / "batch.toml"
+    jf.write_text(f'inputs = ["{inputs}"]\nout_dir = "out"\n[upscale]\n{keys}\n')
+    rc, out, err = jobs(capsys, "add", jf, "--store", tmp_path / "q.db", *TINY)
+    assert rc == 2 and errors(err) == [f"vsr: error: job file {jf}: [upscale]: {said.format(tmp=tmp_path, src=src)}"]
+
+
 def test_the_command_line_s_options_keep_their_names_beside_a_job_file(clips, tmp_path, capsys, monkeypatch):
     """Only what the job file set is named by its keys: the command line's --tile stays --tile; and where
     precision auto leaves the file's int8 keys unused, the warning names them."""

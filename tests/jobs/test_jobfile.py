@@ -73,3 +73,20 @@ def test_a_missing_job_file(tmp_path):
 def test_bundled_weights_names_are_not_paths(tmp_path, name):
     f = read_job_file(write(tmp_path, f'inputs = "a.mp4"\n[upscale]\nweights = "{name}"\n'))
     assert f.upscale == {"weights": name}
+
+
+def test_a_key_is_renamed_where_the_message_names_it_not_in_an_output_or_escaped_path(tmp_path):
+    """Outputs (``out_dir`` and an input's stem) and a path as :func:`vsr.errors.printable` prints it keep the
+    option's spelling; the option the message is about is named as the file's key."""
+    from vsr.errors import printable
+    from vsr.jobs.jobfile import in_its_words
+
+    job = read_job_file(write(tmp_path, 'inputs = ["x --tile y.mp4", "a\\n--tile.mp4"]\nout_dir = "o"\n'
+                                        '[upscale]\ntile = 33\n'))
+    out, odd = tmp_path / "o" / "x --tile y.mkv", printable(tmp_path / "a\n--tile.mp4")
+    assert in_its_words(job, f"--tile 33: {out} and {odd}; --tile") == (
+        f"job file {job.path}: [upscale]: tile 33: {out} and {odd}; tile")
+    elsewhere = tmp_path / "cli-out"  # the command line's --out-dir, where the file names none
+    assert in_its_words(job, f"--tile 33: {elsewhere}/x --tile y.mkv", elsewhere).endswith(
+        f": tile 33: {elsewhere}/x --tile y.mkv")
+    assert in_its_words(job, f"--batch 3: {out}") is None  # an option of the command line's: as it is

@@ -174,7 +174,7 @@ def _queue(args, broker: str | None, created: list[Path]) -> tuple[list, str]:
     from vsr.jobs.chunking import DEFAULT_CHUNK_FRAMES, plan_job
 
     taken: dict = {}
-    planned = []  # (spec, chunk frames)
+    planned = []  # (spec, chunk frames, job file, out_dir)
     said: set = set()
     if not broker:
         from vsr.jobs.store import JobStore, store_path
@@ -183,8 +183,8 @@ def _queue(args, broker: str | None, created: list[Path]) -> tuple[list, str]:
             with JobStore(args.store, write=False):
                 pass
     for inputs, out_dir, ext, chunk, overwrite, options, job_file in _groups(args):
-        with _in_its_words(job_file):
-            with _in_its_words(job_file, warnings=True):
+        with _in_its_words(job_file, out_dir):
+            with _in_its_words(job_file, out_dir, warnings=True):
                 backend, encoder, runner = upscale_settings(options)
             # whether an encoder prints its banner is the worker's to decide (`vsr -v jobs run`), not part of the
             # job: stored as before, so `vsr -v jobs add` and `vsr jobs add` make the same job (the same key, the
@@ -193,10 +193,10 @@ def _queue(args, broker: str | None, created: list[Path]) -> tuple[list, str]:
             specs = list(job_specs(inputs, out_dir, ext, backend, encoder, runner, overwrite, taken, created,
                                    on_weights=_say_weights))
         _say_precision(backend, said)  # once the inputs are known to be there: a refusal comes alone
-        planned += [(spec, chunk or DEFAULT_CHUNK_FRAMES, job_file) for spec in specs]
+        planned += [(spec, chunk or DEFAULT_CHUNK_FRAMES, job_file, out_dir) for spec in specs]
     jobs = []
-    for spec, frames, job_file in planned:  # probes every input and encoder first
-        with _in_its_words(job_file):
+    for spec, frames, job_file, out_dir in planned:  # probes every input and encoder first
+        with _in_its_words(job_file, out_dir):
             jobs.append(plan_job(spec, frames))
     if broker:
         celery = distributed()
@@ -217,7 +217,7 @@ def _queue(args, broker: str | None, created: list[Path]) -> tuple[list, str]:
 
 
 @contextmanager
-def _in_its_words(job_file, warnings: bool = False):
+def _in_its_words(job_file, out_dir: Path, warnings: bool = False):
     """Errors (and with ``warnings``, the warnings) about the options a job file set name its keys, as its own
     type errors do, not the command line's options (`--tile 33: ...` for a job file's ``tile = 33``)."""
     import warnings as w
@@ -232,13 +232,14 @@ def _in_its_words(job_file, warnings: bool = False):
         with held as caught:
             yield
     except VsrError as e:
-        said = in_its_words(job_file, str(e))
+        said = in_its_words(job_file, str(e), out_dir)
         if said is None:
             raise
         raise type(e)(said) from None
     finally:
         for c in caught:
-            w.showwarning(in_its_words(job_file, str(c.message)) or c.message, c.category, c.filename, c.lineno)
+            w.showwarning(in_its_words(job_file, str(c.message), out_dir) or c.message, c.category, c.filename,
+                          c.lineno)
 
 
 def _say_precision(request, said: set) -> None:

@@ -17,9 +17,9 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from vsr.errors import InputError
+from vsr.errors import InputError, printable
 from vsr.files import loads_toml, read_small_text
-from vsr.jobs.inputs import check_ext
+from vsr.jobs.inputs import check_ext, videos_of
 
 _TOP = {"inputs": "a path or a list of paths", "out_dir": "a path", "ext": "a container suffix (mkv, mp4...)",
         "chunk_frames": "an integer", "overwrite": "true or false", "upscale": "a table of vsr upscale options"}
@@ -52,16 +52,38 @@ class JobFile:
     keys: dict = field(default_factory=dict)
 
 
-def in_its_words(job: JobFile, message: str) -> str | None:
+def in_its_words(job: JobFile, message: str, out_dir: Path | None = None) -> str | None:
     """``message`` (about vsr upscale's options) with each option that ``job`` set named as the key it wrote
     (``--memory-budget`` -> ``memory-budget``, ``-x`` -> ``encoder_options``), after where that key is; None where
     it names none of them (an option of the command line's).  The checks that job files share with the command
-    line name its options: a job file's bad value read as if the command line had given it."""
-    said = message
+    line name its options: a job file's bad value read as if the command line had given it.  The paths the job
+    names (its inputs, the videos of a folder, its outputs under ``out_dir``, its files) are left as they are: an
+    input ``x --frames y/a.mp4`` was printed as ``x frames y/a.mp4``."""
+    paths = _its_paths(job, out_dir)
+    # the message cut at each of those paths: the odd parts are the paths, kept; options are named in the rest
+    parts = re.split(f"({'|'.join(map(re.escape, paths))})", message) if paths else [message]
     for dest, key in job.keys.items():
         option = "-x" if dest == "encoder_options" else "--" + dest.replace("_", "-")
-        said = re.sub(rf"(?<![\w-]){re.escape(option)}(?![\w-])", lambda _, key=key: key, said)
+        parts[::2] = [re.sub(rf"(?<![\w-]){re.escape(option)}(?![\w-])", lambda _, key=key: key, part)
+                      for part in parts[::2]]
+    said = "".join(parts)
     return None if said == message else f"job file {job.path}: [upscale]: {said}"
+
+
+def _its_paths(job: JobFile, out_dir: Path | None) -> list[str]:
+    """The paths a message about ``job`` may print, longest first (as printed: escaped too), each an output's
+    stem in ``out_dir`` (its suffix is the job's)."""
+    found = [job.path, *job.inputs, *(Path(v) for v in job.upscale.values() if isinstance(v, str) and
+                                      os.path.isabs(v))]
+    videos = []
+    for src in job.inputs:
+        try:
+            videos += videos_of(src) if src.is_dir() else [src]
+        except (OSError, InputError):  # (said by the checks themselves)
+            continue
+    found += videos + [d / v.stem for d in {job.out_dir, out_dir} - {None} for v in videos] + [job.out_dir]
+    text = {form for p in found if p is not None for form in (str(p), printable(p))}
+    return sorted(text, key=len, reverse=True)
 
 
 def _unknown(where: str, key: str, known) -> InputError:
