@@ -95,3 +95,31 @@ def test_a_use_marks_an_entry_at_most_daily_never_through_a_link(tmp_path):
     assert time.time() - entry.stat().st_mtime > 86400
     mark_used(entry)
     assert time.time() - entry.stat().st_mtime < 60
+
+
+def test_a_folder_writable_by_the_users_private_group_alone_is_pruned_a_shared_groups_is_not(tmp_path):
+    """Under Ubuntu's umask 002 the cache folders a user makes are group-writable by their private group:
+    remove_unused kept everything in them for good, although vsr.files.untrusted trusts such a folder."""
+    import grp
+
+    import pytest
+
+    from vsr.files import own_group
+
+    gid = os.getegid()
+    if not own_group(gid, os.geteuid()):
+        pytest.skip("this user's group is not a private one")
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    cache.chmod(0o770)
+    (cache / "x-1.onnx").write_bytes(b"old")
+    _aged(cache / "x-1.onnx", 8)
+    assert remove_unused(cache, lambda n: n.startswith("x-")) == ["x-1.onnx"]
+    shared = [g.gr_gid for g in grp.getgrall() if not own_group(g.gr_gid, os.geteuid())]
+    if os.geteuid() == 0 and shared:  # (only root can give the folder a group of others)
+        (cache / "x-2.onnx").write_bytes(b"old")
+        _aged(cache / "x-2.onnx", 8)
+        os.chown(cache, -1, shared[0])
+        assert remove_unused(cache, lambda n: n.startswith("x-")) == [] and (cache / "x-2.onnx").is_file()
+        cache.chmod(0o750)
+        assert remove_unused(cache, lambda n: n.startswith("x-")) == ["x-2.onnx"]

@@ -241,9 +241,15 @@ def untrusted(path: Path) -> str | None:
         return "it is a symbolic link"
     if st.st_uid != os.geteuid():
         return f"it belongs to user {st.st_uid}"
-    if st.st_mode & 0o002 or (st.st_mode & 0o020 and not own_group(st.st_gid, st.st_uid)):
+    if others_can_write(st):
         return f"other users can write to it (mode {stat.S_IMODE(st.st_mode):o})"
     return None
+
+
+def others_can_write(st: os.stat_result) -> bool:
+    """Whether a user other than the owner of what ``st`` describes may write to it: its mode lets all, or a
+    group that is not the owner's alone (:func:`own_group`)."""
+    return bool(st.st_mode & 0o002 or (st.st_mode & 0o020 and not own_group(st.st_gid, st.st_uid)))
 
 
 def own_group(gid: int, uid: int) -> bool:

@@ -5,7 +5,8 @@ behind: tens of MB for good.
 Writing a new entry removes the entries of the same model that no run used for :data:`UNUSED_DAYS`
 (:func:`remove_unused`); a run marks the entry it uses by its modification time (:func:`mark_used`, before it
 reads it, at most once a day), so one a concurrent run may still read is never removed.  Only regular files and
-folders of this user's in a folder of theirs alone, never through a link.
+folders of this user's in a folder of theirs alone (no other user can write it; group-writable only where the
+group is the user's private one, as :func:`vsr.files.untrusted` trusts it), never through a link.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import stat
 import time
 from pathlib import Path
 from typing import Callable
+
+from vsr.files import others_can_write
 
 UNUSED_DAYS = 7  # an entry no run used for this long is removed once another of its model is written
 AWAY = re.compile(r"\.(.+)\.unused-[0-9]+")  # an entry being removed: moved out of its name first
@@ -47,7 +50,7 @@ def remove_unused(folder: Path, names: Callable[[str], bool], days: float = UNUS
     removed = []
     try:
         st = os.fstat(fd)
-        if st.st_uid != os.geteuid() or st.st_mode & 0o022:
+        if st.st_uid != os.geteuid() or others_can_write(st):  # (a user private group's g+w: theirs alone)
             return []
         for name in os.listdir(fd):
             left = AWAY.fullmatch(name)  # (what a stopped removal left moved out of its name)
