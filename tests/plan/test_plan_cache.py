@@ -220,3 +220,44 @@ def test_a_new_plan_removes_the_model_s_plans_no_run_used_for_a_week(model_path,
     onnx.save(edvr_like(seed=5), str(model_path))  # the same file, new content: its earlier plan goes
     cache.get(model_path)
     assert cache.built == 6 and not os.path.lexists(file) and recent.is_dir() and third.directory.is_dir()
+
+
+def test_a_new_plan_removes_build_folders_a_killed_build_left_a_day_ago(model_path, tmp_path):
+    """A build killed outright (SIGKILL, power loss, the OOM killer) left its hidden ``.<digest>.<random>``
+    folder (tens of MB) in the plans folder for good.  The next build removes those not written for a day;
+    a fresh one (another machine's build in progress) and anything else of that folder are kept."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    root = tmp_path / "plans"
+    script = ("import sys, time, vsr.plan.plan as p\n"
+              "w = p.write_plan\n"
+              "def stuck(*a, **k):\n    w(*a, **k); print('built', flush=True); time.sleep(600)\n"
+              "p.write_plan = stuck\np.PlanCache(sys.argv[1]).get(sys.argv[2])\n")
+    other = tmp_path / "other.onnx"
+    onnx.save(edvr_like(seed=7), str(other))
+    killed = subprocess.Popen([sys.executable, "-c", script, str(root), str(other)], stdout=subprocess.PIPE)
+    try:
+        assert killed.stdout.readline() == b"built\n"
+    finally:
+        killed.kill()
+        killed.wait()
+    [left] = os.listdir(root)
+    assert left.startswith(".") and (root / left / "manifest.json").is_file()
+    (root / left / "link").symlink_to(model_path)  # (inside: unlinked, never followed)
+    fresh = root / f".{'f' * 24}.abcd_123"
+    fresh.mkdir()
+    like = [root / ".notaplan.abcdefgh", root / f".{'e' * 24}.abcdefgh"]  # not a build's name; a file
+    like[0].mkdir()
+    like[1].write_bytes(b"x")
+    for p in (root / left, *like):
+        _aged(p, 1.5)
+    plan = PlanCache(root).get(model_path)
+    assert sorted(os.listdir(root)) == sorted([plan.directory.name, fresh.name, *(p.name for p in like)])
+    assert model_path.is_file()
+    _aged(fresh, 1.5)
+    shutil.rmtree(plan.directory)
+    PlanCache(root).get(model_path)
+    assert not fresh.exists() and time.time() - plan.directory.stat().st_mtime < 60

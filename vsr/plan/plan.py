@@ -13,7 +13,8 @@ segment backend and its version, the bridge op set, whether the per-frame front 
 plan format.  :class:`PlanCache` never uses a stale plan (different key -> different directory; a directory
 whose manifest or files do not match is rebuilt) and never rebuilds a valid one; building one removes the plans
 of the same model (:func:`model_of`) that no run used for :data:`vsr.unused.UNUSED_DAYS` (a run marks the plan
-it uses), each key change having left its plan behind for good.
+it uses), each key change having left its plan behind for good, and the build folders (``.<digest>.<random>``)
+of builds killed outright, not written for :data:`ABANDONED_DAYS`.
 """
 
 from __future__ import annotations
@@ -291,6 +292,8 @@ def write_plan(onnx_path: str | os.PathLike, out_dir: str | os.PathLike, *, brid
 
 
 _DIGEST = re.compile(r"[0-9a-f]{24}")  # a plan folder's name (PlanKey.digest)
+_BUILDING = re.compile(r"\.[0-9a-f]{24}\.[a-z0-9_]{8}")  # a plan being built (mkdtemp's name in PlanCache.get)
+ABANDONED_DAYS = 1  # a build folder not written for this long was left by a killed run (a build takes minutes)
 
 
 def model_of(source: str | os.PathLike) -> str:
@@ -357,6 +360,8 @@ class PlanCache:
         self.built += 1
         remove_unused(self.root, _DIGEST.fullmatch, UNUSED_DAYS, keep=d.name, belongs=_of_model(onnx_path),
                       folders=True)
+        # what a killed build (SIGKILL, power loss) left; a fresh one may be another machine's build in progress
+        remove_unused(self.root, _BUILDING.fullmatch, ABANDONED_DAYS, folders=True)
         return SubgraphPlan.load(d)
 
     @staticmethod
