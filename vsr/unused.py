@@ -1,6 +1,6 @@
-"""Cache entries no run used: the exports (``onnx/``) and plans (``plans/``) vsr keeps under a key of what makes
-them, each key change (a torch or onnx upgrade, a change of vsr's code, new weights) leaving the earlier entry
-behind: tens of MB for good.
+"""Cache entries no run used: the exports (``onnx/``), plans (``plans/``) and TensorRT engines (``cuda/``) vsr
+keeps under a key of what makes them, each key change (a torch or onnx upgrade, a change of vsr's code, new
+weights) leaving the earlier entry behind: tens of MB for good.
 
 Writing a new entry removes the entries of the same model that no run used for :data:`UNUSED_DAYS`
 (:func:`remove_unused`); a run marks the entry it uses by its modification time (:func:`mark_used`, before it

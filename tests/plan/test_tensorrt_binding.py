@@ -321,3 +321,36 @@ def test_an_engine_folder_others_can_write_is_refused_in_one_line(trt, pycuda, t
                                          r"it \(mode 777\); an engine loaded from there would run as you"):
         TensorRTSegmentBackend(engine_dir=str(engines)).load(onnx_path)
     assert trt._builds == []
+
+
+def test_building_an_engine_removes_the_engines_no_run_used_for_a_week(trt, pycuda, tmp_path):
+    """The engines of a shared ``engine_dir`` (the CUDA runtime's ``<engine dir>/cuda/<device>-<key>``) were
+    never removed: each plan or TensorRT change left the earlier ones (tens of MB each) for good.  Building one
+    now removes those no run used for UNUSED_DAYS; a run marks the engine it loads, so that one is kept."""
+    import os
+    import time
+
+    engines = tmp_path / "engines"
+    backend = TensorRTSegmentBackend(engine_dir=str(engines))
+
+    def build(name: str, dims):
+        onnx_path = _double(tmp_path / name, dims)
+        backend.load(onnx_path)
+        return backend.engine_path(onnx_path, open(onnx_path, "rb").read(), trt.__version__)
+
+    def aged(path, days):
+        t = time.time() - days * 86400
+        os.utime(path, (t, t), follow_symlinks=False)
+
+    old, recent, used = build("a.onnx", ("N", 4)), build("b.onnx", ("N", 5)), build("c.onnx", ("N", 6))
+    other = engines / "notes.engine"
+    other.write_bytes(b"mine")
+    (engines / "l.0123456789abcdef.engine").symlink_to(other)
+    for p, days in ((old, 8), (recent, 6), (used, 8), (other, 8), (engines / "l.0123456789abcdef.engine", 8)):
+        aged(p, days)
+    backend.load(str(tmp_path / "c.onnx"))  # cached: loaded, not built, and marked used
+    assert len(trt._builds) == 3 and time.time() - used.stat().st_mtime < 60
+    new = build("d.onnx", ("N", 7))
+    assert len(trt._builds) == 4 and not old.exists()
+    assert sorted(os.listdir(engines)) == sorted([p.name for p in (recent, used, new, other)] +
+                                                 ["l.0123456789abcdef.engine"])  # (a link: never removed)

@@ -23,6 +23,8 @@ legacy default stream (0) is refused.  Without it (CPU bridges) each run copies 
 
 Engines are cached beside the segment's ONNX, or in ``engine_dir``; the file name hashes the ONNX, the build
 settings, TensorRT's version and ``cache_key`` (the device and software stack, ``vsr.backends.cuda.keys``).
+Building one removes the engines of its folder that no run used for :data:`vsr.unused.UNUSED_DAYS` (a run marks
+the engine it loads); those beside the segment also go with their plan folder (:class:`vsr.plan.plan.PlanCache`).
 
 TensorRT cannot be installed on the development machine: ``tests/plan/trt_standin.py`` is a stand-in module
 that refuses every name the real 11.x bindings lack (their wheel's string table), on which the build and the
@@ -35,6 +37,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import re
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,6 +48,7 @@ import numpy as np
 from vsr.errors import BackendError
 from vsr.files import private_folder, untrusted, write_new
 from vsr.plan.partition import eval_dim
+from vsr.unused import UNUSED_DAYS, mark_used, remove_unused
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +57,7 @@ PRECISIONS = ("fp32", "fp16", "int8")
 ENGINE_FORMAT = 2  # 2: strongly typed, profiles over N scaled by frames per item (1: FP16 flag, batch 1..8)
 ALIGNMENT = 256  # bytes: what set_tensor_address requires
 _FLOAT_INPUTS = ("float32", "float16")
+_ENGINE = re.compile(r".+\.[0-9a-f]{16}\.engine")  # an engine's name (TensorRTSegmentBackend.engine_path)
 
 
 def _import(need_pycuda: bool = True):
@@ -176,6 +181,7 @@ class TensorRTSegmentBackend:
         # an engine is code (it can carry plugins' host code): read back only from a folder of the user's alone
         private_folder(engine_path.parent, "TensorRT engines", "an engine loaded from there would run as you")
         runtime = trt.Runtime(logger)
+        mark_used(engine_path)  # first: a run that removes engines meanwhile sees this one used
         engine = self._cached(runtime, engine_path)
         if engine is None:
             engine_bytes = self._build(trt, logger, onnx_bytes, path)
@@ -184,6 +190,8 @@ class TensorRTSegmentBackend:
             tmp = engine_path.with_name(f".{engine_path.name}.{os.getpid()}.partial")
             write_new(tmp, engine_bytes, 0o644)
             tmp.replace(engine_path)
+            # each key change (a plan, TensorRT, the driver) left the earlier engines, tens of MB each, for good
+            remove_unused(engine_path.parent, _ENGINE.fullmatch, UNUSED_DAYS, keep=engine_path.name)
             engine = runtime.deserialize_cuda_engine(engine_bytes)
         if engine is None:
             raise BackendError(f"TensorRT could not deserialise the engine of {path}")
