@@ -17,7 +17,7 @@ VSR = Path(__file__).resolve().parents[1] / "vsr"
 LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(s.split()) for s in (
     "errors interrupt",        # the leaves: error types; a stop asked for by a signal
     "files machine",           # file hashing, cache folders, config files; the memory and cores this process may use
-    "unused",                  # cache entries no run used (the folders vsr.files trusts)
+    "unused leftovers",        # cache entries no run used (the folders vsr.files trusts); what killed runs left
     "kernels outfiles report video",  # bridge kernels, small outputs written whole, timing reports, media I/O
     "plan model",              # subgraph plans (ONNX only); the PyTorch model
     "export",                  # model -> ONNX

@@ -449,6 +449,11 @@ def test_sigkill_never_leaves_an_output_file_and_the_next_run_cleans_up(make_cli
     assert not out.exists() and partial.exists()
     rc, err = cli(capsys, src, out, *TINY, "--backend", "torch", "--frames", "0:2", "--quiet")
     assert rc == 0, err
+    assert partial.exists()  # written a moment ago: maybe by a run on another host sharing the folder (NFS)
+    then = time.time() - 1.5 * 86400
+    os.utime(partial, (then, then))
+    rc, err = cli(capsys, src, out, *TINY, "--backend", "torch", "--frames", "0:2", "--quiet", "--overwrite")
+    assert rc == 0, err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["long.mp4", "out.mp4"]
 
 

@@ -10,6 +10,7 @@ import hashlib
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -284,6 +285,11 @@ def test_stale_partials_only_vsrs_own(tmp_path):
             p.write_bytes(b"not vsr's")
     (tmp_path / f".out.vsr-partial-{dead1}.mp4").mkdir()  # a folder named like a video partial
     (tmp_path / f".out.vsr-partial-{dead2}.mp4").symlink_to(tmp_path / f"out.vsr-partial-{dead}.mp4")
+    for p in tmp_path.iterdir():  # a day and more ago
+        t = time.time() - 1.5 * 86400
+        os.utime(p, (t, t), follow_symlinks=False)
+    # written now: maybe a run on another host sharing the folder, whose process id means nothing here
+    (tmp_path / f".out.vsr-partial-{dead3}.mp4").write_bytes(b"being written")
     before = snapshot(tmp_path)
     assert remove_stale_partials(out, frames=False) == gone
     assert remove_stale_partials(frames, frames=True) == [gone_folder]

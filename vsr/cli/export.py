@@ -209,7 +209,12 @@ class Staged:
     def __init__(self, out, split=None):
         import os
 
+        from vsr.leftovers import files_only, remove_partials
+
         self.out, self.split = out, split
+        remove_partials(out)  # (what runs killed outright left)
+        if split is not None:
+            remove_partials(split, tail="-[0-9a-f]{8}", folder=files_only)
         self.model = out.with_name(f".{out.name}.vsr-partial-{os.getpid()}")
         self._plan = self._aside = None
 

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from vsr import interrupt
 from vsr.errors import InputError, VsrError
+from vsr.leftovers import remove_partials
 
 log = logging.getLogger(__name__)
 
@@ -123,6 +124,7 @@ class ChunkFolder:
     def write_text(self, name: str, text: str) -> None:
         """``name`` holds ``text``, whole or not at all (a new file under a temporary name, then renamed)."""
         tmp = f".{name}.vsr-partial-{os.getpid()}"
+        remove_partials(name, dir_fd=self.fd)  # (what runs killed outright left)
         _unlink(self.fd, tmp)
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644,
                      dir_fd=self.fd)
@@ -222,6 +224,7 @@ def _open_dir(parent: int, name: str, shown: Path, create: bool, mode: int, key:
 
 def _make_key_folder(parent: int, name: str, key: str) -> None:
     tmp = f".{name}.vsr-partial-{os.getpid()}"
+    remove_partials(name, dir_fd=parent, folder=_marker_alone)  # (what runs killed outright left)
     os.mkdir(tmp, 0o700, dir_fd=parent)
     try:
         fd = os.open(tmp, _DIR, dir_fd=parent)
@@ -245,6 +248,11 @@ def _make_key_folder(parent: int, name: str, key: str) -> None:
         except OSError:
             pass
         raise
+
+
+def _marker_alone(fd: int) -> bool:
+    """Whether the folder ``fd`` is a key folder's temporary: vsr's marker in it, nothing else (or nothing yet)."""
+    return set(os.listdir(fd)) <= {MARKER}
 
 
 def _unlink(dir_fd: int, name: str) -> None:

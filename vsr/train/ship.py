@@ -21,6 +21,7 @@ import torch
 from vsr import interrupt
 from vsr.errors import InputError, VsrError, WeightsError, printable
 from vsr.files import create_new, sha256_file, write_new
+from vsr.leftovers import remove_partials
 from vsr.model.weights import DEFAULT_WEIGHTS, read_checkpoint
 
 
@@ -82,8 +83,10 @@ def _publish(weights: dict, info: dict, out: Path) -> dict:
     record goes first, naming the weights it replaces as ``previous_sha256`` (the loader accepts those too), then
     the weights, then the record again without it.  A mismatch is damaged weights: vsr fails to load them."""
     record = out.with_suffix(".json")
-    temps = [p.with_name(f".{p.name}.vsr-partial-{os.getpid()}") for p in (out, record, record.with_name(
-        f"{record.name}.next"))]
+    targets = (out, record, record.with_name(f"{record.name}.next"))
+    for p in targets:
+        remove_partials(p)  # (what runs killed outright left)
+    temps = [p.with_name(f".{p.name}.vsr-partial-{os.getpid()}") for p in targets]
     try:
         with open(create_new(temps[0]), "wb") as f:
             torch.save(weights, f)

@@ -18,19 +18,19 @@ from __future__ import annotations
 
 import errno
 import functools
-import logging
 import os
 import re
 import shutil
+import stat
 import sys
 from pathlib import Path
 
 from vsr import interrupt
 from vsr.errors import InputError, OutputError
 from vsr.files import create_new, file_in_the_way, not_writable
+from vsr.leftovers import remove_partials
 from vsr.video.codecs import muxer_for
 
-log = logging.getLogger(__name__)
 
 # Written into every PNG folder vsr writes (and its temporary); a folder without it is never cleaned up as
 # vsr's partial.
@@ -38,7 +38,6 @@ MARKER = ".vsr-frames"
 MARKER_TEXT = ("Written by vsr upscale.  `vsr upscale ... --overwrite` may replace this folder while it holds only\n"
                "%08d.png frames and this file.\n")
 FRAME_NAME = re.compile(r"\d{8,}\.png")
-PARTIAL_PID = r"([1-9][0-9]{0,9})"
 
 
 STREAM = "-"  # the input or output name of a stream: standard input, standard output
@@ -144,7 +143,7 @@ def _contains(folder: Path, path: Path) -> bool:
     return path == folder or folder in path.parents
 
 
-def _holds_only_frames(folder: Path) -> str | None:
+def _holds_only_frames(folder: Path | int) -> str | None:
     """None if ``folder`` holds only frame files and the marker, else the first entry that is not one."""
     with os.scandir(folder) as entries:
         for e in entries:
@@ -264,43 +263,23 @@ def _check_name(dst: Path) -> None:
                          f"it (out{name})")
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OverflowError, ValueError):
-        return True  # another user's process, or no pid at all: not ours to judge
-    return True
-
-
 def remove_stale_partials(dst: Path, frames: bool) -> list[Path]:
     """Remove temporaries of ``dst`` left by vsr runs that were killed outright (SIGKILL, power loss).
 
-    Only an exact temporary name of ``dst`` whose process is gone, and only what vsr writes there: a regular
-    file for a video output; for PNG frames, a folder with vsr's marker holding only frames.  Returns what was
-    removed.
+    Only an exact temporary name of ``dst`` whose process is gone and which was not written for a day
+    (:func:`vsr.leftovers.remove_partials`), and only what vsr writes there: a regular file for a video output;
+    for PNG frames, a folder with vsr's marker holding only frames.  Returns what was removed.
     """
-    name = re.escape(f".{dst.name}.vsr-partial-") + PARTIAL_PID if frames else \
-        re.escape(f".{dst.stem}.vsr-partial-") + PARTIAL_PID + re.escape(dst.suffix)
-    pattern = re.compile(name)
-    removed = []
-    with os.scandir(dst.parent) as entries:
-        candidates = [(Path(e.path), int(m.group(1))) for e in entries if (m := pattern.fullmatch(e.name))]
-    for p, pid in candidates:
-        if pid == os.getpid() or _alive(pid):
-            continue
-        if frames:
-            if p.is_symlink() or not p.is_dir() or not (p / MARKER).is_file() or _holds_only_frames(p) is not None:
-                continue
-            shutil.rmtree(p)
-        else:
-            if p.is_symlink() or not p.is_file():
-                continue
-            p.unlink()
-        log.info("removed %s left by an interrupted run", p)
-        removed.append(p)
-    return removed
+    if frames:
+        names = remove_partials(dst, folder=_frames_partial)
+    else:
+        names = remove_partials(dst, suffix=dst.suffix)
+    return [dst.with_name(n) for n in names]
+
+
+def _frames_partial(fd: int) -> bool:
+    """Whether the folder ``fd`` is a PNG-frame temporary of vsr's: its marker, and nothing but frames."""
+    return stat.S_ISREG(os.stat(MARKER, dir_fd=fd, follow_symlinks=False).st_mode) and _holds_only_frames(fd) is None
 
 
 def commit_output(tmp: Path, dst: Path, src: Path) -> None:

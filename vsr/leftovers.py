@@ -1,0 +1,118 @@
+"""What a vsr run killed outright (SIGKILL, power loss, the OOM killer) left beside a file it writes: the hidden
+temporary ``.NAME.vsr-partial-PID`` it writes under and renames into place (a stop it can see, Ctrl-C, removes it).
+
+:func:`remove_partials`, called by every writer before it writes ``NAME``, removes those of that very name whose
+process is gone from this host and which were not written for :data:`ABANDONED` seconds: the folder may be shared
+with other hosts (NFS), whose runs' process ids mean nothing here, so a live one is told by its writes.  Only this
+user's entries of that exact name, a regular file (or a folder the writer recognises as its own), never through a
+link.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shutil
+import stat
+import time
+from typing import Callable
+
+log = logging.getLogger(__name__)
+
+PARTIAL = ".vsr-partial-"
+PID = r"([1-9][0-9]{0,9})"  # the writer's process id (in the name so that two runs never share a temporary)
+ABANDONED = 86400  # seconds: a temporary not written for this long is no run's in progress, on any host
+
+
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` exists on this host (another user's too: not ours to judge)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, ValueError):
+        return True
+    return True
+
+
+def remove_partials(target: str | os.PathLike, *, suffix: str = "", tail: str = "",
+                    folder: Callable[[int], bool] | None = None, dir_fd: int | None = None,
+                    age: float = ABANDONED) -> list[str]:
+    """Remove the temporaries of ``target`` killed runs left: ``.NAME.vsr-partial-PID`` beside it, NAME its name
+    less ``suffix`` (a video's: the temporary ends with it), ``tail`` a pattern after PID.  ``folder``: the
+    temporary is a folder, removed whole where ``folder`` (its descriptor) says it is the writer's own; else a
+    regular file.  ``dir_fd``: the folder ``target`` (a name) is in.  Returns the names removed; what cannot be
+    read or removed is left."""
+    parent, name = os.path.split(os.fspath(target))
+    if suffix and name.endswith(suffix):
+        name = name[:-len(suffix)]
+    pattern = re.compile(re.escape(f".{name}{PARTIAL}") + PID + tail + re.escape(suffix))
+    try:
+        fd = os.open(parent or ".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC) if dir_fd is None else dir_fd
+    except OSError:
+        return []
+    removed = []
+    try:
+        for entry in os.listdir(fd):
+            m = pattern.fullmatch(entry)
+            if m is None or int(m[1]) == os.getpid() or alive(int(m[1])):
+                continue
+            st = _abandoned(fd, entry, age, folder)
+            if st is not None and _remove(fd, entry, st):
+                log.info("removed %s left by a run killed outright", os.path.join(parent, entry))
+                removed.append(entry)
+    except OSError:
+        pass
+    finally:
+        if dir_fd is None:
+            os.close(fd)
+    return sorted(removed)
+
+
+def files_only(fd: int) -> bool:
+    """Whether the folder ``fd`` holds regular files alone (a plan folder's temporary, say)."""
+    with os.scandir(fd) as entries:
+        return all(e.is_file(follow_symlinks=False) for e in entries)
+
+
+def _abandoned(fd: int, entry: str, age: float, folder: Callable[[int], bool] | None) -> os.stat_result | None:
+    """The status of ``entry`` of the folder ``fd`` where it is this user's, of the kind asked (not a link) and
+    not written for ``age`` seconds, else None."""
+    try:
+        st = os.stat(entry, dir_fd=fd, follow_symlinks=False)
+    except OSError:
+        return None
+    kind = stat.S_ISDIR(st.st_mode) if folder is not None else stat.S_ISREG(st.st_mode)
+    if not kind or st.st_uid != os.geteuid() or time.time() - st.st_mtime < age:
+        return None
+    if folder is None:
+        return st
+    try:
+        efd = os.open(entry, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+    except OSError:
+        return None
+    try:
+        return st if _same(os.fstat(efd), st) and folder(efd) else None
+    except (OSError, ValueError):
+        return None
+    finally:
+        os.close(efd)
+
+
+def _same(a: os.stat_result, b: os.stat_result) -> bool:
+    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+
+
+def _remove(fd: int, entry: str, st: os.stat_result) -> bool:
+    """Remove ``entry`` where it is still what was checked (``st``: not replaced meanwhile)."""
+    try:
+        if not _same(os.stat(entry, dir_fd=fd, follow_symlinks=False), st):
+            return False
+        if stat.S_ISDIR(st.st_mode):
+            shutil.rmtree(entry, dir_fd=fd)  # (links inside unlinked, never followed)
+        else:
+            os.unlink(entry, dir_fd=fd)
+    except OSError:
+        return False
+    return True
