@@ -22,10 +22,10 @@ os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
 # torch's dynamo (the ONNX export's tracer; training's torch.compile) makes its inductor cache folder as it is
 # imported, by default a predictable one in the shared temporary folder (/tmp/torchinductor_USER, which another
 # user can make first): vsr's own cache folder instead, where the rest of what vsr keeps lives (vsr.files).  No
-# home (HOME unset, a uid with no passwd entry): expanduser gives "~", a relative folder; left unset then, and
-# vsr.files.torch_cache_dir says what to set before dynamo is imported.
+# home (HOME unset, a uid with no passwd entry): expanduser gives "~", a relative folder; with HOME empty, "/".
+# Left unset then, and vsr.files.torch_cache_dir sets it, or says what to set, before dynamo is imported.
 _cache = (os.environ["XDG_CACHE_HOME"] if os.path.isabs(os.environ.get("XDG_CACHE_HOME", "")) else
-          os.path.join(os.path.expanduser("~"), ".cache"))
+          os.path.join(os.path.expanduser("~"), ".cache") if os.environ.get("HOME", "~") else "")
 if os.path.isabs(_cache):
     os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(_cache, "vsr", "torchinductor"))
 del _cache

@@ -162,18 +162,26 @@ def load_config(path: str | os.PathLike | None, default: str, what: str, build: 
 
 
 def home_folder(instead: tuple[str, ...]) -> Path:
-    """The user's home folder: ``$HOME``, else the password database's.  None to be found (HOME unset and the user
-    id in no passwd entry: a container run as ``--user 12345``; HOME relative) -> one InputError naming what to
-    set, ``instead``'s variables or HOME.  (``Path.home()`` raised RuntimeError there, a traceback, and
-    ``os.path.expanduser("~")`` gave ``~``: a folder of that name made in the current one.)"""
+    """The user's home folder: ``$HOME``, else (unset, or empty: Python's ``~`` is then ``/``) the password
+    database's.  None to be found (HOME unset or empty and the user id in no passwd entry: a container run as
+    ``--user 12345``; HOME relative) -> one InputError naming what to set, ``instead``'s variables or HOME.
+    (``Path.home()`` raised RuntimeError there, a traceback, and ``os.path.expanduser("~")`` gave ``~``: a folder
+    of that name made in the current one.)"""
     try:
-        home = Path.home()
+        if os.environ.get("HOME") == "":
+            import pwd
+
+            home = Path(pwd.getpwuid(os.getuid()).pw_dir)
+        else:
+            home = Path.home()
     except (RuntimeError, KeyError):
         home = None
     if home is not None and home.is_absolute():
         return home
-    why = (f"HOME={printable(os.environ['HOME'])} is not an absolute path" if os.environ.get("HOME") else
-           f"HOME is not set and user id {os.getuid()} has no entry in the password database")
+    env = os.environ.get("HOME")
+    why = (f"HOME={printable(env)} is not an absolute path" if env else
+           f"HOME is {'empty' if env == '' else 'not set'} and user id {os.getuid()} has no entry in the password "
+           "database")
     raise InputError(f"no home folder to keep vsr's files in ({why}): set {', '.join(instead)} or HOME")
 
 

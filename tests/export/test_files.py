@@ -127,6 +127,26 @@ def test_the_caches_without_a_home_name_their_own_variable(tmp_path, monkeypatch
     assert sorted(os.listdir(tmp_path)) == ["site-packages"]
 
 
+
+def test_an_empty_home_is_the_password_databases_not_the_root_folder(tmp_path, monkeypatch):
+    """HOME set but empty: Python's ``~`` is ``/``, so vsr kept its caches in /.cache/vsr (as root: written there)
+    and torch's inductor cache was /.cache/vsr/torchinductor; the password database's home as with HOME unset."""
+    import pwd
+    import subprocess
+    import sys
+
+    from vsr.files import user_cache_dir, user_data_dir
+
+    for name in ("XDG_CACHE_HOME", "XDG_DATA_HOME"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", "")
+    home = Path(pwd.getpwuid(os.getuid()).pw_dir)
+    assert user_cache_dir() == home / ".cache" / "vsr" and user_data_dir() == home / ".local" / "share" / "vsr"
+    env = {k: v for k, v in os.environ.items() if k not in ("TORCHINDUCTOR_CACHE_DIR", "XDG_CACHE_HOME")}
+    p = subprocess.run([sys.executable, "-c", "import os, vsr; print(os.environ.get('TORCHINDUCTOR_CACHE_DIR'))"],
+                       capture_output=True, text=True, env={**env, "HOME": ""}, cwd=tmp_path, timeout=120)
+    assert p.returncode == 0 and not p.stdout.startswith("/.cache"), p.stdout + p.stderr
+
 # ---- configuration files: one resolver, shipped in the package ------------------------------------------------
 
 REPO = Path(__file__).resolve().parents[2]
