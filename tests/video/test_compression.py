@@ -7,6 +7,7 @@ import json
 import subprocess
 from pathlib import Path
 
+import av
 import numpy as np
 import pytest
 
@@ -58,6 +59,23 @@ def test_webm_without_a_stream_rate_takes_the_container_s():
     assert facts.codec == "vp9" and facts.rate_from == "container"
     size_bpp = 8 * (VIDEOS / "vp9_320x180_30fps_10s_bbb.webm").stat().st_size / (320 * 180 * 300)
     assert facts.bits_per_pixel == pytest.approx(size_bpp, rel=0.05)  # 10 s, 300 frames, no audio
+
+
+def test_a_matroska_with_a_font_attachment_takes_the_container_rate_less_its_other_streams(tmp_path):
+    # an anime release's fonts: PyAV's attachment stream has no bit_rate at all (was a traceback in every run
+    # of --weights auto on such a file)
+    font = tmp_path / "font.ttf"
+    font.write_bytes(bytes(range(256)) * 400)
+    mkv = tmp_path / "fonts.mkv"
+    subprocess.run(["ffmpeg", "-v", "error", "-f", "lavfi", "-i", "testsrc2=size=160x120:rate=25:duration=2",
+                    "-attach", str(font), "-metadata:s:t:0", "mimetype=font/ttf", "-c:v", "libx264",
+                    "-pix_fmt", "yuv420p", "-crf", "10", str(mkv)], check=True)
+    facts = measure_file(mkv)
+    assert facts.codec == "h264" and facts.rate_from == "container" and facts.frames == 3
+    # Matroska states no video rate; the container's is the file's size over its duration, less the font's
+    # (100 KB, more than the video)
+    video_bytes = sum(p.size for p in av.open(str(mkv)).demux(video=0))
+    assert facts.bits_per_pixel == pytest.approx(8 * video_bytes / (160 * 120 * 50), rel=0.1)
 
 
 @needs_data

@@ -103,7 +103,7 @@ def measure_file(path: str | Path) -> CompressionFacts:
             cc = st.codec_context
             bpp, rate_from = _rate(st.bit_rate, st, cc.width, cc.height), "stream"
             if bpp is None and c.bit_rate:
-                others = sum(s.bit_rate or 0 for s in c.streams if s is not st)
+                others = sum(_other_rate(c, s) for s in c.streams if s is not st)
                 bpp, rate_from = _rate(c.bit_rate - others, st, cc.width, cc.height), "container"
             sizes, sample, decoded, intra = [], [], 0, True
             for packet in c.demux(st):
@@ -126,6 +126,14 @@ def measure_file(path: str | Path) -> CompressionFacts:
             return CompressionFacts(cc.name, bpp, rate_from if bpp is not None else None, value, n)
     except (av.FFmpegError, IndexError, ValueError, OSError) as e:
         return CompressionFacts(f"unreadable ({one_line(e)})")
+
+
+def _other_rate(c, s) -> float:
+    """Bits per second of the container's rate that stream ``s`` takes: its own rate, or an attachment's (a
+    Matroska font, which has no bit_rate attribute at all) bytes spread over the file's duration."""
+    if s.type != "attachment":
+        return s.bit_rate or 0
+    return 8 * len(s.data) / (c.duration / av.time_base) if c.duration else 0
 
 
 def _packet_rate(sizes: list, st, width: int, height: int) -> float | None:
