@@ -208,6 +208,22 @@ def test_the_zoomed_region_is_detail_that_holds_still():
     assert detail_crop(frames[1], 128, 128, 4, (frames[0], frames[2])) == (0, 0)  # with its neighbours: still
 
 
+@pytest.mark.parametrize("suffix", [None, ".mp4"])
+def test_the_size_estimate_counts_the_fonts_the_output_holds(tmp_path, tiny_backend, suffix):
+    # an anime release's fonts are megabytes that every output in Matroska copies whole (the estimate left
+    # them out: 13 KB said, 776 KB written); .mp4 drops them
+    font = tmp_path / "font.ttf"
+    font.write_bytes(bytes(range(256)) * 1000)
+    clip = tmp_path / "fonts.mkv"
+    subprocess.run(["ffmpeg", "-v", "error", "-f", "lavfi", "-i", "testsrc2=size=24x16:rate=25:duration=0.24",
+                    "-attach", str(font), "-metadata:s:t:0", "mimetype=font/ttf", "-c:v", "libx264",
+                    "-pix_fmt", "yuv420p", str(clip)], check=True)
+    p = preview(clip, frames=2, backend=tiny_backend, suffix=suffix)
+    video = p.video_bytes[0] + 5 * float(np.mean(p.video_bytes[1:]))
+    assert p.total_frames == 6 and p.other_bytes == (256_000 if suffix is None else 0)
+    assert p.estimate_bytes == int(video + p.other_bytes)
+
+
 def test_a_y4m_source_is_previewed_as_a_matroska_run(tmp_path, tiny_backend):
     """Y4M is raw video, a pipe format vsr writes only with --format y4m: the default container of the whole run
     (the source's) is then Matroska, as for PNG frames; the hostile sweep found `vsr preview in.y4m` failing

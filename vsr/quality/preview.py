@@ -39,6 +39,7 @@ from vsr.pipeline import RunnerSettings, upscale
 from vsr.pipeline.upscale import run_encoder
 from vsr.video import EncoderSettings, open_source
 from vsr.video.endpoints import existing
+from vsr.video.extras import read_extras
 from vsr.video.png_frames import png_paths
 from vsr.video.encoder_choice import EncoderChoice, OutputContainer, choose_encoder
 from vsr.video.output import is_stream
@@ -86,7 +87,7 @@ class Preview:
     @property
     def estimate_bytes(self) -> int | None:
         """The whole output: one key frame, the other frames at the mean of the preview's others, plus the
-        copied audio and subtitles."""
+        copied audio and subtitles and the attachments and cover the output holds."""
         if self.total_frames is None or not self.video_bytes:
             return None
         rest = self.video_bytes[1:] or self.video_bytes
@@ -188,7 +189,7 @@ def preview(src: str | Path, *, at: str | int | None = None, frames: int = DEFAU
                              on_start=lambda: _started(stamps, on_start), on_weights=on_weights)
         with warnings.catch_warnings():  # about vsr's own temporary file (AVI's timestamps...): not the user's
             warnings.simplefilter("ignore")
-            sr, video_bytes = _read_back(out)
+            sr, video_bytes, extra_bytes = _read_back(out)
     with warnings.catch_warnings():  # the run read these frames of the source already, and said what it found
         warnings.simplefilter("ignore")
         lr = _lr_frames(src, first, first + len(sr), runner.deinterlace)
@@ -209,7 +210,7 @@ def preview(src: str | Path, *, at: str | int | None = None, frames: int = DEFAU
         said.held_say()
     warmup = stamps[0] - started
     return Preview(src, first, lr, [_bicubic(f, sr[0].shape) for f in lr], sr, total, warmup,
-                   steady_spacing(stamps[1:]), video_bytes, _other_bytes(src, info.kind),
+                   steady_spacing(stamps[1:]), video_bytes, _other_bytes(src, info.kind) + extra_bytes,
                    report.settings.get("memory_plan", {}), report.settings.get("config"), chosen,
                    min(sum(report.steps.get(k, 0.0) for k in CACHED_BUILDS), warmup), stamps[1] - stamps[0])
 
@@ -294,20 +295,22 @@ def _encoder_of(name: str, backend: Backend | BackendRequest, encoder: EncoderSe
     return choose_encoder(OutputContainer.named(name), run_encoder(backend, encoder), info, scale)
 
 
-def _read_back(path: Path) -> tuple[list[np.ndarray], list[int]]:
-    """The preview file's frames (uint8 RGB) and its video packets' sizes in decode order."""
+def _read_back(path: Path) -> tuple[list[np.ndarray], list[int], int]:
+    """The preview file's frames (uint8 RGB), its video packets' sizes in decode order, and the bytes of the
+    attachments and cover it holds (a Matroska's fonts: megabytes the whole run writes too)."""
     source = open_source(path)
     try:
         sr = [np.clip(f.rgb * 255 + 0.5, 0, 255).astype(np.uint8).transpose(1, 2, 0) for f in source.frames()]
     finally:
         source.close()
-    sizes = []
+    sizes, extra = [], 0
     if path.is_file():
         with open_input(str(path)) as c:
             sizes = [p.size for p in c.demux(main_video(c)) if p.size]
+            extra = sum(len(x.data) for x in read_extras(c))
     else:  # PNG frames
         sizes = [p.stat().st_size for p in sorted(png_paths(path))]
-    return sr, sizes
+    return sr, sizes, extra
 
 
 def _lr_frames(src: Path, first: int, stop: int, deinterlace: str = "auto") -> list[np.ndarray]:
