@@ -87,6 +87,29 @@ def test_matroska_keeps_the_fonts_and_the_cover(extras, tmp_path):
     assert got["covers"] == [(extras["mkv"].parent / "cover.png").read_bytes()]
 
 
+def test_matroska_on_standard_input_keeps_its_fonts(extras, tmp_path):
+    """A stream's attachments are in its header, read with it (were dropped without a word); its cover is a
+    packet among the others, which a pipe cannot demux twice: not kept, and said (was not)."""
+    from vsr.video.pipe_source import StreamSource
+
+    with open(extras["mkv"], "rb") as f, warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        source = StreamSource(f)
+        try:
+            sink = open_sink(tmp_path / "out.mkv", source.info, EncoderSettings(), scale=1)
+            flat = np.full((3, source.info.height, source.info.width), 100, sink.plane_dtype())
+            for fr in source.frames():
+                sink.write(flat, fr.pts, fr.duration)
+            sink.commit()
+        finally:
+            source.close()
+    assert [str(w.message) for w in said if "cannot hold" in str(w.message) or "cover" in str(w.message)] == [
+        "the cover art of the video on standard input is not kept (its picture is a packet among the others): give "
+        "the file as IN to keep it"]
+    assert contents(tmp_path / "out.mkv") == {"attachments": {"font.ttf": ("application/x-truetype-font", FONT)},
+                                              "covers": []}
+
+
 def test_mp4_keeps_the_cover_and_names_the_font_it_drops(extras, tmp_path):
     said = write(extras["mkv"], tmp_path / "out.mp4")
     assert [s for s in said if "cannot hold" in s] == [

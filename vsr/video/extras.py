@@ -33,8 +33,7 @@ def read_extras(c) -> list[Extra]:
     main = main_video(c) if c.streams.video else None
     for st in c.streams:
         if st.type == "attachment":
-            out.append(Extra(st.name or f"attachment{st.index}", st.mimetype or "application/octet-stream",
-                             bytes(st.data)))
+            out.append(_attachment(st))
         elif st.type == "video" and st is not main and is_attached_pic(st):
             codec = st.codec_context.name if st.codec_context else None
             pkt = next((p for p in c.demux(st) if p.size), None)
@@ -45,6 +44,16 @@ def read_extras(c) -> list[Extra]:
                                  meta.get("mimetype", COVER_TYPES.get(codec, "application/octet-stream")),
                                  bytes(pkt), st))
     return out
+
+
+def attachments(c) -> list[Extra]:
+    """The attachments of the opened ``c``: in its header, so a stream on standard input has them too (its
+    covers are packets, which :func:`read_extras` would demux from a pipe that cannot be read again)."""
+    return [_attachment(st) for st in c.streams if st.type == "attachment"]
+
+
+def _attachment(st) -> Extra:
+    return Extra(st.name or f"attachment{st.index}", st.mimetype or "application/octet-stream", bytes(st.data))
 
 
 # data streams that mean nothing outside their source's structure: a DVD's navigation packets

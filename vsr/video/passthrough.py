@@ -197,6 +197,8 @@ class Passthrough:
                               "audio, subtitles, attachments and cover", stacklevel=3)
             if not self._covers:
                 self._close_extras()
+        else:  # a stream on standard input: the attachments its header held
+            self._add_extras(getattr(feed, "extras", []))
         self.routes: dict[int, Route] = {}
         self._feed = FilePackets(feed, video) if isinstance(feed, Path) else feed
         if video is not None:  # (a stream on standard input gives its video's times beside its packets)

@@ -10,6 +10,7 @@ and subtitle packets are taken as the demuxer passes them and handed to the sink
 from __future__ import annotations
 
 import os
+import warnings
 from collections import deque
 from dataclasses import replace
 from fractions import Fraction
@@ -23,12 +24,13 @@ import av
 from vsr.errors import InputError
 from vsr.video import alpha, hdr10plus
 from vsr.video.ends import CountedReader, EarlyEnd, stream_end
+from vsr.video.extras import attachments
 from vsr.video.interlace import deinterlaced, with_deinterlace
 from vsr.video.origin import CLOCKED
 from vsr.video.output import STREAM, stream_closed
 from vsr.video.reading import ffmpeg_log, ffmpeg_reason, one_line, open_input, size_error
 from vsr.video.source import SourceFrame, VideoInfo, field_steps, timed_frames, video_info
-from vsr.video.streams import main_video, no_video, uniform
+from vsr.video.streams import is_attached_pic, main_video, no_video, uniform
 from vsr.video.telecine import inverse_telecined
 
 SIDE_TYPES = ("audio", "subtitle")
@@ -40,8 +42,9 @@ class StreamPackets:
     Until the sink :meth:`select` s streams, packets are kept; once decoding starts without a sink that wants
     them, none are (a PNG output, or a container that holds none of them)."""
 
-    def __init__(self, streams: list, video: int | None = None):
+    def __init__(self, streams: list, video: int | None = None, extras: list = ()):
         self.streams = streams
+        self.extras = list(extras)  # the stream's attachments (a Matroska's fonts), from its header
         self.video = video  # the video stream whose packets' times are given too (a clock that may restart)
         self.ended = False  # set by next_packet: the stream ended and every packet was taken
         self._finished = False
@@ -129,8 +132,11 @@ class StreamSource:
             raise InputError(why.replace("in standard input", "on standard input"))
         st = main_video(c)
         st.thread_type = "AUTO"
+        if any(s.type == "video" and s is not st and is_attached_pic(s) for s in c.streams):
+            warnings.warn("the cover art of the video on standard input is not kept (its picture is a packet among "
+                          "the others): give the file as IN to keep it", stacklevel=4)
         self._side = StreamPackets([s for s in c.streams if s.type in SIDE_TYPES],
-                                   st.index if c.format.name in CLOCKED else None)
+                                   st.index if c.format.name in CLOCKED else None, attachments(c))
         self._decoded = self._decode(st)
         try:
             self._first = next(self._decoded)
