@@ -384,6 +384,17 @@ def test_fewer_frames_than_asked_warn_with_the_real_length(tiny_backend):
     assert report.frames == 2 and sink.pts == [3, 4]
 
 
+def test_a_source_of_one_frame_is_said_in_the_singular(tiny_backend):
+    # a still picture upscaled with --frames 0:2 said "the source has only 1 frames"
+    from vsr.errors import InputError
+
+    with pytest.warns(UserWarning, match="^--frames 0:2: the source has only 1 frame; wrote 1, frames 0:1$"):
+        report = FrameQueueRunner(tiny_backend, RunnerSettings(frames=(0, 2))).run(CountingSource(1), NullSink())
+    assert report.frames == 1
+    with pytest.raises(InputError, match="^--frames 1:2: the source has only 1 frame$"):
+        FrameQueueRunner(tiny_backend, RunnerSettings(frames=(1, 2))).run(CountingSource(1), NullSink())
+
+
 def test_the_run_s_wall_time_and_encode_stage_include_the_encoder_s_flush(make_clip, tmp_path, tiny_backend,
                                                                           monkeypatch):
     """libx264 (lookahead, frame threads) holds a short clip's frames until it is flushed: that flush and the

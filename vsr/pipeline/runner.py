@@ -378,8 +378,9 @@ class FrameQueueRunner:
                     about = info.frames_estimate
                     guess = f" (about {about} by its duration)" if about is not None and about < decode.first else ""
                     raise InputError(f"--frames {asked}: the source has fewer than {decode.first} frames{guess}")
-            raise InputError(f"--frames {asked}: the source has only {n} frames")
+            raise InputError(f"--frames {asked}: the source has only {n} frame{'s' if n != 1 else ''}")
         if stop is not None and written < stop - start:
             # a warning, not a log line: the CLI prints it as 'vsr: warning: ...' above the progress bar
-            warnings.warn(f"--frames {asked}: the source has only {decode.seen} frames; wrote {written}, frames "
+            seen = f"{decode.seen} frame{'s' if decode.seen != 1 else ''}"
+            warnings.warn(f"--frames {asked}: the source has only {seen}; wrote {written}, frames "
                           f"{start}:{start + written}", stacklevel=2)

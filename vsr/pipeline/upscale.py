@@ -133,7 +133,8 @@ def _check_start(info, start: int, stop: int | None) -> None:
     sink and the model are opened (it was, after minutes of export and plan; the count is checked again as the
     run decodes, for every source)."""
     if info.frames is not None and start >= info.frames and info.container in _COUNTED and not info.film:
-        raise InputError(f"--frames {start}:{'' if stop is None else stop}: the source has only {info.frames} frames")
+        raise InputError(f"--frames {start}:{'' if stop is None else stop}: the source has only {info.frames} "
+                         f"frame{'s' if info.frames != 1 else ''}")
 
 
 def _total(info, start: int, stop: int | None) -> int | None:
