@@ -90,3 +90,19 @@ def test_a_seek_is_never_verified_in_a_clip_with_repeated_timestamps(tmp_path):
     scan, _ = scan_video(p)
     assert scan.keyframes == (0, 1, 2, 3) and not scan.increasing
     assert not verify_entry(p, scan, 2, 4)
+
+
+@pytest.mark.parametrize("suffix", [".h264", ".hevc"])
+def test_a_raw_streams_clock_is_the_sources_frame_rate(make_clip, tmp_path, capsys, suffix):
+    """A raw H.264/HEVC stream keeps no timestamps: the rate its VUI says is all a reader has.  The encoder took
+    the source's time base, which x264 writes there (x265 its frame rate): a 30 fps MP4's 1/15360 read back as
+    15360 fps by ffprobe (remuxed, four frames lasted a millisecond), this one as 25 (FFmpeg's guess when the
+    VUI's is out of range).  One frame is now the encoder's tick there."""
+    src = make_clip("ntsc.mp4", frames=3, rate=Fraction(30000, 1001))
+    out = tmp_path / f"out{suffix}"
+    rc = main(["upscale", str(src), str(out), "--weights", "random", "--config", "edvr-tiny", "--threads", "1",
+               "--quiet"])
+    assert rc == 0, capsys.readouterr().err
+    with av.open(str(out)) as c:
+        assert c.streams.video[0].guessed_rate == Fraction(30000, 1001)  # (av_guess_frame_rate)
+        assert c.streams.video[0].codec_context.name == suffix[1:]

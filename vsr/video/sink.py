@@ -216,8 +216,10 @@ class VideoSink:
         vs.pix_fmt = choice.pix_fmt
         vs.time_base = self._stream_time_base()
         cc = vs.codec_context
-        cc.time_base = self.encoder_tb = encoder_time_base(choice.codec, Path(info.path), info.kind, info.time_base,
-                                                           info.rate, film=info.film)
+        # one frame a tick where the container keeps no timestamps (a raw H.264 stream, AVI): the encoder's too,
+        # which x264 writes as the stream's clock (VUI), a raw stream's only frame rate
+        cc.time_base = self.encoder_tb = vs.time_base if vs.time_base != info.time_base else encoder_time_base(
+            choice.codec, Path(info.path), info.kind, info.time_base, info.rate, film=info.film)
         sar = sample_aspect(info.sample_aspect_ratio, info.width, info.height, choice.width, choice.height)
         if sar:
             cc.sample_aspect_ratio = sar
