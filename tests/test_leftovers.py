@@ -155,3 +155,107 @@ def test_an_export_removes_what_killed_exports_left(tmp_path, split):
     staged = Staged(tmp_path / "m.onnx", tmp_path / "p" if split else None)
     staged.clean()
     assert not model.exists() and plan.exists() != split
+
+
+def _killed_with_temp_folder(tmp_path: Path, prefix: str) -> Path:
+    """The temp folder ``prefix`` a run SIGKILLed while it held one left in the system temp folder (TMPDIR)."""
+    script = f"from vsr.leftovers import temp_folder\nprint(temp_folder({prefix!r}), flush=True)\ninput()\n"
+    killed = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              env={**os.environ, "TMPDIR": str(tmp_path)})
+    try:
+        left = Path(killed.stdout.readline().decode().strip())
+        (left / "model.onnx").write_bytes(b"x" * 1000)
+    finally:
+        killed.kill()
+        killed.wait()
+    assert left.parent == tmp_path and left.name.startswith(f"{prefix}{killed.pid}-") and left.is_dir()
+    return left
+
+
+@pytest.mark.parametrize("prefix", ["vsr-qdq-", "vsr-int8-account-"])
+def test_the_temp_folders_of_killed_runs_are_removed_by_the_next_run(tmp_path, monkeypatch, prefix):
+    """``vsr export --int8`` (``vsr-qdq-*``) or the int8 accounting (``vsr-int8-account-*``) killed outright
+    left its temp folder, ONNX models, in /tmp for good: the next run making one removes it, once it did not
+    change for an hour (a process of another pid namespace sharing /tmp may own it)."""
+    import tempfile
+
+    from vsr import leftovers
+    from vsr.bench.int8_account import _alone
+    from vsr.quant.qdq import export_int8_qdq
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    left = _killed_with_temp_folder(tmp_path, prefix)
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (tmp_path / f"{prefix}{_dead_pid()}-abcd1234").symlink_to(victim, target_is_directory=True)
+    alive_ones = tmp_path / f"{prefix}{os.getppid()}-abcd1234"
+    alive_ones.mkdir()
+    other = tmp_path / f"vsr-other-{_dead_pid()}-abcd1234"
+    other.mkdir()
+
+    def run():
+        with pytest.raises(Exception):
+            if prefix == "vsr-qdq-":
+                export_int8_qdq(tmp_path / "missing.onnx", tmp_path / "out.onnx")
+            else:
+                _alone({}, {}, None, 1, print)
+
+    run()
+    assert left.is_dir()  # changed a moment ago
+    monkeypatch.setattr(leftovers, "TEMP_ABANDONED", 0)
+    run()
+    assert not left.exists() and victim.is_dir() and alive_ones.is_dir() and other.is_dir()
+    link = tmp_path / next(n for n in os.listdir(tmp_path) if n.endswith("abcd1234") and n.startswith(prefix)
+                           and (tmp_path / n).is_symlink())
+    assert sorted(n for n in os.listdir(tmp_path) if n.startswith(prefix)) == sorted([link.name, alive_ones.name])
+
+
+def test_an_old_frames_folder_a_killed_overwrite_left_aside_is_removed_when_the_output_is_next_written(
+        tmp_path, monkeypatch):
+    """``vsr upscale in.mp4 frames/ --overwrite`` killed between renaming the old frames aside and removing them
+    left the whole old output hidden (``.frames.vsr-old-PID``) for good: the next write of ``frames`` removes it,
+    once it was renamed a day ago (its change time: the rename kept the old frames' modification time)."""
+    from vsr import leftovers
+    from vsr.video.output import MARKER, remove_stale_partials
+
+    dst, new = tmp_path / "frames", tmp_path / ".frames.vsr-partial-1"
+    for folder in (dst, new):
+        folder.mkdir()
+        (folder / MARKER).write_text("")
+        (folder / "00000001.png").write_bytes(b"png")
+    script = ("import sys, shutil, vsr.video.output as o\n"
+              "def stuck(*a, **k):\n    print('removing', flush=True); sys.stdin.read()\n"
+              "o.shutil.rmtree = stuck\n"
+              "o.commit_output(o.Path(sys.argv[1]), o.Path(sys.argv[2]), o.Path(sys.argv[3]))\n")
+    killed = subprocess.Popen([sys.executable, "-c", script, str(new), str(dst), str(tmp_path / "in.mp4")],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        assert killed.stdout.readline() == b"removing\n"
+    finally:
+        killed.kill()
+        killed.wait()
+    aside = tmp_path / f".frames.vsr-old-{killed.pid}"
+    assert aside.is_dir() and sorted(os.listdir(tmp_path)) == [aside.name, "frames"]
+    _aged(aside, 3)  # the old output's times: no sign of when it was renamed
+    user = tmp_path / f".frames.vsr-old-{_dead_pid()}"  # not what vsr replaces: kept
+    user.mkdir()
+    (user / "notes.txt").write_text("mine")
+    assert remove_stale_partials(dst, frames=True) == [] and aside.is_dir()  # renamed a moment ago
+    monkeypatch.setattr(leftovers, "ABANDONED", 0)
+    assert remove_stale_partials(dst, frames=True) == [aside] and not aside.exists()
+    assert user.is_dir() and (dst / "00000001.png").is_file()
+
+
+def test_an_old_plan_a_killed_export_left_aside_is_removed_by_the_next_export(tmp_path, monkeypatch):
+    from vsr import leftovers
+    from vsr.cli.export import Staged
+
+    aside = tmp_path / f".p.vsr-old-{_dead_pid()}"
+    aside.mkdir()
+    (aside / "manifest.json").write_text("{}")
+    Staged(tmp_path / "m.onnx", tmp_path / "p").clean()
+    assert aside.is_dir()  # renamed a moment ago: maybe by an export on another host
+    monkeypatch.setattr(leftovers, "ABANDONED", 0)
+    Staged(tmp_path / "m.onnx", tmp_path / "p").clean()
+    assert not aside.exists()
+

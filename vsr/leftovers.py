@@ -5,7 +5,12 @@ temporary ``.NAME.vsr-partial-PID`` it writes under and renames into place (a st
 process is gone from this host and which were not written for :data:`ABANDONED` seconds: the folder may be shared
 with other hosts (NFS), whose runs' process ids mean nothing here, so a live one is told by its writes.  Only this
 user's entries of that exact name, a regular file (or a folder the writer recognises as its own), never through a
-link.
+link.  ``aside=True``: the old output ``.NAME.vsr-old-PID`` a replacement renamed aside to remove (a kill between
+the two leaves it hidden for good), aged by its change time, which the rename set (its modification time is the
+old output's).
+
+:func:`temp_folder` makes a folder in the system temp folder (per host: a gone process is enough there, and an
+hour of no change guards against pid namespaces sharing it) and removes the ones killed runs left.
 """
 
 from __future__ import annotations
@@ -15,14 +20,19 @@ import os
 import re
 import shutil
 import stat
+import tempfile
 import time
+from pathlib import Path
 from typing import Callable
 
 log = logging.getLogger(__name__)
 
 PARTIAL = ".vsr-partial-"
+ASIDE = ".vsr-old-"  # an old output renamed aside, removed once the new one is in its place
 PID = r"([1-9][0-9]{0,9})"  # the writer's process id (in the name so that two runs never share a temporary)
 ABANDONED = 86400  # seconds: a temporary not written for this long is no run's in progress, on any host
+TEMP_ABANDONED = 3600  # seconds: a temp folder of a gone process not changed for this long (pid namespaces share /tmp)
+MKDTEMP = "[a-z0-9_]{8}"  # the random part tempfile.mkdtemp adds
 
 
 def alive(pid: int) -> bool:
@@ -38,16 +48,35 @@ def alive(pid: int) -> bool:
 
 def remove_partials(target: str | os.PathLike, *, suffix: str = "", tail: str = "",
                     folder: Callable[[int], bool] | None = None, dir_fd: int | None = None,
-                    age: float = ABANDONED) -> list[str]:
+                    age: float | None = None, aside: bool = False) -> list[str]:
     """Remove the temporaries of ``target`` killed runs left: ``.NAME.vsr-partial-PID`` beside it, NAME its name
     less ``suffix`` (a video's: the temporary ends with it), ``tail`` a pattern after PID.  ``folder``: the
     temporary is a folder, removed whole where ``folder`` (its descriptor) says it is the writer's own; else a
-    regular file.  ``dir_fd``: the folder ``target`` (a name) is in.  Returns the names removed; what cannot be
-    read or removed is left."""
+    regular file.  ``dir_fd``: the folder ``target`` (a name) is in.  ``aside``: the old outputs renamed aside
+    (``.NAME.vsr-old-PID``) instead, aged by their change time.  Returns the names removed; what cannot be read or
+    removed is left."""
     parent, name = os.path.split(os.fspath(target))
     if suffix and name.endswith(suffix):
         name = name[:-len(suffix)]
-    pattern = re.compile(re.escape(f".{name}{PARTIAL}") + PID + tail + re.escape(suffix))
+    mark = ASIDE if aside else PARTIAL
+    pattern = re.compile(re.escape(f".{name}{mark}") + PID + tail + re.escape(suffix))
+    return _sweep(parent, pattern, ABANDONED if age is None else age, folder, aside, dir_fd)
+
+
+def temp_folder(prefix: str) -> Path:
+    """A new folder ``<system temp>/<prefix><pid>-XXXXXXXX`` (mkdtemp's: mode 0700), after removing the ones of
+    ``prefix`` whose process is gone from this host and which did not change for :data:`TEMP_ABANDONED` seconds:
+    what runs killed outright left there (ONNX models, hundreds of MB)."""
+    root = tempfile.gettempdir()
+    pattern = re.compile(re.escape(prefix) + PID + "-" + MKDTEMP)
+    _sweep(root, pattern, TEMP_ABANDONED, lambda fd: True, True, None)
+    return Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-", dir=root))
+
+
+def _sweep(parent: str, pattern: re.Pattern, age: float, folder: Callable[[int], bool] | None, changed: bool,
+           dir_fd: int | None) -> list[str]:
+    """Remove the entries of ``parent`` (or the folder ``dir_fd``) that ``pattern`` matches, its group 1 the pid
+    of a process gone from this host, abandoned (:func:`_abandoned`)."""
     try:
         fd = os.open(parent or ".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC) if dir_fd is None else dir_fd
     except OSError:
@@ -58,7 +87,7 @@ def remove_partials(target: str | os.PathLike, *, suffix: str = "", tail: str = 
             m = pattern.fullmatch(entry)
             if m is None or int(m[1]) == os.getpid() or alive(int(m[1])):
                 continue
-            st = _abandoned(fd, entry, age, folder)
+            st = _abandoned(fd, entry, age, folder, changed)
             if st is not None and _remove(fd, entry, st):
                 log.info("removed %s left by a run killed outright", os.path.join(parent, entry))
                 removed.append(entry)
@@ -76,15 +105,17 @@ def files_only(fd: int) -> bool:
         return all(e.is_file(follow_symlinks=False) for e in entries)
 
 
-def _abandoned(fd: int, entry: str, age: float, folder: Callable[[int], bool] | None) -> os.stat_result | None:
+def _abandoned(fd: int, entry: str, age: float, folder: Callable[[int], bool] | None,
+               changed: bool = False) -> os.stat_result | None:
     """The status of ``entry`` of the folder ``fd`` where it is this user's, of the kind asked (not a link) and
-    not written for ``age`` seconds, else None."""
+    not written (``changed``: not changed, a rename included) for ``age`` seconds, else None."""
     try:
         st = os.stat(entry, dir_fd=fd, follow_symlinks=False)
     except OSError:
         return None
     kind = stat.S_ISDIR(st.st_mode) if folder is not None else stat.S_ISREG(st.st_mode)
-    if not kind or st.st_uid != os.geteuid() or time.time() - st.st_mtime < age:
+    when = max(st.st_mtime, st.st_ctime) if changed else st.st_mtime
+    if not kind or st.st_uid != os.geteuid() or time.time() - when < age:
         return None
     if folder is None:
         return st

@@ -26,7 +26,6 @@ from __future__ import annotations
 import contextlib
 import json
 import shutil
-import tempfile
 import time
 import warnings
 from collections import defaultdict
@@ -34,6 +33,8 @@ from pathlib import Path
 from typing import Callable
 
 import numpy as np
+
+from vsr.leftovers import temp_folder
 
 ROLES = (("range pass", lambda n, op: op in ("ReduceMax", "ReduceMin")),
          ("bias", lambda n, op: "/bias_" in n or n.endswith("/bias")),  # re-quantized per run, or added after
@@ -147,7 +148,7 @@ def _alone(plans: dict, captured: dict, threads: int | None, reps: int, say) -> 
     from vsr.plan.segments import OrtSegmentBackend
     from vsr.quant import Int8SegmentBackend
 
-    tmp = Path(tempfile.mkdtemp(prefix="vsr-int8-account-"))
+    tmp = temp_folder("vsr-int8-account-")  # (a killed run's is removed by the next one)
     out = {}
     try:
         int8_steps = {s.name: s for s in plans["int8"].steps if s.kind == "segment"}

@@ -215,6 +215,7 @@ class Staged:
         remove_partials(out)  # (what runs killed outright left)
         if split is not None:
             remove_partials(split, tail="-[0-9a-f]{8}", folder=files_only)
+            remove_partials(split, folder=files_only, aside=True)  # (an old plan a killed publish left aside)
         self.model = out.with_name(f".{out.name}.vsr-partial-{os.getpid()}")
         self._plan = self._aside = None
 

@@ -94,15 +94,15 @@ def export_int8_qdq(onnx_path, out_path, cfg=None, threads: int | None = None, m
     """Calibrate the fp32 ONNX file at ``onnx_path`` (through its split plan, as the int8 plan is) and write
     its Q/DQ form to ``out_path``; the convs of lowest SQNR stay fp32 as in the plan (``cfg.keep_fp32``)."""
     import shutil
-    import tempfile
 
+    from vsr.leftovers import temp_folder
     from vsr.plan.plan import write_plan
     from vsr.quant.calibrate import calibrate_plan
     from vsr.quant.config import QuantConfig, calibration_windows
     from vsr.quant.int8_plan import input_hw, choose_fp32
 
     cfg = cfg or QuantConfig()
-    tmp = Path(tempfile.mkdtemp(prefix="vsr-qdq-"))
+    tmp = temp_folder("vsr-qdq-")  # (a killed run's is removed by the next one)
     try:
         plan = write_plan(onnx_path, tmp)
         t, h, w = input_hw(onnx.load(str(onnx_path), load_external_data=False))

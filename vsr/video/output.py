@@ -268,10 +268,11 @@ def remove_stale_partials(dst: Path, frames: bool) -> list[Path]:
 
     Only an exact temporary name of ``dst`` whose process is gone and which was not written for a day
     (:func:`vsr.leftovers.remove_partials`), and only what vsr writes there: a regular file for a video output;
-    for PNG frames, a folder with vsr's marker holding only frames.  Returns what was removed.
+    for PNG frames, a folder with vsr's marker holding only frames, and an old frames folder ``--overwrite``
+    renamed aside (:func:`commit_output`) and not removed, renamed a day ago.  Returns what was removed.
     """
     if frames:
-        names = remove_partials(dst, folder=_frames_partial)
+        names = remove_partials(dst, folder=_frames_partial) + remove_partials(dst, folder=_old_frames, aside=True)
     else:
         names = remove_partials(dst, suffix=dst.suffix)
     return [dst.with_name(n) for n in names]
@@ -282,13 +283,22 @@ def _frames_partial(fd: int) -> bool:
     return stat.S_ISREG(os.stat(MARKER, dir_fd=fd, follow_symlinks=False).st_mode) and _holds_only_frames(fd) is None
 
 
+def _old_frames(fd: int) -> bool:
+    """Whether the folder ``fd`` is one :func:`refusal` let vsr replace: frames and its marker, or nothing."""
+    with os.scandir(fd) as entries:
+        names = [e.name for e in entries]
+    return _holds_only_frames(fd) is None and (not names or MARKER in names)
+
+
 def commit_output(tmp: Path, dst: Path, src: Path) -> None:
     """Move the finished temporary ``tmp`` to ``dst`` (a resolved output path), replacing what is there only
     under the overwrite rules, atomically where the file system allows.
 
     A file replaces a file in one rename.  A folder: the old one is renamed aside, the new one renamed in,
-    then the old one removed; if the second rename fails the old one goes back.  Nothing is moved after a stop
-    was asked for (:func:`vsr.interrupt.check`), even where the KeyboardInterrupt itself was lost.
+    then the old one removed; if the second rename fails the old one goes back.  (A kill before the removal
+    leaves the old one aside: :func:`remove_stale_partials` removes it when ``dst`` is next written.)  Nothing is
+    moved after a stop was asked for (:func:`vsr.interrupt.check`), even where the KeyboardInterrupt itself was
+    lost.
     """
     interrupt.check()
     if not (dst.exists() or dst.is_symlink()):
