@@ -259,3 +259,34 @@ def test_an_old_plan_a_killed_export_left_aside_is_removed_by_the_next_export(tm
     Staged(tmp_path / "m.onnx", tmp_path / "p").clean()
     assert not aside.exists()
 
+
+def test_the_other_writers_temporaries_use_the_one_name_and_are_removed(tmp_path, monkeypatch):
+    """The bench's files (``.NAME.PID.part``), the export cache's (``.NAME.PID.HEX.part``), a CUDA cache folder's
+    ``.facts.json.PID.tmp`` and a broker job's record (``.ID.PID.tmp``) a killed run left stayed for good."""
+    import onnx
+
+    from vsr.backends.cuda.keys import DeviceFacts, cache_folder, runtime_key
+    from vsr.bench.output import _write_all
+    from vsr.export.onnx import save_atomic
+    from vsr.jobs import ledger
+
+    dead = _dead_pid()
+    bench = [_left(tmp_path / f".{n}.vsr-partial-{dead}") for n in ("summary.json", "summary.md")]
+    _write_all({tmp_path / "summary.json": "{}", tmp_path / "summary.md": "#"})
+    export = _left(tmp_path / f".m.onnx.vsr-partial-{dead}-0123abcd")
+    save_atomic(onnx.ModelProto(), tmp_path / "m.onnx")
+    assert not any(p.exists() for p in bench + [export])
+    assert sorted(os.listdir(tmp_path)) == ["m.onnx", "summary.json", "summary.md"]
+
+    facts = DeviceFacts("cpu", None, None, None, "2", None, "ab")
+    folder = tmp_path / "cuda" / f"cpu-{runtime_key(facts)}"
+    folder.mkdir(parents=True, mode=0o700)
+    manifest = _left(folder / f".facts.json.vsr-partial-{dead}")
+    assert cache_folder(facts, tmp_path / "cuda") == folder and os.listdir(folder) == ["facts.json"]
+    assert not manifest.exists()
+
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    ledger.keep("redis://h/0", "a" * 32, "{}", [], str(tmp_path / "o.mp4"))
+    records = _left(ledger.folder() / f".{'b' * 32}.json.vsr-partial-{dead}")  # another job's
+    ledger.keep("redis://h/0", "c" * 32, "{}", [], str(tmp_path / "o.mp4"))
+    assert not records.exists() and sorted(os.listdir(ledger.folder())) == [f"{'a' * 32}.json", f"{'c' * 32}.json"]

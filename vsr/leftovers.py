@@ -63,6 +63,13 @@ def remove_partials(target: str | os.PathLike, *, suffix: str = "", tail: str = 
     return _sweep(parent, pattern, ABANDONED if age is None else age, folder, aside, dir_fd)
 
 
+def remove_partials_of(folder: str | os.PathLike, names: str) -> list[str]:
+    """:func:`remove_partials` for every file of ``folder`` whose name the regular expression ``names`` (no
+    groups) matches: where each is written once (a job's record), no later write of the same name would."""
+    pattern = re.compile(r"\.(?:" + names + ")" + re.escape(PARTIAL) + PID)
+    return _sweep(os.fspath(folder), pattern, ABANDONED, None, False, None)
+
+
 def temp_folder(prefix: str) -> Path:
     """A new folder ``<system temp>/<prefix><pid>-XXXXXXXX`` (mkdtemp's: mode 0700), after removing the ones of
     ``prefix`` whose process is gone from this host and which did not change for :data:`TEMP_ABANDONED` seconds:

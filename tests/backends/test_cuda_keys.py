@@ -71,8 +71,8 @@ def test_a_link_planted_at_the_facts_temporary_is_not_written_through(tmp_path):
     victim.write_text("keep me\n")
     folder = tmp_path / "engines" / f"nvidia-h100-80gb-hbm3-{runtime_key(H100, 'tensorrt')}"
     folder.mkdir(parents=True)
-    for tag in (os.getpid(), id(H100)):  # this vsr's name for it, and the one before
-        (folder / f".facts.json.{tag}.tmp").symlink_to(victim)
+    for name in (f"vsr-partial-{os.getpid()}", f"{id(H100)}.tmp"):  # this vsr's name for it, and one before
+        (folder / f".facts.json.{name}").symlink_to(victim)
     assert cache_folder(H100, tmp_path / "engines", "tensorrt") == folder
     assert victim.read_text() == "keep me\n"
     assert json.loads((folder / "facts.json").read_text())["extra"] == ["tensorrt"]
@@ -91,3 +91,4 @@ def test_a_cache_folder_others_can_write_is_refused_and_a_new_one_is_private(tmp
     with pytest.raises(InputError, match=r"will not keep compiled kernels and engines in .*: other users can write "
                                          r"to it \(mode 775\)"):
         cache_folder(H100, tmp_path, "tensorrt", "fp16")
+

@@ -24,6 +24,7 @@ from pathlib import Path
 from vsr.errors import BrokerError
 from vsr.files import create_new, private_folder, user_data_dir
 from vsr.jobs.records import broker_key, safe_url
+from vsr.leftovers import PARTIAL, remove_partials_of
 
 FOLDER = "broker-jobs"
 _ID = re.compile(r"[0-9a-f]{32}")  # the ids submit gives (uuid4 hex): nothing else names a file here
@@ -39,7 +40,8 @@ def keep(broker: str, job_id: str, spec_json: str, chunks: list[dict], output: s
             "submitted": time.time(), "output_before": _stat(output)}
     try:
         where = private_folder(folder(), "the record of the jobs sent to a broker")
-        tmp = where / f".{job_id}.{os.getpid()}.tmp"
+        remove_partials_of(where, _ID.pattern + r"\.json")  # (what runs killed outright left, of any job)
+        tmp = where / f".{job_id}.json{PARTIAL}{os.getpid()}"
         fd = create_new(tmp, 0o600)
         try:
             with open(fd, "wb", closefd=False) as f:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from vsr.files import engine_dir, private_folder, write_new
 from vsr.kernels.cuda.sources import sources_digest
+from vsr.leftovers import PARTIAL, remove_partials
 
 KEY_VERSION = 1  # bump when the meaning of a key's fields changes
 
@@ -52,7 +53,8 @@ def cache_folder(facts: DeviceFacts, root: str | Path | None = None, *extra: str
                             "what is loaded from there would run as you", "VSR_ENGINE_DIR")
     manifest = folder / "facts.json"
     if not manifest.exists():
-        tmp = folder / f".facts.json.{os.getpid()}.tmp"  # (a link planted there is replaced, not written through)
+        remove_partials(manifest)  # (what runs killed outright left)
+        tmp = folder / f".facts.json{PARTIAL}{os.getpid()}"  # (a link planted there is replaced, not written through)
         write_new(tmp, (json.dumps({"facts": asdict(facts), "extra": list(extra)}, indent=2, sort_keys=True)
                         + "\n").encode())
         tmp.replace(manifest)
