@@ -92,3 +92,31 @@ def test_a_cache_folder_others_can_write_is_refused_and_a_new_one_is_private(tmp
                                          r"to it \(mode 775\)"):
         cache_folder(H100, tmp_path, "tensorrt", "fp16")
 
+
+def _aged(path, days):
+    import time
+
+    t = time.time() - days * 86400
+    os.utime(path, (t, t), follow_symlinks=False)
+    return path
+
+
+def test_a_cache_folder_no_run_used_for_a_week_is_removed_when_a_new_one_is_made(tmp_path):
+    """After a driver, torch or TensorRT upgrade the device's earlier folder (its engines, tens of MB each) stayed
+    in ``<engine dir>/cuda`` for good; now making a new folder removes the ones no run used for a week."""
+    root = tmp_path / "cuda"
+    old = cache_folder(dataclasses.replace(H100, driver="12.4"), root, "tensorrt")
+    (old / "segment.engine").write_bytes(b"engine")
+    recent = cache_folder(dataclasses.replace(H100, torch="2.4.0"), root, "tensorrt")
+    used = cache_folder(H100, root, "fp16")
+    unknown = root / f"mine-{'0' * 20}"  # not a cache folder of vsr's: no facts.json
+    unknown.mkdir()
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (root / f"link-{'1' * 20}").symlink_to(victim, target_is_directory=True)
+    for folder, days in ((old, 8), (recent, 2), (used, 8), (unknown, 8)):
+        _aged(folder, days)
+    assert cache_folder(H100, root, "fp16") == used  # used now: marked
+    new = cache_folder(H100, root, "tensorrt")
+    assert sorted(os.listdir(root)) == sorted([recent.name, used.name, unknown.name, new.name, f"link-{'1' * 20}"])
+    assert victim.is_dir() and (new / "facts.json").is_file()

@@ -12,13 +12,17 @@ import hashlib
 import json
 import os
 import platform
+import re
+import stat
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from vsr.files import engine_dir, private_folder, write_new
 from vsr.kernels.cuda.sources import sources_digest
 from vsr.leftovers import PARTIAL, remove_partials
+from vsr.unused import UNUSED_DAYS, mark_used, remove_unused
 
+_FOLDER = re.compile(r".+-[0-9a-f]{20}")  # a cache folder's name (cache_folder), its facts.json tells it
 KEY_VERSION = 1  # bump when the meaning of a key's fields changes
 
 
@@ -45,12 +49,15 @@ def runtime_key(facts: DeviceFacts, *extra: str) -> str:
 def cache_folder(facts: DeviceFacts, root: str | Path | None = None, *extra: str) -> Path:
     """``<root>/<readable device>-<key>`` (root default ``<engine dir>/cuda``), created (mode 0700; one another
     user owns or can write is refused: :func:`vsr.files.private_folder`), with ``facts.json`` beside the
-    artefacts so that a person can tell what each folder is for."""
+    artefacts so that a person can tell what each folder is for.  Making a new one removes the folders of
+    ``root`` no run used for :data:`vsr.unused.UNUSED_DAYS` (an upgrade of the driver, torch or TensorRT left
+    the earlier one, engines and all, for good)."""
     base = Path(root) if root else engine_dir() / "cuda"
     readable = "".join(c if c.isalnum() else "-" for c in facts.device_name.lower()).strip("-")[:40] or "device"
     # engines and compiled kernels are code: only from a folder of the user's alone (made mode 0700)
     folder = private_folder(base / f"{readable}-{runtime_key(facts, *extra)}", "compiled kernels and engines",
                             "what is loaded from there would run as you", "VSR_ENGINE_DIR")
+    mark_used(folder)  # first: a run that removes folders meanwhile sees this one used
     manifest = folder / "facts.json"
     if not manifest.exists():
         remove_partials(manifest)  # (what runs killed outright left)
@@ -58,7 +65,13 @@ def cache_folder(facts: DeviceFacts, root: str | Path | None = None, *extra: str
         write_new(tmp, (json.dumps({"facts": asdict(facts), "extra": list(extra)}, indent=2, sort_keys=True)
                         + "\n").encode())
         tmp.replace(manifest)
+        remove_unused(base, _FOLDER.fullmatch, UNUSED_DAYS, keep=folder.name, belongs=_has_facts, folders=True)
     return folder
+
+
+def _has_facts(fd: int) -> bool:
+    """Whether the folder ``fd`` is a cache folder of :func:`cache_folder`'s: its ``facts.json``."""
+    return stat.S_ISREG(os.stat("facts.json", dir_fd=fd, follow_symlinks=False).st_mode)
 
 
 def _driver_version() -> str | None:
