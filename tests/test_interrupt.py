@@ -316,3 +316,36 @@ def test_a_ctrl_c_while_the_cli_is_imported_is_one_line_and_exit_130():
     # the console script takes the same entry
     scripts = tomllib.loads((root / "pyproject.toml").read_text())["project"]["scripts"]
     assert scripts["vsr"] == "vsr.console:entry"
+
+
+def test_a_stop_as_a_warning_line_is_written_leaves_it_a_line_of_its_own(tmp_path):
+    """``print`` writes a line's text, then its newline: a SIGTERM between the two (seen in a stop sweep of
+    `vsr export`) ran ``vsr: interrupted`` onto the warning's line ("...for testing onlyvsr: interrupted").  Here
+    the signal comes the moment the warning's text is written."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = ("import os, signal, sys\n"
+            "class Stderr:\n"
+            "    def __init__(self, f):\n"
+            "        self.f = f\n"
+            "    def write(self, text):\n"
+            "        n = self.f.write(text)\n"
+            "        if 'seeded random weights' in text:\n"
+            "            os.kill(os.getpid(), signal.SIGTERM)\n"
+            "        return n\n"
+            "    def __getattr__(self, name):\n"
+            "        return getattr(self.f, name)\n"
+            "sys.stderr = Stderr(sys.stderr)\n"
+            "sys.argv = ['vsr', *sys.argv[1:]]\n"
+            "from vsr.cli import entry\n"
+            "entry()\n")
+    out = tmp_path / "m.onnx"
+    r = subprocess.run([sys.executable, "-c", code, "export", "--weights", "random", "--config", "edvr-tiny",
+                        "--height", "32", "--width", "32", "--out", str(out)],
+                       cwd=Path(__file__).resolve().parents[1], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 130, r.stderr
+    assert r.stderr.splitlines() == ["vsr: warning: using seeded random weights (--weights random): output is "
+                                     "meaningless, for testing only", "vsr: interrupted"]
+    assert list(tmp_path.iterdir()) == []

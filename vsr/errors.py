@@ -67,7 +67,10 @@ def tell(line: str) -> None:
     import sys
 
     try:
-        print(line, file=sys.stderr, flush=True)
+        # one write: print writes the text, then its newline, and a stop between the two ran `vsr: interrupted`
+        # onto this line
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
     except (OSError, ValueError):
         pass
 
