@@ -283,6 +283,25 @@ def test_ctrl_c_while_the_batch_workers_start_is_one_line(make_clip, tmp_path):
     assert r.stderr.splitlines()[-1] == "vsr: interrupted"
 
 
+def test_ctrl_c_once_the_workers_run_leaves_nothing_in_the_temporary_folder(make_clip, tmp_path):
+    """multiprocessing's fork server listens on a socket in a folder of its own in the temporary folder
+    (``pymp-*/listener-*``), removed by an exit handler that the interrupted run's quick exit skipped: each Ctrl-C
+    of `vsr train --workers N` left one in /tmp for good."""
+    import os
+
+    clip = make_clip("c.mp4", width=48, height=40, frames=6)
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    r = subprocess.run([sys.executable, "-c", _STOP_AS_WORKERS_START, "train", "--config", "edvr-tiny",
+                        "--data", str(clip), "--iters", "100000", "--out", str(tmp_path / "run"), "--batch-size",
+                        "1", "--patch", "8", "--val", "none", "--threads", "1", "--workers", "2", "--no-progress"],
+                       cwd=REPO, capture_output=True, text=True, timeout=120, env={**os.environ, "TMPDIR": str(tmp)},
+                       preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    assert r.returncode == 130, r.stderr
+    assert r.stderr.splitlines()[-1] == "vsr: interrupted"
+    assert sorted(str(p.relative_to(tmp)) for p in tmp.rglob("*")) == []
+
+
 TINY_RUN = ("--batch-size", 1, "--patch", 8, "--val", "none", "--threads", 1, "--workers", 0, "--no-progress")
 
 

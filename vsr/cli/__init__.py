@@ -226,6 +226,7 @@ def entry() -> None:
             # queues (`vsr train --workers`): collected here, their semaphores are released now, as an exit that
             # skips the interpreter's shutdown would not, and the resource tracker has no leak to warn about
             gc.collect()
+            _remove_multiprocessing_folder()
             _flush()
             os._exit(code)
     sys.exit(code)
@@ -236,3 +237,14 @@ def _children() -> list:
     would not wait for them."""
     mp = sys.modules.get("multiprocessing")
     return mp.active_children() if mp is not None else []
+
+
+def _remove_multiprocessing_folder() -> None:
+    """multiprocessing's folder in the temporary folder (``pymp-*``: the fork server's socket, `vsr train
+    --workers`), which its exit handler removes: an exit that skips that handler left it behind for good."""
+    process = sys.modules.get("multiprocessing.process")
+    folder = process.current_process()._config.get("tempdir") if process is not None else None
+    if folder:
+        import shutil
+
+        shutil.rmtree(folder, ignore_errors=True)
