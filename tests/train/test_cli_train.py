@@ -302,6 +302,31 @@ def test_ctrl_c_once_the_workers_run_leaves_nothing_in_the_temporary_folder(make
     assert sorted(str(p.relative_to(tmp)) for p in tmp.rglob("*")) == []
 
 
+# Ctrl-C as the fork server is started (the signal sent from there, so that it lands in that stretch every time)
+_STOP_AS_THE_FORK_SERVER_STARTS = _STOP_AS_WORKERS_START.replace(
+    "import multiprocessing.context as context\nstart = context.ForkServerProcess._Popen\n",
+    "import multiprocessing.forkserver as forkserver\nstart = forkserver.ensure_running\n").replace(
+    "def _popen(process):\n    made = start(process)\n    os.kill(os.getpid(), signal.SIGINT)\n",
+    "def _popen():\n    os.kill(os.getpid(), signal.SIGINT)\n    made = start()\n").replace(
+    "context.ForkServerProcess._Popen = staticmethod(_popen)", "forkserver.ensure_running = _popen")
+
+
+def test_ctrl_c_while_the_fork_server_starts_stops_the_run(make_clip, tmp_path):
+    """The training process ignored Ctrl-C while it started the fork server (which must start with it ignored):
+    a Ctrl-C then was lost, and the run went on to its last iteration.  Now it is held back meanwhile, and
+    stops the run once the server is started."""
+    assert "forkserver.ensure_running = _popen" in _STOP_AS_THE_FORK_SERVER_STARTS
+    clip = make_clip("c.mp4", width=48, height=40, frames=6)
+    r = subprocess.run([sys.executable, "-c", _STOP_AS_THE_FORK_SERVER_STARTS, "train", "--config", "edvr-tiny",
+                        "--data", str(clip), "--iters", "40", "--out", str(tmp_path / "run"), "--batch-size", "1",
+                        "--patch", "8", "--val", "none", "--threads", "1", "--workers", "2", "--no-progress"],
+                       cwd=REPO, capture_output=True, text=True, timeout=300,
+                       preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    assert r.returncode == 130, (r.stdout, r.stderr)
+    assert "Traceback" not in r.stderr and r.stderr.splitlines()[-1] == "vsr: interrupted"
+    assert "stopped at iteration" not in r.stdout
+
+
 TINY_RUN = ("--batch-size", 1, "--patch", 8, "--val", "none", "--threads", 1, "--workers", 0, "--no-progress")
 
 

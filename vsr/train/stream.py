@@ -26,10 +26,12 @@ workers are torch DataLoader workers over the iteration numbers, which hand the 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import multiprocessing
 import multiprocessing.forkserver
+import multiprocessing.resource_tracker
 import os
 import shutil
 import signal
@@ -91,30 +93,34 @@ TRACKER_QUIET = "ignore::UserWarning:multiprocessing.resource_tracker"  # (a -W 
 
 
 def _fork_server():
-    """multiprocessing's fork server, started (once) with one thread per library and Ctrl-C ignored: the server
+    """multiprocessing's fork server, started (once) with one thread per library and Ctrl-C held back: the server
     and the workers forked from it leave an interrupt to the training process, which stops them (a server
-    interrupted while importing torch would print a traceback after ``vsr: interrupted``)."""
+    interrupted while importing torch would print a traceback after ``vsr: interrupted``).  Called inside
+    :func:`vsr.interrupt.deferred`: a stop that comes meanwhile is raised once the server is started."""
     ctx = multiprocessing.get_context("forkserver")
     ctx.set_forkserver_preload(["__main__", "vsr.train.stream"])
     main = threading.current_thread() is threading.main_thread()
-    handler = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
     # multiprocessing's resource tracker (spawned first, with this interpreter's -W options) unlinks the batch
     # queues' semaphores that a stopped run leaves; that is its job, not a leak to warn the user of after
     # `vsr: interrupted` (a run stopped while a worker held one printed two warnings and their source lines)
     if TRACKER_QUIET not in sys.warnoptions:
         sys.warnoptions.append(TRACKER_QUIET)
-    try:
-        with environment(_ONE_THREAD):  # what they load reads it: one thread each
-            multiprocessing.forkserver.ensure_running()  # spawns it (the tracker first), not waiting for its imports
-    finally:
-        if main:
-            signal.signal(signal.SIGINT, handler)
+    with environment(_ONE_THREAD):  # what they load reads it: one thread each
+        # the tracker first: its start unblocks the signals it blocked, which would undo the hold below
+        multiprocessing.resource_tracker.ensure_running()
+        # Ctrl-C blocked, not ignored: the server inherits the block (it ignores Ctrl-C from then on), while a
+        # Ctrl-C that comes meanwhile waits here, where ignoring it lost it (the run went on to its end)
+        with interrupt.held((signal.SIGINT,)) if main else contextlib.nullcontext():
+            multiprocessing.forkserver.ensure_running()  # spawns it, not waiting for its imports
     return ctx
 
 
 def _worker_init(parent: int, worker_id: int) -> None:
     import cv2
 
+    # Ctrl-C ignored, as the fork server it comes from does, and no longer blocked (held as the server started)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, (signal.SIGINT,))
     cv2.setNumThreads(1)
     torch.set_num_threads(1)
     sys.excepthook = functools.partial(_quiet_when_gone, sys.excepthook)
@@ -209,9 +215,11 @@ class BatchStream:
         self.workers, self.prefetch = workers, prefetch
         if not workers:
             return
+        with interrupt.deferred("the batch workers' start"):
+            context = _fork_server()
         loader = torch.utils.data.DataLoader(
             _Batches(self.sampler), batch_size=None, sampler=range(self.iteration, self.end), num_workers=workers,
-            prefetch_factor=prefetch, pin_memory=self.pin_memory, multiprocessing_context=_fork_server(),
+            prefetch_factor=prefetch, pin_memory=self.pin_memory, multiprocessing_context=context,
             worker_init_fn=functools.partial(_worker_init, os.getpid()),
             # its own generator: the DataLoader draws its workers' seeds (unused here) from it, not from torch's
             # global one, whose state a checkpoint holds
