@@ -164,3 +164,36 @@ def test_a_failed_job_keeps_the_file_name_in_its_message(make_clip, tmp_path):
         work(store.path, SETTINGS)
         (row,) = store.jobs()
     assert row.state == "failed" and str(src) in row.error
+
+
+# Ctrl-C from the terminal (to the whole process group) the moment the first worker process is started
+_STOP_AS_WORKERS_START = """
+import os, signal, sys
+import multiprocessing.context as context
+start = context.SpawnProcess._Popen
+def _popen(process):
+    made = start(process)
+    os.killpg(0, signal.SIGINT)
+    return made
+context.SpawnProcess._Popen = staticmethod(_popen)
+from vsr.cli import entry
+sys.argv = ["vsr", *sys.argv[1:]]
+entry()
+"""
+
+
+def test_ctrl_c_while_the_workers_start_stops_the_run(make_clip, tmp_path):
+    """The runner ignored Ctrl-C while it started its worker processes (so that they would, as they import), and
+    the workers until they handled it: one that came then was lost by all, and the queue was worked through."""
+    src = make_clip("a.mp4", width=64, height=48, frames=8)
+    with JobStore(tmp_path / "q.db", create=True) as store:
+        (job,) = queue(store, spec_for(src, tmp_path / "a.mkv"), chunk_frames=8)
+    r = subprocess.run([sys.executable, "-c", _STOP_AS_WORKERS_START, "jobs", "run", "--store", str(tmp_path / "q.db"),
+                        "--workers", "2", "--until-empty", "--quiet"], cwd=REPO, capture_output=True, text=True,
+                       timeout=300, start_new_session=True,
+                       preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # as from a terminal
+    assert r.returncode == 130, r.stderr
+    assert "Traceback" not in r.stderr and r.stderr.splitlines()[-1] == "vsr: interrupted"
+    with JobStore(tmp_path / "q.db") as store:
+        assert store.chunks(job)[0]["state"] == "queued" and store.job(job).state != "done"
+    assert not (tmp_path / "a.mkv").exists()

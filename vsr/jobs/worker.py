@@ -258,10 +258,11 @@ def _child(path: str, settings: WorkerSettings, parent: int) -> None:
         alone = os.environ.get("CUDA_VISIBLE_DEVICES") if settings.device.startswith("cuda") else None
         where = f" (CUDA_VISIBLE_DEVICES={alone})" if alone else ""
         tell(f"vsr: worker {os.getpid()} on {settings.device}{where}")
-    signal.signal(signal.SIGINT, signal.default_int_handler)  # ignored while it started (run_workers)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         with interrupt.handled((signal.SIGINT, signal.SIGTERM), once=True):
             try:
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, (signal.SIGINT,))  # blocked while it started (_run_each)
                 work(path, settings, parent=parent, failed=failed)
                 code = 1 if failed else 0
             except Exception:
@@ -321,23 +322,22 @@ def _run_each(path: str | Path, each: list[WorkerSettings]) -> int:
     procs = [ctx.Process(target=_child, args=(str(path), replace(s, device=device, waiting_line=i == 0,
                                                                  cores=share), os.getpid()), name=f"vsr-worker-{i}")
              for i, (s, (device, _)) in enumerate(zip(each, alone))]
-    # a worker starts with Ctrl-C ignored (inherited through exec) until _child handles it: an interrupt while
-    # it imports must not print a traceback; SIGTERM (below) still ends it then, holding nothing
-    handler = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # a worker starts with Ctrl-C blocked (inherited through exec) until _child handles it: an interrupt while
+    # it imports must not print a traceback; SIGTERM (below) still ends it then, holding nothing.  Blocked, not
+    # ignored: a Ctrl-C that comes meanwhile waits, here and in the workers (ignored, it was lost by all)
     try:
-        for p, (_, env) in zip(procs, alone):
-            with environment(env):  # a spawned process starts with this process's environment
-                p.start()
-    finally:
-        signal.signal(signal.SIGINT, handler)
-    try:
+        with interrupt.held((signal.SIGINT,)):
+            for p, (_, env) in zip(procs, alone):
+                with environment(env):  # a spawned process starts with this process's environment
+                    p.start()
         for p in procs:
             p.join()
     except KeyboardInterrupt:
-        for p in procs:
+        started = [p for p in procs if p.pid is not None]
+        for p in started:
             if p.is_alive():
                 os.kill(p.pid, signal.SIGTERM)
-        for p in procs:
+        for p in started:
             p.join()
         raise
     codes = [p.exitcode for p in procs]
