@@ -29,6 +29,10 @@ CRC32, VOID = 0xBF, 0xEC
 # a track's BlockAdditionMapping (Dolby Vision's configuration) and its children
 BLOCK_ADDITION_MAPPING, ADD_ID_NAME, ADD_ID_TYPE, ADD_ID_EXTRA = 0x41E4, 0x41A4, 0x41E7, 0x41ED
 VIDEO_TRACK = 1
+DISPLAY_WIDTH, DISPLAY_HEIGHT, DISPLAY_UNIT = 0x54B0, 0x54BA, 0x54B2
+DAR_UNIT = 3  # DisplayUnit: DisplayWidth and DisplayHeight are the display aspect ratio
+# Video children that vsr's replace (FFmpeg's muxer writes DisplayUnit 4, "unknown", when it knows no aspect)
+REPLACED = frozenset({DISPLAY_UNIT})
 
 
 @dataclass
@@ -166,6 +170,8 @@ def _with_video(data, track: Element, colour: bytes, video_extra: bytes, track_e
     if video is None:
         raise NotWritable("the video track has no Video element")
     vkids, vcrc = _children(data, video)
+    replaced = {e.id for e in elements(video_extra, 0, len(video_extra))} & REPLACED
+    vkids = [k for k in vkids if k.id not in replaced]
     added = _lacking(vkids, video_extra)
     box = next((c for c in vkids if c.id == COLOUR), None)
     if box is not None and colour:
@@ -183,6 +189,15 @@ def _with_video(data, track: Element, colour: bytes, video_extra: bytes, track_e
     new_video = master(VIDEO, b"".join(vparts) + added, vcrc, video.size_width)
     return master(TRACK_ENTRY, b"".join(new_video if k is video else _raw(data, k) for k in kids) + track_added, crc,
                   track.size_width)
+
+
+def display_size(webm: bool, sar, width: int, height: int) -> bytes:
+    """The ``Video`` children that show ``width`` x ``height`` samples of aspect ``sar`` at their shape: the display
+    aspect ratio (exact) in Matroska, as FFmpeg's muxer writes it; WebM takes only a size in pixels."""
+    if webm:
+        return uint(DISPLAY_WIDTH, round(width * sar)) + uint(DISPLAY_HEIGHT, height)
+    dar = sar * width / height
+    return uint(DISPLAY_WIDTH, dar.numerator) + uint(DISPLAY_HEIGHT, dar.denominator) + uint(DISPLAY_UNIT, DAR_UNIT)
 
 
 def _uint_value(data, e: Element) -> int:

@@ -45,7 +45,7 @@ from vsr.video.resize import factor, resized, sample_aspect
 from vsr.video.source import VideoInfo
 from vsr.video.spherical import view_metadata, view_not_written
 from vsr.video.tags import write_container_keys
-from vsr.video.track_metadata import add_track_metadata
+from vsr.video.track_metadata import add_track_metadata, display_metadata, display_not_written
 from vsr.video.trimmed import Window
 
 log = logging.getLogger(__name__)
@@ -356,14 +356,15 @@ class VideoSink:
         colour = hdr_metadata(container, hdr)
         view, lost = view_metadata(self.tmp is not None, container, self._view, self.scale)
         dv = track_metadata(container, self.choice.dolby_vision if self.tmp is not None else None)
+        shape = display_metadata(container, self.vs.codec_context if self.tmp is not None else None)
         try:
-            add_track_metadata(self._partial.io if self._partial else None, container, colour + view + dv)
+            add_track_metadata(self._partial.io if self._partial else None, container, colour + view + dv + shape)
             said = [lost]
         except NotWritable as e:
             said = [hdr_not_written(container, hdr, self.codec, e) if colour else None,
                     view_not_written(container, self._view, e) if view else None,
                     f"Dolby Vision's configuration could not be written into the {container} file ({e})"
-                    if dv else None]
+                    if dv else None, display_not_written(container, e) if shape else None]
         if self.tmp is not None:
             said.append(write_container_keys(self._partial.io, container, self.info.container_metadata))
             set_last_duration(self._partial.io, container, self._durations.last * self.encoder_tb)

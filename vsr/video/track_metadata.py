@@ -9,9 +9,11 @@ itself (the clusters after ``Tracks`` move up once: :mod:`vsr.video.matroska`).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from fractions import Fraction
 from pathlib import Path
 
 from vsr.video import isobmff, matroska
+from vsr.video.isobmff import NotWritable
 
 CONTAINERS = ("mp4", "mov", "matroska", "webm")
 
@@ -49,4 +51,19 @@ def add_track_metadata(path: Path, container: str, meta: TrackMetadata) -> None:
         matroska.add_video_elements(path, meta.colour, meta.video, meta.track)
 
 
-__all__ = ["CONTAINERS", "TrackMetadata", "add_track_metadata"]
+def display_metadata(container: str, cc) -> TrackMetadata:
+    """The display shape of the frames of encoder ``cc`` (None: none to write) in a Matroska/WebM file: its muxer
+    writes one only from the stream's sample aspect ratio, which PyAV cannot set (mp4's ``pasp`` comes from the
+    encoder's, which it sets), and without it AV1, VP9 and FFV1, whose streams hold no aspect, played square."""
+    sar: Fraction | None = cc.sample_aspect_ratio if cc is not None else None
+    if container not in ("matroska", "webm") or not sar or sar == 1:
+        return TrackMetadata()
+    return TrackMetadata(video=matroska.display_size(container == "webm", sar, cc.width, cc.height))
+
+
+def display_not_written(container: str, e: NotWritable) -> str:
+    """The line that says :func:`display_metadata` could not be written into a ``container`` file (``e``: why)."""
+    return f"the sample aspect ratio could not be written into the {container} file ({e}): players may show it square"
+
+
+__all__ = ["CONTAINERS", "TrackMetadata", "add_track_metadata", "display_metadata", "display_not_written"]

@@ -1,0 +1,51 @@
+"""A source's sample aspect ratio in a Matroska/WebM output whose codec holds none in its stream (AV1, VP9, FFV1):
+FFmpeg's muxer writes the track's display size only from the stream's aspect, which PyAV cannot set, so vsr
+writes it into the closed file (vsr.video.track_metadata.display_metadata)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from fractions import Fraction
+
+import pytest
+
+from tests.video.tools import ffmpeg_with, flat_through_sink
+from vsr.video import EncoderSettings
+
+
+def anamorphic(tmp_path, sar: str):
+    """A 176x144 PAL-shaped H.264 clip of 3 frames whose samples are ``sar`` wide."""
+    src = tmp_path / "src.mkv"
+    subprocess.run([ffmpeg_with("libx264"), "-v", "error", "-f", "lavfi", "-i", "testsrc2=s=176x144:r=25:d=0.12",
+                    "-vf", f"setsar={sar}", "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p",
+                    str(src)], check=True)
+    return src
+
+
+def probed(path) -> dict:
+    out = subprocess.run(["ffprobe", "-v", "error", "-select_streams", "v", "-show_entries",
+                          "stream=codec_name,sample_aspect_ratio,display_aspect_ratio", "-of", "json", str(path)],
+                         capture_output=True, text=True, check=True).stdout
+    return json.loads(out)["streams"][0]
+
+
+@pytest.mark.parametrize("name,codec", [("out.mkv", "ffv1"), ("out.mkv", "libvpx-vp9"), ("out.mkv", "libsvtav1"),
+                                        ("out.webm", "libvpx-vp9")])
+def test_a_codec_without_an_aspect_keeps_the_sources_in_matroska(tmp_path, name, codec):
+    ffmpeg_with(codec)
+    out = tmp_path / name
+    flat_through_sink(anamorphic(tmp_path, "16/15"), out, EncoderSettings(codec=codec), scale=2)
+    got = probed(out)
+    sar = Fraction(got["sample_aspect_ratio"].replace(":", "/"))
+    if name.endswith(".webm"):  # a size in whole pixels: 352 * 16/15 = 375.47 shown 375 wide
+        assert sar == Fraction(375, 352), got
+    else:  # Matroska's display aspect ratio: exact
+        assert sar == Fraction(16, 15), got
+        assert got["display_aspect_ratio"] == "176:135", got
+
+
+def test_square_samples_get_no_display_size(tmp_path):
+    out = tmp_path / "out.mkv"
+    flat_through_sink(anamorphic(tmp_path, "1"), out, EncoderSettings(codec="ffv1"), scale=2)
+    assert probed(out).get("sample_aspect_ratio", "N/A") in ("N/A", "1:1", "0:1")
