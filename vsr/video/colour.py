@@ -18,7 +18,7 @@ YUV (NV12, packed, gray).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import av
 import numpy as np
@@ -126,12 +126,16 @@ class ColourSpec:
         """PNG frames."""
         return cls(SPC_RGB, RANGE_FULL, PRI_BT709, TRC_SRGB)
 
-    def for_output(self, pix_fmt: str) -> "ColourSpec":
-        """The spec of pixels in ``pix_fmt`` written from RGB that was read with this spec.
+    def for_output(self, pix_fmt: str, codec: str | None = None) -> "ColourSpec":
+        """The spec of pixels in ``pix_fmt`` written from RGB that was read with this spec (by encoder ``codec``).
 
         RGB read from an RGB source and written as YUV gets BT.709 limited range (what players assume
         for HD; BT.2020's matrix with BT.2020's primaries); YUV written as RGB keeps primaries and transfer.
+        MJPEG's YUV is BT.601's whatever the source's: a JPEG's is, and FFmpeg's decoder reads it so whatever the
+        container's tag says (a BT.709 source's colours shifted).
         """
+        if codec == "mjpeg" and not is_rgb_format(pix_fmt) and not is_gray_format(pix_fmt):
+            return replace(self.for_output(pix_fmt), matrix=SPC_BT470BG)
         if is_rgb_format(pix_fmt) or is_gray_format(pix_fmt):
             return ColourSpec(SPC_RGB, RANGE_FULL, self.primaries, self.transfer, self.guessed)
         if self.matrix == SPC_RGB:  # (BT.2020's primaries: its own matrix, as HDR10 has it)

@@ -186,8 +186,9 @@ def choose_encoder(container: OutputContainer, settings: EncoderSettings, info: 
     check_values(codec.name, opts, settings)
     used = effective(codec.name, opts)  # what a run's report names: its defaults included
     return EncoderChoice(codec.name, pix_fmt, width, height, tuple(opts.items()), used["crf"], used["preset"],
-                         used["q"], info.colour.for_output(pix_fmt), CODEC_TAGS.get((container.format, codec.name)),
-                         low_memory, tuple(said + [dv_said] * bool(dv_said)), settings, dv)
+                         used["q"], info.colour.for_output(pix_fmt, codec.name),
+                         CODEC_TAGS.get((container.format, codec.name)), low_memory,
+                         tuple(said + [dv_said] * bool(dv_said)), settings, dv)
 
 
 def choose_pix_fmt(codec: av.Codec, info: VideoInfo, requested: str | None) -> str:
@@ -256,13 +257,12 @@ def y4m_pix_fmt(info: VideoInfo, requested: str | None) -> str:
 
 
 def default_codec(container: OutputContainer, hardware: bool = False, hdr: bool = False, alpha: bool = False) -> str:
-    """The container's own (:data:`CONTAINER_CODECS`), else for an ``hdr`` source (PQ, HLG, Dolby Vision) the first
-    of :data:`vsr.video.hdr.HDR_CODECS` it holds (10-bit HEVC, else AV1: what HDR players decode, and encoders that
-    write the static metadata; no NVENC; but ProRes 4444 for one with ``alpha`` too in QuickTime, which keeps both),
-    else for a source with ``alpha`` the container's codec that keeps it (:data:`ALPHA_CODECS`: VP9 in Matroska and
-    WebM, ProRes 4444 in QuickTime), else libx264 where the container holds H.264 (mp4, mkv, mov; ``hardware``:
-    h264_nvenc there, where it opens here, :func:`vsr.video.nvenc.nvenc_problem`), else the first of
-    FALLBACK_CODECS it holds."""
+    """The container's own (:data:`CONTAINER_CODECS`), else for an ``hdr`` source (PQ, HLG, Dolby Vision) the first of
+    :data:`vsr.video.hdr.HDR_CODECS` it holds (10-bit HEVC, else AV1: what HDR players decode, and encoders that write
+    the static metadata; no NVENC; but ProRes 4444 for one with ``alpha`` too in QuickTime, which keeps both), else for
+    a source with ``alpha`` the container's codec that keeps it (:data:`ALPHA_CODECS`: VP9 in Matroska and WebM, ProRes
+    4444 in QuickTime), else libx264 where the container holds H.264 (mp4, mkv, mov; ``hardware``: h264_nvenc there,
+    where it opens here, :func:`vsr.video.nvenc.nvenc_problem`), else the first of FALLBACK_CODECS it holds."""
     own = CONTAINER_CODECS.get(container.format)
     keeps_alpha = ALPHA_CODECS.get(container.format) if alpha and not own else None
     if keeps_alpha in av.codecs_available and (not hdr or keeps_alpha in DEEP_ALPHA_CODECS):
