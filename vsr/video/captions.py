@@ -20,6 +20,8 @@ import av
 
 from vsr.video import hdr10plus, rpu
 from vsr.video.bitstream import append, inject, inject_obus, metadata_obu, sei_nal
+from vsr.video.colour import RANGE_FULL
+from vsr.video.mpeg4_colour import with_colour
 
 # output codecs whose pictures carry A/53 captions (FFmpeg's codec names, any encoder): in an SEI message, or
 # in AV1 a metadata OBU (A/53's T.35 payload, as FFmpeg's AV1 decoders read it)
@@ -89,6 +91,7 @@ class PictureMessages:
         self._held: dict[int, list[bytes]] = {}
         self._rpus: dict[int, bytes] = {}
         self.dropped = False
+        self.colour = None  # an MPEG-4 Part 2 output's ColourSpec, said in its keyframes' headers (mpeg4_colour)
 
     def frame(self, pts_src: int, pts_out: int) -> None:
         payloads = self._captions(pts_src)
@@ -118,9 +121,13 @@ class PictureMessages:
         """``pkt``, or a copy of it with its frame's messages before its picture (its RPU after it)."""
         payloads = self._held.pop(pkt.pts, None) if self._held else None
         unit = self._rpus.pop(pkt.pts, None) if self._rpus else None
-        if payloads is None and unit is None:
+        described = self.codec == "mpeg4" and self.colour is not None and pkt.is_keyframe
+        if payloads is None and unit is None and not described:
             return pkt
         data = bytes(pkt)
+        if described:
+            c = self.colour
+            data = with_colour(data, c.matrix, c.range == RANGE_FULL, c.primaries, c.transfer)
         if payloads is not None and self.codec == "av1":
             data = inject_obus(data, b"".join(metadata_obu(p) for p in payloads))
         elif payloads is not None:
