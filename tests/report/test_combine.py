@@ -57,3 +57,19 @@ def test_one_chunk_keeps_its_percentiles():
 def test_nothing_to_combine_is_one_line():
     with pytest.raises(InputError, match="no chunk of the job is done yet"):
         combine_reports([])
+
+
+def test_a_jobs_scene_cuts_are_every_chunks():
+    # each chunk records the cuts in its own frames: the job's report listed chunk 0's alone ("none")
+    rule = {"mode": "auto", "threshold": 3.0, "min_score": 15.0}
+    reports = [chunk(10, 1.0, 0.5, 10, 0.01) for _ in range(3)]
+    for r, cuts in zip(reports, ([], [25], [37, 50])):
+        r["settings"]["scene_cuts"] = {**rule, "cuts": cuts}
+    data = combine_reports(reports, {"frames": "0:60"})
+    assert data["settings"]["scene_cuts"] == {**rule, "cuts": [25, 37, 50]}
+    assert "scene cuts (auto, threshold 3.0): 3, before frames 25, 37, 50" in render.render_text(
+        parse_run(data, "job 1"))
+    off = [chunk(10, 1.0, 0.5, 10, 0.01) for _ in range(2)]
+    for r in off:
+        r["settings"]["scene_cuts"] = {"mode": "off"}
+    assert combine_reports(off, {"frames": "0:20"})["settings"]["scene_cuts"] == {"mode": "off"}

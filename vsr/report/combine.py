@@ -26,6 +26,9 @@ def combine_reports(reports: list[dict], settings: dict | None = None) -> dict:
     if len(reports) == 1 and not settings:
         return dict(reports[0])
     merged_settings = {**reports[0].get("settings", {}), **(settings or {}), "chunks": len(reports)}
+    cuts = _scene_cuts(reports)
+    if cuts is not None:
+        merged_settings["scene_cuts"] = cuts
     frames = sum(int(r.get("frames", 0)) for r in reports)
     wall = sum(float(r.get("wall_s", 0.0)) for r in reports)
     stages = _stages(reports)
@@ -42,6 +45,20 @@ def combine_reports(reports: list[dict], settings: dict | None = None) -> dict:
         "backend_steps": _steps(reports, keep_percentiles=len(reports) == 1),
         "timeline": _timeline(reports),
     }
+
+
+def _scene_cuts(reports: list[dict]) -> dict | None:
+    """The job's scene cuts: each chunk lists those in its own frames, so the first chunk's alone said "none"
+    of a job whose cuts all lie further on.  None where a chunk recorded no list (an older report)."""
+    found = [r.get("settings", {}).get("scene_cuts") for r in reports]
+    if not all(isinstance(sc, dict) for sc in found):
+        return None
+    if any(not isinstance(sc.get("cuts", []), list) for sc in found):
+        return None
+    merged = dict(found[0])
+    if "cuts" in merged:
+        merged["cuts"] = sorted({k for sc in found for k in sc.get("cuts", []) if isinstance(k, int)})
+    return merged
 
 
 def _stages(reports: list[dict]) -> list[dict]:
