@@ -130,3 +130,29 @@ def test_a_job_is_never_joined_from_two_versions(make_clip, tmp_path):
     new, new_chunks = bound(src, tmp_path / "a.mkv")
     assert chunk_folder(new) != chunk_folder(old)
     assert is_committed(old, old_chunks[0]) and not is_committed(new, new_chunks[0])
+
+
+def test_list_does_not_count_the_chunks_a_replaced_input_dropped(make_clip, tmp_path, capsys):
+    """The failed job's chunk folder is removed (its chunks are of a file that is gone), so list said
+    "25% (5/20)", chunks 1/4, of chunks that no longer exist."""
+    src = make_clip("a.mp4", frames=20, seed=1)
+    store, out = tmp_path / "q.db", tmp_path / "out"
+    rc, text, err = jobs(capsys, "add", src, "--out-dir", out, "--ext", "mkv", "--chunk-frames", 5, "--store",
+                         store, *TINY)
+    assert rc == 0, err
+    from vsr.jobs.worker import WorkerSettings, work
+
+    class Replacer:  # replaces the input as the second chunk starts: the first one is committed by then
+        def phase(self, text, detail=None):
+            if "chunk 1" in text and not hasattr(self, "done"):
+                self.done = make_clip("a.mp4", frames=13, seed=2)
+
+        def close(self):
+            pass
+
+    work(store, WorkerSettings(poll_s=0.05, until_empty=True, status=Replacer))
+    capsys.readouterr()
+    row = json.loads(jobs(capsys, "list", "--json", "--store", store)[1])[0]
+    assert row["state"] == "failed" and row["error"].startswith(f"the input {src} changed"), row
+    assert not (out / ".vsr-chunks").exists()
+    assert (row["chunks_done"], row["frames_done"]) == (0, 0), row

@@ -149,6 +149,13 @@ class Leases:
         with self.transaction() as db:
             self._fail(db, claim.job, claim.index, message, time.time())
 
+    def drop_done(self, job: int) -> None:
+        """The chunk folder of failed ``job`` was removed (its input changed): its done chunks are no longer
+        there, so list no longer counts them, and a retry computes them again."""
+        with self.transaction() as db:
+            db.execute("UPDATE chunks SET state = 'queued', report = NULL, progress = 0, progress_s = 0 "
+                       "WHERE job = ? AND state = 'done'", (job,))
+
     @staticmethod
     def _fail(db, job: int, index: int | None, message: str, now: float) -> None:
         if index is not None:

@@ -239,6 +239,9 @@ def _failed(store: JobStore, owner: str, claim: Claim, e: Exception, say) -> Non
         (discard if isinstance(e, SourceChanged) else tidy)(JobSpec.from_json(claim.spec))
     except VsrError as why:
         log.warning("job %s: its chunk folder stays: %s", claim.job, why)
+    else:
+        if isinstance(e, SourceChanged):  # else list counted chunks whose files were just removed
+            store.drop_done(claim.job)
 
 
 def _fail(store: JobStore, owner: str, claim: Claim, message: str, say) -> None:
