@@ -73,3 +73,13 @@ def test_a_jobs_scene_cuts_are_every_chunks():
     for r in off:
         r["settings"]["scene_cuts"] = {"mode": "off"}
     assert combine_reports(off, {"frames": "0:20"})["settings"]["scene_cuts"] == {"mode": "off"}
+
+
+def test_an_input_that_ended_early_in_a_later_chunk_is_in_the_jobs_report():
+    """Each chunk's settings record its own input's early end; the job's report took the first chunk's settings
+    alone, so a later chunk's short input (the usual place: the last) was not in it (``vsr jobs list`` said so)."""
+    first, last = chunk(8, 2.0, 1.5, 8, 0.02), chunk(4, 1.0, 0.7, 4, 0.05)
+    early = {"frames_declared": 20, "frames_decoded": 12}
+    last["settings"] = {**last["settings"], "input_ended_early": early}
+    assert combine_reports([first, last])["settings"]["input_ended_early"] == early
+    assert "input_ended_early" not in combine_reports([first, chunk(4, 1.0, 0.7, 4, 0.05)])["settings"]

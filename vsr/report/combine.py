@@ -29,6 +29,10 @@ def combine_reports(reports: list[dict], settings: dict | None = None) -> dict:
     cuts = _scene_cuts(reports)
     if cuts is not None:
         merged_settings["scene_cuts"] = cuts
+    early = [r["settings"]["input_ended_early"] for r in reports
+             if isinstance(r.get("settings"), dict) and isinstance(r["settings"].get("input_ended_early"), dict)]
+    if early:  # the chunk whose input ran short (the last, as a rule), not the first chunk's settings alone
+        merged_settings["input_ended_early"] = early[0]
     frames = sum(int(r.get("frames", 0)) for r in reports)
     wall = sum(float(r.get("wall_s", 0.0)) for r in reports)
     stages = _stages(reports)
