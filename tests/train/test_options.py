@@ -46,6 +46,13 @@ def test_out_of_range_values_are_refused(field, value):
         make(**{field: value})
 
 
+@pytest.mark.parametrize("field", ["lr", "min_lr", "offset_lr_mult", "grad_clip"])
+def test_an_infinite_rate_or_bound_is_refused(field):
+    # --lr inf was taken: every weight NaN after the first step, the run ending with exit 0
+    with pytest.raises(InputError, match=f"^invalid training option {field}=inf: must be a finite number"):
+        make(**{field: float("inf")})
+
+
 def test_options_that_contradict_each_other_are_refused():
     with pytest.raises(InputError, match="min_lr"):
         make(lr=1e-4, min_lr=1e-3)

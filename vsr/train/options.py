@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import MISSING, asdict, dataclass, fields
 
 import torch
@@ -92,7 +93,8 @@ def _is_int(v) -> bool:
 
 
 def _is_real(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
+    # finite: --lr inf trained to NaN weights without a word (nan was refused only as it fails every comparison)
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
 def _strings(v) -> bool:
@@ -117,8 +119,8 @@ def _choice(choices) -> tuple:
 
 _POSITIVE_INT = (lambda v: _is_int(v) and v > 0), "an integer > 0"
 _COUNT = (lambda v: _is_int(v) and v >= 0), "an integer >= 0"
-_POSITIVE = (lambda v: _is_real(v) and v > 0), "a number > 0"
-_NON_NEGATIVE = (lambda v: _is_real(v) and v >= 0), "a number >= 0"
+_POSITIVE = (lambda v: _is_real(v) and v > 0), "a finite number > 0"
+_NON_NEGATIVE = (lambda v: _is_real(v) and v >= 0), "a finite number >= 0"
 _FRACTION = (lambda v: _is_real(v) and 0 <= v <= 1), "a number in [0, 1]"
 
 # Option -> (test, what the value must be).
