@@ -61,6 +61,22 @@ def test_resume_is_bit_exact(clip, tmp_path, workers):
     assert torch.equal(a["rng"]["torch"], b["rng"]["torch"])
 
 
+def test_a_run_resumed_between_two_log_lines_logs_the_same_loss_curve(clip, tmp_path):
+    """(--ckpt-every 25 beside the log's 10, or a time slice's checkpoint: the first line after the resume averaged
+    only the resumed steps' losses)"""
+    import json
+
+    def curve(run):
+        lines = [json.loads(x) for x in (run / "log.jsonl").read_text().splitlines()]
+        return [(e["iteration"], e["loss"]) for e in lines if e["event"] == "train"]
+
+    Trainer(options(clip, tmp_path / "a", log_every=4, iters=8)).run(progress=False)
+    Trainer(options(clip, tmp_path / "b", log_every=4, iters=8)).run(stop_after=3, progress=False)
+    Trainer(options(clip, tmp_path / "b", log_every=4, iters=8)).run(progress=False)
+    assert [it for it, _ in curve(tmp_path / "a")] == [4, 8]
+    assert curve(tmp_path / "b") == curve(tmp_path / "a")
+
+
 def test_a_run_interrupted_mid_step_resumes_from_its_last_checkpoint_exactly(clip, tmp_path, monkeypatch):
     whole = Trainer(options(clip, tmp_path / "a"))
     whole.run(progress=False)

@@ -29,6 +29,9 @@ class TrainState:
     best_iteration: int = -1
     history: list = field(default_factory=list)
     wall_s: float = 0.0
+    # losses of the steps since the last log line: a run resumed between two log lines logs the same mean as the
+    # run it continues (it averaged only its own steps, a different loss curve)
+    pending_losses: list = field(default_factory=list)
 
 
 @dataclass
@@ -69,7 +72,7 @@ def restore(ck: dict, parts: Trainable) -> TrainState:
     t = ck["train"]
     return TrainState(iteration=int(t["iteration"]), best_psnr=float(t["best_psnr"]),
                       best_iteration=int(t["best_iteration"]), history=list(t["history"]),
-                      wall_s=float(t["wall_s"]))
+                      wall_s=float(t["wall_s"]), pending_losses=[float(v) for v in t.get("pending_losses", [])])
 
 
 def save_checkpoint(ck: dict, path: Path) -> None:

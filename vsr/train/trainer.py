@@ -297,7 +297,9 @@ class Trainer:
         validating = bool(self.val_sets and o.val_every)
         if start == 0 and validating:
             self._record_validation()  # the starting point: the initialised or the --init weights
-        t_last, waited, losses = time.time(), 0.0, []
+        # the stretch's losses so far, the checkpoint's before this process's (the same float32 values)
+        losses = [torch.tensor(v, device=self.device) for v in self.state.pending_losses]
+        t_last, waited, steps = time.time(), 0.0, 0
         with (BatchStream(self.sampler, start, end, workers=self.workers,
                           pin_memory=self.device.type == "cuda") as batches,
               progress_bar(total=o.iters, initial=start, disable=not progress, desc="train", unit="it",
@@ -309,6 +311,7 @@ class Trainer:
             while self.state.iteration < end and not (deadline is not None and time.time() >= deadline):
                 t0 = time.time()
                 losses.append(self.step(*next(batches)))
+                steps += 1
                 it = self.state.iteration
                 if it % o.log_every == 0:  # the only wait for the device between checkpoints: inside the time
                     loss = float(torch.stack(losses).double().mean())
@@ -319,16 +322,17 @@ class Trainer:
                     now = time.time()
                     # data_wait_s: of this stretch's time, how long the steps waited for their batches
                     self._log({"event": "train", "iteration": it, "loss": loss,
-                               "lr": lr_at(it - 1, o), "it_per_s": len(losses) / max(now - t_last, 1e-9),
+                               "lr": lr_at(it - 1, o), "it_per_s": steps / max(now - t_last, 1e-9),
                                "data_wait_s": round(batches.wait_s - waited, 3),
                                "wall_s": round(self.state.wall_s, 1)})
-                    t_last, waited, losses = now, batches.wait_s, []
+                    t_last, waited, losses, steps = now, batches.wait_s, [], 0
                 if validating and (it % o.val_every == 0 or it == o.iters):
                     t0 = time.time()
                     res = self._record_validation()
                     self.state.wall_s += time.time() - t0
                     bar.write(f"iter {it}: {_validation_line(res)}")
                 if it % o.ckpt_every == 0 or it == end or (deadline is not None and time.time() >= deadline):
+                    self.state.pending_losses = [float(v) for v in losses]
                     save_checkpoint(self.checkpoint(), self.dir / "latest.pth")
                     if o.qat:
                         _write_json(self.dir / "qat.json", qat_parameters(self.ema))
