@@ -77,6 +77,15 @@ def test_a_run_resumed_between_two_log_lines_logs_the_same_loss_curve(clip, tmp_
     assert curve(tmp_path / "b") == curve(tmp_path / "a")
 
 
+def test_the_last_iteration_is_logged_where_it_ends_no_stretch(clip, tmp_path):
+    """(--iters 6 with the log every 10 steps: log.jsonl held no loss at all)"""
+    import json
+
+    Trainer(options(clip, tmp_path / "a", log_every=4, iters=6)).run(progress=False)
+    lines = [json.loads(x) for x in (tmp_path / "a" / "log.jsonl").read_text().splitlines()]
+    assert [e["iteration"] for e in lines if e["event"] == "train"] == [4, 6]
+
+
 def test_a_run_interrupted_mid_step_resumes_from_its_last_checkpoint_exactly(clip, tmp_path, monkeypatch):
     whole = Trainer(options(clip, tmp_path / "a"))
     whole.run(progress=False)

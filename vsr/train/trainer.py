@@ -313,11 +313,14 @@ class Trainer:
                 losses.append(self.step(*next(batches)))
                 steps += 1
                 it = self.state.iteration
-                if it % o.log_every == 0:  # the only wait for the device between checkpoints: inside the time
+                # the last iteration too (an --iters that is no multiple of log_every: its last steps went unlogged,
+                # all of them in a run shorter than log_every), and only the run's last: a resumed run logs as one
+                logging = it % o.log_every == 0 or it == o.iters
+                if logging:  # the only wait for the device between checkpoints: inside the time
                     loss = float(torch.stack(losses).double().mean())
                 self.state.wall_s += time.time() - t0
                 bar.update(1)
-                if it % o.log_every == 0:
+                if logging:
                     bar.set_postfix(loss=f"{loss:.4f}", lr=f"{lr_at(it - 1, o):.2e}", refresh=False)
                     now = time.time()
                     # data_wait_s: of this stretch's time, how long the steps waited for their batches
