@@ -362,3 +362,14 @@ def test_a_folder_of_other_files_is_refused_and_a_run_folder_resumes(make_clip, 
     r = vsr_train("--config", "edvr-tiny", "--data", clip, "--iters", 2, "--out", run, *TINY_RUN)
     assert r.returncode == 0, r.stderr
     assert "resuming at iteration 1" in r.stdout and "stopped at iteration 2" in r.stdout
+
+
+def test_an_empty_out_is_one_line_and_trains_nowhere(make_clip, tmp_path):
+    """(--out "$DIR" with DIR unset trained into runs/edvr-tiny, a folder the user never named)"""
+    clip = make_clip("c.mp4", width=48, height=40, frames=6)
+    r = subprocess.run([sys.executable, "-m", "vsr", "train", "--config", "edvr-tiny", "--data", str(clip),
+                        "--iters", "1", "--out", "", *map(str, TINY_RUN)], capture_output=True, text=True,
+                       cwd=tmp_path, timeout=300)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.splitlines() == ["vsr: error: --out is empty: give the run folder's name (or leave --out out for runs/NAME)"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.mp4"]

@@ -79,8 +79,9 @@ def train_options(args):
     if val and len(val) < len(args.val):  # (it validated on the others: 'none' was dropped silently)
         raise InputError(f"--val none means no validation: give it alone, not with "
                          f"{', '.join(printable(v) for v in val)}")
+    out = str(Path("runs") / Path(name).stem) if args.out is None else args.out
     return TrainOptions(
-        config=args.config, data=tuple(args.data), out=args.out or str(Path("runs") / Path(name).stem),
+        config=args.config, data=tuple(args.data), out=out,
         iters=args.iters, init=args.init, batch_size=args.batch_size, lr_patch=args.patch, lr=args.lr,
         min_lr=args.min_lr, warmup=args.warmup, offset_lr_mult=args.offset_lr_mult, grad_clip=args.grad_clip,
         loss=args.loss, ema_decay=args.ema_decay, seed=args.seed, weight_init=args.weight_init,
@@ -98,6 +99,8 @@ def run(args) -> int:
 
     # The run folder is made, never the folders above a given --out (a typo would land a run anywhere), as vsr
     # upscale's output folder; the default runs/NAME makes runs/ (--help says so).
+    if args.out == "":  # (an unset DIR in --out "$DIR" trained into runs/NAME, a folder the user never named)
+        raise InputError("--out is empty: give the run folder's name (or leave --out out for runs/NAME)")
     parent = Path(args.out).parent if args.out is not None else None
     if parent is not None and not os.path.lexists(parent):
         raise InputError(f"--out {args.out}: the folder {parent} does not exist (vsr train makes the run folder, "
