@@ -212,6 +212,21 @@ def test_the_loss_is_read_from_the_device_only_at_each_log(clip, tmp_path, monke
         assert r["loss"] == pytest.approx(sum(float(v) for v in chunk) / 3, rel=1e-6)
 
 
+def test_a_validation_is_not_counted_in_the_next_stretchs_it_per_s(clip, tmp_path, monkeypatch):
+    """(the stretch after each validation reported its steps over the validation's time too: a dip in it/s)"""
+    import json
+    import time
+
+    tr = Trainer(options(clip, tmp_path / "r", iters=4, log_every=2, val_every=2))
+    tr.val_sets = ["a set"]
+    monkeypatch.setattr(tr, "validate", lambda: time.sleep(5) or {"ema": {"s": {"psnr_y": 30.0, "bicubic_y": 29.0}}})
+    tr.run(progress=False)
+    logged = [r for r in map(json.loads, (tmp_path / "r" / "log.jsonl").read_text().splitlines())
+              if r["event"] == "train"]
+    assert [r["iteration"] for r in logged] == [2, 4]
+    assert logged[1]["it_per_s"] > 2 / 5  # two steps of edvr-tiny on 8x8 patches: well under 5 s
+
+
 def test_adam_is_fused_on_cuda_and_as_before_elsewhere(clip, tmp_path):
     from vsr.train.trainer import adam_options
 

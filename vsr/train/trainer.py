@@ -333,6 +333,7 @@ class Trainer:
                     t0 = time.time()
                     res = self._record_validation()
                     self.state.wall_s += time.time() - t0
+                    t_last += time.time() - t0  # the next stretch's it_per_s: training steps, not validation
                     bar.write(f"iter {it}: {_validation_line(res)}")
                 if it % o.ckpt_every == 0 or it == end or (deadline is not None and time.time() >= deadline):
                     self.state.pending_losses = [float(v) for v in losses]
