@@ -171,3 +171,46 @@ def test_numbas_parallel_loops_take_the_kernels_cores_in_every_thread(bound):
                          timeout=300, env={**os.environ, "NUMBA_NUM_THREADS": "2"})
     assert out.returncode == 0, out.stderr[-2000:]
     assert json.loads(out.stdout.splitlines()[-1]) == {"kernels": 1, "depth_to_space": 1, "narrow_conv": 1}
+
+
+@pytest.fixture
+def kernel_threads(monkeypatch):
+    """vsr.kernels.threads with a counted ``usable_cores`` (``cores[0]`` its answer) and no count configured;
+    numba's count of this thread and the module's state put back after."""
+    import numba
+
+    from vsr.kernels import threads
+
+    calls, cores = [], [1]
+    monkeypatch.setattr(threads, "usable_cores", lambda: calls.append(1) or cores[0])
+    monkeypatch.setattr(threads, "_configured", None)
+    monkeypatch.setattr(threads, "_default", None, raising=False)
+    monkeypatch.delenv("VSR_KERNEL_THREADS", raising=False)
+    before = numba.get_num_threads()
+    yield threads, calls, cores
+    numba.set_num_threads(before)
+    threads.shared_workers.cache_clear()
+
+
+def test_the_kernels_thread_count_is_worked_out_once_not_on_every_kernel_call(kernel_threads):
+    """Each narrow convolution and PixelShuffle asks it: the cgroup's files read every time took ~150 us a call."""
+    threads, calls, _ = kernel_threads
+    assert [threads.parallel_loop_threads() for _ in range(5)] == [1] * 5
+    assert len(calls) == 1
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 cores to tell 1 from 2")
+def test_a_runs_setup_works_the_kernels_thread_count_out_again(kernel_threads):
+    """A worker's next job: its share as it is now, and a job's --threads is not the next job's default."""
+    import numba
+
+    threads, calls, cores = kernel_threads
+    numba_threads = int(numba.config.NUMBA_NUM_THREADS)
+    assert threads.default_threads() == 1
+    cores[0] = 2
+    threads.configure_kernel_threads(None)  # a split backend without --threads opened
+    assert threads.default_threads() == 2 and threads.parallel_loop_threads() == min(2, numba_threads)
+    threads.configure_kernel_threads(1)  # a job with --threads 1
+    assert threads.parallel_loop_threads() == 1
+    threads.configure_kernel_threads(None)  # the next job, without
+    assert threads.default_threads() == 2 and len(calls) == 3  # once a run's setup, not once a kernel call

@@ -97,8 +97,7 @@ class SplitBackend(ModelBackend):
 
         self.segment_backend = segment_backend or _segment_backend(options)
         self.cache = PlanCache(options.cache_dir)
-        if options.threads:
-            configure_kernel_threads(options.threads)
+        configure_kernel_threads(options.threads)  # (None: the default, as a worker's share now makes it)
         self._fixed_bucket = None
         if not callable(onnx_source):
             shape = window_input_shape(Path(onnx_source))

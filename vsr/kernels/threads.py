@@ -44,30 +44,39 @@ def thread_local_blas_available() -> bool:
     return _set_local_threads() is not None
 
 
-_configured: int | None = None
+_configured: int | None = None  # --threads (configure_kernel_threads)
+_default: int | None = None  # the default, worked out once: reading the cgroup's files took ~150 us a kernel call
 
 
-def configure_kernel_threads(threads: int) -> None:
-    """Use ``threads`` cores for bridge kernels from now on (the worker pool and numba's parallel loops)."""
-    global _configured
+def configure_kernel_threads(threads: int | None) -> None:
+    """Use ``threads`` cores for bridge kernels from now on (the worker pool and numba's parallel loops); None
+    (or 0): the default, worked out again now, as a run sets up (a worker's share, a quota as they are now)."""
+    global _configured, _default
     import numba
 
-    _configured = max(1, int(threads))
-    numba.set_num_threads(min(_configured, numba.config.NUMBA_NUM_THREADS))
-    shared_workers.cache_clear()
+    before = default_threads()
+    _configured, _default = (max(1, int(threads)) if threads else None), None
+    numba.set_num_threads(min(default_threads(), numba.config.NUMBA_NUM_THREADS))
+    if default_threads() != before:
+        shared_workers.cache_clear()
 
 
 def default_threads() -> int:
     """:func:`configure_kernel_threads`' value, else ``$VSR_KERNEL_THREADS``, else numba's thread count (which
-    honours ``$NUMBA_NUM_THREADS`` and the affinity mask), or fewer where a cgroup's CPU quota is lower."""
+    honours ``$NUMBA_NUM_THREADS`` and the affinity mask), or fewer where a cgroup's CPU quota or a worker's share
+    is lower: worked out on the first call and by :func:`configure_kernel_threads`, not on every kernel call."""
+    global _default
     if _configured:
         return _configured
-    env = os.environ.get("VSR_KERNEL_THREADS")
-    if env:
-        return max(1, int(env))
-    import numba
+    if _default is None:
+        env = os.environ.get("VSR_KERNEL_THREADS")
+        if env:
+            _default = max(1, int(env))
+        else:
+            import numba
 
-    return max(1, min(int(numba.config.NUMBA_NUM_THREADS), usable_cores()))
+            _default = max(1, min(int(numba.config.NUMBA_NUM_THREADS), usable_cores()))
+    return _default
 
 
 def parallel_loop_threads() -> int:
