@@ -20,7 +20,7 @@ import av
 
 from vsr.video import hdr10plus, rpu
 from vsr.video.bitstream import append, inject, inject_obus, metadata_obu, sei_nal
-from vsr.video.colour import RANGE_FULL
+from vsr.video.colour import RANGE_FULL, ColourSpec
 from vsr.video.mpeg4_colour import with_colour
 
 # output codecs whose pictures carry A/53 captions (FFmpeg's codec names, any encoder): in an SEI message, or
@@ -81,17 +81,18 @@ class PictureMessages:
     packet, which then gets it (:meth:`packet`) as the output ``codec`` (FFmpeg's name, e.g. "h264") holds it.
     Captions that ``codec`` cannot carry are said once (HDR10+ and Dolby Vision by the encoder's choice,
     :func:`vsr.video.hdr.hdr_warnings`, :func:`vsr.video.dovi.carried`); an HDR10+ window and an RPU's active
-    area are scaled with the picture."""
+    area are scaled with the picture.  ``colour``: an MPEG-4 Part 2 output's, said in its keyframes' headers."""
 
     def __init__(self, captions: FrameStore | None, hdr10plus: FrameStore | None, codec: str, scale: int | Fraction = 1,
-                 length_size: int | None = None, dovi: FrameStore | None = None, rpus: bool = False) -> None:
+                 length_size: int | None = None, dovi: FrameStore | None = None, rpus: bool = False,
+                 colour: ColourSpec | None = None) -> None:
         self.captions, self.hdr10plus, self.codec, self.scale = captions, hdr10plus, codec, scale
         self.length_size = length_size
         self.dovi, self.rpus = dovi, rpus
         self._held: dict[int, list[bytes]] = {}
         self._rpus: dict[int, bytes] = {}
         self.dropped = False
-        self.colour = None  # an MPEG-4 Part 2 output's ColourSpec, said in its keyframes' headers (mpeg4_colour)
+        self.colour = colour  # (vsr.video.mpeg4_colour)
 
     def frame(self, pts_src: int, pts_out: int) -> None:
         payloads = self._captions(pts_src)

@@ -121,8 +121,8 @@ class VideoSink:
             # (what is in pixels beside the picture grows with it: x4, or --scale's)
             self.scale = factor(info.width, choice.width)
             self._captions = PictureMessages(info.captions, info.hdr10plus, av.Codec(choice.codec, "w").canonical_name,
-                                             self.scale, dovi=info.dovi, rpus=choice.dolby_vision is not None)
-            self._captions.colour = choice.colour
+                                             self.scale, dovi=info.dovi, rpus=choice.dolby_vision is not None,
+                                             colour=choice.colour)
             self.origin = self.pts_offset = origin(info, self.oc.format.name) if passthrough else 0  # (a clock)
             if info.kind == "video" and passthrough:
                 joins = info.stream_index if info.container in CLOCKED else None  # (where clocks restart)
