@@ -70,6 +70,14 @@ def remove_partials_of(folder: str | os.PathLike, names: str) -> list[str]:
     return _sweep(os.fspath(folder), pattern, ABANDONED, None, False, None)
 
 
+def remove_unnumbered(folder: str | os.PathLike, names: str) -> list[str]:
+    """The files of ``folder`` (vsr's own, this user's alone) whose names ``names`` (no groups) matches:
+    temporaries named before their writer put its process id in them (mkstemp's), so no process to ask; removed
+    under :func:`remove_partials`' other rules, not written for :data:`ABANDONED` seconds the one sign of a
+    writer gone."""
+    return _sweep(os.fspath(folder), re.compile(names), ABANDONED, None, False, None)
+
+
 def temp_folder(prefix: str) -> Path:
     """A new folder ``<system temp>/<prefix><pid>-XXXXXXXX`` (mkdtemp's: mode 0700), after removing the ones of
     ``prefix`` whose process is gone from this host and which did not change for :data:`TEMP_ABANDONED` seconds:
@@ -83,7 +91,7 @@ def temp_folder(prefix: str) -> Path:
 def _sweep(parent: str, pattern: re.Pattern, age: float, folder: Callable[[int], bool] | None, changed: bool,
            dir_fd: int | None) -> list[str]:
     """Remove the entries of ``parent`` (or the folder ``dir_fd``) that ``pattern`` matches, its group 1 the pid
-    of a process gone from this host, abandoned (:func:`_abandoned`)."""
+    of a process gone from this host (where it has a group), abandoned (:func:`_abandoned`)."""
     try:
         fd = os.open(parent or ".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC) if dir_fd is None else dir_fd
     except OSError:
@@ -92,7 +100,7 @@ def _sweep(parent: str, pattern: re.Pattern, age: float, folder: Callable[[int],
     try:
         for entry in os.listdir(fd):
             m = pattern.fullmatch(entry)
-            if m is None or int(m[1]) == os.getpid() or alive(int(m[1])):
+            if m is None or (pattern.groups and (int(m[1]) == os.getpid() or alive(int(m[1])))):
                 continue
             st = _abandoned(fd, entry, age, folder, changed)
             if st is not None and _remove(fd, entry, st):

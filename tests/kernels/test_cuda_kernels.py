@@ -304,6 +304,42 @@ def test_harness_build_is_cached_and_leaves_no_temporary_file(tmp_path, monkeypa
     assert [p.name for p in tmp_path.iterdir()] == [first.name]
 
 
+def test_a_build_killed_outright_leaves_its_temporary_only_until_that_library_is_built_again(tmp_path, monkeypatch):
+    """A kill -9 mid-compile left ``<stem>.XXXXXXXX.so.tmp`` in the cache for good (mkstemp's name: no process id
+    to ask).  The next build of that library removes its temporaries not written for a day whose process is gone
+    (the old names: not written for a day), only this user's regular files, never through a link."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    def left(name: str, days: float = 1.5):
+        (tmp_path / name).write_bytes(b"half a library")
+        t = time.time() - days * 86400
+        os.utime(tmp_path / name, (t, t), follow_symlinks=False)
+        return tmp_path / name
+
+    monkeypatch.setenv("VSR_KERNEL_CACHE", str(tmp_path))
+    built = build_harness()
+    built.unlink()  # (built again below)
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True).stdout.strip()
+    name, stem = built.name, built.stem
+    gone = [left(f".{name}.vsr-partial-{dead}-0123abcd"), left(f"{stem}.ab_c1234.so.tmp")]
+    kept = [left(f".{name}.vsr-partial-{os.getppid()}-0123abcd"),  # a build still going
+            left(f".{name}.vsr-partial-{dead}-4567abcd", 0.5), left(f"{stem}.xyz_5678.so.tmp", 0.5),  # written lately
+            left(f".vsr_cuda_host_{'0' * 20}.so.vsr-partial-{dead}-0123abcd"),  # another library's
+            left(f"vsr_cuda_host_{'0' * 20}.ab_c1234.so.tmp"), left(f"{stem}.abc.so.tmp"), left(f"{stem}.so.tmp")]
+    victim = left("victim")
+    (tmp_path / f"{stem}.linklink.so.tmp").symlink_to(victim)
+    os.utime(tmp_path / f"{stem}.linklink.so.tmp", (1, 1), follow_symlinks=False)
+    assert build_harness() == built and built.is_file()
+    assert [p.name for p in gone if os.path.lexists(p)] == []
+    assert all(p.exists() for p in kept) and (tmp_path / f"{stem}.linklink.so.tmp").is_symlink()
+    assert victim.read_bytes() == b"half a library"
+    assert len(list(tmp_path.iterdir())) == 1 + len(kept) + 2  # no temporary of this build left
+
+
 def test_host_launch_refuses_views_and_wrong_argument_counts(host):
     x = np.zeros((1, 8, 4, 6), np.float32)
     out = np.empty((1, 2, 8, 6), np.float32)

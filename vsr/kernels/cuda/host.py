@@ -6,23 +6,26 @@ without a GPU; it is slow (one function call per CUDA thread), so keep shapes sm
 
 The shared library is cached under ``$VSR_KERNEL_CACHE`` (default: ``kernels/`` in the user's cache folder, a
 folder of theirs alone: :func:`cache_dir`), named by a hash of the sources, the compiler and its flags; it is built
-under a temporary name and renamed into place, so concurrent builds never see a half-written library.
+under a temporary name (``.NAME.vsr-partial-PID-XXXXXXXX``) and renamed into place, so concurrent builds never see a
+half-written library; those of builds killed outright are removed when that library is next built
+(:mod:`vsr.leftovers`).
 """
 
 from __future__ import annotations
 
 import ctypes
 import os
+import re
 import shutil
 import subprocess
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
 from vsr.errors import BackendError
-from vsr.files import private_file, private_folder, user_cache_dir
+from vsr.files import create_new, private_file, private_folder, user_cache_dir
 from vsr.kernels.cuda.sources import KERNELS, SHIM_HEADER, SOURCE_DIR, source_files, sources_digest
+from vsr.leftovers import MKDTEMP, PARTIAL, remove_partials, remove_unnumbered
 
 CXX_FLAGS = ("-O2", "-std=c++17", "-shared", "-fPIC", "-fno-fast-math", "-ffp-contract=off")
 
@@ -64,10 +67,13 @@ def build_harness(compiler: str | None = None) -> Path:
     target = folder / f"vsr_cuda_host_{digest}.so"
     if private_file(target):
         return target
-    fd, tmp = tempfile.mkstemp(prefix=target.stem + ".", suffix=".so.tmp", dir=folder)
-    os.close(fd)
+    remove_partials(target, tail="-[0-9a-f]{8}")  # (what builds killed outright left)
+    remove_unnumbered(folder, re.escape(target.stem) + r"\." + MKDTEMP + r"\.so\.tmp")  # (mkstemp's names, before)
+    # (the random part: two threads of one process building at once)
+    tmp = folder / f".{target.name}{PARTIAL}{os.getpid()}-{os.urandom(4).hex()}"
+    os.close(create_new(tmp, 0o600))
     try:
-        proc = subprocess.run([cxx, *CXX_FLAGS, "-I", str(SOURCE_DIR), "-x", "c++", "-", "-o", tmp],
+        proc = subprocess.run([cxx, *CXX_FLAGS, "-I", str(SOURCE_DIR), "-x", "c++", "-", "-o", str(tmp)],
                               input=source, capture_output=True, text=True)
         if proc.returncode != 0:
             raise BackendError(f"building the CPU kernel harness failed: {proc.stderr.strip()[-2000:]}")
