@@ -290,3 +290,49 @@ def test_the_other_writers_temporaries_use_the_one_name_and_are_removed(tmp_path
     records = _left(ledger.folder() / f".{'b' * 32}.json.vsr-partial-{dead}")  # another job's
     ledger.keep("redis://h/0", "c" * 32, "{}", [], str(tmp_path / "o.mp4"))
     assert not records.exists() and sorted(os.listdir(ledger.folder())) == [f"{'a' * 32}.json", f"{'c' * 32}.json"]
+
+
+def test_the_names_older_vsr_gave_its_temporaries_are_removed_by_the_same_rule(tmp_path, monkeypatch):
+    """Before ``.NAME.vsr-partial-PID`` the bench's files and report pages were ``.NAME.PID.part``, the export
+    cache's ``.NAME.PID.HEX.part``, a CUDA cache folder's ``.facts.json.PID.tmp``, a broker job's record
+    ``.ID.PID.tmp`` (TensorRT's engines: test_tensorrt_binding): what an older vsr killed outright left there
+    stayed for good, as nothing looked for those names."""
+    import onnx
+
+    from vsr.backends.cuda.keys import DeviceFacts, cache_folder, runtime_key
+    from vsr.bench.output import _write_all
+    from vsr.export.onnx import save_atomic
+    from vsr.outfiles import write_file_output
+
+    dead = _dead_pid()
+    victim = _left(tmp_path / "victim.txt", data=b"keep me\n")
+    link = tmp_path / f".page.html.{_dead_pid()}.part"
+    link.symlink_to(victim)
+    _aged(link, 2)
+    gone = [_left(tmp_path / f".{n}.{dead}.part") for n in ("summary.json", "summary.md", "page.html")]
+    gone.append(_left(tmp_path / f".m.onnx.{dead}.0123abcd.part"))
+    kept = [_left(tmp_path / f".page.html.{os.getppid()}.part"),  # a run still going
+            _left(tmp_path / f".page.html.{_dead_pid()}.part", 0.5),  # written lately
+            _left(tmp_path / f".page.html.{dead}.partial"), _left(tmp_path / f".page.html.{dead}.part.bak"),
+            _left(tmp_path / f"page.html.{dead}.part"), _left(tmp_path / f".other.html.{dead}.part"),
+            _left(tmp_path / f".m.onnx.{dead}.part"), _left(tmp_path / f".page.html.x{dead}.part")]
+    _write_all({tmp_path / "summary.json": "{}", tmp_path / "summary.md": "#"})
+    write_file_output(tmp_path / "page.html", "<html>")
+    save_atomic(onnx.ModelProto(), tmp_path / "m.onnx")
+    assert [p.name for p in gone if p.exists()] == []
+    assert all(p.exists() for p in kept) and link.is_symlink() and victim.read_bytes() == b"keep me\n"
+
+    facts = DeviceFacts("cpu", None, None, None, "2", None, "ab")
+    folder = tmp_path / "cuda" / f"cpu-{runtime_key(facts)}"
+    folder.mkdir(parents=True, mode=0o700)
+    manifest = _left(folder / f".facts.json.{dead}.tmp")
+    assert cache_folder(facts, tmp_path / "cuda") == folder and os.listdir(folder) == ["facts.json"]
+    assert not manifest.exists()
+
+    from vsr.jobs import ledger
+
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    ledger.keep("redis://h/0", "a" * 32, "{}", [], str(tmp_path / "o.mp4"))
+    records = _left(ledger.folder() / f".{'b' * 32}.{dead}.tmp")  # another job's
+    ledger.keep("redis://h/0", "c" * 32, "{}", [], str(tmp_path / "o.mp4"))
+    assert not records.exists() and sorted(os.listdir(ledger.folder())) == [f"{'a' * 32}.json", f"{'c' * 32}.json"]

@@ -7,7 +7,8 @@ with other hosts (NFS), whose runs' process ids mean nothing here, so a live one
 user's entries of that exact name, a regular file (or a folder the writer recognises as its own), never through a
 link.  ``aside=True``: the old output ``.NAME.vsr-old-PID`` a replacement renamed aside to remove (a kill between
 the two leaves it hidden for good), aged by its change time, which the rename set (its modification time is the
-old output's).
+old output's).  :func:`remove_old_partials`: the names older versions gave their temporaries (``.NAME.PID.part``
+and the like), by the same rules.
 
 :func:`temp_folder` makes a folder in the system temp folder (per host: a gone process is enough there, and an
 hour of no change guards against pid namespaces sharing it) and removes the ones killed runs left.
@@ -67,6 +68,20 @@ def remove_partials_of(folder: str | os.PathLike, names: str) -> list[str]:
     """:func:`remove_partials` for every file of ``folder`` whose name the regular expression ``names`` (no
     groups) matches: where each is written once (a job's record), no later write of the same name would."""
     pattern = re.compile(r"\.(?:" + names + ")" + re.escape(PARTIAL) + PID)
+    return _sweep(os.fspath(folder), pattern, ABANDONED, None, False, None)
+
+
+def remove_old_partials(target: str | os.PathLike, ending: str, *, tail: str = "") -> list[str]:
+    """:func:`remove_partials` for the name a writer gave its temporaries before ``.NAME.vsr-partial-PID``:
+    ``.NAME.PID`` then ``tail`` (a pattern) and ``ending`` (``.part``, ``.partial``, ``.tmp``), under the same rules
+    (what an older vsr killed outright left)."""
+    parent, name = os.path.split(os.fspath(target))
+    return remove_old_partials_of(parent, re.escape(name), ending, tail=tail)
+
+
+def remove_old_partials_of(folder: str | os.PathLike, names: str, ending: str, *, tail: str = "") -> list[str]:
+    """:func:`remove_old_partials` for every NAME the regular expression ``names`` (no groups) matches."""
+    pattern = re.compile(r"\.(?:" + names + r")\." + PID + tail + re.escape(ending))
     return _sweep(os.fspath(folder), pattern, ABANDONED, None, False, None)
 
 

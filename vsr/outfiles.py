@@ -28,7 +28,7 @@ from pathlib import Path
 from vsr import interrupt
 from vsr.errors import InputError, OutputError
 from vsr.files import create_new, file_in_the_way, not_writable
-from vsr.leftovers import remove_partials
+from vsr.leftovers import remove_old_partials, remove_partials
 
 STDOUT = "-"
 
@@ -153,6 +153,7 @@ def write_file_output(path: Path | None, data: str | bytes) -> None:
         sys.stdout.flush()
         return
     remove_partials(path)  # (what runs killed outright left)
+    remove_old_partials(path, ".part")  # (and older vsr's pages: .NAME.PID.part)
     tmp = _temporary(path)
     try:
         fd = create_new(tmp)  # the user's usual permissions (umask), not mkstemp's 0600

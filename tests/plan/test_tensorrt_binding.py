@@ -275,10 +275,12 @@ def test_a_link_planted_at_the_engines_temporary_is_not_written_through(trt, pyc
         (engines / name).symlink_to(victim)
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True).stdout
     left = engines / f".{final.name}.vsr-partial-{int(dead)}"  # what a run killed outright left
-    left.write_bytes(b"half an engine")
-    os.utime(left, (1, 1))
+    older = engines / f".{final.name}.{int(dead)}.partial"  # what an older vsr's left (its name then)
+    for p in (left, older):
+        p.write_bytes(b"half an engine")
+        os.utime(p, (1, 1))
     backend.load(onnx_path)
-    assert not left.exists()
+    assert not left.exists() and not older.exists()
     assert victim.read_text() == "keep me\n"
     assert final.is_file() and not final.is_symlink() and final.stat().st_size > 0
 

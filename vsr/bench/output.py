@@ -18,7 +18,7 @@ from vsr.bench.cases import bench_cases
 from vsr.bench.results import BenchResult, CaseResult
 from vsr.errors import InputError, printable
 from vsr.files import read_small_text, write_new
-from vsr.leftovers import PARTIAL, remove_partials
+from vsr.leftovers import PARTIAL, remove_old_partials, remove_partials
 from vsr.outfiles import check_file_output, check_writable
 from vsr.report import RunReport, StageStats
 from vsr.report.render import fmt, table
@@ -210,6 +210,7 @@ def _write_all(texts: dict[Path, str]) -> None:
     """Every file to a temporary name first, then all renamed into place: a failure leaves none of them."""
     for p in texts:
         remove_partials(p)  # (what runs killed outright left)
+        remove_old_partials(p, ".part")  # (and older vsr's: .N.PID.part)
     tmps = {p: p.with_name(f".{p.name}{PARTIAL}{os.getpid()}") for p in texts}
     try:
         for p, text in texts.items():

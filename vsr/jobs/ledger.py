@@ -24,7 +24,7 @@ from pathlib import Path
 from vsr.errors import BrokerError
 from vsr.files import create_new, private_folder, user_data_dir
 from vsr.jobs.records import broker_key, safe_url
-from vsr.leftovers import PARTIAL, remove_partials_of
+from vsr.leftovers import PARTIAL, remove_old_partials_of, remove_partials_of
 
 FOLDER = "broker-jobs"
 _ID = re.compile(r"[0-9a-f]{32}")  # the ids submit gives (uuid4 hex): nothing else names a file here
@@ -41,6 +41,7 @@ def keep(broker: str, job_id: str, spec_json: str, chunks: list[dict], output: s
     try:
         where = private_folder(folder(), "the record of the jobs sent to a broker")
         remove_partials_of(where, _ID.pattern + r"\.json")  # (what runs killed outright left, of any job)
+        remove_old_partials_of(where, _ID.pattern, ".tmp")  # (and older vsr's: .ID.PID.tmp)
         tmp = where / f".{job_id}.json{PARTIAL}{os.getpid()}"
         fd = create_new(tmp, 0o600)
         try:

@@ -48,7 +48,7 @@ import numpy as np
 from vsr.errors import BackendError
 from vsr.files import private_folder, untrusted, write_new
 from vsr.plan.partition import eval_dim
-from vsr.leftovers import PARTIAL, remove_partials
+from vsr.leftovers import PARTIAL, remove_old_partials, remove_partials
 from vsr.unused import UNUSED_DAYS, mark_used, remove_unused
 
 log = logging.getLogger(__name__)
@@ -189,6 +189,7 @@ class TensorRTSegmentBackend:
             # (created by vsr: a link planted at the name is replaced, never written through; never group-writable,
             # or it would not be trusted)
             remove_partials(engine_path)  # (what runs killed outright left)
+            remove_old_partials(engine_path, ".partial")  # (and older vsr's: .E.PID.partial)
             tmp = engine_path.with_name(f".{engine_path.name}{PARTIAL}{os.getpid()}")
             write_new(tmp, engine_bytes, 0o644)
             tmp.replace(engine_path)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from vsr.files import engine_dir, private_folder, write_new
 from vsr.kernels.cuda.sources import sources_digest
-from vsr.leftovers import PARTIAL, remove_partials
+from vsr.leftovers import PARTIAL, remove_old_partials, remove_partials
 from vsr.unused import UNUSED_DAYS, mark_used, remove_unused
 
 _FOLDER = re.compile(r".+-[0-9a-f]{20}")  # a cache folder's name (cache_folder), its facts.json tells it
@@ -61,6 +61,7 @@ def cache_folder(facts: DeviceFacts, root: str | Path | None = None, *extra: str
     manifest = folder / "facts.json"
     if not manifest.exists():
         remove_partials(manifest)  # (what runs killed outright left)
+        remove_old_partials(manifest, ".tmp")  # (and older vsr's: .facts.json.PID.tmp)
         tmp = folder / f".facts.json{PARTIAL}{os.getpid()}"  # (a link planted there is replaced, not written through)
         write_new(tmp, (json.dumps({"facts": asdict(facts), "extra": list(extra)}, indent=2, sort_keys=True)
                         + "\n").encode())
