@@ -63,3 +63,35 @@ def test_train_writes_where_its_help_says(argv, out):
     o = train_options(build_parser().parse_args(["train", *argv, "--data", "d", "--iters", "5"]))
     assert o.out == out
     assert "runs/NAME, NAME being --config's name, else --init's" in help_of("vsr train", "--out")
+
+
+def test_every_option_says_what_it_does():
+    """An option with no help text showed a bare name in --help (vsr train's --batch-size, --seed, ... with no
+    word of what they set or their default)."""
+    bare = [f"{command} {a.option_strings[-1]}" for command, a in options_all() if not (a.help or "").strip()]
+    assert not bare, "\n".join(bare)
+
+
+def test_a_train_setting_names_its_default():
+    """`vsr train --help` names each tuning option's default (they come from TrainOptions, not the parser's
+    text)."""
+    from vsr.train.options import TrainOptions as T
+
+    for option, value in [("--batch-size", T.batch_size), ("--patch", T.lr_patch), ("--lr", T.lr),
+                          ("--min-lr", T.min_lr), ("--warmup", T.warmup), ("--offset-lr-mult", T.offset_lr_mult),
+                          ("--grad-clip", T.grad_clip), ("--ema-decay", T.ema_decay), ("--seed", T.seed),
+                          ("--video-fraction", T.video_fraction), ("--ckpt-every", T.ckpt_every)]:
+        assert f"default {value}" in help_of("vsr train", option), option
+
+
+def options_all():
+    """``(command, action)`` for every option of every command, those without help included (``-h`` left out)."""
+    def walk(parser, path):
+        for a in parser._actions:
+            if isinstance(a, argparse._SubParsersAction):
+                for name, sub in a.choices.items():
+                    yield from walk(sub, f"{path} {name}")
+            elif a.option_strings and a.help is not argparse.SUPPRESS and not isinstance(a, argparse._HelpAction):
+                yield path, a
+
+    return list(walk(build_parser(), "vsr"))

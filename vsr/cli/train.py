@@ -22,22 +22,28 @@ def add_parser(sub) -> None:
                                                 "--config's name, else --init's: runs/default for --init default)")
     p.add_argument("--iters", type=int, required=True, help="total iterations (sets the cosine schedule)")
     p.add_argument("--init", default=None, help="start from these weights: a file or 'default'")
-    p.add_argument("--batch-size", type=int, default=T.batch_size)
-    p.add_argument("--patch", type=int, default=T.lr_patch, help="LR patch side (HR is 4x); multiple of 4")
-    p.add_argument("--lr", type=float, default=T.lr, help="peak learning rate (Adam)")
-    p.add_argument("--min-lr", type=float, default=T.min_lr)
-    p.add_argument("--warmup", type=int, default=T.warmup, help="warm-up iterations")
-    p.add_argument("--offset-lr-mult", type=float, default=T.offset_lr_mult)
-    p.add_argument("--grad-clip", type=float, default=T.grad_clip, help="max gradient norm (0: off)")
+    p.add_argument("--batch-size", type=int, default=T.batch_size, help=f"windows per step (default {T.batch_size})")
+    p.add_argument("--patch", type=int, default=T.lr_patch,
+                   help=f"LR patch side (HR is 4x); multiple of 4 (default {T.lr_patch})")
+    p.add_argument("--lr", type=float, default=T.lr, help=f"peak learning rate (Adam; default {T.lr})")
+    p.add_argument("--min-lr", type=float, default=T.min_lr, help=f"the cosine schedule's end (default {T.min_lr})")
+    p.add_argument("--warmup", type=int, default=T.warmup, help=f"warm-up iterations (default {T.warmup})")
+    p.add_argument("--offset-lr-mult", type=float, default=T.offset_lr_mult,
+                   help=f"--lr's factor for the DCN offset convolutions (default {T.offset_lr_mult})")
+    p.add_argument("--grad-clip", type=float, default=T.grad_clip,
+                   help=f"max gradient norm (0: off; default {T.grad_clip})")
     # Names are checked by TrainOptions, so that a bad one is a one-line error like any other bad option.
     p.add_argument("--loss", default=T.loss, help=f"{' | '.join(LOSSES)} (default {T.loss})")
-    p.add_argument("--ema-decay", type=float, default=T.ema_decay)
-    p.add_argument("--seed", type=int, default=T.seed)
+    p.add_argument("--ema-decay", type=float, default=T.ema_decay,
+                   help=f"decay of the weights' moving average (default {T.ema_decay})")
+    p.add_argument("--seed", type=int, default=T.seed,
+                   help=f"seed of the run's random draws (default {T.seed})")
     p.add_argument("--weight-init", default=T.weight_init,
                    help=f"initialisation when training from scratch: {' | '.join(INIT_SCHEMES)} "
                         f"(default {T.weight_init}; see vsr.model.init)")
     p.add_argument("--video-fraction", type=float, default=T.video_fraction,
-                   help="share of training windows taken from videos (rest: still images with synthetic motion)")
+                   help="share of training windows taken from videos (rest: still images with synthetic motion; "
+                        f"default {T.video_fraction})")
     p.add_argument("--exclude", nargs="*", default=[],
                    help="path fragments never to train on (Vid4 is always excluded)")
     p.add_argument("--holdout", type=float, default=T.holdout,
@@ -48,7 +54,8 @@ def add_parser(sub) -> None:
                         "else none, said in one line)")
     p.add_argument("--val-every", type=int, default=T.val_every, metavar="N",
                    help=f"validate every N iterations and at the last (default {T.val_every}; 0: never)")
-    p.add_argument("--ckpt-every", type=int, default=T.ckpt_every)
+    p.add_argument("--ckpt-every", type=int, default=T.ckpt_every, metavar="N",
+                   help=f"write a checkpoint every N iterations (default {T.ckpt_every})")
     p.add_argument("--threads", type=int, default=T.threads, help="torch CPU threads (0: torch default)")
     p.add_argument("--workers", type=int, default=T.workers, metavar="N",
                    help="processes that make the batches ahead of the training step (default: all cores but one; "
