@@ -218,3 +218,32 @@ def test_a_readme_command_runs_as_written(command, seeds, tmp_path):
     for name, maker in MADE_BY.items():
         if command == maker and not (seeds / name).exists():
             shutil.copy(tmp_path / "run" / name, seeds / name)
+
+
+def test_every_option_of_every_command_is_in_docs_cli():
+    """docs/cli.md says it has every option: each option of each command is named there (`vsr jobs`'s in
+    jobs.md, which cli.md sends them to). `vsr preview --suffix`, `vsr eval --crop-border`, `vsr models fetch
+    --timeout` and most of `vsr train`'s were in --help alone."""
+    import argparse
+
+    from vsr.cli import build_parser
+
+    docs = {name: (REPO / "docs" / name).read_text() for name in ("cli.md", "jobs.md")}
+
+    def walk(parser, path):
+        for a in parser._actions:
+            if isinstance(a, argparse._SubParsersAction):
+                for name, sub in a.choices.items():
+                    yield from walk(sub, (*path, name))
+            elif a.help is not argparse.SUPPRESS and not isinstance(a, argparse._HelpAction):
+                yield path, [o for o in a.option_strings if o.startswith("--")]
+
+    upscale = {n for path, names in walk(build_parser(), ()) if path == ("upscale",) for n in names}
+    missing = []
+    for path, names in walk(build_parser(), ()):
+        text = docs["jobs.md"] if path[:1] == ("jobs",) else docs["cli.md"]
+        if path == ("jobs", "add") and set(names) <= upscale:  # "any vsr upscale option": cli.md has them
+            text = docs["cli.md"]
+        if names and not any(re.search(rf"`[^`]*{re.escape(n)}(?![\w-])", text) for n in names):
+            missing.append(f"vsr {' '.join(path)} {names[-1]}")
+    assert not missing, "in --help, not in docs/cli.md (docs/jobs.md for vsr jobs):\n" + "\n".join(missing)
