@@ -95,3 +95,17 @@ def options_all():
                 yield path, a
 
     return list(walk(build_parser(), "vsr"))
+
+
+def test_eval_gt_frames_go_in_the_order_its_help_says(tmp_path):
+    """`vsr eval --help` said the GT frames were sorted by name, which puts 10.png before 9.png; they go in the
+    order their names number them, as vsr upscale reads a folder (EDVR's windows take the neighbours)."""
+    import cv2
+    import numpy as np
+
+    from vsr.quality.evaluate import list_frames
+
+    for i in (8, 9, 10, 11):
+        cv2.imwrite(str(tmp_path / f"{i}.png"), np.zeros((8, 8, 3), np.uint8))
+    assert [p.name for p in list_frames(tmp_path, "GT")] == ["8.png", "9.png", "10.png", "11.png"]
+    assert "9.png before 10.png" in help_of("vsr eval", "--gt")

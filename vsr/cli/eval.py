@@ -16,7 +16,8 @@ def add_parser(sub) -> None:
         description="Score x4 super-resolution against ground truth (BasicSR conventions: Y = BT.601 "
                     "limited range, no border crop, mean of per-frame values). Without --lr the LR is made "
                     "from the GT with MATLAB bicubic x1/4.")
-    p.add_argument("--gt", required=True, metavar="DIR", help="ground-truth frames (*.png, sorted by name)")
+    p.add_argument("--gt", required=True, metavar="DIR",
+                   help="ground-truth frames (*.png, in the order their names number them: 9.png before 10.png)")
     p.add_argument("--lr", metavar="DIR", help="LR frames, GT size / 4, named as the GT frames they pair with "
                    "(default: made from the GT)")
     p.add_argument("--weights", default="default", metavar="W",

@@ -1,9 +1,9 @@
 """Evaluate x4 super-resolution of a PNG sequence against its ground truth: model vs bicubic.
 
 Conventions follow BasicSR's video tests, so figures compare with published EDVR results:
-frames are the sorted ``*.png`` of a folder (LR and GT paired by name); without an LR folder the LR is made from the
-GT by the BI degradation (GT mod-cropped to a multiple of 4, then MATLAB bicubic x1/4); model output is clipped to
-[0, 1] and rounded to 8 bits (BasicSR's ``tensor2img``) before PSNR/SSIM; each output frame ``i`` is
+frames are the ``*.png`` of a folder in frame order (LR and GT paired by name); without an LR folder the LR is
+made from the GT by the BI degradation (GT mod-cropped to a multiple of 4, then MATLAB bicubic x1/4); model output
+is clipped to [0, 1] and rounded to 8 bits (BasicSR's ``tensor2img``) before PSNR/SSIM; each output frame ``i`` is
 predicted from the window :func:`vsr.pipeline.windows.window_indices` of the *whole* sequence, so a
 ``frames`` selection scores exactly as in a full run.  A :class:`ClipDegradation` makes the LR from the
 whole GT clip instead (e.g. BI then x264, :mod:`vsr.train.degrade`), so that codec artefacts are real.
