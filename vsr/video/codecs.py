@@ -70,8 +70,11 @@ IMAGE_CONTAINERS_OF = {"mjpeg": {**IMAGE_CONTAINERS, "avi": ".avi"},
 # mpeg4 encoder has none by default) reads back with every frame's time; it is AVI's own codec (Xvid, DivX), which
 # every player that opens AVI plays.  Tagged XVID, the FourCC hardware players look for.  HEVC in MP4 and
 # QuickTime is tagged hvc1 (parameter sets in the header, as FFmpeg has x265 write them there), not FFmpeg's
-# default hev1, which Apple's players refuse.
-CONTAINER_CODECS = {"avi": "mpeg4", **{fmt: codec for fmt, (codec, _) in ANIMATION_CONTAINERS.items()}}
+# default hev1, which Apple's players refuse.  An MPEG program stream (.mpg, .vob) or a raw .m2v holds MPEG video
+# only: MPEG-2, what DVDs and a user naming one expect (FFmpeg's .mpg default, MPEG-1, is the VCD's 352x288).
+MPEG_PS = ("mpeg", "vob", "dvd", "svcd", "mpeg2video")
+CONTAINER_CODECS = {"avi": "mpeg4", **{fmt: "mpeg2video" for fmt in MPEG_PS},
+                    **{fmt: codec for fmt, (codec, _) in ANIMATION_CONTAINERS.items()}}
 # Codecs that take palette frames only: vsr gives each frame a palette of its own (vsr.video.palette).
 PALETTE_CODECS = ("gif",)
 # The default codec of a container for a source with alpha, where libx264 would drop it: VP9 (libvpx writes the
@@ -143,7 +146,12 @@ def muxer_for(name: str) -> str:
 # these (libavformat/mpegtsenc.c's stream types), by FFmpeg's canonical codec name
 UNLISTED = {"mpegts": frozenset({"h264", "hevc", "mpeg1video", "mpeg2video", "mpeg4", "av1", "vc1", "dirac", "cavs",
                                  "aac", "aac_latm", "mp2", "mp3", "ac3", "eac3", "dts", "truehd", "opus", "s302m",
-                                 "dvb_subtitle", "dvb_teletext", "hdmv_pgs_subtitle"})}
+                                 "dvb_subtitle", "dvb_teletext", "hdmv_pgs_subtitle"}),
+            # .mpg (MPEG-1 Systems, as ffmpeg writes it whatever the video): its query names only its defaults,
+            # MPEG-1 video and MP2, where libavformat/mpegenc.c writes MPEG-2 video as ffmpeg's own .mpg does
+            "mpeg": frozenset({"mpeg1video", "mpeg2video", "mp2", "mp3"}),
+            # .vob (MPEG-2 program streams): DVD's AC-3 and MP3 too, which their query leaves out
+            **{fmt: frozenset({"mpeg1video", "mpeg2video", "mp2", "mp3", "ac3"}) for fmt in ("vob", "dvd", "svcd")}}
 
 
 @functools.cache
