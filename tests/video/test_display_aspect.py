@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import warnings
 from fractions import Fraction
 
 import pytest
@@ -49,3 +50,31 @@ def test_square_samples_get_no_display_size(tmp_path):
     out = tmp_path / "out.mkv"
     flat_through_sink(anamorphic(tmp_path, "1"), out, EncoderSettings(codec="ffv1"), scale=2)
     assert probed(out).get("sample_aspect_ratio", "N/A") in ("N/A", "1:1", "0:1")
+
+
+def clip_of(tmp_path, size: str, sar: str):
+    src = tmp_path / "src.mp4"
+    subprocess.run([ffmpeg_with("libx264"), "-v", "error", "-f", "lavfi", "-i", f"testsrc2=s={size}:r=25:d=0.12",
+                    "-vf", f"setsar={sar}", "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p",
+                    str(src)], check=True)
+    return src
+
+
+@pytest.mark.parametrize("size,sar,shown,said", [
+    ("370x200", "1", "37:20", None),  # 1.85:1 in square samples: MPEG-2's aspect code 1, exact
+    ("176x120", "40/33", "16:9", None),  # NTSC 16:9: coded exactly
+    ("180x144", "37/25", "16:9", "the source's 1.85:1 is shown as 16:9 (4% narrower)"),
+    ("180x144", "65/34", "221:100", "the source's 2.39:1 is shown as 2.21:1 (8% narrower)"),
+    ("180x144", "12/11", "4:3", "the source's 1.36:1 is shown as 4:3 (2% narrower)")])
+@pytest.mark.parametrize("name", ["out.mpg", "out.ts"])
+def test_mpeg2_says_where_it_cannot_code_the_sources_display_aspect(tmp_path, size, sar, shown, said, name):
+    out = tmp_path / name
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        flat_through_sink(clip_of(tmp_path, size, sar), out, EncoderSettings(codec="mpeg2video"), scale=2)
+    lines = [str(w.message) for w in caught if "MPEG-2" in str(w.message)]
+    assert probed(out)["display_aspect_ratio"] == shown  # what the warning names is what a player shows
+    if said is None:
+        assert lines == []
+    else:
+        assert len(lines) == 1 and said in lines[0] and "-c libx264" in lines[0], lines

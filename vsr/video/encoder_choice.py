@@ -32,6 +32,7 @@ from vsr.video.colour import RANGE_FULL, SPC_RGB, ColourSpec, is_gray_format, is
 from vsr.video.formats import (alpha_formats, alpha_pix_fmt, depth_suffix, format_warnings, gray_output,
                                planar_twin, rgb_format, rgb_output, without_alpha)
 from vsr.video.hdr import HDR_CODECS, hdr_params, hdr_warnings, is_hdr
+from vsr.video.mpeg2_aspect import aspect_warnings
 from vsr.video.nvenc import is_nvenc, nvenc_options, nvenc_problem
 from vsr.video.resize import factor_of, scaled_size
 from vsr.video.source import VideoInfo
@@ -177,7 +178,7 @@ def choose_encoder(container: OutputContainer, settings: EncoderSettings, info: 
     check_playable(codec.name, container)
     width, height = scaled_size(info.width, info.height, settings.scale, scale, pix_fmt)
     said += [w for w in (factor_of(settings.scale, info.width, info.height, scale)[1],) if w]
-    said += check_size(codec.name, width, height)
+    said += check_size(codec.name, width, height) + aspect_warnings(codec.name, info, width, height)
     opts, low_memory = encoder_options(codec.name, settings, width, height)
     said += hdr_warnings(codec.name, pix_fmt, info.hdr, container.format if container.played else None,
                          info.hdr10plus is not None)
@@ -277,7 +278,6 @@ def default_codec(container: OutputContainer, hardware: bool = False, hdr: bool 
             return name
     y4m = " (Y4M is for standard output: vsr upscale IN - > OUT.y4m)" if container.format == "yuv4mpegpipe" else ""
     raise InputError(f"{container.format} holds none of the video codecs vsr writes{y4m}; use an .mp4 or .mkv output")
-
 
 
 def check_alpha_default(codec: str, container: OutputContainer, settings: EncoderSettings) -> None:
