@@ -4,11 +4,16 @@ writes it into the closed file (vsr.video.track_metadata.display_metadata)."""
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
+import sys
 import warnings
 from fractions import Fraction
+from pathlib import Path
 
+import av
+import numpy as np
 import pytest
 
 from tests.video.tools import ffmpeg_with, flat_through_sink
@@ -78,3 +83,80 @@ def test_mpeg2_says_where_it_cannot_code_the_sources_display_aspect(tmp_path, si
         assert lines == []
     else:
         assert len(lines) == 1 and said in lines[0] and "-c libx264" in lines[0], lines
+
+
+def piped(src, codec: str) -> subprocess.CompletedProcess:
+    """``vsr upscale - - --format matroska -c CODEC`` (a tiny random model) with ``src`` on standard input."""
+    with open(src, "rb") as f:
+        return subprocess.run([sys.executable, "-m", "vsr", "upscale", "-", "-", "--format", "matroska", "-c", codec,
+                               "--weights", "random", "--config", "edvr-tiny", "--backend", "torch", "--threads", "1",
+                               "--quiet"], stdin=f, capture_output=True, cwd=Path(__file__).resolve().parents[2])
+
+
+@pytest.mark.parametrize("codec", ["ffv1", "libvpx-vp9"])
+def test_matroska_on_a_pipe_keeps_the_sources_display_shape(tmp_path, codec):
+    """The header of a stream is written once, before its frames, and never rewritten: the display size goes into it
+    on its way to the pipe (vsr.video.matroska.stream_header)."""
+    ffmpeg_with(codec)
+    src = tmp_path / "src.mkv"
+    subprocess.run([ffmpeg_with("libx264"), "-v", "error", "-f", "lavfi", "-i", "testsrc2=s=64x48:r=25:d=0.2",
+                    "-vf", "setsar=16/15", "-c:v", "libx264", "-preset", "ultrafast", str(src)], check=True)
+    done = piped(src, codec)
+    assert done.returncode == 0, done.stderr
+    out = tmp_path / "out.mkv"
+    out.write_bytes(done.stdout)
+    got = probed(out)
+    assert (got["sample_aspect_ratio"], got["display_aspect_ratio"]) == ("16:15", "64:45"), got
+    assert [ln for ln in done.stderr.splitlines() if b"random weights" not in ln] == []
+    read = subprocess.run(["ffmpeg", "-v", "error", "-xerror", "-i", "-", "-f", "null", "-"], input=done.stdout,
+                          capture_output=True)  # the whole stream reads back, from a pipe too
+    assert read.returncode == 0 and not read.stderr, read.stderr
+    with av.open(str(out)) as c:
+        assert sum(1 for _ in c.decode(video=0)) == 5
+
+
+def test_matroska_on_a_pipe_of_square_samples_is_as_the_muxer_writes_it(tmp_path):
+    src = tmp_path / "src.mkv"
+    subprocess.run([ffmpeg_with("libx264"), "-v", "error", "-f", "lavfi", "-i", "testsrc2=s=64x48:r=25:d=0.2",
+                    "-c:v", "libx264", "-preset", "ultrafast", str(src)], check=True)
+    done = piped(src, "ffv1")
+    out = tmp_path / "out.mkv"
+    out.write_bytes(done.stdout)
+    assert done.returncode == 0 and probed(out).get("sample_aspect_ratio", "N/A") in ("N/A", "1:1", "0:1")
+
+
+class _Stream(io.BytesIO):
+    def seekable(self) -> bool:  # as a pipe: FFmpeg's muxer writes a live layout (a Segment of unknown size)
+        return False
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 1 << 20])
+def test_the_header_of_a_stream_is_held_until_whole_however_it_is_written(tmp_path, chunk):
+    from vsr.video.matroska import display_size
+    from vsr.video.pipe_sink import _HeaderPipe
+
+    raw = _Stream()
+    with av.open(raw, "w", format="matroska") as oc:
+        vs = oc.add_stream("ffv1", rate=25)
+        vs.width, vs.height, vs.pix_fmt = 64, 48, "yuv420p"
+        for i in range(3):
+            frame = av.VideoFrame.from_ndarray(np.full((48, 64, 3), 40 * i, np.uint8), format="rgb24")
+            frame.pts = i
+            for p in vs.encode(frame.reformat(format="yuv420p")):
+                oc.mux(p)
+        for p in vs.encode():
+            oc.mux(p)
+    data = raw.getvalue()
+    out = tmp_path / "out.mkv"
+    with open(out, "wb") as f:
+        pipe = _HeaderPipe(f.fileno())
+        pipe.extra = display_size(False, Fraction(16, 15), 64, 48)
+        for i in range(0, len(data), chunk):
+            assert pipe.write(data[i:i + chunk]) == len(data[i:i + chunk])
+        pipe.finish()
+    assert pipe.problem is None
+    got = probed(out)
+    assert (got["sample_aspect_ratio"], got["display_aspect_ratio"]) == ("16:15", "64:45"), got
+    with av.open(str(out)) as c:
+        assert [f.to_ndarray()[0, 0] for f in c.decode(video=0)] == [f.to_ndarray()[0, 0]
+                                                                    for f in av.open(io.BytesIO(data)).decode(video=0)]

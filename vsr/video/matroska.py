@@ -25,7 +25,7 @@ TRACKS, TRACK_ENTRY, TRACK_TYPE, VIDEO, COLOUR = 0x1654AE6B, 0xAE, 0x83, 0xE0, 0
 MAX_CLL, MAX_FALL, MASTERING = 0x55BC, 0x55BD, 0x55D0
 R_X, R_Y, G_X, G_Y, B_X, B_Y, WHITE_X, WHITE_Y, LUMINANCE_MAX, LUMINANCE_MIN = range(0x55D1, 0x55DB)
 CUES, CUE_POINT, CUE_TRACK_POSITIONS, CUE_CLUSTER_POSITION, CUE_CODEC_STATE = 0x1C53BB6B, 0xBB, 0xB7, 0xF1, 0xEA
-CRC32, VOID = 0xBF, 0xEC
+CRC32, VOID, CLUSTER = 0xBF, 0xEC, 0x1F43B675
 # a track's BlockAdditionMapping (Dolby Vision's configuration) and its children
 BLOCK_ADDITION_MAPPING, ADD_ID_NAME, ADD_ID_TYPE, ADD_ID_EXTRA = 0x41E4, 0x41A4, 0x41E7, 0x41ED
 VIDEO_TRACK = 1
@@ -33,6 +33,10 @@ DISPLAY_WIDTH, DISPLAY_HEIGHT, DISPLAY_UNIT = 0x54B0, 0x54BA, 0x54B2
 DAR_UNIT = 3  # DisplayUnit: DisplayWidth and DisplayHeight are the display aspect ratio
 # Video children that vsr's replace (FFmpeg's muxer writes DisplayUnit 4, "unknown", when it knows no aspect)
 REPLACED = frozenset({DISPLAY_UNIT})
+
+
+class Incomplete(NotWritable):
+    """An element that runs past the end of what holds it: a damaged file, or a stream's bytes not all come yet."""
 
 
 @dataclass
@@ -56,13 +60,15 @@ def _vint(data, i: int, end: int) -> tuple[int, int, bool]:
     """The variable-length integer at ``data[i]``: value (its length marker removed), width, all ones
     ("unknown size")."""
     if i >= end:
-        raise NotWritable("an element runs past its parent")
+        raise Incomplete("an element runs past its parent")
     first = data[i]
     width = 1
     while width <= 8 and not first & (0x80 >> (width - 1)):
         width += 1
-    if width > 8 or i + width > end:
+    if width > 8:
         raise NotWritable("a malformed EBML number")
+    if i + width > end:
+        raise Incomplete("an EBML number runs past its parent")
     value = first & (0xFF >> width)
     for k in range(1, width):
         value = (value << 8) | data[i + k]
@@ -82,7 +88,7 @@ def _header(data, i: int, end: int, at: int | None = None) -> Element:
     if unknown:
         raise NotWritable("an element of unknown size (a live stream's layout)")
     if at + n + m + size > end:
-        raise NotWritable(f"element {eid:#x} at {at} runs past its parent")
+        raise Incomplete(f"element {eid:#x} at {at} runs past its parent")
     return Element(eid, at, n + m, size, m)
 
 
@@ -248,8 +254,26 @@ def add_video_elements(path: Path, colour: bytes, video_extra: bytes, track_extr
             f.seek(e.start)
             bodies[e.start] = f.read(e.end - e.start)
 
+    new = _track_edits(level1, seg_body, lambda e: bodies[e.start], colour, video_extra, track_extra)
+    if new is None:
+        return False
+    growth = sum(len(new[e.start]) - (e.end - e.start) for e in level1 if e.start in new)
+    edits = [(e.start, e.end, new[e.start]) for e in level1 if e.start in new]
+    seg_field = size_field(seg_size + growth, seg_width)
+    if len(seg_field) != seg_width:
+        raise NotWritable("the Segment's size field is too narrow")
+    edits.append((seg_start + n, seg_start + n + seg_width, seg_field))
+    splice(path, edits)
+    return True
+
+
+def _track_edits(level1: list[Element], seg_body: int, read, colour: bytes, video_extra: bytes,
+                 track_extra: bytes) -> dict[int, bytes] | None:
+    """The new bytes, by start, of the Segment's children (``level1``, whose bytes ``read(e)`` gives) that change:
+    ``Tracks`` with the additions (:func:`_with_video`), the ``SeekHead`` and ``Cues`` positions moved by what
+    grew before them; None where nothing is added."""
     def local(e: Element) -> tuple[bytes, Element]:
-        return bodies[e.start], Element(e.id, 0, e.header, e.size, e.size_width)
+        return read(e), Element(e.id, 0, e.header, e.size, e.size_width)
 
     tracks = next((e for e in level1 if e.id == TRACKS), None)
     if tracks is None:
@@ -262,7 +286,7 @@ def add_video_elements(path: Path, colour: bytes, video_extra: bytes, track_extr
         raise NotWritable("no video track")
     entry = _with_video(data, video, colour, video_extra, track_extra)
     if entry is None:
-        return False
+        return None
     new = {tracks.start: master(TRACKS, b"".join(entry if k is video else _raw(data, k) for k in kids),
                                 crc, t.size_width)}
     # positions in the segment point at level-1 elements: each moves by what grew before it
@@ -279,17 +303,35 @@ def add_video_elements(path: Path, colour: bytes, video_extra: bytes, track_extr
             if new.get(e.start) != b:
                 new[e.start], changed = b, True
         if not changed:
-            break
-    else:
-        raise NotWritable("positions did not settle")
-    growth = sum(len(new[e.start]) - (e.end - e.start) for e in level1 if e.start in new)
-    edits = [(e.start, e.end, new[e.start]) for e in level1 if e.start in new]
-    seg_field = size_field(seg_size + growth, seg_width)
-    if len(seg_field) != seg_width:
-        raise NotWritable("the Segment's size field is too narrow")
-    edits.append((seg_start + n, seg_start + n + seg_width, seg_field))
-    splice(path, edits)
-    return True
+            return new
+    raise NotWritable("positions did not settle")
+
+
+def stream_header(data, video_extra: bytes) -> tuple[int, bytes] | None:
+    """A Matroska stream's header (all before its first ``Cluster``) in its first bytes ``data``, with those
+    elements of ``video_extra`` its video track's ``Video`` lacks: (its length in ``data``, the new header); None
+    while ``data`` holds no whole header yet.  A stream's header is written once, before any frame, so this is
+    the only place for what its muxer leaves out (``Tracks`` grows: the ``SeekHead`` positions after it follow;
+    the Segment's size is unknown, as FFmpeg writes it on a pipe).  :class:`NotWritable` for another layout."""
+    try:
+        ebml = _header(data, 0, len(data))
+        if ebml.id != EBML:
+            raise NotWritable("not an EBML stream")
+        seg_id, n = _id(data, ebml.end, len(data))
+        _, m, unknown = _vint(data, ebml.end + n, len(data))
+        if seg_id != SEGMENT or not unknown:
+            raise NotWritable("no Segment of unknown size")
+        seg_body = i = ebml.end + n + m
+        level1 = []
+        while bytes(data[i:i + 4]) != _id_bytes(CLUSTER):
+            if i + 4 > len(data):
+                return None
+            level1.append(_header(data, i, len(data)))
+            i = level1[-1].end
+    except Incomplete:
+        return None
+    new = _track_edits(level1, seg_body, lambda e: bytes(data[e.start:e.end]), b"", video_extra, b"") or {}
+    return i, bytes(data[:seg_body]) + b"".join(new.get(e.start, _raw(data, e)) for e in level1)
 
 
 def _level1(f, start: int, end: int) -> list[Element]:

@@ -19,15 +19,19 @@ import av
 
 from vsr.errors import InputError, OutputClosed
 from vsr.video.chapters import as_written, frame_span
+from vsr.video import matroska
 from vsr.video.encoder_choice import EncoderSettings, OutputContainer
+from vsr.video.isobmff import NotWritable
 from vsr.video.output import STREAM, stream_closed
 from vsr.video.reading import open_input
 from vsr.video.sink import VideoSink
 from vsr.video.source import VideoInfo
+from vsr.video.track_metadata import display_metadata
 
 STREAM_FORMATS = {"y4m": "yuv4mpegpipe", "nut": "nut", "matroska": "matroska"}
 DEFAULT_FORMAT = "y4m"
 CHAPTERED = ("matroska", "nut")  # the stream formats that hold chapters (in their header)
+HEADER_MAX = 64 << 20  # a Matroska stream's header held back at most (its attachments: fonts, a cover)
 
 
 class _Pipe:
@@ -51,6 +55,47 @@ class _Pipe:
 
     def seekable(self) -> bool:
         return False
+
+
+class _HeaderPipe(_Pipe):
+    """A Matroska stream's standard output: where its video track needs ``extra`` elements (the display size of
+    samples that are not square, which FFmpeg's muxer writes only from the stream's sample aspect ratio, which
+    PyAV cannot set: :func:`vsr.video.track_metadata.display_metadata`), its header is held back until whole
+    and written with them (:func:`vsr.video.matroska.stream_header`), the frames after it as they come.
+    :attr:`problem`: why the header went out as the muxer wrote it."""
+
+    def __init__(self, fd: int = 1):
+        super().__init__(fd)
+        self.extra: bytes | None = None  # None: nothing to add (or added): every byte straight through
+        self.problem: str | None = None
+        self._held = bytearray()
+
+    def write(self, data) -> int:
+        if self.extra is None:
+            return super().write(data)
+        self._held += data
+        try:
+            done = matroska.stream_header(self._held, self.extra)
+        except NotWritable as e:
+            done = self._unchanged(str(e))
+        if done is None and len(self._held) > HEADER_MAX:
+            done = self._unchanged(f"no frame in its first {HEADER_MAX >> 20} MiB")
+        if done is not None:
+            end, header = done
+            held, self._held, self.extra = self._held, bytearray(), None
+            super().write(header + bytes(held[end:]))
+        return len(data)
+
+    def _unchanged(self, why: str) -> tuple[int, bytes]:
+        self.problem = why
+        return 0, b""
+
+    def finish(self) -> None:
+        """Write what is still held (a stream that ended before its first frame), as it is."""
+        if self.extra is not None and self._held:
+            self.problem = "it ended before its first frame"
+            held, self._held, self.extra = self._held, bytearray(), None
+            super().write(bytes(held))
 
 
 class StreamSink(VideoSink):
@@ -85,7 +130,14 @@ class StreamSink(VideoSink):
         self.format = fmt
         # "unofficial": Y4M deeper than 8 bits (C420p10, ...), which FFmpeg writes only when asked
         options = {"strict": "unofficial"} if fmt == "y4m" else {}
-        return av.open(_Pipe(), "w", format=STREAM_FORMATS[fmt], options=options)
+        self._pipe = _HeaderPipe() if fmt == "matroska" else _Pipe()
+        return av.open(self._pipe, "w", format=STREAM_FORMATS[fmt], options=options)
+
+    def _add_video(self, choice):
+        vs = super()._add_video(choice)
+        if isinstance(getattr(self, "_pipe", None), _HeaderPipe):  # (before the header: at the first packet)
+            self._pipe.extra = display_metadata("matroska", vs.codec_context).video or None
+        return vs
 
     def _chapters_before_header(self, trim: bool) -> None:
         """A trimmed stream's chapters too, cut to the span its file's packets say: the header, written next, is
@@ -120,6 +172,11 @@ class StreamSink(VideoSink):
     def end(self) -> None:
         try:
             super().end()
+            if isinstance(getattr(self, "_pipe", None), _HeaderPipe):
+                self._pipe.finish()
+                if self._pipe.problem:
+                    warnings.warn(f"the sample aspect ratio could not be written into the Matroska stream's header "
+                                  f"({self._pipe.problem}): players may show it square", stacklevel=2)
         except OutputClosed as e:
             raise OutputClosed(f"{e} after {self.frames_written} frames, before the end: stopped") from None
         promised, self._promised = self._promised, None
