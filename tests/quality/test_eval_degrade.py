@@ -65,8 +65,13 @@ def test_cli_seed_changes_a_random_recipe_and_table_names_it(gt_dir):
 
 @pytest.mark.parametrize("extra, words", [(["--degrade", "reel"], "unknown degradation 'reel'"),
                                           (["--degrade", "real", "--seed", "-1"], "--seed -1"),
-                                          (["--degrade", "real", "--lr", "LR"], "not both")])
-def test_cli_bad_degrade_is_one_line(gt_dir, extra, words):
-    extra = [str(gt_dir) if e == "LR" else e for e in extra]
+                                          (["--degrade", "real", "--lr", "LR"], "not both"),
+                                          # a recipe file the user names: what is wrong with it, not "unknown"
+                                          (["--degrade", "MISSING"], "no such file: "),
+                                          (["--degrade", "FOLDER"], "is a folder, not a TOML file")])
+def test_cli_bad_degrade_is_one_line(gt_dir, tmp_path, extra, words):
+    (tmp_path / "recipes.toml").mkdir()
+    where = {"LR": str(gt_dir), "MISSING": str(tmp_path / "typo.toml"), "FOLDER": str(tmp_path / "recipes.toml")}
+    extra = [where.get(e, e) for e in extra]
     proc = vsr_eval("--gt", gt_dir, "--weights", "bicubic", *extra)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and words in proc.stderr, proc.stderr

@@ -128,6 +128,9 @@ def load_degrade(name_or_path: str | Path) -> Degradation:
     if str(name_or_path) == "clean":
         return CLEAN
     p = Path(name_or_path)
+    if p.suffix == ".toml" and not p.is_file():  # a file the user names: say what is wrong with it
+        raise ConfigError(f"degradation {p} is a folder, not a TOML file" if p.is_dir()
+                          else f"degradation recipe: no such file: {p}")
     if p.suffix != ".toml":
         p = degrade_dir() / f"{name_or_path}.toml"
     if not p.is_file():
