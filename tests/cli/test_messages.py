@@ -100,6 +100,19 @@ def test_models_prints_a_weights_folder_escaped(tmp_path):
     assert "\x1b" not in p.stdout and f"put it in {tmp_path}/w\\x1b[31m\\nx under" in p.stdout
 
 
+def test_models_says_a_weights_folder_that_is_a_file_is_not_one(tmp_path):
+    """`vsr models fetch` refuses a VSR_WEIGHTS_DIR that is a file; the listing told the user to put weights "in" it."""
+    import os
+
+    plain = tmp_path / "weights"
+    plain.write_text("not a folder")
+    p = subprocess.run([sys.executable, "-m", "vsr", "models"], cwd=REPO, capture_output=True, text=True,
+                       timeout=300, env=dict(os.environ, VSR_WEIGHTS_DIR=str(plain)))
+    assert p.returncode == 0, p.stderr
+    assert "put it in" not in p.stdout
+    assert f"The weights folder {plain} is not a folder: set VSR_WEIGHTS_DIR to one" in p.stdout
+
+
 def test_a_librarys_warning_paragraph_is_one_line_of_words_and_vsrs_own_names_stay_escaped(capsys):
     """Celery warns a worker run as root in a paragraph: it came out as one line full of '\\n'.  A name in vsr's own
     warnings keeps its escapes (a newline in a file name must not start a line of its own)."""

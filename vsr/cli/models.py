@@ -88,8 +88,13 @@ def run(args) -> int:
     for o in catalogue:
         print(f"  {o.name:<25} config {o.config:<13} published {o.psnr}\n"
               f"  {'':<25} {o.filename}; {_where(o, state[o.name])}")
-    print("  A copy downloaded elsewhere (a browser, another machine) works as well: put it in "
-          f"{printable(weights_dir())} under the file name above (or pass --weights FILE).")
+    folder = weights_dir()
+    if folder.exists() and not folder.is_dir():  # fetch refuses it too: say so here, not "put it in" a file
+        print(f"  The weights folder {printable(folder)} is not a folder: set VSR_WEIGHTS_DIR to one (or pass "
+              "--weights FILE).")
+    else:
+        print("  A copy downloaded elsewhere (a browser, another machine) works as well: put it in "
+              f"{printable(folder)} under the file name above (or pass --weights FILE).")
     bundled_at = printable(DEFAULT_WEIGHTS) if DEFAULT_WEIGHTS.is_file() else "none in this build"
     print(f"\nBundled default weights: {bundled_at}")
     for n, f in bundled.items():
