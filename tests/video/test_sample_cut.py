@@ -66,7 +66,8 @@ def test_copied_audio_starts_at_frame_a(tmp_path, suffix):
 
 def test_copied_audio_into_matroska_keeps_the_bound(tmp_path):
     """FFmpeg's Matroska muxer writes no start cut for a copied packet: the one at A is left out, as documented
-    (the audio starts within a packet of A, never before it)."""
+    (the audio starts within a packet of A, never before it: a block below 0 is an error to Firefox's WebM reader
+    and to Chrome's Media Source parser)."""
     run(REALSHORT, tmp_path / "out.mkv", (5, 20))
     assert 0 <= audio_start(tmp_path / "out.mkv") <= 1024 / 48000
 

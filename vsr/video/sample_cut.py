@@ -4,7 +4,11 @@ Copied audio: the packet running at frame A is kept, its head cut by the contain
 (:func:`keeps_head`): FFmpeg's mov muxer makes a first packet before 0 the edit list's media time, which its
 demuxer (and QuickTime) skip, as ``ffmpeg -ss`` with stream copy does.  Matroska could say it (CodecDelay, a
 negative DiscardPadding) but FFmpeg's muxer writes neither for a copied packet, and the other containers hold whole
-packets: there the packet is left out and the audio starts up to a packet after the video.
+packets: there the packet is left out and the audio starts up to a packet after the video.  Not a Matroska block
+before the video's first (its muxer's ``avoid_negative_ts`` disabled): FFmpeg and mkvinfo read one, but Firefox's
+demuxer (nestegg) fails on a block whose time is below 0 and Chrome's Media Source parser on one before its
+cluster's time, so such a .webm would not play in browsers; moving every stream on instead (FFmpeg's default) would
+move the video.
 
 Audio re-encoded for the container is decoded anyway, so :class:`SampleCut` cuts its decoded frames to the span
 itself: the samples before A's time dropped (the packets a little before A decoded too, :data:`PREROLL`, so the
