@@ -121,12 +121,9 @@ def count_frames(path: Path) -> int:
     return n
 
 
-def find_sources(paths: list[str | Path], *, holdout: float = 0.0, exclude: tuple[str, ...] = ()) -> DataSources:
-    """Images and videos under ``paths`` (files or folders, searched recursively), sorted.
-
-    ``holdout``: the last fraction of every video's frames is left out (kept for validation, see
-    :func:`vsr.train.validate.holdout_sets`).  ``exclude``: path fragments never to train on (e.g. ``"vid4"``).
-    """
+def list_files(paths: list[str | Path], exclude: tuple[str, ...] = ()) -> tuple[list[Path], list[Path]]:
+    """The images and the videos under ``paths`` (files or folders, searched recursively), sorted, less those whose
+    path holds an ``exclude`` fragment (never trained on, e.g. ``"vid4"``): a run's files, their frames uncounted."""
     images: list[Path] = []
     videos: list[Path] = []
     left_out: list[str] = []  # the ``exclude`` fragment in each image or video left out
@@ -146,11 +143,14 @@ def find_sources(paths: list[str | Path], *, holdout: float = 0.0, exclude: tupl
         why = "Vid4 is the validation set, never trained on" if x.lower() == "vid4" else "--exclude"
         raise InputError(f"nothing to train on in {', '.join(map(str, paths))}: the images and videos found "
                          f"there ({len(left_out)}) are excluded, as their paths hold {x!r} ({why})")
-    srcs = []
-    for v in videos:
-        n = count_frames(v)
-        keep = n - int(round(n * holdout)) if holdout > 0 else n
-        srcs.append(VideoSource(v, n, 0, keep))
+    return images, videos
+
+
+def find_sources(paths: list[str | Path], *, holdout: float = 0.0, exclude: tuple[str, ...] = ()) -> DataSources:
+    """:func:`list_files`, and the frames of each video; ``holdout``: the last fraction of every video's frames is
+    left out (kept for validation, see :func:`vsr.train.validate.holdout_sets`)."""
+    images, videos = list_files(paths, exclude)
+    srcs = [VideoSource(v, n, 0, n - int(round(n * holdout))) for v, n in ((v, count_frames(v)) for v in videos)]
     if not images and not srcs:
         raise InputError(f"no images or videos found in {', '.join(map(str, paths))}")
     return DataSources(tuple(images), tuple(srcs))

@@ -38,6 +38,7 @@ from vsr.train.data import UNIT, FramePool, PairSampler, find_sources
 from vsr.train.degrade import load_degrade
 from vsr.train.loss import LOSSES
 from vsr.train.options import TrainOptions
+from vsr.train.resume import data_conflicts, sources_digest
 from vsr.train.stream import BatchStream, default_workers
 from vsr.train.validate import default_sets, holdout_sets, validate, vid4_sets
 
@@ -138,6 +139,7 @@ class Trainer:
         self.cfg: ModelConfig = load_config(o.config) if o.config else resolve_config(o.init, None)[0]
         self.degradation = load_degrade(o.degrade_config or o.degrade)
         self.sources = find_sources(list(o.data), holdout=o.holdout, exclude=o.exclude)
+        self.data_files = sources_digest(self.sources)  # (a resume compares the files, not how --data spells them)
         val, self.val_note = (o.val, None) if o.val is not None else default_sets()
         vid4 = [v for v in val if v != "holdout"]
         self.val_sets = vid4_sets(vid4) if vid4 else []
@@ -205,7 +207,8 @@ class Trainer:
         if not path.is_file():
             return False
         ck = read_checkpoint(path)
-        diff = self.o.resume_conflicts(ck.get("vsr", {}).get("options", {}))
+        saved = ck.get("vsr", {})
+        diff = data_conflicts(self.o.resume_conflicts(saved.get("options", {})), saved, self.sources)
         if diff:
             raise InputError(f"{path} was written with other options ({', '.join(diff)}); "
                              "use another --out folder or the same options")
@@ -215,7 +218,9 @@ class Trainer:
 
     def checkpoint(self) -> dict:
         """The run's checkpoint now (see :mod:`vsr.train.checkpoint`)."""
-        return make_checkpoint(self.parts, self.state, config=self.cfg.name, options=self.o.to_dict())
+        ck = make_checkpoint(self.parts, self.state, config=self.cfg.name, options=self.o.to_dict())
+        ck["vsr"]["data_files"] = self.data_files
+        return ck
 
     # -- one step ------------------------------------------------------------------------------------------
     def step(self, lr_u8: torch.Tensor, hr_u8: torch.Tensor) -> torch.Tensor:
