@@ -1,9 +1,14 @@
-"""A resumed `vsr train`: `--data` is compared by the files it names, however it is spelled."""
+"""A resumed `vsr train`: `--data` is compared by the files it names, however it is spelled, and the log of a run
+stopped between two checkpoints reads as one run (one rising sequence of iterations, the loss curve once)."""
 
 from __future__ import annotations
 
+import json
+import os
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 import torch
@@ -80,3 +85,86 @@ def test_the_refusal_is_one_line_and_exit_2(data, tmp_path):
     assert r.stderr.splitlines() == ["vsr: error: run/latest.pth was written with other options (data); use another "
                                      "--out folder or the same options"]
 
+
+# -- the log -----------------------------------------------------------------------------------------------------
+
+def events(run):
+    return [json.loads(line) for line in (run / "log.jsonl").read_text().splitlines()]
+
+
+def curve(run):
+    return [(e["iteration"], e["loss"]) for e in events(run) if e["event"] == "train"]
+
+
+def interrupted_at(trainer, iteration, monkeypatch):
+    """``trainer`` run until the step of ``iteration`` is interrupted (Ctrl-C: as a kill, after the checkpoint)."""
+    batch = trainer.sampler.batch_uint8
+
+    def interrupted(it):
+        if it == iteration:
+            raise KeyboardInterrupt
+        return batch(it)
+
+    monkeypatch.setattr(trainer.sampler, "batch_uint8", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        trainer.run(progress=False)
+
+
+def test_a_run_stopped_between_two_checkpoints_logs_its_iterations_once(data, tmp_path, monkeypatch):
+    """(its log held iterations 3 and 4 twice, a resume line between: a plotted loss curve went back)"""
+    Trainer(options(["d"], "a")).run(progress=False)
+    interrupted_at(Trainer(options(["d"], "b", ckpt_every=2)), 3, monkeypatch)  # checkpoint 2, logged 3
+    assert [e.get("iteration") for e in events(tmp_path / "b")][-2:] == [2, 3]
+    second = Trainer(options(["d"], "b", ckpt_every=2))
+    second.run(progress=False)
+    assert [(e["event"], e.get("iteration")) for e in events(tmp_path / "b") if e["event"] != "train"] == [
+        ("start", None), ("batch_workers", 0), ("resume", 2), ("batch_workers", 2)]
+    assert curve(tmp_path / "b") == curve(tmp_path / "a")
+    assert sorted(os.listdir(tmp_path / "b")) == ["latest.pth", "log.jsonl"]
+
+
+def test_a_line_half_written_by_a_kill_goes_with_the_cut(data, tmp_path, monkeypatch):
+    Trainer(options(["d"], "a")).run(progress=False)
+    interrupted_at(Trainer(options(["d"], "b", ckpt_every=2)), 3, monkeypatch)
+    with open(tmp_path / "b" / "log.jsonl", "ab") as f:
+        f.write(b'{"event": "train", "itera')  # (the resume line was appended to it: a line no reader parsed)
+    os.chmod(tmp_path / "b" / "log.jsonl", 0o600)
+    Trainer(options(["d"], "b", ckpt_every=2)).run(progress=False)
+    assert curve(tmp_path / "b") == curve(tmp_path / "a")
+    assert os.stat(tmp_path / "b" / "log.jsonl").st_mode & 0o777 == 0o600  # (the cut log keeps its permissions)
+
+
+def test_a_failed_cut_leaves_the_log_as_it_was(data, tmp_path, monkeypatch):
+    """The new log is written beside the old one and renamed over it: here it cannot be written at all."""
+    interrupted_at(Trainer(options(["d"], "b", ckpt_every=2)), 3, monkeypatch)
+    before = (tmp_path / "b" / "log.jsonl").read_bytes()
+    (tmp_path / "b" / ".log.jsonl.part" / "x").mkdir(parents=True)  # (not a file: it cannot be replaced)
+    with pytest.raises(OSError):
+        Trainer(options(["d"], "b", ckpt_every=2)).run(progress=False)
+    assert (tmp_path / "b" / "log.jsonl").read_bytes() == before
+
+
+def test_a_run_killed_between_two_checkpoints_logs_as_one_run(data, tmp_path):
+    """`kill -9` of `vsr train` between two checkpoints, then the same command: one rising log."""
+    run = [sys.executable, "-m", "vsr", "train", "--config", "edvr-tiny", "--data", "d", "--out", "run",
+           "--ckpt-every", "25", "--batch-size", "1", "--patch", "8", "--val", "none", "--threads", "1",
+           "--workers", "0", "--no-progress"]
+    log = tmp_path / "run" / "log.jsonl"
+    p = subprocess.Popen([*run, "--iters", "100000"], cwd=tmp_path, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 240
+        while '"iteration": 30,' not in (log.read_text() if log.is_file() else ""):  # (logged 30, checkpoint 25)
+            assert time.time() < deadline and p.poll() is None
+            time.sleep(0.05)
+    finally:
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+    assert torch.load(tmp_path / "run" / "latest.pth", weights_only=True)["train"]["iteration"] == 25
+    r = subprocess.run([*run, "--iters", "50"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and "resuming at iteration 25" in r.stdout, r.stderr
+    lines = events(tmp_path / "run")
+    assert [e["iteration"] for e in lines if e["event"] == "train"] == [10, 20, 30, 40, 50]
+    assert [(e["event"], e["iteration"]) for e in lines if e["event"] == "resume"] == [("resume", 25)]
+    iterations = [e.get("iteration", 0) for e in lines]
+    assert iterations == sorted(iterations)

@@ -1,15 +1,20 @@
-"""What a resumed run checks in its run folder.
+"""What a resumed run checks and tidies in its run folder.
 
 * Its data: ``--data`` and ``--exclude`` are compared by the files they name, in order (each file's real path),
   not by their spelling: ``runs/x``, ``./runs/x/``, its absolute path or a link to it train on the same batches.
+* Its log: ``log.jsonl`` is cut back to the checkpoint's iteration, as the resumed run logs the iterations after it
+  again (a kill, or Ctrl-C, between two checkpoints); the log reads as one run, its iterations in order.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
+from pathlib import Path
 
 from vsr.errors import InputError
+from vsr.files import write_new
 from vsr.train.data import DataSources, list_files
 from vsr.train.options import TrainOptions
 
@@ -31,7 +36,8 @@ def sources_digest(sources: DataSources) -> str:
 
 def data_conflicts(diff: list[str], saved: dict, sources: DataSources) -> list[str]:
     """``diff`` (the options that differ from those of a checkpoint's ``vsr`` entry, ``saved``) less ``data`` and
-    ``exclude`` where they only differ in spelling: ``sources`` are the files the checkpoint's run trained on."""
+    ``exclude`` where they only differ in spelling: ``sources``, this run's files, are those the checkpoint's run
+    trained on, in the same order."""
     if not any(k in DATA_OPTIONS for k in diff):
         return diff
     if _saved_digest(saved) == sources_digest(sources):
@@ -51,3 +57,35 @@ def _saved_digest(saved: dict) -> str | None:
         return None
     return files_digest([*images, *videos])
 
+
+def cut_log(path: Path, iteration: int) -> int:
+    """Cut a run's ``log.jsonl`` back to ``iteration`` (the checkpoint it resumes from): the lines of later
+    iterations go, and any a kill left half-written.  The new log is written whole under a temporary name and
+    renamed over the old one: a failure leaves the old log.  Returns the number of lines cut."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return 0
+    with open(fd, "rb") as f:
+        lines = f.read().splitlines(keepends=True)
+        mode = os.fstat(f.fileno()).st_mode & 0o777  # (the new log keeps the old one's permissions)
+    kept = [line if line.endswith(b"\n") else line + b"\n" for line in lines if _not_after(line, iteration)]
+    if kept == lines:
+        return 0
+    tmp = path.with_name(f".{path.name}.part")
+    try:
+        write_new(tmp, b"".join(kept), mode)  # (never through a link planted at the name)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return len(lines) - len(kept)
+
+
+def _not_after(line: bytes, iteration: int) -> bool:
+    try:
+        rec = json.loads(line)
+    except ValueError:  # half-written by a kill
+        return False
+    # a line with no iteration is the run's start line
+    return isinstance(rec, dict) and rec.get("iteration", 0) <= iteration

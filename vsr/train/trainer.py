@@ -5,7 +5,8 @@ On a GPU the steps queue without waiting for each other: the losses stay on the 
 for the device) every ``log_every`` steps, and Adam is torch's fused one (:func:`adam_options`).
 
 Files in the run folder: ``latest.pth`` (resume point), ``best.pth`` (best validation score, same layout),
-``log.jsonl`` (one JSON object per logged training step or validation).
+``log.jsonl`` (one JSON object per logged training step or validation; a resume cuts it back to the checkpoint's
+iteration, :mod:`vsr.train.resume`).
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from vsr.train.data import UNIT, FramePool, PairSampler, find_sources
 from vsr.train.degrade import load_degrade
 from vsr.train.loss import LOSSES
 from vsr.train.options import TrainOptions
-from vsr.train.resume import data_conflicts, sources_digest
+from vsr.train.resume import cut_log, data_conflicts, sources_digest
 from vsr.train.stream import BatchStream, default_workers
 from vsr.train.validate import default_sets, holdout_sets, validate, vid4_sets
 
@@ -109,10 +110,10 @@ def _check_run_folder(path: Path) -> None:
 
 
 # What a run folder holds (see the module's doc): a folder of nothing else is one to resume, or a run stopped before
-# its first log line (the holdout frames made, nothing else yet).  The temporaries of vsr.train.checkpoint and
-# _write_json count too: a kill can leave them.
+# its first log line (the holdout frames made, nothing else yet).  The temporaries of vsr.train.checkpoint,
+# _write_json and vsr.train.resume.cut_log count too: a kill can leave them.
 RUN_FILES = frozenset(("latest.pth", "best.pth", "log.jsonl", "qat.json", "holdout", "latest.tmp", "best.tmp",
-                       ".qat.json.part"))
+                       ".qat.json.part", ".log.jsonl.part"))
 
 
 def _not_a_run_folder(path: Path) -> list[str]:
@@ -293,7 +294,8 @@ class Trainer:
         o = self.o
         start = self.state.iteration
         end = o.iters if stop_after is None else min(o.iters, start + stop_after)
-        if self.resumed:
+        if self.resumed:  # the lines of the iterations past the checkpoint cut: this run logs them again
+            cut_log(self.dir / "log.jsonl", start)
             self._log({"event": "resume", "iteration": start, "workers": self.workers})
         else:
             self._log({"event": "start", "options": o.to_dict(), "config": self.cfg.name, "workers": self.workers,
