@@ -134,3 +134,16 @@ def test_a_kill_between_the_renames_leaves_a_pair_the_loader_accepts(tmp_path, m
     assert ship(tmp_path / "new.pth", out, overwrite=True)["sha256"] == sha256_file(out)  # and a new ship completes
     assert "previous_sha256" not in json.loads(out.with_suffix(".json").read_text())
     weights.check_digest("default", out)
+
+
+def test_a_log_a_kill_left_half_written_is_read_up_to_that_line(tmp_path):
+    """(a run killed as it wrote a log line, shipped without a resume since: a JSONDecodeError traceback)"""
+    from vsr.train.ship import ship
+
+    run = tmp_path / "run"
+    run.mkdir()
+    _checkpoint(run / "latest.pth", 1.0)
+    (run / "log.jsonl").write_text('{"event": "start", "data": "1 images"}\n{"event": "train", "iteration": 10}\n'
+                                   '{"event": "train", "itera')
+    info = ship(run / "latest.pth", tmp_path / "w.pth")
+    assert info["runs"] == [{"event": "start"}] and info["data"] == "1 images" and info["curve"] == []

@@ -60,7 +60,7 @@ def ship(checkpoint: str | Path, out: str | Path = DEFAULT_WEIGHTS, *, which: st
     }
     log = Path(checkpoint).with_name("log.jsonl")
     if log.is_file():  # the whole run (all resumptions): validation curve and where each run started
-        events = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+        events = [e for e in map(_record, log.read_text().splitlines()) if e is not None]
         info["curve"] = [{"iteration": e["iteration"], "wall_s": e["wall_s"],
                           **{f"{tag}:{name}": round(v["psnr_y"], 3) for tag, sets in e["val"].items()
                              for name, v in sets.items()},
@@ -73,6 +73,16 @@ def ship(checkpoint: str | Path, out: str | Path = DEFAULT_WEIGHTS, *, which: st
     out.parent.mkdir(parents=True, exist_ok=True)
     return _publish({"params": {k: v.half().contiguous() for k, v in sd.items()},
                      "vsr": {"config": meta["config"], "iteration": info["iteration"], "weights": which}}, info, out)
+
+
+def _record(line: str) -> dict | None:
+    """A log line's record; None for a blank line, or one a kill left half-written in a run not resumed since (a
+    resume cuts it: vsr.train.resume)."""
+    try:
+        rec = json.loads(line)
+    except ValueError:
+        return None
+    return rec if isinstance(rec, dict) else None
 
 
 def _publish(weights: dict, info: dict, out: Path) -> dict:
