@@ -144,7 +144,7 @@ def split_checkpoint(run: Path, out: Path) -> list[str]:
         names.append(name)
     (out / "latest.sha256").write_text(f"{hashlib.sha256(data).hexdigest()}  latest.pth\n")
     log = run / "log.jsonl"
-    records = [json.loads(line) for line in log.read_text().splitlines()] if log.is_file() else []
+    records = log_records(log) if log.is_file() else []
     curve = [{"iteration": r["iteration"], "loss": r["loss"], "wall_s": r.get("wall_s")}
              for r in records if r.get("event") == "train"]
     (out / "curve.json").write_text(json.dumps(curve, indent=0) + "\n")
@@ -228,11 +228,25 @@ def _options(args, run: Path, *, iters: int, batch: int, patch: int, init: str |
                         compile=compiled)
 
 
+def log_records(log: Path) -> list[dict]:
+    """A run's ``log.jsonl`` records; a line a kill left half-written (a slice killed at its limit, not resumed
+    since) is skipped as vsr.train.ship skips it, not a traceback that loses the window's returns."""
+    records = []
+    for line in log.read_text().splitlines():
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(rec, dict):
+            records.append(rec)
+    return records
+
+
 def steady_rate(log: Path) -> dict:
     """it/s and the share of that time the steps waited for their batches, over the logged stretches of a run's
     ``log.jsonl`` but the first after each start or resume (which holds the batch workers' start)."""
     last, first, steps, secs, waited = 0, True, 0, 0.0, 0.0
-    for rec in map(json.loads, log.read_text().splitlines()):
+    for rec in log_records(log):
         if rec.get("event") in ("start", "resume"):
             last, first = rec.get("iteration", 0), True
         elif rec.get("event") == "train":

@@ -218,3 +218,15 @@ def test_a_pack_with_videos_trains_on_them_without_pyav(tmp_path, make_clip):
     start = next(json.loads(line) for line in (tmp_path / "out" / "log.jsonl").read_text().splitlines()
                  if json.loads(line).get("event") == "start")
     assert "1 videos (12 usable frames)" in start["data"], start["data"]
+
+
+def test_a_log_line_a_kill_left_half_written_is_skipped_not_a_traceback(tmp_path):
+    """A slice killed at its limit leaves a torn last line; the window's returns (curve, rate) must still come back."""
+    from scripts.gpu_train import steady_rate
+
+    lines = [{"event": "start", "iteration": 0}] + [
+        {"event": "train", "iteration": i, "loss": 0.1, "it_per_s": 10.0, "data_wait_s": 0.0, "wall_s": i / 10}
+        for i in (10, 20, 30)]
+    log = tmp_path / "log.jsonl"
+    log.write_text("".join(json.dumps(r) + "\n" for r in lines) + '{"event": "train", "itera')
+    assert steady_rate(log) == {"it_per_s": 10.0, "data_wait_share": 0.0}  # the two stretches after the first
