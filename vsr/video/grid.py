@@ -1,10 +1,12 @@
 """Whether a video's frames lie on its frame rate's grid: a container that keeps no timestamp per frame (AVI:
 one rate for the whole stream) cannot hold a variable frame rate; nor can an encoder that knows only a frame
-rate (MPEG-1/2).  The encoder's time base (:func:`encoder_time_base`)."""
+rate (MPEG-1/2).  The encoder's time base (:func:`encoder_time_base`), and what tells x264 the source's rate is
+constant (:func:`clock_options`)."""
 
 from __future__ import annotations
 
 import functools
+import re
 from fractions import Fraction
 from pathlib import Path
 
@@ -12,13 +14,16 @@ from vsr.errors import InputError
 from vsr.video.reading import open_input
 from vsr.video.streams import main_video
 
-__all__ = ["check_constant_rate", "encoder_time_base"]
+__all__ = ["check_constant_rate", "clock_options", "encoder_time_base"]
 
 # The encoders whose time base FFmpeg limits: MPEG-4 Part 2 codes its resolution in 16 bits (a source's 1/90000
 # is refused); MPEG-1 and MPEG-2 read a standard frame rate from it.  Any other encoder takes the source's.
 MAX_TIME_BASE_DEN = {"mpeg4": 65535}
 FRAME_RATE_CODECS = ("mpeg1video", "mpeg2video")
 COARSEST = Fraction(1, 1000)  # a time base that does not split a millisecond is no use to a video
+# x264 writes its time base as the stream's clock (H.264's VUI: 1/1000 read as 1000 fps) unless told its input is
+# constant-rate, then the frame rate; timestamps pass through as they are.  (x265 writes the rate anyway.)
+FORCE_CFR = {"libx264": "x264-params", "libx264rgb": "x264-params"}
 
 
 def check_constant_rate(path: Path, rate: Fraction, container: str, kind: str = "video") -> None:
@@ -81,3 +86,22 @@ def encoder_time_base(codec: str, path: Path, kind: str, time_base: Fraction, ra
         k += 1
     coarser = time_base * k
     return coarser if coarser.denominator <= top and coarser <= COARSEST else Fraction(1, top)
+
+
+def clock_options(codec: str, opts: dict[str, str], info, time_base: Fraction) -> dict[str, str]:
+    """``opts`` for encoder ``codec`` taking the frames of ``info`` (a :class:`~vsr.video.source.VideoInfo`) in
+    ``time_base``, with x264's ``force-cfr`` where they are all on the frame rate's grid (verified as for
+    :func:`check_constant_rate`; an inverse telecined film's by construction), so that the stream's own clock
+    says the frame rate; else (a variable rate, a stream read once, the user's own ``force-cfr``) as they are."""
+    key, rate, path = FORCE_CFR.get(codec), info.rate, Path(info.path)
+    if key is None or not rate or Fraction(time_base) == 1 / Fraction(rate):  # (one frame a tick: already said)
+        return opts
+    if any(re.search(r"(^|:)force-cfr\b", opts.get(k) or "") for k in (key, "x264opts")):
+        return opts
+    if not info.film:
+        if info.kind not in ("video", "webp") or not path.is_file():
+            return opts
+        st = path.stat()
+        if _off_grid(str(path), st.st_mtime_ns, st.st_size, Fraction(rate), info.kind) is not None:
+            return opts
+    return {**opts, key: f"force-cfr=1:{opts[key]}" if opts.get(key) else "force-cfr=1"}

@@ -33,7 +33,7 @@ from vsr.video.dts import DtsRepair
 from vsr.video.durations import PacketDurations
 from vsr.video.encoder_choice import EncoderChoice, EncoderSettings, OutputContainer, choose_encoder
 from vsr.video.encoder_open import open_encoder
-from vsr.video.grid import check_constant_rate, encoder_time_base
+from vsr.video.grid import check_constant_rate, clock_options, encoder_time_base
 from vsr.video.hdr import as_encoded, hdr_metadata, hdr_not_written
 from vsr.video.isobmff import NotWritable
 from vsr.video.output import WRITE_ERRNOS, Partial, commit_output, output_path, video_partial, writes
@@ -209,8 +209,7 @@ class VideoSink:
         """The output video stream as ``choice`` says (codec, size, pixel format, options, colour tags), at the
         source's rate, time base and aspect, with its rotation and tags."""
         info = self.info
-        rate = info.rate if info.rate else None
-        vs = self.oc.add_stream(choice.codec, rate=rate)
+        vs = self.oc.add_stream(choice.codec, rate=info.rate or None)
         if choice.codec_tag is not None:
             vs.codec_tag = choice.codec_tag
         vs.width, vs.height = choice.width, choice.height
@@ -227,7 +226,8 @@ class VideoSink:
         for name, value in choice.colour_tags().items():
             setattr(cc, name, value)
         siting = {"chroma_sample_location": SITING_NAMES[self.planes.siting]} if self.planes.siting else {}
-        vs.options = {**self.encoder_options, **siting}  # where vsr.video.planes sited the chroma, for players
+        # (the chroma where vsr.video.planes sited it, for players; a constant rate said as one: x264's VUI)
+        vs.options = clock_options(choice.codec, {**self.encoder_options, **siting}, info, cc.time_base)
         vs.thread_type = "AUTO"
         if bound := fewer_cores():  # a container's CPU quota, a worker's share: the encoder's own count ignores them
             cc.thread_count = bound
