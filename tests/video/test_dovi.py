@@ -30,6 +30,7 @@ from vsr.video import EncoderSettings, dovi
 from vsr.video import rpu as rpu_
 from vsr.video.bitstream import escaped, nal_length_size
 from vsr.video.colour import ColourSpec
+from vsr.video.side_data import entries
 
 from tests.jobs.helpers import WindowBackend
 from tests.jobs.test_chunks import REQUEST, run_job
@@ -147,7 +148,7 @@ def metadata(path: Path) -> list[tuple[bytes, dict[int, tuple[int, ...]]]]:
         st = c.streams.video[0]
         st.codec_context.options = {"err_detect": "crccheck+explode"}
         for frame in c.decode(st):
-            sd = [bytes(s) for s in frame.side_data if s.type.name == "DOVI_METADATA"]
+            sd = [bytes(s) for s in entries(frame) if s.type.name == "DOVI_METADATA"]
             if not sd:
                 out.append((b"", {}))
                 continue

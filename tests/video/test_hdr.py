@@ -20,6 +20,7 @@ import pytest
 from vsr.video import EncoderSettings, VideoSink, open_sink, open_source
 from vsr.video.colour import ColourSpec
 from vsr.video.hdr import HdrMetadata, MasteringDisplay, hdr_options
+from vsr.video.side_data import entries
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = ["--weights", "random", "--config", "edvr-tiny", "--threads", "1"]
@@ -70,7 +71,7 @@ def side_data(path: Path) -> dict[str, bytes]:
     H.264 SEI, which older ffprobes do not export)."""
     with av.open(str(path)) as c:
         frame = next(c.decode(video=0))
-        return {sd.type.name: bytes(sd) for sd in frame.side_data
+        return {sd.type.name: bytes(sd) for sd in entries(frame)
                 if sd.type.name in ("MASTERING_DISPLAY_METADATA", "CONTENT_LIGHT_LEVEL")}
 
 

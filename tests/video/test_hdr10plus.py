@@ -24,6 +24,7 @@ from vsr.pipeline.upscale import upscale
 from vsr.video import EncoderSettings
 from vsr.video.bitstream import inject, inject_obus, metadata_obu, sei_nal
 from vsr.video.hdr10plus import scaled
+from vsr.video.side_data import entries
 
 from tests.jobs.helpers import WindowBackend
 from tests.jobs.test_chunks import REQUEST, run_job
@@ -108,7 +109,7 @@ def dynamic(path: Path) -> list[tuple[float, bytes | None]]:
     with av.open(str(path)) as c:
         out = []
         for f in c.decode(video=0):
-            sd = [bytes(s) for s in f.side_data if s.type.name == "DYNAMIC_HDR_PLUS"]
+            sd = [bytes(s) for s in entries(f) if s.type.name == "DYNAMIC_HDR_PLUS"]
             out.append((float(f.pts * f.time_base), sd[0] if sd else None))
     return [(round(t - out[0][0], 4), d) for t, d in out]
 

@@ -19,6 +19,7 @@ from vsr.pipeline.upscale import upscale
 from vsr.video import EncoderSettings
 from vsr.video.bitstream import inject, sei_nal
 from vsr.video.hdr10plus import VIVID_HEAD, found, is_vivid
+from vsr.video.side_data import entries
 
 from tests.jobs.helpers import WindowBackend
 from tests.video.test_hdr10plus import Bits, hdr10plus_payload
@@ -67,7 +68,7 @@ def dynamic(path: Path) -> list[tuple[bytes | None, bytes | None]]:
     out = []
     with av.open(str(path)) as c:
         for f in c.decode(video=0):
-            sd = {s.type.name: bytes(s) for s in f.side_data}
+            sd = {s.type.name: bytes(s) for s in entries(f)}
             out.append((sd.get("DYNAMIC_HDR_VIVID"), sd.get("DYNAMIC_HDR_PLUS")))
     return out
 

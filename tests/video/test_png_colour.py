@@ -21,6 +21,7 @@ from vsr.video import EncoderSettings
 from vsr.video.colour import ColourSpec
 from vsr.video.hdr import HdrMetadata, MasteringDisplay
 from vsr.video.png_colour import chunk, colour_chunks, read_colour, with_chunks
+from vsr.video.side_data import entries
 
 from tests.jobs.helpers import WindowBackend
 from tests.video.tools import ffmpeg_with
@@ -46,7 +47,7 @@ def seen(path: Path) -> tuple[tuple[int, int], dict[str, bytes]]:
     """(primaries, transfer) and side data of the first frame, as FFmpeg's decoder reads it."""
     with av.open(str(path)) as c:
         f = next(c.decode(video=0))
-        return (int(f.color_primaries), int(f.color_trc)), {s.type.name: bytes(s) for s in f.side_data}
+        return (int(f.color_primaries), int(f.color_trc)), {s.type.name: bytes(s) for s in entries(f)}
 
 
 def chunk_types(path: Path) -> list[bytes]:
@@ -74,7 +75,7 @@ def test_hdr10_frames_keep_their_colour_and_metadata_and_come_back(tmp_path):
         f = next(c.decode(video=0))
         assert (int(f.colorspace), int(f.color_primaries), int(f.color_trc)) == (9, 9, 16)  # BT.2020's matrix
         assert f.format.name == "yuv420p10le"  # (HDR10's: not the 4:4:4 of an SDR RGB source)
-        back = {s.type.name: bytes(s) for s in f.side_data}
+        back = {s.type.name: bytes(s) for s in entries(f)}
     assert back["MASTERING_DISPLAY_METADATA"] == side["MASTERING_DISPLAY_METADATA"]
     assert back["CONTENT_LIGHT_LEVEL"] == side["CONTENT_LIGHT_LEVEL"]
 

@@ -24,6 +24,7 @@ from vsr.pipeline.runner import RunnerSettings
 from vsr.pipeline.upscale import upscale
 from vsr.video import EncoderSettings, open_source
 from vsr.video.spherical import CUBEMAP, EQUIRECT, EQUIRECT_TILE
+from vsr.video.side_data import entries
 
 from tests.jobs.helpers import WindowBackend
 from tests.jobs.test_chunks import REQUEST, run_job
@@ -49,7 +50,7 @@ def view(path: Path) -> dict:
     """The SPHERICAL and STEREO3D side data of the first frame as FFmpeg's demuxer and decoder give them."""
     with av.open(str(path)) as c:
         frame = next(c.decode(video=0))
-    return {s.type.name: bytes(s) for s in frame.side_data if s.type.name in ("SPHERICAL", "STEREO3D")}
+    return {s.type.name: bytes(s) for s in entries(frame) if s.type.name in ("SPHERICAL", "STEREO3D")}
 
 
 def run(src: Path, dst: Path, report: list | None = None, **encoder) -> list[str]:

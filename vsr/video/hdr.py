@@ -28,7 +28,7 @@ from pathlib import Path
 import av
 import numpy as np
 
-from vsr.video import hdr10plus, isobmff, matroska
+from vsr.video import hdr10plus, isobmff, matroska, side_data
 from vsr.video.colour import ColourSpec, bit_depth
 from vsr.video.track_metadata import CONTAINERS, TrackMetadata, add_track_metadata
 
@@ -114,7 +114,7 @@ def read_hdr(frame: av.VideoFrame, colour: ColourSpec) -> HdrMetadata | None:
         return None
     mastering = light = None
     dynamic: list[str] = []
-    for sd in frame.side_data:
+    for sd in side_data.entries(frame):
         name = sd.type.name
         if name == "MASTERING_DISPLAY_METADATA":
             mastering = MasteringDisplay.from_side_data(bytes(sd))

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import struct
 
+from vsr.video import side_data
+
 __all__ = ["HOLDERS", "IDENTITY", "not_kept", "output_matrix", "read_matrix"]
 
 IDENTITY = (1 << 16, 0, 0, 0, 1 << 16, 0, 0, 0, 1 << 30)
@@ -22,7 +24,7 @@ HOLDERS = ("mp4", "mov", "ipod", "3gp", "3g2", "psp", "ismv", "f4v", "matroska",
 
 def read_matrix(frame) -> tuple[int, ...] | None:
     """The display matrix a decoded frame carries, None where it has none (or the identity)."""
-    for sd in frame.side_data:
+    for sd in side_data.entries(frame):
         if sd.type.name == "DISPLAYMATRIX":
             data = bytes(sd)
             if len(data) == struct.calcsize(_LAYOUT):

@@ -306,7 +306,8 @@ class Passthrough:
         return self._pending
 
     def _mux(self, pkt, off: int, index: int | None = None) -> None:
-        route = self.routes[pkt.stream.index if index is None else index]
+        key = pkt.stream.index if index is None else index
+        route = self.routes[key]
         if route.mode is PassMode.COPY:
             if off:
                 if pkt.pts is not None:
@@ -326,8 +327,8 @@ class Passthrough:
             conv.stream = route.out
             self._put(conv, route)
         else:
-            self._off[route.source.index] = off
-            self._encode(route, pkt.decode(), off)
+            self._off[key] = off
+            self._encode(route, pkt.decode(), off, key)
 
     def _put(self, pkt, route: Route) -> None:
         """Mux ``pkt``; one the muxer refuses (timestamps not after its stream's last, where a source's go back
@@ -344,19 +345,18 @@ class Passthrough:
     def _drain_decoders(self) -> None:
         """The last frames the re-encoded streams' decoders hold until they are flushed (WMA's: 46 ms), into
         their encoders; once, before the source closes."""
-        for route in self.routes.values():
-            if route.mode is PassMode.ENCODE and route.source.index in self._off:
-                off = self._off.pop(route.source.index)
+        for index, route in self.routes.items():  # (by the key: PyAV 18.1.1 refuses a closed source's index)
+            if route.mode is PassMode.ENCODE and index in self._off:
+                off = self._off.pop(index)
                 try:
                     held = route.source.codec_context.decode(None)
                 except av.FFmpegError:  # a damaged stream's decoder that cannot flush: what it held is lost, as before
                     held = []
-                self._encode(route, held, off)
+                self._encode(route, held, off, index)
 
-    def _encode(self, route: Route, frames, off: int) -> None:
-        """Decoded audio ``frames`` into the route's encoder, moved back by ``off``; a frame without a time (a
-        decoder's last, at its flush) follows the one before it."""
-        key = route.source.index
+    def _encode(self, route: Route, frames, off: int, key: int) -> None:
+        """Decoded audio ``frames`` of source stream ``key`` into the route's encoder, moved back by ``off``; a
+        frame without a time (a decoder's last, at its flush) follows the one before it."""
         for fr in frames:
             if fr.pts is None:
                 if key not in self._next_pts:

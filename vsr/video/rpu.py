@@ -14,6 +14,7 @@ import math
 from dataclasses import dataclass
 from fractions import Fraction
 
+from vsr.video import side_data
 from vsr.video.bitstream import escaped, unescaped
 
 PREFIX = 0x19  # rpu_nal_prefix
@@ -253,7 +254,7 @@ def nal(buffer: bytes) -> bytes:
 
 def buffer_of(frame) -> bytes | None:
     """A decoded frame's RPU (its ``DOVI_RPU_BUFFER``), or None."""
-    for sd in frame.side_data:
+    for sd in side_data.entries(frame):
         if sd.type.name == "DOVI_RPU_BUFFER":
             return bytes(sd)
     return None

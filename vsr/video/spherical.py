@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from vsr.video import isobmff, matroska
+from vsr.video import isobmff, matroska, side_data
 from vsr.video.track_metadata import CONTAINERS, TrackMetadata, add_track_metadata
 
 # AVSphericalProjection
@@ -101,7 +101,7 @@ class View:
 def read_view(frame) -> View | None:
     """The projection and stereo layout of a source whose first decoded frame is ``frame`` (None: neither)."""
     spherical = stereo = None
-    for sd in frame.side_data:
+    for sd in side_data.entries(frame):
         name = sd.type.name
         if name == "SPHERICAL":
             spherical = Spherical.from_side_data(bytes(sd))
