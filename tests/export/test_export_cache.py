@@ -4,7 +4,10 @@ or another user's planted model computing the output)."""
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
+import subprocess
+import sys
 import time
 import warnings
 
@@ -136,11 +139,10 @@ def test_a_new_folder_is_made_mode_0700(tiny, tmp_path, monkeypatch):
 
 
 def test_the_key_covers_the_exporters_versions_and_vsrs_graph_code(tiny, monkeypatch):
-    import onnxscript
-
     model, cfg = tiny
     base = export_key("w", cfg, 16, 16)
-    monkeypatch.setattr(onnxscript, "__version__", "0.0.1")
+    installed = importlib.metadata.version
+    monkeypatch.setattr(importlib.metadata, "version", lambda name: "0.0.1" if name == "onnxscript" else installed(name))
     assert export_key("w", cfg, 16, 16) != base
     monkeypatch.undo()
     monkeypatch.setattr(onnx, "__version__", "0.0.1")
@@ -150,6 +152,21 @@ def test_the_key_covers_the_exporters_versions_and_vsrs_graph_code(tiny, monkeyp
     assert export_key("w", cfg, 16, 16) != base
     monkeypatch.undo()
     assert export_key("w", cfg, 16, 16) == base and export_key("w", cfg, 16, 16, precision="fp16") != base
+
+
+def test_the_key_is_known_without_importing_the_exporter():
+    """Importing onnxscript for its version was ~2 s of every run's lookup of a cached export (build:export on the
+    2-core machine); the key is the one its __version__ gave, so the exports cached before stay valid."""
+    code = ("import importlib.metadata, sys\n"
+            "from vsr.export.cache import export_key\n"
+            "from vsr.model.config import load_config\n"
+            "export_key('w', load_config('edvr-tiny'), 16, 16)\n"
+            "print('onnxscript' in sys.modules)\n"
+            "import onnxscript\n"
+            "print(importlib.metadata.version('onnxscript') == onnxscript.__version__)\n")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split() == ["False", "True"]
 
 
 def _aged(path, days: float):

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import importlib.metadata
 import json
 import re
 import warnings
@@ -47,14 +48,15 @@ def graph_code_digest() -> str:
 def export_key(weights_sha: str, config: ModelConfig, height: int, width: int, opset: int = OPSET,
                precision: str = "fp32") -> str:
     import onnx
-    import onnxscript
 
     from vsr import __version__
 
     fields = {"weights": weights_sha, "arch": config.arch_kwargs(), "h": height, "w": width, "opset": opset,
               "torch": torch.__version__, "vsr": __version__, "io": "lr(N,T,3,H,W)->hr(N,3,4H,4W)",
               "shapes": "folded", "precision": precision, "onnx": onnx.__version__,
-              "onnxscript": onnxscript.__version__, "code": graph_code_digest()}
+              # its installed version, what its __version__ reads: importing it took ~2 s (sympy, its IR) of
+              # every run's lookup of a cached export
+              "onnxscript": importlib.metadata.version("onnxscript"), "code": graph_code_digest()}
     if precision == "fp16":
         import onnxruntime
 
