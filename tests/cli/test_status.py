@@ -27,6 +27,12 @@ FIRST_LINE_S = 2.0
 # ...what vsr says as it prepares a run on the default backend (the split plan)
 PHASES = ("choosing backend", "opening input", "loading model", "exporting ONNX", "building plan",
           "loading sessions", "warming up")
+BUILDS = ("exporting ONNX", "building plan")  # said only where the export and the plan are not cached yet
+
+
+def built(phases) -> list:
+    """``phases`` less the two said only for an export and a plan not cached yet (the engine folder is shared)."""
+    return [p for p in phases if p not in BUILDS]
 
 
 class FakeTerminal(io.StringIO):
@@ -123,7 +129,7 @@ def test_upscale_on_a_terminal_says_what_it_prepares_within_a_second(small_clip,
     assert first.startswith(f"{CLEAR}vsr: {PHASES[0]}... 0 s".encode()) and first_at < FIRST_LINE_S, chunks[:3]
     text = b"".join(c for _, c in chunks).decode()
     before_bar = text[:text.index("upscale:")]
-    assert [p for p in PHASES if f"{CLEAR}vsr: {p}... " in before_bar] == list(PHASES)
+    assert built(p for p in PHASES if f"{CLEAR}vsr: {p}... " in before_bar) == built(PHASES)
     assert before_bar.rstrip("\r").endswith(CLEAR)  # the status is gone before the progress bar is drawn
     assert "2/2" in text and "bottleneck:" in text  # the bar and the summary follow
 
@@ -137,7 +143,21 @@ def test_upscale_into_a_log_writes_each_phase_once_without_carriage_returns(smal
     lines = [ln for ln in before_bar.splitlines() if not ln.startswith("vsr: warning:")]
     # once the model is loaded: what came before was checking input, options and weights (a refused run logs only
     # its error line)
-    assert lines == [f"vsr: {name}..." for name in PHASES[3:]] and "\r" not in before_bar
+    assert built(lines) == [f"vsr: {name}..." for name in built(PHASES[3:])] and "\r" not in before_bar
+
+
+def test_export_and_plan_are_said_only_where_they_are_made(small_clip, tmp_path):
+    """A run whose export and plan are cached said "exporting ONNX" and "building plan" all the same (the step
+    was named before the cache was looked at): a person waited for an export that never came."""
+    env = {**os.environ, "VSR_ENGINE_DIR": str(tmp_path / "engines")}
+    said = []
+    for run in ("first", "again"):
+        p = subprocess.run([sys.executable, "-m", "vsr", "upscale", small_clip, tmp_path / f"{run}.mp4", *TINY],
+                           cwd=REPO, capture_output=True, text=True, timeout=600, env=env)
+        assert p.returncode == 0, p.stderr
+        said.append([ln for ln in p.stderr.splitlines() if ln.startswith("vsr: ") and ln.endswith("...")])
+    assert said[0] == [f"vsr: {name}..." for name in PHASES[3:]]
+    assert said[1] == [f"vsr: {name}..." for name in built(PHASES[3:])]
 
 
 def test_upscale_quiet_prints_no_status(small_clip, tmp_path):
@@ -159,7 +179,7 @@ def test_jobs_run_says_what_each_chunk_prepares(small_clip, tmp_path):
     assert p.returncode == 0, p.stderr
     lines = [ln for ln in p.stderr.splitlines() if not ln.startswith("vsr: warning:")]
     said = [ln.removeprefix("vsr: job 1 chunk 0: ").removesuffix("...") for ln in lines[:-2]]
-    assert said == ["choosing backend", *PHASES[2:], "upscaling frames 0:2"], lines
+    assert built(said) == ["choosing backend", *built(PHASES[2:]), "upscaling frames 0:2"], lines
     assert lines[-2].startswith("vsr: job 1 chunk 0 (frames 0:2) done in ") and lines[-1].startswith("vsr: job 1 done")
     (tmp_path / "again").mkdir()
     add = subprocess.run([sys.executable, "-m", "vsr", "jobs", "add", small_clip, "--out-dir", tmp_path / "again",

@@ -73,11 +73,11 @@ class OrtBackend(ModelBackend):
         """The session of bucket ``hb x wb`` (exported and built on first use, each step announced to ``phase``)."""
         s = self._sessions.get((hb, wb))
         if s is None:
-            from vsr.export.cache import cached_export
+            from vsr.export.cache import announcing, cached_export
 
             t0 = time.perf_counter()
-            announce(phase, "exporting ONNX")
-            path = cached_export(self.model, self.config, hb, wb, self._sha)
+            with announcing(lambda: announce(phase, "exporting ONNX")):  # said only where it exports: not cached
+                path = cached_export(self.model, self.config, hb, wb, self._sha)
             t1 = time.perf_counter()
             announce(phase, "loading sessions")
             s = make_session(path, self.options)

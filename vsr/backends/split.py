@@ -230,12 +230,14 @@ class SplitBackend(ModelBackend):
         """The executor of bucket ``hb x wb`` (export, plan, sessions made on first use, announced to ``phase``)."""
         ex = self._executors.get((hb, wb))
         if ex is None:
+            from vsr.export.cache import announcing
+
             t0 = time.perf_counter()
-            announce(phase, "exporting ONNX")
-            path = Path(self.source(hb, wb)) if callable(self.source) else Path(self.source)
+            # each step said only when it is done, not for the cached export or plan read back
+            with announcing(lambda: announce(phase, "exporting ONNX")):
+                path = Path(self.source(hb, wb)) if callable(self.source) else Path(self.source)
             t1 = time.perf_counter()
-            announce(phase, "building plan")
-            plan = self.plan_for(path)
+            plan = self.plan_for(path, on_build=lambda: announce(phase, "building plan"))
             t2 = time.perf_counter()
             announce(phase, "loading sessions")
             ex = self.new_executor(plan)
@@ -251,7 +253,7 @@ class SplitBackend(ModelBackend):
 
         return PlanExecutor(plan, self.segment_backend)
 
-    def plan_for(self, onnx_path: Path) -> SubgraphPlan:
+    def plan_for(self, onnx_path: Path, on_build: Callable[[], None] = lambda: None) -> SubgraphPlan:
         from vsr.plan.partition import CPU_BRIDGE_OPS
 
         sb = self.segment_backend
@@ -265,7 +267,7 @@ class SplitBackend(ModelBackend):
             quant = {"quant": cfg.digest, "transform": int8_plan_transform(cfg, self.options.threads)}
         return self.cache.get(onnx_path, backend=sb.name, backend_version=sb.version, precision=sb.precision,
                               bridge_ops=bridge_ops, fuse_activations=self.options.fuse_activations,
-                              kernel_device=sb.device, **front, **quant)
+                              kernel_device=sb.device, on_build=on_build, **front, **quant)
 
 
 class StreamingSplitBackend(SplitBackend):

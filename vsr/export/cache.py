@@ -17,13 +17,16 @@ again with one warning line.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import importlib.metadata
 import json
 import re
 import warnings
+from contextvars import ContextVar
 from pathlib import Path
+from typing import Callable, Iterator
 
 import torch
 
@@ -40,9 +43,31 @@ GRAPH_CODE = ("vsr/model/edvr.py", "vsr/model/dcn.py", "vsr/export/onnx.py", "vs
               "vsr/export/fp16.py")
 
 
+# who hears that an export really starts (a run's status line), not a cached one read back: see announcing()
+_ON_EXPORT: ContextVar[Callable[[], None] | None] = ContextVar("vsr_on_export", default=None)
+
+
 @functools.lru_cache(maxsize=1)
 def graph_code_digest() -> str:
     return code_digest(GRAPH_CODE)
+
+
+@contextlib.contextmanager
+def announcing(on_export: Callable[[], None] | None) -> Iterator[None]:
+    """Within it, ``on_export()`` is called when an export (:func:`cached_export`, the Q/DQ form's too) really
+    starts: a run says "exporting ONNX" only then, not for the cached file it reads back."""
+    token = _ON_EXPORT.set(on_export)
+    try:
+        yield
+    finally:
+        _ON_EXPORT.reset(token)
+
+
+def exporting() -> None:
+    """An export starts now: tell the listener of :func:`announcing`, where there is one."""
+    on_export = _ON_EXPORT.get()
+    if on_export is not None:
+        on_export()
 
 
 def export_key(weights_sha: str, config: ModelConfig, height: int, width: int, opset: int = OPSET,
@@ -114,6 +139,7 @@ def cached_export(model: torch.nn.Module, config: ModelConfig, height: int, widt
         return path
     if why:
         warnings.warn(f"the cached ONNX export {path} {why}; exporting it again", stacklevel=2)
+    exporting()
     if precision == "fp32":
         export_onnx(model, config, path, height, width, mode=ENTRY_MODE)
     else:

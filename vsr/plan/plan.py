@@ -332,10 +332,9 @@ class PlanCache:
         return self.root / key.digest
 
     def get(self, onnx_path: str | os.PathLike, transform: PlanTransform | None = None,
-            **key_fields) -> SubgraphPlan:
-        """The valid plan of ``onnx_path``, building it on first use (or when the cached one is damaged).
-
-        ``transform``: see :func:`write_plan`; its parameters must be in the key (``quant``)."""
+            on_build: Callable[[], None] = lambda: None, **key_fields) -> SubgraphPlan:
+        """The valid plan of ``onnx_path``, built on first use or where the cached one is damaged (``on_build()``
+        first).  ``transform``: see :func:`write_plan`; its parameters must be in the key (``quant``)."""
         key = plan_key(onnx_path, **key_fields)
         private_folder(self.root, "cached split plans", "what is read back from there decides your output",
                        "VSR_ENGINE_DIR")
@@ -346,6 +345,7 @@ class PlanCache:
             return plan
         if why:
             warnings.warn(f"the cached plan {d} {why}; building it again", stacklevel=2)
+        on_build()
         tmp = Path(tempfile.mkdtemp(prefix=f".{key.digest}.", dir=self.root))
         try:
             write_plan(onnx_path, tmp, transform=transform, **{k: v for k, v in key_fields.items() if k != "model"})

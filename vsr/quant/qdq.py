@@ -143,7 +143,7 @@ def cached_qdq(fp32: Path, weights_sha: str, config, height: int, width: int, cf
     (:func:`qdq_key`), made on first use and again, with one warning, where the file there cannot be used
     (:func:`vsr.export.cache.unusable`: damaged, cut short, not this user's alone).  One used is marked so;
     one written removes the model's entries unused for :data:`UNUSED_DAYS`."""
-    from vsr.export.cache import ENTRY_MODE, unusable
+    from vsr.export.cache import ENTRY_MODE, exporting, unusable
     from vsr.quant.config import QuantConfig
 
     cfg = cfg or QuantConfig()
@@ -154,6 +154,7 @@ def cached_qdq(fp32: Path, weights_sha: str, config, height: int, width: int, cf
         return path
     if why:
         warnings.warn(f"the cached Q/DQ export {path} {why}; exporting it again", stacklevel=2)
+    exporting()
     out = export_int8_qdq(fp32, path, cfg, mode=ENTRY_MODE)
     # the model's entries: those of its config and size (any weights, fp32 export key or Q/DQ key)
     model = re.compile(rf"{re.escape(config.name)}-{height}x{width}-[0-9a-f]{{20}}-qdq-[0-9a-f]{{20}}\.onnx")

@@ -25,6 +25,7 @@ from __future__ import annotations
 from contextlib import ExitStack, nullcontext
 from dataclasses import replace
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import torch
@@ -219,13 +220,13 @@ class CudaTensorRTBackend(SplitBackend):
         """The planned batch's binding for any ``n`` (padded, or cut into planned batches)."""
         return super()._bound(self.planned.get((hb, wb), n), hb, wb, phase)
 
-    def plan_for(self, onnx_path: Path) -> SubgraphPlan:
+    def plan_for(self, onnx_path: Path, on_build: Callable[[], None] = lambda: None) -> SubgraphPlan:
         """The plan of the segments' own ONNX (fp32, fp16 or Q/DQ: the file's checksum keys it); no transform."""
         sb = self.segment_backend
         bridge_ops = DEFAULT_BRIDGE_OPS if self.options.bridge_ops is None else self.options.bridge_ops
         return self.cache.get(onnx_path, backend=sb.name, backend_version=sb.version, precision="fp32",
                               bridge_ops=bridge_ops, fuse_activations=self.options.fuse_activations,
-                              kernel_device=sb.device)
+                              kernel_device=sb.device, on_build=on_build)
 
     def new_executor(self, plan: SubgraphPlan) -> PlanExecutor:
         return PlanExecutor(plan, self.segment_backend, kernels=self.kernels, memory=self.memory)
