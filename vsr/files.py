@@ -157,6 +157,8 @@ def load_config(path: str | os.PathLike | None, default: str, what: str, build: 
         return build(loads_toml(p.read_text()))
     except OSError as e:
         raise ConfigError(f"{p}: cannot read {what} ({e.strerror})") from None
+    except UnicodeDecodeError:  # (a ValueError: not the codec's "can't decode byte 0x96 in position 42")
+        raise ConfigError(f"{p} is not a {what} (not TOML text)") from None
     except (KeyError, ValueError, TypeError, tomllib.TOMLDecodeError) as e:
         raise ConfigError(f"{p}: malformed {what} ({e})") from None
 
@@ -213,10 +215,11 @@ def special_kind(mode: int) -> str | None:
     return None
 
 
-def read_small_text(path: str | os.PathLike, limit: int, what: str) -> str:
+def read_small_text(path: str | os.PathLike, limit: int, what: str, form: str = "text") -> str:
     """The UTF-8 text of the regular file ``path`` (``what`` it holds: "run report"), at most ``limit`` bytes.
     A file that is not a regular one (``/dev/zero`` reads for ever, a named pipe waits for a writer) or is
-    larger, or cannot be read, is one :class:`~vsr.errors.InputError` naming it."""
+    larger, or cannot be read, or is not UTF-8 (a video given for a report: not ``form``, e.g. "JSON text"), is
+    one :class:`~vsr.errors.InputError` naming it."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)  # (a named pipe: no wait to open)
         try:
@@ -232,8 +235,11 @@ def read_small_text(path: str | os.PathLike, limit: int, what: str) -> str:
         if len(data) > limit:
             raise InputError(f"{path} is larger than any {what} ({limit >> 20} MiB at most)" if limit >= 1 << 20
                              else f"{path} is larger than any {what} ({limit} bytes at most)")
-        return data.decode("utf-8")
-    except (OSError, UnicodeDecodeError) as e:
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError:  # (not the codec's "can't decode byte 0x96 in position 42")
+            raise InputError(f"{path} is not a {what} (not {form})") from None
+    except OSError as e:
         raise InputError(f"cannot read {what} {path}: {getattr(e, 'strerror', None) or e}") from None
 
 

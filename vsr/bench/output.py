@@ -161,7 +161,7 @@ def _earlier_files(summary_path: Path, stem: str, writing: set[Path]) -> tuple[P
     if not os.path.lexists(summary_path):
         return ()
     try:
-        data = json.loads(read_small_text(summary_path, SUMMARY_LIMIT, "bench summary"))
+        data = json.loads(read_small_text(summary_path, SUMMARY_LIMIT, "bench summary", "JSON text"))
     except (InputError, ValueError, RecursionError):
         return ()  # not a summary bench wrote: nothing is known to be its
     if not isinstance(data, dict) or data.get("format") != SUMMARY_FORMAT or not isinstance(data.get("cases"), list):

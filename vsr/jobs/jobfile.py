@@ -106,7 +106,7 @@ def read_job_file(path: str | Path) -> JobFile:
     """``path`` -> :class:`JobFile`; a missing or malformed file, or an unknown key, is one :class:`InputError`."""
     path = Path(path)
     try:
-        data = loads_toml(read_small_text(path, MAX_JOB_FILE_BYTES, "job file"))
+        data = loads_toml(read_small_text(path, MAX_JOB_FILE_BYTES, "job file", "TOML text"))
     except tomllib.TOMLDecodeError as e:
         raise InputError(f"job file {path} is not valid TOML: {e}") from None
     where = f"job file {path}"

@@ -144,6 +144,8 @@ def read_toml(p: Path) -> dict:
     """The table of TOML file ``p``; a file that is not TOML is one :class:`ConfigError` line."""
     try:
         return loads_toml(p.read_text())
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+    except UnicodeDecodeError:  # (not the codec's "can't decode byte 0x96 in position 42")
+        raise ConfigError(f"{p}: not a TOML file (not text)") from None
+    except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"{p}: not a TOML file ({str(e).splitlines()[0] if str(e) else type(e).__name__})") \
             from None

@@ -97,7 +97,7 @@ def escaped(run: Run) -> Run:
 def load_run(path: str | Path) -> Run:
     """``path`` -> :class:`Run`; a missing, unreadable, broken or foreign file is an :class:`InputError`."""
     path = Path(path)
-    text = read_small_text(path, MAX_REPORT_BYTES, "run report")  # (not /dev/zero: it read for ever)
+    text = read_small_text(path, MAX_REPORT_BYTES, "run report", "JSON text")  # (not /dev/zero: it read for ever)
     try:
         data = json.loads(text, parse_int=_parse_int, parse_constant=_parse_constant)
     except json.JSONDecodeError as e:
