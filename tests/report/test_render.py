@@ -115,3 +115,24 @@ def test_a_report_of_no_wall_time_says_its_rate_is_not_known():
     page = Rects()
     page.feed(render_html(idle))
     assert "0.860 s" in page.texts and not any(t.endswith("%)") for t in page.texts)  # a bar's label: no share
+
+
+def test_the_source_colour_is_named_in_the_tables_and_the_page_and_kept_as_numbers_in_json():
+    """The matrix was named (smpte170m) while its primaries and transfer showed FFmpeg's codes (6, 6)."""
+    data = recorded_run()
+    data["settings"]["source"] = {"colour": {"matrix": "bt2020nc", "range": "tv", "primaries": 9, "transfer": 16,
+                                             "guessed": []}}
+    run = parse_run(data, "run.json")
+    rows = [ln.split() for ln in render.render_text(run).splitlines()]
+    assert ["source.colour.primaries", "bt2020"] in rows and ["source.colour.transfer", "smpte2084"] in rows
+    page = render_html(run)
+    assert "<td>source.colour.primaries</td><td>bt2020</td>" in page
+    assert "<td>source.colour.transfer</td><td>smpte2084</td>" in page
+    settings = render.to_json(run)["settings"]
+    assert (settings["source.colour.primaries"], settings["source.colour.transfer"]) == ("9", "16")
+    data["settings"]["source"]["colour"].update(primaries=6, transfer=18)
+    text = render.render_text(parse_run(data, "run.json"))
+    assert "smpte170m" in text and "arib-std-b67" in text
+    data["settings"]["source"]["colour"].update(primaries=99)  # no name: the number, as it came
+    rows = [ln.split() for ln in render.render_text(parse_run(data, "run.json")).splitlines()]
+    assert ["source.colour.primaries", "99"] in rows

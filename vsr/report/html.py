@@ -35,7 +35,7 @@ def render_html(run: Run) -> str:
     if plan:
         body += ["<h2>Memory plan</h2>", _table(["", "value"], [[k, v] for k, v in plan.items()], numeric=False)]
     body += ["<h2>Settings</h2>", _table(["setting", "value"], [[k, v] for k, v in render.flat_settings(
-        run.settings).items()], numeric=False)]
+        run.settings, named=True).items()], numeric=False)]
     return _page(f"vsr report: {run.label}", body)
 
 

@@ -107,13 +107,27 @@ def summary(run: Run) -> dict:
             "accounted_share_of_infer": accounted / infer if infer else None, "has_timeline": run.has_timeline}
 
 
-def flat_settings(settings: dict, prefix: str = "") -> dict[str, str]:
-    """Nested settings as ``{"source.width": "256", ...}``; the memory plan is left to its own table."""
+# FFmpeg's names of the colour codes a report keeps as numbers (av_color_primaries_name, av_color_transfer_name)
+PRIMARIES = {1: "bt709", 2: "unknown", 4: "bt470m", 5: "bt470bg", 6: "smpte170m", 7: "smpte240m", 8: "film",
+             9: "bt2020", 10: "smpte428", 11: "smpte431", 12: "smpte432", 22: "ebu3213"}
+TRANSFERS = {1: "bt709", 2: "unknown", 4: "bt470m", 5: "bt470bg", 6: "smpte170m", 7: "smpte240m", 8: "linear",
+             9: "log100", 10: "log316", 11: "iec61966-2-4", 12: "bt1361e", 13: "iec61966-2-1", 14: "bt2020-10",
+             15: "bt2020-12", 16: "smpte2084", 17: "smpte428", 18: "arib-std-b67"}
+COLOUR_CODES = {"colour.primaries": PRIMARIES, "colour.transfer": TRANSFERS}
+
+
+def flat_settings(settings: dict, prefix: str = "", named: bool = False) -> dict[str, str]:
+    """Nested settings as ``{"source.width": "256", ...}``; the memory plan is left to its own table.  ``named``:
+    the source's colour primaries and transfer by FFmpeg's names, as its matrix (for people: ``--json`` keeps the
+    numbers, as the report does)."""
     out: dict[str, str] = {}
     for k, v in settings.items():
         key = f"{prefix}{k}"
+        names = next((n for tail, n in COLOUR_CODES.items() if key.endswith(tail)), None) if named else None
         if isinstance(v, dict) and v and key != "memory_plan":
-            out.update(flat_settings(v, key + "."))
+            out.update(flat_settings(v, key + ".", named))
+        elif names is not None and type(v) is int and v in names:
+            out[key] = names[v]
         elif key != "memory_plan":
             out[key] = ", ".join(map(str, v)) if isinstance(v, (list, tuple)) else ("-" if v in (None, {}) else str(v))
     return out
@@ -258,7 +272,7 @@ def render_text(run: Run) -> str:
     plan = memory_plan(run)
     if plan:
         out += ["", table(["memory plan", "value"], [[k, v] for k, v in plan.items()], right=False)]
-    out += ["", table(["setting", "value"], [[k, v] for k, v in flat_settings(run.settings).items()],
+    out += ["", table(["setting", "value"], [[k, v] for k, v in flat_settings(run.settings, named=True).items()],
                         right=False)]
     if not run.has_timeline:
         out += ["", "(no timeline: the report was written without one)"]
