@@ -34,6 +34,15 @@ def test_a_default_the_help_names_is_the_parsers():
     assert not bad, "\n".join(bad)
 
 
+def test_an_option_with_a_default_names_it():
+    """`vsr upscale --help` said `--plan auto | whole | split` and not which one a run takes unasked (so did
+    `vsr train`'s --device, --degrade and --holdout)."""
+    quiet = [f"{command} {a.option_strings[-1]}: default {a.default!r}, help: {a.help}" for command, a in options()
+             if a.default is not None and a.default is not False and a.default != [] and a.default != argparse.SUPPRESS
+             and not isinstance(a, (argparse._StoreTrueAction, argparse._CountAction)) and "default" not in a.help]
+    assert not quiet, "\n".join(quiet)
+
+
 def help_of(command: str, option: str) -> str:
     return next(a.help for c, a in options() if c == command and option in a.option_strings)
 

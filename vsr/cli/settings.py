@@ -19,7 +19,8 @@ def add_upscale_options(p, *, frames: bool = True) -> None:
     m.add_argument("--config", default=None, help="model config name or TOML file (default: from the weights)")
     m.add_argument("--backend", default="auto", help=f"{' | '.join(backend_names())} (default: auto = cuda where "
                    "torch sees a GPU and cupy or pycuda is installed, else ONNX Runtime)")
-    m.add_argument("--plan", default="auto", help=f"{' | '.join(plan_names())} (ONNX Runtime graph plan)")
+    m.add_argument("--plan", default="auto",
+                   help=f"{' | '.join(plan_names())} (ONNX Runtime graph plan; default: auto = split)")
     m.add_argument("--threads", default=None,
                    help="inference threads (default: the cores this process may use: affinity, CPU quota)")
     m.add_argument("--per-window-features", action="store_true",

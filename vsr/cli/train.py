@@ -47,7 +47,8 @@ def add_parser(sub) -> None:
     p.add_argument("--exclude", nargs="*", default=[],
                    help="path fragments never to train on (Vid4 is always excluded)")
     p.add_argument("--holdout", type=float, default=T.holdout,
-                   help="fraction of each video's last frames kept out of training (validated with --val holdout)")
+                   help="fraction of each video's last frames kept out of training (validated with --val holdout; "
+                        "default 0: none)")
     p.add_argument("--val", nargs="*", default=None,
                    help="validation sets: calendar, city (Vid4) and/or holdout; none: no validation (default: "
                         "calendar and city where the Vid4 set is at hand, see VSR_DATA in docs/install.md; "
@@ -61,14 +62,15 @@ def add_parser(sub) -> None:
                    help="processes that make the batches ahead of the training step (default: all cores but one; "
                         "0: made in the training process)")
     p.add_argument("--amp", default=T.amp, help=f"{' | '.join(AMP_MODES)} (default {T.amp})")
-    p.add_argument("--device", default=T.device, help="auto, cpu, cuda, cuda:1 ...")
+    p.add_argument("--device", default=T.device,
+                   help="auto (default: cuda where torch sees a GPU, else cpu), cpu, cuda, cuda:1 ...")
     p.add_argument("--qat", action="store_true",
                    help="quantization-aware training: convs run the arithmetic of this CPU's int8 plans (fake "
                         "quantization, straight-through gradients; VSR_INT8_ISA=avx2 for an AVX2 plan's 7-bit "
                         "weights); writes OUT/qat.json beside the checkpoints")
     p.add_argument("--degrade", default=T.degrade,
-                   help="LR of the training pairs: clean (MATLAB bicubic x1/4), real (blur, noise, JPEG, x264; "
-                        "configs/degrade/real.toml) or mix (some clean, some real; configs/degrade/mix.toml)")
+                   help="LR of the training pairs: clean (MATLAB bicubic x1/4; the default), real (blur, noise, JPEG, "
+                        "x264; configs/degrade/real.toml) or mix (some clean, some real; configs/degrade/mix.toml)")
     p.add_argument("--degrade-config", default=None, metavar="PATH",
                    help="a TOML file of degradation settings instead of configs/degrade/<--degrade>.toml")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (the log file still fills)")
