@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import fcntl
 import io
+import json
 import os
 import pty
+import re
 import select
 import struct
 import subprocess
@@ -181,6 +183,17 @@ def test_jobs_run_says_what_each_chunk_prepares(small_clip, tmp_path):
     said = [ln.removeprefix("vsr: job 1 chunk 0: ").removesuffix("...") for ln in lines[:-2]]
     assert built(said) == ["choosing backend", *built(PHASES[2:]), "upscaling frames 0:2"], lines
     assert lines[-2].startswith("vsr: job 1 chunk 0 (frames 0:2) done in ") and lines[-1].startswith("vsr: job 1 done")
+    # its time is the preparing and the upscaling, the time `vsr jobs report` shows (it said 103.6 s beside the
+    # report's 71.16 s, naming neither)
+    took = re.match(r".* done in ([\d.]+) s \(([\d.]+) s preparing: model, export, plan, warm-up; ([\d.]+) s "
+                    r"upscaling\); 2/2 frames of job 1, [\d.]+ fps; no other job left$", lines[-2])
+    assert took, lines[-2]
+    total, preparing, upscaling = map(float, took.groups())
+    assert abs(preparing + upscaling - total) <= 0.11 and preparing > 0
+    shown = subprocess.run([sys.executable, "-m", "vsr", "jobs", "report", "1", "--json", "--store", store], cwd=REPO,
+                           capture_output=True, text=True, timeout=600)
+    assert shown.returncode == 0, shown.stderr
+    assert f"{json.loads(shown.stdout)['summary']['wall_s']:.1f}" == f"{upscaling:.1f}"
     (tmp_path / "again").mkdir()
     add = subprocess.run([sys.executable, "-m", "vsr", "jobs", "add", small_clip, "--out-dir", tmp_path / "again",
                           "--store", store, *TINY], cwd=REPO, capture_output=True, text=True, timeout=600)

@@ -304,8 +304,8 @@ def test_jobs_run_says_frames_fps_eta_and_jobs_left_and_list_answers_meanwhile(v
     assert worker.exitcode == 0, werr
     assert states & {"queued", "running", "done"}
     done = [ln for ln in werr.splitlines() if " done in " in ln]
-    pattern = r"vsr: job (\d) chunk (\d) \(frames \d+:\d+\) done in [\d.]+ s; (\d+)/(\d+) frames of job \1, " \
-              r"[\d.]+ fps(, ETA \d+:\d\d:\d\d)?; (\d other jobs? left|no other job left)$"
+    pattern = r"vsr: job (\d) chunk (\d) \(frames \d+:\d+\) done in [\d.]+ s(?: \([^)]*\))?; (\d+)/(\d+) frames " \
+              r"of job \1, [\d.]+ fps(, ETA \d+:\d\d:\d\d)?; (\d other jobs? left|no other job left)$"
     said = [re.match(pattern, ln) for ln in done]
     assert all(said) and len(said) == 3, done
     assert [(m[1], m[3], m[4], m[5] is not None, m[6]) for m in said] == [

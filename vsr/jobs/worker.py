@@ -200,8 +200,9 @@ def _process(store: JobStore, owner: str, claim: Claim, backends: _Backends, set
                            encoder_log=settings.encoder_log)
         store.commit_chunk(owner, claim, report, computed)
         outlook.update(*store.outlook(claim.job, fits), chunk.stop - chunk.start)
-        say(f"job {claim.job} chunk {chunk.index} (frames {chunk.start}:{chunk.stop}) done in "
-            f"{time.perf_counter() - t0:.1f} s; {outlook.text(chunk.stop - chunk.start)}")
+        took = _took(time.perf_counter() - t0, report if computed else None)
+        say(f"job {claim.job} chunk {chunk.index} (frames {chunk.start}:{chunk.stop}) done in {took}; "
+            f"{outlook.text(chunk.stop - chunk.start)}")
         return True
     except (KeyboardInterrupt, StoreError):
         raise
@@ -215,6 +216,16 @@ def _process(store: JobStore, owner: str, claim: Claim, backends: _Backends, set
         store.wait(owner, claim, message, settings.disk_wait_s)
         say(f"job {claim.job} waits: {message}")
     return True
+
+
+def _took(seconds: float, report: dict | None) -> str:
+    """A chunk's time, split where it was computed: the preparing (model, export, plan, warm-up: not counted by
+    its report) and the upscaling, its report's wall time, the one ``vsr jobs report`` shows and its fps divides."""
+    upscaling = report.get("wall_s") if isinstance(report, dict) else None
+    if not isinstance(upscaling, (int, float)) or not 0 <= upscaling <= seconds:
+        return f"{seconds:.1f} s"
+    return (f"{seconds:.1f} s ({seconds - upscaling:.1f} s preparing: model, export, plan, warm-up; "
+            f"{upscaling:.1f} s upscaling)")
 
 
 def disk_full(error: BaseException) -> bool:
