@@ -223,6 +223,25 @@ def test_with_the_default_lossy_codec_frames_timestamps_and_audio_equal_a_single
     assert timestamps(tmp_path / f"job{suffix}") == timestamps(tmp_path / f"single{suffix}")
 
 
+def test_a_10_bit_sdr_source_is_joined_as_one_10_bit_hevc_stream(make_clip, tmp_path):
+    """A 10-bit SDR source's default is 10-bit HEVC (it was H.264 High 10): every chunk chooses it alike, and
+    their join is one Main 10 stream, tagged hvc1, with a single pass's frames and timestamps."""
+    src = make_clip("phone.mp4", width=64, height=48, frames=20, codec="libx265", pix_fmt="yuv420p10le", matrix=1,
+                    range=1, primaries=1, transfer=1, options={"x265-params": "log-level=error"})
+    backend = WindowBackend()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        upscale(src, tmp_path / "single.mp4", backend=backend)
+    spec = JobSpec.from_settings(src, tmp_path / "job.mp4", REQUEST, EncoderSettings(), RunnerSettings())
+    chunks = run_job(spec, backend)
+    assert len(chunks) == 3
+    with av.open(str(tmp_path / "job.mp4")) as c:
+        cc = c.streams.video[0].codec_context
+        assert (cc.name, cc.profile, cc.pix_fmt, cc.codec_tag) == ("hevc", "Main 10", "yuv420p10le", "hvc1")
+    assert timestamps(tmp_path / "job.mp4") == timestamps(tmp_path / "single.mp4")
+    assert len(timestamps(tmp_path / "job.mp4")[0]) == 20
+
+
 def test_a_chunked_job_sees_the_scene_cuts_of_a_single_pass(tmp_path):
     """Two real clips joined at a hard cut (frame 10), chunks of 4: the cut lies in a chunk's halo and right at a
     chunk's edge; with cuts detected the job still equals one pass, and that pass differs from one with cuts off

@@ -507,3 +507,29 @@ def test_standard_error_gone_is_no_failure(make_clip, tmp_path):
     assert p.wait(timeout=300) == 0
     with av.open(str(out)) as c:
         assert sum(1 for _ in c.decode(video=0)) == 5
+
+
+def test_a_10_bit_sdr_source_becomes_10_bit_hevc_and_says_so(make_clip, tmp_path, capsys):
+    """A phone's 10-bit SDR HEVC came out as 10-bit H.264 (High 10), which almost no hardware decoder or browser
+    plays: by default it is 10-bit HEVC, tagged hvc1 for Apple's players, said in one line; -c libx264 still
+    writes High 10, without the line."""
+    src = make_clip("phone.mp4", width=64, height=48, frames=2, codec="libx265", pix_fmt="yuv420p10le", matrix=1,
+                    range=1, primaries=1, transfer=1, options={"x265-params": "log-level=error"})
+    out, rep = tmp_path / "out.mp4", tmp_path / "run.json"
+    rc, err = cli(capsys, src, out, *TINY, "--threads", 1, "--report", rep)
+    assert rc == 0, err
+    said = [line for line in err.splitlines() if line.startswith("vsr: codec:")]
+    assert said == ["vsr: codec: libx265, 10-bit HEVC, for the source's 10 bits (-c libx264 writes 10-bit H.264, "
+                    "High 10, which few players decode)"]
+    with av.open(str(out)) as c:
+        cc = c.streams.video[0].codec_context
+        assert (cc.name, cc.profile, cc.pix_fmt, cc.codec_tag) == ("hevc", "Main 10", "yuv420p10le", "hvc1")
+        assert sum(1 for _ in c.decode(video=0)) == 2
+    report = json.loads(rep.read_text())["settings"]
+    assert (report["codec"], report["pix_fmt"], report["crf"]) == ("libx265", "yuv420p10le", 28)
+    rc, err = cli(capsys, src, tmp_path / "asked.mp4", *TINY, "--threads", 1, "-c", "libx264")
+    assert rc == 0, err
+    assert "vsr: codec:" not in err
+    with av.open(str(tmp_path / "asked.mp4")) as c:
+        cc = c.streams.video[0].codec_context
+        assert (cc.name, cc.profile, cc.pix_fmt) == ("h264", "High 10", "yuv420p10le")

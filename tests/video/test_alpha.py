@@ -179,10 +179,11 @@ def test_each_container_gets_a_codec_that_keeps_it_by_default(tmp_path, suffix, 
 def test_an_output_that_cannot_hold_it_says_so_once(tmp_path):
     src = source(tmp_path, "prores.mov")
     said = run(src, tmp_path / "out.mp4", preset="ultrafast")
-    assert said == ["the source's alpha channel (yuva444p12le) is dropped: libx264 has no format with alpha (VP9 in "
+    # (a 12-bit source: HEVC of its depth by default, as any source deeper than 8 bits)
+    assert said == ["the source's alpha channel (yuva444p12le) is dropped: libx265 has no format with alpha (VP9 in "
                     ".webm or .mkv, ProRes 4444 in .mov, FFV1 or PNG frames keep it: the default codec of .webm, "
                     ".mkv and .mov does)"]
-    assert pix_fmt(tmp_path / "out.mp4") == "yuv444p10le"
+    assert pix_fmt(tmp_path / "out.mp4") == "yuv444p12le"
 
 
 def test_a_setting_the_alpha_codec_lacks_is_refused_naming_it(tmp_path):

@@ -109,7 +109,7 @@ def test_what_each_source_gets_by_default(infos):
     mkv = OutputContainer.named("out.mkv")
     got = {name: (c.codec, c.pix_fmt) for name, c in
            ((n, choose_encoder(mkv, EncoderSettings(), info)) for n, info in infos.items())}
-    assert got == {"sdr.mp4": ("libx264", "yuv420p"), "deep.mkv": ("libx264", "yuv422p10le"),
+    assert got == {"sdr.mp4": ("libx264", "yuv420p"), "deep.mkv": ("libx265", "yuv422p10le"),
                    "rgb": ("libx264", "yuv444p"), "alpha.mkv": ("libvpx-vp9", "yuva420p"),
                    "hlg.mkv": ("libx265", "yuv420p10le")}
     assert choose_encoder(mkv, EncoderSettings(), infos["alpha.mkv"]).warnings == ()
@@ -126,6 +126,33 @@ def test_what_each_source_gets_by_default(infos):
     # a raw HEVC stream holds HEVC alone (refused: "hevc holds none of the video codecs vsr writes")
     assert choose_encoder(OutputContainer.named("out.hevc"), EncoderSettings(), infos["sdr.mp4"]).codec == "libx265"
 
+
+@pytest.mark.parametrize("output, codec, tag, said", [
+    ("out.mp4", "libx265", "hvc1", True), ("out.mov", "libx265", "hvc1", True), ("out.mkv", "libx265", None, True),
+    ("out.ts", "libx265", None, True),
+    ("out.webm", "libsvtav1", None, False),  # (.webm's default for any source: AV1 holds 10 bits in its Main profile)
+    ("out.avi", "mpeg4", "XVID", False)])  # (AVI's own codec, as for HDR: H.264 there reads back without times)
+def test_a_deep_sdr_source_gets_a_deep_codec_players_decode(make_clip, output, codec, tag, said):
+    """A 10-bit SDR source (a phone's HEVC) came out as 10-bit H.264 (High 10), which almost no hardware decoder or
+    browser plays: by default it is 10-bit HEVC (Main 10, hvc1 in MP4 and QuickTime), as an HDR source's, and
+    says so; ``-c libx264`` still writes High 10, and an 8-bit source still gets H.264."""
+    src = open_source(make_clip("phone.mkv", width=64, height=48, frames=2, codec="libx265", pix_fmt="yuv420p10le",
+                                matrix=1, range=1, primaries=1, transfer=1, options={"x265-params": "log-level=error"}))
+    src.close()
+    info, container = src.info, OutputContainer.named(output)
+    assert info.hdr is None and info.bits == 10
+    choice = choose_encoder(container, EncoderSettings(), info)
+    assert (choice.codec, choice.codec_tag) == (codec, tag)
+    if codec != "mpeg4":
+        assert choice.pix_fmt == "yuv420p10le"
+    assert choice.default_line == ((f"codec: {codec}, 10-bit HEVC, for the source's 10 bits (-c libx264 writes "
+                                    "10-bit H.264, High 10, which few players decode)") if said else None)
+    if "libx264" in container.codecs and codec != "mpeg4":
+        asked = choose_encoder(container, EncoderSettings(codec="libx264"), info)
+        assert (asked.codec, asked.pix_fmt, asked.default_line) == ("libx264", "yuv420p10le", None)
+    eight = open_source(make_clip("eight.mkv", width=64, height=48, frames=2, codec="libx265"))
+    eight.close()
+    assert choose_encoder(container, EncoderSettings(), eight.info).codec == ("libx264" if said else codec)
 
 
 @pytest.mark.parametrize("codec, output, width, height, beyond", [

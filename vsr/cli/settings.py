@@ -55,8 +55,9 @@ def add_upscale_options(p, *, frames: bool = True) -> None:
                         "1080p; default 4), or a height: 2160p = the shorter side 2160 whatever the source's "
                         "(within x1..x4); EDVR upscales x4, then each frame is downscaled (Lanczos)")
     e.add_argument("-c", "--codec", default=None, help="video encoder: libx264 (default where the container holds "
-                                                 "H.264; HDR: libx265; alpha: libvpx-vp9 in .webm/.mkv, prores_ks in "
-                                                 ".mov), libx265, libsvtav1, ffv1, prores_ks, ...")
+                                                 "H.264; HDR and deeper than 8 bits: libx265; alpha: libvpx-vp9 in "
+                                                 ".webm/.mkv, prores_ks in .mov), libx265, libsvtav1, ffv1, "
+                                                 "prores_ks, ...")
     e.add_argument("--crf", default=None, help="constant rate factor (codec's default if omitted)")
     e.add_argument("--preset", default=None, help="encoder preset")
     e.add_argument("--pix-fmt", default=None, help="output pixel format (default: the source's, e.g. "

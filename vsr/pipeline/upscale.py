@@ -10,7 +10,7 @@ from typing import Callable
 
 from vsr.backends import Backend, BackendRequest, OrtOptions, SplitOptions
 from vsr.backends.base import announce
-from vsr.errors import InputError
+from vsr.errors import InputError, printable, tell
 from vsr.model.choice import AUTO, WeightsChoice, choose_for
 from vsr.pipeline.runner import FrameQueueRunner, RunnerSettings
 from vsr.report import RunReport
@@ -60,7 +60,7 @@ def upscale(src: str | Path, dst: str | Path, *, backend: Backend | BackendReque
             choice = None
             if request is not None:
                 request.check()  # a refusal (no GPU) before the weights are measured or the model loads
-            held.release()
+            held.release(getattr(getattr(sink, "choice", None), "default_line", None))  # (a deep source's codec)
             if request is not None and request.weights == AUTO:
                 announce(on_phase, "choosing weights")
                 choice = choose_for(source)
@@ -110,12 +110,14 @@ class HeldWarnings:
         self._held = warnings.catch_warnings(record=True)
         self._caught = self._held.__enter__()
 
-    def release(self) -> None:
-        """Stop holding and say what was held."""
+    def release(self, line: str | None = None) -> None:
+        """Stop holding and say what was held, then ``line`` (a default the run chose: ``vsr: line``)."""
         if self._held is not None:
             self.drop()
             for w in self._caught:
                 warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+            if line:
+                tell(printable(f"vsr: {line}"))
 
     def drop(self) -> None:
         """Stop holding; what was held is not said (the run was refused)."""

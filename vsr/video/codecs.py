@@ -271,3 +271,16 @@ def encoder_memory_mb(codec: str, opts: dict[str, str], low_memory_x264: bool, w
     elif codec == "libx264" and opts.get("preset") == "ultrafast":
         name = "libx264-ultrafast"
     return ENCODER_MB_PER_MPX.get(name, ENCODER_MB_PER_MPX_OTHER) * width * height / 1e6
+
+
+def check_crf(codec: str, value: str | None, shown) -> None:
+    """A crf outside the codec's quality scale -> InputError naming the option as ``shown(value)`` says it."""
+    if value is None or codec not in CRF_RANGE:
+        return
+    try:
+        crf = float(value)
+    except ValueError:
+        return  # not a number: the encoder refuses it when it opens
+    lo, hi = CRF_RANGE[codec]
+    if not lo <= crf <= hi:
+        raise InputError(f"{shown(value)} is out of range for {codec} ({lo}..{hi})")

@@ -22,15 +22,15 @@ import av
 from vsr.errors import InputError
 from vsr.video import dovi
 from vsr.video.codecs import (ALPHA_CODECS, ALPHA_CODEC_SETTINGS, BIG_OUTPUT_PIXELS, BIG_OUTPUT_X264_PARAMS,
-                              CODEC_TAGS, COMMON_CONTAINERS, CONTAINER_CODECS, CRF_RANGE, DEEP_ALPHA_CODECS,
+                              CODEC_TAGS, COMMON_CONTAINERS, CONTAINER_CODECS, DEEP_ALPHA_CODECS,
                               DEFAULT_CODEC, DEFAULT_QUANTISER, FALLBACK_CODECS, FULL_RANGE_CODECS, IMAGE_CODECS,
                               IMAGE_CONTAINERS, IMAGE_CONTAINERS_OF, PALETTE_CODECS, PARAMS_OPTION, PRESETS,
                               QUANTISER_CODECS, RATE_OPTIONS, RATE_PARAMS, Y4M_CODEC, Y4M_PIX_FMTS, NamedBuffer,
-                              check_size, effective, encoder_memory_mb, encoder_params, held, holders, number,
-                              quality_key, video_codec)
+                              check_crf, check_size, effective, encoder_memory_mb, encoder_params, held, holders,
+                              number, quality_key, video_codec)
 from vsr.video.colour import RANGE_FULL, SPC_RGB, ColourSpec, is_gray_format, is_rgb_format
-from vsr.video.formats import (alpha_formats, alpha_pix_fmt, depth_suffix, format_warnings, gray_output,
-                               planar_twin, rgb_format, rgb_output, without_alpha)
+from vsr.video.formats import (alpha_formats, alpha_pix_fmt, deep_default_line, depth_suffix, format_warnings,
+                               gray_output, planar_twin, rgb_format, rgb_output, without_alpha)
 from vsr.video.hdr import HDR_CODECS, hdr_params, hdr_warnings, is_hdr
 from vsr.video.mpeg2_aspect import aspect_warnings
 from vsr.video.nvenc import is_nvenc, nvenc_options, nvenc_problem
@@ -112,6 +112,7 @@ class EncoderChoice:
     warnings: tuple[str, ...] = ()
     settings: EncoderSettings = field(default_factory=EncoderSettings)
     dolby_vision: dovi.Output | None = None
+    default_line: str | None = None  # a deep source's default codec, said (vsr.video.formats.deep_default_line)
 
     @property
     def encoder_options(self) -> dict[str, str]:
@@ -154,11 +155,12 @@ def choose_encoder(container: OutputContainer, settings: EncoderSettings, info: 
     """The encoder for ``info``'s frames upscaled ``scale`` times into ``container`` with the user's
     ``settings``: codec (the user's, else :func:`default_codec`), pixel format (:func:`choose_pix_fmt`), options
     and colour; an InputError for any setting that cannot work (see the module's docstring)."""
+    hdr = info.hdr is not None or info.dolby_vision is not None
     if settings.codec is None and container.stream == "y4m":
         codec = video_codec(Y4M_CODEC)
     else:
-        codec = video_codec(settings.codec or default_codec(container, settings.hardware, info.hdr is not None or
-                                                            info.dolby_vision is not None, info.has_alpha))
+        codec = video_codec(settings.codec or default_codec(container, settings.hardware, hdr, info.has_alpha,
+                                                            info.bits > 8))
     if settings.codec is None and info.has_alpha:
         check_alpha_default(codec.name, container, settings)
     if codec.name in PASS_THROUGH:  # Y4M and raw video carry the frames uncompressed: nothing to set
@@ -189,7 +191,10 @@ def choose_encoder(container: OutputContainer, settings: EncoderSettings, info: 
     return EncoderChoice(codec.name, pix_fmt, width, height, tuple(opts.items()), used["crf"], used["preset"],
                          used["q"], info.colour.for_output(pix_fmt, codec.name),
                          CODEC_TAGS.get((container.format, codec.name)), low_memory,
-                         tuple(said + [dv_said] * bool(dv_said)), settings, dv)
+                         tuple(said + [dv_said] * bool(dv_said)), settings, dv,
+                         None if settings.codec or hdr or info.bits <= 8 else deep_default_line(
+                             codec.name, default_codec(container, settings.hardware, False, info.has_alpha),
+                             pix_fmt, info.bits, "libx264" in container.codecs))
 
 
 def choose_pix_fmt(codec: av.Codec, info: VideoInfo, requested: str | None) -> str:
@@ -257,23 +262,27 @@ def y4m_pix_fmt(info: VideoInfo, requested: str | None) -> str:
     return "yuv444p10le" if info.bits > 8 else "yuv444p"
 
 
-def default_codec(container: OutputContainer, hardware: bool = False, hdr: bool = False, alpha: bool = False) -> str:
+def default_codec(container: OutputContainer, hardware: bool = False, hdr: bool = False, alpha: bool = False,
+                  deep: bool = False) -> str:
     """The container's own (:data:`CONTAINER_CODECS`), else for an ``hdr`` source (PQ, HLG, Dolby Vision) the first of
     :data:`vsr.video.hdr.HDR_CODECS` it holds (10-bit HEVC, else AV1: what HDR players decode, and encoders that write
     the static metadata; no NVENC; but ProRes 4444 for one with ``alpha`` too in QuickTime, which keeps both), else for
     a source with ``alpha`` the container's codec that keeps it (:data:`ALPHA_CODECS`: VP9 in Matroska and WebM, ProRes
-    4444 in QuickTime), else libx264 where the container holds H.264 (mp4, mkv, mov; ``hardware``: h264_nvenc there,
-    where it opens here, :func:`vsr.video.nvenc.nvenc_problem`), else the first of FALLBACK_CODECS it holds."""
+    4444 in QuickTime), else (``hardware``) h264_nvenc where the container holds H.264 and it opens here
+    (:func:`vsr.video.nvenc.nvenc_problem`), else for a ``deep`` source (more than 8 bits) the first of HDR_CODECS
+    it holds too (10-bit H.264, High 10, plays almost nowhere), else libx264 where the container holds H.264 (mp4,
+    mkv, mov), else the first of FALLBACK_CODECS it holds."""
     own = CONTAINER_CODECS.get(container.format)
     keeps_alpha = ALPHA_CODECS.get(container.format) if alpha and not own else None
     if keeps_alpha in av.codecs_available and (not hdr or keeps_alpha in DEEP_ALPHA_CODECS):
         return keeps_alpha
-    for name in () if own or not hdr else HDR_CODECS:
+    deep_codecs = HDR_CODECS if not own and (hdr or deep) else ()
+    for name in deep_codecs if hdr else ():  # (HDR before NVENC: PyAV gives it no way to take the metadata)
         if name in container.codecs and name in av.codecs_available:
             return name
     if not own and hardware and "h264_nvenc" in container.codecs and nvenc_problem("h264_nvenc") is None:
         return "h264_nvenc"
-    for name in ((own,) if own else ()) + (DEFAULT_CODEC,) + FALLBACK_CODECS:
+    for name in deep_codecs + ((own,) if own else ()) + (DEFAULT_CODEC,) + FALLBACK_CODECS:
         if name in container.codecs and name in av.codecs_available:
             return name
     y4m = " (Y4M is for standard output: vsr upscale IN - > OUT.y4m)" if container.format == "yuv4mpegpipe" else ""
@@ -317,7 +326,6 @@ def _check_holds(codec: str, container: OutputContainer, suggested: dict[str, st
         where = holders(codec, {k: v for k, v in suggested.items() if k != container.format})
         raise InputError(f"{container.format} cannot hold {codec} video (choose another codec"
                          f"{', or ' + where if where else ''})")
-
 
 
 def encoder_options(codec: str, s: EncoderSettings, width: int, height: int) -> tuple[dict[str, str], bool]:
@@ -379,21 +387,8 @@ def check_values(codec: str, opts: dict[str, str], s: EncoderSettings) -> None:
                          f"{params[rate[-1]]} both set the rate control (the encoder would take the second): "
                          "give one")
     key = quality_key(codec)  # NVENC's constant quality is its cq
-    _check_crf(codec, opts.get(key), lambda v: option_name(key, v, s))
-    _check_crf(codec, params.get("crf"), lambda v: f"-x {PARAMS_OPTION[codec]}=...crf={v}")
-
-
-def _check_crf(codec: str, value: str | None, shown) -> None:
-    """A crf outside the codec's quality scale -> InputError naming the option as ``shown(value)`` says it."""
-    if value is None or codec not in CRF_RANGE:
-        return
-    try:
-        crf = float(value)
-    except ValueError:
-        return  # not a number: the encoder refuses it when it opens
-    lo, hi = CRF_RANGE[codec]
-    if not lo <= crf <= hi:
-        raise InputError(f"{shown(value)} is out of range for {codec} ({lo}..{hi})")
+    check_crf(codec, opts.get(key), lambda v: option_name(key, v, s))
+    check_crf(codec, params.get("crf"), lambda v: f"-x {PARAMS_OPTION[codec]}=...crf={v}")
 
 
 __all__ = ["EncoderChoice", "EncoderSettings", "OutputContainer", "choose_encoder", "choose_pix_fmt",

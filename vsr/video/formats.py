@@ -174,6 +174,16 @@ def alpha_pix_fmt(colour_fmt: str, formats: list[str]) -> str | None:
     return min(formats, key=key)
 
 
-__all__ = ["ALPHA_ONLY", "LOSSLESS_CODECS", "alpha_formats", "alpha_pix_fmt", "alpha_warning", "depth_suffix",
-           "depth_warning", "format_warnings", "gray_output", "has_alpha", "planar_twin", "rgb_format", "rgb_output",
-           "with_alpha", "without_alpha"]
+def deep_default_line(codec: str, eight_bit: str, pix_fmt: str, bits: int, holds_h264: bool) -> str | None:
+    """What ``vsr upscale`` says where a source of ``bits`` > 8 (not HDR) got ``codec`` by default, not the
+    ``eight_bit`` default of an 8-bit one (:func:`vsr.video.encoder_choice.default_codec`); None where the same."""
+    if codec == eight_bit:
+        return None
+    name = {"libx265": "HEVC", "libsvtav1": "AV1"}.get(codec, codec)
+    h264 = " (-c libx264 writes 10-bit H.264, High 10, which few players decode)" if holds_h264 else ""
+    return f"codec: {codec}, {bit_depth(pix_fmt)}-bit {name}, for the source's {bits} bits{h264}"
+
+
+__all__ = ["ALPHA_ONLY", "LOSSLESS_CODECS", "alpha_formats", "alpha_pix_fmt", "alpha_warning", "deep_default_line",
+           "depth_suffix", "depth_warning", "format_warnings", "gray_output", "has_alpha", "planar_twin", "rgb_format",
+           "rgb_output", "with_alpha", "without_alpha"]

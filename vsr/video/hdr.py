@@ -36,7 +36,8 @@ from vsr.video.track_metadata import CONTAINERS, TrackMetadata, add_track_metada
 TRC_SMPTE2084, TRC_ARIB_STD_B67 = 16, 18
 HDR_TRANSFERS = {TRC_SMPTE2084: "PQ", TRC_ARIB_STD_B67: "HLG"}
 # The default codecs of an HDR source, first the container holds: 10-bit HEVC (what HDR televisions and
-# players decode), else AV1 (.webm holds no HEVC).
+# players decode), else AV1 (.webm holds no HEVC).  A source deeper than 8 bits gets them too (10-bit H.264,
+# High 10, plays almost nowhere: vsr.video.encoder_choice.default_codec).
 HDR_CODECS = ("libx265", "libsvtav1")
 # Frame side data that changes per scene and cannot follow, by PyAV's name of its type.
 DYNAMIC = {"DYNAMIC_HDR_PLUS": "HDR10+", "DOVI_RPU_BUFFER": "Dolby Vision", "DOVI_METADATA": "Dolby Vision",
