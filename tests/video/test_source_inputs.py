@@ -201,3 +201,19 @@ def test_an_mp4_cut_before_its_first_frame_says_so(tmp_path):
     with pytest.raises(InputError, match=r"^no decodable frame in .*cut\.mp4: its header declares 20 frames, none "
                                          r"can be read \(a copy cut short\?\)$"):
         open_source(cut)
+
+
+def test_a_source_whose_frames_carry_side_data_opens(make_clip):
+    """x265 writes its version into each stream (an unregistered SEI, side data on the decoded frame); PyAV 18.1.1
+    iterates a frame's side data as its types alone, and opening any such source was an AttributeError traceback."""
+    from vsr.video.side_data import entries
+
+    clip = make_clip("x265.mkv", width=64, height=48, frames=2, codec="libx265",
+                     options={"x265-params": "log-level=error"})
+    with av.open(str(clip)) as c:
+        first = next(c.decode(video=0))
+    assert [sd.type.name for sd in entries(first)] == ["SEI_UNREGISTERED"]
+    assert b"x265" in bytes(entries(first)[0])
+    source = open_source(clip)
+    source.close()
+    assert (source.info.width, source.info.height, source.info.hdr, source.info.dolby_vision) == (64, 48, None, None)
