@@ -217,3 +217,25 @@ def test_a_source_whose_frames_carry_side_data_opens(make_clip):
     source = open_source(clip)
     source.close()
     assert (source.info.width, source.info.height, source.info.hdr, source.info.dolby_vision) == (64, 48, None, None)
+
+
+def test_a_still_image_with_exif_opens_and_keeps_its_orientation(tmp_path):
+    """FFmpeg 8 hands a JPEG's EXIF to the frame as side data of a type (``EXIF``) newer than PyAV 18.1.0's
+    list, which raised ValueError for the frame's whole side data: opening a phone's JPEG was a traceback.  Its
+    orientation (EXIF 6: turned 90 degrees) arrives as the frame's display matrix and is kept."""
+    from PIL import Image
+
+    from vsr.video.side_data import entries
+
+    exif = Image.Exif()
+    exif[0x0112] = 6  # Orientation: rotate 90 CW
+    path = tmp_path / "phone.jpg"
+    Image.fromarray(np.full((48, 64, 3), 128, np.uint8)).save(path, exif=exif)
+    with av.open(str(path)) as c:
+        names = [sd.type.name for sd in entries(next(c.decode(video=0)))]
+    assert "DISPLAYMATRIX" in names and len(names) == 2
+    with pytest.warns(UserWarning, match="still image"):
+        source = open_source(path)
+    source.close()
+    assert (source.info.width, source.info.height) == (64, 48)
+    assert source.info.display_matrix == (0, 65536, 0, -65536, 0, 0, 0, 0, 1 << 30)
