@@ -7,6 +7,7 @@ suffix are accepted with one warning; a WebM without duration in its header stil
 from __future__ import annotations
 
 import shutil
+import subprocess
 import warnings
 
 import av
@@ -239,3 +240,19 @@ def test_a_still_image_with_exif_opens_and_keeps_its_orientation(tmp_path):
     source.close()
     assert (source.info.width, source.info.height) == (64, 48)
     assert source.info.display_matrix == (0, 65536, 0, -65536, 0, 0, 0, 0, 1 << 30)
+
+
+def test_side_data_entries_keeps_each_entry_of_a_repeated_type(tmp_path):
+    """A frame can carry two entries of one type (here x264's version SEI and one more unregistered SEI message);
+    PyAV 18.1.1 iterates ``frame.side_data`` by type, once each, which kept the last alone."""
+    from vsr.video.side_data import entries
+
+    clip = tmp_path / "two_sei.mp4"
+    subprocess.run(["ffmpeg", "-v", "error", "-f", "lavfi", "-i", "testsrc=s=64x48:r=25", "-frames:v", "2",
+                    "-c:v", "libx264", "-bsf:v",
+                    "h264_metadata=sei_user_data=086f3693-b7b3-4f2c-9653-21492feee5b8+hello", str(clip)],
+                   check=True)
+    with av.open(str(clip)) as c:
+        found = entries(next(c.decode(video=0)))
+    assert [sd.type.name for sd in found] == ["SEI_UNREGISTERED", "SEI_UNREGISTERED"]
+    assert bytes(found[0])[16:20] == b"x264" and bytes(found[1])[16:21] == b"hello"

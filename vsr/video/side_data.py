@@ -1,5 +1,5 @@
 """A decoded frame's side data entries, whichever PyAV reads them: ``frame.side_data`` iterates over the entries
-up to PyAV 18.1.0 and over their types (a mapping, entries as its values) from 18.1.1.
+up to PyAV 18.1.0 and over their types (a mapping, an entry of each type as its values) from 18.1.1.
 
 PyAV up to 18.1.0 also raises ``ValueError`` for a whole frame's side data where one entry is of a type newer
 than its enum (FFmpeg 8's ``EXIF``, which a JPEG or PNG with EXIF carries beside its ``DISPLAYMATRIX``); 18.1.1
@@ -25,6 +25,12 @@ if "_missing_" not in Type.__dict__:  # (PyAV 18.1.0 and before)
 
 
 def entries(frame) -> list:
-    """The frame's side data (``av.sidedata.SideData``: ``.type``, ``bytes()``), in the decoder's order."""
-    container = frame.side_data
-    return [item if hasattr(item, "type") else container[item] for item in container]
+    """The frame's side data (``av.sidedata.SideData``: ``.type``, ``bytes()``), in the decoder's order, all of
+    them: taken by position, as both read them (18.1.1's iteration and length count each type once, where a
+    frame can hold several entries of one, as two unregistered SEI messages)."""
+    container, out = frame.side_data, []
+    while True:
+        try:
+            out.append(container[len(out)])
+        except IndexError:
+            return out
