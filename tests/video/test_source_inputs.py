@@ -222,8 +222,9 @@ def test_a_source_whose_frames_carry_side_data_opens(make_clip):
 
 def test_a_still_image_with_exif_opens_and_keeps_its_orientation(tmp_path):
     """FFmpeg 8 hands a JPEG's EXIF to the frame as side data of a type (``EXIF``) newer than PyAV 18.1.0's
-    list, which raised ValueError for the frame's whole side data: opening a phone's JPEG was a traceback.  Its
-    orientation (EXIF 6: turned 90 degrees) arrives as the frame's display matrix and is kept."""
+    list, which raised ValueError for the frame's whole side data (vsr asks for 18.1.1, which names it): opening
+    a phone's JPEG must not be a traceback.  Its orientation (EXIF 6: turned 90 degrees) arrives as the frame's
+    display matrix and is kept."""
     from PIL import Image
 
     from vsr.video.side_data import entries
