@@ -98,6 +98,41 @@ def test_ffmpeg_into_vsr_into_ffmpeg_equals_the_file_to_file_run(case, tmp_path,
     assert "Traceback" not in err
 
 
+def test_mpegts_on_a_pipe_into_ffmpeg_equals_a_ts_file_of_the_same_run(tmp_path, capsys):
+    """``--format mpegts`` (what streaming tools read from a pipe): H.264 by default and the AAC audio copied, as
+    into a .ts file; frames, timestamps and audio through a real ffmpeg equal to the .ts file's."""
+    src = tmp_path / "src.mp4"
+    subprocess.run([*upstream(REALSHORT, "32:24:100:60", "0.25", ["-c:v", "libx264", "-qp", "0", "-preset",
+                                                                  "ultrafast", "-c:a", "copy"]), str(src)], check=True)
+    base = tmp_path / "base.ts"
+    assert main(["upscale", str(src), str(base), *TINY, "--quiet"]) == 0, capsys.readouterr().err
+
+    out = tmp_path / "piped.ts"
+    mid = subprocess.Popen([*VSR, "upscale", str(src), "-", *TINY, "--format", "mpegts", "--quiet"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    # -copyts and mpegts_copyts: ffmpeg would otherwise move the stream's start, hiding vsr's timestamps
+    down = subprocess.Popen([FFMPEG, "-v", "error", "-nostdin", "-copyts", "-i", "-", "-c", "copy",
+                             "-mpegts_copyts", "1", str(out)], stdin=mid.stdout)
+    mid.stdout.close()
+    err = mid.stderr.read().decode()
+    assert (down.wait(120), mid.wait(120)) == (0, 0), err
+
+    def codecs(path: Path) -> list[str]:
+        with av.open(str(path)) as c:
+            return [s.codec_context.name for s in c.streams]
+
+    assert codecs(out) == codecs(base) == ["h264", "aac"]
+    frames, audio, tags = read_back(out)
+    base_frames, base_audio, base_tags = read_back(base)
+    assert len(frames) == len(base_frames) >= 5
+    assert [t for t, _ in frames] == [t for t, _ in base_frames]
+    assert all(np.array_equal(a, b) for (_, a), (_, b) in zip(frames, base_frames))
+    assert tags == base_tags
+    # (ffmpeg's demuxer cuts a remuxed stream's AAC into other packets than a PES each: the same bytes, start)
+    assert audio[0][0] == base_audio[0][0] and b"".join(a for _, a in audio) == b"".join(a for _, a in base_audio)
+    assert audio and "Traceback" not in err
+
+
 def test_a_reader_closing_the_pipe_ends_the_run_with_one_line(tmp_path):
     src = tmp_path / "src.y4m"
     subprocess.run([*upstream(COCKATOO, "32:24:600:300", "0.5", ["-f", "yuv4mpegpipe"]), str(src)], check=True)

@@ -23,9 +23,9 @@ def add_parser(sub) -> None:
                                   "--format)")
     add_upscale_options(p)
     o = p.add_argument_group("output")
-    o.add_argument("--format", default=None, choices=("y4m", "nut", "matroska"),
-                   help="container of output - (default y4m: raw frames, no audio; nut and matroska carry audio "
-                        "and take -c as files do)")
+    o.add_argument("--format", default=None, choices=("y4m", "nut", "matroska", "mpegts"),
+                   help="container of output - (default y4m: raw frames, no audio; nut, matroska and mpegts carry "
+                        "audio and take -c as files do)")
     o.add_argument("--report", default=None, metavar="RUN.JSON",
                    help="write per-stage timings and settings (- : to standard output); an existing file is "
                         "replaced only with --overwrite")

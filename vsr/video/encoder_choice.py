@@ -52,7 +52,7 @@ class EncoderSettings:
     pix_fmt: str | None = None
     options: tuple[tuple[str, str], ...] = field(default_factory=tuple)
     quiet: bool = True
-    container: str | None = None  # output "-" only: y4m, nut or matroska (a file's follows its suffix)
+    container: str | None = None  # output "-" only: y4m, nut, matroska or mpegts (a file's follows its suffix)
     hardware: bool = False
     scale: str | None = None  # --scale (vsr.video.resize.parse_scale: "2", "3/2", "2160p"); None: the model's x4
 
@@ -60,8 +60,8 @@ class EncoderSettings:
 @dataclass(frozen=True)
 class OutputContainer:
     """What the choice needs of an output container: FFmpeg's ``format`` name, the ``codecs`` it holds, and the
-    ``stream`` format of an output to standard output (``--format``: y4m, nut, matroska; None: a file, which a
-    person plays, so a picture codec goes only where players read it)."""
+    ``stream`` format of an output to standard output (``--format``: y4m, nut, matroska, mpegts; None: a file, which
+    a person plays, so a picture codec goes only where players read it)."""
 
     format: str
     codecs: frozenset[str]

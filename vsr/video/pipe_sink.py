@@ -1,11 +1,12 @@
 """``StreamSink``: the output as a stream on standard output (``vsr upscale IN -``).
 
 Formats (``--format``): ``y4m`` (the default: raw frames, what ``ffmpeg -i -``, x264, x265 and SVT-AV1 read),
-``nut`` and ``matroska`` (any codec, ``-c`` as for files: libx264 by default; timestamps, audio, subtitles and
-colour tags as in a file).  Y4M holds one constant frame rate, the range of the pixels and no audio (dropped
-with a warning).  The stream is written as it is encoded, so none of a file's temporary-name-then-rename
-applies: an interrupted run leaves its reader a stream that stops early.  A reader that closes the pipe ends
-the run with :class:`OutputClosed` (one line, no traceback).
+``nut``, ``matroska`` and ``mpegts`` (any codec the format holds, ``-c`` as for files: libx264 by default;
+timestamps, audio, subtitles and colour tags as in a file of the format: MPEG-TS as a ``.ts`` file).  Y4M holds
+one constant frame rate, the range of the pixels and no audio (dropped with a warning).  The stream is written
+as it is encoded, so none of a file's temporary-name-then-rename applies: an interrupted run leaves its reader a
+stream that stops early.  A reader that closes the pipe ends the run with :class:`OutputClosed` (one line, no
+traceback).
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ from vsr.video.sink import VideoSink
 from vsr.video.source import VideoInfo
 from vsr.video.track_metadata import display_metadata
 
-STREAM_FORMATS = {"y4m": "yuv4mpegpipe", "nut": "nut", "matroska": "matroska"}
+# MPEG-TS: what streaming tools read from a pipe (ffmpeg -f mpegts, broadcast muxers, SRT/UDP relays)
+STREAM_FORMATS = {"y4m": "yuv4mpegpipe", "nut": "nut", "matroska": "matroska", "mpegts": "mpegts"}
 DEFAULT_FORMAT = "y4m"
 CHAPTERED = ("matroska", "nut")  # the stream formats that hold chapters (in their header)
 HEADER_MAX = 64 << 20  # a Matroska stream's header held back at most (its attachments: fonts, a cover)
