@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import warnings
+from fractions import Fraction
 
 import av
 import numpy as np
@@ -105,3 +106,40 @@ def test_mpeg2_runs_at_a_fixed_quantiser_not_ffmpegs_200_kbps(tmp_path):
         got = [f.to_ndarray(format="rgb24") for f in c.decode(video=0)]
     assert len(got) == 6
     assert min(psnr(a, b) for a, b in zip(got, want)) > 35  # (at 200 kb/s: 30.4 dB; at q 3: 36.7)
+
+
+def rate_clip(path, rate: str, seconds: float = 0.4):
+    """A 176x144 H.264 clip at frame ``rate`` (ffmpeg's syntax: 35, 45000/1499), no audio."""
+    subprocess.run([ffmpeg_with("libx264"), "-v", "error", "-f", "lavfi", "-i", f"testsrc2=s=176x144:r={rate}",
+                    "-t", str(seconds), "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", str(path)],
+                   check=True)
+    return path
+
+
+@pytest.mark.parametrize("rate,name,codec,said", [
+    ("35", "out.mpg", None, "the source is 35 fps: use an .mp4, .mkv or .ts output (H.264)"),
+    ("45000/1499", "out.vob", None, "the source is 30.02 (45000/1499) fps: use an .mp4, .mkv or .ts output"),
+    ("35", "out.ts", "mpeg2video", "the source is 35 fps: use -c libx264"),
+    ("35", "out.mkv", "mpeg1video", "MPEG-1 codes only 23.976, 24, 25, 29.97, 30, 50, 59.94 and 60 fps; the source"),
+])
+def test_a_frame_rate_mpeg2_cannot_code_is_said_as_such_before_anything_is_written(tmp_path, rate, name, codec, said):
+    from vsr.errors import InputError
+
+    src = rate_clip(tmp_path / "in.mp4", rate)
+    with pytest.raises(InputError) as e:
+        flat_through_sink(src, tmp_path / name, EncoderSettings(codec=codec))
+    assert said in str(e.value) and "rejected its options" not in str(e.value)
+    if codec != "mpeg1video":
+        assert str(e.value).startswith("MPEG-2 codes only 23.976, 24, 25, 29.97, 30, 50, 59.94 and 60 fps, or one")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.mp4"]
+
+
+@pytest.mark.parametrize("rate", ["25/2", "15", "100"])
+def test_mpeg2_codes_a_standard_rate_times_its_extension(tmp_path, rate):
+    """12.5, 15 and 100 fps are 25/2, 30/2 and 50x2: MPEG-2's frame_rate_extension holds them, not refused."""
+    src = rate_clip(tmp_path / "in.mp4", rate)
+    out = tmp_path / "out.mpg"
+    flat_through_sink(src, out)
+    times = decoded(out)[0]
+    assert len(times) >= 5
+    assert {round(b - a, 6) for a, b in zip(times, times[1:])} == {round(1 / float(Fraction(rate)), 6)}

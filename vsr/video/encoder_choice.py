@@ -2,7 +2,9 @@
 -> :class:`EncoderChoice`, which the sink opens (:mod:`vsr.video.sink`), ``vsr jobs add`` checks ahead of a job
 (:func:`vsr.jobs.chunking.check_encoder`) and ``vsr preview`` says (:mod:`vsr.quality.preview`).
 
-The choice is pure: it opens no container and touches no file, and the same arguments give the same choice.  It
+The choice is pure: it opens no container and touches no file (but for MPEG-1/2 at a rate they cannot code,
+whether the source's frame rate varies: :func:`vsr.video.grid.check_mpeg_rate`), and the same arguments give the
+same choice.  It
 reads FFmpeg's tables (the formats an encoder takes; for a "cannot hold" message, the codecs other containers
 hold: :func:`vsr.video.codecs.codecs_held`, read once per process from a muxer in memory) and, for NVENC, whether
 one opens here (:func:`vsr.video.nvenc.nvenc_problem`, probed once per process in memory).
@@ -29,6 +31,7 @@ from vsr.video.codecs import (ALPHA_CODECS, ALPHA_CODEC_SETTINGS, BIG_OUTPUT_PIX
                               check_crf, check_size, effective, encoder_memory_mb, encoder_params, held, holders,
                               number, quality_key, video_codec)
 from vsr.video.colour import RANGE_FULL, SPC_RGB, ColourSpec, is_gray_format, is_rgb_format
+from vsr.video.grid import check_mpeg_rate
 from vsr.video.formats import (alpha_formats, alpha_pix_fmt, deep_default_line, depth_suffix, format_warnings,
                                gray_output, planar_twin, rgb_format, rgb_output, without_alpha)
 from vsr.video.hdr import HDR_CODECS, hdr_params, hdr_warnings, is_hdr
@@ -178,6 +181,7 @@ def choose_encoder(container: OutputContainer, settings: EncoderSettings, info: 
     shown = "Y4M" if container.stream == "y4m" else codec.name
     said = format_warnings(info, pix_fmt, shown, settings.pix_fmt)
     check_playable(codec.name, container)
+    check_mpeg_rate(codec.name, info, container.codecs)
     width, height = scaled_size(info.width, info.height, settings.scale, scale, pix_fmt)
     said += [w for w in (factor_of(settings.scale, info.width, info.height, scale)[1],) if w]
     said += check_size(codec.name, width, height) + aspect_warnings(codec.name, info, width, height)

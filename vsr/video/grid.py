@@ -1,7 +1,7 @@
 """Whether a video's frames lie on its frame rate's grid: a container that keeps no timestamp per frame (AVI:
 one rate for the whole stream) cannot hold a variable frame rate; nor can an encoder that knows only a frame
-rate (MPEG-1/2).  The encoder's time base (:func:`encoder_time_base`), and what tells x264 the source's rate is
-constant (:func:`clock_options`)."""
+rate (MPEG-1/2), nor one of the few rates MPEG-1/2 can code (:func:`check_mpeg_rate`).  The encoder's time base
+(:func:`encoder_time_base`), and what tells x264 the source's rate is constant (:func:`clock_options`)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from vsr.errors import InputError
 from vsr.video.reading import open_input
 from vsr.video.streams import main_video
 
-__all__ = ["check_constant_rate", "clock_options", "encoder_time_base"]
+__all__ = ["check_constant_rate", "check_mpeg_rate", "clock_options", "encoder_time_base"]
 
 # The encoders whose time base FFmpeg limits: MPEG-4 Part 2 codes its resolution in 16 bits (a source's 1/90000
 # is refused); MPEG-1 and MPEG-2 read a standard frame rate from it.  Any other encoder takes the source's.
@@ -24,6 +24,37 @@ COARSEST = Fraction(1, 1000)  # a time base that does not split a millisecond is
 # x264 writes its time base as the stream's clock (H.264's VUI: 1/1000 read as 1000 fps) unless told its input is
 # constant-rate, then the frame rate; timestamps pass through as they are.  (x265 writes the rate anyway.)
 FORCE_CFR = {"libx264": "x264-params", "libx264rgb": "x264-params"}
+
+
+# The frame rates MPEG-1/2 code (frame_rate_code 1-8; FFmpeg's encoder takes the others, Xing's, only at
+# -strict unofficial); MPEG-2 also one of them times n/d (its frame_rate_extension: n 1-4, d 1-32), as FFmpeg's
+# encoder searches them
+MPEG_RATES = tuple(map(Fraction, ("24000/1001", "24", "25", "30000/1001", "30", "50", "60000/1001", "60")))
+MPEG2_RATES = frozenset(r * Fraction(n, d) for r in MPEG_RATES for n in range(1, 5) for d in range(1, 33))
+
+
+def check_mpeg_rate(codec: str, info, codecs: frozenset[str]) -> None:
+    """InputError where ``codec`` is MPEG-1/2 and cannot code the frame rate of ``info`` (a
+    :class:`~vsr.video.source.VideoInfo`; the sink opens it at one frame a tick), saying which rates it codes and
+    what to write instead (H.264: into the container, of ``codecs``, where it holds it), before its encoder refuses
+    it in its own words.  A file whose frames are off their average rate's grid is left to the sink's line, which
+    names the real trouble: a variable frame rate (the file's packets are read for that, only then)."""
+    rate = info.rate
+    if codec not in FRAME_RATE_CODECS or not rate or Fraction(rate) in (
+            MPEG2_RATES if codec == "mpeg2video" else MPEG_RATES):
+        return
+    path = Path(info.path)
+    if not info.film and info.kind in ("video", "webp") and path.is_file():
+        st = path.stat()
+        if _off_grid(str(path), st.st_mtime_ns, st.st_size, Fraction(rate), info.kind) is not None:
+            return
+    name = "MPEG-2" if codec == "mpeg2video" else "MPEG-1"
+    more = ", or one of these times n/d (n up to 4, d up to 32: 12.5, 15, 100, ...)" if name == "MPEG-2" else ""
+    rate = Fraction(rate)
+    shown = f"{float(rate):.6g}" + (f" ({rate.numerator}/{rate.denominator})" if rate.denominator > 1 else "")
+    fix = "use -c libx264" if "libx264" in codecs else "use an .mp4, .mkv or .ts output (H.264)"
+    raise InputError(f"{name} codes only 23.976, 24, 25, 29.97, 30, 50, 59.94 and 60 fps{more}; the source is "
+                     f"{shown} fps: {fix}")
 
 
 def check_constant_rate(path: Path, rate: Fraction, container: str, kind: str = "video") -> None:
