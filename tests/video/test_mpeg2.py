@@ -143,3 +143,49 @@ def test_mpeg2_codes_a_standard_rate_times_its_extension(tmp_path, rate):
     times = decoded(out)[0]
     assert len(times) >= 5
     assert {round(b - a, 6) for a, b in zip(times, times[1:])} == {round(1 / float(Fraction(rate)), 6)}
+
+
+def surround_clip(path):
+    """A 176x144 H.264 clip at 25 fps with 5.1 AAC (a film's download), an 80 Hz tone in every channel: the LFE's
+    too, which AC-3 cuts above 120 Hz."""
+    subprocess.run([ffmpeg_with("libx264", "aac"), "-v", "error", "-f", "lavfi", "-i", "testsrc2=s=176x144:r=25:d=0.4",
+                    "-f", "lavfi", "-i", "sine=f=80:r=48000:d=0.4", "-filter_complex",
+                    "[1:a]pan=5.1|c0=c0|c1=c0|c2=c0|c3=c0|c4=c0|c5=c0[a]", "-map", "0:v", "-map", "[a]",
+                    "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "aac", str(path)], check=True)
+    return path
+
+
+def audio_of(path) -> tuple[str, int, np.ndarray]:
+    with av.open(str(path)) as c:
+        st = c.streams.audio[0]
+        samples = np.concatenate([f.to_ndarray().reshape(st.codec_context.channels, -1) for f in c.decode(st)], 1)
+        return st.codec_context.name, st.codec_context.channels, samples
+
+
+def run_warned(src, out) -> list[str]:
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        flat_through_sink(src, out)
+    return [str(w.message) for w in said]
+
+
+def test_5_1_audio_into_vob_is_re_encoded_to_ac3_keeping_its_channels(tmp_path):
+    src = surround_clip(tmp_path / "in.mp4")
+    said = run_warned(src, tmp_path / "out.vob")
+    assert [s["codec_name"] for s in probe(tmp_path / "out.vob")["streams"]] == ["mpeg2video", "ac3"]
+    codec, channels, samples = audio_of(tmp_path / "out.vob")
+    assert (codec, channels) == ("ac3", 6) and samples.shape[1] >= 0.4 * 48000
+    assert all(np.sqrt(np.mean(ch.astype(np.float64) ** 2)) > 0.05 for ch in samples)  # a tone in each, not silence
+    assert [s for s in said if "audio" in s] == [s for s in said if "re-encoding it to ac3 (DVD's audio: it keeps the "
+                                                 "5.1 channels, mp2 takes 2 at most)" in s] != []
+
+
+def test_5_1_audio_into_mpg_is_downmixed_to_stereo_mp2_with_one_warning(tmp_path):
+    src = surround_clip(tmp_path / "in.mp4")
+    said = run_warned(src, tmp_path / "out.mpg")
+    codec, channels, samples = audio_of(tmp_path / "out.mpg")
+    assert (codec, channels) == ("mp2", 2) and samples.shape[1] >= 0.4 * 48000
+    assert all(np.sqrt(np.mean(ch.astype(np.float64) ** 2)) > 0.05 for ch in samples)
+    assert [s for s in said if "audio" in s] == [
+        "mpeg cannot hold aac audio (stream 1): re-encoding it to mp2, its 5.1 channels downmixed to stereo (mp2 takes "
+        "2 at most; a .vob (AC-3) or .mkv output keeps them)"]

@@ -60,6 +60,28 @@ def ordered_layout(layout):
     return layout
 
 
+# the most channels the encoders of containers' default audio take (MP2 and MP3: stereo; AC-3: 5.1)
+MAX_CHANNELS = {"mp2": 2, "libtwolame": 2, "mp3": 2, "libmp3lame": 2, "ac3": 6}
+
+
+def fit_channels(target: str, layout, holds: frozenset[str]) -> tuple[str, object, str]:
+    """``(codec, layout, what to add to the re-encode's warning)`` for a track of ``layout`` re-encoded to
+    ``target`` in a container holding ``holds``: where ``target`` takes fewer channels, AC-3 (5.1: DVD's audio)
+    where the container holds it, else ``target`` with the channels downmixed to as many as it takes (what
+    ``ffmpeg`` writes; a player of .mpg expects stereo MP2), the output that keeps them named."""
+    n, most = layout.nb_channels, MAX_CHANNELS.get(target)
+    if most is None or n <= most:
+        return target, layout, ""
+    if target != "ac3" and "ac3" in holds and "ac3" in av.codecs_available:
+        if n <= MAX_CHANNELS["ac3"]:
+            return "ac3", layout, f" (DVD's audio: it keeps the {layout.name} channels, {target} takes {most} at most)"
+        target, most = "ac3", MAX_CHANNELS["ac3"]
+    keeps = "a .vob (AC-3) or .mkv output" if n <= MAX_CHANNELS["ac3"] else "an .mkv output"
+    down = av.AudioLayout(DEFAULT_LAYOUTS[most])
+    return target, down, (f", its {layout.name} channels downmixed to {down.name} ({target} takes {most} at most; "
+                          f"{keeps} keeps them)")
+
+
 # lossless codecs, and what a lossless track is re-encoded to where its own codec cannot go (first held)
 LOSSLESS_AUDIO = ("flac", "alac", "truehd", "mlp", "wavpack", "tta") + tuple(
     f"pcm_{k}" for k in ("s16le", "s16be", "s24le", "s24be", "s32le", "s32be", "f32le", "f32be", "f64le", "u8"))

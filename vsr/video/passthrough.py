@@ -27,7 +27,7 @@ import av
 
 from vsr.video.codecs import NamedBuffer, held
 from vsr.video.conversions import (LOSSLESS_AUDIO, LOSSLESS_TARGETS, TEXT_SUBTITLES, TEXT_TARGETS, UNREAD_IN,
-                                   encoder_format, encoder_rate, ordered_layout, subtitle_text)
+                                   encoder_format, encoder_rate, fit_channels, ordered_layout, subtitle_text)
 from vsr.video.extras import ATTACHMENTS, COVERS, Extra, left_out, read_extras
 from vsr.video.joins import JoinedPackets
 from vsr.video.reading import open_input, tags
@@ -105,12 +105,13 @@ def _route(st, oc, sample=None) -> Route | None:
         return None
     if st.type == "audio" and oc.default_audio_codec not in (None, "none"):
         lossless = [c for c in LOSSLESS_TARGETS if c in held(oc) and c in av.codecs_available]
-        target = lossless[0] if name in LOSSLESS_AUDIO and lossless else oc.default_audio_codec
+        target, layout, said = fit_channels(lossless[0] if name in LOSSLESS_AUDIO and lossless else
+                                            oc.default_audio_codec, ordered_layout(st.codec_context.layout), held(oc))
         why = (f"{oc.format.name} holds {shown} audio only as ISO 'ipcm', which QuickTime and FFmpeg before 6 do not "
                "read" if unread else f"{oc.format.name} cannot hold {shown} audio")
-        warnings.warn(f"{why} (stream {st.index}): re-encoding it to {target}", stacklevel=4)
+        warnings.warn(f"{why} (stream {st.index}): re-encoding it to {target}{said}", stacklevel=4)
         out = oc.add_stream(target, rate=encoder_rate(target, st.codec_context.sample_rate))
-        out.layout = ordered_layout(st.codec_context.layout)
+        out.layout = layout
         fmt = encoder_format(target, st.codec_context.format)
         if fmt is not None:
             out.format = fmt
