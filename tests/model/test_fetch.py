@@ -365,3 +365,26 @@ def test_the_default_weights_folder_is_held_to_the_caches_rule(tmp_path, monkeyp
     (folder / e.filename).chmod(0o666)  # the folder fine, the file writable by anyone who reaches it
     with pytest.raises(InputError, match=rf"from {re.escape(str(folder))}: {e.filename}: other users can write "):
         load_model("tiny")
+
+
+def test_a_folder_that_cannot_be_written_is_one_line_before_any_download(cache, monkeypatch, capsys, tmp_path, tiny):
+    """`--dir /sys/kernel` (a folder that exists and takes no file) exited 1 with "cannot write ....part:
+    Permission denied; a copy downloaded elsewhere ... put it at /sys/kernel/...", advice that cannot work there:
+    it is bad input, known before any download, as a missing folder is (exit 2).  (A planted link at the .part
+    name, a file vsr will not write through, stays exit 1 with that advice: the folder takes a copy.)"""
+    if os.geteuid() == 0:  # mode bits do not stop root; sysfs takes no new file from anyone
+        folder = Path("/sys/kernel")
+        if not folder.is_dir():
+            pytest.skip("no /sys/kernel to stand for a folder root cannot write")
+    else:
+        folder = tmp_path / "locked"
+        folder.mkdir(mode=0o500)
+    with FileServer() as srv:
+        srv.files = {"/b.pth": Served(tiny[1])}
+        use(monkeypatch, e := entry("tiny", tiny[1], [srv.url("/b.pth")]))
+        code, _, err = fetch_cli(capsys, "tiny", "--dir", str(folder))
+        assert srv.requests == []
+    assert code == 2 and err.count("\n") == 1, err
+    assert err.startswith(f"vsr: error: cannot write into the folder {folder}: ") and "elsewhere" not in err
+    assert not (folder / e.filename).exists() and not (folder / (e.filename + ".part")).exists()
+    assert not cache.exists()

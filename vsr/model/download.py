@@ -17,6 +17,7 @@ import fcntl
 import http.client
 import os
 import re
+import tempfile
 import urllib.error
 import urllib.request
 from contextlib import contextmanager
@@ -42,14 +43,15 @@ def download(urls: Sequence[str], dest: Path, digest: str, *, timeout: float = 3
              quiet: bool = False, folder_mode: int = 0o777) -> Path:
     """Fetch ``dest`` from the first of ``urls`` that delivers it; its sha256 must start with ``digest`` (a
     full digest or a published prefix).  Returns ``dest``; raises :class:`vsr.errors.DownloadError` (one line),
-    or :class:`vsr.errors.InputError` where ``dest``'s folder cannot be made.  A download that fails leaves no
-    folder it made, nor an empty ``.part``."""
+    or :class:`vsr.errors.InputError` where ``dest``'s folder cannot be made or written.  A download that fails
+    leaves no folder it made, nor an empty ``.part``."""
     dest = Path(dest)
     if dest.is_dir() and not dest.is_symlink():  # else the whole file came down, then IsADirectoryError
         raise InputError(f"cannot download {dest.name} into {dest.parent}: {dest} is a folder; move it away, or "
                          "give --dir another folder")
     made = _make_folder(dest.parent, folder_mode)
     try:
+        _check_writable(dest.parent)
         _download(urls, dest, digest, timeout, label or dest.name, quiet)
     except BaseException:
         for folder in made:  # the deepest first; one holding a .part to resume (or anything else) stays
@@ -103,6 +105,15 @@ def _make_folder(folder: Path, mode: int = 0o777) -> list[Path]:
     except OSError as e:
         raise InputError(f"cannot create the folder {folder}: {e.strerror}") from None
     return missing
+
+
+def _check_writable(folder: Path) -> None:
+    """``folder`` takes a new file: bad input, said before any byte is fetched, where it does not (a folder of
+    another user's, a read-only or virtual file system; tried, not asked of os.access, which says yes to root)."""
+    try:
+        tempfile.TemporaryFile(dir=folder).close()  # unnamed where the file system allows it (O_TMPFILE)
+    except OSError as e:
+        raise InputError(f"cannot write into the folder {folder}: {e.strerror or e}") from None
 
 
 def _shown(reason: str, limit: int = 120) -> str:
