@@ -175,3 +175,36 @@ def test_a_calibration_no_int8_plan_uses_is_refused(tmp_path, extra):
     assert proc.returncode == 2 and proc.stderr.splitlines() == [  # (it was dropped without a word too)
         "vsr: error: --int8-scales needs --precision int8 (it chooses the activation scales of the split plan's "
         "int8 segments)"]
+
+
+def test_a_frame_identical_to_its_reference_leaves_the_others_figures_shown(tmp_path):
+    """A flat frame comes back from bicubic x1/4 then x4 exactly: its PSNR is inf, and so was the mean, `inf` in
+    the table and `null` in --json, hiding what the other frames score.  The BasicSR mean stays; the mean over
+    the other frames and the count of identical ones are added."""
+    rng = np.random.default_rng(5)
+    cv2.imwrite(str(tmp_path / "00000000.png"), np.full((64, 64, 3), 120, np.uint8))
+    for i in (1, 2):
+        noise = rng.integers(0, 256, (64, 64, 3), dtype=np.uint8)
+        cv2.imwrite(str(tmp_path / f"0000000{i}.png"), cv2.GaussianBlur(noise, (5, 5), 0))
+    proc = vsr_eval("--gt", tmp_path, "--no-model", "--json")
+    assert proc.returncode == 0, proc.stderr
+    bicubic = json.loads(proc.stdout)["bicubic"]
+    per_frame = bicubic["per_frame"]
+    assert per_frame[0]["psnr_y"] is None and bicubic["mean"]["psnr_y"] is None  # BasicSR's mean: inf
+    assert bicubic["identical_frames"] == 1
+    for key in ("psnr_y", "ssim_y", "psnr_rgb", "ssim_rgb"):
+        assert bicubic["finite_mean"][key] == pytest.approx(np.mean([f[key] for f in per_frame[1:]]), abs=1e-9)
+    assert 10 < bicubic["finite_mean"]["psnr_y"] < 60
+    proc = vsr_eval("--gt", tmp_path, "--no-model")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[2].split() == ["bicubic", "inf", f"{bicubic['mean']['ssim_y']:.4f}", "inf",
+                                f"{bicubic['mean']['ssim_rgb']:.4f}"]
+    finite = bicubic["finite_mean"]
+    assert lines[3].split() == ["the", "other", "2", "frames", f"{finite['psnr_y']:.2f}", f"{finite['ssim_y']:.4f}",
+                                f"{finite['psnr_rgb']:.2f}", f"{finite['ssim_rgb']:.4f}"]
+    assert lines[4] == ("bicubic: 1 of 3 frames is identical to the ground truth (PSNR inf, as in BasicSR's mean); "
+                        "the row below leaves it out") and len(lines) == 5
+    proc = vsr_eval("--gt", tmp_path, "--no-model", "--frames", "1:3", "--json")  # none identical: the same figures
+    bicubic = json.loads(proc.stdout)["bicubic"]
+    assert bicubic["identical_frames"] == 0 and bicubic["finite_mean"] == bicubic["mean"]

@@ -104,10 +104,19 @@ def format_table(result) -> str:
     from vsr.errors import printable
     from vsr.quality.evaluate import LR_FROM_GT
 
-    rows = []
-    if result.model is not None:
-        rows.append((f"model ({printable(result.model_name)})", result.mean("model")))
-    rows.append(("bicubic", result.mean("bicubic")))
+    rows, notes = [], []
+    for method in ("model", "bicubic") if result.model is not None else ("bicubic",):
+        name = f"model ({printable(result.model_name)})" if method == "model" else method
+        rows.append((name, result.mean(method)))
+        same = result.identical(method)
+        if same:  # BasicSR's mean is inf then: the other frames' figures, on a row of their own
+            finite, rest = result.finite_mean(method), result.count - same
+            if finite is not None:
+                rows.append(("  the other frame" if rest == 1 else f"  the other {rest} frames", finite))
+            which = ("the frame is" if same == 1 else f"all {same} frames are") if finite is None else \
+                f"{same} of {result.count} frames {'is' if same == 1 else 'are'}"
+            left = "" if finite is None else f"; the row below leaves {'it' if same == 1 else 'them'} out"
+            notes.append(f"{name}: {which} identical to the ground truth (PSNR inf, as in BasicSR's mean){left}")
     width = max(len(name) for name, _ in rows)
     made = "" if result.lr_source == LR_FROM_GT else f" by {result.lr_source}"
     lr = "LR given" if result.lr_dir else f"LR made from GT{made}"
@@ -117,4 +126,4 @@ def format_table(result) -> str:
              f"{'':{width}}  {'PSNR-Y':>7}  {'SSIM-Y':>7}  {'PSNR-RGB':>8}  {'SSIM-RGB':>8}"]
     for name, s in rows:
         lines.append(f"{name:{width}}  {s.psnr_y:7.2f}  {s.ssim_y:7.4f}  {s.psnr_rgb:8.2f}  {s.ssim_rgb:8.4f}")
-    return "\n".join(lines)
+    return "\n".join(lines + notes)

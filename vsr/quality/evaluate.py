@@ -91,14 +91,29 @@ class EvalResult:
         return len(self.frame_names)
 
     def mean(self, method: str = "model") -> FrameScores:
-        """Mean scores of ``"model"`` or ``"bicubic"`` over the evaluated frames."""
+        """Mean scores of ``"model"`` or ``"bicubic"`` over the evaluated frames (BasicSR's: a PSNR is infinite
+        where one frame is identical to its ground truth)."""
+        return FrameScores.mean(self._scores(method))
+
+    def identical(self, method: str = "model") -> int:
+        """How many of ``method``'s frames are identical to their ground truth (an infinite PSNR)."""
+        return sum(1 for s in self._scores(method) if not _finite(s))
+
+    def finite_mean(self, method: str = "model") -> FrameScores | None:
+        """Mean scores over ``method``'s frames that are not identical to their ground truth: the figures an
+        infinite :meth:`mean` hides; None where every frame is identical."""
+        differ = [s for s in self._scores(method) if _finite(s)]
+        return FrameScores.mean(differ) if differ else None
+
+    def _scores(self, method: str) -> tuple[FrameScores, ...]:
         scores = {"model": self.model, "bicubic": self.bicubic}[method]
         if scores is None:
             raise ValueError("no model was evaluated")
-        return FrameScores.mean(scores)
+        return scores
 
     def to_dict(self) -> dict:
-        """JSON-ready summary; an infinite PSNR (identical frames) becomes ``None``."""
+        """JSON-ready summary; an infinite PSNR (identical frames) becomes ``None``, and ``finite_mean`` with
+        ``identical_frames`` say what the other frames score."""
 
         def fig(s: FrameScores) -> dict:
             return {k: (v if math.isfinite(v) else None) for k, v in vars(s).items()}
@@ -106,7 +121,9 @@ class EvalResult:
         def method(name: str, scores) -> dict | None:
             if scores is None:
                 return None
-            return {"mean": fig(FrameScores.mean(scores)),
+            finite = self.finite_mean(name)
+            return {"mean": fig(FrameScores.mean(scores)), "finite_mean": None if finite is None else fig(finite),
+                    "identical_frames": self.identical(name),
                     "per_frame": [dict(frame=f, **fig(s)) for f, s in zip(self.frame_names, scores)]}
 
         model = method("model", self.model)
@@ -114,6 +131,11 @@ class EvalResult:
             model = {"name": self.model_name, **model}
         return {"gt": self.gt_dir, "lr": self.lr_dir, "lr_source": self.lr_source, "frames": self.count,
                 "crop_border": self.crop_border, "model": model, "bicubic": method("bicubic", self.bicubic)}
+
+
+def _finite(s: FrameScores) -> bool:
+    """Whether a frame differs from its ground truth: both PSNRs finite."""
+    return math.isfinite(s.psnr_y) and math.isfinite(s.psnr_rgb)
 
 
 class _Sequence:
