@@ -21,7 +21,15 @@ def options():
             elif a.help and a.help is not argparse.SUPPRESS and a.option_strings:
                 yield path, a
 
-    return list(walk(build_parser(), "vsr"))
+    return [o for parser, path in parsers() for o in walk(parser, path)]
+
+
+def parsers():
+    """vsr's parser, and those of the modules run with ``python -m`` (their --help had options with no word:
+    vsr.train.ship's --out and --which)."""
+    from vsr.train import ship
+
+    return [(build_parser(), "vsr"), (ship.build_parser(), "python -m vsr.train.ship")]
 
 
 def test_a_default_the_help_names_is_the_parsers():
@@ -103,7 +111,17 @@ def options_all():
             elif a.option_strings and a.help is not argparse.SUPPRESS and not isinstance(a, argparse._HelpAction):
                 yield path, a
 
-    return list(walk(build_parser(), "vsr"))
+    return [o for parser, path in parsers() for o in walk(parser, path)]
+
+
+def test_the_modules_parsers_are_walked():
+    """The tests above cover every parser :func:`parsers` lists, options and arguments alike."""
+    assert {"--out", "--which", "--overwrite"} <= {a.option_strings[-1] for c, a in options_all()
+                                                   if c == "python -m vsr.train.ship"}
+    from vsr.train import ship
+
+    bare = [a.dest for a in ship.build_parser()._actions if not a.option_strings and not (a.help or "").strip()]
+    assert not bare, bare
 
 
 def test_eval_gt_frames_go_in_the_order_its_help_says(tmp_path):

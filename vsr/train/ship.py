@@ -129,13 +129,21 @@ def _valid_pair_digest(weights: Path, record: Path) -> str | None:
     return digest if isinstance(recorded, str) and recorded and digest and digest.startswith(recorded) else None
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m vsr.train.ship", description=__doc__.splitlines()[0])
-    p.add_argument("checkpoint")
-    p.add_argument("--out", default=str(DEFAULT_WEIGHTS))
-    p.add_argument("--which", choices=("auto", "ema", "model"), default="auto")
+    p.add_argument("checkpoint", help="a checkpoint `vsr train` wrote (runs/NAME/best.pth, last.pth)")
+    p.add_argument("--out", default=str(DEFAULT_WEIGHTS), metavar="FILE",
+                   help=f"write the weights to FILE, and their record beside it, FILE with the suffix .json (default "
+                        f"{DEFAULT_WEIGHTS}: vsr's bundled default weights, --weights default)")
+    p.add_argument("--which", choices=("auto", "ema", "model"), default="auto",
+                   help="the checkpoint's weights to ship: ema (their moving average), model (as trained), or auto: "
+                        "the ones that scored best, as the checkpoint notes, else ema (default auto)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out (and its .json record)")
-    args = p.parse_args(argv)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     try:
         with interrupt.handled():  # a stop during the renames waits for both (interrupt.deferred)
             info = ship(args.checkpoint, args.out, which=args.which, overwrite=args.overwrite)
