@@ -386,3 +386,26 @@ def test_standard_error_gone_fails_no_job(clips, tmp_path, capsys, extra):
     assert [(r["state"], r["error"]) for r in json.loads(listing)] == [("done", None), ("done", None)]
     for src in (a, b):
         assert same_frames(out / f"{src.stem}.mkv", single_pass(src, tmp_path / f"ref-{src.stem}.mkv"))
+
+
+def test_add_says_a_deep_source_s_default_codec_once_per_job(make_clip, tmp_path, capsys):
+    """`vsr upscale` says that a 10-bit source gets 10-bit HEVC by default (few players decode 10-bit H.264);
+    `vsr jobs add` said nothing, and the user learnt it from the output.  Now once per job, not per chunk; not for
+    an 8-bit source, nor where -c names the codec; and not before a refusal."""
+    deep = make_clip("phone.mp4", width=64, height=48, frames=4, codec="libx265", pix_fmt="yuv420p10le",
+                     matrix=1, range=1, primaries=1, transfer=1, options={"x265-params": "log-level=error"})
+    plain = make_clip("plain.mp4", frames=4, seed=3)
+    tiny = ["--weights", "random", "--config", "edvr-tiny", "--backend", "torch", "--threads", "1"]
+    store = tmp_path / "q.db"
+    rc, out, err = jobs(capsys, "add", deep, plain, "--out-dir", tmp_path / "out", "--store", store,
+                        "--chunk-frames", "1", *tiny)
+    assert rc == 0, err
+    assert "(4 frames in 4 chunks)" in out
+    said = [ln for ln in err.splitlines() if "codec" in ln]
+    assert said == ["vsr: phone.mp4: codec: libx265, 10-bit HEVC, for the source's 10 bits (-c libx264 writes "
+                    "10-bit H.264, High 10, which few players decode)"]
+    rc, _, err = jobs(capsys, "add", deep, "--out-dir", tmp_path / "asked", "--store", store, "-c", "libx264", *tiny)
+    assert rc == 0 and "codec" not in err, err
+    rc, _, err = jobs(capsys, "add", deep, tmp_path / "missing.mp4", "--out-dir", tmp_path / "no", "--store", store,
+                      *tiny)
+    assert rc == 2 and err.splitlines() == errors(err) and len(errors(err)) == 1, err

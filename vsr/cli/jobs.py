@@ -194,10 +194,10 @@ def _queue(args, broker: str | None, created: list[Path]) -> tuple[list, str]:
                                    on_weights=_say_weights))
         _say_precision(backend, said)  # once the inputs are known to be there: a refusal comes alone
         planned += [(spec, chunk or DEFAULT_CHUNK_FRAMES, job_file, out_dir) for spec in specs]
-    jobs = []
+    jobs, codecs = [], []
     for spec, frames, job_file, out_dir in planned:  # probes every input and encoder first
         with _in_its_words(job_file, out_dir):
-            jobs.append(plan_job(spec, frames))
+            jobs.append(plan_job(spec, frames, on_encoder=lambda c, s=spec: codecs.append((s, c.default_line))))
     if broker:
         celery = distributed()
         ids = celery.submit_planned(jobs, broker)
@@ -213,6 +213,9 @@ def _queue(args, broker: str | None, created: list[Path]) -> tuple[list, str]:
         with JobStore(args.store, create=True) as store:
             ids = store.add_jobs(jobs)
             where = str(store.path)
+    for spec, line in codecs:  # a deep source's default codec, as vsr upscale says it: once the jobs are queued
+        if line:
+            tell(printable(f"vsr: {Path(spec.input).name}: {line}"))
     return [(i, spec, chunks) for i, (spec, chunks) in zip(ids, jobs)], where
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import warnings
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -43,10 +44,11 @@ def window_radius(spec: JobSpec) -> int:
     return cfg.num_frame // 2
 
 
-def plan_job(spec: JobSpec, chunk_frames: int = DEFAULT_CHUNK_FRAMES) -> tuple[JobSpec, list[ChunkSpec]]:
+def plan_job(spec: JobSpec, chunk_frames: int = DEFAULT_CHUNK_FRAMES,
+             on_encoder: Callable[[EncoderChoice], None] | None = None) -> tuple[JobSpec, list[ChunkSpec]]:
     """``spec`` bound to its input as it is now (``spec.source``), and its chunks: ``chunk_frames`` output
     frames each (the last one may be shorter), over ``spec.runner.frames`` (``--frames A:B``) or the whole
-    input."""
+    input.  ``on_encoder`` is given the job's encoder once it is checked (what ``vsr jobs add`` says of it)."""
     if chunk_frames < 1:
         raise InputError(f"--chunk-frames must be at least 1, not {chunk_frames}")
     path = Path(spec.input)
@@ -56,7 +58,9 @@ def plan_job(spec: JobSpec, chunk_frames: int = DEFAULT_CHUNK_FRAMES) -> tuple[J
     if source.info.kind == "webp":
         raise InputError(f"{path} is an animated WebP, which libwebp reads from its first frame on, not FFmpeg: a "
                          "job's chunks cannot seek into it (upscale it with vsr upscale)")
-    check_encoder(spec, source.info)
+    choice = check_encoder(spec, source.info)
+    if on_encoder is not None:
+        on_encoder(choice)
     if path.is_dir():
         frames = source.info.frames
         bound = replace(spec, source=folder_identity(path, frames))
