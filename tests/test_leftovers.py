@@ -265,10 +265,8 @@ def test_the_other_writers_temporaries_use_the_one_name_and_are_removed(tmp_path
     ``.facts.json.PID.tmp`` and a broker job's record (``.ID.PID.tmp``) a killed run left stayed for good."""
     import onnx
 
-    from vsr.backends.cuda.keys import DeviceFacts, cache_folder, runtime_key
     from vsr.bench.output import _write_all
     from vsr.export.onnx import save_atomic
-    from vsr.jobs import ledger
 
     dead = _dead_pid()
     bench = [_left(tmp_path / f".{n}.vsr-partial-{dead}") for n in ("summary.json", "summary.md")]
@@ -278,18 +276,8 @@ def test_the_other_writers_temporaries_use_the_one_name_and_are_removed(tmp_path
     assert not any(p.exists() for p in bench + [export])
     assert sorted(os.listdir(tmp_path)) == ["m.onnx", "summary.json", "summary.md"]
 
-    facts = DeviceFacts("cpu", None, None, None, "2", None, "ab")
-    folder = tmp_path / "cuda" / f"cpu-{runtime_key(facts)}"
-    folder.mkdir(parents=True, mode=0o700)
-    manifest = _left(folder / f".facts.json.vsr-partial-{dead}")
-    assert cache_folder(facts, tmp_path / "cuda") == folder and os.listdir(folder) == ["facts.json"]
-    assert not manifest.exists()
-
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
-    ledger.keep("redis://h/0", "a" * 32, "{}", [], str(tmp_path / "o.mp4"))
-    records = _left(ledger.folder() / f".{'b' * 32}.json.vsr-partial-{dead}")  # another job's
-    ledger.keep("redis://h/0", "c" * 32, "{}", [], str(tmp_path / "o.mp4"))
-    assert not records.exists() and sorted(os.listdir(ledger.folder())) == [f"{'a' * 32}.json", f"{'c' * 32}.json"]
+    _cuda_cache_and_job_records_lose(tmp_path, monkeypatch, f".facts.json.vsr-partial-{dead}",
+                                     f".{'b' * 32}.json.vsr-partial-{dead}")
 
 
 def test_the_names_older_vsr_gave_its_temporaries_are_removed_by_the_same_rule(tmp_path, monkeypatch):
@@ -299,7 +287,6 @@ def test_the_names_older_vsr_gave_its_temporaries_are_removed_by_the_same_rule(t
     stayed for good, as nothing looked for those names."""
     import onnx
 
-    from vsr.backends.cuda.keys import DeviceFacts, cache_folder, runtime_key
     from vsr.bench.output import _write_all
     from vsr.export.onnx import save_atomic
     from vsr.outfiles import write_file_output
@@ -322,17 +309,24 @@ def test_the_names_older_vsr_gave_its_temporaries_are_removed_by_the_same_rule(t
     assert [p.name for p in gone if p.exists()] == []
     assert all(p.exists() for p in kept) and link.is_symlink() and victim.read_bytes() == b"keep me\n"
 
+    _cuda_cache_and_job_records_lose(tmp_path, monkeypatch, f".facts.json.{dead}.tmp", f".{'b' * 32}.{dead}.tmp")
+
+
+def _cuda_cache_and_job_records_lose(tmp_path, monkeypatch, manifest_name: str, record_name: str) -> None:
+    """A CUDA cache folder's leftover ``manifest_name`` goes when its facts are written, a broker job's leftover
+    record ``record_name`` (another job's) when a record is next kept; nothing else goes."""
+    from vsr.backends.cuda.keys import DeviceFacts, cache_folder, runtime_key
+    from vsr.jobs import ledger
+
     facts = DeviceFacts("cpu", None, None, None, "2", None, "ab")
     folder = tmp_path / "cuda" / f"cpu-{runtime_key(facts)}"
     folder.mkdir(parents=True, mode=0o700)
-    manifest = _left(folder / f".facts.json.{dead}.tmp")
+    manifest = _left(folder / manifest_name)
     assert cache_folder(facts, tmp_path / "cuda") == folder and os.listdir(folder) == ["facts.json"]
     assert not manifest.exists()
 
-    from vsr.jobs import ledger
-
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
     ledger.keep("redis://h/0", "a" * 32, "{}", [], str(tmp_path / "o.mp4"))
-    records = _left(ledger.folder() / f".{'b' * 32}.{dead}.tmp")  # another job's
+    records = _left(ledger.folder() / record_name)
     ledger.keep("redis://h/0", "c" * 32, "{}", [], str(tmp_path / "o.mp4"))
     assert not records.exists() and sorted(os.listdir(ledger.folder())) == [f"{'a' * 32}.json", f"{'c' * 32}.json"]

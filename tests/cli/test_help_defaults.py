@@ -13,12 +13,16 @@ from vsr.cli import build_parser
 
 def options():
     """``(command, action)`` for every option of every command."""
+    return [(path, a) for path, a in _every_option() if a.help]
+
+
+def _every_option():
     def walk(parser, path):
         for a in parser._actions:
             if isinstance(a, argparse._SubParsersAction):
                 for name, sub in a.choices.items():
                     yield from walk(sub, f"{path} {name}")
-            elif a.help and a.help is not argparse.SUPPRESS and a.option_strings:
+            elif a.option_strings and a.help is not argparse.SUPPRESS:
                 yield path, a
 
     return [o for parser, path in parsers() for o in walk(parser, path)]
@@ -103,15 +107,7 @@ def test_a_train_setting_names_its_default():
 
 def options_all():
     """``(command, action)`` for every option of every command, those without help included (``-h`` left out)."""
-    def walk(parser, path):
-        for a in parser._actions:
-            if isinstance(a, argparse._SubParsersAction):
-                for name, sub in a.choices.items():
-                    yield from walk(sub, f"{path} {name}")
-            elif a.option_strings and a.help is not argparse.SUPPRESS and not isinstance(a, argparse._HelpAction):
-                yield path, a
-
-    return [o for parser, path in parsers() for o in walk(parser, path)]
+    return [(path, a) for path, a in _every_option() if not isinstance(a, argparse._HelpAction)]
 
 
 def test_the_modules_parsers_are_walked():
