@@ -45,8 +45,7 @@ def check_mpeg_rate(codec: str, info, codecs: frozenset[str]) -> None:
         return
     path = Path(info.path)
     if not info.film and info.kind in ("video", "webp") and path.is_file():
-        st = path.stat()
-        if _off_grid(str(path), st.st_mtime_ns, st.st_size, Fraction(rate), info.kind) is not None:
+        if _first_off_grid(path, Fraction(rate), info.kind) is not None:
             return
     name = "MPEG-2" if codec == "mpeg2video" else "MPEG-1"
     more = ", or one of these times n/d (n up to 4, d up to 32: 12.5, 15, 100, ...)" if name == "MPEG-2" else ""
@@ -62,11 +61,16 @@ def check_constant_rate(path: Path, rate: Fraction, container: str, kind: str = 
     ``rate``'s grid (a variable frame rate), which ``container`` (one frame rate for the whole stream) cannot keep.
     Reads the packets' timestamps only, once per version of the file in a process (a batch job opens a sink per
     chunk)."""
-    st = path.stat()
-    off = _off_grid(str(path), st.st_mtime_ns, st.st_size, rate, kind)
+    off = _first_off_grid(path, rate, kind)
     if off is not None:
         raise InputError(f"{path} has a variable frame rate (a frame at {off:.3f} s is off its {float(rate):.6g} fps "
                          f"grid), which {container} cannot keep: use a .mkv or .mp4 output")
+
+
+def _first_off_grid(path: Path, rate: Fraction, kind: str) -> float | None:
+    """:func:`_off_grid` of the version of ``path`` on disk now (its packets read once per version)."""
+    st = path.stat()
+    return _off_grid(str(path), st.st_mtime_ns, st.st_size, Fraction(rate), kind)
 
 
 @functools.lru_cache(maxsize=8)
@@ -106,8 +110,7 @@ def encoder_time_base(codec: str, path: Path, kind: str, time_base: Fraction, ra
     if grid is not None and (top is None or grid.denominator <= top):
         if film or kind not in ("video", "webp") or not path.is_file():
             return grid  # (a stream read once: its rate is all there is)
-        st = path.stat()
-        if _off_grid(str(path), st.st_mtime_ns, st.st_size, Fraction(rate), kind) is None:
+        if _first_off_grid(path, Fraction(rate), kind) is None:
             return grid
     if codec in FRAME_RATE_CODECS or top is None:
         raise InputError(f"{path} has a variable frame rate, which {codec} (one frame rate for the whole stream) "
@@ -132,7 +135,6 @@ def clock_options(codec: str, opts: dict[str, str], info, time_base: Fraction) -
     if not info.film:
         if info.kind not in ("video", "webp") or not path.is_file():
             return opts
-        st = path.stat()
-        if _off_grid(str(path), st.st_mtime_ns, st.st_size, Fraction(rate), info.kind) is not None:
+        if _first_off_grid(path, Fraction(rate), info.kind) is not None:
             return opts
     return {**opts, key: f"force-cfr=1:{opts[key]}" if opts.get(key) else "force-cfr=1"}
