@@ -512,7 +512,7 @@ def test_standard_error_gone_is_no_failure(make_clip, tmp_path):
 def test_a_10_bit_sdr_source_becomes_10_bit_hevc_and_says_so(make_clip, tmp_path, capsys):
     """A phone's 10-bit SDR HEVC came out as 10-bit H.264 (High 10), which almost no hardware decoder or browser
     plays: by default it is 10-bit HEVC, tagged hvc1 for Apple's players, said in one line; -c libx264 still
-    writes High 10, without the line."""
+    writes High 10, without the line; --quiet says nothing (it said the line)."""
     src = make_clip("phone.mp4", width=64, height=48, frames=2, codec="libx265", pix_fmt="yuv420p10le", matrix=1,
                     range=1, primaries=1, transfer=1, options={"x265-params": "log-level=error"})
     out, rep = tmp_path / "out.mp4", tmp_path / "run.json"
@@ -533,3 +533,8 @@ def test_a_10_bit_sdr_source_becomes_10_bit_hevc_and_says_so(make_clip, tmp_path
     with av.open(str(tmp_path / "asked.mp4")) as c:
         cc = c.streams.video[0].codec_context
         assert (cc.name, cc.profile, cc.pix_fmt) == ("h264", "High 10", "yuv420p10le")
+    # --quiet: "nothing on success but warnings" (docs/cli.md); the line is a default, not a warning
+    rc, err = cli(capsys, src, tmp_path / "quiet.mp4", *TINY, "--threads", 1, "--quiet")
+    assert rc == 0 and "vsr: codec:" not in err and "warning: using seeded random weights" in err, err
+    with av.open(str(tmp_path / "quiet.mp4")) as c:
+        assert c.streams.video[0].codec_context.name == "hevc"

@@ -29,7 +29,9 @@ def add_parser(sub) -> None:
     o.add_argument("--report", default=None, metavar="RUN.JSON",
                    help="write per-stage timings and settings (- : to standard output); an existing file is "
                         "replaced only with --overwrite")
-    o.add_argument("--quiet", action="store_true", help="no progress bar, no summary table")
+    o.add_argument("--quiet", action="store_true",
+                   help="no progress bar, no summary table, no line naming a default chosen for the source "
+                        "(precision, weights, a deep source's codec); warnings and errors still said (default: off)")
     o.add_argument("--overwrite", action="store_true", help="replace OUTPUT (and --report) if it exists")
     p.set_defaults(func=run)
 
@@ -110,7 +112,8 @@ def _run(args, status) -> int:
     try:
         report = upscale(args.input, args.output, backend=request, encoder=encoder, runner=runner,
                          overwrite=args.overwrite, progress=progress, on_start=on_start,
-                         on_weights=None if args.quiet else precision.weights, on_phase=on_phase)
+                         on_weights=None if args.quiet else precision.weights, on_phase=on_phase,
+                         notices=not args.quiet)
     finally:
         status.close()
         above.stop()

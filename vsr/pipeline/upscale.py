@@ -25,7 +25,7 @@ def upscale(src: str | Path, dst: str | Path, *, backend: Backend | BackendReque
             encoder: EncoderSettings = EncoderSettings(), runner: RunnerSettings = RunnerSettings(),
             overwrite: bool = False, progress: Callable[[int | None], Callable[[int], None]] | None = None,
             on_start: Callable[[], None] | None = None, on_weights: Callable[[WeightsChoice], None] | None = None,
-            on_phase: Callable[[str], None] | None = None) -> RunReport:
+            on_phase: Callable[[str], None] | None = None, notices: bool = True) -> RunReport:
     """Upscale ``src`` (video file, PNG folder, or ``-``: a stream on standard input) into ``dst`` (container
     from its suffix, a PNG folder, or ``-``: a stream on standard output in ``encoder.container``).
 
@@ -36,8 +36,9 @@ def upscale(src: str | Path, dst: str | Path, *, backend: Backend | BackendReque
     for the source (:mod:`vsr.model.choice`), ``on_weights(choice)`` hears which and why, the report's
     settings record it (``weights``, ``weights_choice``).  ``on_phase(name)`` hears each step before the first
     frame as it starts ("opening input", "choosing weights", "loading model", then the backend's: "exporting
-    ONNX", "building plan", "loading sessions", "warming up"), so a caller can say what the wait is for.  The
-    output appears only when everything succeeded;
+    ONNX", "building plan", "loading sessions", "warming up"), so a caller can say what the wait is for.
+    ``notices``: a default the run chose for this source (a deep source's codec) is said in one line; False
+    (``--quiet``): not said, warnings still are.  The output appears only when everything succeeded;
     on any error or interrupt the temporary output is removed.
     """
     src, dst = Path(src), Path(dst)
@@ -60,7 +61,7 @@ def upscale(src: str | Path, dst: str | Path, *, backend: Backend | BackendReque
             choice = None
             if request is not None:
                 request.check()  # a refusal (no GPU) before the weights are measured or the model loads
-            held.release(getattr(getattr(sink, "choice", None), "default_line", None))  # (a deep source's codec)
+            held.release(getattr(getattr(sink, "choice", None), "default_line", None) if notices else None)
             if request is not None and request.weights == AUTO:
                 announce(on_phase, "choosing weights")
                 choice = choose_for(source)
