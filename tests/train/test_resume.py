@@ -71,6 +71,52 @@ def test_a_run_refuses_to_resume_on_other_files(data, tmp_path, spelling, kw, na
         Trainer(options(spelling, **kw))
 
 
+def _checkpoint_without_data_stamps(path):
+    """``path`` as a checkpoint written before the checkpoints gave their files' sizes and times."""
+    ck = torch.load(path, weights_only=True)
+    del ck["vsr"]["data_stamps"]
+    torch.save(ck, path)
+
+
+@pytest.mark.parametrize("edit, said", [
+    ("reencoded", r"d/b\.mp4 is \d+ bytes, \d+ when it was written"),
+    ("added", r"--data names 3 images and videos, 2 when it was written"),
+    ("removed", r"--data names 1 images and videos, 2 when it was written"),
+])
+def test_a_run_refuses_to_resume_on_edited_data(data, make_clip, tmp_path, edit, said):
+    """(the same --data with other content resumed silently: the run trained on other data than its first part)"""
+    Trainer(options(["d"])).run(stop_after=1, progress=False)
+    if edit == "reencoded":
+        make_clip("d/b.mp4", width=48, height=40, frames=12, seed=1)
+    elif edit == "added":
+        make_clip("d/c.mp4", width=48, height=40, frames=10, seed=2)
+    else:
+        (data / "b.mp4").unlink()
+    with pytest.raises(InputError, match=rf"^run/latest\.pth was written with other data \({said}\); use another "
+                                         r"--out folder or the data it was trained on$"):
+        Trainer(options(["d"]))
+
+
+def test_a_file_modified_at_the_same_size_is_said_and_resumed(data, tmp_path):
+    """A copy or a touch changes a file's time, not its bytes: said, not refused (a size alone is certain)."""
+    Trainer(options(["d"])).run(stop_after=1, progress=False)
+    st = os.stat(data / "a.mp4")
+    os.utime(data / "a.mp4", ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    with pytest.warns(UserWarning, match=r"^run/latest\.pth: d/a\.mp4 was modified since it was written \(same "
+                                         r"size\); the resumed run trains on it as it is now$"):
+        second = Trainer(options(["d"]))
+    assert second.resumed and second.state.iteration == 1
+
+
+def test_a_checkpoint_without_data_stamps_resumes_and_says_it_cannot_check(data, tmp_path):
+    Trainer(options(["d"])).run(stop_after=1, progress=False)
+    _checkpoint_without_data_stamps(tmp_path / "run" / "latest.pth")
+    with pytest.warns(UserWarning, match=r"written before checkpoints gave their files' sizes and times: edits to "
+                                         r"the data since it was written cannot be checked"):
+        second = Trainer(options(["d"]))
+    assert second.resumed
+
+
 def test_the_refusal_is_one_line_and_exit_2(data, tmp_path):
     run = [sys.executable, "-m", "vsr", "train", "--config", "edvr-tiny", "--iters", "1", "--out", "run",
            "--batch-size", "1", "--patch", "8", "--val", "none", "--threads", "1", "--workers", "0", "--no-progress"]

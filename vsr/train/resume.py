@@ -2,6 +2,11 @@
 
 * Its data: ``--data`` and ``--exclude`` are compared by the files they name, in order (each file's real path),
   not by their spelling: ``runs/x``, ``./runs/x/``, its absolute path or a link to it train on the same batches.
+  And by their content, cheaply (no file is read): each file's size and modification time, as the checkpoint gives
+  them (``vsr.data_stamps``).  Another number of files, or a file of another size (an image replaced, a video
+  re-encoded), refuses the resume in one line, as other options do; a file modified at the same size is said in a
+  warning and trained on as it is now: a copy (a slice's data sent to a GPU machine) or a touch changes the time
+  alone, and is the same data.  A checkpoint from before the stamps resumes, saying that it cannot be checked.
 * Its log: ``log.jsonl`` is cut back to the checkpoint's iteration, as the resumed run logs the iterations after it
   again (a kill, or Ctrl-C, between two checkpoints); the log reads as one run, its iterations in order.
 """
@@ -11,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import warnings
 from pathlib import Path
 
 from vsr.errors import InputError
@@ -30,8 +36,43 @@ def files_digest(paths) -> str:
     return h.hexdigest()
 
 
+def source_files(sources: DataSources) -> list[Path]:
+    return [*sources.images, *(v.path for v in sources.videos)]
+
+
 def sources_digest(sources: DataSources) -> str:
-    return files_digest([*sources.images, *(v.path for v in sources.videos)])
+    return files_digest(source_files(sources))
+
+
+def sources_stamps(sources: DataSources) -> list[list[int]]:
+    """Each training file's size and modification time (ns), in order: what a resume compares their content by."""
+    return [[st.st_size, st.st_mtime_ns] for st in map(os.stat, source_files(sources))]
+
+
+def check_data_stamps(path: Path, saved: dict, sources: DataSources, stamps: list[list[int]]) -> None:
+    """Refuse the resume from ``path`` (its ``vsr`` entry ``saved``) where the files of ``sources`` (their
+    ``stamps`` now) are certainly not those it trained on: another number of them, or one of another size.  Say,
+    in a warning, where one was modified at the same size, or where the checkpoint cannot tell."""
+    then = saved.get("data_stamps")
+    if then is None:
+        warnings.warn(f"{path} was written before checkpoints gave their files' sizes and times: edits to the data "
+                      "since it was written cannot be checked", stacklevel=3)
+        return
+    files = source_files(sources)
+    other = None
+    if len(then) != len(stamps):
+        other = f"--data names {len(stamps)} images and videos, {len(then)} when it was written"
+    else:
+        other = next((f"{f} is {now[0]} bytes, {old[0]} when it was written"
+                      for f, now, old in zip(files, stamps, then) if now[0] != old[0]), None)
+    if other:
+        raise InputError(f"{path} was written with other data ({other}); use another --out folder or the data it "
+                         "was trained on")
+    touched = [f for f, now, old in zip(files, stamps, then) if now[1] != old[1]]
+    if touched:
+        more = f" (and {len(touched) - 1} more)" if len(touched) > 1 else ""
+        warnings.warn(f"{path}: {touched[0]}{more} was modified since it was written (same size); the resumed run "
+                      "trains on it as it is now", stacklevel=3)
 
 
 def data_conflicts(diff: list[str], saved: dict, sources: DataSources) -> list[str]:

@@ -39,7 +39,7 @@ from vsr.train.data import UNIT, FramePool, PairSampler, find_sources
 from vsr.train.degrade import load_degrade
 from vsr.train.loss import LOSSES
 from vsr.train.options import TrainOptions
-from vsr.train.resume import cut_log, data_conflicts, sources_digest
+from vsr.train.resume import check_data_stamps, cut_log, data_conflicts, sources_digest, sources_stamps
 from vsr.train.stream import BatchStream, default_workers
 from vsr.train.validate import default_sets, holdout_sets, validate, vid4_sets
 
@@ -141,6 +141,7 @@ class Trainer:
         self.degradation = load_degrade(o.degrade_config or o.degrade)
         self.sources = find_sources(list(o.data), holdout=o.holdout, exclude=o.exclude)
         self.data_files = sources_digest(self.sources)  # (a resume compares the files, not how --data spells them)
+        self.data_stamps = sources_stamps(self.sources)  # (and their sizes and times: the same files, edited)
         val, self.val_note = (o.val, None) if o.val is not None else default_sets()
         vid4 = [v for v in val if v != "holdout"]
         self.val_sets = vid4_sets(vid4) if vid4 else []
@@ -213,6 +214,7 @@ class Trainer:
         if diff:
             raise InputError(f"{path} was written with other options ({', '.join(diff)}); "
                              "use another --out folder or the same options")
+        check_data_stamps(path, saved, self.sources, self.data_stamps)
         self.state = restore(ck, self.parts)
         log.info("resumed %s at iteration %d", path, self.state.iteration)
         return True
@@ -221,6 +223,7 @@ class Trainer:
         """The run's checkpoint now (see :mod:`vsr.train.checkpoint`)."""
         ck = make_checkpoint(self.parts, self.state, config=self.cfg.name, options=self.o.to_dict())
         ck["vsr"]["data_files"] = self.data_files
+        ck["vsr"]["data_stamps"] = self.data_stamps
         return ck
 
     # -- one step ------------------------------------------------------------------------------------------
