@@ -120,3 +120,31 @@ def test_holdout_frames_are_written_into_the_runs_folder_never_through_a_link(cl
     with pytest.raises(InputError, match="symbolic link"):
         holdout_sets(src.videos, elsewhere)
     assert not any(other.iterdir())
+
+
+@pytest.mark.parametrize("data", ["d", "ABS/d", "./d/"])
+@pytest.mark.parametrize("exclude, left", [
+    ("d/sub/b.png", ["a.png", "c.png"]),  # a fragment of the path as --data spells it (or of a path holding it)
+    ("B.PNG", ["a.png", "c.png"]),  # case-insensitively
+    ("./d/sub/b.png", ["a.png", "c.png"]),
+    ("ABS/d/sub/b.png", ["a.png", "c.png"]),
+    ("../w/d/sub/", ["a.png"]),  # a folder: everything under it
+    ("link", ["a.png"]),  # a link to the folder
+])
+def test_an_exclude_leaves_out_the_file_or_folder_it_names_however_spelt(tmp_path, monkeypatch, data, exclude,
+                                                                         left):
+    """(an --exclude was a fragment of the path as --data spelt it: ./d/sub/b.png, an absolute path or ../w/d/sub
+    beside --data d excluded nothing, and the run trained on the files the user had left out)"""
+    import cv2
+
+    from vsr.train.data import list_files
+
+    work = tmp_path / "w"
+    (work / "d" / "sub").mkdir(parents=True)
+    for name in ("d/a.png", "d/sub/b.png", "d/sub/c.png"):
+        cv2.imwrite(str(work / name), np.zeros((8, 8, 3), np.uint8))
+    (work / "link").symlink_to("d/sub")
+    monkeypatch.chdir(work)
+    data, exclude = (p.replace("ABS", str(work)) for p in (data, exclude))
+    images, videos = list_files([data], ("vid4", exclude))
+    assert [p.name for p in images] == left and videos == []

@@ -45,7 +45,9 @@ def add_parser(sub) -> None:
                    help="share of training windows taken from videos (rest: still images with synthetic motion; "
                         f"default {T.video_fraction})")
     p.add_argument("--exclude", nargs="*", default=[],
-                   help="path fragments never to train on (Vid4 is always excluded)")
+                   help="never train on these: fragments of a file's path (case-insensitive: cockatoo, b.mp4) or "
+                        "files and folders by any path to them (../data/x.mp4, an absolute path); default: Vid4 "
+                        "alone, which is always excluded")
     p.add_argument("--holdout", type=float, default=T.holdout,
                    help="fraction of each video's last frames kept out of training (validated with --val holdout; "
                         "default 0: none)")

@@ -34,6 +34,7 @@ import numpy as np
 from vsr.errors import InputError
 from vsr.quality.resize import bicubic_downscale_x4
 from vsr.train.degrade import CLEAN, Degradation, degrade_clip
+from vsr.train.exclude import Excluded
 from vsr.video.reading import check_video_file, open_error, open_input
 from vsr.video.streams import main_video
 
@@ -122,20 +123,18 @@ def count_frames(path: Path) -> int:
 
 
 def list_files(paths: list[str | Path], exclude: tuple[str, ...] = ()) -> tuple[list[Path], list[Path]]:
-    """The images and the videos under ``paths`` (files or folders, searched recursively), sorted, less those whose
-    path holds an ``exclude`` fragment (never trained on, e.g. ``"vid4"``): a run's files, their frames uncounted."""
-    images: list[Path] = []
-    videos: list[Path] = []
-    left_out: list[str] = []  # the ``exclude`` fragment in each image or video left out
+    """The images and the videos under ``paths`` (files or folders, searched recursively), sorted, less those an
+    ``exclude`` leaves out (:mod:`vsr.train.exclude`; e.g. ``"vid4"``): a run's files, their frames uncounted."""
+    excluded, images, videos = Excluded(exclude), list[Path](), list[Path]()
+    left_out: list[str] = []  # the ``exclude`` that left each image or video out
     for raw in paths:
         p = Path(raw)
         if not p.exists():
             raise InputError(f"training data not found: {p}")
         files = sorted(f for f in p.rglob("*") if f.is_file()) if p.is_dir() else [p]
         for f in (f for f in files if f.suffix.lower() in IMAGE_SUFFIXES + VIDEO_SUFFIXES):
-            hit = [x for x in exclude if x.lower() in str(f).lower()]
-            if hit:
-                left_out.append(hit[0])
+            if (hit := excluded(f)) is not None:
+                left_out.append(hit)
             else:
                 (images if f.suffix.lower() in IMAGE_SUFFIXES else videos).append(f)
     if not images and not videos and left_out:
