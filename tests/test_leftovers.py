@@ -330,3 +330,43 @@ def _cuda_cache_and_job_records_lose(tmp_path, monkeypatch, manifest_name: str, 
     records = _left(ledger.folder() / record_name)
     ledger.keep("redis://h/0", "c" * 32, "{}", [], str(tmp_path / "o.mp4"))
     assert not records.exists() and sorted(os.listdir(ledger.folder())) == [f"{'a' * 32}.json", f"{'c' * 32}.json"]
+
+
+def test_the_pid_less_temporaries_of_vsr_older_still_go_by_age_alone(tmp_path):
+    """mkstemp's ``.NAME.XXXXXXXX.part`` (an export's, a ``--qdq`` model's) and a TensorRT engine's ``.NAME.partial``
+    hold no pid, and stayed for good: they go once not written for a day, the rule of every temporary on a folder
+    shared with other hosts (no writer of vsr's, then or now, holds a lock to test)."""
+    import onnx
+
+    from vsr.export.onnx import save_atomic
+    from vsr.leftovers import remove_old_partials
+
+    victim = _left(tmp_path / "victim.txt", data=b"keep me\n")
+    link = tmp_path / ".m.onnx.linkxx_1.part"
+    link.symlink_to(victim)
+    _aged(link, 2)
+    gone = [_left(tmp_path / ".m.onnx.ab_c1x9z.part"), _left(tmp_path / ".e.engine.partial")]
+    kept = [_left(tmp_path / ".m.onnx.ab_c1x9y.part", 0.5),  # written lately: maybe an older vsr writing it now
+            _left(tmp_path / ".m.onnx.ab_c1x9zz.part"), _left(tmp_path / ".m.onnx.AB_C1X9Z.part"),  # not mkstemp's
+            _left(tmp_path / ".n.onnx.ab_c1x9z.part"), _left(tmp_path / "m.onnx.ab_c1x9z.part"),  # another's, shown
+            _left(tmp_path / ".e.engine.partial.bak"), _left(tmp_path / ".e.engine.x.partial")]
+    save_atomic(onnx.ModelProto(), tmp_path / "m.onnx")
+    remove_old_partials(tmp_path / "e.engine", ".partial", unnumbered="")  # (vsr.plan.tensorrt's call, no TensorRT)
+    assert [p.name for p in gone if p.exists()] == []
+    assert all(p.exists() for p in kept) and link.is_symlink() and victim.read_bytes() == b"keep me\n"
+
+
+def test_a_write_probe_a_kill_left_goes_by_its_pid(tmp_path, make_clip):
+    """``.vsr-write-test-PID`` lives between two system calls, but a kill can land there: nothing removed it."""
+    from vsr.outfiles import check_writable
+    from vsr.video.output import check_output
+
+    clip = make_clip("in.mp4", width=32, height=24, frames=2)
+    for folder, check in ((tmp_path / "a", lambda f: check_writable(f, "--out")),
+                          (tmp_path / "b", lambda f: check_output(f / "out.mp4", clip, False))):
+        folder.mkdir()
+        gone = _left(folder / f".vsr-write-test-{_dead_pid()}", data=b"")
+        kept = [_left(folder / f".vsr-write-test-{os.getppid()}", data=b""),  # a run still going
+                _left(folder / f".vsr-write-test-{_dead_pid()}", 0.5, data=b"")]  # maybe another host's
+        check(folder)
+        assert not gone.exists() and all(p.exists() for p in kept)

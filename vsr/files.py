@@ -22,6 +22,7 @@ T = TypeVar("T")
 
 # The folder holding the ``vsr`` package: a source checkout's root, or site-packages when installed.
 PACKAGE_PARENT = Path(__file__).resolve().parents[1]
+PROBE = ".vsr-write-test-"  # :func:`not_writable`'s file, then its pid
 
 
 def file_in_the_way(folder: Path) -> Path | None:
@@ -57,7 +58,7 @@ def not_writable(folder: Path) -> str | None:
     """Why no file can be created in ``folder`` (the system's words), or None: a file is created and removed
     there (``access()`` says yes to root even on a read-only mount).  Never through a link planted at the probe's
     name, and never left behind: a stop cannot land between the two."""
-    probe = folder / f".vsr-write-test-{os.getpid()}"
+    probe = folder / f"{PROBE}{os.getpid()}"  # (one a kill left is removed by vsr.leftovers.remove_probes)
     with interrupt.held():
         try:
             os.close(create_new(probe, 0o600))

@@ -8,7 +8,8 @@ user's entries of that exact name, a regular file (or a folder the writer recogn
 link.  ``aside=True``: the old output ``.NAME.vsr-old-PID`` a replacement renamed aside to remove (a kill between
 the two leaves it hidden for good), aged by its change time, which the rename set (its modification time is the
 old output's).  :func:`remove_old_partials`: the names older versions gave their temporaries (``.NAME.PID.part``
-and the like), by the same rules.
+and the like), by the same rules; and names older still that hold no pid, by age alone (:func:`remove_unnumbered`).
+:func:`remove_probes`: the write probes ``.vsr-write-test-PID`` of :func:`vsr.files.not_writable`.
 
 :func:`temp_folder` makes a folder in the system temp folder (per host: a gone process is enough there, and an
 hour of no change guards against pid namespaces sharing it) and removes the ones killed runs left.
@@ -25,6 +26,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Callable
+
+from vsr.files import PROBE
 
 log = logging.getLogger(__name__)
 
@@ -71,11 +74,17 @@ def remove_partials_of(folder: str | os.PathLike, names: str) -> list[str]:
     return _sweep(os.fspath(folder), pattern, ABANDONED, None, False, None)
 
 
-def remove_old_partials(target: str | os.PathLike, ending: str, *, tail: str = "") -> list[str]:
+def remove_old_partials(target: str | os.PathLike, ending: str, *, tail: str = "",
+                        unnumbered: str | None = None) -> list[str]:
     """:func:`remove_partials` for the name a writer gave its temporaries before ``.NAME.vsr-partial-PID``:
     ``.NAME.PID`` then ``tail`` (a pattern) and ``ending`` (``.part``, ``.partial``, ``.tmp``), under the same rules
-    (what an older vsr killed outright left)."""
+    (what an older vsr killed outright left).  ``unnumbered``: the names older still, which held no PID, by
+    :func:`remove_unnumbered`'s rule: ``.NAME.`` then this pattern (mkstemp's :data:`MKDTEMP`) then ``ending``, or
+    ``.NAME`` and ``ending`` alone for ``""``."""
     parent, name = os.path.split(os.fspath(target))
+    if unnumbered is not None:
+        between = r"\." + unnumbered if unnumbered else ""
+        remove_unnumbered(parent, r"\." + re.escape(name) + between + re.escape(ending))
     return remove_old_partials_of(parent, re.escape(name), ending, tail=tail)
 
 
@@ -89,8 +98,16 @@ def remove_unnumbered(folder: str | os.PathLike, names: str) -> list[str]:
     """The files of ``folder`` (vsr's own, this user's alone) whose names ``names`` (no groups) matches:
     temporaries named before their writer put its process id in them (mkstemp's), so no process to ask; removed
     under :func:`remove_partials`' other rules, not written for :data:`ABANDONED` seconds the one sign of a
-    writer gone."""
+    writer gone.  Certainly stale, as on a shared folder (another host's pids mean nothing here) any
+    temporary is: each writer writes its file in one go, in seconds to minutes, and none holds a lock there is to
+    test (nothing of vsr's, then or now, takes one)."""
     return _sweep(os.fspath(folder), re.compile(names), ABANDONED, None, False, None)
+
+
+def remove_probes(folder: str | os.PathLike) -> list[str]:
+    """The write probes (``.vsr-write-test-PID``, :func:`vsr.files.not_writable`) of ``folder`` that a run killed
+    in the instant between their creation and removal left, by :func:`remove_partials`' rules."""
+    return _sweep(os.fspath(folder), re.compile(re.escape(PROBE) + PID), ABANDONED, None, False, None)
 
 
 def temp_folder(prefix: str) -> Path:

@@ -28,7 +28,7 @@ from pathlib import Path
 from vsr import interrupt
 from vsr.errors import InputError, OutputError
 from vsr.files import create_new, file_in_the_way, not_writable
-from vsr.leftovers import remove_old_partials, remove_partials
+from vsr.leftovers import remove_old_partials, remove_partials, remove_probes
 
 STDOUT = "-"
 
@@ -136,6 +136,7 @@ def check_writable(folder: Path, option: str) -> None:
         here = here.parent
     if not here.is_dir():
         raise InputError(f"{option} {folder} cannot be made: {here} is a file, not a folder")
+    remove_probes(here)  # (one a kill left: the name holds the pid)
     why = not_writable(here)
     if why is not None:
         if here == folder:

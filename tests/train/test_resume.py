@@ -132,6 +132,17 @@ def test_the_refusal_is_one_line_and_exit_2(data, tmp_path):
                                      "--out folder or the same options"]
 
 
+def test_a_checkpoint_a_kill_cut_goes_once_not_written_for_a_day(data, tmp_path):
+    """``latest.tmp`` holds no pid: a run killed while saving, never resumed, left a checkpoint's worth for good."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "latest.tmp").write_bytes(b"half a checkpoint")
+    os.utime(run / "latest.tmp", (time.time() - 2 * 86400,) * 2)
+    (run / "best.tmp").write_bytes(b"maybe a run saving now")
+    Trainer(options(["d"]))
+    assert sorted(os.listdir(run)) == ["best.tmp"]
+
+
 # -- the log -----------------------------------------------------------------------------------------------------
 
 def events(run):

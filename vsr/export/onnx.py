@@ -23,7 +23,7 @@ import torch
 from vsr import interrupt
 from vsr.errors import InputError
 from vsr.files import create_new, torch_cache_dir
-from vsr.leftovers import PARTIAL, remove_old_partials, remove_partials
+from vsr.leftovers import MKDTEMP, PARTIAL, remove_old_partials, remove_partials
 from vsr.export.fold import fold_shape_values
 from vsr.model.config import ModelConfig
 
@@ -114,7 +114,8 @@ def save_atomic(proto, out: Path, mode: int = 0o666) -> None:
     """Write ``proto`` to ``out`` under a temporary name beside it, renamed when complete; the file gets
     ``mode`` less the umask (the user's usual permissions by default, not mkstemp's 0600)."""
     remove_partials(out, tail="-[0-9a-f]{8}")  # (what runs killed outright left)
-    remove_old_partials(out, ".part", tail=r"\.[0-9a-f]{8}")  # (and older vsr's: .O.PID.HEX.part)
+    # (and older vsr's: .O.PID.HEX.part, and before them mkstemp's .O.XXXXXXXX.part)
+    remove_old_partials(out, ".part", tail=r"\.[0-9a-f]{8}", unnumbered=MKDTEMP)
     tmp = out.with_name(f".{out.name}{PARTIAL}{os.getpid()}-{os.urandom(4).hex()}")
     try:
         # into the file vsr created (O_EXCL|O_NOFOLLOW), not reopened by name: a name swapped for a link meanwhile

@@ -189,7 +189,7 @@ class TensorRTSegmentBackend:
             # (created by vsr: a link planted at the name is replaced, never written through; never group-writable,
             # or it would not be trusted)
             remove_partials(engine_path)  # (what runs killed outright left)
-            remove_old_partials(engine_path, ".partial")  # (and older vsr's: .E.PID.partial)
+            remove_old_partials(engine_path, ".partial", unnumbered="")  # (older vsr's: .E.PID.partial, .E.partial)
             tmp = engine_path.with_name(f".{engine_path.name}{PARTIAL}{os.getpid()}")
             write_new(tmp, engine_bytes, 0o644)
             tmp.replace(engine_path)

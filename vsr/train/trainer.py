@@ -26,6 +26,7 @@ import torch
 
 from vsr.errors import InputError
 from vsr.files import file_in_the_way, torch_cache_dir, write_new
+from vsr.leftovers import remove_unnumbered
 from vsr.machine import usable_cores
 from vsr.model.config import ModelConfig, load_config
 from vsr.model.init import init_weights, offset_convs
@@ -184,6 +185,8 @@ class Trainer:
                                    refresh_every=o.refresh_every, degradation=self.degradation)
         self.sampler.check()  # data that can make no window: one line now, not after the run folder is made
         self.dir.mkdir(parents=True, exist_ok=True)
+        # a checkpoint a kill cut (vsr.train.checkpoint's name holds no pid): by age alone, as vsr.leftovers says
+        remove_unnumbered(self.dir, r"(?:latest|best)\.tmp")
         if "holdout" in val:
             self.val_sets += holdout_sets(self.sources.videos, self.dir / "holdout")
         self._val_cache: dict = {}

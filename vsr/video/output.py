@@ -28,7 +28,7 @@ from pathlib import Path
 from vsr import interrupt
 from vsr.errors import InputError, OutputError
 from vsr.files import create_new, file_in_the_way, not_writable
-from vsr.leftovers import remove_partials
+from vsr.leftovers import remove_partials, remove_probes
 from vsr.video.codecs import muxer_for
 
 
@@ -239,6 +239,7 @@ def check_output(dst: Path, src: Path, overwrite: bool) -> None:
             raise InputError(f"will not replace {dst}: {why}")
     if not os.access(parent, os.W_OK | os.X_OK):
         raise InputError(f"output folder is not writable: {parent}")
+    remove_probes(parent)  # (one a kill left: the name holds the pid)
     why = not_writable(parent)
     if why is not None:
         raise InputError(f"output folder is not writable: {parent} ({why})")
