@@ -148,3 +148,20 @@ def test_an_exclude_leaves_out_the_file_or_folder_it_names_however_spelt(tmp_pat
     data, exclude = (p.replace("ABS", str(work)) for p in (data, exclude))
     images, videos = list_files([data], ("vid4", exclude))
     assert [p.name for p in images] == left and videos == []
+
+
+def test_an_exclude_that_leaves_out_nothing_is_said(tmp_path):
+    """A mistyped --exclude (d/sub/bb.png) left out nothing without a word: the run trained on the file it was
+    meant to leave out.  Said once per such exclude; the always-excluded vid4 is not (a clone alone has no Vid4)."""
+    import cv2
+
+    from vsr.train.data import list_files
+
+    for name in ("a.png", "b.png"):
+        cv2.imwrite(str(tmp_path / name), np.zeros((8, 8, 3), np.uint8))
+    with pytest.warns(UserWarning) as said:
+        images, _ = list_files([tmp_path], ("vid4", "bb.png", "b.png", str(tmp_path / "nope")))
+    assert [p.name for p in images] == ["a.png"]
+    assert [str(w.message) for w in said] == [
+        f"--exclude {x!r} leaves out nothing in {tmp_path}: no image's or video's path there holds it or is under it"
+        for x in ("bb.png", str(tmp_path / "nope"))]

@@ -34,7 +34,7 @@ import numpy as np
 from vsr.errors import InputError
 from vsr.quality.resize import bicubic_downscale_x4
 from vsr.train.degrade import CLEAN, Degradation, degrade_clip
-from vsr.train.exclude import Excluded
+from vsr.train.exclude import Excluded, say_left_out
 from vsr.video.reading import check_video_file, open_error, open_input
 from vsr.video.streams import main_video
 
@@ -125,8 +125,9 @@ def count_frames(path: Path) -> int:
 def list_files(paths: list[str | Path], exclude: tuple[str, ...] = ()) -> tuple[list[Path], list[Path]]:
     """The images and the videos under ``paths`` (files or folders, searched recursively), sorted, less those an
     ``exclude`` leaves out (:mod:`vsr.train.exclude`; e.g. ``"vid4"``): a run's files, their frames uncounted."""
-    excluded, images, videos = Excluded(exclude), list[Path](), list[Path]()
-    left_out: list[str] = []  # the ``exclude`` that left each image or video out
+    excluded, left_out = Excluded(exclude), []  # (left_out: the ``exclude`` that left each image or video out)
+    images: list[Path] = []
+    videos: list[Path] = []
     for raw in paths:
         p = Path(raw)
         if not p.exists():
@@ -137,11 +138,7 @@ def list_files(paths: list[str | Path], exclude: tuple[str, ...] = ()) -> tuple[
                 left_out.append(hit)
             else:
                 (images if f.suffix.lower() in IMAGE_SUFFIXES else videos).append(f)
-    if not images and not videos and left_out:
-        x = left_out[0]  # said, not silent: "no images or videos" of a folder of PNGs misled
-        why = "Vid4 is the validation set, never trained on" if x.lower() == "vid4" else "--exclude"
-        raise InputError(f"nothing to train on in {', '.join(map(str, paths))}: the images and videos found "
-                         f"there ({len(left_out)}) are excluded, as their paths hold {x!r} ({why})")
+    say_left_out(paths, exclude, left_out, bool(images or videos))
     return images, videos
 
 

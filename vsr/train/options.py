@@ -12,6 +12,7 @@ from vsr.backends.options import MAX_THREADS
 from vsr.errors import InputError
 from vsr.model.init import INIT_SCHEMES
 from vsr.train.degrade import MODES as DEGRADE_MODES
+from vsr.train.exclude import ALWAYS
 from vsr.train.loss import LOSSES
 
 AMP_MODES = ("auto", "bf16", "fp16", "off")
@@ -58,7 +59,7 @@ class TrainOptions:
     # None = all cores but one
     amp: str = "auto"  # "auto" (bf16 or fp16 on CUDA, off on CPU), "bf16", "fp16", "off"
     device: str = "auto"
-    exclude: tuple[str, ...] = ("vid4",)  # never train on these paths (validation sequences)
+    exclude: tuple[str, ...] = ALWAYS  # never train on these paths (validation sequences)
     weight_init: str = "identity"  # from scratch: a name in vsr.model.init.INIT_SCHEMES
     qat: bool = False  # quantization-aware: convs run the deployed int8 arithmetic (vsr.quant.fake)
     degrade: str = "clean"  # LR of the training pairs: clean (BI), real or mix (vsr.train.degrade)
