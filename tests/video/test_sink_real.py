@@ -145,3 +145,22 @@ def test_text_subtitles_become_mov_text_in_mp4(make_clip, tmp_path):
     sub = next(s for s in b["streams"] if s["type"] == "subtitle")
     assert sub["codec"] == "mov_text"
     assert [d[2:] for _, d in b["packets"][sub["index"]] if d[2:]] == [b"hello", b"world"]  # gaps: empty samples
+
+
+def test_text_subtitles_become_webvtt_in_webm(make_clip, tmp_path):
+    # WebM holds no SubRip or ASS but does hold WebVTT: an anime .mkv's subtitles were dropped from a .webm output
+    from tests.conftest import Subtitles
+
+    source = open_source(make_clip("clip.mkv", frames=6, subtitles=[Subtitles()]))
+    with pytest.warns(UserWarning, match="converting them to webvtt"):
+        sink = open_sink(tmp_path / "out.webm", source.info, EncoderSettings(codec="libvpx-vp9", options=(
+            ("deadline", "realtime"), ("cpu-used", "8"))), scale=1)
+    flat = np.full((3, source.info.height, source.info.width), 100, sink.plane_dtype())
+    for f in source.frames():
+        sink.write(flat, f.pts, f.duration)
+    sink.commit()
+    source.close()
+    b = probe(tmp_path / "out.webm")
+    sub = next(s for s in b["streams"] if s["type"] == "subtitle")
+    assert sub["codec"] == "webvtt"
+    assert [d for _, d in b["packets"][sub["index"]] if d] == [b"hello", b"world"]

@@ -89,5 +89,5 @@ LOSSLESS_TARGETS = ("alac", "flac", "pcm_s24le", "pcm_s16le")
 # codecs (name prefixes) a container's muxer writes in a form few players read, re-encoded instead: PCM in .mp4
 # is ISO 'ipcm' (ISO/IEC 23003-5), which QuickTime and FFmpeg before 6 do not read
 UNREAD_IN = {"mp4": ("pcm_",)}
-# text subtitle codecs a container may hold, the first held taking the others' text
-TEXT_TARGETS = ("mov_text", "subrip")
+# text subtitle codecs a container may hold, the first held taking the others' text (WebM holds WebVTT alone)
+TEXT_TARGETS = ("mov_text", "subrip", "webvtt")

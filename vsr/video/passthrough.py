@@ -5,8 +5,8 @@ A file's packets are read by a demuxer of its own (:class:`FilePackets`); a stre
 once, are handed over by its source as they pass (:class:`PacketFeed`).
 
 Packets are copied as they are where the output container holds their codec; audio it cannot hold is
-re-encoded to the container's default audio codec, text subtitles are converted to ``mov_text``, anything
-else is dropped (each with a warning).
+re-encoded to the container's default audio codec, text subtitles are converted to ``mov_text`` (SubRip in
+Matroska, WebVTT in WebM), anything else is dropped (each with a warning).
 
 A file's attachments (the fonts its ASS subtitles are styled with) go into a Matroska output as attachments;
 its cover art (a picture stream with the ``attached_pic`` disposition, or a Matroska image attachment) into
@@ -38,7 +38,7 @@ from vsr.video.trimmed import CueEnds, OnScreen, Window, on_at
 class PassMode(Enum):
     COPY = "copy"  # packets muxed as they are
     ENCODE = "encode"  # audio decoded and re-encoded to the container's default audio codec
-    TEXT = "text"  # text subtitles converted to mov_text or SubRip packets
+    TEXT = "text"  # text subtitles converted to mov_text, SubRip or WebVTT packets
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,7 @@ class Route:
     out: object
     mode: PassMode
     codec: str | None
-    target: str | None = None  # a TEXT route's output codec: mov_text or subrip
+    target: str | None = None  # a TEXT route's output codec: mov_text, subrip or webvtt
     source: object = None  # an ENCODE route's source stream (its decoder is flushed at the end)
 
 
@@ -319,7 +319,7 @@ class Passthrough:
             self._put(pkt, route)
         elif route.mode is PassMode.TEXT:
             text = subtitle_text(bytes(pkt), route.codec).encode("utf-8")
-            # mov_text: a 16-bit length before the text; SubRip: the text alone
+            # mov_text: a 16-bit length before the text; SubRip and WebVTT: the text alone
             conv = av.Packet(struct.pack(">H", len(text)) + text if route.target == "mov_text" else text)
             conv.pts = None if pkt.pts is None else pkt.pts - off
             conv.dts = None if pkt.dts is None else pkt.dts - off
