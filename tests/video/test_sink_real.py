@@ -164,3 +164,18 @@ def test_text_subtitles_become_webvtt_in_webm(make_clip, tmp_path):
     sub = next(s for s in b["streams"] if s["type"] == "subtitle")
     assert sub["codec"] == "webvtt"
     assert [d for _, d in b["packets"][sub["index"]] if d] == [b"hello", b"world"]
+
+
+def test_track_titles_become_handler_names_in_mp4(make_clip, tmp_path):
+    # mp4's muxer writes no track title: a .mkv's named tracks ("English Dub") came out of an .mp4 nameless
+    from tests.conftest import Audio
+
+    source = open_source(make_clip("clip.mkv", frames=3, title="Main", audio=[Audio(title="English Dub")]))
+    sink = open_sink(tmp_path / "out.mp4", source.info, EncoderSettings(options=(("preset", "ultrafast"),)), scale=1)
+    flat = np.full((3, source.info.height, source.info.width), 100, sink.plane_dtype())
+    for f in source.frames():
+        sink.write(flat, f.pts, f.duration)
+    sink.commit()
+    source.close()
+    names = [s["metadata"].get("handler_name") for s in probe(tmp_path / "out.mp4")["streams"]]
+    assert names == ["Main", "English Dub"]

@@ -10,6 +10,20 @@ import struct
 import av
 
 TEXT_SUBTITLES = ("subrip", "srt", "ass", "ssa", "webvtt", "text", "mov_text")
+# FFmpeg's muxers of the mp4 family: they write no track title, only the handler name (``hdlr``), which mp4 tools
+# and ffprobe show as the track's name
+TITLE_AS_HANDLER = ("mp4", "ipod", "3gp", "3g2", "psp", "ismv", "f4v")
+
+
+def track_tags(metadata: dict, fmt: str, dropped: tuple[str, ...]) -> dict:
+    """A source track's tags for its output track in FFmpeg's muxer ``fmt``, those ``dropped`` names (upper case)
+    left out; into the mp4 family its title as its handler name too, which mp4 keeps (an anime .mkv's two English
+    subtitle tracks, "Full" and "Signs", became two nameless ones)."""
+    out = {k: v for k, v in metadata.items() if k.upper() not in dropped}
+    title = next((v for k, v in out.items() if k.lower() == "title"), None)
+    if title and fmt in TITLE_AS_HANDLER:
+        out = {k: v for k, v in out.items() if k.lower() != "handler_name"} | {"handler_name": title}
+    return out
 
 
 def subtitle_text(data: bytes, codec: str) -> str:

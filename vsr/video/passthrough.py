@@ -27,7 +27,8 @@ import av
 
 from vsr.video.codecs import NamedBuffer, held
 from vsr.video.conversions import (LOSSLESS_AUDIO, LOSSLESS_TARGETS, TEXT_SUBTITLES, TEXT_TARGETS, UNREAD_IN,
-                                   encoder_format, encoder_rate, fit_channels, ordered_layout, subtitle_text)
+                                   encoder_format, encoder_rate, fit_channels, ordered_layout, subtitle_text,
+                                   track_tags)
 from vsr.video.extras import ATTACHMENTS, COVERS, Extra, left_out, read_extras
 from vsr.video.joins import JoinedPackets
 from vsr.video.reading import open_input, tags
@@ -218,9 +219,7 @@ class Passthrough:
             route = _route(st, oc, samples.get(st.index))
             if route is None:
                 continue
-            for k, v in tags(st.metadata).items():
-                if k.upper() not in ("DURATION", "ENCODER"):
-                    route.out.metadata[k] = v
+            route.out.metadata.update(track_tags(tags(st.metadata), oc.format.name, ("DURATION", "ENCODER")))
             route.out.disposition = st.disposition
             self.routes[st.index] = route
         self._feed.select(set(self.routes))

@@ -28,6 +28,7 @@ from vsr.video.captions import PictureMessages
 from vsr.video.dovi import track_metadata
 from vsr.video.chapters import as_written, chapters_dropped
 from vsr.video.codecs import BIG_OUTPUT_X264_PARAMS, NamedBuffer, muxer_for
+from vsr.video.conversions import track_tags
 from vsr.video.colour import SITING_NAMES, FramePlanes, bit_depth, planar444, planes_to_frame
 from vsr.video.dts import DtsRepair
 from vsr.video.durations import PacketDurations
@@ -236,9 +237,7 @@ class VideoSink:
                                                 (choice.width, choice.height)))
         elif info.rotation:
             vs.set_display_rotation(info.rotation)
-        for k, v in info.metadata.items():
-            if k.upper() not in DROPPED_TAGS:
-                vs.metadata[k] = v
+        vs.metadata.update(track_tags(info.metadata, self.oc.format.name, DROPPED_TAGS))
         # the one video: without it Matroska's muxer writes FlagDefault 0 (FFmpeg leaves the flag to its caller)
         vs.disposition = av.stream.Disposition.default
         return vs
