@@ -257,3 +257,23 @@ def test_side_data_entries_keeps_each_entry_of_a_repeated_type(tmp_path):
         found = entries(next(c.decode(video=0)))
     assert [sd.type.name for sd in found] == ["SEI_UNREGISTERED", "SEI_UNREGISTERED"]
     assert bytes(found[0])[16:20] == b"x264" and bytes(found[1])[16:21] == b"hello"
+
+
+def test_an_mp4_cut_with_an_edit_list_is_whole(tmp_path):
+    """``ffmpeg -ss ... -c copy`` (a phone's trim too) keeps the packets from the keyframe before the cut, which the
+    header counts and the edit list leaves out: such a whole file was said to have ended early."""
+    import subprocess
+
+    from tests.video.tools import ffmpeg
+
+    whole, cut = tmp_path / "whole.mp4", tmp_path / "cut.mp4"
+    subprocess.run([ffmpeg(), "-v", "error", "-f", "lavfi", "-i", "testsrc2=s=64x48:r=25:d=1", "-c:v", "libx264",
+                    "-g", "50", str(whole)], check=True)
+    subprocess.run([ffmpeg(), "-v", "error", "-ss", "0.3", "-i", str(whole), "-c", "copy", "-t", "0.3", str(cut)],
+                   check=True)
+    source = open_source(cut)
+    try:
+        shown = len(list(source.frames()))
+    finally:
+        source.close()
+    assert 0 < shown < source.info.header_frames and source.early_end is None

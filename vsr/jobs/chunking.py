@@ -74,7 +74,8 @@ def plan_job(spec: JobSpec, chunk_frames: int = DEFAULT_CHUNK_FRAMES,
         raise InputError(f"zero frames: {path} decodes to no frame")
     bound = replace(spec, source=video_identity(path, scan, before))
     info = source.info
-    early = file_end(path, info.container, info.header_frames, info.duration_s, info.rate, scan.frames)
+    early = file_end(path, info.container, info.header_frames, info.duration_s, info.rate, scan.frames,
+                     info.stream_index)
     if early is not None:  # a job that ends short: said now, and its list marks it once its last chunk ran
         warnings.warn(early.message(path), stacklevel=2)
     radius, runner = window_radius(spec), spec.runner

@@ -78,9 +78,9 @@ def nut_whole(tail: bytes, total: int) -> bool:
 
 
 def file_end(path: Path, container: str, header_frames: int | None, duration_s: float | None,
-             rate: Fraction | None, decoded: int) -> EarlyEnd | None:
-    """How the video file ``path`` (in the FFmpeg format ``container``) ended, decoded to its end in
-    ``decoded`` frames, against its header's frame count or duration and (NUT) its index."""
+             rate: Fraction | None, decoded: int, stream: int = 0) -> EarlyEnd | None:
+    """How the video file ``path`` (in the FFmpeg format ``container``; its video: stream ``stream``) ended, decoded
+    to its end in ``decoded`` frames, against its header's frame count or duration and (NUT) its index."""
     if container == "nut":
         size = path.stat().st_size
         with open(path, "rb") as f:
@@ -89,7 +89,7 @@ def file_end(path: Path, container: str, header_frames: int | None, duration_s: 
                 return EarlyEnd(decoded, None, NUT_CUT)
         return None
     if header_frames and container != "avi":  # an AVI's index counts its empty entries: frames shown again
-        if decoded < header_frames:
+        if decoded < header_frames and decoded < header_frames - _left_out(path, stream):
             return EarlyEnd(decoded, header_frames, f"its header declares {header_frames} frames")
         return None
     if not duration_s or not rate:
@@ -102,6 +102,17 @@ def file_end(path: Path, container: str, header_frames: int | None, duration_s: 
         return None
     return EarlyEnd(decoded, declared, f"it declares {duration_s:.2f} s (about {declared} frames at "
                                        f"{float(rate):.4g} fps) but its streams end at {end:.2f} s")
+
+
+def _left_out(path: Path, stream: int) -> int:
+    """The packets of video stream ``stream`` that the file's edit list leaves out, which its header counts and
+    no decoder shows: an MP4 cut with ``ffmpeg -ss ... -c copy`` or a phone's trim starts at the keyframe before the
+    cut (it was said to have ended early).  Demuxed, not decoded; the rare path, as :func:`_streams_end`."""
+    try:
+        with open_input(str(path)) as c:
+            return sum(1 for p in c.demux(c.streams[stream]) if p.size and p.is_discard)
+    except (av.FFmpegError, OSError, IndexError):
+        return 0
 
 
 def _streams_end(path: Path) -> float | None:

@@ -260,7 +260,7 @@ class VideoSource:
             return EarlyEnd(self._decoded, None, f"by its size it ends {rest} bytes into frame {whole}, which is "
                                                  "dropped")
         i = self.info
-        return file_end(self.path, i.container, i.header_frames, i.duration_s, i.rate, self._decoded)
+        return file_end(self.path, i.container, i.header_frames, i.duration_s, i.rate, self._decoded, i.stream_index)
 
     def _decoder(self, start: int):
         """``(container, decoded frames, index of the first)`` for ``frames(start)``."""
