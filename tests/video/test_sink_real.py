@@ -179,3 +179,27 @@ def test_track_titles_become_handler_names_in_mp4(make_clip, tmp_path):
     source.close()
     names = [s["metadata"].get("handler_name") for s in probe(tmp_path / "out.mp4")["streams"]]
     assert names == ["Main", "English Dub"]
+
+
+def test_audio_an_edit_list_leaves_out_stays_out_of_mkv(tmp_path):
+    # an MP4 cut with ffmpeg -ss -c copy holds its audio from the keyframe before the cut (0.3 s here), which its
+    # edit list leaves out: all of it went into .mkv, whose video then started 0.32 s after its audio
+    import subprocess
+
+    from tests.video.tools import ffmpeg
+
+    whole, cut = tmp_path / "whole.mp4", tmp_path / "cut.mp4"
+    subprocess.run([ffmpeg(), "-v", "error", "-f", "lavfi", "-i", "testsrc2=s=64x48:r=25:d=1", "-f", "lavfi", "-i",
+                    "sine=d=1", "-c:v", "libx264", "-g", "50", "-c:a", "aac", str(whole)], check=True)
+    subprocess.run([ffmpeg(), "-v", "error", "-ss", "0.3", "-i", str(whole), "-c", "copy", "-t", "0.3", str(cut)],
+                   check=True)
+    source = open_source(cut)
+    sink = open_sink(tmp_path / "out.mkv", source.info, EncoderSettings(options=(("preset", "ultrafast"),)), scale=1)
+    flat = np.full((3, source.info.height, source.info.width), 100, sink.plane_dtype())
+    for f in source.frames():
+        sink.write(flat, f.pts, f.duration)
+    sink.commit()
+    source.close()
+    b = probe(tmp_path / "out.mkv")
+    audio_start = min(t for t, _ in b["packets"][1])
+    assert b["video_times"][0] - audio_start < 0.05  # the decoder's pre-roll: a packet, and the one the cut is in

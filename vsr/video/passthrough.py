@@ -32,7 +32,7 @@ from vsr.video.conversions import (LOSSLESS_AUDIO, LOSSLESS_TARGETS, TEXT_SUBTIT
 from vsr.video.extras import ATTACHMENTS, COVERS, Extra, left_out, read_extras
 from vsr.video.joins import JoinedPackets
 from vsr.video.reading import open_input, tags
-from vsr.video.sample_cut import SampleCut, keeps_head, span
+from vsr.video.sample_cut import PreRoll, SampleCut, keeps_head, span
 from vsr.video.trimmed import CueEnds, OnScreen, Window, on_at
 
 
@@ -210,6 +210,7 @@ class Passthrough:
         self._pending = None
         self._shift, self._window = 0.0, None  # (copy_until's: where the held cues go, what the audio is cut to)
         self._cut = SampleCut()  # (re-encoded audio, to the sample)
+        self._preroll = PreRoll()  # (copied audio the source's edit list leaves out)
         self._cue_ends = CueEnds(lambda i, pkt: self._mux(pkt, int(round(self._shift / pkt.time_base)), i))
         self._on_screen = OnScreen(self._cue_ends.mux)  # (PGS pictures on screen at frame A)
         self._next_pts: dict[int, tuple[int, object]] = {}  # an ENCODE route's next frame time, in its time base
@@ -289,7 +290,8 @@ class Passthrough:
                     continue
                 if self._cue_ends.take(pkt, window.end, self.routes[pkt.stream.index].mode is PassMode.COPY):
                     continue
-            self._mux(pkt, int(round(shift / pkt.time_base)) if shift else 0)
+            for p in self._preroll.take(pkt, self.routes[pkt.stream.index].mode is PassMode.COPY):
+                self._mux(p, int(round(shift / p.time_base)) if shift else 0)
 
     def _next(self):
         """The next packet with a timestamp (held in ``_pending`` until muxed), or None: none yet (a stream

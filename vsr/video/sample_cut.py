@@ -99,3 +99,23 @@ class SampleCut:
             return held
         cut = [_part(fr, 0, _at(fr, Fraction(end))) for fr in held]
         return [fr for fr in cut if fr is not None]
+
+
+class PreRoll:
+    """A copied audio stream's packets that the source's edit list leaves out (flagged discard): only the last
+    before those it plays goes in, the decoder's pre-roll (AAC's priming, which FFmpeg's own copy keeps).  An MP4
+    cut with ``ffmpeg -ss ... -c copy`` (a phone's trim) keeps its audio from the keyframe before the cut, seconds of
+    it: all of it went into a Matroska output, which moved the video that far after the audio's start."""
+
+    def __init__(self) -> None:
+        self._held: dict[int, object] = {}  # stream index -> its latest discarded packet
+
+    def take(self, pkt, copied: bool) -> list:
+        """The packets to mux now for ``pkt`` (``copied``: its stream's packets go in as they are)."""
+        if not copied or pkt.stream.type != "audio":
+            return [pkt]
+        if pkt.is_discard:
+            self._held[pkt.stream.index] = pkt  # (the one held before is left out)
+            return []
+        held = self._held.pop(pkt.stream.index, None)
+        return [pkt] if held is None else [held, pkt]
