@@ -129,19 +129,24 @@ def test_both_sinks_follow_the_sink_protocol(make_clip, tmp_path, name):
     assert open_source(tmp_path / name).info.frames_estimate == 3
 
 
-def test_text_subtitles_become_mov_text_in_mp4(make_clip, tmp_path):
-    from tests.conftest import Subtitles
-
-    source = open_source(make_clip("clip.mkv", frames=6, subtitles=[Subtitles()]))
-    with pytest.warns(UserWarning, match="converting them to mov_text"):
-        sink = open_sink(tmp_path / "out.mp4", source.info, EncoderSettings(options=(("preset", "ultrafast"),)),
-                         scale=1)
+def flat_run(source, out, settings=None) -> dict:
+    """``source``'s frames, flat, into ``out`` (libx264 ultrafast unless ``settings``), read back with probe."""
+    settings = settings or EncoderSettings(options=(("preset", "ultrafast"),))
+    sink = open_sink(out, source.info, settings, scale=1)
     flat = np.full((3, source.info.height, source.info.width), 100, sink.plane_dtype())
     for f in source.frames():
         sink.write(flat, f.pts, f.duration)
     sink.commit()
     source.close()
-    b = probe(tmp_path / "out.mp4")
+    return probe(out)
+
+
+def test_text_subtitles_become_mov_text_in_mp4(make_clip, tmp_path):
+    from tests.conftest import Subtitles
+
+    source = open_source(make_clip("clip.mkv", frames=6, subtitles=[Subtitles()]))
+    with pytest.warns(UserWarning, match="converting them to mov_text"):
+        b = flat_run(source, tmp_path / "out.mp4")
     sub = next(s for s in b["streams"] if s["type"] == "subtitle")
     assert sub["codec"] == "mov_text"
     assert [d[2:] for _, d in b["packets"][sub["index"]] if d[2:]] == [b"hello", b"world"]  # gaps: empty samples
@@ -153,14 +158,8 @@ def test_text_subtitles_become_webvtt_in_webm(make_clip, tmp_path):
 
     source = open_source(make_clip("clip.mkv", frames=6, subtitles=[Subtitles()]))
     with pytest.warns(UserWarning, match="converting them to webvtt"):
-        sink = open_sink(tmp_path / "out.webm", source.info, EncoderSettings(codec="libvpx-vp9", options=(
-            ("deadline", "realtime"), ("cpu-used", "8"))), scale=1)
-    flat = np.full((3, source.info.height, source.info.width), 100, sink.plane_dtype())
-    for f in source.frames():
-        sink.write(flat, f.pts, f.duration)
-    sink.commit()
-    source.close()
-    b = probe(tmp_path / "out.webm")
+        b = flat_run(source, tmp_path / "out.webm", EncoderSettings(codec="libvpx-vp9", options=(
+            ("deadline", "realtime"), ("cpu-used", "8"))))
     sub = next(s for s in b["streams"] if s["type"] == "subtitle")
     assert sub["codec"] == "webvtt"
     assert [d for _, d in b["packets"][sub["index"]] if d] == [b"hello", b"world"]
@@ -171,13 +170,7 @@ def test_track_titles_become_handler_names_in_mp4(make_clip, tmp_path):
     from tests.conftest import Audio
 
     source = open_source(make_clip("clip.mkv", frames=3, title="Main", audio=[Audio(title="English Dub")]))
-    sink = open_sink(tmp_path / "out.mp4", source.info, EncoderSettings(options=(("preset", "ultrafast"),)), scale=1)
-    flat = np.full((3, source.info.height, source.info.width), 100, sink.plane_dtype())
-    for f in source.frames():
-        sink.write(flat, f.pts, f.duration)
-    sink.commit()
-    source.close()
-    names = [s["metadata"].get("handler_name") for s in probe(tmp_path / "out.mp4")["streams"]]
+    names = [s["metadata"].get("handler_name") for s in flat_run(source, tmp_path / "out.mp4")["streams"]]
     assert names == ["Main", "English Dub"]
 
 
@@ -193,13 +186,6 @@ def test_audio_an_edit_list_leaves_out_stays_out_of_mkv(tmp_path):
                     "sine=d=1", "-c:v", "libx264", "-g", "50", "-c:a", "aac", str(whole)], check=True)
     subprocess.run([ffmpeg(), "-v", "error", "-ss", "0.3", "-i", str(whole), "-c", "copy", "-t", "0.3", str(cut)],
                    check=True)
-    source = open_source(cut)
-    sink = open_sink(tmp_path / "out.mkv", source.info, EncoderSettings(options=(("preset", "ultrafast"),)), scale=1)
-    flat = np.full((3, source.info.height, source.info.width), 100, sink.plane_dtype())
-    for f in source.frames():
-        sink.write(flat, f.pts, f.duration)
-    sink.commit()
-    source.close()
-    b = probe(tmp_path / "out.mkv")
+    b = flat_run(open_source(cut), tmp_path / "out.mkv")
     audio_start = min(t for t, _ in b["packets"][1])
     assert b["video_times"][0] - audio_start < 0.05  # the decoder's pre-roll: a packet, and the one the cut is in
