@@ -302,6 +302,37 @@ def test_outputs_that_would_collide_or_exist(clips, make_clip, tmp_path, capsys)
     assert rc == 2 and "--chunk-frames must be >= 1" in err
 
 
+@pytest.mark.parametrize("existing", [False, True])
+def test_an_output_that_is_the_job_store_is_refused(clips, tmp_path, capsys, existing):
+    # the join would replace the queue itself with the video (the job then said done, its video lost)
+    a, _ = clips
+    store = tmp_path / "a.mkv"
+    if existing:
+        from vsr.jobs.store import JobStore
+
+        JobStore(store, create=True).close()
+    before = store.read_bytes() if existing else None
+    rc, out, err = jobs(capsys, "add", a, "--out-dir", tmp_path, "--ext", "mkv", "--overwrite", "--store", store,
+                        *TINY)
+    assert rc == 2 and out == "" and errors(err) == [
+        f"vsr: error: the output of {a}, {store}, is the job store's own file: give the job another --out-dir or "
+        "--ext, or the store another name"]
+    assert (store.read_bytes() if existing else store.exists()) == (before if existing else False)
+
+
+def test_a_report_page_is_never_written_over_the_store_s_log(tmp_path, capsys):
+    from vsr.jobs.store import JobStore
+
+    store = tmp_path / "q.db"
+    JobStore(store, create=True).close()
+    for side in ("-wal", "-shm"):
+        page = tmp_path / f"q.db{side}"
+        rc, _, err = jobs(capsys, "report", 1, "--store", store, "--html", page, "--overwrite")
+        assert rc == 2 and errors(err) == [f"vsr: error: --html {page} is the input {page}: give the page a name of "
+                                           "its own"]
+        assert not page.exists()
+
+
 def test_a_broker_that_is_not_running_is_one_line(clips, tmp_path, capsys):
     broker = "redis://127.0.0.1:1/0"  # nothing listens on port 1
     for args in (["add", clips[0], "--out-dir", tmp_path / "out", "--broker", broker, *TINY],

@@ -194,6 +194,8 @@ def _queue(args, broker: str | None, created: list[Path]) -> tuple[list, str]:
                                    on_weights=_say_weights))
         _say_precision(backend, said)  # once the inputs are known to be there: a refusal comes alone
         planned += [(spec, chunk or DEFAULT_CHUNK_FRAMES, job_file, out_dir) for spec in specs]
+    if not broker:
+        _not_the_store([spec for spec, *_ in planned], store_path(args.store))
     jobs, codecs = [], []
     for spec, frames, job_file, out_dir in planned:  # probes every input and encoder first
         with _in_its_words(job_file, out_dir):
@@ -217,6 +219,19 @@ def _queue(args, broker: str | None, created: list[Path]) -> tuple[list, str]:
         if line:
             tell(printable(f"vsr: {Path(spec.input).name}: {line}"))
     return [(i, spec, chunks) for i, (spec, chunks) in zip(ids, jobs)], where
+
+
+def _not_the_store(specs: list, store: Path) -> None:
+    """No job's output is the store or a file SQLite keeps beside it: the join would replace the queue with the
+    video (the job then said done, and its video was gone)."""
+    from vsr.jobs.store import store_files
+
+    files = [p.resolve() for p in store_files(store)]
+    for spec in specs:
+        out = Path(spec.output)
+        if any(out.resolve() == f or (out.exists() and f.exists() and out.samefile(f)) for f in files):
+            raise InputError(f"the output of {spec.input}, {spec.output}, is the job store's own file: give the job "
+                             "another --out-dir or --ext, or the store another name")
 
 
 @contextmanager

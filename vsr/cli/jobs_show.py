@@ -67,10 +67,10 @@ def report_job(args) -> int:
 
     broker = broker_of(args)
     if args.html is not None:  # before the store is read; never the store's own file
-        from vsr.jobs.store import store_path
+        from vsr.jobs.store import store_files, store_path
 
         out = check_file_output(args.html, "--html", "page", overwrite=args.overwrite,
-                                inputs=() if broker else (store_path(args.store),))
+                                inputs=() if broker else store_files(store_path(args.store)))
     if broker:
         reports, total = distributed().chunk_reports(broker, args.id), None
         settings, label, state = {"job": args.id}, f"job {args.id}", "on the broker"

@@ -31,7 +31,8 @@ from vsr.jobs.leases import Leases, lost
 from vsr.jobs.rows import JobRow, decode_report, job_row
 from vsr.jobs.schema import JOB_STATES, ONE_OWNER_INDEX, SCHEMA_VERSION, UNFINISHED
 
-__all__ = ["JOB_STATES", "SCHEMA_VERSION", "JobRow", "JobStore", "StoreError", "default_store", "store_path"]
+__all__ = ["JOB_STATES", "SCHEMA_VERSION", "JobRow", "JobStore", "StoreError", "default_store", "store_files",
+           "store_path"]
 
 STORE_NAME = "jobs.db"
 # How long a statement waits for another process's write before giving up (seconds).
@@ -62,6 +63,13 @@ def store_path(path: str | os.PathLike | None = None) -> Path:
                 raise StoreError(f"{name} is empty: it names the job store's file")
             return Path(given)
     return default_store()
+
+
+def store_files(path: str | os.PathLike) -> tuple[Path, ...]:
+    """The store's file and the files SQLite keeps beside it (write-ahead log, shared memory, rollback journal):
+    no output of vsr may be one of them, as a page or a video written there would replace the queue itself."""
+    path = Path(path)
+    return (path, *(path.with_name(path.name + suffix) for suffix in ("-wal", "-shm", "-journal")))
 
 
 def _uri(path: Path, **query: str) -> str:
