@@ -373,3 +373,24 @@ def test_an_empty_out_is_one_line_and_trains_nowhere(make_clip, tmp_path):
     assert r.returncode == 2, r.stderr
     assert r.stderr.splitlines() == ["vsr: error: --out is empty: give the run folder's name (or leave --out out for runs/NAME)"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c.mp4"]
+
+
+@pytest.mark.parametrize("name", ["log.jsonl", "holdout"])
+def test_a_link_planted_in_the_run_folder_is_one_line_and_nothing_is_written_where_it_points(make_clip, tmp_path,
+                                                                                               name):
+    """(the held-out frames went where a link at OUT/holdout pointed; a link at the log was an OSError's line)"""
+    clip = make_clip("c.mp4", width=48, height=40, frames=12)
+    run, target = tmp_path / "run", tmp_path / "target"
+    run.mkdir()
+    if name == "holdout":
+        target.mkdir()
+    else:
+        target.write_text("mine\n")
+    (run / name).symlink_to(target)
+    r = vsr_train("--config", "edvr-tiny", "--data", clip, "--iters", 1, "--out", run, *TINY_RUN[:4], "--val",
+                  "holdout", "--holdout", 0.25, *TINY_RUN[6:])
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.splitlines() == [f"vsr: error: --out {run}: its {name} is a symbolic link, and vsr train writes "
+                                     "its run's files in the run folder itself, never where a link points; remove "
+                                     "the link or give another --out"]
+    assert (not any(target.iterdir())) if name == "holdout" else target.read_text() == "mine\n"

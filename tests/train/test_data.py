@@ -120,6 +120,12 @@ def test_holdout_frames_are_written_into_the_runs_folder_never_through_a_link(cl
     with pytest.raises(InputError, match="symbolic link"):
         holdout_sets(src.videos, elsewhere)
     assert not any(other.iterdir())
+    planted = tmp_path / "run3" / "holdout"  # a link at the sets' folder itself: its target got the frames
+    planted.parent.mkdir()
+    planted.symlink_to(other, target_is_directory=True)
+    with pytest.raises(InputError, match="symbolic link"):
+        holdout_sets(src.videos, planted)
+    assert not any(other.iterdir())
 
 
 @pytest.mark.parametrize("data", ["d", "ABS/d", "./d/"])

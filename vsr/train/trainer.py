@@ -108,6 +108,10 @@ def _check_run_folder(path: Path) -> None:
         shown = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
         raise InputError(f"--out {path} holds other files ({shown}): vsr train writes a run into a new or empty "
                          "folder, or resumes one of its own (latest.pth, log.jsonl); give another --out")
+    for name in ("log.jsonl", "holdout"):  # appended to, written into: where a planted link points never is
+        if (path / name).is_symlink():
+            raise InputError(f"--out {path}: its {name} is a symbolic link, and vsr train writes its run's files in "
+                             "the run folder itself, never where a link points; remove the link or give another --out")
 
 
 # What a run folder holds (see the module's doc): a folder of nothing else is one to resume, or a run stopped before

@@ -108,9 +108,10 @@ def holdout_sets(videos: tuple[VideoSource, ...], folder: Path, count: int = 3) 
         h, w = video_size(v.path)
         frames = decode_frames(v.path, {i: [(0, 0, h - h % 4, w - w % 4)] for i in tail})
         d = folder / f"holdout{k}_{v.path.stem}"
+        for link in (folder, d):  # (the frames are written into the run's own folder, never where a link points)
+            if link.is_symlink():
+                raise InputError(f"{link} is a symbolic link: the held-out frames go into a folder of the run's own")
         d.mkdir(parents=True, exist_ok=True)
-        if d.is_symlink():  # (the frames are written into the run's own folder, never where a link points)
-            raise InputError(f"{d} is a symbolic link: the held-out frames go into a folder of the run's own")
         for j, i in enumerate(tail):
             img = frames[(i, 0, 0, h - h % 4, w - w % 4)]
             _, png = cv2.imencode(".png", cv2.cvtColor(img, cv2.COLOR_RGB2BGR))
