@@ -333,6 +333,23 @@ def test_a_report_page_is_never_written_over_the_store_s_log(tmp_path, capsys):
         assert not page.exists()
 
 
+@pytest.mark.parametrize("what", ["file", "dangling link", "file above"])
+def test_an_out_dir_that_cannot_be_a_folder_says_what_is_in_the_way(clips, tmp_path, capsys, what):
+    # (the line said "File exists", naming neither the file nor the link)
+    a, _ = clips
+    blocker = tmp_path / "out"
+    if what == "dangling link":
+        blocker.symlink_to(tmp_path / "gone")
+    else:
+        blocker.write_bytes(b"mine")
+    out_dir = blocker / "deeper" if what == "file above" else blocker
+    rc, out, err = jobs(capsys, "add", a, "--out-dir", out_dir, "--store", tmp_path / "q.db", *TINY)
+    why = "is a symbolic link to nothing" if what == "dangling link" else "is a file, not a folder"
+    assert rc == 2 and out == "" and errors(err) == [f"vsr: error: cannot create the output folder {out_dir}: "
+                                                     f"{blocker} {why}"]
+    assert not (tmp_path / "q.db").exists() and not (tmp_path / "gone").exists()
+
+
 def test_a_broker_that_is_not_running_is_one_line(clips, tmp_path, capsys):
     broker = "redis://127.0.0.1:1/0"  # nothing listens on port 1
     for args in (["add", clips[0], "--out-dir", tmp_path / "out", "--broker", broker, *TINY],

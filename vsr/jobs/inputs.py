@@ -19,6 +19,7 @@ from typing import Callable, Iterator
 import av
 
 from vsr.errors import InputError
+from vsr.files import file_in_the_way
 from vsr.jobs.spec import JobSpec
 from vsr.model.choice import AUTO, WeightsChoice, choose_for
 from vsr.video import check_output, open_source
@@ -134,9 +135,19 @@ def job_specs(inputs: list[Path], out_dir: Path, ext: str | None, backend, encod
             out_dir.mkdir(parents=True, exist_ok=True)
         except OSError as e:
             created += [p for p in new if p.is_dir()]
-            raise InputError(f"cannot create the output folder {out_dir}: {e.strerror}") from None
+            raise InputError(f"cannot create the output folder {out_dir}: {_in_the_way(out_dir, e)}") from None
         created += new
         return _specs(inputs, out_dir, ext, backend, encoder, runner, overwrite, taken, on_weights)
+
+
+def _in_the_way(out_dir: Path, e: OSError) -> str:
+    """Why ``out_dir`` could not be made, in the user's words: "File exists" named neither the file nor a link."""
+    blocker = file_in_the_way(out_dir)
+    if blocker is None:
+        return e.strerror or str(e)
+    if blocker.is_symlink() and not blocker.exists():
+        return f"{blocker} is a symbolic link to nothing"
+    return f"{blocker} is a file, not a folder"
 
 
 def _weights_for(src: Path, backend, on_weights, deinterlace: str):
