@@ -394,3 +394,15 @@ def test_a_link_planted_in_the_run_folder_is_one_line_and_nothing_is_written_whe
                                      "its run's files in the run folder itself, never where a link points; remove "
                                      "the link or give another --out"]
     assert (not any(target.iterdir())) if name == "holdout" else target.read_text() == "mine\n"
+
+
+def test_an_out_that_is_a_link_to_nothing_says_so(make_clip, tmp_path):
+    """(it said "is a file")"""
+    clip = make_clip("c.mp4", width=48, height=40, frames=6)
+    out = tmp_path / "run"
+    out.symlink_to(tmp_path / "gone")
+    r = vsr_train("--config", "edvr-tiny", "--data", clip, "--iters", 1, "--out", out, *TINY_RUN)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.splitlines() == [f"vsr: error: --out {out} is a symbolic link to nothing: give a folder's name, "
+                                     "or make the folder it points to"]
+    assert not (tmp_path / "gone").exists()

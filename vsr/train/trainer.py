@@ -96,6 +96,9 @@ def score(sets: dict) -> float:
 
 def _check_run_folder(path: Path) -> None:
     """A one-line :class:`InputError` where the run folder ``--out`` cannot be made (before any data is read)."""
+    if path.is_symlink() and not path.exists():  # ("is a file" sent the user looking for one)
+        raise InputError(f"--out {path} is a symbolic link to nothing: give a folder's name, or make the folder it "
+                         "points to")
     if os.path.lexists(path) and not path.is_dir():
         raise InputError(f"--out {path} is a file: vsr train writes a folder there (checkpoints, its log); give a "
                          "folder's name")
