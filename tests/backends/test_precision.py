@@ -126,6 +126,19 @@ def test_a_refused_jobs_add_says_the_refusal_alone(tmp_path, auto, capsys):
     assert len(lines) == 1 and lines[0].startswith("vsr: error: no videos in folder"), lines
 
 
+@pytest.mark.parametrize("content", [b"", b"not a video\n"])
+def test_jobs_add_of_a_file_that_is_no_video_says_the_refusal_alone(tmp_path, auto, capsys, content):
+    """`jobs add` of an empty or text file named .mp4 printed the precision line ("kept in the job") before
+    refusing it: no job was kept."""
+    auto("amx")
+    bad = tmp_path / "bad.mp4"
+    bad.write_bytes(content)
+    assert main(["jobs", "add", str(bad), "--out-dir", str(tmp_path / "out"), "--store", str(tmp_path / "jobs.db"),
+                 "--weights", "random", "--config", "edvr-tiny"]) == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"vsr: error: not a video file: {bad}"), lines
+
+
 def test_jobs_add_into_a_file_that_is_no_job_store_says_so_alone(tmp_path, make_clip, auto, capsys):
     """The hostile sweep (seed 41): `jobs add --store` naming a file that is not a job store measured the source
     and printed the weights and precision lines before refusing the store; the store is checked first, and the

@@ -175,6 +175,7 @@ def _queue(args, broker: str | None, created: list[Path]) -> tuple[list, str]:
 
     taken: dict = {}
     planned = []  # (spec, chunk frames, job file, out_dir)
+    backends = []  # each group's, for the precision line
     said: set = set()
     if not broker:
         from vsr.jobs.store import JobStore, store_path
@@ -192,7 +193,7 @@ def _queue(args, broker: str | None, created: list[Path]) -> tuple[list, str]:
             encoder = replace(encoder, quiet=False)
             specs = list(job_specs(inputs, out_dir, ext, backend, encoder, runner, overwrite, taken, created,
                                    on_weights=_say_weights))
-        _say_precision(backend, said)  # once the inputs are known to be there: a refusal comes alone
+        backends.append(backend)
         planned += [(spec, chunk or DEFAULT_CHUNK_FRAMES, job_file, out_dir) for spec in specs]
     if not broker:
         _not_the_store([spec for spec, *_ in planned], store_path(args.store))
@@ -200,6 +201,8 @@ def _queue(args, broker: str | None, created: list[Path]) -> tuple[list, str]:
     for spec, frames, job_file, out_dir in planned:  # probes every input and encoder first
         with _in_its_words(job_file, out_dir):
             jobs.append(plan_job(spec, frames, on_encoder=lambda c, s=spec: codecs.append((s, c.default_line))))
+    for backend in backends:  # once every input is known to be a video it can upscale: a refusal comes alone
+        _say_precision(backend, said)
     if broker:
         celery = distributed()
         ids = celery.submit_planned(jobs, broker)
