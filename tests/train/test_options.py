@@ -40,6 +40,8 @@ def test_unknown_names_list_the_choices(field, value, expect):
     ("lr", 0.0), ("lr", -1e-4), ("min_lr", -1.0), ("warmup", -1), ("grad_clip", -1.0), ("ema_decay", 1.5),
     ("seed", -1), ("video_fraction", 2.0), ("refresh_every", 0), ("segments_per_video", 0), ("holdout", 1.0),
     ("ckpt_every", 0), ("log_every", 0), ("threads", -1), ("betas", (0.9, 1.0)), ("val_every", True),
+    # a mistyped --iters 1e23 trained with an ETA of 4.6e19 hours; a seed past 64 bits failed in torch, a traceback
+    ("iters", 10**9 + 1), ("iters", 10**23), ("seed", 2**64),
 ])
 def test_out_of_range_values_are_refused(field, value):
     with pytest.raises(InputError, match=f"^invalid training option {field}="):

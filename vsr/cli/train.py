@@ -20,7 +20,8 @@ def add_parser(sub) -> None:
     p.add_argument("--out", default=None, help="run folder for checkpoints and log: a new or empty folder in an "
                                                 "existing one, or a run to resume (default: runs/NAME, NAME being "
                                                 "--config's name, else --init's: runs/default for --init default)")
-    p.add_argument("--iters", type=int, required=True, help="total iterations (sets the cosine schedule)")
+    p.add_argument("--iters", type=int, required=True,
+                   help="total iterations (sets the cosine schedule), 1 to 10**9; required")
     p.add_argument("--init", default=None, help="start from these weights: a file or 'default'")
     p.add_argument("--batch-size", type=int, default=T.batch_size, help=f"windows per step (default {T.batch_size})")
     p.add_argument("--patch", type=int, default=T.lr_patch,

@@ -119,6 +119,10 @@ def _choice(choices) -> tuple:
 
 
 _POSITIVE_INT = (lambda v: _is_int(v) and v > 0), "an integer > 0"
+# a billion iterations: half a year at 60 it/s (a mistyped --iters 1e23 showed an ETA of 4.6e19 hours)
+MAX_ITERS = 10**9
+_ITERS = (lambda v: _is_int(v) and 0 < v <= MAX_ITERS), f"an integer from 1 to {MAX_ITERS:,}"
+_SEED = (lambda v: _is_int(v) and 0 <= v < 2**64), "an integer from 0 to 2**64 - 1 (torch's seed)"
 _COUNT = (lambda v: _is_int(v) and v >= 0), "an integer >= 0"
 _POSITIVE = (lambda v: _is_real(v) and v > 0), "a finite number > 0"
 _NON_NEGATIVE = (lambda v: _is_real(v) and v >= 0), "a finite number >= 0"
@@ -129,7 +133,7 @@ _RULES = {
     "config": ((lambda v: v is None or isinstance(v, str)), "a config name or path"),
     "data": (_strings, "a tuple of paths"),
     "out": ((lambda v: isinstance(v, str)), "a folder path"),
-    "iters": _POSITIVE_INT,
+    "iters": _ITERS,
     "init": ((lambda v: v is None or isinstance(v, str)), "a weights path or a bundled name"),
     "batch_size": _POSITIVE_INT,
     "lr_patch": ((lambda v: _is_int(v) and v > 0 and v % 4 == 0), "a multiple of 4 (EDVR's pyramid), > 0"),
@@ -142,7 +146,7 @@ _RULES = {
     "grad_clip": _NON_NEGATIVE,
     "loss": _choice(tuple(LOSSES)),
     "ema_decay": _FRACTION,
-    "seed": _COUNT,
+    "seed": _SEED,
     "video_fraction": _FRACTION,
     "refresh_every": _POSITIVE_INT,
     "segments_per_video": _POSITIVE_INT,
