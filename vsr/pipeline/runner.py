@@ -43,6 +43,7 @@ from vsr.pipeline.tiles import Tile, tile_grid
 from vsr.pipeline.windows import FrameWindow, windows
 from vsr.pipeline.post import HrFrame, hr_frames, post_threads, prepare_post
 from vsr.report import RunReport
+from vsr.video.damage import message as damage_message
 from vsr.video.formats import has_alpha
 from vsr.video.planes import conversion_threads
 
@@ -309,6 +310,10 @@ class FrameQueueRunner:
         if early is not None:  # said, and kept in the report (a batch job's list marks it)
             warnings.warn(early.message(info.path, written), stacklevel=2)
             settings["input_ended_early"] = early.to_dict(written)
+        damage = getattr(source, "damage", None)
+        if damage:  # said once, at the end, as an early end is
+            warnings.warn(damage_message(info.path, damage), stacklevel=2)
+            settings["input_damaged"] = damage
         settings.update(tile=tile, tiles_per_frame=len(tiles), overlap=s.overlap, batch=s.batch, queue=s.queue,
                         encode_queue=s.encode_queue,
                         padding=self.padding, num_frame=self.num_frame,

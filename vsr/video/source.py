@@ -23,6 +23,7 @@ from vsr.video.animation import plays_of
 from vsr.video.captions import FrameStore, a53_of
 from vsr.video.chapters import Chapter, read_chapters
 from vsr.video.colour import ColourSpec, bit_depth, decode_rgb
+from vsr.video.damage import Damage, seconds
 from vsr.video.ends import EarlyEnd, file_end, y4m_frames
 from vsr.video.formats import has_alpha
 from vsr.video.hdr import HdrMetadata, read_hdr
@@ -142,6 +143,7 @@ class VideoSource:
         self.entry = entry
         self.expect = dict(expect or {})
         self.early_end: EarlyEnd | None = None  # see frames()
+        self.damage: dict | None = None  # once frames() ends: the damage it met (vsr.video.damage)
         self._y4m_cut: tuple[int, int] | None = None
         self._decoded = 0
         check_video_file(self.path)
@@ -242,10 +244,15 @@ class VideoSource:
             decoded = inverse_telecined(decoded, st, self.info)
         elif self.info.deinterlaced:  # from where decoding starts: each frame has the neighbours it has in a whole run
             decoded = deinterlaced(decoded, st, *field_steps(self.info))
+        damage = Damage({c.format.name, st.codec_context.name})
         try:
-            yield from timed_frames(decoded, index * per, start, self.info)
+            with damage:  # (left after the close: FFmpeg's decoder threads may log until then)
+                try:
+                    yield from timed_frames(decoded, index * per, start, self.info, damage)
+                finally:
+                    c.close()
         finally:
-            c.close()
+            self.damage = damage.record()
         self.early_end = self._ended()  # decoded to its end
 
     @property
@@ -331,18 +338,19 @@ def field_steps(info: VideoInfo) -> tuple[bool, int]:
     return info.field_rate, max(1, round(1 / (rate * tb))) if rate and tb else 1
 
 
-def timed_frames(decoded: Iterator[av.VideoFrame], index: int, start: int, info: VideoInfo) -> Iterator[SourceFrame]:
+def timed_frames(decoded: Iterator[av.VideoFrame], index: int, start: int, info: VideoInfo,
+                 damage: Damage | None = None) -> Iterator[SourceFrame]:
     """Decoded frames ``index, index + 1, ...`` -> the :class:`SourceFrame` of those from ``start`` on (earlier
     ones are decoded but never converted to RGB, which is most of the cost of a frame), with increasing
     timestamps: a frame without one, or with one not after the previous frame's (raw streams have none, some
     muxers write one value for all), follows the previous frame by its duration, else by one frame at the
-    average rate (encoders and muxers need increasing timestamps; warned once).  A frame the decoder flags as
-    damaged (decoded with errors, concealed) is said once, the first of them named."""
+    average rate (encoders and muxers need increasing timestamps; warned once).  ``damage`` (:mod:`vsr.video.damage`)
+    sees each frame from ``start`` on that the decoder flags as damaged or that follows an error FFmpeg logged."""
     rate, tb = info.rate, info.time_base
     step = max(1, round(1 / (rate * tb))) if rate and tb else 1
     last_pts = None
     last_dur = 0
-    warned = damaged = False
+    warned = False
     try:
         for frame in decoded:
             pts = frame.pts
@@ -354,12 +362,9 @@ def timed_frames(decoded: Iterator[av.VideoFrame], index: int, start: int, info:
                     _warn_timestamps(info, index, pts, last_pts)
                     warned = True
                 pts = last_pts + (last_dur or step)
+            if damage is not None and (frame.is_corrupt or damage.logs):  # (said at the run's end)
+                damage.frame(frame, seconds(pts, info), index >= start)
             if index >= start:
-                if frame.is_corrupt and not damaged:
-                    damaged = True
-                    warnings.warn(f"{info.path}: frame {index} was decoded with errors (the source is damaged there, "
-                                  "or starts without its reference frames): upscaled as the decoder concealed them",
-                                  stacklevel=3)
                 if info.captions is not None and not (info.field_rate and index % 2):  # (a frame's, on its first field)
                     info.captions.put(index, int(pts), frame.opaque if info.film else a53_of(frame))
                 if info.hdr10plus is not None and not info.film and isinstance(frame.opaque, tuple):

@@ -1,0 +1,79 @@
+"""A damaged source (bytes overwritten in its middle) is said once, at the run's end, and kept in its report:
+FFmpeg's demuxer skips what it cannot parse and its decoder conceals what it cannot decode, and a .mkv was
+upscaled with frames missing without a word (vsr.video.damage).  A whole file says nothing."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from tests.data import VIDEOS, needs
+from tests.probe.cli_io import ProbeRunner
+from tests.probe.test_probe_data_loss import RUN
+from tests.video.tools import ffmpeg
+from vsr.report.combine import combine_reports
+from vsr.video import open_source
+
+
+def clip(folder, name: str) -> object:
+    """20 frames of 64x48 x264 (a keyframe each 12) in ``name``'s container."""
+    path = folder / name
+    subprocess.run([ffmpeg(), "-v", "error", "-f", "lavfi", "-i", "testsrc2=s=64x48:r=10", "-frames:v", "20",
+                    "-c:v", "libx264", "-g", "12", str(path)], check=True)
+    return path
+
+
+def damaged(path, n: int = 600) -> object:
+    """``path`` with ``n`` fixed bytes written over it a third of the way in, beside it."""
+    data = bytearray(path.read_bytes())
+    at = len(data) // 3
+    data[at:at + n] = bytes((i * 37 + 11) % 256 for i in range(n))
+    out = path.with_name("damaged-" + path.name)
+    out.write_bytes(bytes(data))
+    return out
+
+
+def decoded(path) -> tuple[int, dict | None]:
+    source = open_source(path)
+    try:
+        return sum(1 for _ in source.frames()), source.damage
+    finally:
+        source.close()
+
+
+@pytest.mark.parametrize("name", ["a.mkv", "a.ts"])
+def test_a_damaged_source_records_its_errors_and_a_whole_one_nothing(tmp_path, name):
+    whole = clip(tmp_path, name)
+    assert decoded(whole) == (20, None)
+    _, damage = decoded(damaged(whole))
+    assert damage is not None and damage["frames_with_errors"] + damage["error_lines"] >= 1, damage
+    assert damage["first_s"] is not None and damage["first_error"]
+
+
+@needs(VIDEOS)
+def test_the_real_clips_are_not_damaged():
+    for path in sorted(VIDEOS.iterdir()):
+        assert decoded(path)[1] is None, path
+
+
+def test_a_run_on_a_damaged_mkv_says_so_once_and_reports_it(tmp_path):
+    src = damaged(clip(tmp_path, "a.mkv"))
+    ran = ProbeRunner().run(["upscale", src, tmp_path / "o.mkv", "--report", tmp_path / "r.json", *RUN],
+                            tmp_path / "ran")
+    assert ran.rc == 0, ran.err
+    assert len(ran.lines) == 1 and ran.lines[0].startswith(f"vsr: warning: {src} is damaged: "), ran.lines
+    assert "the output has what FFmpeg recovered" in ran.lines[0]
+    damage = json.loads((tmp_path / "r.json").read_text())["settings"]["input_damaged"]
+    assert damage["error_lines"] >= 1 and damage["first_error"] in ran.lines[0]
+    whole = ProbeRunner().run(["upscale", tmp_path / "a.mkv", tmp_path / "w.mkv", *RUN], tmp_path / "whole")
+    assert whole.rc == 0 and whole.lines == [], whole.err
+
+
+def test_a_jobs_report_sums_its_chunks_damage():
+    first = {"frames_with_errors": 0, "error_lines": 2, "first_s": 1.5, "first_error": "x"}
+    reports = [{"settings": {}}, {"settings": {"input_damaged": first}},
+               {"settings": {"input_damaged": {**first, "frames_with_errors": 3, "first_s": 9.0}}}]
+    assert combine_reports(reports)["settings"]["input_damaged"] == {**first, "frames_with_errors": 3,
+                                                                      "error_lines": 4}

@@ -1,0 +1,129 @@
+"""Whether a source is damaged: bytes overwritten in a file's middle (a bad sector, a broken download resumed
+in the wrong place) are decoded without an error raised.  FFmpeg's demuxer skips what it cannot parse (a
+Matroska cluster: frames missing, a silent gap in time) and its decoder conceals what it cannot decode (a frame
+flagged corrupt); both only log an error line, and PyAV's log is off by default.
+
+So while a source decodes, :class:`Damage` counts the frames flagged corrupt and the error-level lines its
+demuxer and decoder log (by their names: a frame-threaded decoder logs from FFmpeg's own threads, which only a
+process-wide capture hears), and the run says one line at its end.  Nothing is done per frame while nothing is
+logged; lines of other names are handed on to Python's logging where PyAV's level asked for them, as PyAV would
+have.  Only errors count: FFmpeg's warnings about a whole file are not damage.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from fractions import Fraction
+
+import av
+import av.logging
+
+_lock = threading.Lock()
+_users = 0
+_shared: dict = {}  # while any source decodes: the capture's ``logs``, and what it changed to restore
+_watchers: list["Damage"] = []
+
+
+class Damage:
+    """What a source's decode met: ``frames`` flagged corrupt, ``errors`` error lines of its demuxer or decoder
+    (``names``: theirs, FFmpeg's), the first of those lines and where (seconds into the source) the first sign
+    was.  A context (entered once, in the decoding thread); :meth:`frame` sees each frame decoded."""
+
+    def __init__(self, names: set[str]):
+        self.names = names
+        self.frames = self.errors = 0
+        self.first_s: float | None = None
+        self.first_line: str | None = None
+        self.logs: list = []
+        self.counting = True  # (lines logged while frames before the run's first decode are not the run's)
+
+    def __enter__(self) -> "Damage":
+        global _users
+        with _lock:
+            if not _users:
+                _shared["level"], _shared["skip"] = av.logging.get_level(), av.logging.get_skip_repeated()
+                level = _shared["level"]
+                av.logging.set_level(av.logging.ERROR if level is None else max(level, av.logging.ERROR))
+                av.logging.set_skip_repeated(False)  # each line counts
+                _shared["capture"] = capture = av.logging.Capture(local=False)
+                _shared["logs"] = capture.__enter__()
+            _users += 1
+            _watchers.append(self)
+            self.logs = _shared["logs"]
+        return self
+
+    def __exit__(self, *_exc) -> None:
+        global _users
+        with _lock:
+            _drain()
+            _watchers.remove(self)
+            _users -= 1
+            if not _users:
+                _shared["capture"].__exit__(None, None, None)
+                av.logging.set_skip_repeated(_shared["skip"])
+                av.logging.set_level(_shared["level"])
+                _shared.clear()
+        self.logs = []
+
+    def frame(self, frame: av.VideoFrame, seconds: float, counted: bool = True) -> None:
+        """A decoded frame, ``seconds`` into the source: counted where flagged corrupt, and the lines logged
+        before it drained (the first of them placed here); ``counted``: False for a frame before the run's."""
+        self.counting = counted
+        if frame.is_corrupt and counted:
+            self.frames += 1
+            self._first(seconds)
+        if self.logs:
+            errors = self.errors
+            with _lock:
+                _drain()
+            if self.errors > errors:
+                self._first(seconds)
+
+    def _first(self, seconds: float) -> None:
+        if self.first_s is None:
+            self.first_s = round(seconds, 3)
+
+    def record(self) -> dict | None:
+        """For the run report's settings (``input_damaged``); None where nothing was met."""
+        if not self.frames and not self.errors:
+            return None
+        return {"frames_with_errors": self.frames, "error_lines": self.errors, "first_s": self.first_s,
+                "first_error": self.first_line}
+
+
+def _drain() -> None:
+    """The lines captured so far: each counted by the sources whose demuxer or decoder logged it, handed on to
+    Python's logging where the level PyAV had before asked for it (under ``_lock``)."""
+    logs = _shared.get("logs")
+    if not logs:
+        return
+    lines = logs[:]
+    del logs[:len(lines)]  # (a line appended meanwhile by another thread stays for the next drain)
+    wanted = _shared["level"]
+    for level, name, text in lines:
+        ours = [d for d in _watchers if d.counting and name in d.names] if level <= av.logging.ERROR else []
+        for d in ours:
+            d.errors += 1
+            d.first_line = d.first_line or text.strip()[:120]
+        if wanted is not None and level <= wanted:
+            logging.getLogger(f"libav.{name or 'generic'}").log(av.logging.adapt_level(level), text.strip())
+
+
+def message(path: str | os.PathLike, record: dict) -> str:
+    """The one line a run says of a damaged source (its :meth:`Damage.record`)."""
+    name = "standard input" if os.fspath(path) == "-" else os.fspath(path)
+    n, lines = record.get("frames_with_errors", 0), record.get("error_lines", 0)
+    what = [f"{n} frame{'s' if n != 1 else ''} decoded with errors (FFmpeg concealed them)"] if n else []
+    if lines:
+        what.append(f"{lines} FFmpeg error{'s' if lines != 1 else ''} (\"{record.get('first_error')}\": damaged data "
+                    "is skipped, frames may be missing)")
+    near = f", first near {record['first_s']:.2f} s" if record.get("first_s") is not None else ""
+    return f"{name} is damaged: {' and '.join(what)}{near}: the output has what FFmpeg recovered"
+
+
+def seconds(pts: int, info) -> float:
+    """``pts`` (in the source's time base) as seconds from its first frame."""
+    return float((pts - info.start_pts) * Fraction(info.time_base))
+
