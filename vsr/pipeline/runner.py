@@ -311,8 +311,9 @@ class FrameQueueRunner:
             warnings.warn(early.message(info.path, written), stacklevel=2)
             settings["input_ended_early"] = early.to_dict(written)
         damage = getattr(source, "damage", None)
-        if damage:  # said once, at the end, as an early end is
-            warnings.warn(damage_message(info.path, damage), stacklevel=2)
+        if damage:  # said once, at the end; a cut source's demuxer logs its cut ("File ended prematurely"): said
+            if early is None:  # as an early end alone
+                warnings.warn(damage_message(info.path, damage), stacklevel=2)
             settings["input_damaged"] = damage
         settings.update(tile=tile, tiles_per_frame=len(tiles), overlap=s.overlap, batch=s.batch, queue=s.queue,
                         encode_queue=s.encode_queue,
