@@ -52,6 +52,21 @@ def test_a_damaged_source_records_its_errors_and_a_whole_one_nothing(tmp_path, n
     assert damage["first_s"] is not None and damage["first_error"]
 
 
+def test_a_damaged_mp4_decodes_past_the_packets_its_decoder_refuses(tmp_path):
+    """Overwritten bytes in an MP4's mdat: the decoder refuses packets as invalid data, which stopped the run
+    ("decoding ... failed at frame 6"), the rest of the file lost.  Now they are skipped, as FFmpeg's own tools do
+    (the same frames as ffprobe counts), said as damage, not as an early end (every packet is there)."""
+    src = damaged(clip(tmp_path, "a.mp4"))
+    counted = subprocess.run(["ffprobe", "-v", "error", "-count_frames", "-show_entries", "stream=nb_read_frames",
+                              "-of", "csv=p=0", str(src)], capture_output=True, text=True, check=True).stdout
+    source = open_source(src)
+    try:
+        assert sum(1 for _ in source.frames()) == int(counted) < 20
+        assert source.damage is not None and source.damage["error_lines"] >= 1 and source.early_end is None
+    finally:
+        source.close()
+
+
 @needs(VIDEOS)
 def test_the_real_clips_are_not_damaged():
     for path in sorted(VIDEOS.iterdir()):

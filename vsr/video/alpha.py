@@ -23,6 +23,7 @@ import av
 import numpy as np
 
 from vsr.video.colour import ColourSpec
+from vsr.video.damage import past_damage
 from vsr.video.formats import has_alpha, with_alpha, without_alpha
 from vsr.video.planes import PlaneFormat
 
@@ -66,11 +67,7 @@ def alpha_decoder(st, said: bool = False) -> av.CodecContext | None:
 def decoded(c, st) -> Iterator[av.VideoFrame]:
     """``c.decode(st)``, through :func:`alpha_decoder` where ``st`` needs it."""
     ctx = alpha_decoder(st)
-    if ctx is None:
-        yield from c.decode(st)
-        return
-    for packet in c.demux(st):
-        yield from packet_frames(ctx, packet)
+    yield from past_damage(c, st, lambda packet: packet_frames(ctx, packet))  # (a damaged packet skipped)
     yield from drained(ctx)
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections.abc import Callable, Iterator
 from fractions import Fraction
 
 import av
@@ -24,6 +25,8 @@ _lock = threading.Lock()
 _users = 0
 _shared: dict = {}  # while any source decodes: the capture's ``logs``, and what it changed to restore
 _watchers: list["Damage"] = []
+# packets in a row the decoder may refuse before the source is taken as undecodable, not damaged
+REFUSED_IN_A_ROW = 64
 
 
 class Damage:
@@ -109,6 +112,24 @@ def _drain() -> None:
             d.first_line = d.first_line or text.strip()[:120]
         if wanted is not None and level <= wanted:
             logging.getLogger(f"libav.{name or 'generic'}").log(av.logging.adapt_level(level), text.strip())
+
+
+def past_damage(c, st, decode: Callable = lambda packet: packet.decode()) -> Iterator[av.VideoFrame]:
+    """``c.decode(st)`` (each packet of ``st`` through ``decode``), a packet its decoder refuses as invalid data
+    skipped, as FFmpeg's own tools do (a damaged MP4's mdat stopped the run at its first such packet, the rest of
+    the file lost; the decoder's error line is what :class:`Damage` counts).  :data:`REFUSED_IN_A_ROW` refused in a
+    row: the error raised, a stream this decoder cannot decode."""
+    refused = 0
+    for packet in c.demux(st):
+        try:
+            frames = decode(packet)
+        except av.InvalidDataError:
+            refused += 1
+            if refused >= REFUSED_IN_A_ROW:
+                raise
+            continue
+        refused = 0
+        yield from frames
 
 
 def message(path: str | os.PathLike, record: dict) -> str:

@@ -89,8 +89,10 @@ def file_end(path: Path, container: str, header_frames: int | None, duration_s: 
                 return EarlyEnd(decoded, None, NUT_CUT)
         return None
     if header_frames and container != "avi":  # an AVI's index counts its empty entries: frames shown again
-        if decoded < header_frames and decoded < header_frames - _left_out(path, stream):
-            return EarlyEnd(decoded, header_frames, f"its header declares {header_frames} frames")
+        if decoded < header_frames:
+            shown, left_out = _packets(path, stream)
+            if decoded < header_frames - left_out and shown < header_frames - left_out:
+                return EarlyEnd(decoded, header_frames, f"its header declares {header_frames} frames")
         return None
     if not duration_s or not rate:
         return None
@@ -104,15 +106,22 @@ def file_end(path: Path, container: str, header_frames: int | None, duration_s: 
                                        f"{float(rate):.4g} fps) but its streams end at {end:.2f} s")
 
 
-def _left_out(path: Path, stream: int) -> int:
-    """The packets of video stream ``stream`` that the file's edit list leaves out, which its header counts and
-    no decoder shows: an MP4 cut with ``ffmpeg -ss ... -c copy`` or a phone's trim starts at the keyframe before the
-    cut (it was said to have ended early).  Demuxed, not decoded; the rare path, as :func:`_streams_end`."""
+def _packets(path: Path, stream: int) -> tuple[int, int]:
+    """``(shown, left out)``: the packets of video stream ``stream`` that are there to be shown, and those the
+    file's edit list leaves out, which its header counts and no decoder shows (an MP4 cut with ``ffmpeg -ss ... -c
+    copy`` or a phone's trim starts at the keyframe before the cut: it was said to have ended early).  All shown
+    packets there, fewer frames decoded: frames lost to damage in the file's middle, which
+    :mod:`vsr.video.damage` says, not an early end.  Demuxed, not decoded; the rare path, as :func:`_streams_end`."""
+    shown = left_out = 0
     try:
         with open_input(str(path)) as c:
-            return sum(1 for p in c.demux(c.streams[stream]) if p.size and p.is_discard)
+            for p in c.demux(c.streams[stream]):
+                if p.size:
+                    left_out += p.is_discard
+                    shown += not p.is_discard
     except (av.FFmpegError, OSError, IndexError):
-        return 0
+        pass  # (what was counted before the error stands)
+    return shown, left_out
 
 
 def _streams_end(path: Path) -> float | None:

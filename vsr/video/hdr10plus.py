@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from fractions import Fraction
 
 from vsr.video.bitstream import nal_length_size, t35_payloads
+from vsr.video.damage import past_damage
 
 # the codecs whose streams carry it (FFmpeg's names), read from and written to
 SOURCES = CARRIERS = ("hevc", "av1")
@@ -106,12 +107,13 @@ def decoded(c, st) -> Iterator:
     """``c.decode(st)``, each frame's ``opaque`` the HDR10+ and HDR Vivid payloads of the packet it came from
     (None: it had none) where ``st`` is a codec that carries them."""
     tag = tagger(st)
-    if tag is None:
-        yield from c.decode(st)
-        return
-    for packet in c.demux(st):
-        tag(packet)
-        yield from packet.decode()
+
+    def decode(packet):
+        if tag is not None:
+            tag(packet)
+        return packet.decode()
+
+    yield from past_damage(c, st, decode)  # (a damaged packet skipped)
 
 
 def tagger(st):

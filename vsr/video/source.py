@@ -23,7 +23,7 @@ from vsr.video.animation import plays_of
 from vsr.video.captions import FrameStore, a53_of
 from vsr.video.chapters import Chapter, read_chapters
 from vsr.video.colour import ColourSpec, bit_depth, decode_rgb
-from vsr.video.damage import Damage, seconds
+from vsr.video.damage import Damage, past_damage, seconds
 from vsr.video.ends import EarlyEnd, file_end, y4m_frames
 from vsr.video.formats import has_alpha
 from vsr.video.hdr import HdrMetadata, read_hdr
@@ -192,11 +192,15 @@ class VideoSource:
     def _first_frame(self, st) -> av.VideoFrame:
         self._first_packet_size = 0
         ctx = alpha.alpha_decoder(st, said=True)  # (a VP8/VP9 stream's alpha, which FFmpeg's own decoders drop)
+
+        def decode(packet):
+            self._first_packet_size = self._first_packet_size or packet.size
+            return alpha.packet_frames(ctx, packet)
+
         try:
-            for packet in self._container.demux(st):
-                self._first_packet_size = self._first_packet_size or packet.size
-                for frame in alpha.packet_frames(ctx, packet):
-                    return frame
+            # (a damaged packet skipped: a frame-threaded decoder takes several before its first frame comes out)
+            for frame in past_damage(self._container, st, decode):
+                return frame
             for frame in alpha.drained(ctx):
                 return frame
         except (av.FFmpegError, ValueError) as e:
