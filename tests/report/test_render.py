@@ -9,7 +9,7 @@ from html.parser import HTMLParser
 from vsr.report import RunReport, StageStats, StepTimes
 from vsr.report import render
 from vsr.report.html import render_html
-from vsr.report.load import parse_run
+from vsr.report.load import escaped, parse_run
 from vsr.report.svg import nice_step
 
 
@@ -136,3 +136,18 @@ def test_the_source_colour_is_named_in_the_tables_and_the_page_and_kept_as_numbe
     data["settings"]["source"]["colour"].update(primaries=99)  # no name: the number, as it came
     rows = [ln.split() for ln in render.render_text(parse_run(data, "run.json")).splitlines()]
     assert ["source.colour.primaries", "99"] in rows
+
+
+def test_an_input_that_ended_early_or_is_damaged_is_said_under_the_headline():
+    """(they were rows deep in the settings table: `vsr report` of a run that lost frames read as a clean run's)"""
+    data = recorded_run()
+    clean = render.render_text(parse_run(data, "run.json")).splitlines()
+    assert not any(line.startswith("input ") for line in clean)
+    data["settings"]["input_ended_early"] = {"frames_written": 9, "frames_decoded": 9, "frames_declared": 25,
+                                             "detail": "its header declares 25 frames"}
+    data["settings"]["input_damaged"] = {"frames_with_errors": 1, "error_lines": 3, "first_s": 0.42,
+                                         "first_error": "error while decoding MB 5 7\x1b[31m"}
+    lines = render.render_text(escaped(parse_run(data, "run.json"))).splitlines()  # (as vsr report shows it)
+    assert lines[1:3] == ["input ended early: its header declares 25 frames; 9 frames decoded, 9 written",
+                          "input damaged: 1 frames decoded with errors, 3 FFmpeg errors (first: error while "
+                          "decoding MB 5 7\\x1b[31m), first near 0.42 s"]

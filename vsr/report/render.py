@@ -257,6 +257,7 @@ def render_text(run: Run) -> str:
     cuts = scene_cuts(run)
     if cuts:
         out.append(cuts)
+    out += input_notes(run)
     out.append("")
     out.append(table(["stage", "items", "busy s", "wait in s", "wait out s", "items/s", "share of run"],
                      [[r["stage"] + (" *" if r["bottleneck"] else ""), str(r["items"]), fmt(r["busy_s"]),
@@ -283,6 +284,21 @@ def fps_text(run: Run) -> str:
     """The headline's rate after its wall time: `` = 12.34 fps``, or where the wall time is 0, that the rate is not
     known (``0.00 fps`` was untrue, and a ratio of it too)."""
     return f" = {run.fps:.2f} fps" if run.fps is not None else ", fps not known (no wall time)"
+
+
+def input_notes(run: Run) -> list[str]:
+    """Lines under the headline for what the run's input lacked, as the run said it (its settings'
+    ``input_ended_early`` and ``input_damaged``): they were only rows deep in the settings table."""
+    notes = []
+    early, damage = run.settings.get("input_ended_early"), run.settings.get("input_damaged")
+    if isinstance(early, dict):
+        notes.append(f"input ended early: {early.get('detail')}; {early.get('frames_decoded')} frames decoded, "
+                     f"{early.get('frames_written')} written")
+    if isinstance(damage, dict):
+        near = f", first near {damage['first_s']} s" if damage.get("first_s") is not None else ""
+        notes.append(f"input damaged: {damage.get('frames_with_errors', 0)} frames decoded with errors, "
+                     f"{damage.get('error_lines', 0)} FFmpeg errors (first: {damage.get('first_error')}){near}")
+    return notes
 
 
 def scene_cuts(run: Run) -> str | None:
