@@ -92,3 +92,23 @@ def test_a_jobs_report_sums_its_chunks_damage():
                {"settings": {"input_damaged": {**first, "frames_with_errors": 3, "first_s": 9.0}}}]
     assert combine_reports(reports)["settings"]["input_damaged"] == {**first, "frames_with_errors": 3,
                                                                       "error_lines": 4}
+
+
+def test_a_job_whose_input_is_damaged_is_marked_in_the_list(tmp_path):
+    """(`vsr jobs list` marked an input that ended early, ``done, short``; a damaged one read as a clean job)"""
+    src = damaged(clip(tmp_path, "a.mkv"))
+    store, out, cli = tmp_path / "q.db", tmp_path / "out", ProbeRunner()
+    ran = cli.run(["jobs", "add", src, "--out-dir", out, "--store", store, "--codec", "ffv1", *RUN[:-1]],
+                  tmp_path / "add")
+    assert ran.rc == 0, ran.err
+    ran = cli.run(["jobs", "run", "--until-empty", "--store", store], tmp_path / "run")
+    assert ran.rc == 0, ran.err
+    listed = cli.run(["jobs", "list", "--store", store], tmp_path / "list").out.decode()
+    assert "done, damaged" in listed and "the input is damaged (" in listed, listed
+    row = json.loads(cli.run(["jobs", "list", "--json", "--store", store], tmp_path / "json").out)[0]
+    assert row["state"] == "done" and row["damaged"]["error_lines"] >= 1 and row["ended_early"] is None
+    clean = tmp_path / "clean.db"
+    cli.run(["jobs", "add", tmp_path / "a.mkv", "--out-dir", tmp_path / "o2", "--store", clean, "--codec", "ffv1",
+             *RUN[:-1]], tmp_path / "add2")
+    cli.run(["jobs", "run", "--until-empty", "--store", clean], tmp_path / "run2")
+    assert json.loads(cli.run(["jobs", "list", "--json", "--store", clean], tmp_path / "j2").out)[0]["damaged"] is None

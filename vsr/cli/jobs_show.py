@@ -34,16 +34,21 @@ def list_jobs(args) -> int:
 
 
 def _state(row: dict) -> str:
-    """The state, ``, short`` added for a job whose input ended before what it declared."""
-    return f"{row.get('state')}, short" if isinstance(row.get("ended_early"), dict) else str(row.get("state"))
+    """The state, ``, short`` added for a job whose input ended before what it declared, ``, damaged`` for one
+    whose input was damaged (:mod:`vsr.video.damage`)."""
+    marks = [m for m, key in ((", short", "ended_early"), (", damaged", "damaged")) if isinstance(row.get(key), dict)]
+    return str(row.get("state")) + "".join(marks)
 
 
 def _short(row: dict) -> str | None:
-    early = row.get("ended_early")
-    if not isinstance(early, dict):
-        return None
-    return (f"the input ended early ({early.get('frames_decoded')} frames of "
-            f"{early.get('frames_declared') or 'more'}): {early.get('detail')}")
+    early, damaged = row.get("ended_early"), row.get("damaged")
+    if isinstance(early, dict):
+        return (f"the input ended early ({early.get('frames_decoded')} frames of "
+                f"{early.get('frames_declared') or 'more'}): {early.get('detail')}")
+    if isinstance(damaged, dict):
+        return (f"the input is damaged ({damaged.get('frames_with_errors')} frames decoded with errors, "
+                f"{damaged.get('error_lines')} FFmpeg errors): {damaged.get('first_error')}")
+    return None
 
 
 def _waits(row: dict) -> str:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from vsr.jobs.leases import lost
 from vsr.jobs.needs import job_need
+from vsr.report.combine import damage_of
 
 
 @dataclass(frozen=True)
@@ -19,7 +20,8 @@ class JobRow:
     ``frames_done``/``compute_s`` sum the committed chunks' reports; ``frames_running``/``running_s`` the
     progress the running chunks' heartbeats recorded (frames written, seconds since their first frame).
     ``ended_early``: what a chunk's report recorded of an input that ended before what it declared (a job that
-    ends short, :mod:`vsr.video.ends`), else None.  ``needs``: what a queued or interrupted job asks of its worker's
+    ends short, :mod:`vsr.video.ends`), else None; ``damaged``: its chunks' records of a damaged input, summed
+    (:mod:`vsr.video.damage`), else None.  ``needs``: what a queued or interrupted job asks of its worker's
     machine beyond a CPU (``a GPU (backend cuda)``, :mod:`vsr.jobs.needs`), else None.
     """
 
@@ -38,6 +40,7 @@ class JobRow:
     running_s: float = 0.0
     ended_early: dict | None = None
     needs: str | None = None
+    damaged: dict | None = None
 
     @property
     def progress(self) -> float:
@@ -66,7 +69,8 @@ class JobRow:
                 "chunks_done": self.chunks_done, "chunks_total": self.chunks_total,
                 "chunks_running": self.chunks_running, "frames_done": self.frames_done + self.frames_running,
                 "frames_total": self.frames_total, "progress": round(self.progress, 4), "fps": self.fps,
-                "eta_s": self.eta_s, "error": self.error, "ended_early": self.ended_early, "needs": self.needs}
+                "eta_s": self.eta_s, "error": self.error, "ended_early": self.ended_early, "needs": self.needs,
+                "damaged": self.damaged}
 
 
 def job_row(job, chunks: list, now: float) -> JobRow:
@@ -84,7 +88,9 @@ def job_row(job, chunks: list, now: float) -> JobRow:
                   sum(c["stop"] - c["start"] for c in done), sum(c["stop"] - c["start"] for c in chunks),
                   sum(report_seconds(r) for r in reports),
                   sum(min(c["progress"], c["stop"] - c["start"]) for c in live),
-                  sum(c["progress_s"] for c in live), ended_early(reports), need and need.text())
+                  sum(c["progress_s"] for c in live), ended_early(reports), need and need.text(),
+                  damage_of([r.get("settings", {}).get("input_damaged") for r in reports
+                             if isinstance(r, dict) and isinstance(r.get("settings"), dict)]))
 
 
 def ended_early(reports: list) -> dict | None:

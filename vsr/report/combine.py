@@ -33,7 +33,7 @@ def combine_reports(reports: list[dict], settings: dict | None = None) -> dict:
              if isinstance(r.get("settings"), dict) and isinstance(r["settings"].get("input_ended_early"), dict)]
     if early:  # the chunk whose input ran short (the last, as a rule), not the first chunk's settings alone
         merged_settings["input_ended_early"] = early[0]
-    damage = _damage([r["settings"].get("input_damaged") for r in reports if isinstance(r.get("settings"), dict)])
+    damage = damage_of([r["settings"].get("input_damaged") for r in reports if isinstance(r.get("settings"), dict)])
     merged_settings.pop("input_damaged", None)
     if damage is not None:  # any chunk's, not the first chunk's alone
         merged_settings["input_damaged"] = damage
@@ -55,8 +55,7 @@ def combine_reports(reports: list[dict], settings: dict | None = None) -> dict:
     }
 
 
-
-def _damage(records: list) -> dict | None:
+def damage_of(records: list) -> dict | None:
     """The job's record of a damaged input (``input_damaged``, :mod:`vsr.video.damage`): its chunks' counts summed
     (frames that two chunks both decode, as context, count twice), the first sign's line and place."""
     found = [r for r in records if isinstance(r, dict)]
@@ -64,6 +63,7 @@ def _damage(records: list) -> dict | None:
         return None
     return {**found[0], "frames_with_errors": sum(int(r.get("frames_with_errors") or 0) for r in found),
             "error_lines": sum(int(r.get("error_lines") or 0) for r in found)}
+
 
 def _scene_cuts(reports: list[dict]) -> dict | None:
     """The job's scene cuts: each chunk lists those in its own frames, so the first chunk's alone said "none"
