@@ -86,6 +86,19 @@ def test_a_run_on_a_damaged_mkv_says_so_once_and_reports_it(tmp_path):
     assert whole.rc == 0 and whole.lines == [], whole.err
 
 
+@pytest.mark.parametrize("name", ["a.mkv", "a.ts"])
+def test_a_damaged_stream_on_standard_input_is_said_and_decoded_past(tmp_path, name):
+    """(standard input was not watched: its damage was silent; a packet its decoder refused stopped the run)"""
+    src = damaged(clip(tmp_path, name))
+    ran = ProbeRunner().run(["upscale", "-", tmp_path / "o.mkv", "--report", tmp_path / "r.json", *RUN],
+                            tmp_path / "ran", stdin=src.read_bytes())
+    assert ran.rc == 0, ran.err
+    said = [line for line in ran.lines if " is damaged: " in line]
+    assert len(said) == 1 and said[0].startswith("vsr: warning: standard input is damaged: "), ran.lines
+    damage = json.loads((tmp_path / "r.json").read_text())["settings"]["input_damaged"]
+    assert damage["error_lines"] + damage["frames_with_errors"] >= 1
+
+
 def test_a_jobs_report_sums_its_chunks_damage():
     first = {"frames_with_errors": 0, "error_lines": 2, "first_s": 1.5, "first_error": "x"}
     reports = [{"settings": {}}, {"settings": {"input_damaged": first}},

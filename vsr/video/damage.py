@@ -119,17 +119,29 @@ def past_damage(c, st, decode: Callable = lambda packet: packet.decode()) -> Ite
     skipped, as FFmpeg's own tools do (a damaged MP4's mdat stopped the run at its first such packet, the rest of
     the file lost; the decoder's error line is what :class:`Damage` counts).  :data:`REFUSED_IN_A_ROW` refused in a
     row: the error raised, a stream this decoder cannot decode."""
-    refused = 0
+    refused = Refused()
     for packet in c.demux(st):
+        yield from refused.frames(packet, decode)
+
+
+class Refused:
+    """The packets in a row a decoder refused as invalid data (see :func:`past_damage`)."""
+
+    def __init__(self) -> None:
+        self.in_a_row = 0
+
+    def frames(self, packet, decode: Callable) -> list:
+        """``decode(packet)``, or no frames where the decoder refuses it (the error raised at
+        :data:`REFUSED_IN_A_ROW` in a row)."""
         try:
             frames = decode(packet)
         except av.InvalidDataError:
-            refused += 1
-            if refused >= REFUSED_IN_A_ROW:
+            self.in_a_row += 1
+            if self.in_a_row >= REFUSED_IN_A_ROW:
                 raise
-            continue
-        refused = 0
-        yield from frames
+            return []
+        self.in_a_row = 0
+        return frames
 
 
 def message(path: str | os.PathLike, record: dict) -> str:

@@ -23,6 +23,7 @@ import av
 
 from vsr.errors import InputError
 from vsr.video import alpha, hdr10plus
+from vsr.video.damage import Damage, Refused
 from vsr.video.ends import CountedReader, EarlyEnd, stream_end
 from vsr.video.extras import attachments
 from vsr.video.interlace import deinterlaced, with_deinterlace
@@ -93,7 +94,8 @@ class StreamSource:
     """The video of a stream on standard input (or of ``file``, a binary file object read in order).
     ``frames()`` may be called once; ``info.frames`` is the header's count, None where it has none.
     ``early_end``: once ``frames()`` has decoded the stream to its end, an :class:`~vsr.video.ends.EarlyEnd`
-    where its bytes ended inside a frame (Y4M) or without the index that ends it (NUT)."""
+    where its bytes ended inside a frame (Y4M) or without the index that ends it (NUT); ``damage``, what
+    :mod:`vsr.video.damage` met (a packet the decoder refused is skipped, as from a file)."""
 
     def __init__(self, file: BinaryIO | None = None, deinterlace: str = "auto"):
         self.path = Path(STREAM)
@@ -108,6 +110,7 @@ class StreamSource:
             file = open(0, "rb", closefd=False)  # noqa: SIM115 -- closed with the source
         self._file = CountedReader(file)
         self.early_end: EarlyEnd | None = None
+        self.damage: dict | None = None  # once frames() ends: the damage it met (vsr.video.damage)
         self._first_packet = 0
         self._count = 0
         logged: list[str] = []  # a pipe cannot be opened twice, as a file's error path does: its log is kept
@@ -155,6 +158,7 @@ class StreamSource:
         last: dict[int, tuple[int, int]] = {}
         tag = hdr10plus.tagger(st)  # (an HEVC or AV1 stream's HDR10+, each frame's)
         ctx = alpha.alpha_decoder(st)  # (a VP8/VP9 stream's alpha)
+        refused = Refused()  # (a damaged packet skipped, as from a file)
         for packet in self._container.demux():
             if packet.stream.index == st.index:
                 self._first_packet = self._first_packet or packet.size
@@ -162,7 +166,7 @@ class StreamSource:
                     self._side.put_time(packet)
                 if tag is not None:
                     tag(packet)
-                for frame in alpha.packet_frames(ctx, packet):
+                for frame in refused.frames(packet, lambda p: alpha.packet_frames(ctx, p)):
                     self._count += 1
                     yield frame
             elif packet.stream.type in SIDE_TYPES and packet.size and _timed(packet, last):
@@ -186,7 +190,12 @@ class StreamSource:
             decoded = inverse_telecined(decoded, st, self.info)
         elif self.info.deinterlaced:
             decoded = deinterlaced(decoded, st, *field_steps(self.info))
-        yield from timed_frames(decoded, 0, start, self.info)
+        damage = Damage({self._container.format.name, st.codec_context.name})
+        try:
+            with damage:
+                yield from timed_frames(decoded, 0, start, self.info, damage)
+        finally:
+            self.damage = damage.record()
         self.early_end = stream_end(self._file, self._container.format.name, self._first_packet, self._count)
 
     def close(self) -> None:
