@@ -25,6 +25,9 @@ _lock = threading.Lock()
 _users = 0
 _shared: dict = {}  # while any source decodes: the capture's ``logs``, and what it changed to restore
 _watchers: list["Damage"] = []
+# what a demuxer logs as an error of a file that is only cut short, not damaged: an early end, which
+# vsr.video.ends says (or a preview, in its own words)
+CUT_LINES = ("File ended prematurely",)
 # packets in a row the decoder may refuse before the source is taken as undecodable, not damaged
 REFUSED_IN_A_ROW = 64
 
@@ -106,7 +109,8 @@ def _drain() -> None:
     del logs[:len(lines)]  # (a line appended meanwhile by another thread stays for the next drain)
     wanted = _shared["level"]
     for level, name, text in lines:
-        ours = [d for d in _watchers if d.counting and name in d.names] if level <= av.logging.ERROR else []
+        cut = any(line in text for line in CUT_LINES)
+        ours = [d for d in _watchers if d.counting and name in d.names] if level <= av.logging.ERROR and not cut else []
         for d in ours:
             d.errors += 1
             d.first_line = d.first_line or text.strip()[:120]
