@@ -15,7 +15,8 @@ They are outputs like a video: :func:`check_file_output`, called before any work
 and ``-`` means standard output, as it does for IN and OUT (unless ``stdout=False``: ``vsr export``'s model is
 never written there).  Messages name the file as it was typed.  :func:`write_file_output` writes under a hidden
 temporary name beside the file and renames it into place, so a failure (a full disk) leaves the old file as it
-was and no temporary behind; it raises :class:`~vsr.errors.OutputError` naming the file.
+was and no temporary behind; it raises :class:`~vsr.errors.OutputError` naming the file (or standard output,
+where a full disk under a ``>`` redirection cuts it short).
 """
 
 from __future__ import annotations
@@ -149,9 +150,7 @@ def write_file_output(path: Path | None, data: str | bytes) -> None:
     when it cannot be written (the temporary file is removed, an old file at ``path`` stays as it was)."""
     raw = data.encode("utf-8") if isinstance(data, str) else data
     if path is None:
-        sys.stdout.flush()
-        sys.stdout.buffer.write(raw)
-        sys.stdout.flush()
+        _write_stdout(raw)
         return
     remove_partials(path)  # (what runs killed outright left)
     remove_old_partials(path, ".part")  # (and older vsr's pages: .NAME.PID.part)
@@ -168,3 +167,19 @@ def write_file_output(path: Path | None, data: str | bytes) -> None:
             raise
     except OSError as e:
         raise OutputError(f"cannot write {path}: {e.strerror or e}") from e
+
+
+def _write_stdout(raw: bytes) -> None:
+    """``raw`` whole on standard output, or :class:`OutputError`; a closed pipe stays a BrokenPipeError (exit 141)."""
+    try:
+        sys.stdout.flush()
+        view = memoryview(raw)
+        while view:
+            # a buffered write that a full disk (vsr upscale --report - > file) cuts short returns the count it
+            # wrote and drops the rest without an error: the next write is the one that says the disk is full
+            view = view[sys.stdout.buffer.write(view):]
+        sys.stdout.flush()
+    except BrokenPipeError:
+        raise
+    except OSError as e:
+        raise OutputError(f"cannot write standard output: {e.strerror or e}") from e
