@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Callable, Iterator, TypeVar
 
 from vsr import interrupt
-from vsr.errors import InputError, printable
+from vsr.errors import InputError, OutputError, printable
 
 T = TypeVar("T")
 
@@ -327,6 +327,19 @@ def engine_dir(root: Path = PACKAGE_PARENT) -> Path:
     if source_checkout(root):
         return root / "engines"
     return user_cache_dir(("VSR_ENGINE_DIR", "XDG_CACHE_HOME")) / "engines"
+
+
+FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)  # a full disk, a quota, a file size limit
+
+
+def engine_write_error(e: BaseException, folder: Path, what: str) -> BaseException:
+    """What to raise for ``e``, met while ``what`` (an ONNX export, a plan) was written into ``folder`` of
+    :func:`engine_dir`: where the disk is full an :class:`OutputError` naming the folder (a bare "No space left on
+    device" sends the user to the disk of their output, which has room), else ``e`` itself."""
+    if not isinstance(e, OSError) or e.errno not in FULL:
+        return e
+    return OutputError(f"cannot write {what} into vsr's engine cache {folder}: {e.strerror}; make room there or "
+                       f"set VSR_ENGINE_DIR to a folder on another disk")
 
 
 def weights_dir() -> Path:

@@ -4,8 +4,11 @@ or another user's planted model computing the output)."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
 import os
+import resource
+import signal
 import subprocess
 import sys
 import time
@@ -14,7 +17,7 @@ import warnings
 import onnx
 import pytest
 
-from vsr.errors import InputError
+from vsr.errors import InputError, OutputError
 from vsr.export import cache
 from vsr.export.cache import cached_export, export_key
 from vsr.export.onnx import state_checksum
@@ -207,3 +210,26 @@ def test_a_new_export_removes_the_model_s_exports_no_run_used_for_a_week(tiny, e
     assert recent.is_file() and size.is_file() and qdq.is_file() and outside.is_file()
     assert (folder / f"{stem}-{'3' * 20}.onnx").is_symlink()
     assert sorted(p.name for p in folder.iterdir() if p.name.startswith(".")) == []
+
+
+@contextlib.contextmanager
+def _file_size_limit(size: int):
+    """Writes past ``size`` bytes of a file fail with EFBIG in this process (a full disk, with no mount)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    was = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # (else the limit kills the process)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (size, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, was)
+
+
+def test_a_full_engine_disk_is_one_line_naming_the_engine_folder(tiny, engines):
+    """An export that filled VSR_ENGINE_DIR's disk said only "vsr: error: OSError: [Errno 28] No space left on
+    device": the user looked at their output's disk, which had room.  The fp16 form: an export without torch's."""
+    with _file_size_limit(100_000), pytest.raises(OutputError) as refused:
+        cached_export(*tiny, 16, 16, precision="fp16")
+    assert str(refused.value) == (f"cannot write an ONNX export into vsr's engine cache {engines.parent}: File too "
+                                  "large; make room there or set VSR_ENGINE_DIR to a folder on another disk")
+    assert sorted(p.name for p in engines.parent.iterdir()) == [engines.name]  # no temporary left

@@ -31,7 +31,7 @@ from typing import Callable, Iterator
 import torch
 
 from vsr.export.onnx import OPSET, export_onnx, save_atomic, state_checksum
-from vsr.files import code_digest, private_folder, untrusted
+from vsr.files import code_digest, engine_write_error, private_folder, untrusted
 from vsr.model.config import ModelConfig
 from vsr.unused import UNUSED_DAYS, mark_used, remove_unused
 
@@ -140,15 +140,18 @@ def cached_export(model: torch.nn.Module, config: ModelConfig, height: int, widt
     if why:
         warnings.warn(f"the cached ONNX export {path} {why}; exporting it again", stacklevel=2)
     exporting()
-    if precision == "fp32":
-        export_onnx(model, config, path, height, width, mode=ENTRY_MODE)
-    else:
-        import onnx
+    try:
+        if precision == "fp32":
+            export_onnx(model, config, path, height, width, mode=ENTRY_MODE)
+        else:
+            import onnx
 
-        from vsr.export.fp16 import half_model
+            from vsr.export.fp16 import half_model
 
-        source = cached_export(model, config, height, width, sha)
-        save_atomic(half_model(onnx.load(str(source))), path, ENTRY_MODE)
+            source = cached_export(model, config, height, width, sha)
+            save_atomic(half_model(onnx.load(str(source))), path, ENTRY_MODE)
+    except OSError as e:
+        raise engine_write_error(e, path.parent, "an ONNX export")
     # the model's exports: those of its config and size (any weights, key or precision; not its Q/DQ forms)
     model_entry = re.compile(rf"{re.escape(config.name)}-{height}x{width}(-fp16)?-[0-9a-f]{{20}}\.onnx")
     remove_unused(path.parent, model_entry.fullmatch, UNUSED_DAYS, keep=path.name)

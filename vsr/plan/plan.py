@@ -37,7 +37,7 @@ import numpy as np
 import onnx
 
 from vsr.errors import BackendError, InputError
-from vsr.files import code_digest, engine_dir, private_folder, sha256_file, untrusted
+from vsr.files import code_digest, engine_dir, engine_write_error, private_folder, sha256_file, untrusted
 from vsr.plan.arena import ArenaPlan, Buffer, plan_arena
 from vsr.plan.front import FRAMES
 from vsr.plan.partition import DEFAULT_BRIDGE_OPS, Partition, Step, TensorInfo, eval_dim, partition
@@ -354,9 +354,9 @@ class PlanCache:
             elif d.exists():
                 shutil.rmtree(d)
             os.replace(tmp, d)
-        except BaseException:
+        except BaseException as e:
             shutil.rmtree(tmp, ignore_errors=True)
-            raise
+            raise engine_write_error(e, self.root, "a split plan")
         self.built += 1
         remove_unused(self.root, _DIGEST.fullmatch, UNUSED_DAYS, keep=d.name, belongs=_of_model(onnx_path),
                       folders=True)
