@@ -286,6 +286,15 @@ def test_a_store_that_cannot_be_used_is_one_line(clips, tmp_path, capsys, monkey
             holder.close()
 
 
+def test_add_makes_a_store_of_an_empty_file(clips, tmp_path, capsys):
+    """An empty file at the store's name (what SQLite creates first: an older vsr's add stopped by a full disk
+    left one) was refused by add as "an SQLite file but not a vsr job store"; add makes the store in it."""
+    store = tmp_path / "q.db"
+    store.touch()
+    rc, out, err = jobs(capsys, "add", clips[1], "--store", store, "--out-dir", tmp_path / "out", *TINY)
+    assert rc == 0 and errors(err) == [] and len(added_ids(out)) == 1
+
+
 def test_outputs_that_would_collide_or_exist(clips, make_clip, tmp_path, capsys):
     a, _ = clips
     other = tmp_path / "other"

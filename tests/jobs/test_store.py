@@ -8,6 +8,7 @@ import multiprocessing
 import socket
 import sqlite3
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -192,6 +193,25 @@ def test_a_missing_store_is_one_line(tmp_path):
         for create in (False, True):  # (`vsr jobs add --store /dev/null` said "no job store: add creates it")
             with pytest.raises(StoreError, match=f"^{odd} is {kind}: a job store is a file"):
                 JobStore(odd, create=create)
+
+
+def test_a_store_whose_creation_a_full_disk_stopped_leaves_no_file(tmp_path):
+    """``vsr jobs add`` on a full disk left an empty file at the store's name, which every later command (add
+    too, once there was room) refused as "an SQLite file but not a vsr job store".  The full disk: a file size
+    limit of 0 (RLIMIT_FSIZE; each write fails with EFBIG), in a process of its own."""
+    store = tmp_path / "jobs.db"
+    script = ("import resource, signal, sys\n"
+              "from vsr.jobs.store import JobStore, StoreError\n"
+              "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # (else the limit kills the process)\n"
+              "resource.setrlimit(resource.RLIMIT_FSIZE, (0, resource.RLIM_INFINITY))\n"
+              "try:\n"
+              "    JobStore(sys.argv[1], create=True)\n"
+              "except StoreError as e:\n"
+              "    sys.exit(f'StoreError: {e}')\n")
+    done = subprocess.run([sys.executable, "-c", script, str(store)], capture_output=True, text=True)
+    assert done.returncode == 1 and done.stderr.startswith(f"StoreError: job store {store}: "), done.stderr
+    assert sorted(tmp_path.iterdir()) == []
+    JobStore(store, create=True).close()  # (with room: made)
 
 
 def test_a_file_that_is_not_a_database(tmp_path):

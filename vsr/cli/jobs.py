@@ -180,7 +180,9 @@ def _queue(args, broker: str | None, created: list[Path]) -> tuple[list, str]:
     if not broker:
         from vsr.jobs.store import JobStore, store_path
 
-        if store_path(args.store).exists():  # a file there must be a job store: said before any source is measured
+        store = store_path(args.store)
+        # a file there must be a job store (said before any source is measured), or empty: SQLite's first step
+        if store.exists() and not (store.is_file() and store.stat().st_size == 0):
             with JobStore(args.store, write=False):
                 pass
     for inputs, out_dir, ext, chunk, overwrite, options, job_file in _groups(args):

@@ -76,6 +76,16 @@ def _uri(path: Path, **query: str) -> str:
     return "file:" + quote(str(path.absolute())) + "?" + "&".join(f"{k}={v}" for k, v in query.items())
 
 
+def _remove_if_empty(path: Path) -> None:
+    """The file of a store whose creation failed (a full disk, Ctrl-C), removed while SQLite has written nothing
+    into it: left, the empty file was "an SQLite file but not a vsr job store" to every later command."""
+    try:
+        if os.lstat(path).st_size == 0:
+            os.unlink(path)
+    except OSError:
+        pass
+
+
 class JobStore(Leases):
     """The SQLite job store at ``path`` (created by ``create=True``; else it must exist).  ``write=False``: the
     store is only read (``list``, ``report``), so one on a read-only file system or without write permission
@@ -102,6 +112,7 @@ class JobStore(Leases):
                 self.path.parent.mkdir(parents=True, exist_ok=True)
             except OSError as e:
                 raise StoreError(f"cannot create the job store folder {self.path.parent}: {e.strerror}") from None
+        new = create and not os.path.lexists(self.path)
         self._db = self._connect(write)
         try:
             self._db.row_factory = sqlite3.Row
@@ -109,6 +120,8 @@ class JobStore(Leases):
                 self._setup(create, write)
         except BaseException:
             self._db.close()
+            if new:
+                _remove_if_empty(self.path)
             raise
 
     def _connect(self, write: bool) -> sqlite3.Connection:
