@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from fractions import Fraction
 from pathlib import Path
 
@@ -192,3 +194,36 @@ def test_adts_audio_into_matroska_on_a_pipe_is_refused_in_one_line(tmp_path):
     err = proc.stderr.decode()
     assert proc.returncode == 2 and proc.stdout == b"" and "use --format nut" in err
     assert [ln for ln in err.splitlines() if "random weights" not in ln] == [err.splitlines()[-1]]
+
+
+def test_a_stop_while_standard_input_sends_nothing_ends_the_run(tmp_path):
+    """SIGTERM while the producer on standard input had sent nothing more (a stalled live stream) waited, with
+    the temporary output there, until the producer sent more or ended: the decode stage was inside a read of
+    standard input, and a stop waits for it.  Now the run stops at once: exit 130, nothing left."""
+    src = subprocess.run([FFMPEG, "-v", "error", "-f", "lavfi", "-i", "testsrc2=size=64x48:rate=10", "-frames:v", "20",
+                          "-f", "yuv4mpegpipe", "-"], capture_output=True, check=True).stdout
+    out = tmp_path / "out"
+    out.mkdir()
+    proc = subprocess.Popen([*VSR, "upscale", "-", str(out / "o.mkv"), *TINY], stdin=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    try:
+        proc.stdin.write(src)  # (not a whole number of reads: the last read of the old code waited for more)
+        proc.stdin.flush()
+        for _ in range(1200):  # the run is under way once its temporary output is there
+            if list(out.iterdir()) or proc.poll() is not None:
+                break
+            time.sleep(0.1)
+        assert list(out.iterdir()), "the run never opened its output"
+        time.sleep(1)  # (its frames decoded, the decode stage waits for standard input)
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=60)  # (standard input kept open: communicate() would close it)
+        except subprocess.TimeoutExpired:
+            pytest.fail("SIGTERM did not stop a run waiting for standard input")
+        err = proc.stderr.read()
+    finally:
+        proc.kill()
+        proc.wait()
+        proc.stdin.close()
+    assert proc.returncode == 130 and err.decode().splitlines()[-1] == "vsr: interrupted", err
+    assert list(out.iterdir()) == []

@@ -9,7 +9,10 @@ and subtitle packets are taken as the demuxer passes them and handed to the sink
 
 from __future__ import annotations
 
+import io
 import os
+import select
+import stat
 import warnings
 from collections import deque
 from dataclasses import replace
@@ -21,6 +24,7 @@ from typing import BinaryIO, Iterator
 
 import av
 
+from vsr import interrupt
 from vsr.errors import InputError
 from vsr.video import alpha, hdr10plus
 from vsr.video.damage import Damage, Refused
@@ -90,6 +94,22 @@ class StreamPackets:
         self._queue.clear()
 
 
+WAIT_S = 0.1  # how often a read waiting for standard input's next bytes looks for a stop
+
+
+class _Pipe(io.FileIO):
+    """Standard input that is a pipe (or a socket, a device), read as FFmpeg asks: one read(2) each, what is
+    there, waited for in steps of :data:`WAIT_S` that see a stop.  A producer that sent nothing (a stalled live
+    stream) kept a Ctrl-C or SIGTERM waiting until it sent more or ended: a stop waits for the decode stage,
+    which was inside a read of standard input."""
+
+    def read(self, n: int = -1) -> bytes:
+        while not select.select([self], [], [], WAIT_S)[0]:
+            if interrupt.requested():
+                return b""  # the stream ends here for the stopping run, which publishes nothing (vsr.interrupt)
+        return super().read(n)
+
+
 class StreamSource:
     """The video of a stream on standard input (or of ``file``, a binary file object read in order).
     ``frames()`` may be called once; ``info.frames`` is the header's count, None where it has none.
@@ -107,7 +127,9 @@ class StreamSource:
             if os.isatty(0):
                 raise InputError("standard input is a terminal: pipe a video into it (e.g. ffmpeg -i IN -f "
                                  "yuv4mpegpipe - | vsr upscale - OUT)")
-            file = open(0, "rb", closefd=False)  # noqa: SIM115 -- closed with the source
+            # (a redirected file is read as a file: seekable, and never waited for)
+            regular = stat.S_ISREG(os.fstat(0).st_mode)
+            file = open(0, "rb", closefd=False) if regular else _Pipe(0, "rb", closefd=False)  # noqa: SIM115
         self._file = CountedReader(file)
         self.early_end: EarlyEnd | None = None
         self.damage: dict | None = None  # once frames() ends: the damage it met (vsr.video.damage)
