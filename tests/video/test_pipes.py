@@ -227,3 +227,40 @@ def test_a_stop_while_standard_input_sends_nothing_ends_the_run(tmp_path):
         proc.stdin.close()
     assert proc.returncode == 130 and err.decode().splitlines()[-1] == "vsr: interrupted", err
     assert list(out.iterdir()) == []
+
+
+def _file_size_limit(size: int):
+    """For preexec_fn: writes past ``size`` bytes of a file fail with EFBIG (a full disk, with no mount)."""
+    def limit():
+        import resource
+
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # (else the limit kills the process)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (size, resource.RLIM_INFINITY))
+    return limit
+
+
+def test_a_failure_while_standard_input_sends_nothing_ends_the_run(tmp_path):
+    """The output's disk full while the producer on standard input had sent nothing more: the error waited, with
+    the temporary output there, until the producer sent more or ended (the decode stage, inside a read of
+    standard input, was waited for).  Now it is said at once: exit 1, nothing left."""
+    src = subprocess.run([FFMPEG, "-v", "error", "-f", "lavfi", "-i", "testsrc2=size=64x48:rate=10", "-frames:v", "20",
+                          "-f", "yuv4mpegpipe", "-"], capture_output=True, check=True).stdout
+    out = tmp_path / "out"
+    out.mkdir()
+    proc = subprocess.Popen([*VSR, "upscale", "-", str(out / "o.nut"), *TINY, "-c", "ffv1"], stdin=subprocess.PIPE,
+                            stderr=subprocess.PIPE, preexec_fn=_file_size_limit(30_000))
+    try:
+        proc.stdin.write(src)
+        proc.stdin.flush()
+        try:
+            proc.wait(timeout=60)  # (standard input kept open)
+        except subprocess.TimeoutExpired:
+            pytest.fail("a run that failed waited for standard input")
+        err = proc.stderr.read().decode()
+    finally:
+        proc.kill()
+        proc.wait()
+        proc.stdin.close()
+    said = f"vsr: error: cannot write {out / 'o.nut'}: File too large"
+    assert proc.returncode == 1 and err.splitlines()[-1] == said, err
+    assert list(out.iterdir()) == []

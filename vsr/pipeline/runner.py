@@ -298,6 +298,8 @@ class FrameQueueRunner:
         marks: list[tuple[tuple[int, float], ...]] = []  # the stages' numbers at the first frames' writes
         pipeline = self._pipeline(decode, scenes, sink, tiles, info.height, info.width, progress, stream, weights,
                                   written_at, marks)
+        if hasattr(source, "stop_reads"):  # (a stage's error stops the run while a pipe's producer is silent)
+            source.stop_reads(pipeline.stop.is_set)
         t0 = time.perf_counter()
         pipeline.run()
         facts = self.backend.facts() if hasattr(self.backend, "facts") else {}

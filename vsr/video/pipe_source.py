@@ -20,7 +20,7 @@ from fractions import Fraction
 from itertools import chain
 from pathlib import Path
 from types import SimpleNamespace
-from typing import BinaryIO, Iterator
+from typing import BinaryIO, Callable, Iterator
 
 import av
 
@@ -101,11 +101,13 @@ class _Pipe(io.FileIO):
     """Standard input that is a pipe (or a socket, a device), read as FFmpeg asks: one read(2) each, what is
     there, waited for in steps of :data:`WAIT_S` that see a stop.  A producer that sent nothing (a stalled live
     stream) kept a Ctrl-C or SIGTERM waiting until it sent more or ended: a stop waits for the decode stage,
-    which was inside a read of standard input."""
+    which was inside a read of standard input.  ``stopped``: whether the run stopped (another stage failed)."""
+
+    stopped: Callable[[], bool] = staticmethod(lambda: False)
 
     def read(self, n: int = -1) -> bytes:
         while not select.select([self], [], [], WAIT_S)[0]:
-            if interrupt.requested():
+            if interrupt.requested() or self.stopped():
                 return b""  # the stream ends here for the stopping run, which publishes nothing (vsr.interrupt)
         return super().read(n)
 
@@ -197,6 +199,11 @@ class StreamSource:
             self._count += 1
             yield frame
         self._side.finish()
+
+    def stop_reads(self, stopped: Callable[[], bool]) -> None:
+        """A read waiting for standard input's next bytes ends the stream once ``stopped()`` (the run's stop)."""
+        if isinstance(self._file.file, _Pipe):
+            self._file.file.stopped = stopped
 
     def probe_sample(self) -> tuple[str, av.VideoFrame]:
         """The video's codec and the frame decoded to probe the stream: what :mod:`vsr.video.compression`
