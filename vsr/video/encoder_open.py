@@ -15,6 +15,7 @@ import av.logging
 from vsr.errors import InputError
 from vsr.video.codecs import check_size
 from vsr.video.encoder_choice import EncoderChoice
+from vsr.video.output import WRITE_ERRNOS
 from vsr.video.threads import normal_policy
 
 # What encoders log (at warning level) for an option they did not take while opening anyway.
@@ -83,6 +84,8 @@ def open_encoder(oc, vs, choice: EncoderChoice) -> None:
             oc.start_encoding()
             normal_policy()  # SVT-AV1 started its threads at real-time priority where it could
         except (av.FFmpegError, ValueError) as e:
+            if isinstance(e, OSError) and e.errno in WRITE_ERRNOS:
+                raise  # the header's write: the output's disk, not the options (the sink names the output)
             if any("Picture size" in m for _, _, m in logs):
                 check_size(codec, vs.width, vs.height)
             why = _first_error(e, logs)
