@@ -137,15 +137,10 @@ class VideoSink:
                 warnings.warn(said, stacklevel=2)
                 self._chapters = ()
             self._chapters_before_header(trim)
-            self._start(choice)
+            writes(lambda sink: open_encoder(sink.oc, sink.vs, choice))(self)  # (the header's full disk: OUT named)
         except BaseException:
             self.abort()
             raise
-
-    @writes
-    def _start(self, choice) -> None:
-        """The encoder opened and the header written (a full disk there: :func:`writes` names the output)."""
-        open_encoder(self.oc, self.vs, choice)
 
     def _chapters_before_header(self, trim: bool) -> None:
         """An untrimmed output's chapters, set before its header is written (mp4 then makes its chapter track)."""
