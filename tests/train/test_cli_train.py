@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import signal
 import subprocess
 import sys
@@ -223,6 +224,9 @@ def test_training_data_that_is_all_excluded_says_so(tmp_path):
         find_sources([gt], exclude=TrainOptions.exclude)
     with pytest.raises(InputError, match=r"\(--exclude\)"):
         find_sources([gt], exclude=("calendar",))
+    # a folder by its path: "their paths hold '/tmp/.../gt'" was untrue of a relative --data
+    with pytest.raises(InputError, match=re.escape(f"as they are {str(gt)!r} or under it (--exclude)")):
+        find_sources([gt], exclude=(str(gt),))
 
 
 def test_an_empty_video_is_refused_in_the_words_of_the_other_commands(tmp_path):

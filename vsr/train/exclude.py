@@ -45,8 +45,9 @@ def say_left_out(paths: list, exclude: tuple[str, ...], left_out: list[str], kep
     if not kept and left_out:
         x = left_out[0]
         why = "Vid4 is the validation set, never trained on" if x.lower() == "vid4" else "--exclude"
+        how = f"they are {x!r} or under it" if x and os.path.exists(x) else f"their paths hold {x!r}"
         raise InputError(f"nothing to train on in {where}: the images and videos found there ({len(left_out)}) are "
-                         f"excluded, as their paths hold {x!r} ({why})")
+                         f"excluded, as {how} ({why})")
     for x in dict.fromkeys(x for x in exclude if x not in left_out and x.lower() not in ALWAYS):
         warnings.warn(f"--exclude {x!r} leaves out nothing in {where}: no image's or video's path there holds "
                       "it or is under it")
