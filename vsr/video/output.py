@@ -27,7 +27,7 @@ from pathlib import Path
 
 from vsr import interrupt
 from vsr.errors import InputError, OutputError
-from vsr.files import create_new, file_in_the_way, not_writable
+from vsr.files import FULL, create_new, file_in_the_way, not_writable
 from vsr.leftovers import remove_partials, remove_probes
 from vsr.video.codecs import muxer_for
 
@@ -119,7 +119,7 @@ def make_frames_folder(path: Path) -> None:
 
 # what writing an output (not reading the input) fails with: a full disk, an exceeded quota, a file too large
 # for its file system, a file system gone read-only
-WRITE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS)
+WRITE_ERRNOS = (*FULL, errno.EROFS)  # a full disk, a quota, a file size limit (vsr.files.FULL); read-only
 
 
 def writes(method):
