@@ -171,7 +171,7 @@ NEEDS_INT8 = "needs precision int8 (it calibrates the split plan's int8 segments
 @pytest.mark.parametrize("keys, said", [
     ('precision = "fp32"\nint8_calibration = "cal"', f"int8_calibration {NEEDS_INT8}"),
     ('backend = "ort"\nprecision = "int8"\nint8-calibration = "cal"',
-     "int8-calibration {tmp}/cal: no PNG frames in it (give a folder of PNG frames)"),
+     "int8-calibration {tmp}/cal: no frames in it (give a folder of PNG, JPEG, TIFF, BMP or WebP frames)"),
     ('precision = "fp32"\nint8-scales = "exact"', "int8-scales needs precision int8 (it chooses the activation "
                                                    "scales of the split plan's int8 segments)"),
     ("tile = 33", "tile 33: tiles are cut on EDVR's 4-pixel grid (its pyramid halves the frame twice); give a "
@@ -199,7 +199,8 @@ def test_a_job_file_s_bad_value_names_its_key(clips, tmp_path, capsys, keys, sai
     ('frames = "10:20"', "x --frames y/--frames.mp4", "frames 10:20: {src} has only 7 frames"),  # a file's name
     ('frames = "10:20"', "x --frames y", "frames 10:20: {src} has only 7 frames"),  # a folder of videos
     ('backend = "ort"\nprecision = "int8"\nint8-calibration = "x --int8-calibration y"',
-     "a.mp4", "int8-calibration {tmp}/x --int8-calibration y: no PNG frames in it (give a folder of PNG frames)"),
+     "a.mp4", "int8-calibration {tmp}/x --int8-calibration y: no frames in it (give a folder of PNG, JPEG, TIFF, "
+     "BMP or WebP frames)"),
 ])
 def test_a_job_file_s_key_is_renamed_where_the_message_names_it_not_inside_a_path(clips, tmp_path, capsys, keys,
                                                                                    inputs, said):
@@ -254,7 +255,7 @@ def test_an_int8_job_with_an_empty_calibration_folder_queues_nothing(clips, tmp_
     rc, out, err = jobs(capsys, "add", a, "--out-dir", tmp_path / "out", "--store", store, *TINY, "--backend", "ort",
                         "--precision", "int8", "--int8-calibration", cal)
     assert rc == 2 and out == "" and errors(err) == [
-        f"vsr: error: --int8-calibration {cal}: no PNG frames in it (give a folder of PNG frames)"]
+        f"vsr: error: --int8-calibration {cal}: no frames in it (give a folder of PNG, JPEG, TIFF, BMP or WebP frames)"]
     assert not store.exists() and not (tmp_path / "out").exists()
 
 

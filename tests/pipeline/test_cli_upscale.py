@@ -245,7 +245,7 @@ def test_a_calibration_precision_auto_leaves_unused_is_said(make_clip, tmp_path,
 
 
 @pytest.mark.parametrize("folder,said", [
-    ("cal", "no PNG frames in it"), ("jpegs", "no PNG frames in it"), ("nonexist", "no such folder"),
+    ("cal", "no frames in it"), ("texts", "no frames in it"), ("nonexist", "no such folder"),
     ("in.mp4", "not a folder"),
 ])
 @pytest.mark.parametrize("precision", [["--precision", "int8"], []])  # (auto: int8 on this VNNI stand-in)
@@ -254,13 +254,14 @@ def test_a_calibration_folder_without_frames_is_said_before_the_run(make_clip, t
     """An int8 run given an empty (or image-less) --int8-calibration folder said so after the random-weights
     warning, the model's load and its export; now alone, when the options are checked, and nothing written."""
     (tmp_path / "cal").mkdir()
-    (tmp_path / "jpegs").mkdir()
-    (tmp_path / "jpegs" / "a.jpg").write_bytes(b"\xff\xd8")
+    (tmp_path / "texts").mkdir()
+    (tmp_path / "texts" / "a.png.txt").write_bytes(b"\xff\xd8")
     monkeypatch.chdir(tmp_path)
     rc, err = int8_run(make_clip, tmp_path, capsys, monkeypatch, {"VSR_INT8_ISA": "avx512-vnni"}, *precision,
                        "--backend", "ort", "--int8-calibration", folder)
     assert rc == 2 and err.splitlines() == [
-        f"vsr: error: --int8-calibration {folder}: {said} (give a folder of PNG frames)"], err
+        f"vsr: error: --int8-calibration {folder}: {said} (give a folder of PNG, JPEG, TIFF, BMP or WebP "
+        "frames)"], err
     assert not (tmp_path / "o.mp4").exists() and not list(tmp_path.glob(".*vsr-partial*"))
 
 

@@ -21,7 +21,7 @@ from vsr.pipeline.scenes import WINDOW
 from vsr.pipeline.windows import window_indices
 from vsr.video import EncoderSettings
 from vsr.video.colour import quantise_rgb
-from vsr.video.png_source import read_png
+from vsr.video.png_source import read_frame
 
 
 
@@ -194,7 +194,7 @@ def test_png_folder_to_video_and_video_to_png_folder(make_clip, tmp_path, tiny_b
     upscale(src, frames_out, backend=tiny_backend)
     pngs = sorted(frames_out.glob("*.png"))
     assert [p.name for p in pngs] == [f"{i:08d}.png" for i in range(4)]
-    assert read_png(pngs[0]).shape == (3, 48, 64)
+    assert read_frame(pngs[0]).shape == (3, 48, 64)
     video = tmp_path / "back.mkv"
     upscale(frames_out, video, backend=tiny_backend, runner=RunnerSettings(tile=32, overlap=8),
             encoder=EncoderSettings(codec="ffv1"))

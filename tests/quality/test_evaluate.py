@@ -130,7 +130,7 @@ def test_result_dict_carries_means_and_per_frame_values(clip):
 
 @pytest.mark.parametrize("case, message", [
     ("missing", "not found"),
-    ("empty", "no PNG frames"),
+    ("empty", r"no frames \(PNG, JPEG, TIFF, BMP or WebP\) in LR folder"),
     ("count", "frame counts differ"),
     ("size", "exactly 4x the LR size"),
     ("selection", "selection is empty"),

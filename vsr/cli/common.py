@@ -82,17 +82,20 @@ def check_int8_options(args, precision: str, why: str = "") -> None:
 
 
 def check_calibration_folder(calibration: str | None) -> None:
-    """A ``--int8-calibration`` folder that is missing, not a folder or holds no PNG frame: one line when the
-    options are checked (an int8 run found it once the model had loaded and the run had begun)."""
+    """A ``--int8-calibration`` folder that is missing, not a folder or holds no frame
+    (:func:`~vsr.quant.config.calibration_frames`): one line when the options are checked (an int8 run found it
+    once the model had loaded and the run had begun)."""
     import os
 
     from vsr.errors import InputError
     from vsr.quant.config import calibration_frames
+    from vsr.video.png_frames import KIND_NAMES
 
     if calibration is None:
         return
     if not os.path.isdir(calibration):
         why = "not a folder" if os.path.lexists(calibration) else "no such folder"
-        raise InputError(f"--int8-calibration {calibration}: {why} (give a folder of PNG frames)")
+        raise InputError(f"--int8-calibration {calibration}: {why} (give a folder of {KIND_NAMES} frames)")
     if not calibration_frames(calibration):
-        raise InputError(f"--int8-calibration {calibration}: no PNG frames in it (give a folder of PNG frames)")
+        raise InputError(f"--int8-calibration {calibration}: no frames in it (give a folder of {KIND_NAMES} "
+                         "frames)")

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vsr.files import sha256_file
-from vsr.video.png_frames import png_paths
+from vsr.video.png_frames import frame_paths
 from vsr.video.seek import VideoScan
 from vsr.video.source import SourceChanged
 
@@ -43,7 +43,7 @@ def stat_of(path: str | os.PathLike) -> tuple[int, int]:
     st = path.stat()
     if not path.is_dir():
         return st.st_size, st.st_mtime_ns
-    frames = [p.stat() for p in sorted(png_paths(path))]
+    frames = [p.stat() for p in sorted(frame_paths(path))]
     return sum(f.st_size for f in frames), max([st.st_mtime_ns, *(f.st_mtime_ns for f in frames)])
 
 
@@ -60,7 +60,7 @@ def folder_identity(path: Path, frames: int) -> InputIdentity:
     """The identity of a folder of PNG frames: every frame file's name and contents."""
     before = stat_of(path)
     h = hashlib.sha256()
-    for p in sorted(png_paths(path)):
+    for p in sorted(frame_paths(path)):
         h.update(json.dumps([p.name, sha256_file(p)]).encode())
     _same(path, before, "while it was being read")
     return InputIdentity(before[0], before[1], frames, "sha256:" + h.hexdigest())

@@ -1,12 +1,12 @@
 """Evaluate x4 super-resolution of a PNG sequence against its ground truth: model vs bicubic.
 
-Conventions follow BasicSR's video tests, so figures compare with published EDVR results:
-frames are the ``*.png`` of a folder in frame order (LR and GT paired by name); without an LR folder the LR is
+Conventions follow BasicSR's video tests, so figures compare with published EDVR results: frames are the pictures
+(PNG, JPEG, ...: one kind) of a folder in frame order (LR and GT paired by name); without an LR folder the LR is
 made from the GT by the BI degradation (GT mod-cropped to a multiple of 4, then MATLAB bicubic x1/4); model output
 is clipped to [0, 1] and rounded to 8 bits (BasicSR's ``tensor2img``) before PSNR/SSIM; each output frame ``i`` is
-predicted from the window :func:`vsr.pipeline.windows.window_indices` of the *whole* sequence, so a
-``frames`` selection scores exactly as in a full run.  A :class:`ClipDegradation` makes the LR from the
-whole GT clip instead (e.g. BI then x264, :mod:`vsr.train.degrade`), so that codec artefacts are real.
+predicted from the window :func:`vsr.pipeline.windows.window_indices` of the *whole* sequence, so a ``frames``
+selection scores exactly as in a full run.  A :class:`ClipDegradation` makes the LR from the whole GT clip instead
+(e.g. BI then x264, :mod:`vsr.train.degrade`), so that codec artefacts are real.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from vsr.errors import BackendError, InputError
 from vsr.pipeline.windows import window_indices
 from vsr.quality.metrics import FrameScores, frame_scores
 from vsr.quality.resize import bicubic_downscale_x4, bicubic_upscale_x4, mod_crop
-from vsr.video.png_frames import frame_files
+from vsr.video.png_frames import KIND_NAMES, frame_files
 
 SCALE = 4
 LR_GIVEN = "given"
@@ -37,8 +37,8 @@ _STREAMS = count(1)  # one stream of frame keys per sequence scored
 
 
 def list_frames(folder: str | Path, what: str) -> list[Path]:
-    """The ``*.png`` files of ``folder`` in frame order (:func:`vsr.video.png_frames.frame_files`); :class:`InputError`
-    if it is missing or has none."""
+    """The frames of ``folder`` (PNG, JPEG, ...: one kind) in frame order (:func:`vsr.video.png_frames.frame_files`);
+    :class:`InputError` if it is missing or has none."""
     p = Path(folder)
     if not p.exists():
         raise InputError(f"{what} folder not found: {p}")
@@ -46,7 +46,7 @@ def list_frames(folder: str | Path, what: str) -> list[Path]:
         raise InputError(f"{what} path is not a folder: {p}")
     files = [f for f in frame_files(p, gaps=True) if f.is_file()]  # paired by name: a gap is the pairing's to say
     if not files:
-        raise InputError(f"no PNG frames in {what} folder {p}")
+        raise InputError(f"no frames ({KIND_NAMES}) in {what} folder {p}")
     return files
 
 

@@ -40,7 +40,7 @@ from vsr.pipeline.upscale import run_encoder
 from vsr.video import EncoderSettings, open_source
 from vsr.video.endpoints import existing
 from vsr.video.extras import read_extras
-from vsr.video.png_frames import png_paths
+from vsr.video.png_frames import frame_paths
 from vsr.video.encoder_choice import EncoderChoice, OutputContainer, choose_encoder
 from vsr.video.output import is_stream
 from vsr.video.reading import open_input
@@ -309,7 +309,7 @@ def _read_back(path: Path) -> tuple[list[np.ndarray], list[int], int]:
             sizes = [p.size for p in c.demux(main_video(c)) if p.size]
             extra = sum(len(x.data) for x in read_extras(c))
     else:  # PNG frames
-        sizes = [p.stat().st_size for p in sorted(png_paths(path))]
+        sizes = [p.stat().st_size for p in sorted(frame_paths(path))]
     return sr, sizes, extra
 
 

@@ -12,7 +12,7 @@ import numpy as np
 
 from vsr.errors import InputError
 from vsr.files import sha256_file
-from vsr.video.png_frames import natural_key, png_paths
+from vsr.video.png_frames import KIND_NAMES, frame_paths, natural_key
 from vsr.quant.isa import int8_isa, weight_qmax
 
 QUANT_FORMAT = 3  # bump when the int8 rewrite or the calibration changes what a plan holds (2: hard edges; 3: u8
@@ -62,16 +62,16 @@ class QuantConfig:
 
 
 def calibration_frames(folder: str | os.PathLike) -> list[Path]:
-    """The PNG frames of ``folder`` in natural order (``2.png`` before ``10.png``: consecutive frames make the
-    calibration's windows), their suffix in any case (a camera's or Windows tool's ``.PNG``: they were "no PNG
-    frames")."""
-    return sorted(png_paths(Path(folder)), key=lambda p: natural_key(p.name))
+    """The frames of ``folder`` (PNG, JPEG, TIFF, BMP or WebP, one kind: :func:`~vsr.video.png_frames.frame_paths`) in
+    natural order (``2.png`` before ``10.png``: consecutive frames make the calibration's windows), their suffix in
+    any case (a camera's or Windows tool's ``.PNG``: they were "no PNG frames")."""
+    return sorted(frame_paths(Path(folder)), key=lambda p: natural_key(p.name))
 
 
 def _pngs(folder: str) -> list[Path]:
     files = calibration_frames(folder)
     if not files:
-        raise InputError(f"int8 calibration: no PNG frames in {folder}")
+        raise InputError(f"int8 calibration: no frames ({KIND_NAMES}) in {folder}")
     return files
 
 

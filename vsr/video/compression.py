@@ -15,6 +15,7 @@ from pathlib import Path
 import av
 import numpy as np
 
+from vsr.video.png_frames import frame_kind
 from vsr.video.reading import one_line, open_input
 from vsr.video.streams import main_video
 
@@ -152,13 +153,28 @@ def measure_stream(codec: str, first: av.VideoFrame) -> CompressionFacts:
 
 
 def measure_png_folder(files: list[Path]) -> CompressionFacts:
-    """A folder of PNG frames (lossless): blockiness of its first frames too, which tells frames decoded from
-    a compressed video."""
+    """A folder of frames: blockiness of its first frames (which tells frames decoded from a compressed video);
+    JPEG and lossy WebP frames (``mjpeg``, ``vp8``) at their files' bits per pixel, as a video's packets."""
     import cv2
 
-    lumas = (cv2.imread(os.fsencode(f), cv2.IMREAD_GRAYSCALE) for f in files[:SAMPLE_FRAMES:SAMPLE_EVERY])
-    value, n = _mean_blockiness(y for y in lumas if y is not None)
-    return CompressionFacts("png", None, None, value, n)
+    codec = _frame_codec(files[0]) if files else "png"
+    sample = [(f, cv2.imread(os.fsencode(f), cv2.IMREAD_GRAYSCALE)) for f in files[:SAMPLE_FRAMES:SAMPLE_EVERY]]
+    sample = [(f, y) for f, y in sample if y is not None]
+    value, n = _mean_blockiness(y for _, y in sample)
+    if codec not in ("mjpeg", "vp8") or not sample:
+        return CompressionFacts(codec, None, None, value, n)
+    bpp = 8 * sum(f.stat().st_size for f, _ in sample) / sum(y.size for _, y in sample)
+    return CompressionFacts(codec, bpp, "file", value, n)
+
+
+def _frame_codec(path: Path) -> str:
+    """FFmpeg's decoder name for a frame file: ``png``, ``mjpeg``, ``tiff``, ``bmp``; WebP: ``vp8l`` (lossless)
+    or ``vp8``, as its first chunks say."""
+    kind = frame_kind(path)
+    if kind == "WebP":
+        with open(path, "rb") as f:
+            return "vp8l" if b"VP8L" in f.read(64) else "vp8"
+    return {"JPEG": "mjpeg", "TIFF": "tiff", "BMP": "bmp"}.get(kind, "png")
 
 
 def measure_webp(source) -> CompressionFacts:

@@ -1,7 +1,7 @@
 """What an input or output name opens: :func:`open_source` and :func:`open_sink`.
 
-A video file, a folder of PNG frames, or ``-``: a stream on standard input or output
-(:mod:`vsr.video.pipe_source`, :mod:`vsr.video.pipe_sink`).
+A video file, a folder of frames (PNG, JPEG, TIFF, BMP, WebP as input; PNG as output), or ``-``: a stream on
+standard input or output (:mod:`vsr.video.pipe_source`, :mod:`vsr.video.pipe_sink`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from vsr.video.webp_source import AnimatedWebpSource, is_animated_webp
 
 def open_source(path: str | Path, deinterlace: str = "auto") -> (VideoSource | PngFolderSource | StreamSource
                                                                   | AnimatedWebpSource):
-    """The source at ``path``: a video file, a folder of PNG frames, an animated WebP, or ``-``: a stream on
+    """The source at ``path``: a video file, a folder of frames, an animated WebP, or ``-``: a stream on
     standard input;
     ``deinterlace``: "auto" (an interlaced video's frames deinterlaced as they are decoded) or "off"."""
     if deinterlace not in MODES:

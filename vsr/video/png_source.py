@@ -1,5 +1,5 @@
-"""A folder of PNG frames as a source: its frames in the order their names number them
-(:func:`~vsr.video.png_frames.frame_files`), read as float32 RGB."""
+"""A folder of picture frames (PNG, JPEG, TIFF, BMP or WebP) as a source: its frames in the order their names number
+them (:func:`~vsr.video.png_frames.frame_files`), read as float32 RGB."""
 
 from __future__ import annotations
 
@@ -14,38 +14,34 @@ from vsr.errors import InputError
 from vsr.video.alpha import Alpha
 from vsr.video.captions import FrameStore
 from vsr.video.png_colour import read_colour
-from vsr.video.png_frames import frame_files
+from vsr.video.png_frames import KIND_NAMES, frame_files, frame_kind
 from vsr.video.source import SourceFrame, VideoInfo
 
 PNG_TIME_BASE = Fraction(1, 25)
 
 
 class PngFolderSource:
-    """The ``*.png`` of a folder in the order their names number them (:func:`~vsr.video.png_frames.frame_files`:
-    ``9.png`` before ``10.png``, a gap an error); timestamps ``0, 1, 2, ...`` in a 1/25 s time base."""
+    """The frames of a folder (:func:`~vsr.video.png_frames.frame_files`: ``9.png`` before ``10.png``, a gap an
+    error; one kind of picture): timestamps ``0, 1, 2, ...`` in a 1/25 s time base."""
 
     def __init__(self, path: Path):
-        import cv2
-
         self.path = Path(path)
         self.files = frame_files(self.path)
         if not self.files:
-            raise InputError(f"zero frames: no *.png files in folder {self.path}")
-        first = cv2.imread(os.fsencode(self.files[0]), cv2.IMREAD_UNCHANGED)
-        if first is None:
-            raise InputError(f"not a PNG image: {self.files[0]}")
+            raise InputError(f"zero frames: no {KIND_NAMES} files in folder {self.path}")
+        first = decode(self.files[0])
         h, w = first.shape[:2]
         bits = 16 if first.dtype == np.uint16 else 8
         alpha = first.ndim == 3 and first.shape[2] == 4  # (the first frame decides, as a video's does)
         pix_fmt = ("rgba64le" if alpha else "rgb48le") if bits == 16 else ("rgba" if alpha else "rgb24")
-        colour, hdr = read_colour(self.files[0])  # (sRGB, or what its cICP says: vsr.video.png_colour)
+        colour, hdr = read_colour(self.files[0])  # (sRGB, or what a PNG's cICP says: vsr.video.png_colour)
         self.info = VideoInfo(path=self.path, kind="png", width=w, height=h, pix_fmt=pix_fmt, bits=bits,
                               colour=colour, time_base=PNG_TIME_BASE, rate=1 / PNG_TIME_BASE,
                               frames=len(self.files), alpha=FrameStore() if alpha else None, hdr=hdr)
 
     def frames(self, start: int = 0) -> Iterator[SourceFrame]:
         for i in range(start, len(self.files)):
-            rgb, alpha = read_png(self.files[i], (self.info.height, self.info.width), with_alpha=True)
+            rgb, alpha = read_frame(self.files[i], (self.info.height, self.info.width), with_alpha=True)
             if self.info.alpha is not None:
                 self.info.alpha.put(i, i, alpha)
             yield SourceFrame(i, i, 1, rgb)
@@ -54,14 +50,39 @@ class PngFolderSource:
         pass
 
 
-def read_png(path: Path, size: tuple[int, int] | None = None, with_alpha: bool = False):
-    """A PNG file -> float32 RGB ``(3, H, W)`` in [0, 1] (grey handled; 8 or 16 bit); ``with_alpha``: and its
-    :class:`~vsr.video.alpha.Alpha` (None where it has none)."""
+def decode(path: Path) -> np.ndarray:
+    """The picture at ``path`` as OpenCV reads it: BGR or BGRA (PNG, TIFF and WebP keep their alpha), grey, 8 or
+    16 bits; a JPEG turned upright by its EXIF orientation, as viewers show it.  One line where it cannot be read."""
     import cv2
 
-    img = cv2.imread(os.fsencode(path), cv2.IMREAD_UNCHANGED)  # (bytes: OpenCV crashes on a name that is not UTF-8)
+    kind = frame_kind(path) or "PNG"
+    if kind == "JPEG" and not _whole_jpeg(path):
+        raise InputError(f"not a whole JPEG image: {path} (its data ends before the picture does)")
+    # JPEG: IMREAD_COLOR applies the EXIF orientation, which IMREAD_UNCHANGED leaves out; BMP: no alpha (a 32-bit
+    # BMP's fourth byte is most often padding, 0: a picture wholly transparent)
+    flags = cv2.IMREAD_COLOR if kind in ("JPEG", "BMP") else cv2.IMREAD_UNCHANGED
+    img = cv2.imread(os.fsencode(path), flags)  # (bytes: OpenCV crashes on a name that is not UTF-8)
     if img is None:
-        raise InputError(f"not a PNG image: {path}")
+        raise InputError(f"not a {kind} image: {path}")
+    if img.dtype not in (np.uint8, np.uint16):
+        raise InputError(f"{path}: its samples are {img.dtype}; vsr reads frames of 8 or 16 bits per sample")
+    return img
+
+
+def _whole_jpeg(path: Path) -> bool:
+    """Whether the JPEG file at ``path`` has its end marker after its last scan: libjpeg decodes a cut file without
+    an error, its missing rows grey.  (0xFFD9 cannot occur inside a scan's data: 0xFF there is followed by 0 or a
+    restart marker.)"""
+    with open(path, "rb") as f:
+        data = f.read()
+    scan = data.rfind(b"\xff\xda")
+    return not data.startswith(b"\xff\xd8") or scan >= 0 and data.find(b"\xff\xd9", scan) >= 0  # (else: OpenCV's)
+
+
+def read_frame(path: Path, size: tuple[int, int] | None = None, with_alpha: bool = False):
+    """A frame file (:func:`decode`) -> float32 RGB ``(3, H, W)`` in [0, 1] (grey handled; 8 or 16 bit);
+    ``with_alpha``: and its :class:`~vsr.video.alpha.Alpha` (None where it has none)."""
+    img = decode(path)
     if img.ndim == 2:
         img = np.repeat(img[:, :, None], 3, axis=2)
     alpha = None

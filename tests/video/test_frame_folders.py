@@ -1,0 +1,122 @@
+"""Folders of frames as users have them: JPEG, TIFF, BMP and WebP beside PNG (``ffmpeg -i x.mp4 %04d.jpg``, a
+camera's time-lapse, a scan's 16-bit TIFFs).  They were "zero frames: no *.png files in folder".
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import cv2
+import numpy as np
+import pytest
+
+from tests.video.tools import ffmpeg
+from vsr.errors import InputError
+from vsr.video import open_source
+
+
+def frames_of(folder, suffix: str, n: int = 3, *args: str):
+    """``n`` 64x48 test-pattern frames ``0001<suffix>`` ... written by ffmpeg (``args``: its output options)."""
+    folder.mkdir()
+    if suffix.lower() == ".webp":
+        args = ("-c:v", "libwebp", *args)  # (one picture a file: its default, libwebp_anim, writes one animation)
+    subprocess.run([ffmpeg(), "-v", "error", "-f", "lavfi", "-i", "testsrc2=size=64x48:rate=1", "-frames:v", str(n),
+                    *args, "-f", "image2", str(folder / f"%04d{suffix}")], check=True)
+    return folder
+
+
+def pixels(source) -> list[np.ndarray]:
+    return [f.rgb for f in source.frames()]
+
+
+@pytest.mark.parametrize("suffix", [".jpg", ".JPEG", ".tif", ".bmp", ".webp"])
+def test_a_folder_of_each_kind_is_read_in_order(tmp_path, suffix):
+    folder = frames_of(tmp_path / "f", suffix)
+    src = open_source(folder)
+    assert (src.info.width, src.info.height, src.info.frames, src.info.bits) == (64, 48, 3, 8)
+    assert src.info.rate == 25 and src.info.alpha is None and src.info.colour.transfer == 13  # (sRGB, as 8-bit PNG)
+    got = pixels(src)
+    for k, rgb in enumerate(got):  # each frame is its file, as OpenCV reads it
+        bgr = cv2.imread(str(folder / f"{k + 1:04d}{suffix}"), cv2.IMREAD_COLOR)
+        assert np.array_equal(np.round(rgb * 255).astype(np.uint8), bgr[:, :, ::-1].transpose(2, 0, 1))
+    assert not np.array_equal(got[0], got[2])  # (testsrc2 at 1 fps: each frame a second on)
+
+
+def test_a_jpeg_is_turned_upright_by_its_exif_orientation(tmp_path):
+    """A phone's portrait JPEG is stored sideways with orientation 6 (turn 90 degrees clockwise), as viewers do."""
+    if shutil.which("exiftool") is None:
+        pytest.skip("needs exiftool")
+    folder = frames_of(tmp_path / "f", ".jpg", 2)
+    stored = cv2.imread(str(folder / "0001.jpg"), cv2.IMREAD_UNCHANGED)
+    for p in folder.iterdir():
+        subprocess.run(["exiftool", "-q", "-overwrite_original", "-Orientation=6", "-n", str(p)], check=True)
+    src = open_source(folder)
+    assert (src.info.width, src.info.height) == (48, 64)
+    upright = np.round(pixels(src)[0] * 255).astype(np.uint8)[::-1].transpose(1, 2, 0)  # (H, W, BGR)
+    assert np.array_equal(upright, np.rot90(stored, k=-1))
+
+
+def test_a_16_bit_tiff_keeps_16_bits(tmp_path):
+    folder = frames_of(tmp_path / "f", ".tif", 2, "-pix_fmt", "rgb48le")
+    src = open_source(folder)
+    assert src.info.bits == 16 and src.info.pix_fmt == "rgb48le"
+    first = cv2.imread(str(folder / "0001.tif"), cv2.IMREAD_UNCHANGED)
+    assert first.dtype == np.uint16
+    assert np.array_equal(np.round(pixels(src)[0] * 65535).astype(np.uint16), first[:, :, ::-1].transpose(2, 0, 1))
+
+
+@pytest.mark.parametrize("suffix", [".tif", ".webp"])
+def test_alpha_in_tiff_and_webp_is_kept_as_png_s(tmp_path, suffix):
+    folder = tmp_path / "f"
+    folder.mkdir()
+    for k in range(3):
+        bgra = np.full((48, 64, 4), 40 * k + 20, np.uint8)
+        bgra[:, :, 3] = 255
+        bgra[:, :32, 3] = 128
+        cv2.imwrite(str(folder / f"{k}{suffix}"), bgra, [cv2.IMWRITE_WEBP_QUALITY, 101])  # (101: lossless WebP)
+    src = open_source(folder)
+    assert src.info.pix_fmt == "rgba" and src.info.alpha is not None
+    list(src.frames())
+    alpha = src.info.alpha.take(2)
+    assert alpha.top == 255 and alpha.plane[0, 0] == 128 and alpha.plane[0, 63] == 255
+
+
+def test_a_folder_of_two_kinds_names_both(tmp_path):
+    folder = frames_of(tmp_path / "f", ".png")
+    shutil.copy(frames_of(tmp_path / "j", ".jpg", 1) / "0001.jpg", folder / "cover.jpg")
+    with pytest.raises(InputError, match=r"^.*/f holds PNG frames \(0001.png\) and JPEG frames \(cover.jpg\): a "
+                                         r"folder of frames is one kind of picture; move the others out$"):
+        open_source(folder)
+
+
+@pytest.mark.parametrize("name, damage, said", [
+    ("0002.jpg", "cut", r"not a whole JPEG image: .*/0002.jpg \(its data ends before the picture does\)"),
+    ("0002.jpg", "text", r"^not a JPEG image: .*/0002.jpg$"),
+    ("0003.tif", "text", r"^not a TIFF image: .*/0003.tif$"),
+])
+def test_a_damaged_frame_is_one_line_naming_it(tmp_path, name, damage, said):
+    folder = frames_of(tmp_path / "f", name[-4:])
+    data = (folder / name).read_bytes()
+    (folder / name).write_bytes(data[:len(data) // 2] if damage == "cut" else b"not a picture\n")
+    src = open_source(folder)
+    with pytest.raises(InputError, match=said):
+        list(src.frames())
+
+
+def test_float_samples_are_refused_in_one_line(tmp_path):
+    folder = tmp_path / "f"
+    folder.mkdir()
+    cv2.imwrite(str(folder / "1.tif"), np.full((48, 64, 3), 0.5, np.float32))
+    with pytest.raises(InputError, match=r"1.tif: its samples are float32; vsr reads frames of 8 or 16 bits"):
+        open_source(folder)
+
+
+@pytest.mark.parametrize("suffix, codec, lossy", [(".jpg", "mjpeg", True), (".tif", "tiff", False),
+                                                  (".png", "png", False)])
+def test_weights_auto_sees_jpeg_frames_as_lossy(tmp_path, suffix, codec, lossy):
+    """Frames a camera or ``ffmpeg … %04d.jpg`` wrote are JPEG's blocks: measured as MJPEG at their bits per pixel."""
+    from vsr.video.compression import measure
+
+    facts = measure(open_source(frames_of(tmp_path / "f", suffix)))
+    assert facts.codec == codec and (facts.bits_per_pixel is not None) == lossy and facts.frames == 1
