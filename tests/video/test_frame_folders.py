@@ -1,11 +1,14 @@
 """Folders of frames as users have them: JPEG, TIFF, BMP and WebP beside PNG (``ffmpeg -i x.mp4 %04d.jpg``, a
-camera's time-lapse, a scan's 16-bit TIFFs).  They were "zero frames: no *.png files in folder".
+camera's time-lapse, a scan's 16-bit TIFFs), and their rate (``--frame-rate``, as ffmpeg's ``-framerate``).
+
+They were "zero frames: no *.png files in folder", and every folder played at 25 frames a second.
 """
 
 from __future__ import annotations
 
 import shutil
 import subprocess
+from fractions import Fraction
 
 import cv2
 import numpy as np
@@ -120,3 +123,36 @@ def test_weights_auto_sees_jpeg_frames_as_lossy(tmp_path, suffix, codec, lossy):
 
     facts = measure(open_source(frames_of(tmp_path / "f", suffix)))
     assert facts.codec == codec and (facts.bits_per_pixel is not None) == lossy and facts.frames == 1
+
+
+@pytest.mark.parametrize("text, rate", [
+    ("24", 24), ("25", 25), ("23.976", Fraction(24000, 1001)), ("29.97", Fraction(30000, 1001)),
+    ("59.94", Fraction(60000, 1001)), ("30000/1001", Fraction(30000, 1001)), ("12.5", Fraction(25, 2)),
+    ("0.5", Fraction(1, 2)), (24, 24), (29.97, Fraction(30000, 1001)),  # (a job file's TOML numbers)
+])
+def test_a_frame_rate_is_exact(text, rate):
+    from vsr.video.png_source import parse_frame_rate
+
+    assert parse_frame_rate(text) == rate
+
+
+@pytest.mark.parametrize("text", ["0", "-24", "nan", "inf", "fast", "", "1001", "24/0"])
+def test_a_bad_frame_rate_is_one_line(text):
+    from vsr.video.png_source import parse_frame_rate
+
+    with pytest.raises(InputError, match=r"^--frame-rate must be frames a second above 0 and at most 1000"):
+        parse_frame_rate(text)
+
+
+def test_a_folder_plays_at_its_frame_rate(tmp_path):
+    folder = frames_of(tmp_path / "f", ".jpg")
+    assert open_source(folder).info.rate == 25  # (the default, as before)
+    info = open_source(folder, frame_rate="24000/1001").info
+    assert info.rate == Fraction(24000, 1001) and info.time_base == Fraction(1001, 24000)
+
+
+def test_a_frame_rate_for_a_video_is_refused(make_clip):
+    src = make_clip("in.mp4", width=16, height=12, frames=2)
+    with pytest.raises(InputError, match=r"^--frame-rate is for a folder of frames, whose pictures have no times; "
+                                         r".*in.mp4 has its own timestamps$"):
+        open_source(src, frame_rate="24")

@@ -76,8 +76,8 @@ def _sub(jobs, name: str, text: str) -> argparse.ArgumentParser:
 
 def _add_add(jobs) -> None:
     a = _sub(jobs, "add", "queue one job per video")
-    a.add_argument("inputs", nargs="+", metavar="IN", help="video file, folder of videos, or job file (.toml, "
-                                                            "see jobs/example.toml)")
+    a.add_argument("inputs", nargs="+", metavar="IN", help="video file, folder of videos, folder of frames (one "
+                                                            "job), or job file (.toml, see jobs/example.toml)")
     a.add_argument("--out-dir", default=None, metavar="DIR", help="where the outputs go: DIR/<input stem>.<ext>")
     a.add_argument("--ext", default=None, help="output container, a bare suffix (default: the input's where it "
                                                "keeps timestamps, else mp4 or mkv)")

@@ -46,6 +46,9 @@ def add_upscale_options(p, *, frames: bool = True) -> None:
                         "the same frames at the same times (default); double = each field a frame of its own: "
                         "twice the frames at twice the rate (50p from 25i); film = inverse telecine: film's own "
                         "frames out of 3:2 pulldown (23.976 from 29.97); off = upscale them as decoded")
+    r.add_argument("--frame-rate", default=None, metavar="R",
+                   help="a folder of frames' rate, frame i at i/R seconds: 24, 25, 23.976 (= 24000/1001), 29.97 (= "
+                        "30000/1001), 30000/1001, ... (default 25); a video has its own timestamps: refused")
     r.add_argument("--scene-threshold", default=None, metavar="X",
                    help="detector's ratio of a cut's frame difference to its neighbours' (default: "
                         "configs/pipeline/scenes.toml)")
@@ -216,12 +219,20 @@ def upscale_settings(args):
                             memory_budget_mb=None if args.memory_budget is None else
                             to_int(args.memory_budget, "--memory-budget", 256, 1 << 30),  # (1 PB)
                             frames=parse_frames(getattr(args, "frames", None)), deinterlace=args.deinterlace,
+                            frame_rate=parse_rate_option(args.frame_rate),
                             **parse_scene_cuts(args.scene_cuts, args.scene_threshold))
     encoder = EncoderSettings(codec=args.codec, crf=crf, preset=args.preset, pix_fmt=args.pix_fmt,
                               options=parse_options(args.encoder_options, args.crf, args.preset),
                               scale=parse_output_scale(args.scale),
                               quiet=not getattr(args, "verbose", False))  # the encoder's own banner: under -v
     return request, encoder, runner
+
+
+def parse_rate_option(value) -> str | None:
+    """``--frame-rate`` -> its exact fraction as text (``"24000/1001"`` for 23.976), or None (not given: 25)."""
+    from vsr.video.png_source import parse_frame_rate
+
+    return None if value is None else str(parse_frame_rate(value))
 
 
 def parse_output_scale(value):

@@ -53,7 +53,7 @@ def plan_job(spec: JobSpec, chunk_frames: int = DEFAULT_CHUNK_FRAMES,
         raise InputError(f"--chunk-frames must be at least 1, not {chunk_frames}")
     path = Path(spec.input)
     # one-line errors for a missing file, not a video, no video stream
-    source = open_source(path, deinterlace=spec.runner.deinterlace)
+    source = open_source(path, deinterlace=spec.runner.deinterlace, frame_rate=spec.runner.frame_rate)
     source.close()
     if source.info.kind == "webp":
         raise InputError(f"{path} is an animated WebP, which libwebp reads from its first frame on, not FFmpeg: a "

@@ -152,7 +152,7 @@ def _chunk_source(spec: JobSpec, chunk: ChunkSpec):
     """The input, entered at the chunk's verified keyframe where it has one, checking the pictures planning
     recorded (``chunk.checks``)."""
     if Path(spec.input).is_dir():
-        return open_source(spec.input)
+        return open_source(spec.input, frame_rate=spec.runner.frame_rate)
     if not Path(spec.input).is_file():
         raise InputError(f"no such file: {spec.input}")
     entry = EntryPoint(chunk.decode_from, chunk.entry_pts, chunk.entry_digest) if chunk.decode_from else None
@@ -220,7 +220,8 @@ def _check_destination(spec: JobSpec) -> None:
 
 def _write_joined(spec: JobSpec, chunks: list[ChunkSpec], folder: ChunkFolder, joined: str,
                   encoder_log: bool = False) -> None:
-    source = open_source(spec.input, deinterlace="off")  # its info only: no frame is decoded
+    # its info only: no frame is decoded
+    source = open_source(spec.input, deinterlace="off", frame_rate=spec.runner.frame_rate)
     try:
         encoder = replace(spec.encoder, quiet=not encoder_log)  # its encoder opens, though it only stream-copies
         info = source.info

@@ -1,6 +1,7 @@
 """What ``vsr jobs add`` turns its inputs into: one :class:`~vsr.jobs.spec.JobSpec` per video, each checked.
 
-A folder stands for the videos directly in it (by suffix, hidden files left out, in name order).  The output of
+A folder stands for the videos directly in it (by suffix, hidden files left out, in name order); a folder of frames
+without a video (PNG, JPEG, ...: :mod:`vsr.video.png_frames`) for itself, one job.  The output of
 ``IN`` is ``out_dir/<IN's stem>.<ext>``, built only from checked parts: ``ext`` is a bare suffix (letters and
 digits), and the name stays in ``out_dir``.  Without ``ext``, an input whose container keeps every frame's
 timestamp (:data:`KEEPS_TIMESTAMPS`) keeps its own; any other (AVI, Y4M, MPEG-PS, FLV...) becomes MP4 where
@@ -25,6 +26,7 @@ from vsr.model.choice import AUTO, WeightsChoice, choose_for
 from vsr.video import check_output, open_source
 from vsr.video.codecs import IMAGE_CODECS
 from vsr.video.output import is_stream
+from vsr.video.png_frames import KIND_NAMES, frame_paths
 from vsr.video.reading import open_input
 
 # Containers vsr reads and writes as video files (a folder's other files are not jobs).
@@ -52,7 +54,8 @@ def check_ext(ext: str, where: str = "--ext") -> str:
 
 
 def videos_of(path: Path) -> list[Path]:
-    """``path`` itself (a file), or the videos of a folder; a missing path or a folder without videos is an
+    """``path`` itself (a file), or the videos of a folder; a folder of frames and no video is itself one input (a
+    job's input may be one: :class:`~vsr.video.PngFolderSource`); a missing path or a folder without either is an
     :class:`InputError`."""
     if is_stream(path):
         raise InputError("a job's input must be a file: its chunks seek into it (standard input, -, is read once; "
@@ -62,8 +65,11 @@ def videos_of(path: Path) -> list[Path]:
     if path.is_dir():
         found = sorted(p for p in path.iterdir()
                        if p.is_file() and not p.name.startswith(".") and p.suffix.lower() in VIDEO_SUFFIXES)
+        if not found and frame_paths(path):  # (two kinds of frames: said by its source, when the job is planned)
+            return [path]
         if not found:
-            raise InputError(f"no videos in folder {path} (looked for {', '.join(sorted(VIDEO_SUFFIXES))})")
+            raise InputError(f"no videos in folder {path} (looked for {', '.join(sorted(VIDEO_SUFFIXES))}), nor "
+                             f"frames ({KIND_NAMES})")
         return found
     raise InputError(f"input does not exist: {path}" if not path.exists() else f"input is not a file: {path}")
 
@@ -80,9 +86,12 @@ def output_for(src: Path, out_dir: Path, ext: str | None, codec: str | None = No
 def default_suffix(src: Path, codec: str | None = None) -> str:
     """The output container of ``src`` when no ``ext`` is given: its own where it keeps timestamps, else
     ``.mp4`` where MP4 holds the video encoder (``codec``, None: libx264) and every audio and subtitle stream of
-    ``src`` as it is, else ``.mkv``; ``.mov`` for a picture codec (``--codec png``: players read it there)."""
+    ``src`` as it is, else ``.mkv``; ``.mov`` for a picture codec (``--codec png``: players read it there); a folder of
+    frames: ``.mp4`` where it holds the codec."""
     if codec in IMAGE_CODECS:
         return ".mov"
+    if src.is_dir():  # a folder of frames: no audio, and MP4 keeps the time base of its --frame-rate exact
+        return ".mp4" if codec is None or codec in MP4_VIDEO else ".mkv"
     if src.suffix.lower() in KEEPS_TIMESTAMPS:
         return src.suffix
     return ".mp4" if _fits_mp4(src, codec) else ".mkv"
@@ -150,12 +159,12 @@ def _in_the_way(out_dir: Path, e: OSError) -> str:
     return f"{blocker} is a file, not a folder"
 
 
-def _weights_for(src: Path, backend, on_weights, deinterlace: str):
+def _weights_for(src: Path, backend, on_weights, runner):
     """``backend`` with the weights ``auto`` picks for ``src`` (``backend`` itself for any other weights), from
-    its frames as the job's run decodes them (``deinterlace``)."""
+    its frames as the job's run decodes them (``runner``'s deinterlace, frame_rate)."""
     if backend.weights != AUTO:
         return backend
-    source = open_source(src, deinterlace=deinterlace)
+    source = open_source(src, deinterlace=runner.deinterlace, frame_rate=runner.frame_rate)
     try:
         choice = choose_for(source)
     finally:
@@ -177,6 +186,6 @@ def _specs(inputs, out_dir, ext, backend, encoder, runner, overwrite, taken, on_
                 raise InputError(f"{taken[dst]} and {src} would both be written to {dst}")
             check_output(dst, src, overwrite)
             taken[dst] = src
-            weights = _weights_for(src, backend, on_weights, runner.deinterlace)
+            weights = _weights_for(src, backend, on_weights, runner)
             specs.append(JobSpec.from_settings(str(src), str(dst), weights, encoder, runner, overwrite))
     return specs

@@ -30,7 +30,7 @@ UPSCALE_KEYS: dict[str, tuple[type, ...]] = {
     "codec": (str,), "crf": (int, float), "preset": (str,), "pix_fmt": (str,), "encoder_options": (dict,),
     "precision": (str,), "int8_scales": (str,), "int8_calibration": (str,), "per_window_features": (bool,),
     "scene_cuts": (str,), "scale": (int, float, str), "scene_threshold": (int, float), "frames": (str,),
-    "deinterlace": (str,),
+    "deinterlace": (str,), "frame_rate": (int, float, str),
 }
 
 

@@ -166,6 +166,8 @@ class JobSpec:
         data["backend"].pop("precision", None)  # why the options' precision was chosen: the options count
         if data["encoder"].get("scale") is None:  # (no --scale: the key of a job added before there was one)
             data["encoder"].pop("scale", None)
+        if data["runner"].get("frame_rate") is None:  # (no --frame-rate: likewise)
+            data["runner"].pop("frame_rate", None)
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 

@@ -85,7 +85,8 @@ class RunnerSettings:
     5-30 ms a frame in its own thread (EDVR-S takes seconds) and found every cut with no false one on the real
     clips (docs/benchmarks.md, "Scene cuts: detector"); scene_threshold: overrides ``threshold`` of
     ``configs/pipeline/scenes.toml``; deinterlace: "auto" (an interlaced source's frames are deinterlaced as they are
-    decoded, :mod:`vsr.video.interlace`) or "off".
+    decoded, :mod:`vsr.video.interlace`) or "off"; frame_rate: a folder of frames' rate (``--frame-rate``, as
+    text: ``"24000/1001"``; None: 25), refused for a video.
     """
 
     batch: int = 1
@@ -104,6 +105,7 @@ class RunnerSettings:
     scene_list: tuple[int, ...] = ()
     scene_threshold: float | None = None
     deinterlace: str = "auto"
+    frame_rate: str | None = None
 
 
 class SourceFrames:

@@ -45,7 +45,7 @@ def upscale(src: str | Path, dst: str | Path, *, backend: Backend | BackendReque
     announce(on_phase, "opening input")
     held, source = HeldWarnings(), None
     try:
-        source = open_source(src, deinterlace=runner.deinterlace)
+        source = open_source(src, deinterlace=runner.deinterlace, frame_rate=runner.frame_rate)
         if not is_stream(dst):  # standard output: written as it goes, nothing to check or replace
             check_output(dst, src, overwrite)
         start, stop = runner.frames

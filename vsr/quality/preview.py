@@ -159,7 +159,7 @@ def preview(src: str | Path, *, at: str | int | None = None, frames: int = DEFAU
     src = check_source(src)
     said = _Said()
     with said():
-        source = open_source(src, deinterlace=runner.deinterlace)
+        source = open_source(src, deinterlace=runner.deinterlace, frame_rate=runner.frame_rate)
     info = source.info
     source.close()
     total = info.frames_estimate

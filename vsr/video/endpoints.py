@@ -16,23 +16,29 @@ from vsr.video.pipe_sink import StreamSink
 from vsr.video.pipe_source import StreamSource
 from vsr.video.png_sink import PngFolderSink
 from vsr.video.sink import VideoSink
-from vsr.video.png_source import PngFolderSource
+from vsr.video.png_source import PngFolderSource, parse_frame_rate
 from vsr.video.source import VideoInfo, VideoSource
 from vsr.video.webp_source import AnimatedWebpSource, is_animated_webp
 
 
-def open_source(path: str | Path, deinterlace: str = "auto") -> (VideoSource | PngFolderSource | StreamSource
-                                                                  | AnimatedWebpSource):
+def open_source(path: str | Path, deinterlace: str = "auto", frame_rate: str | None = None) -> (
+        VideoSource | PngFolderSource | StreamSource | AnimatedWebpSource):
     """The source at ``path``: a video file, a folder of frames, an animated WebP, or ``-``: a stream on
     standard input;
-    ``deinterlace``: "auto" (an interlaced video's frames deinterlaced as they are decoded) or "off"."""
+    ``deinterlace``: "auto" (an interlaced video's frames deinterlaced as they are decoded) or "off";
+    ``frame_rate``: a folder's frames a second (``--frame-rate``, :func:`parse_frame_rate`; None: 25), refused for
+    any other input, which has its own timestamps."""
     if deinterlace not in MODES:
         raise InputError(f"--deinterlace must be one of {', '.join(MODES)}, not {deinterlace!r}")
-    if is_stream(path):
+    rate = None if frame_rate is None else parse_frame_rate(frame_rate)
+    p = None if is_stream(path) else existing(path)
+    if rate is not None and (p is None or not p.is_dir()):
+        raise InputError(f"--frame-rate is for a folder of frames, whose pictures have no times; "
+                         f"{'standard input' if p is None else p} has its own timestamps")
+    if p is None:
         return StreamSource(deinterlace=deinterlace)
-    p = existing(path)
     if p.is_dir():
-        return PngFolderSource(p)
+        return PngFolderSource(p) if rate is None else PngFolderSource(p, rate)
     if is_animated_webp(p):  # (FFmpeg reads one picture of it)
         return AnimatedWebpSource(p)
     return VideoSource(p, deinterlace=deinterlace)

@@ -1,5 +1,5 @@
 """A folder of picture frames (PNG, JPEG, TIFF, BMP or WebP) as a source: its frames in the order their names number
-them (:func:`~vsr.video.png_frames.frame_files`), read as float32 RGB."""
+them (:func:`~vsr.video.png_frames.frame_files`), read as float32 RGB, frame i at i / rate."""
 
 from __future__ import annotations
 
@@ -17,14 +17,36 @@ from vsr.video.png_colour import read_colour
 from vsr.video.png_frames import KIND_NAMES, frame_files, frame_kind
 from vsr.video.source import SourceFrame, VideoInfo
 
-PNG_TIME_BASE = Fraction(1, 25)
+PNG_RATE = Fraction(25)  # (a folder's rate where none is given: --frame-rate's default)
+MAX_RATE = 1000
+
+
+def parse_frame_rate(value) -> Fraction:
+    """``--frame-rate R`` -> frames a second, exactly: ``24``, ``30000/1001``, ``12.5``; NTSC's decimals (``23.976``,
+    ``29.97``, ``59.94``: N/1.001 to two or three places) are their N * 1000/1001, the rate they stand for.  Above 0,
+    at most :data:`MAX_RATE`; else one line."""
+    text = str(value).strip()
+    try:
+        rate = Fraction(text)
+    except (ValueError, ZeroDivisionError):
+        rate = None
+    if rate is None or not 0 < rate <= MAX_RATE:
+        raise InputError(f"--frame-rate must be frames a second above 0 and at most {MAX_RATE} (24, 23.976, "
+                         f"30000/1001), not {text!r}")
+    ntsc = round(rate * Fraction(1001, 1000))
+    if "." in text and rate.denominator != 1 and abs(rate - Fraction(ntsc * 1000, 1001)) < Fraction(5, 1000):
+        return Fraction(ntsc * 1000, 1001)
+    if rate.denominator > 1_000_000:  # (a time base 1/R that containers' 32-bit fields hold)
+        raise InputError(f"--frame-rate {text}: give it as N/D with D at most 1000000 (e.g. 30000/1001)")
+    return rate
 
 
 class PngFolderSource:
     """The frames of a folder (:func:`~vsr.video.png_frames.frame_files`: ``9.png`` before ``10.png``, a gap an
-    error; one kind of picture): timestamps ``0, 1, 2, ...`` in a 1/25 s time base."""
+    error; one kind of picture) at ``rate`` frames a second: timestamps ``0, 1, 2, ...`` in a ``1 / rate`` time
+    base."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, rate: Fraction = PNG_RATE):
         self.path = Path(path)
         self.files = frame_files(self.path)
         if not self.files:
@@ -36,7 +58,7 @@ class PngFolderSource:
         pix_fmt = ("rgba64le" if alpha else "rgb48le") if bits == 16 else ("rgba" if alpha else "rgb24")
         colour, hdr = read_colour(self.files[0])  # (sRGB, or what a PNG's cICP says: vsr.video.png_colour)
         self.info = VideoInfo(path=self.path, kind="png", width=w, height=h, pix_fmt=pix_fmt, bits=bits,
-                              colour=colour, time_base=PNG_TIME_BASE, rate=1 / PNG_TIME_BASE,
+                              colour=colour, time_base=1 / Fraction(rate), rate=Fraction(rate),
                               frames=len(self.files), alpha=FrameStore() if alpha else None, hdr=hdr)
 
     def frames(self, start: int = 0) -> Iterator[SourceFrame]:
