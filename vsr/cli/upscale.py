@@ -1,4 +1,4 @@
-"""`vsr upscale IN OUT`: upscale a video (or a folder of PNG frames) x4, faithful to the source."""
+"""`vsr upscale IN OUT`: upscale a video (or a folder of frames, or a picture) x4, faithful to the source."""
 
 from __future__ import annotations
 
@@ -13,14 +13,14 @@ __all__ = ["add_parser", "parse_frames", "parse_options", "run"]
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("upscale", help="upscale a video or a folder of PNG frames x4",
+    p = sub.add_parser("upscale", help="upscale a video, a folder of frames or a picture x4",
                        description="Upscale IN x4 into OUT.  OUT's suffix picks the container (.mp4, .mkv, .mov, "
                                    "...); a name without suffix, or a folder, gets %08d.png frames.  Audio and "
                                    "subtitles are copied; timestamps, colour and rotation kept.")
-    p.add_argument("input", help="video file, folder of *.png frames, or - (a stream on standard input: Y4M, "
-                                 "NUT, MPEG-TS, Matroska, ...)")
-    p.add_argument("output", help="video file, folder for PNG frames, or - (a stream on standard output, see "
-                                  "--format)")
+    p.add_argument("input", help="video file, folder of frames (*.png, *.jpg, *.tif, *.bmp, *.webp), picture, "
+                                 "or - (a stream on standard input: Y4M, NUT, MPEG-TS, Matroska, ...)")
+    p.add_argument("output", help="video file, folder for PNG frames, a .png where IN is one picture, or - (a "
+                                  "stream on standard output, see --format)")
     add_upscale_options(p)
     o = p.add_argument_group("output")
     o.add_argument("--format", default=None, choices=("y4m", "nut", "matroska", "mpegts"),

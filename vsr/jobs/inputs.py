@@ -25,7 +25,7 @@ from vsr.jobs.spec import JobSpec
 from vsr.model.choice import AUTO, WeightsChoice, choose_for
 from vsr.video import check_output, open_source
 from vsr.video.codecs import IMAGE_CODECS
-from vsr.video.output import is_stream
+from vsr.video.output import is_picture_out, is_stream
 from vsr.video.png_frames import KIND_NAMES, frame_paths
 from vsr.video.reading import open_input
 
@@ -184,6 +184,8 @@ def _specs(inputs, out_dir, ext, backend, encoder, runner, overwrite, taken, on_
                 raise InputError(f"the output of {src} would be written outside {out_dir}: {dst}")
             if dst in taken:
                 raise InputError(f"{taken[dst]} and {src} would both be written to {dst}")
+            if is_picture_out(dst, src):  # (vsr upscale's picture out of a picture: a job's chunks are video)
+                raise InputError(f"{dst}: a job writes a video; upscale the picture {src} with vsr upscale")
             check_output(dst, src, overwrite)
             taken[dst] = src
             weights = _weights_for(src, backend, on_weights, runner)

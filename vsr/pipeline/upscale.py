@@ -15,7 +15,7 @@ from vsr.model.choice import AUTO, WeightsChoice, choose_for
 from vsr.pipeline.runner import FrameQueueRunner, RunnerSettings
 from vsr.report import RunReport
 from vsr.video import EncoderSettings, check_output, open_sink, open_source
-from vsr.video.output import is_stream
+from vsr.video.output import is_picture_out, is_stream
 from vsr.video.timecode import starting_at
 
 log = logging.getLogger(__name__)
@@ -45,7 +45,7 @@ def upscale(src: str | Path, dst: str | Path, *, backend: Backend | BackendReque
     announce(on_phase, "opening input")
     held, source = HeldWarnings(), None
     try:
-        source = open_source(src, deinterlace=runner.deinterlace, frame_rate=runner.frame_rate)
+        source = _open_input(src, dst, runner)
         if not is_stream(dst):  # standard output: written as it goes, nothing to check or replace
             check_output(dst, src, overwrite)
         start, stop = runner.frames
@@ -101,6 +101,13 @@ def upscale(src: str | Path, dst: str | Path, *, backend: Backend | BackendReque
         held.drop()
         if source is not None:
             source.close()
+
+
+def _open_input(src: Path, dst: Path, runner: RunnerSettings):
+    """``src`` as ``runner`` reads it (deinterlaced, a folder at its frame rate); one picture for a picture
+    (``photo.jpg -> big.png``: :func:`~vsr.video.output.is_picture_out`) as a folder of that one frame."""
+    return open_source(src, deinterlace=runner.deinterlace, frame_rate=runner.frame_rate,
+                       picture=is_picture_out(dst, src))
 
 
 class HeldWarnings:

@@ -11,23 +11,26 @@ from pathlib import Path
 from vsr.errors import InputError
 from vsr.video.encoder_choice import EncoderSettings
 from vsr.video.interlace import MODES
-from vsr.video.output import is_png_folder, is_stream
+from vsr.video.output import is_picture_out, is_png_folder, is_stream
 from vsr.video.pipe_sink import StreamSink
 from vsr.video.pipe_source import StreamSource
-from vsr.video.png_sink import PngFolderSink
+from vsr.video.png_sink import PictureSink, PngFolderSink
 from vsr.video.sink import VideoSink
+from vsr.video.png_frames import one_picture
 from vsr.video.png_source import PngFolderSource, parse_frame_rate
 from vsr.video.source import VideoInfo, VideoSource
 from vsr.video.webp_source import AnimatedWebpSource, is_animated_webp
 
 
-def open_source(path: str | Path, deinterlace: str = "auto", frame_rate: str | None = None) -> (
+def open_source(path: str | Path, deinterlace: str = "auto", frame_rate: str | None = None, picture: bool = False) -> (
         VideoSource | PngFolderSource | StreamSource | AnimatedWebpSource):
     """The source at ``path``: a video file, a folder of frames, an animated WebP, or ``-``: a stream on
     standard input;
     ``deinterlace``: "auto" (an interlaced video's frames deinterlaced as they are decoded) or "off";
     ``frame_rate``: a folder's frames a second (``--frame-rate``, :func:`parse_frame_rate`; None: 25), refused for
-    any other input, which has its own timestamps."""
+    any other input, which has its own timestamps; ``picture``: one picture (:func:`~vsr.video.png_frames.one_picture`)
+    is read as a folder of that one frame is (FFmpeg's reading of it turns neither its EXIF orientation nor its
+    colour into a picture's)."""
     if deinterlace not in MODES:
         raise InputError(f"--deinterlace must be one of {', '.join(MODES)}, not {deinterlace!r}")
     rate = None if frame_rate is None else parse_frame_rate(frame_rate)
@@ -37,7 +40,7 @@ def open_source(path: str | Path, deinterlace: str = "auto", frame_rate: str | N
                          f"{'standard input' if p is None else p} has its own timestamps")
     if p is None:
         return StreamSource(deinterlace=deinterlace)
-    if p.is_dir():
+    if p.is_dir() or picture and one_picture(p):
         return PngFolderSource(p) if rate is None else PngFolderSource(p, rate)
     if is_animated_webp(p):  # (FFmpeg reads one picture of it)
         return AnimatedWebpSource(p)
@@ -64,4 +67,6 @@ def open_sink(dst: str | Path, info: VideoInfo, settings: EncoderSettings, scale
                          f"{Path(dst).name} follows its suffix")
     if is_png_folder(Path(dst)):
         return PngFolderSink(Path(dst), info, settings)
+    if info.kind == "png" and is_picture_out(Path(dst), info.path):
+        return PictureSink(Path(dst), info, settings)
     return VideoSink(Path(dst), info, settings, scale, trim)

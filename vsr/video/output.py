@@ -30,6 +30,7 @@ from vsr.errors import InputError, OutputError
 from vsr.files import FULL, create_new, file_in_the_way, not_writable
 from vsr.leftovers import remove_partials, remove_probes
 from vsr.video.codecs import muxer_for
+from vsr.video.png_frames import one_picture
 
 
 # Written into every PNG folder vsr writes (and its temporary); a folder without it is never cleaned up as
@@ -65,6 +66,11 @@ def stream_closed(fd: int) -> bool:
 def is_png_folder(path: Path) -> bool:
     """Output/input naming rule: an existing folder, or a name without a suffix, is a PNG-frame folder."""
     return path.is_dir() or path.suffix == ""
+
+
+def is_picture_out(dst: Path, src: Path) -> bool:
+    """Whether ``dst`` is one PNG picture made of the one picture ``src`` (``vsr upscale photo.jpg big.png``)."""
+    return Path(dst).suffix.lower() == ".png" and one_picture(Path(src))
 
 
 def output_path(dst: Path) -> Path:
@@ -228,7 +234,10 @@ def check_output(dst: Path, src: Path, overwrite: bool) -> None:
         if (blocker := file_in_the_way(parent)) is not None:
             raise InputError(f"output {dst} cannot be written: {blocker} is a file, not a folder")
         raise InputError(f"output folder does not exist: {parent}")
-    if not is_png_folder(dst) and target.suffix[1:].lower() in picture_suffixes():
+    if not is_png_folder(dst) and target.suffix[1:].lower() in picture_suffixes() and not is_picture_out(dst, src):
+        if one_picture(src):
+            raise InputError(f"{dst}: vsr writes one picture as PNG (give {Path(dst).stem}.png), or a video "
+                             f"(.mp4, .mkv, ...)")
         raise InputError(f"{dst} is the name of one picture ({target.suffix}), and vsr writes a video: give a video "
                          f"name (.mp4, .mkv, ...), or a name without suffix for a folder of %08d.png frames")
     if target.exists():

@@ -38,6 +38,18 @@ def frame_kind(path: Path) -> str | None:
     return FRAME_KINDS.get(name[name.rfind("."):]) if "." in name else None
 
 
+def one_picture(path: Path) -> bool:
+    """Whether ``path`` is a regular file of one picture by its suffix (:data:`FRAME_KINDS`): not an animation
+    (an animated WebP, an APNG named ``.png``), which FFmpeg reads as a video."""
+    from vsr.video.animation import plays_of
+    from vsr.video.webp_source import is_animated_webp
+
+    path = Path(path)
+    if frame_kind(path) is None or not path.is_file() or is_animated_webp(path):
+        return False
+    return frame_kind(path) != "PNG" or plays_of(path, "apng") is None
+
+
 def frame_paths(folder: Path) -> list[Path]:
     """The frame files of ``folder`` (:data:`FRAME_KINDS`, their suffix in any case), in no order; frames of two
     kinds are an :class:`InputError` naming both."""

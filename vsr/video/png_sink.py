@@ -1,4 +1,4 @@
-"""``PngFolderSink``: output frames as ``%08d.png`` files in a folder."""
+"""``PngFolderSink``: output frames as ``%08d.png`` files in a folder; ``PictureSink``: one picture as one PNG file."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from vsr.video.encoder_choice import EncoderSettings
 from vsr.video.alpha import upscale_into
 from vsr.video.formats import has_alpha
 from vsr.video.orientation import not_kept
-from vsr.video.output import commit_output, frames_partial, make_frames_folder, output_path, writes
+from vsr.video.output import commit_output, frames_partial, make_frames_folder, output_path, video_partial, writes
 from vsr.video.planes import PlaneFormat
 from vsr.video.resize import MODEL_SCALE, factor_of, resized_planes, scaled_size
 from vsr.video.source import VideoInfo
@@ -55,15 +55,20 @@ class PngFolderSink:
                 not_kept(info.rotation, info.display_matrix, "PNG frames"))
         for line in filter(None, said):
             warnings.warn(line, stacklevel=2)
-        self.tmp = frames_partial(self.dst)
-        self._make_folder()
+        self.tmp = self._partial()
         self.count = 0
         # (none follow into pictures: said once)
         self._captions = PictureMessages(info.captions, info.hdr10plus, "png", dovi=info.dovi)
 
     @writes
-    def _make_folder(self) -> None:
-        make_frames_folder(self.tmp)
+    def _partial(self) -> Path:
+        """The temporary folder the frames go into, made."""
+        tmp = frames_partial(self.dst)
+        make_frames_folder(tmp)
+        return tmp
+
+    def _frame_name(self) -> Path:
+        return self.tmp / f"{self.count:08d}.png"
 
     def plane_dtype(self) -> np.dtype:
         return self.planes.dtype
@@ -96,7 +101,7 @@ class PngFolderSink:
         ok, png = cv2.imencode(".png", bgr, [cv2.IMWRITE_PNG_COMPRESSION, 1])
         if not ok:
             raise InputError(f"could not encode frame {self.count} of {self.dst} as PNG")
-        with open(self.tmp / f"{self.count:08d}.png", "xb") as f:
+        with open(self._frame_name(), "xb") as f:
             f.write(with_chunks(png.tobytes(), self._chunks))
         self.count += 1
         self._captions.frame(pts, pts)
@@ -110,3 +115,19 @@ class PngFolderSink:
 
     def abort(self) -> None:
         shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+class PictureSink(PngFolderSink):
+    """The upscale of one picture as one PNG file (``vsr upscale photo.jpg big.png``), written under a hidden
+    temporary name beside it and renamed on :meth:`commit`, as a video file is."""
+
+    def _partial(self) -> Path:
+        return video_partial(self.dst)  # (made by the frame's own write)
+
+    def _frame_name(self) -> Path:
+        if self.count:
+            raise InputError(f"{self.dst} is one picture: its source has more than one frame")
+        return self.tmp
+
+    def abort(self) -> None:
+        self.tmp.unlink(missing_ok=True)

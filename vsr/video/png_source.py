@@ -48,7 +48,7 @@ class PngFolderSource:
 
     def __init__(self, path: Path, rate: Fraction = PNG_RATE):
         self.path = Path(path)
-        self.files = frame_files(self.path)
+        self.files = [self.path] if self.path.is_file() else frame_files(self.path)  # (one picture: one frame)
         if not self.files:
             raise InputError(f"zero frames: no {KIND_NAMES} files in folder {self.path}")
         first = decode(self.files[0])
