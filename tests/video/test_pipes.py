@@ -153,13 +153,6 @@ def test_a_reader_closing_the_pipe_ends_the_run_with_one_line(tmp_path):
     assert "Traceback" not in err and "Exception ignored" not in err and "BrokenPipe" not in err
 
 
-def test_vsr_models_into_a_closed_pipe_is_silent():
-    proc = subprocess.Popen([*VSR, "models"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    proc.stdout.close()
-    err = proc.stderr.read().decode()
-    assert proc.wait(60) == 141 and err == ""
-
-
 def test_what_is_not_a_video_on_standard_input_is_one_line(tmp_path):
     proc = subprocess.run([*VSR, "upscale", "-", "out.mkv", *TINY], cwd=tmp_path, input=b"not a video\n" * 50,
                           capture_output=True)

@@ -156,10 +156,26 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _stdout_closed() -> int:
-    """The reader of standard output went away (``vsr models | head -1``): stop quietly, as command-line tools
-    do, with nothing left for the interpreter to fail to flush at exit."""
+    """The reader of standard output went away (``vsr models | head -1``): stop quietly, with nothing left for
+    the interpreter to fail to flush at exit.  Exit 0: what the reader took was what it asked for, and a listing
+    small enough for the pipe's buffer never learns that its reader left, so 141 would depend on its length (the
+    video stream's reader, ``vsr upscale IN -``, cuts a run short: :class:`vsr.errors.OutputClosed`, 141).  A
+    BrokenPipeError from another pipe (stdout's reader still there) keeps 141."""
+    code = 0 if _stdout_reader_gone() else 141
     os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
-    return 141
+    return code
+
+
+def _stdout_reader_gone() -> bool:
+    """Whether standard output is a pipe or socket whose reader closed it (Linux's poll: POLLERR, POLLHUP)."""
+    import select
+
+    try:
+        poll = select.poll()
+        poll.register(1, select.POLLOUT)
+        return any(events & (select.POLLERR | select.POLLHUP) for _, events in poll.poll(0))
+    except (OSError, ValueError, AttributeError):  # (no poll on this platform: the old answer)
+        return False
 
 
 def _hold_closed_streams() -> None:
