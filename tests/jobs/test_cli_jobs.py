@@ -330,6 +330,28 @@ def test_an_output_that_is_the_job_store_is_refused(clips, tmp_path, capsys, exi
     assert (store.read_bytes() if existing else store.exists()) == (before if existing else False)
 
 
+def test_a_queued_job_whose_output_is_the_store_fails_and_the_store_stays(clips, tmp_path, capsys):
+    """A job an older vsr queued (its add did not check) with the store as its output (--store a.mkv --ext mkv):
+    its join replaced the queue with the video, said done.  Now the worker fails the job in one line naming
+    both, and the store stays."""
+    a, _ = clips
+    store = tmp_path / "a.mkv"
+    rc, _, err = jobs(capsys, "add", a, "--out-dir", tmp_path / "out", "--ext", "mkv", "--store", store, *TINY)
+    assert rc == 0, err
+    with sqlite3.connect(store) as db:  # as an older vsr queued it: the output is the store
+        spec = json.loads(db.execute("SELECT spec FROM jobs").fetchone()[0])
+        db.execute("UPDATE jobs SET spec = ?, output = ?",
+                   (json.dumps({**spec, "output": str(store), "overwrite": True}), str(store)))
+    db.close()
+    res = run_workers(store)
+    assert res.returncode == 1 and "Traceback" not in res.stderr, res.stderr
+    message = (f"its output, {store}, is the job store's own file ({store}): add the job again with another "
+               "--out-dir or --ext")
+    assert f"vsr: job 1 failed: {message}" in res.stderr.splitlines(), res.stderr
+    rc, listing, _ = jobs(capsys, "list", "--store", store, "--json")
+    assert rc == 0 and [(r["state"], r["error"]) for r in json.loads(listing)] == [("failed", message)]
+
+
 def test_a_report_page_is_never_written_over_the_store_s_log(tmp_path, capsys):
     from vsr.jobs.store import JobStore
 

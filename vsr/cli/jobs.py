@@ -229,12 +229,10 @@ def _queue(args, broker: str | None, created: list[Path]) -> tuple[list, str]:
 def _not_the_store(specs: list, store: Path) -> None:
     """No job's output is the store or a file SQLite keeps beside it: the join would replace the queue with the
     video (the job then said done, and its video was gone)."""
-    from vsr.jobs.store import store_files
+    from vsr.jobs.store import store_file_at
 
-    files = [p.resolve() for p in store_files(store)]
     for spec in specs:
-        out = Path(spec.output)
-        if any(out.resolve() == f or (out.exists() and f.exists() and out.samefile(f)) for f in files):
+        if store_file_at(spec.output, store) is not None:
             raise InputError(f"the output of {spec.input}, {spec.output}, is the job store's own file: give the job "
                              "another --out-dir or --ext, or the store another name")
 

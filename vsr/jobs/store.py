@@ -31,8 +31,8 @@ from vsr.jobs.leases import Leases, lost
 from vsr.jobs.rows import JobRow, decode_report, job_row
 from vsr.jobs.schema import JOB_STATES, ONE_OWNER_INDEX, SCHEMA_VERSION, UNFINISHED
 
-__all__ = ["JOB_STATES", "SCHEMA_VERSION", "JobRow", "JobStore", "StoreError", "default_store", "store_files",
-           "store_path"]
+__all__ = ["JOB_STATES", "SCHEMA_VERSION", "JobRow", "JobStore", "StoreError", "default_store", "store_file_at",
+           "store_files", "store_path"]
 
 STORE_NAME = "jobs.db"
 # How long a statement waits for another process's write before giving up (seconds).
@@ -70,6 +70,15 @@ def store_files(path: str | os.PathLike) -> tuple[Path, ...]:
     no output of vsr may be one of them, as a page or a video written there would replace the queue itself."""
     path = Path(path)
     return (path, *(path.with_name(path.name + suffix) for suffix in ("-wal", "-shm", "-journal")))
+
+
+def store_file_at(output: str | os.PathLike, store: str | os.PathLike) -> Path | None:
+    """The file of ``store`` (:func:`store_files`) that ``output`` names, by any spelling or link; else None."""
+    out = Path(output)
+    for file in store_files(store):
+        if out.resolve() == file.resolve() or (out.exists() and file.exists() and out.samefile(file)):
+            return file
+    return None
 
 
 def _uri(path: Path, **query: str) -> str:

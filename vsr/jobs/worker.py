@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from vsr import interrupt
-from vsr.errors import BackendError, VsrError, printable, tell
+from vsr.errors import BackendError, InputError, VsrError, printable, tell
 from vsr.files import environment
 from vsr.machine import share_cores, usable_cores
 from vsr.jobs.chunks import discard, is_committed, join_chunks, run_chunk, tidy
@@ -34,7 +34,7 @@ from vsr.jobs.leases import MAX_ATTEMPTS, Claim, owner_id
 from vsr.jobs.needs import Machine, Need, Waiting, waiting_line
 from vsr.jobs.outlook import Outlook, Progress
 from vsr.jobs.spec import ChunkSpec, JobSpec
-from vsr.jobs.store import JobStore, StoreError
+from vsr.jobs.store import JobStore, StoreError, store_file_at
 from vsr.video.source import SourceChanged
 
 log = logging.getLogger(__name__)
@@ -176,6 +176,7 @@ def _process(store: JobStore, owner: str, claim: Claim, backends: _Backends, set
     t0 = time.perf_counter()
     try:
         spec = JobSpec.from_json(claim.spec)
+        _not_the_store(spec, store.path)
         if claim.is_join:
             join_chunks(spec, [ChunkSpec.from_dict(c["chunk"]) for c in store.chunks(claim.job)],
                         encoder_log=settings.encoder_log)
@@ -216,6 +217,15 @@ def _process(store: JobStore, owner: str, claim: Claim, backends: _Backends, set
         store.wait(owner, claim, message, settings.disk_wait_s)
         say(f"job {claim.job} waits: {message}")
     return True
+
+
+def _not_the_store(spec: JobSpec, store: Path) -> None:
+    """A job an older vsr queued with the store (or a file SQLite keeps beside it) as its output, which ``add``
+    refuses now: its join would replace the queue with the video.  It fails before any chunk is computed."""
+    file = store_file_at(spec.output, store)
+    if file is not None:
+        raise InputError(f"its output, {spec.output}, is the job store's own file ({file}): add the job again "
+                         "with another --out-dir or --ext")
 
 
 def _took(seconds: float, report: dict | None) -> str:
