@@ -25,10 +25,10 @@ def clip(folder, name: str) -> object:
     return path
 
 
-def damaged(path, n: int = 600) -> object:
-    """``path`` with ``n`` fixed bytes written over it a third of the way in, beside it."""
+def damaged(path, n: int = 600, at: int | None = None) -> object:
+    """``path`` with ``n`` fixed bytes written over it at byte ``at`` (None: a third of the way in), beside it."""
     data = bytearray(path.read_bytes())
-    at = len(data) // 3
+    at = len(data) // 3 if at is None else at
     data[at:at + n] = bytes((i * 37 + 11) % 256 for i in range(n))
     out = path.with_name("damaged-" + path.name)
     out.write_bytes(bytes(data))
@@ -97,6 +97,19 @@ def test_a_damaged_stream_on_standard_input_is_said_and_decoded_past(tmp_path, n
     assert len(said) == 1 and said[0].startswith("vsr: warning: standard input is damaged: "), ran.lines
     damage = json.loads((tmp_path / "r.json").read_text())["settings"]["input_damaged"]
     assert damage["error_lines"] + damage["frames_with_errors"] >= 1
+
+
+def test_damage_before_a_piped_stream_s_first_frame_is_said_as_of_the_file(tmp_path):
+    """A stream on standard input is opened and probed from its own first frame, read once, outside the damage
+    watch: 200 bytes overwritten in the first keyframe were said of the file and not of the same bytes piped."""
+    src = damaged(clip(tmp_path, "a.ts"), 200, at=188 * 5 + 20)  # the sixth MPEG-TS packet: the first frame's
+    said = {}
+    for name, given, stdin in (("file", src, None), ("pipe", "-", src.read_bytes())):
+        ran = ProbeRunner().run(["upscale", given, tmp_path / f"{name}.mkv", "--report", tmp_path / f"{name}.json",
+                                 *RUN], tmp_path / name, stdin=stdin)
+        assert ran.rc == 0, ran.err
+        said[name] = json.loads((tmp_path / f"{name}.json").read_text())["settings"].get("input_damaged")
+    assert said["file"] is not None and said["file"]["first_s"] == 0 and said["pipe"] == said["file"]
 
 
 def test_a_jobs_report_sums_its_chunks_damage():

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections import Counter
 from collections.abc import Callable, Iterator
 from fractions import Fraction
 
@@ -37,11 +38,15 @@ class Damage:
     (``names``: theirs, FFmpeg's), the first of those lines and where (seconds into the source) the first sign
     was.  A context (entered once, in the decoding thread); :meth:`frame` sees each frame decoded."""
 
-    def __init__(self, names: set[str]):
+    def __init__(self, names: set[str], before: "Damage | None" = None, keep: bool = False):
         self.names = names
+        self.kept: list[str] | None = [] if keep else None  # ``keep``: the lines counted (a stream's probe)
         self.frames = self.errors = 0
         self.first_s: float | None = None
         self.first_line: str | None = None
+        if before is not None:  # (a watch of the frames a stream was probed with: they are not decoded again)
+            self.frames, self.errors, self.first_s, self.first_line = (before.frames, before.errors, before.first_s,
+                                                                       before.first_line)
         self.logs: list = []
         self.counting = True  # (lines logged while frames before the run's first decode are not the run's)
 
@@ -87,6 +92,29 @@ class Damage:
             if self.errors > errors:
                 self._first(seconds)
 
+    def before_first_frame(self, lines: list = ()) -> None:
+        """``lines`` (level, name, text) logged where no watch was on (a stream on standard input while it was
+        opened: its bytes are read once), counted as this watch's but for those it counted again (its ``kept``:
+        the opening decodes the probe's frames too, and their decoder says the same again under the watch, where
+        the demuxer's parser does not); they and what it met so far are placed at the first frame."""
+        again, first = Counter(self.kept or ()), None
+        for level, name, text in lines:
+            if _is_damage(level, text) and name in self.names:
+                if again[text.strip()]:
+                    again[text.strip()] -= 1
+                else:
+                    self._count(text)
+                    first = first or text.strip()[:120]
+        self.first_line = first or self.first_line  # (logged before those of the watch)
+        if self.frames or self.errors:
+            self._first(0.0)
+
+    def _count(self, text: str) -> None:
+        self.errors += 1
+        self.first_line = self.first_line or text.strip()[:120]
+        if self.kept is not None:
+            self.kept.append(text.strip())
+
     def _first(self, seconds: float) -> None:
         if self.first_s is None:
             self.first_s = round(seconds, 3)
@@ -109,13 +137,16 @@ def _drain() -> None:
     del logs[:len(lines)]  # (a line appended meanwhile by another thread stays for the next drain)
     wanted = _shared["level"]
     for level, name, text in lines:
-        cut = any(line in text for line in CUT_LINES)
-        ours = [d for d in _watchers if d.counting and name in d.names] if level <= av.logging.ERROR and not cut else []
+        ours = [d for d in _watchers if d.counting and name in d.names] if _is_damage(level, text) else []
         for d in ours:
-            d.errors += 1
-            d.first_line = d.first_line or text.strip()[:120]
+            d._count(text)
         if wanted is not None and level <= wanted:
             logging.getLogger(f"libav.{name or 'generic'}").log(av.logging.adapt_level(level), text.strip())
+
+
+def _is_damage(level: int, text: str) -> bool:
+    """Whether a line FFmpeg logged is a sign of damage: an error, not a cut (:data:`CUT_LINES`)."""
+    return level <= av.logging.ERROR and not any(line in text for line in CUT_LINES)
 
 
 def past_damage(c, st, decode: Callable = lambda packet: packet.decode()) -> Iterator[av.VideoFrame]:

@@ -138,8 +138,9 @@ class StreamSource:
         self._first_packet = 0
         self._count = 0
         logged: list[str] = []  # a pipe cannot be opened twice, as a file's error path does: its log is kept
+        self._opened: list = []  # (and what its opening logged, read once: vsr.video.damage)
         try:
-            with ffmpeg_log(logged):
+            with ffmpeg_log(logged, self._opened):
                 self._container = open_input(self._file)
         except av.EOFError:
             raise InputError("zero frames: standard input ended before its first frame") from None
@@ -165,8 +166,11 @@ class StreamSource:
         self._side = StreamPackets([s for s in c.streams if s.type in SIDE_TYPES],
                                    st.index if c.format.name in CLOCKED else None, attachments(c))
         self._decoded = self._decode(st)
+        # what the probe reads is read once: watched here, its damage carried into frames()'
+        self._probed = Damage({c.format.name, st.codec_context.name}, keep=True)
         try:
-            self._first = next(self._decoded)
+            with self._probed:
+                self._first = next(self._decoded)
         except StopIteration:
             raise InputError("zero frames: the video on standard input holds no decodable frame") from None
         except (av.FFmpegError, ValueError) as e:
@@ -174,6 +178,7 @@ class StreamSource:
             if "mp4" in c.format.name and not self._file.seekable():  # MP4/MOV index usually at the end
                 hint = "; MP4 and MOV need a seekable input: redirect the file (< IN.mp4) or pipe NUT, MPEG-TS or Y4M"
             raise InputError(f"cannot decode the video on standard input ({one_line(e)}){hint}") from None
+        self._probed.before_first_frame(self._opened)
         return with_deinterlace(replace(video_info(self.path, c, st, self._first), side_packets=self._side),
                                 self._deinterlace)
 
@@ -219,7 +224,7 @@ class StreamSource:
             decoded = inverse_telecined(decoded, st, self.info)
         elif self.info.deinterlaced:
             decoded = deinterlaced(decoded, st, *field_steps(self.info))
-        damage = Damage({self._container.format.name, st.codec_context.name})
+        damage = Damage({self._container.format.name, st.codec_context.name}, before=self._probed)
         try:
             with damage:
                 yield from timed_frames(decoded, 0, start, self.info, damage)

@@ -53,10 +53,10 @@ def one_line(e: Exception) -> str:
 
 
 @contextmanager
-def ffmpeg_log(lines: list[str]) -> Iterator[None]:
+def ffmpeg_log(lines: list[str], named: list | None = None) -> Iterator[None]:
     """FFmpeg's error lines logged in the block (its log is off by default) appended to ``lines``: its own
     words for an error message, where PyAV's errno text can mislead (a picture too large for FFmpeg reads
-    "Device or resource busy")."""
+    "Device or resource busy"); to ``named`` as they came, ``(level, name, text)``."""
     previous = av.logging.get_level()
     av.logging.set_level(av.logging.ERROR)
     try:
@@ -65,6 +65,8 @@ def ffmpeg_log(lines: list[str]) -> Iterator[None]:
     finally:
         av.logging.set_level(previous)
         lines.extend(text.strip() for _level, _name, text in logs if text.strip())
+        if named is not None:
+            named.extend(logs)
 
 
 def ffmpeg_reason(e: Exception, lines: list[str]) -> str:
