@@ -15,6 +15,8 @@ from tests.probe.test_probe_data_loss import RUN
 from tests.video.tools import ffmpeg
 from vsr.report.combine import combine_reports
 from vsr.video import open_source
+from vsr.video.damage import unwatched
+from vsr.video.passthrough import FilePackets
 
 
 def clip(folder, name: str) -> object:
@@ -110,6 +112,43 @@ def test_damage_before_a_piped_stream_s_first_frame_is_said_as_of_the_file(tmp_p
         assert ran.rc == 0, ran.err
         said[name] = json.loads((tmp_path / f"{name}.json").read_text())["settings"].get("input_damaged")
     assert said["file"] is not None and said["file"]["first_s"] == 0 and said["pipe"] == said["file"]
+
+
+def test_a_second_reader_of_the_source_in_the_encode_stage_is_not_its_damage(tmp_path):
+    """A run copies the source's audio with a demuxer of its own, in the encode stage, while the decode stage's
+    watch is on: the watch, process-wide and by name (PyAV gives a line's name, not its context), counted that
+    demuxer's lines on the damaged bytes again (a run's report said 2 error lines where the file has 1).  Lines
+    of a thread under ``unwatched`` are no watch's."""
+    src = tmp_path / "av.mkv"
+    subprocess.run([ffmpeg(), "-v", "error", "-f", "lavfi", "-i", "testsrc2=s=64x48:r=10", "-f", "lavfi", "-i",
+                    "sine=r=48000", "-frames:v", "100", "-t", "10", "-c:v", "libx264", "-g", "12", "-c:a", "aac",
+                    str(src)], check=True)
+    src = damaged(src)
+    alone = decoded(src)[1]
+    assert alone is not None and alone["error_lines"] >= 1
+
+    def with_the_audio_copied(quiet: bool) -> dict | None:
+        audio = FilePackets(src)
+        audio.select({s.index for s in audio.streams})
+        source = open_source(src)
+        try:
+            for i, _ in enumerate(source.frames()):
+                if i == 1:  # (in the decoding thread: its lines as another thread's would be, but for unwatched)
+                    copied = unwatched(iter(lambda: audio.next_packet() or None, None)) if quiet else \
+                        iter(lambda: audio.next_packet() or None, None)
+                    assert sum(1 for _ in copied) > 50
+            return source.damage
+        finally:
+            source.close()
+            audio.close()
+
+    assert with_the_audio_copied(quiet=False)["error_lines"] > alone["error_lines"]  # (what the watch cannot tell)
+    assert with_the_audio_copied(quiet=True) == alone
+    ran = ProbeRunner().run(["upscale", src, tmp_path / "o.mkv", "--report", tmp_path / "r.json", *RUN],
+                            tmp_path / "ran")  # (its encode stage copies the audio: unwatched)
+    assert ran.rc == 0, ran.err
+    assert json.loads((tmp_path / "r.json").read_text())["settings"]["input_damaged"]["error_lines"] == \
+        alone["error_lines"]
 
 
 def test_a_jobs_report_sums_its_chunks_damage():

@@ -43,7 +43,7 @@ from vsr.pipeline.tiles import Tile, tile_grid
 from vsr.pipeline.windows import FrameWindow, windows
 from vsr.pipeline.post import HrFrame, hr_frames, post_threads, prepare_post
 from vsr.report import RunReport
-from vsr.video.damage import message as damage_message
+from vsr.video.damage import message as damage_message, unwatched
 from vsr.video.formats import has_alpha
 from vsr.video.planes import conversion_threads
 
@@ -356,7 +356,7 @@ class FrameQueueRunner:
                   idle_s=s.batch_wait_s),
             Stage("infer", infer, unit, n_slots, grace_s=s.stop_grace_s),
             Stage("post", post),
-            Stage("encode", lambda inbox: encoded(inbox, sink)),
+            Stage("encode", lambda inbox: unwatched(encoded(inbox, sink))),  # (its FFmpeg lines: not the source's)
         ]
         # the batch stage sends one batch at a time, and a result waits for post-processing one at a time
         queues = [s.queue] * marked + [s.queue, s.queue, 1, 1, s.encode_queue]

@@ -8,6 +8,11 @@ demuxer and decoder log (by their names: a frame-threaded decoder logs from FFmp
 process-wide capture hears), and the run says one line at its end.  Nothing is done per frame while nothing is
 logged; lines of other names are handed on to Python's logging where PyAV's level asked for them, as PyAV would
 have.  Only errors count: FFmpeg's warnings about a whole file are not damage.
+
+PyAV gives a line's name, not the context that logged it, so two sources decoded at once in one process would
+count each other's lines (of one demuxer or decoder name).  None is: each command decodes one source at a time
+(``vsr jobs run --workers N`` runs a process each), and the run's own second reader of its source, the encode
+stage's copy of its audio and subtitles, logs under :func:`unwatched` (it counted the damaged bytes again).
 """
 
 from __future__ import annotations
@@ -140,8 +145,37 @@ def _drain() -> None:
         ours = [d for d in _watchers if d.counting and name in d.names] if _is_damage(level, text) else []
         for d in ours:
             d._count(text)
-        if wanted is not None and level <= wanted:
-            logging.getLogger(f"libav.{name or 'generic'}").log(av.logging.adapt_level(level), text.strip())
+        _hand_on(level, name, text, wanted)
+
+
+def _hand_on(level: int, name: str, text: str, wanted: int | None) -> None:
+    """A line to Python's logging, as PyAV sends it where nothing captures, if ``wanted`` (PyAV's level) asks."""
+    if wanted is not None and level <= wanted:
+        logging.getLogger(f"libav.{name or 'generic'}").log(av.logging.adapt_level(level), text.strip())
+
+
+def unwatched(items: Iterator) -> Iterator:
+    """``items``, made in this thread; FFmpeg's lines logged here meanwhile are no watch's, handed on as PyAV
+    would.  The watch is process-wide and knows a line's name alone (PyAV gives no context), so the encode
+    stage's own demuxer of the source (its audio copied) counted the damaged bytes' lines again; an encoder of
+    the decoder's name (ffv1) would be counted too.  Only one source is watched at a time in a process: no
+    command decodes two at once (``vsr jobs run --workers N`` runs a process each)."""
+    with av.logging.Capture(local=True) as logs:
+        try:
+            for item in items:
+                _handed_on(logs)
+                yield item
+        finally:
+            _handed_on(logs)
+
+
+def _handed_on(logs: list) -> None:
+    lines = logs[:]
+    del logs[:len(lines)]
+    with _lock:
+        wanted = _shared["level"] if "level" in _shared else av.logging.get_level()
+    for level, name, text in lines:
+        _hand_on(level, name, text, wanted)
 
 
 def _is_damage(level: int, text: str) -> bool:
