@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import replace
 from pathlib import Path
 
 from vsr.cli.settings import PrecisionLine, add_upscale_options, parse_frames, parse_options, upscale_settings
 from vsr.errors import InputError, tell
 
-__all__ = ["add_parser", "parse_frames", "parse_options", "run"]
+__all__ = ["add_parser", "long_run_line", "parse_frames", "parse_options", "run"]
+
+LONG_RUN_S = 3600.0  # a run estimated at longer than this hears once how vsr jobs would keep its work
+ESTIMATE_AFTER = 3  # frames done before the rate is trusted (the first ones wait for the stages to fill)
 
 
 def add_parser(sub) -> None:
@@ -91,16 +95,22 @@ def _run(args, status) -> int:
     bars = []
     totals = []
     above = AboveBars()
+    long_run = _LongRun(args.input, args.output)
 
     def progress(total):
         if args.quiet:
             return None
         totals.append(total)
-        return lambda n: bars[-1].update(n)
+
+        def update(n):
+            bars[-1].update(n)
+            long_run.update(n, total)
+        return update
 
     def on_start():
         precision.start()
         status.close()
+        long_run.start()
         # the bar appears once the plan is made and the backend is warm: a run refused by its memory plan
         # prints only its error, and the bar's rate and ETA leave out the export, plan build and session load
         if totals:
@@ -124,3 +134,55 @@ def _run(args, status) -> int:
     if not args.quiet:
         tell(report.table())
     return 0
+
+
+class _LongRun:
+    """Says :func:`long_run_line` once, where the progress first estimates the whole run at over an hour."""
+
+    def __init__(self, src: str, dst: str):
+        self.src, self.dst = src, dst
+        self.can = _jobs_can_take(src, dst)
+        self.done, self.since, self.said = 0, None, False
+
+    def start(self) -> None:
+        self.since = time.monotonic()
+
+    def update(self, n: int, total: int | None) -> None:
+        self.done += n
+        if self.said or not self.can or not total or self.since is None or self.done < ESTIMATE_AFTER:
+            return
+        spent = time.monotonic() - self.since
+        whole = spent / self.done * total
+        line = long_run_line(self.src, self.dst, whole, whole - spent)
+        if line is not None:
+            self.said = True
+            tell(line)
+
+
+def _jobs_can_take(src: str, dst: str) -> bool:
+    """Whether `vsr jobs` can run this: a video file in, a video file out (not a stream, PNG frames or an
+    animation, which jobs refuse)."""
+    from vsr.video.codecs import ANIMATION_CONTAINERS
+    from vsr.video.output import is_png_folder, is_stream
+
+    if is_stream(src) or is_stream(dst) or not Path(src).is_file():
+        return False
+    return not is_png_folder(Path(dst)) and Path(dst).suffix.lower().lstrip(".") not in ANIMATION_CONTAINERS
+
+
+def long_run_line(src: str, dst: str, whole_s: float, left_s: float) -> str | None:
+    """The line for a run its progress estimates at ``whole_s`` seconds, ``left_s`` of them to go: the output is
+    a temporary file renamed at the end, so a stop (a kill, a reboot) loses all of it, where `vsr jobs` keeps
+    each chunk done.  None for a run of an hour or less, and where jobs cannot take it (a stream in or out:
+    nothing keeps a pipe's run; PNG frames; an animation)."""
+    import shlex
+
+    from vsr.errors import printable
+
+    if whole_s <= LONG_RUN_S or not _jobs_can_take(src, dst):
+        return None
+    left = f"{left_s / 3600:.0f} h" if left_s >= 2 * 3600 else f"{max(left_s, 60) / 60:.0f} min"
+    out = Path(dst).absolute()
+    add = " ".join(shlex.quote(printable(a)) for a in (src, "--out-dir", str(out.parent), "--ext", out.suffix[1:]))
+    return (f"vsr: about {left} to go, and a stop (a kill, a reboot) loses the whole run: `vsr jobs add {add}` "
+            "with this run's options, then `vsr jobs run --until-empty`, keeps each chunk done and resumes after one")
