@@ -22,7 +22,6 @@ encoded output will look like, and these measurements give the estimates:
 from __future__ import annotations
 
 import contextlib
-import math
 import tempfile
 import time
 import warnings
@@ -38,6 +37,7 @@ from vsr.errors import InputError
 from vsr.pipeline import RunnerSettings, upscale
 from vsr.pipeline.upscale import run_encoder
 from vsr.video import EncoderSettings, open_source
+from vsr.video.clock import parse_time
 from vsr.video.endpoints import existing
 from vsr.video.extras import read_extras
 from vsr.video.png_frames import frame_paths
@@ -108,14 +108,11 @@ def frame_at(at: str | int | None, rate: float | None, total: int | None) -> int
     if text.isdigit():
         index = int(text)
     else:
-        parts = (text[:-1] if text.endswith("s") else text).split(":")
-        try:
-            if len(parts) > 3 or (len(parts) == 1 and not text.endswith("s")):
-                raise ValueError
-            seconds = sum(float(p) * 60 ** k for k, p in enumerate(reversed(parts)))
-            if not (math.isfinite(seconds) and seconds >= 0) or any(p.strip() != p for p in parts):
-                raise ValueError
-        except ValueError:
+        try:  # (a bare number is a frame index: a time in seconds says so, 12.5s)
+            if ":" not in text and not text.endswith("s"):
+                raise InputError(text)
+            seconds = float(parse_time(text, "--at"))  # vsr upscale --start's parser: one notation of time
+        except InputError:
             raise InputError(f"--at must be a frame index (120) or a time (12.5s, 1:02.5), not {text!r}") from None
         if not rate:
             raise InputError(f"--at {text}: the source has no frame rate; give a frame index")
