@@ -25,11 +25,12 @@ def test_the_example_documents_every_key():
     f = read_job_file(REPO / "jobs" / "example.toml")
     assert f.out_dir == REPO / "upscaled" and f.inputs[0] == REPO / "videos" / "holiday.mp4"
     assert (f.ext, f.chunk_frames, f.overwrite) == ("mkv", 300, False)
-    # tile: automatic unless set; int8-calibration: a folder of your frames; frames: all unless set; frame-rate: a
-    # folder of frames' (the example's inputs are videos); each shown commented out
-    assert set(f.upscale) == set(UPSCALE_KEYS) - {"tile", "int8_calibration", "frames", "frame_rate"}
+    # tile: automatic unless set; int8-calibration: a folder of your frames; frames, start, end: all unless set;
+    # frame-rate: a folder of frames' (the example's inputs are videos); each shown commented out
+    unset = ("int8_calibration", "frames", "start", "end", "frame_rate")
+    assert set(f.upscale) == set(UPSCALE_KEYS) - {"tile", *unset}
     text = (REPO / "jobs" / "example.toml").read_text()
-    assert all(f"# {k.replace('_', '-')} = " in text for k in ("int8_calibration", "frames", "frame_rate"))
+    assert all(f"# {k.replace('_', '-')} = " in text for k in unset)
     assert f.upscale["memory_budget"] == 3072 and f.upscale["encoder_options"] == ["tune=film"]
 
 

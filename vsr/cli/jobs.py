@@ -17,7 +17,8 @@ from pathlib import Path
 
 from vsr.cli.jobs_common import BROKER_ENV, broker as broker_of, distributed, job_id
 from vsr.cli.jobs_show import list_jobs, report_job
-from vsr.cli.settings import add_upscale_options, to_int, upscale_settings
+from vsr.cli.settings import (add_upscale_options, parse_times, times_line, times_said, to_int, upscale_settings,
+                              with_times)
 from vsr.errors import InputError, VsrError, printable, tell
 
 MAX_WORKERS = 256
@@ -139,10 +140,10 @@ def _add(args) -> int:
     broker = broker_of(args)
     with output_folders() as created:  # until the jobs are queued: a failed add leaves no new folder
         added, where = _queue(args, broker, created)
-    for job, spec, chunks in added:
+    for job, spec, chunks, times in added:
         frames = sum(c.stop - c.start for c in chunks)
         print(printable(f"job {job}: {spec.input} -> {spec.output} ({frames} frames in {len(chunks)} "
-                        f"chunk{'s' if len(chunks) != 1 else ''})"))
+                        f"chunk{'s' if len(chunks) != 1 else ''}{times})"))
     how = ((f" --broker {where}" if args.broker is not None else f" (${BROKER_ENV} set)") if broker
            else f" --store {where}" if args.store is not None else "")
     place = "on the broker" if broker else "in the job store"
@@ -158,7 +159,7 @@ def _say_waits(added: list) -> None:
     from vsr.jobs.needs import Machine, job_need, waiting_line
 
     machine, left, lacks = Machine(), [], None
-    for job, spec, _ in added:
+    for job, spec, *_ in added:
         need = job_need(spec.to_dict())
         lacks = machine.lacks(need) or lacks
         if machine.lacks(need):
@@ -169,12 +170,14 @@ def _say_waits(added: list) -> None:
 
 
 def _queue(args, broker: str | None, created: list[Path]) -> tuple[list, str]:
-    """Check, plan and queue the jobs of ``vsr jobs add``: ``[(id, spec, chunks)]`` and where they went."""
+    """Check, plan and queue the jobs of ``vsr jobs add``: ``[(id, spec, chunks, times)]`` (``times``: what
+    ``--start``/``--end`` chose, for the add line, or "") and where they went."""
     from vsr.jobs.inputs import job_specs
     from vsr.jobs.chunking import DEFAULT_CHUNK_FRAMES, plan_job
 
     taken: dict = {}
     planned = []  # (spec, chunk frames, job file, out_dir)
+    said_times: dict[str, str] = {}  # output -> the frames --start/--end chose
     backends = []  # each group's, for the precision line
     said: set = set()
     if not broker:
@@ -189,12 +192,15 @@ def _queue(args, broker: str | None, created: list[Path]) -> tuple[list, str]:
         with _in_its_words(job_file, out_dir):
             with _in_its_words(job_file, out_dir, warnings=True):
                 backend, encoder, runner = upscale_settings(options)
+                times = parse_times(options)
             # whether an encoder prints its banner is the worker's to decide (`vsr -v jobs run`), not part of the
             # job: stored as before, so `vsr -v jobs add` and `vsr jobs add` make the same job (the same key, the
             # same chunks)
             encoder = replace(encoder, quiet=False)
             specs = list(job_specs(inputs, out_dir, ext, backend, encoder, runner, overwrite, taken, created,
                                    on_weights=_say_weights))
+            if times is not None:  # once, now: the job is the --frames A:B job (its key, its chunks)
+                specs = [_at_times(spec, times, options, said_times) for spec in specs]
         backends.append(backend)
         planned += [(spec, chunk or DEFAULT_CHUNK_FRAMES, job_file, out_dir) for spec in specs]
     if not broker:
@@ -223,7 +229,15 @@ def _queue(args, broker: str | None, created: list[Path]) -> tuple[list, str]:
     for spec, line in codecs:  # a deep source's default codec, as vsr upscale says it: once the jobs are queued
         if line:
             tell(printable(f"vsr: {Path(spec.input).name}: {line}"))
-    return [(i, spec, chunks) for i, (spec, chunks) in zip(ids, jobs)], where
+    return [(i, spec, chunks, said_times.get(spec.output, "")) for i, (spec, chunks) in zip(ids, jobs)], where
+
+
+def _at_times(spec, times: tuple, options, said: dict[str, str]):
+    """``spec`` with the frames ``--start``/``--end`` name in its input; ``said``: its add line's words."""
+    name = printable(Path(spec.input).name)
+    runner = with_times(spec.runner, spec.input, times, f"{name}: {times_said(options)}")
+    said[spec.output] = ", " + times_line(runner.frames, times)
+    return replace(spec, runner=runner)
 
 
 def _not_the_store(specs: list, store: Path) -> None:

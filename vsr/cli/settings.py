@@ -8,8 +8,19 @@ from vsr.cli.common import add_precision_args, check_int8_options, precision_opt
 from vsr.errors import InputError, tell
 
 
+# The options that choose the frames a run outputs: by index, or by time (vsr.video.clock), not both
+_FRAME_OPTIONS = (
+    ("--frames", "A:B", "only output frames A..B-1 (0-based; default: all)"),
+    ("--start", "T", "only output frames shown at T or later, on the source's clock (its first frame at 0), T in "
+                     "seconds (90, 90.5) or [H:]M:S (1:30, 01:30:00.25) (default: its first frame)"),
+    ("--end", "T", "only output frames shown before T (default: the source's end); --start/--end or --frames, not "
+                   "both"),
+)
+
+
 def add_upscale_options(p, *, frames: bool = True) -> None:
-    """The model, runner and encoder option groups of ``vsr upscale`` (``frames``: with ``--frames A:B``)."""
+    """The model, runner and encoder option groups of ``vsr upscale`` (``frames``: with ``--frames A:B`` and
+    ``--start``/``--end``)."""
     from vsr.backends.registry import backend_names, plan_names
 
     m = p.add_argument_group("model")
@@ -29,8 +40,8 @@ def add_upscale_options(p, *, frames: bool = True) -> None:
     add_precision_args(p, auto=True)
     r = p.add_argument_group("runner")
     r.add_argument("--batch", default="1", help="windows (or tiles) per inference call (default 1)")
-    if frames:
-        r.add_argument("--frames", default=None, metavar="A:B", help="only output frames A..B-1 (0-based)")
+    for name, metavar, text in _FRAME_OPTIONS if frames else ():
+        r.add_argument(name, default=None, metavar=metavar, help=text)
     r.add_argument("--tile", default=None, help="LR tile side in pixels; 0 = never tile (default: from "
                                                 "--memory-budget)")
     r.add_argument("--tile-overlap", default="16", help="LR pixels of context around each tile (default 16)")
@@ -143,6 +154,57 @@ def parse_frames(text: str | None) -> tuple[int, int | None]:
     if b is not None and b <= a:
         raise InputError(f"--frames {text}: stop must be greater than start")
     return a, b
+
+
+def parse_times(args) -> tuple | None:
+    """``--start T`` and ``--end T`` -> ``(start, end)`` in seconds (either None: not given), or None where neither
+    is given; with ``--frames``, or an end not after the start, one line."""
+    from vsr.video.clock import parse_time
+
+    start, end = getattr(args, "start", None), getattr(args, "end", None)
+    if start is None and end is None:
+        return None
+    if getattr(args, "frames", None) is not None:
+        raise InputError(f"--frames {args.frames} and {times_said(args)} both choose the frames: give one of them")
+    s = None if start is None else parse_time(start, "--start")
+    e = None if end is None else parse_time(end, "--end")
+    if e is not None and e <= (s or 0):
+        raise InputError(f"{times_said(args)}: the end must be after the start" + ("" if s else " (0)"))
+    return s, e
+
+
+def times_said(args) -> str:
+    """``--start``/``--end`` as given (``--start 1:30 --end 1:40``), for lines about them."""
+    return " ".join(f"--{o} {v}" for o, v in (("start", args.start), ("end", args.end)) if v is not None)
+
+
+def times_line(frames: tuple[int, int | None], times: tuple) -> str:
+    """The frames ``--start``/``--end`` chose, and the times: ``frames 900:1000 (1:30 to 1:40)``."""
+    from vsr.video.clock import say_time
+
+    start, end = times
+    a, b = frames
+    return (f"frames {a}:{'' if b is None else b} ({say_time(start or 0)} to "
+            f"{'the end' if end is None else say_time(end)})")
+
+
+def with_times(runner, src, times: tuple, said: str):
+    """``runner`` with the frames ``times`` (:func:`parse_times`) name in ``src``, by each frame's own timestamp
+    (:func:`vsr.video.clock.frames_between`): a run of them is a ``--frames A:B`` run in all else."""
+    from dataclasses import replace
+
+    from vsr.video import open_source
+    from vsr.video.clock import frames_between
+    from vsr.video.output import is_stream
+
+    if is_stream(src):
+        raise InputError(f"{said}: standard input is read once, and its frames' times are known only as it is "
+                         "read; give --frames A:B")
+    source = open_source(src, deinterlace=runner.deinterlace, frame_rate=runner.frame_rate)
+    try:
+        return replace(runner, frames=frames_between(source, *times, said))
+    finally:
+        source.close()
 
 
 # The encoder options --crf and --preset set (NVENC's cq; x264's qp, which its CRF overrides): the same given by -x

@@ -7,7 +7,8 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from vsr.cli.settings import PrecisionLine, add_upscale_options, parse_frames, parse_options, upscale_settings
+from vsr.cli.settings import (PrecisionLine, add_upscale_options, parse_frames, parse_options, parse_times,
+                              times_said, upscale_settings, with_times)
 from vsr.errors import InputError, tell
 
 __all__ = ["add_parser", "long_run_line", "parse_frames", "parse_options", "run"]
@@ -85,6 +86,9 @@ def _run(args, status) -> int:
 
     report_path = _check_report(args) if args.report is not None else None
     request, encoder, runner = upscale_settings(args)
+    times = parse_times(args)
+    if times is not None:  # resolved to --frames A:B here: the run is that run in all else
+        runner = with_times(runner, args.input, times, times_said(args))
     encoder = replace(encoder, container=args.format)
     precision = PrecisionLine(request, quiet=args.quiet)
 

@@ -4,7 +4,7 @@ Top-level keys: ``inputs`` (a path or a list of paths: video files or folders of
 ``ext`` (output container, a bare suffix; default: each input's own where it keeps timestamps, else mp4 or mkv),
 ``chunk_frames``, ``overwrite``, and an ``[upscale]`` table of ``vsr upscale`` options named as on the command
 line without the dashes (``memory-budget`` or ``memory_budget``; ``encoder_options`` is a table of ``-x`` pairs;
-``frames = "A:B"``).  Relative paths are relative to the job file.
+``frames = "A:B"``, or times: ``start = "1:30"``, ``end = 100``).  Relative paths are relative to the job file.
 Any other key, or a value of the wrong type, is one :class:`~vsr.errors.InputError` naming the file and the key.
 """
 
@@ -30,7 +30,7 @@ UPSCALE_KEYS: dict[str, tuple[type, ...]] = {
     "codec": (str,), "crf": (int, float), "preset": (str,), "pix_fmt": (str,), "encoder_options": (dict,),
     "precision": (str,), "int8_scales": (str,), "int8_calibration": (str,), "per_window_features": (bool,),
     "scene_cuts": (str,), "scale": (int, float, str), "scene_threshold": (int, float), "frames": (str,),
-    "deinterlace": (str,), "frame_rate": (int, float, str),
+    "start": (str, int, float), "end": (str, int, float), "deinterlace": (str,), "frame_rate": (int, float, str),
 }
 
 
