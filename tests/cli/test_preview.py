@@ -106,6 +106,23 @@ def test_at_takes_a_frame_or_a_time():
         frame_at("100", 25.0, 100)
 
 
+@pytest.mark.parametrize("at, want", [("1.5s", 20), ("0:00.95", 9), ("0:01.97", 29), ("0.5s", 5)])
+def test_at_a_time_is_the_frame_on_screen_then_on_a_variable_frame_rate(tmp_path, at, want):
+    """10 frames at 10 fps, then 20 at 20 fps: at 1.5 s the 21st frame is on screen (as vsr upscale --start 1.5
+    begins there), where 1.5 s x the average 15 fps said frame 22."""
+    from tests.video.test_clock import VFR, clip
+    from vsr.video.clock import frame_times
+
+    source = open_source(clip(tmp_path / "v.mkv", VFR))
+    try:
+        info = source.info
+        assert frame_at(at, float(info.rate), 30, lambda t: frame_times(source, t)) == want
+        with pytest.raises(InputError, match=r"^--at 3s: the source is only 2\.0\d* s long"):
+            frame_at("3s", float(info.rate), 30, lambda t: frame_times(source, t))
+    finally:
+        source.close()
+
+
 @pytest.mark.parametrize("at,message", [
     ("5s", "--at 5s: the source is only 1 s long (its last frame starts at 0.97 s)"),
     ("0:01", "--at 0:01: the source is only 1 s long (its last frame starts at 0.97 s)"),

@@ -11,15 +11,15 @@ import pytest
 
 from vsr.errors import InputError
 from vsr.video import open_source
-from vsr.video.clock import frames_between, parse_time, say_time
+from vsr.video.clock import PAST, frame_times, frames_between, parse_time, say_time
 
 # 10 frames at 10 fps, then 20 at 20 fps: a variable-frame-rate clip, in a millisecond time base
 VFR = "settb=1/1000,setpts='if(lt(N,10),N*0.1,1+(N-10)*0.05)/TB'"
 
 
-def clip(path: Path, vf: str | None = None) -> Path:
-    """30 frames of 64x48 at 10 fps (``vf``: their timestamps rewritten), H.264 with B-frames."""
-    cmd = ["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc=size=64x48:rate=10", "-frames:v", "30",
+def clip(path: Path, vf: str | None = None, frames: int = 30) -> Path:
+    """``frames`` frames of 64x48 at 10 fps (``vf``: their timestamps rewritten), H.264 with B-frames."""
+    cmd = ["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc=size=64x48:rate=10", "-frames:v", str(frames),
            "-pix_fmt", "yuv420p"]
     if vf:
         cmd += ["-vf", vf, "-fps_mode", "passthrough", "-enc_time_base:v", "1/1000"]
@@ -103,3 +103,26 @@ def test_each_field_a_frame_has_its_own_time(tmp_path):
     finally:
         source.close()
     assert run == [(20, 1), (21, Fraction(21, 20))]
+
+
+@pytest.mark.parametrize("start, end", [("1", "2"), (None, "3.05"), ("4.2", None), ("30", "39.9"), ("39.9", None)])
+def test_a_span_near_the_top_reads_the_packets_only_past_it(tmp_path, start, end):
+    """A span a minute into a film is not a read of the whole file: the packets' timestamps are read until
+    PAST of them lie past the span's last time, and the frames it names are still those ffprobe's times give."""
+    path = clip(tmp_path / "long.mp4", frames=400)
+    times = ffprobe_times(path)
+    span = [None if t is None else parse_time(t, "-") for t in (start, end)]
+    source = open_source(path)
+    try:
+        got = frames_between(source, *span, "said")
+        read = frame_times(source, max(t for t in span if t is not None))
+    finally:
+        source.close()
+    assert got == _expected(times, *(None if t is None else float(t) for t in span))
+    last = float(max(t for t in span if t is not None))
+    before = sum(t < last - 1e-9 for t in times)
+    if before + PAST < 400:  # (the read stopped: every frame before the span's end and PAST after it, give or
+        assert before + PAST <= len(read) <= before + PAST + 16  # take a decoder's reordering)
+        assert sorted(read)[:before + 1] == [Fraction(round(t * 10), 10) for t in times[:before + 1]]
+    else:
+        assert len(read) == 400

@@ -37,7 +37,7 @@ from vsr.errors import InputError
 from vsr.pipeline import RunnerSettings, upscale
 from vsr.pipeline.upscale import run_encoder
 from vsr.video import EncoderSettings, open_source
-from vsr.video.clock import parse_time
+from vsr.video.clock import frame_times, parse_time
 from vsr.video.endpoints import existing
 from vsr.video.extras import read_extras
 from vsr.video.png_frames import frame_paths
@@ -100,8 +100,11 @@ class Preview:
         return 8 * sum(self.video_bytes) / (len(self.video_bytes) * h * w) if self.video_bytes else 0.0
 
 
-def frame_at(at: str | int | None, rate: float | None, total: int | None) -> int:
-    """``--at``: a frame index (``120``), a time (``12.5s``, ``1:02.5``, ``0:01:02``), or None: the middle."""
+def frame_at(at: str | int | None, rate: float | None, total: int | None, times=None) -> int:
+    """``--at``: a frame index (``120``), a time (``12.5s``, ``1:02.5``, ``0:01:02``), or None: the middle.
+    ``times``: ``T -> [each frame's time]`` (:func:`vsr.video.clock.frame_times`, the frames up to T at least; None
+    where unknown): a time is the frame on screen then, as ``vsr upscale --start`` finds it (on a variable frame
+    rate not ``T x`` the average rate); without it, or where it gives None, ``T x rate``."""
     if at is None:
         return (total or 1) // 2
     text = str(at).strip()
@@ -111,9 +114,18 @@ def frame_at(at: str | int | None, rate: float | None, total: int | None) -> int
         try:  # (a bare number is a frame index: a time in seconds says so, 12.5s)
             if ":" not in text and not text.endswith("s"):
                 raise InputError(text)
-            seconds = float(parse_time(text, "--at"))  # vsr upscale --start's parser: one notation of time
+            when = parse_time(text, "--at")  # vsr upscale --start's parser: one notation of time
         except InputError:
             raise InputError(f"--at must be a frame index (120) or a time (12.5s, 1:02.5), not {text!r}") from None
+        seconds = float(when)
+        shown = None if times is None else times(when)
+        if shown is not None:
+            index = max(sum(t <= when for t in shown) - 1, 0)
+            last = float(shown[-1])
+            if index == len(shown) - 1 and rate and seconds >= last + 1 / rate:  # (the read was whole: see times)
+                raise InputError(f"--at {text}: the source is only {_seconds(last + 1 / rate)} s long (its last "
+                                 f"frame starts at {_seconds(last)} s)")
+            return min(index, total - 1) if total else index
         if not rate:
             raise InputError(f"--at {text}: the source has no frame rate; give a frame index")
         index = int(seconds * rate + 1e-6)
@@ -163,7 +175,7 @@ def preview(src: str | Path, *, at: str | int | None = None, frames: int = DEFAU
     if total is not None and total < 2:
         raise InputError(f"{src} has {total} frame: a preview times 2 frames or more (vsr upscale upscales it)")
     frames = min(frames, total or frames)  # a short clip: all of it, not a run told to write frames it lacks
-    center = frame_at(at, float(info.rate) if info.rate else None, total)
+    center = frame_at(at, float(info.rate) if info.rate else None, total, lambda t: frame_times(source, t))
     first = max(0, min(center - frames // 2, (total or center + frames) - frames))
     stop = first + frames
     said.frames(first, stop)

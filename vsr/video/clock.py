@@ -50,12 +50,20 @@ def say_time(seconds) -> str:
     return f"{m}:{sec:02d}{tail}" if m else f"{sec}{tail}s"
 
 
-def frame_times(source) -> list[Fraction]:
+# Packets past the last time asked for that end a read of the timestamps: more than any decoder's reordering
+# (H.264/HEVC hold at most 16 frames), so every frame before that time has been seen
+PAST = 64
+
+
+def frame_times(source, until: Fraction | None = None) -> list[Fraction]:
     """Each frame's presentation time in seconds from the first frame, in the order a run numbers them: a video
     file's by its packets' timestamps (those the demuxer discards, before an edit list's start, left out; a file
     whose packets carry none: one frame at the average rate each), a folder's frame i at i / its rate; each field
     a frame (``--deinterlace double``): a frame's second field half-way to the next frame.  None for a source
-    whose frames are not known before they are decoded (a stream, inverse telecine, an animated WebP)."""
+    whose frames are not known before they are decoded (a stream, inverse telecine, an animated WebP).
+    ``until``: the times up to there are all that is asked: the read stops :data:`PAST` packets after it (a
+    minute into a film is not a read of the whole file), the list then every frame before ``until`` and some
+    after it, not every frame."""
     info = source.info
     if info.kind == "png" and info.frames and info.rate:
         return [Fraction(i) / info.rate for i in range(info.frames)]
@@ -64,7 +72,7 @@ def frame_times(source) -> list[Fraction]:
     with open_input(str(source.path)) as c:
         st = c.streams[info.stream_index]
         try:
-            pts = [p.pts for p in c.demux(st) if p.size and not p.is_discard]
+            pts = _packet_times(c.demux(st), None if until is None else until / st.time_base)
         except av.FFmpegError:
             return None
         time_base = st.time_base  # (the file's: info's is the output's, which fields made finer)
@@ -82,11 +90,29 @@ def frame_times(source) -> list[Fraction]:
     return times
 
 
+def _packet_times(packets, until) -> list:
+    """The timestamps of ``packets`` that are frames (not empty, not discarded), in file order; ``until`` (in the
+    stream's time base, from its first frame; None: all): stop once :data:`PAST` of them lie past it."""
+    pts, first, past = [], None, 0
+    for p in packets:
+        if not p.size or p.is_discard:
+            continue
+        pts.append(p.pts)
+        if until is None or p.pts is None:
+            continue
+        first = p.pts if first is None else min(first, p.pts)  # (reordered: the earliest of those so far)
+        past += p.pts - first >= until
+        if past >= PAST:
+            break
+    return pts
+
+
 def frames_between(source, start: Fraction | None, end: Fraction | None, said: str) -> tuple[int, int | None]:
     """The frames ``--frames A:B`` names for the times ``start`` (None: the top) to ``end`` (None: the end):
     those whose time is >= start and < end; B None where that is every frame to the end.  ``said``: how the user
     gave them (``--start 1:30 --end 1:40``), for the one-line errors."""
-    times = frame_times(source)
+    bounds = [t for t in (start, end) if t is not None]
+    times = frame_times(source, max(bounds) if bounds else None)
     if times is None:
         raise InputError(f"{said}: the frames' times of {source.info.path} are known only as it is decoded (a "
                          "stream, inverse telecine, an animated WebP); give --frames A:B")
