@@ -13,6 +13,7 @@ import torch
 
 from tests.kernels.onnx_refs import run_ort, run_reference, single_node_model
 from vsr.kernels import DeformConvGeometry, DeformConvKernel, deform_conv
+from vsr.kernels.deform_conv import _CHUNK, _gather_columns
 from vsr.model.dcn import deform_conv2d_reference
 
 TOL = 1e-4
@@ -144,3 +145,68 @@ def test_rejects_shapes_that_do_not_match_the_geometry():
         kernel.run(f["X"][:, :, :4], f["O"], f["M"])
     with pytest.raises(ValueError, match="offset groups"):
         DeformConvGeometry.from_attrs((1, 6, 5, 5), (4, 6, 3, 3), offset_group=4)
+
+
+def columns_by_numpy(x, offset, mask, geom, inv=None, zq=None):
+    """The gather's column matrix ``(N*Ho*Wo, kh*kw*C)`` (conv group 1, stride 1, dilation 1) evaluated by numpy in
+    float32 with the kernel's own order of operations (its sample clamp, corner weights and blend), so that it
+    equals the kernel's bit for bit; ``inv``/``zq``: the u8 codes ``rint(v * inv + zq)`` clamped to [0, 255]."""
+    n, c, h, w = x.shape
+    g, kk, cpog = geom.offset_group, geom.taps, c // geom.offset_group
+    f32, one = np.float32, np.float32(1.0)
+    oy, ox = np.meshgrid(np.arange(geom.ho), np.arange(geom.wo), indexing="ij")
+    base_y, base_x = (oy - geom.pad_top).astype(f32)[None], (ox - geom.pad_left).astype(f32)[None]
+    xh = x.transpose(0, 2, 3, 1)
+    cols = np.empty((n, geom.ho, geom.wo, kk, c), f32)
+    for gi in range(g):
+        for k in range(kk):
+            t = gi * kk + k
+            py = np.clip(base_y + f32(k // geom.kw) + offset[:, 2 * t], f32(-2.0), f32(h + 1))
+            px = np.clip(base_x + f32(k % geom.kw) + offset[:, 2 * t + 1], f32(-2.0), f32(w + 1))
+            fy, fx = np.floor(py), np.floor(px)
+            ly, lx = py - fy, px - fx
+            y0, x0 = fy.astype(np.int64), fx.astype(np.int64)
+            m = mask[:, t]
+            hy = (one - ly) * m * ((0 <= y0) & (y0 < h)).astype(f32)
+            ly = ly * m * ((-1 <= y0) & (y0 < h - 1)).astype(f32)
+            vx0, vx1 = ((0 <= x0) & (x0 < w)).astype(f32), ((-1 <= x0) & (x0 < w - 1)).astype(f32)
+            b = np.arange(n)[:, None, None]
+            yc0, yc1 = np.clip(y0, 0, h - 1), np.clip(y0 + 1, 0, h - 1)
+            xc0, xc1 = np.clip(x0, 0, w - 1), np.clip(x0 + 1, 0, w - 1)
+            ch = slice(gi * cpog, (gi + 1) * cpog)
+            acc = xh[b, yc0, xc0, ch] * (hy * (one - lx) * vx0)[..., None]
+            acc = acc + xh[b, yc0, xc1, ch] * (hy * lx * vx1)[..., None]
+            acc = acc + xh[b, yc1, xc0, ch] * (ly * (one - lx) * vx0)[..., None]
+            cols[:, :, :, k, ch] = acc + xh[b, yc1, xc1, ch] * (ly * lx * vx1)[..., None]
+    cols = cols.reshape(n * geom.ho * geom.wo, kk * c)
+    if inv is None:
+        return cols
+    return np.clip(np.rint(cols * inv + zq), 0, 255).astype(np.uint8)
+
+
+@pytest.mark.parametrize("codes", [False, True])
+def test_four_channel_groups_gather_bit_for_bit(codes):
+    """EDVR-S's offset groups of 4 channels (the default weights' DCNs, blended by their own loop): the columns of
+    several chunks of pixels, with many samples outside the image, equal numpy's evaluation of the formula exactly
+    (float32 columns, and the u8 codes of the int8 kernel)."""
+    geom, f = make_case(11, 2, 32, 9, 31, 8, 3, 3, pads=[1, 1, 1, 1], offset_group=8)  # 279 pixels: 3 chunks
+    xh = np.ascontiguousarray(f["X"].transpose(0, 2, 3, 1))
+    npix = geom.ho * geom.wo
+    off, msk = f["O"].reshape(2, -1, npix), f["M"].reshape(2, -1, npix)
+    inv, zq = (np.float32(40.0), np.float32(128.0)) if codes else (np.float32(1.0), np.float32(0.0))
+    cols = np.empty((2 * npix, 9 * 32), np.uint8 if codes else np.float32)
+    for b in range(2):
+        _gather_columns(xh, off, msk, b, 0, npix, geom.wo, 3, 3, 1, 1, 1, 1, 1, 1, 1, 8, cols[b * npix:],
+                        np.empty((6, _CHUNK), np.float32), np.empty((4, _CHUNK), np.uint64), inv, zq)
+    want = columns_by_numpy(f["X"], f["O"], f["M"], geom, *((inv, zq) if codes else ()))
+    assert np.array_equal(cols.view(np.uint8), want.view(np.uint8))
+    assert (np.abs(f["O"]) > 9).sum() > 100  # samples displaced past the image's 9 rows, and beyond its border
+
+
+def test_four_channel_groups_match_pytorch_reference_across_tiles():
+    geom, f = make_case(12, 2, 32, 9, 31, 16, 3, 3, pads=[1, 1, 1, 1], offset_group=8)
+    kernel = DeformConvKernel(geom, f["W"], f["B"], tile_pixels=200)  # tiles that end inside a chunk
+    got = kernel.run(f["X"], f["O"], f["M"])
+    t = {k: torch.from_numpy(v) for k, v in f.items()}
+    want = deform_conv2d_reference(t["X"], t["O"], t["M"], t["W"], t["B"], padding=1).numpy()
+    assert np.abs(got - want).max() <= TOL

@@ -202,6 +202,10 @@ def _gather_columns(xh, offset, mask, b, p0, p1, wo, kh, kw, pad_top, pad_left, 
                 else:
                     cg = c0 // cpg
                     col0 = cg * kk * cpg + k * cpg + (c0 - cg * cpg)
+                if cpog == 4:
+                    _blend4_rows(xf, cf, w00, w01, w10, w11, i00, i01, i10, i11, nq,
+                                 np.uint64(q0 - p0) * ncol + np.uint64(col0), ncol, inv, zq)
+                    continue
                 # Unsigned indices: numba then needs no negative-index wrap-around.
                 for p in range(nq):
                     f00 = w00[p]
@@ -223,6 +227,17 @@ def _gather_columns(xh, offset, mask, b, p0, p1, wo, kh, kw, pad_top, pad_left, 
                         e = np.uint64(ci)
                         put(cf, j + e, f00 * xf[a00 + e] + f01 * xf[a01 + e] + f10 * xf[a10 + e]
                              + f11 * xf[a11 + e], inv, zq)
+
+
+@numba.njit(nogil=True, cache=True)
+def _blend4_rows(xf, cf, w00, w01, w10, w11, i00, i01, i10, i11, nq, j, ncol, inv, zq):  # pragma: no cover
+    """Pass 2 of :func:`_gather_columns` for offset groups of 4 channels (EDVR-S's 32 / 8): pixel ``p``'s blend
+    into ``cf[j + p * ncol:][:4]``, the same operations as the loop nest's.  A loop of its own because inline,
+    beside the nest's dozens of live values, each pixel reloaded its indices and weights' addresses from the stack:
+    the gather of EDVR-S's L1 DCN (5 frames at 180x320) took 0.142-0.163 s on one core, 0.112-0.132 s so."""
+    for p in range(nq):
+        blend4(xf, i00[p], i01[p], i10[p], i11[p], w00[p], w01[p], w10[p], w11[p], cf, j, inv, zq)
+        j += ncol
 
 
 @numba.njit(nogil=True, cache=True)
