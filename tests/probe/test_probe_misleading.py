@@ -140,8 +140,8 @@ def test_eval_pairs_frames_by_name_and_refuses_names_that_differ(cli, tmp_path):
     write_frames(tmp_path / "lr", ["01.png", "02.png", "10.png"], 8)  # sorted: 01, 02, 10 against 1, 10, 2
     rc, lines = vsr(cli, tmp_path, "eval", "--gt", tmp_path / "gt", "--lr", tmp_path / "lr", "--no-model")
     assert rc == 2 and own_lines(lines) == [
-        f"vsr: error: LR and GT frames pair by file name: GT 1.png has no LR of that name in {tmp_path / 'lr'} "
-        "(2 unpaired, e.g. LR 01.png); give both folders the same frame names"]
+        f"vsr: error: LR and GT frames pair by file name, suffix aside: GT 1.png has no LR of that name in "
+        f"{tmp_path / 'lr'} (2 unpaired, e.g. LR 01.png); give both folders the same frame names"]
     write_frames(tmp_path / "lr2", ["10.png", "2.png", "1.png"], 8)
     rc, out, lines = vsr_out(cli, tmp_path, "eval", "--gt", tmp_path / "gt", "--lr", tmp_path / "lr2", "--no-model",
                              "--json")
@@ -149,6 +149,27 @@ def test_eval_pairs_frames_by_name_and_refuses_names_that_differ(cli, tmp_path):
     scored = json.loads(out)["bicubic"]["per_frame"]
     assert [f["frame"] for f in scored] == ["1.png", "2.png", "10.png"]  # in the order their names number them
     assert min(f["psnr_y"] for f in scored) > 20  # each GT beside its own LR (a wrong pair scores ~10 dB)
+
+
+def test_eval_pairs_frames_by_name_without_suffix(cli, tmp_path):
+    """A PNG ground truth beside JPEG inputs: 0001.png's LR is 0001.jpg (it was "GT 0001.png has no LR of that
+    name"); two LR files of one name are one line, never a pick."""
+    write_frames(tmp_path / "gt", ["0001.png", "0002.png", "0010.png"], 32)
+    write_frames(tmp_path / "lr", ["0010.jpg", "0002.jpg", "0001.jpg"], 8)
+    rc, out, lines = vsr_out(cli, tmp_path, "eval", "--gt", tmp_path / "gt", "--lr", tmp_path / "lr", "--no-model",
+                             "--json")
+    assert rc == 0, lines
+    scored = json.loads(out)["bicubic"]["per_frame"]
+    assert [f["frame"] for f in scored] == ["0001.png", "0002.png", "0010.png"]
+    assert min(f["psnr_y"] for f in scored) > 20  # each GT beside its own LR (a wrong pair scores ~10 dB)
+    for folder, names in (("gt2", ["a.png", "b.png"]), ("lr2", ["a.jpg", "a.jpeg"])):  # (one kind: JPEG)
+        (tmp_path / folder).mkdir()
+        for name in names:
+            cv2.imwrite(str(tmp_path / folder / name), np.zeros((32 if folder == "gt2" else 8,) * 2, np.uint8))
+    rc, lines = vsr(cli, tmp_path, "eval", "--gt", tmp_path / "gt2", "--lr", tmp_path / "lr2", "--no-model")
+    assert rc == 2 and own_lines(lines) == [
+        f"vsr: error: LR frames a.jpeg and a.jpg in {tmp_path / 'lr2'} have one name: frames pair by file name, "
+        "suffix aside; move one of them out"]
 
 
 def blocks_clip(path: Path, frames: int = 3) -> Path:

@@ -1,12 +1,12 @@
 """Evaluate x4 super-resolution of a PNG sequence against its ground truth: model vs bicubic.
 
 Conventions follow BasicSR's video tests, so figures compare with published EDVR results: frames are the pictures
-(PNG, JPEG, ...: one kind) of a folder in frame order (LR and GT paired by name); without an LR folder the LR is
-made from the GT by the BI degradation (GT mod-cropped to a multiple of 4, then MATLAB bicubic x1/4); model output
-is clipped to [0, 1] and rounded to 8 bits (BasicSR's ``tensor2img``) before PSNR/SSIM; each output frame ``i`` is
-predicted from the window :func:`vsr.pipeline.windows.window_indices` of the *whole* sequence, so a ``frames``
-selection scores exactly as in a full run.  A :class:`ClipDegradation` makes the LR from the whole GT clip instead
-(e.g. BI then x264, :mod:`vsr.train.degrade`), so that codec artefacts are real.
+(PNG, JPEG, ...: one kind) of a folder in frame order (LR and GT paired by name, suffix aside); without an LR
+folder the LR is made from the GT by the BI degradation (GT mod-cropped to a multiple of 4, then MATLAB bicubic
+x1/4); model output is clipped to [0, 1] and rounded to 8 bits (BasicSR's ``tensor2img``) before PSNR/SSIM;
+each output frame ``i`` is predicted from the window :func:`vsr.pipeline.windows.window_indices` of the *whole*
+sequence, so a ``frames`` selection scores exactly as in a full run.  A :class:`ClipDegradation` makes the LR
+from the whole GT clip instead (e.g. BI then x264, :mod:`vsr.train.degrade`), so that codec artefacts are real.
 """
 
 from __future__ import annotations
@@ -152,7 +152,7 @@ class _Sequence:
             raise InputError(f"LR and GT frame counts differ: {len(self.lr_files)} in {lr_dir}, "
                              f"{len(self.gt_files)} in {gt_dir}")
         if self.lr_files is not None:
-            _check_names(self.lr_files, self.gt_files)
+            self.lr_files = _paired(self.lr_files, self.gt_files)
         self._lr: dict[int, np.ndarray] = {}
         self._gt_size: tuple[int, int] | None = None
         self._lr_size: tuple[int, int] | None = None
@@ -213,18 +213,29 @@ class _Sequence:
                              f"exactly {SCALE}x the LR size ({SCALE * w}x{SCALE * h})")
 
 
-def _check_names(lr_files: list[Path], gt_files: list[Path]) -> None:
-    """LR and GT frames pair by file name (the same sorted names on both sides); names that differ are refused:
-    pairing them by sort order would score wrong pairs silently (``1.png, 10.png, 2.png`` beside ``01.png,
-    02.png, 10.png``)."""
-    lr_names = {f.name for f in lr_files}
-    missing = [f.name for f in gt_files if f.name not in lr_names]
+def _paired(lr_files: list[Path], gt_files: list[Path]) -> list[Path]:
+    """The LR frames in the GT's order, paired by file name without its suffix (``0001.jpg`` is the LR of GT
+    ``0001.png``: a PNG ground truth beside JPEG inputs); names that differ are refused: pairing them by sort
+    order would score wrong pairs silently (``1.png, 10.png, 2.png`` beside ``01.png, 02.png, 10.png``)."""
+    lr_stems, gt_stems = _stems(lr_files, "LR"), _stems(gt_files, "GT")
+    missing = [f.name for f in gt_files if f.stem not in lr_stems]
     if missing:
-        gt_names = {f.name for f in gt_files}
-        extra = next(f.name for f in lr_files if f.name not in gt_names)
-        raise InputError(f"LR and GT frames pair by file name: GT {missing[0]} has no LR of that name in "
-                         f"{lr_files[0].parent} ({len(missing)} unpaired, e.g. LR {extra}); give both folders "
-                         "the same frame names")
+        extra = next(f.name for f in lr_files if f.stem not in gt_stems)
+        raise InputError(f"LR and GT frames pair by file name, suffix aside: GT {missing[0]} has no LR of that "
+                         f"name in {lr_files[0].parent} ({len(missing)} unpaired, e.g. LR {extra}); give both "
+                         "folders the same frame names")
+    return [lr_stems[f.stem] for f in gt_files]
+
+
+def _stems(files: list[Path], what: str) -> dict[str, Path]:
+    """``files`` by their names without suffix; two of one (``1.jpg`` and ``1.jpeg``) are one line: which pairs
+    is not for vsr to guess."""
+    stems: dict[str, Path] = {}
+    for f in files:
+        if (other := stems.setdefault(f.stem, f)) is not f:
+            raise InputError(f"{what} frames {other.name} and {f.name} in {f.parent} have one name: frames pair by "
+                             "file name, suffix aside; move one of them out")
+    return stems
 
 
 def _backend_padding(backend, padding: str | None) -> str:
