@@ -69,6 +69,37 @@ def test_a_16_bit_tiff_keeps_16_bits(tmp_path):
     assert np.array_equal(np.round(pixels(src)[0] * 65535).astype(np.uint16), first[:, :, ::-1].transpose(2, 0, 1))
 
 
+def test_a_tiff_and_a_webp_are_turned_upright_by_their_exif_orientation(tmp_path):
+    """Orientation 6 (turn 90 degrees clockwise) on a 16-bit TIFF and a WebP: upright, as viewers show them, 16
+    bits kept (the TIFF was "not a TIFF image": OpenCV's reader fails on it; the WebP stayed sideways)."""
+    if shutil.which("exiftool") is None:
+        pytest.skip("needs exiftool")
+    for suffix, args, top in ((".tif", ("-pix_fmt", "rgb48le"), 65535), (".webp", ("-lossless", "1"), 255)):
+        folder = frames_of(tmp_path / suffix[1:], suffix, 2, *args)
+        stored = cv2.imread(str(folder / f"0001{suffix}"), cv2.IMREAD_UNCHANGED)
+        for p in folder.iterdir():
+            subprocess.run(["exiftool", "-q", "-overwrite_original", "-Orientation=6", "-n", str(p)], check=True)
+        src = open_source(folder)
+        assert (src.info.width, src.info.height, src.info.bits) == (48, 64, 16 if top == 65535 else 8)
+        upright = np.round(pixels(src)[0] * top).astype(stored.dtype)[::-1].transpose(1, 2, 0)  # (H, W, BGR)
+        assert np.array_equal(upright, np.rot90(stored, k=-1))
+
+
+def test_a_webp_s_alpha_is_turned_upright_with_it(tmp_path):
+    """(Written by Pillow: exiftool 12's EXIF chunk marks a WebP as without alpha, and libwebp then drops it.)"""
+    from PIL import Image
+
+    rgba = np.dstack([np.full((48, 64, 3), 90, np.uint8), np.tile(np.arange(64, dtype=np.uint8) * 2 + 64, (48, 1))])
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    (tmp_path / "f").mkdir()
+    Image.fromarray(rgba).save(tmp_path / "f" / "1.webp", lossless=True, exif=exif.tobytes())
+    src = open_source(tmp_path / "f")
+    assert (src.info.width, src.info.height, src.info.pix_fmt) == (48, 64, "rgba")
+    list(src.frames())
+    assert np.array_equal(src.info.alpha.take(0).plane, np.rot90(rgba[:, :, 3], k=-1))
+
+
 @pytest.mark.parametrize("suffix", [".tif", ".webp"])
 def test_alpha_in_tiff_and_webp_is_kept_as_png_s(tmp_path, suffix):
     folder = tmp_path / "f"

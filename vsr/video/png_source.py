@@ -13,6 +13,7 @@ import numpy as np
 from vsr.errors import InputError
 from vsr.video.alpha import Alpha
 from vsr.video.captions import FrameStore
+from vsr.video.exif_orientation import orientation_of, upright
 from vsr.video.png_colour import read_colour
 from vsr.video.png_frames import KIND_NAMES, frame_files, frame_kind
 from vsr.video.source import SourceFrame, VideoInfo
@@ -74,7 +75,8 @@ class PngFolderSource:
 
 def decode(path: Path) -> np.ndarray:
     """The picture at ``path`` as OpenCV reads it: BGR or BGRA (PNG, TIFF and WebP keep their alpha), grey, 8 or
-    16 bits; a JPEG turned upright by its EXIF orientation, as viewers show it.  One line where it cannot be read."""
+    16 bits; a JPEG, TIFF or WebP turned upright by its EXIF orientation, as viewers show it.  One line where it
+    cannot be read."""
     import cv2
 
     kind = frame_kind(path) or "PNG"
@@ -83,9 +85,17 @@ def decode(path: Path) -> np.ndarray:
     # JPEG: IMREAD_COLOR applies the EXIF orientation, which IMREAD_UNCHANGED leaves out; BMP: no alpha (a 32-bit
     # BMP's fourth byte is most often padding, 0: a picture wholly transparent)
     flags = cv2.IMREAD_COLOR if kind in ("JPEG", "BMP") else cv2.IMREAD_UNCHANGED
-    img = cv2.imread(os.fsencode(path), flags)  # (bytes: OpenCV crashes on a name that is not UTF-8)
+    orientation = 1
+    if kind in ("TIFF", "WebP"):  # (their EXIF orientation: vsr.video.exif_orientation)
+        with open(path, "rb") as f:
+            data = bytearray(f.read())
+        orientation = orientation_of(data, kind)
+        img = cv2.imdecode(np.frombuffer(data, np.uint8), flags) if data else None  # (empty: OpenCV asserts)
+    else:
+        img = cv2.imread(os.fsencode(path), flags)  # (bytes: OpenCV crashes on a name that is not UTF-8)
     if img is None:
         raise InputError(f"not a {kind} image: {path}")
+    img = upright(img, orientation)
     if img.dtype not in (np.uint8, np.uint16):
         raise InputError(f"{path}: its samples are {img.dtype}; vsr reads frames of 8 or 16 bits per sample")
     return img
