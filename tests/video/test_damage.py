@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 
+import av
 import pytest
 
 from tests.data import VIDEOS, needs
@@ -112,6 +113,28 @@ def test_damage_before_a_piped_stream_s_first_frame_is_said_as_of_the_file(tmp_p
         assert ran.rc == 0, ran.err
         said[name] = json.loads((tmp_path / f"{name}.json").read_text())["settings"].get("input_damaged")
     assert said["file"] is not None and said["file"]["first_s"] == 0 and said["pipe"] == said["file"]
+
+
+def test_damage_the_demuxer_meets_while_the_source_is_opened_again_is_said(tmp_path):
+    """The second frame's block header overwritten in a .mkv: the demuxer logs "Element ... exceeds containing
+    master element" while it opens the file (reading its first cluster) and stops there.  The decode opens the file
+    again after the probe, and that opening was watched by nothing: the run said only that it ended early (1 of 20
+    frames), as if the file were cut short, where the same bytes piped said damage."""
+    src = clip(tmp_path, "a.mkv")
+    with av.open(str(src)) as c:
+        second = [packet.pos for packet in c.demux(video=0)][1]  # (its data: after its block's header)
+    src = damaged(src, 8, at=second - 8)
+    said, lines = {}, {}
+    for name, given, stdin in (("file", src, None), ("pipe", "-", src.read_bytes())):
+        ran = ProbeRunner().run(["upscale", given, tmp_path / f"{name}.mkv", "--report", tmp_path / f"{name}.json",
+                                 *RUN], tmp_path / name, stdin=stdin)
+        assert ran.rc == 0, ran.err
+        said[name] = json.loads((tmp_path / f"{name}.json").read_text())["settings"].get("input_damaged")
+        lines[name] = ran.lines
+    damage = said["file"]
+    assert damage is not None and "exceeds containing master element" in damage["first_error"], damage
+    assert damage["demuxer_error_lines"] >= 1 and said["pipe"] == damage
+    assert [line.split(": ")[2] for line in lines["file"]] == [f"{src} ended early", f"{src} is damaged"], lines
 
 
 def test_a_second_reader_of_the_source_in_the_encode_stage_is_not_its_damage(tmp_path):

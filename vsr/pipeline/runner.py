@@ -315,8 +315,10 @@ class FrameQueueRunner:
             warnings.warn(early.message(info.path, written), stacklevel=2)
             settings["input_ended_early"] = early.to_dict(written)
         damage = getattr(source, "damage", None)
-        if damage:  # said once, at the end; a cut source's demuxer logs its cut ("File ended prematurely"): said
-            if early is None:  # as an early end alone
+        if damage:  # said once, at the end; a source cut short is said as an early end alone (the last packet, cut
+            # in two, is its decoder's error), unless its demuxer met damage too: a .mkv whose overwritten block header
+            # stopped it said only "ended early"
+            if early is None or damage.get("demuxer_error_lines"):
                 warnings.warn(damage_message(info.path, damage), stacklevel=2)
             settings["input_damaged"] = damage
         settings.update(tile=tile, tiles_per_frame=len(tiles), overlap=s.overlap, batch=s.batch, queue=s.queue,

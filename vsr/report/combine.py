@@ -61,8 +61,12 @@ def damage_of(records: list) -> dict | None:
     found = [r for r in records if isinstance(r, dict)]
     if not found:
         return None
-    return {**found[0], "frames_with_errors": sum(int(r.get("frames_with_errors") or 0) for r in found),
-            "error_lines": sum(int(r.get("error_lines") or 0) for r in found)}
+    merged = {**found[0], "frames_with_errors": sum(int(r.get("frames_with_errors") or 0) for r in found),
+              "error_lines": sum(int(r.get("error_lines") or 0) for r in found)}
+    demuxer = sum(int(r.get("demuxer_error_lines") or 0) for r in found)
+    if demuxer:  # (as a run's record has it: where any was counted)
+        merged["demuxer_error_lines"] = demuxer
+    return merged
 
 
 def _scene_cuts(reports: list[dict]) -> dict | None:

@@ -32,8 +32,9 @@ _users = 0
 _shared: dict = {}  # while any source decodes: the capture's ``logs``, and what it changed to restore
 _watchers: list["Damage"] = []
 # what a demuxer logs as an error of a file that is only cut short, not damaged: an early end, which
-# vsr.video.ends says (or a preview, in its own words)
-CUT_LINES = ("File ended prematurely",)
+# vsr.video.ends says (or a preview, in its own words): Matroska's, MP4's of each sample its data lacks, NUT's
+# opening of a file whose end (its index, its last timestamps) is missing
+CUT_LINES = ("File ended prematurely", ": partial file", "read_timestamp failed")
 # packets in a row the decoder may refuse before the source is taken as undecodable, not damaged
 REFUSED_IN_A_ROW = 64
 
@@ -43,8 +44,11 @@ class Damage:
     (``names``: theirs, FFmpeg's), the first of those lines and where (seconds into the source) the first sign
     was.  A context (entered once, in the decoding thread); :meth:`frame` sees each frame decoded."""
 
-    def __init__(self, names: set[str], before: "Damage | None" = None, keep: bool = False):
+    def __init__(self, names: set[str], before: "Damage | None" = None, keep: bool = False,
+                 demuxer: str | None = None):
         self.names = names
+        self.demuxer = demuxer  # (of ``names``, the demuxer's: its lines are the file's structure broken)
+        self.demuxer_errors = 0
         self.kept: list[str] | None = [] if keep else None  # ``keep``: the lines counted (a stream's probe)
         self.frames = self.errors = 0
         self.first_s: float | None = None
@@ -52,6 +56,7 @@ class Damage:
         if before is not None:  # (a watch of the frames a stream was probed with: they are not decoded again)
             self.frames, self.errors, self.first_s, self.first_line = (before.frames, before.errors, before.first_s,
                                                                        before.first_line)
+            self.demuxer_errors = before.demuxer_errors
         self.logs: list = []
         self.counting = True  # (lines logged while frames before the run's first decode are not the run's)
 
@@ -97,6 +102,17 @@ class Damage:
             if self.errors > errors:
                 self._first(seconds)
 
+    def opened(self, demuxer: str, decoder: str, counted: bool = True) -> None:
+        """The source's file opened under this watch: what its ``demuxer`` logged meanwhile counted (``counted``:
+        the run decodes from its first frame), not what its ``decoder`` did (the opening decodes the first frames
+        to find the stream's parameters, and the decode says their lines again); both watched from here."""
+        self.names, self.demuxer, self.counting = {demuxer}, demuxer, counted
+        with _lock:
+            _drain()
+        if self.errors:  # (placed at the first frame, as a stream's opening is: before_first_frame)
+            self._first(0.0)
+        self.names, self.counting = {demuxer, decoder}, True
+
     def before_first_frame(self, lines: list = ()) -> None:
         """``lines`` (level, name, text) logged where no watch was on (a stream on standard input while it was
         opened: its bytes are read once), counted as this watch's but for those it counted again (its ``kept``:
@@ -108,14 +124,15 @@ class Damage:
                 if again[text.strip()]:
                     again[text.strip()] -= 1
                 else:
-                    self._count(text)
+                    self._count(text, name)
                     first = first or text.strip()[:120]
         self.first_line = first or self.first_line  # (logged before those of the watch)
         if self.frames or self.errors:
             self._first(0.0)
 
-    def _count(self, text: str) -> None:
+    def _count(self, text: str, name: str) -> None:
         self.errors += 1
+        self.demuxer_errors += name == self.demuxer
         self.first_line = self.first_line or text.strip()[:120]
         if self.kept is not None:
             self.kept.append(text.strip())
@@ -128,8 +145,11 @@ class Damage:
         """For the run report's settings (``input_damaged``); None where nothing was met."""
         if not self.frames and not self.errors:
             return None
-        return {"frames_with_errors": self.frames, "error_lines": self.errors, "first_s": self.first_s,
-                "first_error": self.first_line}
+        record = {"frames_with_errors": self.frames, "error_lines": self.errors, "first_s": self.first_s,
+                  "first_error": self.first_line}
+        if self.demuxer_errors:  # (damage in the file's structure, which a cut alone does not log: said beside an
+            record["demuxer_error_lines"] = self.demuxer_errors  # early end, vsr.pipeline.runner)
+        return record
 
 
 def _drain() -> None:
@@ -144,7 +164,7 @@ def _drain() -> None:
     for level, name, text in lines:
         ours = [d for d in _watchers if d.counting and name in d.names] if _is_damage(level, text) else []
         for d in ours:
-            d._count(text)
+            d._count(text, name)
         _hand_on(level, name, text, wanted)
 
 

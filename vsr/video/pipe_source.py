@@ -167,7 +167,7 @@ class StreamSource:
                                    st.index if c.format.name in CLOCKED else None, attachments(c))
         self._decoded = self._decode(st)
         # what the probe reads is read once: watched here, its damage carried into frames()'
-        self._probed = Damage({c.format.name, st.codec_context.name}, keep=True)
+        self._probed = Damage({c.format.name, st.codec_context.name}, keep=True, demuxer=c.format.name)
         try:
             with self._probed:
                 self._first = next(self._decoded)
@@ -224,7 +224,8 @@ class StreamSource:
             decoded = inverse_telecined(decoded, st, self.info)
         elif self.info.deinterlaced:
             decoded = deinterlaced(decoded, st, *field_steps(self.info))
-        damage = Damage({self._container.format.name, st.codec_context.name}, before=self._probed)
+        damage = Damage({self._container.format.name, st.codec_context.name}, before=self._probed,
+                        demuxer=self._container.format.name)
         try:
             with damage:
                 yield from timed_frames(decoded, 0, start, self.info, damage)

@@ -239,25 +239,33 @@ class VideoSource:
         flagging it corrupt (``tests/video/test_source_seek.py`` checks ``start`` on that clip).
         """
         per = 2 if self.info.field_rate else 1  # frames out per frame of the file
-        # (fields: from the file's frame before, so that frame start's second field has both neighbours; film:
-        # from the top, where the cadence starts)
-        c, decoded, index = self._decoder(0 if self.info.film else max(start // per - (per - 1), 0))
-        decoded = uniform(self._checked(decoded, index), index, self.info)
-        st = c.streams[self.info.stream_index]
-        if self.info.film:
-            decoded = inverse_telecined(decoded, st, self.info)
-        elif self.info.deinterlaced:  # from where decoding starts: each frame has the neighbours it has in a whole run
-            decoded = deinterlaced(decoded, st, *field_steps(self.info))
-        damage = Damage({c.format.name, st.codec_context.name})
+        damage = Damage(set())  # (its names once the file is open: Damage.opened)
         try:
-            with damage:  # (left after the close: FFmpeg's decoder threads may log until then)
+            # watched from the opening on: a .mkv's demuxer reads its first cluster there, damage there stops it (said
+            # as an early end alone); left after the close: decoder threads may log until then.  (Fields: from the
+            # file's frame before, so that start's second field has both neighbours; film: from the cadence's top)
+            with damage:
+                c, decoded, index = self._decoder(0 if self.info.film else max(start // per - (per - 1), 0))
                 try:
-                    yield from timed_frames(decoded, index * per, start, self.info, damage)
+                    st = c.streams[self.info.stream_index]
+                    damage.opened(c.format.name, st.codec_context.name, counted=start == 0)
+                    yield from timed_frames(self._converted(decoded, index, st), index * per, start, self.info,
+                                            damage)
                 finally:
                     c.close()
         finally:
             self.damage = damage.record()
         self.early_end = self._ended()  # decoded to its end
+
+    def _converted(self, decoded: Iterator[av.VideoFrame], index: int, st) -> Iterator[av.VideoFrame]:
+        """The file's frames from ``index`` as the run takes them: checked, uniform, deinterlaced or inverse
+        telecined."""
+        decoded = uniform(self._checked(decoded, index), index, self.info)
+        if self.info.film:
+            return inverse_telecined(decoded, st, self.info)
+        if self.info.deinterlaced:  # from where decoding starts: each frame has the neighbours it has in a whole run
+            return deinterlaced(decoded, st, *field_steps(self.info))
+        return decoded
 
     @property
     def frames_decoded(self) -> int | None:
