@@ -1,5 +1,6 @@
 """One picture in, one picture out: ``vsr upscale photo.jpg big.png`` upscales the photo as a one-frame folder of
-frames and writes one PNG file (it was "big.png is the name of one picture, and vsr writes a video")."""
+frames and writes one PNG file (it was "big.png is the name of one picture, and vsr writes a video"); ``big.jpg``,
+``big.tif`` and ``big.webp`` write that kind (they were "vsr writes one picture as PNG")."""
 
 from __future__ import annotations
 
@@ -31,11 +32,71 @@ def test_a_photo_becomes_one_png_upright(tmp_path, capsys):
     assert "output exists" in capsys.readouterr().err
 
 
-def test_a_picture_to_another_picture_kind_is_one_line(tmp_path, capsys):
+def test_a_picture_to_a_kind_vsr_does_not_write_is_one_line(tmp_path, capsys):
     photo = frames_of(tmp_path / "f", ".jpg", 1) / "0001.jpg"
-    assert main(["upscale", str(photo), str(tmp_path / "big.jpg"), *TINY]) == 2
-    assert capsys.readouterr().err == (f"vsr: error: {tmp_path / 'big.jpg'}: vsr writes one picture as PNG (give "
-                                       f"big.png), or a video (.mp4, .mkv, ...)\n")
+    assert main(["upscale", str(photo), str(tmp_path / "big.bmp"), *TINY]) == 2
+    assert capsys.readouterr().err == (f"vsr: error: {tmp_path / 'big.bmp'}: vsr writes one picture as PNG, JPEG, TIFF "
+                                       f"or WebP (give big.png, .jpg, .tif or .webp), or a video (.mp4, .mkv, ...)\n")
+
+
+def upscaled(photo, out, capsys, *args: str) -> np.ndarray:
+    assert main(["upscale", str(photo), str(out), *TINY, *args]) == 0, capsys.readouterr().err
+    return cv2.imread(str(out), cv2.IMREAD_UNCHANGED)
+
+
+def test_a_photo_becomes_a_jpeg_a_tiff_or_a_webp_as_its_name_says(tmp_path, capsys):
+    """The same pixels as the PNG (the model's seeded random weights): WebP lossless, TIFF lossless at 16 bits,
+    JPEG at quality 95 with full-resolution colour (4:4:4); upright, with no orientation tag of their own."""
+    from PIL import Image
+
+    if shutil.which("exiftool") is None:
+        pytest.skip("needs exiftool")
+    photo = frames_of(tmp_path / "f", ".jpg", 1) / "0001.jpg"
+    subprocess.run(["exiftool", "-q", "-overwrite_original", "-Orientation=6", "-n", str(photo)], check=True)
+    png = upscaled(photo, tmp_path / "big.png", capsys)
+    assert png.shape == (256, 192, 3)
+    assert np.array_equal(upscaled(photo, tmp_path / "big.webp", capsys), png)
+    jpeg = upscaled(photo, tmp_path / "big.JPG", capsys)
+    assert jpeg.shape == png.shape and cv2.PSNR(jpeg, png) > 35
+    for name in ("big.webp", "big.JPG"):
+        with Image.open(tmp_path / name) as im:
+            assert im.format in ("WEBP", "JPEG") and im.getexif().get(0x0112) is None
+    with Image.open(tmp_path / "big.JPG") as im:
+        assert im.layer[0][1:3] == im.layer[1][1:3] == (1, 1)  # (each component's sampling: 4:4:4)
+    deep = frames_of(tmp_path / "d", ".tif", 1, "-pix_fmt", "rgb48le") / "0001.tif"
+    tiff = upscaled(deep, tmp_path / "big.tiff", capsys)
+    assert tiff.dtype == np.uint16 and np.array_equal(tiff, upscaled(deep, tmp_path / "big16.png", capsys))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["big.JPG", "big.png", "big.tiff", "big.webp", "big16.png",
+                                                          "d", "f"]  # (no temporary left)
+
+
+def test_what_a_jpeg_cannot_hold_is_dropped_with_one_line(tmp_path, capsys):
+    """A picture's alpha into a JPEG is dropped as a video codec without alpha drops it, and 16 bits into 8;
+    a WebP keeps the alpha."""
+    bgra = np.dstack([np.full((48, 64, 3), 100, np.uint16), np.full((48, 64), 30000, np.uint16)])
+    cv2.imwrite(str(tmp_path / "a.png"), bgra)
+    assert main(["upscale", str(tmp_path / "a.png"), str(tmp_path / "a.jpg"), *TINY]) == 0
+    out = tmp_path / "a.jpg"
+    assert [line for line in capsys.readouterr().err.splitlines() if str(out) in line] == [
+        f"vsr: warning: {out}: the source's 16 bits a sample are written as 8: JPEG holds 8 (a .png or .tif picture "
+        "keeps them)",
+        f"vsr: warning: {out}: the source's alpha channel is dropped: JPEG has none (a .png, .tif or .webp picture "
+        "keeps it)"]
+    assert cv2.imread(str(out), cv2.IMREAD_UNCHANGED).shape == (192, 256, 3)
+    webp = upscaled(tmp_path / "a.png", tmp_path / "a.webp", capsys)
+    assert webp.shape == (192, 256, 4) and abs(int(webp[0, 0, 3]) - 30000 // 257) <= 1
+
+
+@pytest.mark.parametrize("args, said", [
+    (["--crf", "18"], "--crf set(s) a video encoder, but {out} is one picture (give the output a video suffix "
+                      "such as .mp4 or .mkv)"),
+    (["--pix-fmt", "rgba"], "a JPEG picture is rgb24, not --pix-fmt rgba")])
+def test_options_a_picture_cannot_take_are_one_line(tmp_path, capsys, args, said):
+    photo = frames_of(tmp_path / "f", ".jpg", 1) / "0001.jpg"
+    out = tmp_path / "big.jpg"
+    assert main(["upscale", str(photo), str(out), *TINY, *args]) == 2
+    assert capsys.readouterr().err == f"vsr: error: {said.format(out=out)}\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f"]
 
 
 def test_a_video_to_a_png_is_still_refused(make_clip, tmp_path, capsys):

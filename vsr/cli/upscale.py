@@ -24,8 +24,8 @@ def add_parser(sub) -> None:
                                    "subtitles are copied; timestamps, colour and rotation kept.")
     p.add_argument("input", help="video file, folder of frames (*.png, *.jpg, *.tif, *.bmp, *.webp), picture, "
                                  "or - (a stream on standard input: Y4M, NUT, MPEG-TS, Matroska, ...)")
-    p.add_argument("output", help="video file, folder for PNG frames, a .png where IN is one picture, or - (a "
-                                  "stream on standard output, see --format)")
+    p.add_argument("output", help="video file, folder for PNG frames, a .png, .jpg, .tif or .webp where IN is one "
+                                  "picture, or - (a stream on standard output, see --format)")
     add_upscale_options(p)
     o = p.add_argument_group("output")
     o.add_argument("--format", default=None, choices=("y4m", "nut", "matroska", "mpegts"),

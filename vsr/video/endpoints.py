@@ -14,7 +14,8 @@ from vsr.video.interlace import MODES
 from vsr.video.output import is_picture_out, is_png_folder, is_stream
 from vsr.video.pipe_sink import StreamSink
 from vsr.video.pipe_source import StreamSource
-from vsr.video.png_sink import PictureSink, PngFolderSink
+from vsr.video.picture_sink import PictureSink
+from vsr.video.png_sink import PngFolderSink
 from vsr.video.sink import VideoSink
 from vsr.video.png_frames import one_picture
 from vsr.video.png_source import PngFolderSource, parse_frame_rate

@@ -68,9 +68,14 @@ def is_png_folder(path: Path) -> bool:
     return path.is_dir() or path.suffix == ""
 
 
+# the pictures one picture can be upscaled into, by suffix (any case): vsr.video.picture_sink
+PICTURE_OUT = {".png": "PNG", ".jpg": "JPEG", ".jpeg": "JPEG", ".tif": "TIFF", ".tiff": "TIFF", ".webp": "WebP"}
+
+
 def is_picture_out(dst: Path, src: Path) -> bool:
-    """Whether ``dst`` is one PNG picture made of the one picture ``src`` (``vsr upscale photo.jpg big.png``)."""
-    return Path(dst).suffix.lower() == ".png" and one_picture(Path(src))
+    """Whether ``dst`` is one picture (:data:`PICTURE_OUT`) made of the one picture ``src`` (``vsr upscale
+    photo.jpg big.jpg``)."""
+    return Path(dst).suffix.lower() in PICTURE_OUT and one_picture(Path(src))
 
 
 def output_path(dst: Path) -> Path:
@@ -236,8 +241,8 @@ def check_output(dst: Path, src: Path, overwrite: bool) -> None:
         raise InputError(f"output folder does not exist: {parent}")
     if not is_png_folder(dst) and target.suffix[1:].lower() in picture_suffixes() and not is_picture_out(dst, src):
         if one_picture(src):
-            raise InputError(f"{dst}: vsr writes one picture as PNG (give {Path(dst).stem}.png), or a video "
-                             f"(.mp4, .mkv, ...)")
+            raise InputError(f"{dst}: vsr writes one picture as PNG, JPEG, TIFF or WebP (give {Path(dst).stem}.png, "
+                             f".jpg, .tif or .webp), or a video (.mp4, .mkv, ...)")
         raise InputError(f"{dst} is the name of one picture ({target.suffix}), and vsr writes a video: give a video "
                          f"name (.mp4, .mkv, ...), or a name without suffix for a folder of %08d.png frames")
     if target.exists():

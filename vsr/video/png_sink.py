@@ -1,4 +1,5 @@
-"""``PngFolderSink``: output frames as ``%08d.png`` files in a folder; ``PictureSink``: one picture as one PNG file."""
+"""``PngFolderSink``: output frames as ``%08d.png`` files in a folder (and the base of
+:class:`~vsr.video.picture_sink.PictureSink`: one picture as one file)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from vsr.video.encoder_choice import EncoderSettings
 from vsr.video.alpha import upscale_into
 from vsr.video.formats import has_alpha
 from vsr.video.orientation import not_kept
-from vsr.video.output import commit_output, frames_partial, make_frames_folder, output_path, video_partial, writes
+from vsr.video.output import commit_output, frames_partial, make_frames_folder, output_path, writes
 from vsr.video.planes import PlaneFormat
 from vsr.video.resize import MODEL_SCALE, factor_of, resized_planes, scaled_size
 from vsr.video.source import VideoInfo
@@ -31,19 +32,18 @@ class PngFolderSink:
     temporary folder (with vsr's marker, :data:`vsr.video.output.MARKER`) that replaces
     the output folder on :meth:`commit`."""
 
+    what = "a folder of PNG frames"  # (what the output is, as its refusals say it)
+
     def __init__(self, dst: Path, info: VideoInfo, settings: EncoderSettings):
-        if settings.pix_fmt not in PNG_PIX_FMTS:
-            raise InputError(f"PNG frames are rgb24, rgb48be, rgba or rgba64be, not --pix-fmt {settings.pix_fmt}")
         given = [name for name, v in (("--codec", settings.codec), ("--crf", settings.crf),
                                       ("--preset", settings.preset), ("-x", settings.options)) if v]
         if given:
-            raise InputError(f"{', '.join(given)} set(s) a video encoder, but {dst} is a folder of PNG frames "
+            raise InputError(f"{', '.join(given)} set(s) a video encoder, but {dst} is {self.what} "
                              "(give the output a video suffix such as .mp4 or .mkv)")
         self.dst = output_path(Path(dst))
         self.src = info.path
-        deep = (settings.pix_fmt or "").startswith(("rgb48", "rgba64")) or (settings.pix_fmt is None and info.bits > 8)
-        alpha = (settings.pix_fmt or "").startswith("rgba") or (settings.pix_fmt is None and info.has_alpha)
-        self.pix_fmt = ("rgba64be" if deep else "rgba") if alpha else ("rgb48be" if deep else "rgb24")
+        self.pix_fmt = self._pix_fmt(info, settings.pix_fmt)
+        deep = self.pix_fmt.startswith(("rgb48", "rgba64"))
         self._alpha = info.alpha  # (taken frame by frame, also where the output has none)
         self.colour = info.colour.for_output(self.pix_fmt)
         self._chunks = colour_chunks(self.colour, info.hdr)  # (an HDR or wide-gamut picture's: vsr.video.png_colour)
@@ -59,6 +59,14 @@ class PngFolderSink:
         self.count = 0
         # (none follow into pictures: said once)
         self._captions = PictureMessages(info.captions, info.hdr10plus, "png", dovi=info.dovi)
+
+    def _pix_fmt(self, info: VideoInfo, requested: str | None) -> str:
+        """The frames' format: ``requested`` (``--pix-fmt``), else the source's depth (8 or 16 bits) and alpha."""
+        if requested not in PNG_PIX_FMTS:
+            raise InputError(f"PNG frames are rgb24, rgb48be, rgba or rgba64be, not --pix-fmt {requested}")
+        deep = (requested or "").startswith(("rgb48", "rgba64")) or (requested is None and info.bits > 8)
+        alpha = (requested or "").startswith("rgba") or (requested is None and info.has_alpha)
+        return ("rgba64be" if deep else "rgba") if alpha else ("rgb48be" if deep else "rgb24")
 
     @writes
     def _partial(self) -> Path:
@@ -93,18 +101,23 @@ class PngFolderSink:
 
     @writes
     def write(self, planes: np.ndarray, pts: int, duration: int) -> None:
-        import cv2
-
         bgr = np.ascontiguousarray(planes[[2, 1, 0, 3][:len(planes)]].transpose(1, 2, 0))  # (BGR or BGRA)
         # encoded here and written by Python: a full disk is an OSError with its reason (libpng's own write
         # would print "libpng error: Write Error" and only say it failed)
+        data = self._encoded(bgr)
+        with open(self._frame_name(), "xb") as f:
+            f.write(data)
+        self.count += 1
+        self._captions.frame(pts, pts)
+
+    def _encoded(self, bgr: np.ndarray) -> bytes:
+        """A frame (BGR or BGRA, 8 or 16 bits) as the file's bytes."""
+        import cv2
+
         ok, png = cv2.imencode(".png", bgr, [cv2.IMWRITE_PNG_COMPRESSION, 1])
         if not ok:
             raise InputError(f"could not encode frame {self.count} of {self.dst} as PNG")
-        with open(self._frame_name(), "xb") as f:
-            f.write(with_chunks(png.tobytes(), self._chunks))
-        self.count += 1
-        self._captions.frame(pts, pts)
+        return with_chunks(png.tobytes(), self._chunks)
 
     def end(self) -> None:
         """Nothing to flush: each frame is its own file, written whole by :meth:`write`."""
@@ -116,18 +129,3 @@ class PngFolderSink:
     def abort(self) -> None:
         shutil.rmtree(self.tmp, ignore_errors=True)
 
-
-class PictureSink(PngFolderSink):
-    """The upscale of one picture as one PNG file (``vsr upscale photo.jpg big.png``), written under a hidden
-    temporary name beside it and renamed on :meth:`commit`, as a video file is."""
-
-    def _partial(self) -> Path:
-        return video_partial(self.dst)  # (made by the frame's own write)
-
-    def _frame_name(self) -> Path:
-        if self.count:
-            raise InputError(f"{self.dst} is one picture: its source has more than one frame")
-        return self.tmp
-
-    def abort(self) -> None:
-        self.tmp.unlink(missing_ok=True)
