@@ -18,7 +18,7 @@ REPO = Path(__file__).resolve().parents[1]
 NAME = os.fsdecode(b"caf\xe9")  # 'caf\udce9': a lone surrogate in Python's str
 
 READERS = {  # code that reads the folder ``d``, and what it prints
-    "png folder": ("from vsr.video.png_source import PngFolderSource; s = PngFolderSource(d); "
+    "png folder": ("from vsr.video.frame_source import FrameFolderSource; s = FrameFolderSource(d); "
                    "print(sum(1 for _ in s.frames()))", "2"),
     "eval": ("from vsr.quality.evaluate import read_rgb; print(read_rgb(d / '002.png').shape)", "(16, 24, 3)"),
     "train": ("from vsr.train.data import read_image; print(read_image(d / '002.png').shape)", "(16, 24, 3)"),

@@ -21,7 +21,7 @@ from vsr.pipeline.scenes import WINDOW
 from vsr.pipeline.windows import window_indices
 from vsr.video import EncoderSettings
 from vsr.video.colour import quantise_rgb
-from vsr.video.png_source import read_frame
+from vsr.video.frame_source import read_frame
 
 
 

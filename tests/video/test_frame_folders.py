@@ -162,14 +162,14 @@ def test_weights_auto_sees_jpeg_frames_as_lossy(tmp_path, suffix, codec, lossy):
     ("0.5", Fraction(1, 2)), (24, 24), (29.97, Fraction(30000, 1001)),  # (a job file's TOML numbers)
 ])
 def test_a_frame_rate_is_exact(text, rate):
-    from vsr.video.png_source import parse_frame_rate
+    from vsr.video.frame_source import parse_frame_rate
 
     assert parse_frame_rate(text) == rate
 
 
 @pytest.mark.parametrize("text", ["0", "-24", "nan", "inf", "fast", "", "1001", "24/0"])
 def test_a_bad_frame_rate_is_one_line(text):
-    from vsr.video.png_source import parse_frame_rate
+    from vsr.video.frame_source import parse_frame_rate
 
     with pytest.raises(InputError, match=r"^--frame-rate must be frames a second above 0 and at most 1000"):
         parse_frame_rate(text)

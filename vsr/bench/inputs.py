@@ -36,9 +36,9 @@ def bench_input(source: str | Path | None, size: tuple[int, int], windows: int, 
                 seed: int = 0) -> BenchInput:
     """Frames for ``windows`` windows of ``num_frame`` frames at ``size`` (H, W).
 
-    ``source``: a video file or PNG folder, ``"random"``, or None (:data:`DEFAULT_CLIP` where it exists, else
-    random).  A clip's frames are centre-cropped to ``size``, or mirrored out to it where they are smaller; a
-    clip shorter than needed is played forwards and back.
+    ``source``: a video file or folder of frames (PNG, JPEG, ...), ``"random"``, or None (:data:`DEFAULT_CLIP`
+    where it exists, else random).  A clip's frames are centre-cropped to ``size``, or mirrored out to it where
+    they are smaller; a clip shorter than needed is played forwards and back.
     """
     count = windows + num_frame - 1
     _check_fits(count, size)

@@ -22,7 +22,8 @@ def add_parser(sub) -> None:
     p.add_argument("--frames", default="3", metavar="N", help="timed frames per case (default 3)")
     p.add_argument("--threads", default=None,
                    help="inference threads of every case (default: the cores this process may use)")
-    p.add_argument("--input", default=None, metavar="CLIP", help="video file or PNG folder, or 'random' "
+    p.add_argument("--input", default=None, metavar="CLIP", help="video file or folder of frames (PNG, JPEG, "
+                                                                 "TIFF, BMP or WebP), or 'random' "
                                                                  "(default: the shared Big Buck Bunny clip where "
                                                                  "it exists, else random)")
     p.add_argument("--cases", default=None, metavar="A,B", help="only these cases (e.g. ort-split-fp32,"

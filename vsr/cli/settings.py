@@ -292,7 +292,7 @@ def upscale_settings(args):
 
 def parse_rate_option(value) -> str | None:
     """``--frame-rate`` -> its exact fraction as text (``"24000/1001"`` for 23.976), or None (not given: 25)."""
-    from vsr.video.png_source import parse_frame_rate
+    from vsr.video.frame_source import parse_frame_rate
 
     return None if value is None else str(parse_frame_rate(value))
 

@@ -55,7 +55,7 @@ def check_ext(ext: str, where: str = "--ext") -> str:
 
 def videos_of(path: Path) -> list[Path]:
     """``path`` itself (a file), or the videos of a folder; a folder of frames and no video is itself one input (a
-    job's input may be one: :class:`~vsr.video.PngFolderSource`); a missing path or a folder without either is an
+    job's input may be one: :class:`~vsr.video.FrameFolderSource`); a missing path or a folder without either is an
     :class:`InputError`."""
     if is_stream(path):
         raise InputError("a job's input must be a file: its chunks seek into it (standard input, -, is read once; "

@@ -1,4 +1,4 @@
-"""Video in and out: sources (PyAV decode, PNG folders), sinks (PyAV encode + stream copy, PNG folders),
+"""Video in and out: sources (PyAV decode, folders of frames), sinks (PyAV encode + stream copy, PNG folders),
 and the colour conversions between YUV and the model's RGB.
 
 Modules: ``source`` (decode), ``colour`` (YUV <-> RGB, the colour maths' one table), ``planes`` (RGB -> a sink's
@@ -7,7 +7,8 @@ commit), ``codecs`` (what vsr knows of each encoder and container: the tables), 
 one output, decided once: ``choose_encoder``), ``encoder_open`` (opening the encoder chosen), ``nvenc`` (NVIDIA's
 hardware encoders), ``hdr`` (HDR metadata), ``formats`` (which pixel formats an output keeps), ``dts`` (packet
 timestamp repair), ``passthrough`` (audio/subtitle copy; ``joins``: across a joined MPEG-TS's clock),
-``png_sink`` and ``sink`` (the file sinks), ``pipe_source`` and ``pipe_sink`` (``-``: standard input and output),
+``frame_source`` (a folder of frames, or one picture), ``png_sink``, ``picture_sink`` and ``sink`` (the
+file sinks), ``pipe_source`` and ``pipe_sink`` (``-``: standard input and output),
 ``endpoints`` (which of them a name opens).
 """
 
@@ -18,8 +19,10 @@ from vsr.video.output import check_output
 from vsr.video.endpoints import open_sink, open_source
 from vsr.video.png_sink import PngFolderSink
 from vsr.video.sink import VideoSink
-from vsr.video.png_source import PngFolderSource
+from vsr.video.frame_source import FrameFolderSource
 from vsr.video.source import SourceFrame, VideoInfo, VideoSource
 
 __all__ = ["ColourSpec", "EncoderSettings", "PngFolderSink", "Sink", "VideoSink", "check_output", "open_sink",
-           "PngFolderSource", "SourceFrame", "VideoInfo", "VideoSource", "open_source"]
+           "FrameFolderSource", "PngFolderSource", "SourceFrame", "VideoInfo", "VideoSource", "open_source"]
+
+PngFolderSource = FrameFolderSource  # (its name while a folder held PNG frames alone: kept for code that imports it)

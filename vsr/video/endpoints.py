@@ -18,13 +18,13 @@ from vsr.video.picture_sink import PictureSink
 from vsr.video.png_sink import PngFolderSink
 from vsr.video.sink import VideoSink
 from vsr.video.png_frames import one_picture
-from vsr.video.png_source import PngFolderSource, parse_frame_rate
+from vsr.video.frame_source import FrameFolderSource, parse_frame_rate
 from vsr.video.source import VideoInfo, VideoSource
 from vsr.video.webp_source import AnimatedWebpSource, is_animated_webp
 
 
 def open_source(path: str | Path, deinterlace: str = "auto", frame_rate: str | None = None, picture: bool = False) -> (
-        VideoSource | PngFolderSource | StreamSource | AnimatedWebpSource):
+        VideoSource | FrameFolderSource | StreamSource | AnimatedWebpSource):
     """The source at ``path``: a video file, a folder of frames, an animated WebP, or ``-``: a stream on
     standard input;
     ``deinterlace``: "auto" (an interlaced video's frames deinterlaced as they are decoded) or "off";
@@ -42,7 +42,7 @@ def open_source(path: str | Path, deinterlace: str = "auto", frame_rate: str | N
     if p is None:
         return StreamSource(deinterlace=deinterlace)
     if p.is_dir() or picture and one_picture(p):
-        return PngFolderSource(p) if rate is None else PngFolderSource(p, rate)
+        return FrameFolderSource(p) if rate is None else FrameFolderSource(p, rate)
     if is_animated_webp(p):  # (FFmpeg reads one picture of it)
         return AnimatedWebpSource(p)
     return VideoSource(p, deinterlace=deinterlace)

@@ -18,7 +18,7 @@ from vsr.video.png_colour import read_colour
 from vsr.video.png_frames import KIND_NAMES, frame_files, frame_kind
 from vsr.video.source import SourceFrame, VideoInfo
 
-PNG_RATE = Fraction(25)  # (a folder's rate where none is given: --frame-rate's default)
+FOLDER_RATE = Fraction(25)  # (a folder's rate where none is given: --frame-rate's default)
 MAX_RATE = 1000
 
 
@@ -42,12 +42,12 @@ def parse_frame_rate(value) -> Fraction:
     return rate
 
 
-class PngFolderSource:
+class FrameFolderSource:
     """The frames of a folder (:func:`~vsr.video.png_frames.frame_files`: ``9.png`` before ``10.png``, a gap an
     error; one kind of picture) at ``rate`` frames a second: timestamps ``0, 1, 2, ...`` in a ``1 / rate`` time
     base."""
 
-    def __init__(self, path: Path, rate: Fraction = PNG_RATE):
+    def __init__(self, path: Path, rate: Fraction = FOLDER_RATE):
         self.path = Path(path)
         self.files = [self.path] if self.path.is_file() else frame_files(self.path)  # (one picture: one frame)
         if not self.files:
