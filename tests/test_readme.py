@@ -44,7 +44,7 @@ CHANGED = {
 WRITES = {
     ".venv/bin/vsr preview in.mp4": ["preview.png"],
     ".venv/bin/vsr upscale in.mp4 out.mp4": ["out.mp4"],
-    "vsr upscale in.mp4 out.mkv --frames 0:100 --report run.json": ["out.mkv", "run.json"],
+    "vsr upscale in.mp4 out.mkv --start 1:00 --end 1:30 --report run.json": ["out.mkv", "run.json"],
     "vsr preview in.mp4 --at 1:30 --out preview.png": ["preview.png"],
     "vsr jobs add *.mp4 --out-dir out/ && vsr jobs run --until-empty": ["out/in.mp4"],
     "vsr report run.json --html run.html": ["run.html"],
@@ -53,7 +53,7 @@ WRITES = {
     "ffmpeg -i in.mkv -f nut - | vsr upscale - - --format nut -c ffv1 | ffmpeg -i - out.mkv": ["out.mkv"],
 }
 # A file a command reads that another command of the README writes: made by that one first.
-MADE_BY = {"run.json": "vsr upscale in.mp4 out.mkv --frames 0:100 --report run.json"}
+MADE_BY = {"run.json": "vsr upscale in.mp4 out.mkv --start 1:00 --end 1:30 --report run.json"}
 
 
 def readme_commands(text: str) -> list[str]:
