@@ -112,3 +112,30 @@ def test_a_job_of_a_picture_to_a_png_is_refused(tmp_path, capsys):
                  str(tmp_path / "q.db"), *TINY[:4]]) == 2
     assert capsys.readouterr().err == (f"vsr: error: {tmp_path / 'o' / '0001.png'}: a job writes a video; upscale "
                                        f"the picture {photo} with vsr upscale\n")
+
+
+def test_an_hdr_picture_s_colour_is_kept_in_a_png_and_said_lost_elsewhere(tmp_path, capsys):
+    """A PQ BT.2020 PNG (its ``cICP``): a .png keeps the tag; JPEG, TIFF and WebP have none for it, and were
+    written silently untagged (shown as sRGB, colours wrong): one line naming what keeps it."""
+    from vsr.video.png_colour import chunk, read_colour, with_chunks
+
+    ok, png = cv2.imencode(".png", np.full((48, 64, 3), 30000, np.uint16))  # (16 bits: into 8, said too)
+    src = tmp_path / "hdr.png"
+    src.write_bytes(with_chunks(png.tobytes(), chunk(b"cICP", bytes([9, 16, 0, 1]))))  # BT.2020, PQ, RGB, full
+    assert main(["upscale", str(src), str(tmp_path / "big.png"), *TINY]) == 0
+    assert str(tmp_path / "big.png") not in capsys.readouterr().err
+    colour = read_colour(tmp_path / "big.png")[0]
+    assert (colour.primaries, colour.transfer) == (9, 16)
+    for name, kind in (("big.jpg", "JPEG"), ("big.tif", "TIFF"), ("big.webp", "WebP")):
+        out = tmp_path / name
+        assert main(["upscale", str(src), str(out), *TINY]) == 0
+        deep = [f"vsr: warning: {out}: the source's 16 bits a sample are written as 8: {kind} holds 8 (a .png or "
+                ".tif picture keeps them)"] if kind != "TIFF" else []
+        assert [line for line in capsys.readouterr().err.splitlines() if str(out) in line] == deep + [
+            f"vsr: warning: {out}: the source's PQ HDR colour (its cICP tag) cannot be written into a {kind} picture: "
+            "viewers will show it as sRGB, its colours wrong (a .png picture keeps it)"]
+        assert cv2.imread(str(out), cv2.IMREAD_UNCHANGED).shape == (192, 256, 3)
+    wide = tmp_path / "wide.png"
+    wide.write_bytes(with_chunks(png.tobytes(), chunk(b"cICP", bytes([12, 13, 0, 1]))))  # Display P3, sRGB's curve
+    assert main(["upscale", str(wide), str(tmp_path / "wide.jpg"), *TINY]) == 0
+    assert "the source's wide-gamut colour (its cICP tag) cannot be written into a JPEG" in capsys.readouterr().err

@@ -6,6 +6,10 @@ model made); TIFF lossless (LZW) at the source's depth, 16 bits kept; WebP lossl
 sample and JPEG no alpha: a deeper source, or its alpha, is dropped with one line naming what keeps it, as a video
 codec without alpha does.  The picture is upright (its source's EXIF orientation applied), with no orientation
 tag of its own.
+
+An HDR or wide-gamut source's colour (a PNG's ``cICP``: :mod:`vsr.video.png_colour`) goes into a PNG alone: JPEG,
+TIFF and WebP have no such tag, only an ICC profile, and none that viewers read describes PQ or HLG; written
+untagged it would be shown as sRGB, its colours wrong, so that is said in one line naming what keeps it.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import numpy as np
 
 from vsr.errors import InputError
 from vsr.video.encoder_choice import EncoderSettings
+from vsr.video.hdr import HDR_TRANSFERS
 from vsr.video.output import PICTURE_OUT, video_partial
 from vsr.video.png_sink import PNG_PIX_FMTS, PngFolderSink
 from vsr.video.source import VideoInfo
@@ -35,6 +40,12 @@ class PictureSink(PngFolderSink):
     def __init__(self, dst: Path, info: VideoInfo, settings: EncoderSettings):
         self.kind = PICTURE_OUT[Path(dst).suffix.lower()]
         super().__init__(dst, info, settings)
+        if self._chunks and self.kind != "PNG":  # (HDR or wide gamut: vsr.video.png_colour)
+            hdr = HDR_TRANSFERS.get(self.colour.transfer)
+            what = f"{hdr} HDR" if hdr else "wide-gamut"
+            warnings.warn(f"{self.dst}: the source's {what} colour (its cICP tag) cannot be written into a {self.kind} "
+                          "picture: viewers will show it as sRGB, its colours wrong (a .png picture keeps it)",
+                          stacklevel=2)
 
     def _pix_fmt(self, info: VideoInfo, requested: str | None) -> str:
         """The PNG folder's choice (:meth:`PngFolderSink._pix_fmt`) within what :attr:`kind` holds."""
