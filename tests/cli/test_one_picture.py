@@ -139,3 +139,14 @@ def test_an_hdr_picture_s_colour_is_kept_in_a_png_and_said_lost_elsewhere(tmp_pa
     wide.write_bytes(with_chunks(png.tobytes(), chunk(b"cICP", bytes([12, 13, 0, 1]))))  # Display P3, sRGB's curve
     assert main(["upscale", str(wide), str(tmp_path / "wide.jpg"), *TINY]) == 0
     assert "the source's wide-gamut colour (its cICP tag) cannot be written into a JPEG" in capsys.readouterr().err
+
+
+def test_a_png_photo_is_upright_by_its_exif_orientation(tmp_path, capsys):
+    """A PNG of orientation 6 (its eXIf chunk) is upscaled upright, as a JPEG of it is; it was sideways."""
+    if shutil.which("exiftool") is None:
+        pytest.skip("needs exiftool")
+    photo = frames_of(tmp_path / "f", ".png", 1) / "0001.png"
+    subprocess.run(["exiftool", "-q", "-overwrite_original", "-Orientation=6", "-n", str(photo)], check=True)
+    assert upscaled(photo, tmp_path / "big.png", capsys).shape == (256, 192, 3)
+    with open(tmp_path / "big.png", "rb") as f:
+        assert b"eXIf" not in f.read()  # (upright, with no orientation tag of its own)

@@ -187,3 +187,46 @@ def test_a_frame_rate_for_a_video_is_refused(make_clip):
     with pytest.raises(InputError, match=r"^--frame-rate is for a folder of frames, whose pictures have no times; "
                                          r".*in.mp4 has its own timestamps$"):
         open_source(src, frame_rate="24")
+
+
+def test_a_png_is_turned_upright_by_its_exif_orientation(tmp_path):
+    """A PNG's eXIf chunk (exiftool writes one), all eight orientations, as Pillow's ``exif_transpose`` shows them
+    (a square frame: a folder of one size); a 16-bit PNG with alpha of orientation 6 turned 90 degrees clockwise,
+    alpha with it.  They were read as stored, sideways."""
+    if shutil.which("exiftool") is None:
+        pytest.skip("needs exiftool")
+    bgr = np.zeros((48, 48, 3), np.uint8)
+    bgr[:8, :20] = (0, 0, 255)  # (a red bar top-left: where it goes shows each turn)
+    bgr[30:, 40:, 1] = np.arange(18, dtype=np.uint8)[:, None] * 10
+    (tmp_path / "f").mkdir()
+    for k in range(1, 9):
+        p = tmp_path / "f" / f"{k}.png"
+        cv2.imwrite(str(p), bgr)
+        subprocess.run(["exiftool", "-q", "-overwrite_original", f"-Orientation={k}", "-n", str(p)], check=True)
+    got = [np.round(rgb * 255).astype(np.uint8).transpose(1, 2, 0) for rgb in pixels(open_source(tmp_path / "f"))]
+    try:
+        from PIL import Image, ImageOps
+    except ImportError:
+        Image = None
+    for k, rgb in enumerate(got, 1):
+        if Image is not None:
+            with Image.open(tmp_path / "f" / f"{k}.png") as im:
+                assert im.getexif().get(0x0112) == k
+                want = np.asarray(ImageOps.exif_transpose(im).convert("RGB"))
+        elif k in (1, 3, 6, 8):  # (without Pillow: the turns alone, by numpy)
+            want = np.rot90(bgr, {1: 0, 3: 2, 6: -1, 8: 1}[k])[:, :, ::-1]
+        else:
+            continue
+        assert np.array_equal(rgb, want), k
+    deep = np.dstack([np.tile(np.arange(64, dtype=np.uint16) * 1000, (48, 1))] * 3 + [np.full((48, 64), 40000,
+                                                                                               np.uint16)])
+    deep[:10, :, 3] = 1000
+    (tmp_path / "d").mkdir()
+    cv2.imwrite(str(tmp_path / "d" / "1.png"), deep)
+    subprocess.run(["exiftool", "-q", "-overwrite_original", "-Orientation=6", "-n", str(tmp_path / "d" / "1.png")],
+                   check=True)
+    src = open_source(tmp_path / "d")
+    assert (src.info.width, src.info.height, src.info.pix_fmt) == (48, 64, "rgba64le")
+    rgb = np.round(pixels(src)[0] * 65535).astype(np.uint16)
+    assert np.array_equal(rgb[::-1].transpose(1, 2, 0), np.rot90(deep[:, :, :3], k=-1))
+    assert np.array_equal(src.info.alpha.take(0).plane, np.rot90(deep[:, :, 3], k=-1))

@@ -13,7 +13,7 @@ import numpy as np
 from vsr.errors import InputError
 from vsr.video.alpha import Alpha
 from vsr.video.captions import FrameStore
-from vsr.video.exif_orientation import orientation_of, upright
+from vsr.video.exif_orientation import orientation_of, png_orientation, upright
 from vsr.video.png_colour import read_colour
 from vsr.video.png_frames import KIND_NAMES, frame_files, frame_kind
 from vsr.video.source import SourceFrame, VideoInfo
@@ -75,8 +75,8 @@ class FrameFolderSource:
 
 def decode(path: Path) -> np.ndarray:
     """The picture at ``path`` as OpenCV reads it: BGR or BGRA (PNG, TIFF and WebP keep their alpha), grey, 8 or
-    16 bits; a JPEG, TIFF or WebP turned upright by its EXIF orientation, as viewers show it.  One line where it
-    cannot be read."""
+    16 bits; a JPEG, TIFF, WebP or PNG turned upright by its EXIF orientation, as viewers show it.  One line where
+    it cannot be read."""
     import cv2
 
     kind = frame_kind(path) or "PNG"
@@ -85,7 +85,7 @@ def decode(path: Path) -> np.ndarray:
     # JPEG: IMREAD_COLOR applies the EXIF orientation, which IMREAD_UNCHANGED leaves out; BMP: no alpha (a 32-bit
     # BMP's fourth byte is most often padding, 0: a picture wholly transparent)
     flags = cv2.IMREAD_COLOR if kind in ("JPEG", "BMP") else cv2.IMREAD_UNCHANGED
-    orientation = 1
+    orientation = png_orientation(path) if kind == "PNG" else 1  # (IMREAD_UNCHANGED leaves a PNG's eXIf unapplied)
     if kind in ("TIFF", "WebP"):  # (their EXIF orientation: vsr.video.exif_orientation)
         with open(path, "rb") as f:
             data = bytearray(f.read())

@@ -61,7 +61,7 @@ def with_chunks(png: bytes, chunks: bytes) -> bytes:
     return png[:SIGNATURE_AND_IHDR] + chunks + png[SIGNATURE_AND_IHDR:] if chunks else png
 
 
-def _chunks_before_data(path: Path) -> dict[bytes, bytes]:
+def chunks_before_data(path: Path) -> dict[bytes, bytes]:
     """The chunks of the PNG file at ``path`` before its first ``IDAT``, by type (the first of each)."""
     out: dict[bytes, bytes] = {}
     with open(path, "rb") as f:
@@ -78,7 +78,7 @@ def _chunks_before_data(path: Path) -> dict[bytes, bytes]:
 def read_colour(path: Path) -> tuple[ColourSpec, HdrMetadata | None]:
     """The colour of RGB PNG frames like the file at ``path``: its ``cICP``'s primaries and transfer (with its
     ``mDCV`` and ``cLLI`` for an HDR transfer), else sRGB.  A chunk this cannot read is left out, as readers do."""
-    chunks = _chunks_before_data(path)
+    chunks = chunks_before_data(path)
     cicp = chunks.get(b"cICP", b"")
     if len(cicp) != 4 or cicp[2] != 0 or cicp[0] in (0, 2) or cicp[1] in (0, 2):  # (RGB only; unspecified: sRGB)
         return ColourSpec.srgb(), None
@@ -97,4 +97,4 @@ def read_colour(path: Path) -> tuple[ColourSpec, HdrMetadata | None]:
     return colour, HdrMetadata(HDR_TRANSFERS[colour.transfer], mastering, light)
 
 
-__all__ = ["colour_chunks", "read_colour", "tagged", "with_chunks"]
+__all__ = ["chunks_before_data", "colour_chunks", "read_colour", "tagged", "with_chunks"]
