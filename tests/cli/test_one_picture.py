@@ -150,3 +150,14 @@ def test_a_png_photo_is_upright_by_its_exif_orientation(tmp_path, capsys):
     assert upscaled(photo, tmp_path / "big.png", capsys).shape == (256, 192, 3)
     with open(tmp_path / "big.png", "rb") as f:
         assert b"eXIf" not in f.read()  # (upright, with no orientation tag of its own)
+
+
+@pytest.mark.parametrize("name, what", [("big.jpg", "one picture"), ("frames", "a folder of PNG frames")])
+def test_a_video_option_is_said_before_a_pix_fmt(tmp_path, capsys, name, what):
+    """Both wrong: the --crf line first, as a Y4M stream's (the output's kind, then what it holds); a PNG folder
+    said its --pix-fmt first before pictures of other kinds came, and one picture its --crf."""
+    photo = frames_of(tmp_path / "f", ".jpg", 1) / "0001.jpg"
+    out = tmp_path / name
+    assert main(["upscale", str(photo), str(out), *TINY, "--crf", "18", "--pix-fmt", "yuv420p"]) == 2
+    assert capsys.readouterr().err == (f"vsr: error: --crf set(s) a video encoder, but {out} is {what} (give the "
+                                       "output a video suffix such as .mp4 or .mkv)\n")

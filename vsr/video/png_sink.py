@@ -35,6 +35,8 @@ class PngFolderSink:
     what = "a folder of PNG frames"  # (what the output is, as its refusals say it)
 
     def __init__(self, dst: Path, info: VideoInfo, settings: EncoderSettings):
+        # a video's options before --pix-fmt, as a Y4M stream says its --crf before its --pix-fmt
+        # (vsr.video.encoder_choice): the output's kind first, then what it holds
         given = [name for name, v in (("--codec", settings.codec), ("--crf", settings.crf),
                                       ("--preset", settings.preset), ("-x", settings.options)) if v]
         if given:
