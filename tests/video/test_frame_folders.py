@@ -138,6 +138,25 @@ def test_a_damaged_frame_is_one_line_naming_it(tmp_path, name, damage, said):
         list(src.frames())
 
 
+def test_a_picture_too_large_for_opencv_is_one_line(tmp_path, capsys):
+    """A PNG whose header says 60000x60000 (a few hundred bytes): OpenCV's size check asserted, a traceback."""
+    import struct
+    import zlib
+
+    from vsr.cli import main
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    picture = tmp_path / "huge.png"
+    picture.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 60000, 60000, 8, 2, 0, 0, 0))
+                        + chunk(b"IDAT", zlib.compress(bytes(60001 * 3))) + chunk(b"IEND", b""))
+    with pytest.raises(InputError, match=r"huge.png: its header says a picture larger than OpenCV reads"):
+        open_source(tmp_path)
+    assert main(["upscale", str(picture), str(tmp_path / "big.png"), "--weights", "random", "--quiet"]) == 2
+    assert capsys.readouterr().err.startswith(f"vsr: error: {picture}: its header says a picture larger than")
+
+
 def test_float_samples_are_refused_in_one_line(tmp_path):
     folder = tmp_path / "f"
     folder.mkdir()

@@ -90,9 +90,16 @@ def decode(path: Path) -> np.ndarray:
         with open(path, "rb") as f:
             data = bytearray(f.read())
         orientation = orientation_of(data, kind)
-        img = cv2.imdecode(np.frombuffer(data, np.uint8), flags) if data else None  # (empty: OpenCV asserts)
-    else:
-        img = cv2.imread(os.fsencode(path), flags)  # (bytes: OpenCV crashes on a name that is not UTF-8)
+    try:
+        if kind in ("TIFF", "WebP"):
+            img = cv2.imdecode(np.frombuffer(data, np.uint8), flags) if data else None  # (empty: OpenCV asserts)
+        else:
+            img = cv2.imread(os.fsencode(path), flags)  # (bytes: OpenCV crashes on a name that is not UTF-8)
+    except cv2.error as e:  # (its checks assert: a header's size past its limit was a traceback)
+        if "validateInputImageSize" in str(e):
+            raise InputError(f"{path}: its header says a picture larger than OpenCV reads (2^30 pixels, or "
+                             "OPENCV_IO_MAX_IMAGE_PIXELS where set)") from None
+        raise InputError(f"not a {kind} image: {path}") from None
     if img is None:
         raise InputError(f"not a {kind} image: {path}")
     img = upright(img, orientation)
