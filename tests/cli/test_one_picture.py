@@ -161,3 +161,11 @@ def test_a_video_option_is_said_before_a_pix_fmt(tmp_path, capsys, name, what):
     assert main(["upscale", str(photo), str(out), *TINY, "--crf", "18", "--pix-fmt", "yuv420p"]) == 2
     assert capsys.readouterr().err == (f"vsr: error: --crf set(s) a video encoder, but {out} is {what} (give the "
                                        "output a video suffix such as .mp4 or .mkv)\n")
+
+
+@pytest.mark.parametrize("suffix, codec", [(".jpg", "jpeg"), (".tif", "tiff"), (".webp", "webp"), (".png", "png")])
+def test_the_encoder_line_names_the_kind_written(tmp_path, capsys, suffix, codec):
+    """It said 'encoder: png, rgb24' of a JPEG."""
+    photo = frames_of(tmp_path / "f", ".jpg", 1) / "0001.jpg"
+    assert main(["upscale", str(photo), str(tmp_path / f"big{suffix}"), *TINY[:-1]]) == 0
+    assert f"\nencoder: {codec}, rgb24\n" in capsys.readouterr().err

@@ -47,6 +47,11 @@ class PictureSink(PngFolderSink):
                           "picture: viewers will show it as sRGB, its colours wrong (a .png picture keeps it)",
                           stacklevel=2)
 
+    @property
+    def codec(self) -> str:
+        """What the run's encoder line and report name: the kind written (a JPEG was said 'png')."""
+        return self.kind.lower()
+
     def _pix_fmt(self, info: VideoInfo, requested: str | None) -> str:
         """The PNG folder's choice (:meth:`PngFolderSink._pix_fmt`) within what :attr:`kind` holds."""
         if requested not in _PIX_FMTS[self.kind]:
