@@ -80,3 +80,19 @@ def test_a_job_from_start_to_end_is_the_job_of_its_frames(tmp_path):
     assert keys[0] == keys[1]
     assert lines[0].endswith("(10 frames in 1 chunk)")
     assert lines[1].endswith("(10 frames in 1 chunk, frames 10:20 (1s to 1.5s))")
+
+
+@pytest.mark.parametrize("times", [["--start", "0.5"], ["--end", "1"]])
+def test_times_of_one_picture_are_one_line(tmp_path, capsys, no_model, times):
+    """A picture has no times: FFmpeg's reading of it (a still image, with its warning) said 'the source is only
+    0.04s long' of --start 0.5, and --frame-rate said that the picture 'has its own timestamps'."""
+    photo = tmp_path / "p.jpg"
+    subprocess.run(["ffmpeg", "-v", "error", "-f", "lavfi", "-i", "testsrc=size=64x48", "-frames:v", "1", str(photo)],
+                   check=True)
+    assert main(["upscale", str(photo), str(tmp_path / "big.jpg"), *times, *TINY]) == 2
+    said = " ".join(times)
+    assert capsys.readouterr().err == (f"vsr: error: {said}: {photo} is one picture, which has no times (they trim a "
+                                       "video or a folder of frames)\n")
+    assert main(["upscale", str(photo), str(tmp_path / "big.jpg"), "--frame-rate", "24", *TINY]) == 2
+    assert capsys.readouterr().err == (f"vsr: error: --frame-rate is for a folder of frames, whose pictures have no "
+                                       f"times; {photo} is one picture\n")

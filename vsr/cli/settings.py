@@ -192,14 +192,19 @@ def with_times(runner, src, times: tuple, said: str):
     """``runner`` with the frames ``times`` (:func:`parse_times`) name in ``src``, by each frame's own timestamp
     (:func:`vsr.video.clock.frames_between`): a run of them is a ``--frames A:B`` run in all else."""
     from dataclasses import replace
+    from pathlib import Path
 
     from vsr.video import open_source
     from vsr.video.clock import frames_between
     from vsr.video.output import is_stream
+    from vsr.video.png_frames import one_picture
 
     if is_stream(src):
         raise InputError(f"{said}: standard input is read once, and its frames' times are known only as it is "
                          "read; give --frames A:B")
+    if one_picture(Path(src)):  # (FFmpeg's reading of it, a still image, said 'only 0.04s long' of --start 1)
+        raise InputError(f"{said}: {src} is one picture, which has no times (they trim a video or a folder of "
+                         "frames)")
     source = open_source(src, deinterlace=runner.deinterlace, frame_rate=runner.frame_rate)
     try:
         return replace(runner, frames=frames_between(source, *times, said))

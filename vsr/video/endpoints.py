@@ -37,8 +37,9 @@ def open_source(path: str | Path, deinterlace: str = "auto", frame_rate: str | N
     rate = None if frame_rate is None else parse_frame_rate(frame_rate)
     p = None if is_stream(path) else existing(path)
     if rate is not None and (p is None or not p.is_dir()):
+        own = "is one picture" if p is not None and one_picture(p) else "has its own timestamps"  # (not: 'its own')
         raise InputError(f"--frame-rate is for a folder of frames, whose pictures have no times; "
-                         f"{'standard input' if p is None else p} has its own timestamps")
+                         f"{'standard input' if p is None else p} {own}")
     if p is None:
         return StreamSource(deinterlace=deinterlace)
     if p.is_dir() or picture and one_picture(p):
