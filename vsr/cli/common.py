@@ -46,7 +46,8 @@ def add_precision_args(p: argparse.ArgumentParser, auto: bool = False, scales: b
                         "exact = re-run until every window has its own ranges (slower)" if scales else
                    argparse.SUPPRESS)
     g.add_argument("--int8-calibration", default=None, metavar="DIR",
-                   help="folder of PNG frames that calibrates the int8 plan (default: synthetic frames)")
+                   help="folder of frames (PNG, JPEG, TIFF, BMP or WebP) that calibrates the int8 plan (default: "
+                        "synthetic frames)")
 
 
 def precision_options(args) -> dict:

@@ -13,7 +13,7 @@ def add_parser(sub) -> None:
                        description="Upscale a few frames of IN around --at with the options of 'vsr upscale', write "
                                    "bicubic | vsr side by side (PNG, with a zoomed crop) or an HTML page with a "
                                    "slider, and print the estimated time and output size of the whole run.")
-    p.add_argument("input", help="video file, or folder of *.png frames")
+    p.add_argument("input", help="video file, or folder of frames (*.png, *.jpg, *.tif, *.bmp, *.webp)")
     p.add_argument("--at", default=None, metavar="TIME|FRAME",
                    help="where: a frame index (120) or a time (12.5s, 1:02.5); default: the middle")
     p.add_argument("--frames", dest="preview_frames", default="3", metavar="N",
