@@ -305,13 +305,14 @@ def test_a_cut_y4m_is_said_once_though_the_preview_opens_it_twice(tmp_path, tiny
     assert len(p.sr) == 2 and len(cut) == 1, [str(w.message) for w in said]
 
 
-@pytest.mark.parametrize("command", ["preview", "upscale"])
+@pytest.mark.parametrize("command", ["preview", "upscale", "eval"])
 def test_the_help_names_every_kind_of_frames_read(capsys, command):
-    """IN of vsr preview and --int8-calibration said 'folder of *.png frames' of folders of JPEG, TIFF, ... too."""
+    """IN of vsr preview, eval's --gt and --int8-calibration said 'folder of *.png frames' of folders of JPEG,
+    TIFF, ... too."""
     from vsr.cli import main
 
     with pytest.raises(SystemExit):
         main([command, "--help"])
     text = " ".join(capsys.readouterr().out.split())
-    assert "*.png frames" not in text and "folder of PNG frames" not in text
+    assert "*.png frames" not in text and "folder of PNG frames" not in text and "(*.png, in" not in text
     assert "folder of frames (PNG, JPEG, TIFF, BMP or WebP) that calibrates" in text

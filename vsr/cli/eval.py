@@ -12,12 +12,13 @@ NO_MODEL = "bicubic"
 
 def add_parser(sub) -> None:
     p = sub.add_parser(
-        "eval", help="PSNR/SSIM of model vs bicubic on a PNG sequence with ground truth",
+        "eval", help="PSNR/SSIM of model vs bicubic on a sequence of frames with ground truth",
         description="Score x4 super-resolution against ground truth (BasicSR conventions: Y = BT.601 "
                     "limited range, no border crop, mean of per-frame values). Without --lr the LR is made "
                     "from the GT with MATLAB bicubic x1/4.")
     p.add_argument("--gt", required=True, metavar="DIR",
-                   help="ground-truth frames (*.png, in the order their names number them: 9.png before 10.png)")
+                   help="ground-truth frames (PNG, JPEG, TIFF, BMP or WebP, in the order their names number them: "
+                        "9.png before 10.png)")
     p.add_argument("--lr", metavar="DIR", help="LR frames, GT size / 4, named as the GT frames they pair with "
                    "(default: made from the GT)")
     p.add_argument("--weights", default="default", metavar="W",
