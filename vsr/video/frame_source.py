@@ -80,18 +80,20 @@ def decode(path: Path) -> np.ndarray:
     import cv2
 
     kind = frame_kind(path) or "PNG"
-    if kind == "JPEG" and not _whole_jpeg(path):
+    data = None
+    if kind in ("JPEG", "TIFF", "WebP"):  # (read once: the checks below and OpenCV's decode take the same bytes)
+        with open(path, "rb") as f:
+            data = bytearray(f.read())
+    if kind == "JPEG" and not _whole_jpeg(data):
         raise InputError(f"not a whole JPEG image: {path} (its data ends before the picture does)")
     # JPEG: IMREAD_COLOR applies the EXIF orientation, which IMREAD_UNCHANGED leaves out; BMP: no alpha (a 32-bit
     # BMP's fourth byte is most often padding, 0: a picture wholly transparent)
     flags = cv2.IMREAD_COLOR if kind in ("JPEG", "BMP") else cv2.IMREAD_UNCHANGED
     orientation = png_orientation(path) if kind == "PNG" else 1  # (IMREAD_UNCHANGED leaves a PNG's eXIf unapplied)
     if kind in ("TIFF", "WebP"):  # (their EXIF orientation: vsr.video.exif_orientation)
-        with open(path, "rb") as f:
-            data = bytearray(f.read())
         orientation = orientation_of(data, kind)
     try:
-        if kind in ("TIFF", "WebP"):
+        if data is not None:
             img = cv2.imdecode(np.frombuffer(data, np.uint8), flags) if data else None  # (empty: OpenCV asserts)
         else:
             img = cv2.imread(os.fsencode(path), flags)  # (bytes: OpenCV crashes on a name that is not UTF-8)
@@ -108,12 +110,10 @@ def decode(path: Path) -> np.ndarray:
     return img
 
 
-def _whole_jpeg(path: Path) -> bool:
-    """Whether the JPEG file at ``path`` has its end marker after its last scan: libjpeg decodes a cut file without
-    an error, its missing rows grey.  (0xFFD9 cannot occur inside a scan's data: 0xFF there is followed by 0 or a
-    restart marker.)"""
-    with open(path, "rb") as f:
-        data = f.read()
+def _whole_jpeg(data: bytearray) -> bool:
+    """Whether the JPEG file's bytes ``data`` have its end marker after its last scan: libjpeg decodes a cut file
+    without an error, its missing rows grey.  (0xFFD9 cannot occur inside a scan's data: 0xFF there is followed by
+    0 or a restart marker.)"""
     scan = data.rfind(b"\xff\xda")
     return not data.startswith(b"\xff\xd8") or scan >= 0 and data.find(b"\xff\xd9", scan) >= 0  # (else: OpenCV's)
 
